@@ -1,0 +1,248 @@
+"""PodGroup (``scheduling.sigs.k8s.io/v1alpha1``) and the gang annotations of Koordinator.
+
+A gang is declared either by a PodGroup CR (pods join it with a label) or by annotations
+on the pods themselves. ``GangConfig`` is the resolved declaration either way; annotation
+values override the CR's spec.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.quantity import parse_go_duration, parse_quantity_milli
+from koordpy.api.raw import Reader
+from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
+
+GROUP = "scheduling.sigs.k8s.io"
+POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+COMPAT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+COMPAT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+PREFIX = "gang.scheduling.koordinator.sh/"
+ANN_NAME = PREFIX + "name"
+ANN_MIN = PREFIX + "min-available"
+ANN_TOTAL = PREFIX + "total-number"
+ANN_MODE = PREFIX + "mode"
+ANN_WAIT = PREFIX + "waiting-time"
+ANN_GROUPS = PREFIX + "groups"
+ANN_MATCH = PREFIX + "match-policy"
+ANN_TIMEOUT = PREFIX + "timeout"
+ANN_TOPOLOGY_SPEC = PREFIX + "network-topology-spec"
+ANN_TOPOLOGY_INDEX = PREFIX + "network-topology-index"
+
+DEFAULT_WAIT_SECONDS = 600.0
+PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown")
+Mode = Literal["Strict", "NonStrict"]
+MatchPolicy = Literal["once-satisfied", "only-waiting", "waiting-and-running"]
+_RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PodGroupStatus(_Model):
+    phase: str = "Pending"
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    schedule_start_time: float | None = None
+
+
+class PodGroup(_Model):
+    namespace: str
+    name: str
+    min_member: int
+    min_resources: dict[str, int] = {}
+    schedule_timeout_seconds: int | None = None
+    annotations: dict[str, str] = {}
+    creation: float | None = None
+    status: PodGroupStatus = PodGroupStatus()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> PodGroup:
+        r = Reader(object_ref(raw, "PodGroup"))
+        meta = r.mapping(raw.get("metadata"), "metadata")
+        spec = r.mapping(raw.get("spec"), "spec")
+        status = r.mapping(raw.get("status"), "status")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0)
+        assert min_member is not None
+        if min_member < 1:
+            raise r.fail("spec.minMember", f"must be at least 1, got {min_member}")
+        timeout = r.integer(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
+        if timeout is not None and timeout < 0:
+            raise r.fail("spec.scheduleTimeoutSeconds", f"must not be negative, got {timeout}")
+        min_res: dict[str, int] = {}
+        for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items():
+            try:
+                min_res[res] = parse_quantity_milli(q)
+            except ValueError as exc:
+                raise r.fail(f"spec.minResources.{res}", str(exc)) from exc
+        phase = r.string(status.get("phase"), "status.phase") or "Pending"
+        if phase not in PHASES:
+            raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+        pg = cls(
+            namespace=r.string(meta.get("namespace"), "metadata.namespace") or "default",
+            name=r.string(meta.get("name"), "metadata.name", required=True),
+            min_member=min_member,
+            min_resources=min_res,
+            schedule_timeout_seconds=timeout,
+            annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
+            creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            status=PodGroupStatus(
+                phase=phase,
+                scheduled=r.integer(status.get("scheduled"), "status.scheduled", default=0) or 0,
+                running=r.integer(status.get("running"), "status.running", default=0) or 0,
+                succeeded=r.integer(status.get("succeeded"), "status.succeeded", default=0) or 0,
+                failed=r.integer(status.get("failed"), "status.failed", default=0) or 0,
+                schedule_start_time=r.timestamp(status.get("scheduleStartTime"), "status.scheduleStartTime"),
+            ),
+        )
+        # Validate the annotations now, so a bad PodGroup is reported once, against itself.
+        gang_config_from_podgroup(pg)
+        return pg
+
+
+class GangConfig(_Model):
+    """What a gang asks for, whichever way it was declared."""
+
+    key: str  # namespace/name
+    min_member: int
+    total_number: int
+    mode: Mode = "Strict"
+    waiting_seconds: float = DEFAULT_WAIT_SECONDS
+    groups: tuple[str, ...] = ()  # the GangGroup, namespace/name of every gang in it; () is just itself
+    match_policy: MatchPolicy = "once-satisfied"
+    topology: NetworkTopologySpec | None = None
+    from_crd: bool = False
+
+    @property
+    def group_keys(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.groups) | {self.key}))
+
+
+def _overrides(r: Reader, ann: dict[str, str], namespace: str, base: dict[str, Any]) -> dict[str, Any]:
+    """Applies the gang annotations in ``ann`` on top of ``base`` (a GangConfig's fields)."""
+    out = dict(base)
+    if ANN_MIN in ann or COMPAT_MIN in ann:
+        field = f"metadata.annotations[{ANN_MIN if ANN_MIN in ann else COMPAT_MIN}]"
+        v = r.integer(ann.get(ANN_MIN, ann.get(COMPAT_MIN)), field)
+        if v is None or v < 1:
+            raise r.fail(field, f"must be a whole number of at least 1, got {ann.get(ANN_MIN, ann.get(COMPAT_MIN))!r}")
+        out["min_member"] = v
+    if ANN_TOTAL in ann:
+        v = r.integer(ann[ANN_TOTAL], f"metadata.annotations[{ANN_TOTAL}]")
+        if v is None or v < 1:
+            raise r.fail(f"metadata.annotations[{ANN_TOTAL}]", f"must be at least 1, got {ann[ANN_TOTAL]!r}")
+        out["total_number"] = v
+    if ANN_MODE in ann:
+        if ann[ANN_MODE] not in ("Strict", "NonStrict"):
+            raise r.fail(f"metadata.annotations[{ANN_MODE}]", f"must be Strict or NonStrict, got {ann[ANN_MODE]!r}")
+        out["mode"] = ann[ANN_MODE]
+    if ANN_WAIT in ann:
+        try:
+            out["waiting_seconds"] = parse_go_duration(ann[ANN_WAIT])
+        except ValueError as exc:
+            raise r.fail(f"metadata.annotations[{ANN_WAIT}]", str(exc)) from exc
+    if ANN_MATCH in ann:
+        if ann[ANN_MATCH] not in ("once-satisfied", "only-waiting", "waiting-and-running"):
+            raise r.fail(f"metadata.annotations[{ANN_MATCH}]",
+                         f"must be once-satisfied, only-waiting or waiting-and-running, got {ann[ANN_MATCH]!r}")
+        out["match_policy"] = ann[ANN_MATCH]
+    if ANN_GROUPS in ann:
+        out["groups"] = parse_groups(r, ann[ANN_GROUPS], namespace)
+    if ANN_TOPOLOGY_SPEC in ann:
+        try:
+            out["topology"] = parse_network_topology_spec(ann[ANN_TOPOLOGY_SPEC])
+        except ValueError as exc:
+            raise r.fail(f"metadata.annotations[{ANN_TOPOLOGY_SPEC}]", str(exc)) from exc
+    if out.get("total_number", 0) < out["min_member"]:
+        out["total_number"] = out["min_member"]
+    return out
+
+
+def parse_groups(r: Reader, text: str, namespace: str) -> tuple[str, ...]:
+    field = f"metadata.annotations[{ANN_GROUPS}]"
+    if not text.strip():
+        return ()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise r.fail(field, f'must be a JSON array of "namespace/name" strings: {exc.msg}') from exc
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise r.fail(field, f'must be a JSON array of "namespace/name" strings, got {text!r}')
+    out = []
+    for v in value:
+        parts = v.split("/")
+        if len(parts) > 2 or not all(_RFC1123.match(p) for p in parts):
+            raise r.fail(field, f'{v!r} is not a "namespace/name" gang reference')
+        out.append(v if len(parts) == 2 else f"{namespace}/{v}")
+    return tuple(out)
+
+
+def gang_config_from_podgroup(pg: PodGroup) -> GangConfig:
+    r = Reader(f"PodGroup {pg.key}")
+    base: dict[str, Any] = {
+        "key": pg.key,
+        "min_member": pg.min_member,
+        "total_number": pg.min_member,
+        "waiting_seconds": float(pg.schedule_timeout_seconds)
+        if pg.schedule_timeout_seconds is not None else DEFAULT_WAIT_SECONDS,
+        "from_crd": True,
+    }
+    return GangConfig(**_overrides(r, pg.annotations, pg.namespace, base))
+
+
+def pod_gang_name(pod_namespace: str, labels: dict[str, str], annotations: dict[str, str]) -> str | None:
+    """The gang a pod belongs to, ``namespace/name``, or None for a pod of its own."""
+    name = (annotations.get(ANN_NAME) or annotations.get(COMPAT_NAME) or labels.get(POD_GROUP_LABEL)
+            or annotations.get(POD_GROUP_LABEL))
+    return f"{pod_namespace}/{name}" if name else None
+
+
+def gang_config_from_pod(pod_ref: str, namespace: str, annotations: dict[str, str],
+                         podgroup: PodGroup | None) -> GangConfig | None:
+    """The gang declared by a pod's annotations, layered over its PodGroup when there is one.
+
+    Returns None when the pod names a PodGroup that does not exist and declares no minimum of
+    its own: the caller keeps such pods waiting until the PodGroup arrives.
+    """
+    r = Reader(pod_ref)
+    name = annotations.get(ANN_NAME) or annotations.get(COMPAT_NAME)
+    if name and not _RFC1123.match(name):
+        raise r.fail(f"metadata.annotations[{ANN_NAME}]", f"{name!r} is not an RFC 1123 name")
+    if podgroup is not None:
+        base = gang_config_from_podgroup(podgroup).model_dump()
+    elif ANN_MIN in annotations or COMPAT_MIN in annotations:
+        base = {"key": f"{namespace}/{name}", "min_member": 1, "total_number": 0}
+    else:
+        if name:
+            raise r.fail(f"metadata.annotations[{ANN_MIN}]", f"is required with {ANN_NAME} when no PodGroup "
+                         f"{namespace}/{name} exists")
+        return None
+    gang_keys = {ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH}
+    relevant = {k: v for k, v in annotations.items() if k in gang_keys}
+    return GangConfig(**_overrides(r, relevant, namespace, base))
+
+
+def topology_index(pod_ref: str, annotations: dict[str, str]) -> int | None:
+    raw = annotations.get(ANN_TOPOLOGY_INDEX)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError as exc:
+        raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]",
+                         f"must be a whole number, got {raw!r}") from exc
+    if value < 0:
+        raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]", f"must not be negative, got {value}")
+    return value

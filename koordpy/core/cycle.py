@@ -1,0 +1,244 @@
+"""One scheduling cycle over the whole queue, named after kube-scheduler's extension points.
+
+``schedule(snapshot, state, now)`` takes the jobs in queue order and, for each, runs
+pre_filter (gang completeness, timeouts, config errors), filter/score/reserve (placement
+on a Statement), permit (the GangGroup's minimums) and bind, or post_filter when the job
+does not fit. Later jobs see the moves of earlier ones. It returns decisions only.
+"""
+
+from __future__ import annotations
+
+from koordpy.api.objects import Pod
+from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup
+from koordpy.core.decisions import (
+    Annotate,
+    Bind,
+    CycleResult,
+    Event,
+    PodGroupStatusUpdate,
+    SetPodScheduledFalse,
+)
+from koordpy.core.filters import Filters
+from koordpy.core.gang import Gang, Job, SchedulerState, resolve_jobs
+from koordpy.core.placement import Failure, Placer, rank_order
+from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.statement import Statement
+
+
+class Cycle:
+    def __init__(self, snapshot: Snapshot, state: SchedulerState, now: float) -> None:
+        self.snapshot = snapshot
+        self.state = state
+        self.now = now
+        claimed = {p.key for p in snapshot.pods if snapshot.claims(p)}
+        # A reservation outlives neither its pod nor the pod's binding by someone else.
+        for pod in [p for p in state.reserved if p not in claimed]:
+            del state.reserved[pod]
+        self.cluster = Cluster(snapshot, assumed=state.reserved)
+        self.filters = Filters(self.cluster)
+        self.placer = Placer(self.filters)
+        self.result = CycleResult()
+        self.bound: dict[str, str] = {}
+
+    # -- the cycle -----------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        jobs, gangs, _ = resolve_jobs(self.snapshot, self.state)
+        for job in sorted(jobs, key=Job.queue_key):
+            if job.is_gang:
+                self._gang(job)
+            else:
+                self._single(job.pods[0])
+        self._podgroup_statuses(gangs)
+        deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
+        self.result.next_deadline = min(deadlines, default=None)
+        return self.result
+
+    def _single(self, pod: Pod) -> None:
+        stmt = Statement(self.cluster)
+        failure = self.placer.binpack([pod], stmt)
+        if failure:
+            stmt.discard()
+            self.post_filter(pod, failure.reason)
+        else:
+            self.bind(stmt.commit())
+
+    def _gang(self, job: Job) -> None:
+        reason = self.pre_filter(job)
+        if reason is not None:
+            for pod in job.pods:
+                self.post_filter(pod, reason)
+            return
+        pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
+        spec = next((g.config.topology for g in job.gangs if g.config and g.config.topology), None)
+        stmt = Statement(self.cluster)
+        failure: Failure | None = None
+        if pods:
+            failure = self.placer.gather(pods, spec, stmt) if spec else self.placer.binpack(pods, stmt)
+        strict = any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+        if failure and (strict or spec):
+            stmt.discard()
+        if self.permit(job, stmt.placed):
+            placed = stmt.commit()
+            for pod in job.pods:
+                if pod.key in self.state.reserved:
+                    placed[pod.key] = self.cluster.node_index[self.state.reserved.pop(pod.key)]
+            self.state.wait_since.pop(job.id, None)
+            self.state.satisfied.update(g.key for g in job.gangs)
+            self.bind(placed)
+            if failure:  # NonStrict: the members that did not fit keep trying on their own
+                self._reject(job, failure)
+            return
+        waiting = {k: self.cluster.nodes[n].name for k, n in stmt.placed.items()}
+        if strict:
+            stmt.discard()
+            waiting = {}
+        else:
+            stmt.commit()
+            self.state.reserved.update(waiting)
+            if waiting or any(p.key in self.state.reserved for p in job.pods):
+                self.state.wait_since.setdefault(job.id, self.now)
+        self._reject(job, failure)
+
+    def _reject(self, job: Job, failure: Failure | None) -> None:
+        """The member that failed carries the reason; the others quote it in the GangGroup's words."""
+        already = sum(1 for p in job.pods if p.key in self.state.reserved)
+        for pod in job.pods:
+            if pod.key in self.bound:
+                continue
+            if failure and pod.key == failure.pod.key:
+                self.post_filter(pod, failure.reason)
+            elif failure:
+                self.post_filter(pod, f'GangGroup "{job.id}" gets rejected due to member Pod "{failure.pod.key}" '
+                                      f'is unschedulable with reason "{failure.reason}", '
+                                      f"alreadyWaitForBound: {already}")
+            else:
+                self.post_filter(pod, f'GangGroup "{job.id}" is waiting for its members: '
+                                      f"{self._counts(job)}, alreadyWaitForBound: {already}")
+
+    # -- extension points ----------------------------------------------------------------
+
+    def pre_filter(self, job: Job) -> str | None:
+        """Why the job cannot be tried this cycle, or None to go on."""
+        for gang in job.gangs:
+            if gang.error:
+                return gang.error
+        for gang in job.gangs:
+            if gang.timed_out:
+                return (f'gang "{gang.key}" timed out waiting for its members and will not be scheduled '
+                        f"({ANN_TIMEOUT}=true); delete and recreate its pods to try again")
+        for gang in job.gangs:
+            cfg = gang.config
+            assert cfg is not None
+            claimed = sum(1 for p in gang.pods if self.snapshot.claims(p))
+            count = claimed + (0 if cfg.match_policy == "only-waiting" else len(gang.bound()))
+            if count < cfg.min_member:
+                return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {count}, "
+                        f"minMember: {cfg.min_member}")
+        since = self.state.wait_since.get(job.id)
+        if since is not None:
+            limit = min(g.config.waiting_seconds for g in job.gangs if g.config)
+            if self.now - since >= limit:
+                return self._time_out(job, limit)
+        return None
+
+    def permit(self, job: Job, placed: dict[str, int]) -> bool:
+        """Whether every gang of the GangGroup reaches its minimum with what is placed now."""
+        for gang in job.gangs:
+            cfg = gang.config
+            assert cfg is not None
+            waiting = sum(1 for p in gang.pods if p.key in placed or p.key in self.state.reserved)
+            running = 0 if cfg.match_policy == "only-waiting" else len(gang.bound())
+            if gang.key not in self.state.satisfied and waiting + running < cfg.min_member:
+                return False
+        return True
+
+    def bind(self, placed: dict[str, int]) -> None:
+        for pod, node_idx in placed.items():
+            node = self.cluster.nodes[node_idx].name
+            self.bound[pod] = node
+            self.result.decisions.append(Bind(pod, node))
+            self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
+                                               f"Successfully assigned {pod} to {node}"))
+
+    def post_filter(self, pod: Pod, message: str) -> None:
+        self.result.pending[pod.key] = message
+        if pod.unschedulable_message != message:
+            self.result.decisions.append(SetPodScheduledFalse(pod.key, message))
+            self.result.decisions.append(Event("Pod", pod.key, "Warning", "FailedScheduling", message))
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _time_out(self, job: Job, limit: float) -> str:
+        for pod in job.pods:
+            node = self.state.reserved.pop(pod.key, None)
+            if node is not None:
+                self.cluster.used[self.cluster.node_index[node]] -= self.cluster.request_vector(pod)
+        self.state.wait_since.pop(job.id, None)
+        for gang in job.gangs:
+            for pod in gang.pods:
+                if not pod.node_name:
+                    self.result.decisions.append(Annotate(pod.key, ANN_TIMEOUT, "true"))
+            if gang.key in self.snapshot.podgroups:
+                self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "GangTimeout",
+                                                   f"gang did not reach its minimum within {limit:g}s"))
+        return (f'GangGroup "{job.id}" timed out after {limit:g}s waiting for its members '
+                f"({self._counts(job)}); reservations released")
+
+    def _counts(self, job: Job) -> str:
+        parts = []
+        for g in job.gangs:
+            assert g.config is not None
+            have = sum(1 for p in g.pods if p.key in self.state.reserved or p.node_name)
+            parts.append(f"{g.key} {have}/{g.config.min_member}")
+        return ", ".join(parts)
+
+    def _wait_limit(self, gid: str, gangs: dict[str, Gang]) -> float:
+        limits = [gangs[k].config.waiting_seconds for k in gid.split(",")  # type: ignore[union-attr]
+                  if k in gangs and gangs[k].config is not None]
+        return min(limits, default=0.0)
+
+    def _podgroup_statuses(self, gangs: dict[str, Gang]) -> None:
+        for key, pg in self.snapshot.podgroups.items():
+            status = podgroup_status(pg, gangs[key].pods if key in gangs else [], self.bound,
+                                     self.state.reserved, self.now)
+            current = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
+                       "running": pg.status.running, "succeeded": pg.status.succeeded,
+                       "failed": pg.status.failed}
+            if {k: status[k] for k in current} != current:
+                self.result.decisions.append(PodGroupStatusUpdate(key, status))
+
+
+def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
+                    reserved: dict[str, str], now: float) -> dict[str, object]:
+    """PodGroup ``status`` as the gang stands after this cycle."""
+    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
+    running = sum(1 for p in members if p.phase == "Running")
+    succeeded = sum(1 for p in members if p.phase == "Succeeded")
+    failed = sum(1 for p in members if p.phase == "Failed")
+    waiting = sum(1 for p in members if p.key in reserved)
+    live = [p for p in members if not p.terminal]
+    if succeeded >= pg.min_member:
+        phase = "Finished"
+    elif failed and succeeded + running < pg.min_member:
+        phase = "Failed"
+    elif running >= pg.min_member:
+        phase = "Running"
+    elif scheduled >= pg.min_member:
+        phase = "Scheduled"
+    elif scheduled or waiting:
+        phase = "Scheduling"
+    elif len(live) >= pg.min_member:
+        phase = "PreScheduling"
+    else:
+        phase = "Pending"
+    start = pg.status.schedule_start_time
+    if start is None and phase not in ("Pending", "PreScheduling"):
+        start = now
+    return {"phase": phase, "scheduled": scheduled, "running": running, "succeeded": succeeded,
+            "failed": failed, "scheduleStartTime": start}
+
+
+def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:
+    """Runs one cycle; ``state`` is updated in place (reservations, waits, satisfied gangs)."""
+    return Cycle(snapshot, state, now).run()

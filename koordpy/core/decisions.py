@@ -1,0 +1,60 @@
+"""What a scheduling cycle decides: the only output of the core.
+
+The shell (the simulator, or the live controller) carries these out; the core never does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Bind:
+    pod: str  # namespace/name
+    node: str
+
+
+@dataclass(frozen=True)
+class SetPodScheduledFalse:
+    """``PodScheduled=False`` with reason Unschedulable, as kube-scheduler writes it."""
+
+    pod: str
+    message: str
+    reason: str = "Unschedulable"
+
+
+@dataclass(frozen=True)
+class Annotate:
+    pod: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # Pod, PodGroup, ClusterNetworkTopology
+    obj: str  # namespace/name, or name for cluster-scoped objects
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PodGroupStatusUpdate:
+    podgroup: str
+    status: dict[str, object]
+
+
+Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate
+
+
+@dataclass
+class CycleResult:
+    decisions: list[Decision] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
+    next_deadline: float | None = None  # the earliest gang wait that expires, for the caller's timer
+
+    @property
+    def binds(self) -> list[Bind]:
+        return [d for d in self.decisions if isinstance(d, Bind)]

@@ -1,0 +1,84 @@
+"""The filter extension point: which nodes a pod may run on, and kube-scheduler's words for why not.
+
+Static filters (unschedulable, not ready, taints, nodeSelector, required node affinity)
+depend only on the pod's scheduling constraints and the node, so they are computed once
+per distinct set of constraints and cached; resource fit is a numpy comparison.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.snapshot import Cluster
+
+UNSCHEDULABLE = "node(s) were unschedulable"
+NOT_READY = "node(s) were not ready"
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+_UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+_NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
+
+
+def constraints_key(pod: Pod) -> tuple[object, ...]:
+    """Pods with equal keys pass the static filters on exactly the same nodes."""
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)
+
+
+@dataclass
+class StaticFit:
+    mask: npt.NDArray[np.bool_]
+    reasons: list[str | None]  # per node, the first static reason it fails, or None
+
+
+def _static_reason(pod: Pod, node: Node) -> str | None:
+    if node.unschedulable and not any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+        return UNSCHEDULABLE
+    if not node.ready and not any(t.tolerates(_NOT_READY_TAINT) for t in pod.tolerations):
+        return NOT_READY
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in pod.tolerations):
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return AFFINITY
+    if pod.affinity_terms and not any(t.matches(node.name, node.labels) for t in pod.affinity_terms):
+        return AFFINITY
+    return None
+
+
+class Filters:
+    """Per-cycle filter cache over one ``Cluster``."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._static: dict[tuple[object, ...], StaticFit] = {}
+
+    def static(self, pod: Pod) -> StaticFit:
+        key = constraints_key(pod)
+        fit = self._static.get(key)
+        if fit is None:
+            reasons = [_static_reason(pod, n) for n in self.cluster.nodes]
+            fit = StaticFit(mask=np.array([r is None for r in reasons], dtype=np.bool_), reasons=reasons)
+            self._static[key] = fit
+        return fit
+
+    def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
+        """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
+        static = self.static(pod)
+        counts: Counter[str] = Counter(r for r in static.reasons if r is not None)
+        free = self.cluster.free()
+        for j, res in enumerate(self.cluster.resources):
+            if request[j] <= 0:
+                continue
+            short = int(np.count_nonzero(static.mask & (free[:, j] < request[j])))
+            if short:
+                counts["Too many pods" if res == PODS else f"Insufficient {res}"] += short
+        return nodes_unavailable(len(self.cluster.nodes), counts)
+
+
+def nodes_unavailable(total: int, counts: Counter[str] | dict[str, int]) -> str:
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."

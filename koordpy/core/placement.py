@@ -1,0 +1,126 @@
+"""Where a job's pods go: topology-aware gather (offerslot + binpack) or plain binpacking.
+
+A job is the pending pods one attempt must place together (a GangGroup's, or one pod).
+Placement makes its moves on a ``Statement`` and reports the first pod it could not
+place with the reason; the caller decides whether to commit or discard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import PODS, Pod
+from koordpy.api.podgroup import topology_index
+from koordpy.api.topology import NetworkTopologySpec
+from koordpy.core.filters import Filters, constraints_key
+from koordpy.core.naming import natural_key
+from koordpy.core.statement import Statement
+from koordpy.kernels import allocate, choose_candidate, node_offerslots, subtree_sums
+
+MAX_LISTED_DOMAINS = 16
+
+
+@dataclass(frozen=True)
+class Failure:
+    pod: Pod
+    reason: str
+
+
+def rank_order(pods: list[Pod]) -> list[Pod]:
+    """Pods by network-topology index (numeric), then those without one, by name."""
+
+    def key(p: Pod) -> tuple[bool, int, tuple[object, ...], str]:
+        idx = topology_index(f"Pod {p.key}", p.annotations)
+        return (idx is None, idx or 0, natural_key(p.name), p.namespace)
+
+    return sorted(pods, key=key)
+
+
+class Placer:
+    def __init__(self, filters: Filters) -> None:
+        self.filters = filters
+        self.cluster = filters.cluster
+
+    # -- plain binpacking (no topology spec) ---------------------------------------------
+
+    def binpack(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """Fills the most allocated nodes first, shape by shape, pods in rank order."""
+        shapes: dict[tuple[object, ...], list[Pod]] = {}
+        for p in pods:
+            req = self.cluster.request_vector(p)
+            shapes.setdefault((req.tobytes(), constraints_key(p)), []).append(p)
+        for members in shapes.values():
+            req = self.cluster.request_vector(members[0])
+            mask = self.filters.static(members[0]).mask
+            slots = node_offerslots(self.cluster.free(), req, mask)
+            order = np.lexsort((np.arange(len(slots)), -self._most_allocated(req)))
+            ordered = slots[order]
+            before = np.cumsum(ordered) - ordered
+            take = np.clip(len(members) - before, 0, ordered)
+            nodes = np.repeat(order, take)
+            placed = len(nodes)
+            stmt.assume_many([p.key for p in members[:placed]], nodes.astype(np.int64), req)
+            if placed < len(members):
+                failed = members[placed]
+                return Failure(failed, self.filters.explain(failed, req))
+        return None
+
+    def _most_allocated(self, req: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        cols = [j for j, r in enumerate(self.cluster.resources) if req[j] > 0 and r != PODS] or [
+            self.cluster.res_index[PODS]]
+        alloc = self.cluster.allocatable[:, cols].astype(np.float64)
+        used = self.cluster.used[:, cols].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(alloc > 0, used / alloc, 1.0)
+        return np.asarray(frac.mean(axis=1), dtype=np.float64)
+
+    # -- network-topology gather ---------------------------------------------------------
+
+    def gather(self, pods: list[Pod], spec: NetworkTopologySpec, stmt: Statement) -> Failure | None:
+        """Koordinator's gather: offerslots bottom-up, deepest fitting domain, binpack."""
+        tree = self.cluster.tree
+        first = pods[0]
+        must_depth = 0
+        multiple = np.ones(len(tree.order), dtype=np.int64)
+        for rule in spec.gather:
+            depth = tree.layer_depth(rule.layer)
+            if depth is None:
+                return Failure(first, f"unknown topology layer {rule.layer!r} in network-topology-spec; "
+                                      f"known layers: {', '.join(tree.known_layers)}")
+            if rule.strategy == "MustGather":
+                must_depth = max(must_depth, depth)
+            if rule.pod_count_multiple > 1:
+                multiple[tree.depth == depth] = rule.pod_count_multiple
+        # Pods of a GangGroup may differ; the largest request of each resource and the
+        # nodes every pod may use make an offerslot that holds for every member.
+        req = np.zeros(len(self.cluster.resources), dtype=np.int64)
+        feasible = np.ones(len(self.cluster.nodes), dtype=np.bool_)
+        for p in pods:
+            req = np.maximum(req, self.cluster.request_vector(p))
+        for key_pod in {constraints_key(p): p for p in pods}.values():
+            feasible &= self.filters.static(key_pod).mask
+        slots = node_offerslots(self.cluster.free(), req, feasible)
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
+        allowed = tree.depth >= must_depth
+        desired = len(pods)
+        chosen = int(choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank))
+        if chosen < 0:
+            listed = tree.domains_at(must_depth if must_depth > 0 else min(1, int(tree.depth.max())))
+            if must_depth == 0 and len(tree.layers) == 0:
+                listed = [0]
+            shown = "; ".join(f"topology topologyNode {tree.label(d)}: {int(sums[d])}"
+                              for d in listed[:MAX_LISTED_DOMAINS]).replace("; ", ";")
+            more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
+            reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
+                      f"{shown}{more}")
+            return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.")
+        alloc = allocate(sums, tree.parent, tree.end, chosen, desired)
+        nodes = tree.subtree_nodes(chosen)
+        per_node = alloc[tree.node_domain[nodes]]
+        targets = np.repeat(nodes, per_node)
+        for pod, node in zip(pods, targets.tolist(), strict=True):
+            stmt.assume(pod.key, int(node), self.cluster.request_vector(pod))
+        return None

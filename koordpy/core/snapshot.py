@@ -1,0 +1,84 @@
+"""The snapshot the core schedules against, and its array form (the ``Cluster``).
+
+``Snapshot`` is plain data the shell assembles from its cache. ``Cluster`` turns it into
+the numpy arrays the kernels take: allocatable and used resources per node, in a fixed
+resource order, with the node order of the topology tree's input (natural name order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import PODS, Node, Pod, PriorityClass
+from koordpy.api.podgroup import PodGroup
+from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.core.naming import natural_key
+from koordpy.core.tree import TopologyTree, tree_from_cluster_network_topology
+
+
+@dataclass
+class Snapshot:
+    nodes: list[Node]
+    pods: list[Pod]
+    podgroups: dict[str, PodGroup] = field(default_factory=dict)
+    topology: ClusterNetworkTopology | None = None
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    scheduler_names: frozenset[str] = frozenset({"koordpy"})
+
+    def claims(self, pod: Pod) -> bool:
+        """Pending pods this scheduler must place."""
+        return (pod.scheduler_name in self.scheduler_names and not pod.node_name
+                and not pod.terminal and not pod.deleting)
+
+
+def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
+    """``spec.priority`` as the Priority admission plugin would have set it."""
+    if pod.priority is not None:
+        return pod.priority
+    if pod.priority_class_name and pod.priority_class_name in classes:
+        return classes[pod.priority_class_name].value
+    default = next((c for c in classes.values() if c.global_default), None)
+    return default.value if default else 0
+
+
+class Cluster:
+    """Resource arrays over the snapshot's nodes; mutated only through a ``Statement``."""
+
+    def __init__(self, snapshot: Snapshot, assumed: dict[str, str] | None = None) -> None:
+        self.nodes = sorted(snapshot.nodes, key=lambda n: natural_key(n.name))
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        resources = {PODS}
+        for n in self.nodes:
+            resources.update(n.allocatable)
+        for p in snapshot.pods:
+            resources.update(p.requests)
+        self.resources = sorted(resources)
+        self.res_index = {r: i for i, r in enumerate(self.resources)}
+        self.allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
+        for i, n in enumerate(self.nodes):
+            for r, q in n.allocatable.items():
+                self.allocatable[i, self.res_index[r]] = q
+        self.used = np.zeros_like(self.allocatable)
+        assumed = assumed or {}
+        for p in snapshot.pods:
+            node = p.node_name or assumed.get(p.key, "")
+            if node in self.node_index and not p.terminal:
+                self.used[self.node_index[node]] += self.request_vector(p)
+        self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
+
+    def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
+        v = np.zeros(len(self.resources), dtype=np.int64)
+        for r, q in pod.requests.items():
+            v[self.res_index[r]] = q
+        return v
+
+    def free(self) -> npt.NDArray[np.int64]:
+        return self.allocatable - self.used
+
+    @staticmethod
+    def natural_order(names: Iterable[str]) -> list[str]:
+        return sorted(names, key=natural_key)

@@ -1,0 +1,30 @@
+"""Numba kernels over plain numpy arrays, and their plain-Python twins.
+
+Belongs here: the inner loops of placement (per-node offerslots, bottom-up sums over the
+topology tree, the candidate/binpack choice, the top-down allocation). Each kernel takes
+and returns numpy arrays and scalars only, so it knows nothing of pods, nodes or the
+API; each has a twin written in plain Python that the parity tests hold it to. Does not
+belong here: anything with names, objects or I/O.
+"""
+
+from koordpy.kernels.offerslot import (
+    allocate,
+    allocate_py,
+    choose_candidate,
+    choose_candidate_py,
+    node_offerslots,
+    node_offerslots_py,
+    subtree_sums,
+    subtree_sums_py,
+)
+
+__all__ = [
+    "allocate",
+    "allocate_py",
+    "choose_candidate",
+    "choose_candidate_py",
+    "node_offerslots",
+    "node_offerslots_py",
+    "subtree_sums",
+    "subtree_sums_py",
+]

@@ -1,0 +1,171 @@
+"""Offerslot kernels: how many of a job's pods each node and each topology domain can take.
+
+Array conventions (see ``koordpy.core.tree.TopologyTree``): domains are indexed in
+depth-first preorder, so a domain's subtree is the contiguous range ``[d, end[d])`` and
+walking the indexes backwards visits every child before its parent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+# The most pods a node may be offered; the pods resource bounds it far below in practice,
+# this only guards a pod that requests nothing at all.
+UNBOUNDED = np.int64(1 << 40)
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def node_offerslots(free: I64, req: I64, feasible: B) -> I64:
+    """Per node, how many copies of ``req`` fit in ``free`` (N x R); 0 where not feasible."""
+    n, r = free.shape
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        if not feasible[i]:
+            continue
+        best = UNBOUNDED
+        for j in range(r):
+            q = req[j]
+            if q > 0:
+                f = free[i, j]
+                k = f // q if f > 0 else 0
+                if k < best:
+                    best = k
+        out[i] = best
+    return out
+
+
+def node_offerslots_py(free: I64, req: I64, feasible: B) -> I64:
+    out = []
+    for row, ok in zip(free.tolist(), feasible.tolist(), strict=True):
+        if not ok:
+            out.append(0)
+            continue
+        fits = [max(f, 0) // q for f, q in zip(row, req.tolist(), strict=True) if q > 0]
+        out.append(min(fits) if fits else int(UNBOUNDED))
+    return np.array(out, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def subtree_sums(node_slots: I64, node_domain: I64, parent: I64, multiple: I64) -> I64:
+    """Bottom-up offerslots of every domain; a domain with ``multiple[d] > 1`` only offers
+    whole multiples of it (the gather rule's podCountMultiple for its layer)."""
+    d_count = parent.shape[0]
+    sums = np.zeros(d_count, dtype=np.int64)
+    for i in range(node_slots.shape[0]):
+        sums[node_domain[i]] += node_slots[i]
+    for d in range(d_count - 1, -1, -1):
+        m = multiple[d]
+        if m > 1:
+            sums[d] = (sums[d] // m) * m
+        p = parent[d]
+        if p >= 0:
+            sums[p] += sums[d]
+    return sums
+
+
+def subtree_sums_py(node_slots: I64, node_domain: I64, parent: I64, multiple: I64) -> I64:
+    children: dict[int, list[int]] = {}
+    for d, p in enumerate(parent.tolist()):
+        children.setdefault(p, []).append(d)
+    own = dict.fromkeys(range(len(parent)), 0)
+    for slots, d in zip(node_slots.tolist(), node_domain.tolist(), strict=True):
+        own[d] += slots
+    out = [0] * len(parent)
+
+    def visit(d: int) -> int:
+        total = own[d] + sum(visit(c) for c in children.get(d, []))
+        m = int(multiple[d])
+        out[d] = total - total % m if m > 1 else total
+        return out[d]
+
+    for root in children.get(-1, []):
+        visit(root)
+    return np.array(out, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
+    """The binpack choice among domains that can take the whole job.
+
+    Deepest domains first (the tightest network scope); among them the smallest offerslot
+    (least waste), then the smallest parent offerslot (keep big domains whole), then name.
+    Returns -1 when no allowed domain offers ``desired``.
+    """
+    best = -1
+    for d in range(sums.shape[0]):
+        if not allowed[d] or sums[d] < desired:
+            continue
+        if best < 0:
+            best = d
+            continue
+        if depth[d] != depth[best]:
+            if depth[d] > depth[best]:
+                best = d
+            continue
+        if sums[d] != sums[best]:
+            if sums[d] < sums[best]:
+                best = d
+            continue
+        pd = sums[parent[d]] if parent[d] >= 0 else 0
+        pb = sums[parent[best]] if parent[best] >= 0 else 0
+        if pd != pb:
+            if pd < pb:
+                best = d
+            continue
+        if name_rank[d] < name_rank[best]:
+            best = d
+    return best
+
+
+def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
+    fits = [d for d in range(len(sums)) if allowed[d] and sums[d] >= desired]
+    if not fits:
+        return -1
+
+    def key(d: int) -> tuple[int, int, int, int]:
+        p = int(parent[d])
+        return (-int(depth[d]), int(sums[d]), int(sums[p]) if p >= 0 else 0, int(name_rank[d]))
+
+    return min(fits, key=key)
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def allocate(sums: I64, parent: I64, end: I64, chosen: int, desired: int) -> I64:
+    """Top-down split of ``desired`` pods over the subtree of ``chosen``.
+
+    Each child takes as much as it offers before its next sibling is used, in preorder,
+    so consecutive pods land in the same branch. Returns per-domain counts (0 outside).
+    """
+    alloc = np.zeros(sums.shape[0], dtype=np.int64)
+    left = np.zeros(sums.shape[0], dtype=np.int64)
+    alloc[chosen] = desired
+    left[chosen] = desired
+    for d in range(chosen + 1, end[chosen]):
+        p = parent[d]
+        give = sums[d] if sums[d] < left[p] else left[p]
+        alloc[d] = give
+        left[d] = give
+        left[p] -= give
+    return alloc
+
+
+def allocate_py(sums: I64, parent: I64, end: I64, chosen: int, desired: int) -> I64:
+    children: dict[int, list[int]] = {}
+    for d in range(chosen + 1, int(end[chosen])):
+        children.setdefault(int(parent[d]), []).append(d)
+    alloc = [0] * len(sums)
+
+    def split(d: int, amount: int) -> None:
+        alloc[d] = amount
+        for c in children.get(d, []):
+            give = min(int(sums[c]), amount)
+            split(c, give)
+            amount -= give
+
+    split(chosen, desired)
+    return np.array(alloc, dtype=np.int64)

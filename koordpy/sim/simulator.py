@@ -1,0 +1,222 @@
+"""Runs the core to quiescence over an in-memory world of Kubernetes objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.podgroup import PodGroup, PodGroupStatus
+from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import (
+    Annotate,
+    Bind,
+    CycleResult,
+    Event,
+    PodGroupStatusUpdate,
+    SetPodScheduledFalse,
+)
+from koordpy.core.gang import SchedulerState
+from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.tree import detail_status
+
+# Objects without a creationTimestamp are created this far apart, in document order.
+CREATION_STEP = 0.001
+DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+MAX_ROUNDS = 10_000
+
+KNOWN_KINDS = {
+    ("v1", "Node"), ("v1", "Pod"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
+    ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology"),
+}
+# Kinds a user's manifests may carry that this simulation does not act on (yet).
+PASSIVE_KINDS = {("batch/v1", "Job"), ("v1", "Namespace"), ("topology.volcano.sh/v1alpha1", "HyperNode"),
+                 ("kueue.x-k8s.io/v1alpha1", "Topology"), ("kueue.x-k8s.io/v1beta1", "Topology")}
+
+
+class InputError(ValueError):
+    """Bad input: names the source, the object and the field."""
+
+    def __init__(self, source: str, error: ParseError | str) -> None:
+        self.source = source
+        super().__init__(f"{source}: {error}")
+
+
+@dataclass
+class World:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    podgroups: dict[str, PodGroup] = field(default_factory=dict)
+    topology: ClusterNetworkTopology | None = None
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    now: float = DEFAULT_EPOCH
+
+    @classmethod
+    def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
+        """``docs`` is ``(source, raw object)`` in the order given; see the module docstring."""
+        world = cls()
+        stamped = []
+        for source, raw in docs:
+            if not isinstance(raw, dict):
+                raise InputError(source, f"expected a Kubernetes object, got {type(raw).__name__}")
+            meta = raw.get("metadata")
+            ts = meta.get("creationTimestamp") if isinstance(meta, dict) else None
+            if isinstance(ts, str | datetime):
+                try:
+                    stamped.append(datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp())
+                except ValueError as exc:
+                    raise InputError(source, ParseError(object_ref(raw), "metadata.creationTimestamp",
+                                                        f"expected an RFC 3339 time, got {ts!r}")) from exc
+        base = max([DEFAULT_EPOCH, *(t + 1 for t in stamped)])
+        pending_pods: list[tuple[str, dict[str, Any]]] = []
+        for seq, (source, raw) in enumerate(docs):
+            kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
+            if kind_key in PASSIVE_KINDS:
+                world.ignored.append(f"{source}: {object_ref(raw)}")
+                continue
+            if kind_key not in KNOWN_KINDS:
+                raise InputError(source, ParseError(object_ref(raw), "apiVersion/kind",
+                                                    f"unsupported {kind_key[0]}/{kind_key[1]}"))
+            raw = _with_creation(raw, base + seq * CREATION_STEP)
+            try:
+                if kind_key[1] == "Node":
+                    node = Node.from_raw(raw)
+                    world.nodes[node.name] = node
+                elif kind_key[1] == "Pod":
+                    pending_pods.append((source, raw))
+                elif kind_key[1] == "PriorityClass":
+                    pc = PriorityClass.from_raw(raw)
+                    world.priority_classes[pc.name] = pc
+                elif kind_key[1] == "PodGroup":
+                    pg = PodGroup.from_raw(raw)
+                    world.podgroups[pg.key] = pg
+                else:
+                    cnt = ClusterNetworkTopology.from_raw(raw)
+                    if cnt.name != "default":
+                        raise ParseError(object_ref(raw), "metadata.name",
+                                         f"koordpy reads the ClusterNetworkTopology named 'default', not {cnt.name!r}")
+                    world.topology = cnt
+            except ParseError as exc:
+                raise InputError(source, exc) from exc
+        for source, raw in pending_pods:
+            try:
+                pod = world._admit(Pod.from_raw(raw))
+            except ParseError as exc:
+                raise InputError(source, exc) from exc
+            if pod.key in world.pods:
+                raise InputError(source, ParseError(f"Pod {pod.key}", "metadata.name", "defined twice"))
+            world.pods[pod.key] = pod
+        world.now = base + len(docs) * CREATION_STEP
+        return world
+
+    def _admit(self, pod: Pod) -> Pod:
+        """What the Priority admission plugin does to a pod on its way in."""
+        if pod.priority is not None:
+            return pod
+        if pod.priority_class_name:
+            pc = self.priority_classes.get(pod.priority_class_name)
+            if pc is None:
+                raise ParseError(f"Pod {pod.key}", "spec.priorityClassName",
+                                 f"no PriorityClass named {pod.priority_class_name!r}")
+        else:
+            pc = next((c for c in self.priority_classes.values() if c.global_default), None)
+        if pc is None:
+            return pod.model_copy(update={"priority": 0})
+        return pod.model_copy(update={"priority": pc.value,
+                                      "preemption_policy": pod.preemption_policy or pc.preemption_policy})
+
+    def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
+        return Snapshot(nodes=list(self.nodes.values()), pods=list(self.pods.values()),
+                        podgroups=dict(self.podgroups), topology=self.topology,
+                        priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names)
+
+    def apply(self, result: CycleResult) -> int:
+        """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
+        changes = 0
+        for d in result.decisions:
+            if isinstance(d, Bind):
+                self.pods[d.pod] = self.pods[d.pod].model_copy(update={"node_name": d.node})
+                changes += 1
+            elif isinstance(d, Annotate):
+                pod = self.pods[d.pod]
+                self.pods[d.pod] = pod.model_copy(update={"annotations": {**pod.annotations, d.key: d.value}})
+                changes += 1
+            elif isinstance(d, SetPodScheduledFalse):
+                self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
+            elif isinstance(d, PodGroupStatusUpdate):
+                pg = self.podgroups[d.podgroup]
+                st = d.status
+                self.podgroups[d.podgroup] = pg.model_copy(update={"status": PodGroupStatus(
+                    phase=str(st["phase"]), scheduled=int(st["scheduled"]),  # type: ignore[call-overload]
+                    running=int(st["running"]), succeeded=int(st["succeeded"]),  # type: ignore[call-overload]
+                    failed=int(st["failed"]),  # type: ignore[call-overload]
+                    schedule_start_time=st.get("scheduleStartTime"))})  # type: ignore[arg-type]
+        return changes
+
+
+@dataclass
+class SimulationResult:
+    bound: dict[str, str]
+    pending: dict[str, str]
+    preempted: list[str]
+    podgroups: dict[str, dict[str, Any]]
+    detail_status: list[dict[str, Any]]
+    events: list[Event]
+    rounds: int
+    ignored: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bound": self.bound,
+            "pending": self.pending,
+            "preempted": self.preempted,
+            "podgroups": self.podgroups,
+            "topology": {"detailStatus": self.detail_status},
+            "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
+                        "message": e.message} for e in self.events],
+            "rounds": self.rounds,
+        }
+
+
+def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"})) -> SimulationResult:
+    """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry."""
+    state = SchedulerState()
+    bound: dict[str, str] = {}
+    events: list[Event] = []
+    result = CycleResult()
+    rounds = 0
+    while rounds < MAX_ROUNDS:
+        rounds += 1
+        result = schedule(world.snapshot(scheduler_names), state, world.now)
+        events.extend(d for d in result.decisions if isinstance(d, Event))
+        bound.update({d.pod: d.node for d in result.binds})
+        if world.apply(result):
+            continue
+        if result.next_deadline is not None and result.next_deadline > world.now:
+            world.now = result.next_deadline
+            continue
+        break
+    claimed = world.snapshot(scheduler_names)
+    pending = {p.key: result.pending.get(p.key, p.unschedulable_message) for p in claimed.pods
+               if claimed.claims(p)}
+    cluster = Cluster(claimed)
+    return SimulationResult(
+        bound=bound, pending=pending, preempted=[],
+        podgroups={k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
+                   for k, pg in world.podgroups.items()},
+        detail_status=detail_status(cluster.tree) if world.topology else [],
+        events=events, rounds=rounds, ignored=world.ignored,
+    )
+
+
+def _with_creation(raw: dict[str, Any], ts: float) -> dict[str, Any]:
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict) or meta.get("creationTimestamp"):
+        return raw
+    stamp = datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+    return {**raw, "metadata": {**meta, "creationTimestamp": stamp}}
