@@ -16,7 +16,7 @@ import yaml
 from koordpy import __version__
 from koordpy.sim.simulator import InputError, SimulationResult, World, simulate
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+FOLDER_SUFFIXES = (".yaml", ".yml")  # a folder's JSON files are often not manifests
 
 
 def load_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -25,7 +25,7 @@ def load_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            files.extend(sorted(f for f in path.iterdir() if f.suffix in MANIFEST_SUFFIXES and f.is_file()))
+            files.extend(sorted(f for f in path.iterdir() if f.suffix in FOLDER_SUFFIXES and f.is_file()))
         elif path.is_file():
             files.append(path)
         else:

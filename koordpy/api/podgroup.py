@@ -39,6 +39,9 @@ PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Fin
 Mode = Literal["Strict", "NonStrict"]
 MatchPolicy = Literal["once-satisfied", "only-waiting", "waiting-and-running"]
 _RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# GangGroup references are only compared, never created, so they are read leniently
+# (Koordinator's own examples use names like "namespaceA/gang-a").
+_REF_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9._]*[A-Za-z0-9])?$")
 
 
 class _Model(BaseModel):
@@ -183,7 +186,7 @@ def parse_groups(r: Reader, text: str, namespace: str) -> tuple[str, ...]:
     out = []
     for v in value:
         parts = v.split("/")
-        if len(parts) > 2 or not all(_RFC1123.match(p) for p in parts):
+        if len(parts) > 2 or not all(_REF_PART.match(p) for p in parts):
             raise r.fail(field, f'{v!r} is not a "namespace/name" gang reference')
         out.append(v if len(parts) == 2 else f"{namespace}/{v}")
     return tuple(out)
