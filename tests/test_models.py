@@ -105,11 +105,13 @@ def test_pod_annotations_override_the_podgroup() -> None:
 @pytest.mark.parametrize(("ann", "field"), [
     ({"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "two"},
      "metadata.annotations[gang.scheduling.koordinator.sh/min-available]"),
-    ({"gang.scheduling.koordinator.sh/name": "g"}, "metadata.annotations[gang.scheduling.koordinator.sh/min-available]"),
+    ({"gang.scheduling.koordinator.sh/name": "g"},
+     "metadata.annotations[gang.scheduling.koordinator.sh/min-available]"),
     ({"gang.scheduling.koordinator.sh/name": "Not_RFC1123", "gang.scheduling.koordinator.sh/min-available": "1"},
      "metadata.annotations[gang.scheduling.koordinator.sh/name]"),
     ({"gang.scheduling.koordinator.sh/name": "g", "gang.scheduling.koordinator.sh/min-available": "1",
-      "gang.scheduling.koordinator.sh/waiting-time": "soon"}, "metadata.annotations[gang.scheduling.koordinator.sh/waiting-time]"),
+      "gang.scheduling.koordinator.sh/waiting-time": "soon"},
+     "metadata.annotations[gang.scheduling.koordinator.sh/waiting-time]"),
 ])
 def test_bad_gang_annotations(ann: dict[str, str], field: str) -> None:
     with pytest.raises(ParseError) as err:
@@ -125,7 +127,8 @@ def test_topology_index() -> None:
 
 
 def test_cluster_network_topology_orders_layers_top_down() -> None:
-    shuffled = cnt(("BlockLayer", "SpineLayer", "b"), ("NodeTopologyLayer", "BlockLayer", None), ("SpineLayer", None, "s"))
+    shuffled = cnt(("BlockLayer", "SpineLayer", "b"), ("NodeTopologyLayer", "BlockLayer", None),
+                   ("SpineLayer", None, "s"))
     t = ClusterNetworkTopology.from_raw(shuffled)
     assert [layer.layer for layer in t.layers] == ["SpineLayer", "BlockLayer", "NodeTopologyLayer"]
     assert ClusterNetworkTopology.from_raw(SPINE_BLOCK_CNT).layer_names[0] == "ClusterTopologyLayer"

@@ -1,5 +1,7 @@
 """Network-topology placement: the seeds' examples, gather strategies, rank order, messages."""
 
+from typing import Any
+
 from koordpy.sim.simulator import World, simulate
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, cnt, node, pod, podgroup, priority_class, run, spine_block_nodes
 
@@ -8,7 +10,7 @@ PREFER_BLOCK_SPINE = [{"layer": "BlockLayer", "strategy": "PreferGather"},
 MUST_SPINE = [{"layer": "SpineLayer", "strategy": "MustGather"}]
 
 
-def seed_cluster() -> list[dict[str, object]]:
+def seed_cluster() -> list[dict[str, Any]]:
     return [*spine_block_nodes(SEED_12), SPINE_BLOCK_CNT]
 
 
@@ -26,7 +28,8 @@ def test_rank_follows_the_index_not_the_name() -> None:
 
 
 def test_pods_without_index_follow_indexed_ones_by_natural_name() -> None:
-    pods = [pod("w-10", group="job"), pod("w-2", group="job"), pod("first", group="job", index=0), pod("w-1", group="job")]
+    pods = [pod("w-10", group="job"), pod("w-2", group="job"), pod("first", group="job", index=0),
+            pod("w-1", group="job")]
     out = run(seed_cluster(), podgroup("job", 4, gather=PREFER_BLOCK_SPINE), pods)
     assert [out.bound[f"default/{n}"] for n in ("first", "w-1", "w-2", "w-10")] == [f"node-{i}" for i in range(5, 9)]
 
@@ -64,7 +67,8 @@ def test_must_gather_waits_with_koordinators_message_when_no_spine_fits() -> Non
 
 def test_prefer_gather_falls_back_to_the_whole_cluster() -> None:
     occupied = [pod(f"low-{n}", node_name=f"node-{n}") for n in (0, 1, 5)]
-    out = run(seed_cluster(), occupied, podgroup("job", 4, gather=[{"layer": "SpineLayer", "strategy": "PreferGather"}]),
+    prefer_spine = [{"layer": "SpineLayer", "strategy": "PreferGather"}]
+    out = run(seed_cluster(), occupied, podgroup("job", 4, gather=prefer_spine),
               [pod(f"p-{i}", group="job", index=i) for i in range(4)])
     assert len(out.bound) == 4 and "node-0" not in out.bound.values()
 
@@ -80,8 +84,8 @@ def test_must_gather_block_layer() -> None:
 
 
 def test_pod_count_multiple_keeps_whole_multiples_per_block() -> None:
-    gather = [{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4},
-              {"layer": "SpineLayer", "strategy": "PreferGather"}]
+    gather: list[dict[str, Any]] = [{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4},
+                                    {"layer": "SpineLayer", "strategy": "PreferGather"}]
     busy = [pod(f"busy-{n}", cpu="6", node_name=f"node-{n}") for n in range(12)]  # 2 CPUs left: 1 slot per node
     out = run(seed_cluster(), busy, podgroup("job", 6, gather=gather),
               [pod(f"p-{i}", cpu="2", group="job", index=i) for i in range(6)])

@@ -198,7 +198,8 @@ class Pod(_Model):
             if op not in ("Equal", "Exists"):
                 raise r.fail(f"spec.tolerations[{i}].operator", f"unknown operator {op!r}")
             tolerations.append(Toleration(key=r.string(tm.get("key"), f"spec.tolerations[{i}].key"),
-                                          operator=op, value=r.string(tm.get("value"), f"spec.tolerations[{i}].value"),
+                                          operator="Exists" if op == "Exists" else "Equal",
+                                          value=r.string(tm.get("value"), f"spec.tolerations[{i}].value"),
                                           effect=r.string(tm.get("effect"), f"spec.tolerations[{i}].effect")))
         owners = tuple(
             {str(k): str(v) for k, v in r.mapping(o, f"metadata.ownerReferences[{i}]").items()

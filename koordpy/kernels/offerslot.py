@@ -16,10 +16,10 @@ B = npt.NDArray[np.bool_]
 
 # The most pods a node may be offered; the pods resource bounds it far below in practice,
 # this only guards a pod that requests nothing at all.
-UNBOUNDED = np.int64(1 << 40)
+UNBOUNDED = 1 << 40
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+@njit(cache=True, nogil=True)
 def node_offerslots(free: I64, req: I64, feasible: B) -> I64:
     """Per node, how many copies of ``req`` fit in ``free`` (N x R); 0 where not feasible."""
     n, r = free.shape
@@ -27,7 +27,7 @@ def node_offerslots(free: I64, req: I64, feasible: B) -> I64:
     for i in range(n):
         if not feasible[i]:
             continue
-        best = UNBOUNDED
+        best: int = UNBOUNDED
         for j in range(r):
             q = req[j]
             if q > 0:
@@ -50,7 +50,7 @@ def node_offerslots_py(free: I64, req: I64, feasible: B) -> I64:
     return np.array(out, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+@njit(cache=True, nogil=True)
 def subtree_sums(node_slots: I64, node_domain: I64, parent: I64, multiple: I64) -> I64:
     """Bottom-up offerslots of every domain; a domain with ``multiple[d] > 1`` only offers
     whole multiples of it (the gather rule's podCountMultiple for its layer)."""
@@ -88,7 +88,7 @@ def subtree_sums_py(node_slots: I64, node_domain: I64, parent: I64, multiple: I6
     return np.array(out, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+@njit(cache=True, nogil=True)
 def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
     """The binpack choice among domains that can take the whole job.
 
@@ -134,7 +134,7 @@ def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent:
     return min(fits, key=key)
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+@njit(cache=True, nogil=True)
 def allocate(sums: I64, parent: I64, end: I64, chosen: int, desired: int) -> I64:
     """Top-down split of ``desired`` pods over the subtree of ``chosen``.
 
