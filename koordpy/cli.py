@@ -55,16 +55,16 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     rows = [(pod, node, "Bound", "") for pod, node in sorted(result.bound.items())]
     rows += [(pod, "-", "Pending", msg) for pod, msg in sorted(result.pending.items())]
     rows += [(pod, "-", "Preempted", "") for pod in result.preempted]
-    width = max([len("POD"), *(len(r[0]) for r in rows)])
+    width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.podgroups)])
     nwidth = max([len("NODE"), *(len(r[1]) for r in rows)])
     out.write(f"{'POD':<{width}}  {'NODE':<{nwidth}}  {'STATUS':<9}  MESSAGE\n")
     for pod, node, status, msg in rows:
         short = msg if len(msg) <= 160 else msg[:157] + "..."
         out.write(f"{pod:<{width}}  {node:<{nwidth}}  {status:<9}  {short}\n")
     if result.podgroups:
-        out.write("\nPODGROUP" + " " * max(0, width - 8) + "  PHASE          SCHEDULED/MIN\n")
+        out.write(f"\n{'PODGROUP':<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n")
         for key, st in sorted(result.podgroups.items()):
-            out.write(f"{key:<{max(width, 8)}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
+            out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
     out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
 
 
@@ -101,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:  # `koordpy simulate ... | head` is not an error
+        sys.stderr.close()
+        return 0
     return code
 
 

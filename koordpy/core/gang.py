@@ -142,12 +142,13 @@ def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], 
     gangs, member_of = resolve_gangs(snapshot)
     groups = group_of(gangs)
     claimed = [p for p in snapshot.pods if snapshot.claims(p)]
+    done = {k for k, g in gangs.items() if g.config is not None and not g.error and _satisfied_once(g, state)}
     jobs: dict[str, Job] = {}
     for pod in claimed:
         prio = effective_priority(pod, snapshot.priority_classes)
         gang_key = member_of.get(pod.key)
         gang = gangs.get(gang_key) if gang_key else None
-        if gang is not None and gang.config is not None and not gang.error and _satisfied_once(gang, state):
+        if gang is not None and gang.key in done:
             gang = None  # once-satisfied: later members schedule as ordinary pods
         if gang is None:
             jobs[pod.key] = Job(pod.key, [], [pod], prio, _creation(pod.creation))

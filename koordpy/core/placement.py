@@ -96,10 +96,9 @@ class Placer:
                 multiple[tree.depth == depth] = rule.pod_count_multiple
         # Pods of a GangGroup may differ; the largest request of each resource and the
         # nodes every pod may use make an offerslot that holds for every member.
-        req = np.zeros(len(self.cluster.resources), dtype=np.int64)
+        shapes = self._shapes(pods)
+        req = np.max(np.stack([vec for vec, _ in shapes.values()]), axis=0)
         feasible = np.ones(len(self.cluster.nodes), dtype=np.bool_)
-        for p in pods:
-            req = np.maximum(req, self.cluster.request_vector(p))
         for key_pod in {constraints_key(p): p for p in pods}.values():
             feasible &= self.filters.static(key_pod).mask
         slots = node_offerslots(self.cluster.free(), req, feasible)
@@ -121,6 +120,15 @@ class Placer:
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
         targets = np.repeat(nodes, per_node)
-        for pod, node in zip(pods, targets.tolist(), strict=True):
-            stmt.assume(pod.key, int(node), self.cluster.request_vector(pod))
+        for vec, members in shapes.values():
+            idx = np.array(members, dtype=np.int64)
+            stmt.assume_many([pods[i].key for i in members], targets[idx], vec)
         return None
+
+    def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
+        """Pods grouped by request vector: (vector, positions in ``pods``)."""
+        shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]] = {}
+        for i, p in enumerate(pods):
+            vec = self.cluster.request_vector(p)
+            shapes.setdefault(vec.tobytes(), (vec, []))[1].append(i)
+        return shapes

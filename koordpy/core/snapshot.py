@@ -63,6 +63,7 @@ class Cluster:
             for r, q in n.allocatable.items():
                 self.allocatable[i, self.res_index[r]] = q
         self.used = np.zeros_like(self.allocatable)
+        self._requests: dict[str, npt.NDArray[np.int64]] = {}
         assumed = assumed or {}
         for p in snapshot.pods:
             node = p.node_name or assumed.get(p.key, "")
@@ -71,9 +72,14 @@ class Cluster:
         self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
-        v = np.zeros(len(self.resources), dtype=np.int64)
-        for r, q in pod.requests.items():
-            v[self.res_index[r]] = q
+        """The pod's requests in resource order; shared, so callers must not mutate it."""
+        v = self._requests.get(pod.key)
+        if v is None:
+            v = np.zeros(len(self.resources), dtype=np.int64)
+            for r, q in pod.requests.items():
+                v[self.res_index[r]] = q
+            v.setflags(write=False)
+            self._requests[pod.key] = v
         return v
 
     def free(self) -> npt.NDArray[np.int64]:

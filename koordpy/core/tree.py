@@ -143,13 +143,17 @@ class TopologyTree:
         return nodes[nodes >= 0]
 
 
+_TREE_CACHE: dict[object, TopologyTree] = {}
+_TREE_CACHE_SIZE = 4
+
+
 def tree_from_cluster_network_topology(cnt: ClusterNetworkTopology | None, nodes: Iterable[Node]) -> TopologyTree:
+    """The tree for these nodes under ``cnt``; the same node names, labels and CNT give the same
+    (cached, never mutated) tree, so a cycle pays for the build only when the topology changed."""
     node_list = list(nodes)
-    if cnt is None:
-        return TopologyTree.build((), [n.name for n in node_list], {})
-    label_layers = [layer for layer in cnt.layers if layer.label_keys]
-    node_layer = next((layer.layer for layer in cnt.layers if not layer.label_keys), NODE_LAYER)
-    paths: dict[str, list[str]] = {}
+    label_layers = [layer for layer in cnt.layers if layer.label_keys] if cnt else []
+    node_layer = next((layer.layer for layer in cnt.layers if not layer.label_keys), NODE_LAYER) if cnt else NODE_LAYER
+    paths: dict[str, tuple[str, ...]] = {}
     for n in node_list:
         path: list[str] = []
         for layer in label_layers:
@@ -157,9 +161,17 @@ def tree_from_cluster_network_topology(cnt: ClusterNetworkTopology | None, nodes
             if value is None:
                 break
             path.append(value)
-        paths[n.name] = path
-    return TopologyTree.build([layer.layer for layer in label_layers], [n.name for n in node_list], paths,
-                              node_layer=node_layer)
+        paths[n.name] = tuple(path)
+    names = [n.name for n in node_list]
+    layer_names = tuple(layer.layer for layer in label_layers)
+    key = (layer_names, node_layer, tuple((name, paths[name]) for name in names))
+    tree = _TREE_CACHE.get(key)
+    if tree is None:
+        tree = TopologyTree.build(layer_names, names, paths, node_layer=node_layer)
+        if len(_TREE_CACHE) >= _TREE_CACHE_SIZE:
+            _TREE_CACHE.pop(next(iter(_TREE_CACHE)))
+        _TREE_CACHE[key] = tree
+    return tree
 
 
 def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
