@@ -1,6 +1,7 @@
 """``koordpy simulate`` as a user runs it: the example, JSON and table output, bad input on stderr."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_simulate_example_json() -> None:
 def test_simulate_example_table() -> None:
     run = koordpy("simulate", "-f", str(EXAMPLE / "cluster.yaml"), "-f", str(EXAMPLE / "jobs.yaml"))
     assert run.returncode == 0, run.stderr
-    assert "default/training-pod-0  node-5" in run.stdout
+    assert re.search(r"default/training-pod-0 +node-5 +Bound", run.stdout)
     assert "10 bound, 6 pending, 0 preempted" in run.stdout
 
 
@@ -48,6 +49,10 @@ def write(tmp_path: Path, name: str, *objects: object) -> str:
     ([podgroup("g", 0)], ["PodGroup default/g", "spec.minMember", "at least 1"]),
     ([pod("p", cpu="many")], ["Pod default/p", "spec.containers[0].resources.requests.cpu"]),
     ([pod("p", priority_class="missing")], ["Pod default/p", "spec.priorityClassName", "'missing'"]),
+    ([pod("p", annotations={"gang.scheduling.koordinator.sh/network-topology-index": "x"})],
+     ["Pod default/p", "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-index]"]),
+    ([pod("p", annotations={"gang.scheduling.koordinator.sh/name": "g"})],
+     ["Pod default/p", "metadata.annotations[gang.scheduling.koordinator.sh/min-available]"]),
     ([{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}], ["Service s", "unsupported v1/Service"]),
     ([{"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
        "metadata": {"name": "default"}, "spec": {"networkTopologySpec": [

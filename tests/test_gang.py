@@ -61,10 +61,23 @@ def test_pods_of_a_podgroup_that_does_not_exist_wait_for_it() -> None:
     assert out.bound == {} and "PodGroup default/later not found" in out.pending["default/p"]
 
 
-def test_invalid_podgroup_annotation_on_the_pod_is_reported_on_the_pod() -> None:
-    out = run(THREE, podgroup("g", 1), pod("p", group="g", annotations={"gang.scheduling.koordinator.sh/mode": "Lax"}),
-              pod("fine"))
-    assert "Strict or NonStrict" in out.pending["default/p"] and "default/fine" in out.bound
+def test_invalid_annotations_on_pods_are_reported_on_them_and_the_rest_schedules() -> None:
+    bad_mode = pod("p", group="g", annotations={"gang.scheduling.koordinator.sh/mode": "Lax"})
+    bad_index = pod("q", group="h", annotations={"gang.scheduling.koordinator.sh/network-topology-index": "one"})
+    result = schedule(snap(THREE, [bad_mode, bad_index, pod("fine")], [podgroup("g", 1), podgroup("h", 1)]),
+                      SchedulerState(), 0.0)
+    assert "Strict or NonStrict" in result.pending["default/p"]
+    assert "network-topology-index" in result.pending["default/q"] and "'one'" in result.pending["default/q"]
+    assert [b.pod for b in result.binds] == ["default/fine"]
+
+
+def test_min_resources_must_be_free_before_the_gang_is_tried() -> None:
+    greedy = podgroup("g", 1)
+    greedy["spec"]["minResources"] = {"cpu": "100"}
+    result = schedule(snap(THREE, [pod("g-0", group="g")], [greedy]), SchedulerState(), 0.0)
+    assert result.binds == []
+    assert result.pending["default/g-0"] == ("PodGroup default/g minResources not available: cpu wants 100, "
+                                             "the cluster has 24 free")
 
 
 def test_strict_gang_holds_nothing_after_a_failed_round() -> None:

@@ -8,8 +8,11 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 
 from __future__ import annotations
 
+import numpy as np
+
+from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup
+from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -123,6 +126,11 @@ class Cycle:
         for gang in job.gangs:
             if gang.error:
                 return gang.error
+        for pod in job.pods:
+            try:
+                topology_index(f"Pod {pod.key}", pod.annotations)
+            except ParseError as exc:
+                return str(exc)
         for gang in job.gangs:
             if gang.timed_out:
                 return (f'gang "{gang.key}" timed out waiting for its members and will not be scheduled '
@@ -135,6 +143,9 @@ class Cycle:
             if count < cfg.min_member:
                 return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {count}, "
                         f"minMember: {cfg.min_member}")
+        short = self._min_resources_short(job)
+        if short:
+            return short
         since = self.state.wait_since.get(job.id)
         if since is not None:
             limit = min(g.config.waiting_seconds for g in job.gangs if g.config)
@@ -168,6 +179,20 @@ class Cycle:
             self.result.decisions.append(Event("Pod", pod.key, "Warning", "FailedScheduling", message))
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _min_resources_short(self, job: Job) -> str | None:
+        """A PodGroup's minResources must be free somewhere in the cluster before its pods are tried."""
+        free = np.maximum(self.cluster.free(), 0).sum(axis=0)
+        for gang in job.gangs:
+            pg = self.snapshot.podgroups.get(gang.key)
+            if pg is None:
+                continue
+            for res, want in sorted(pg.min_resources.items()):
+                have = int(free[self.cluster.res_index[res]]) if res in self.cluster.res_index else 0
+                if have < want:
+                    return (f"PodGroup {gang.key} minResources not available: {res} wants {format_milli(want)}, "
+                            f"the cluster has {format_milli(have)} free")
+        return None
 
     def _time_out(self, job: Job, limit: float) -> str:
         for pod in job.pods:
@@ -237,6 +262,10 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
         start = now
     return {"phase": phase, "scheduled": scheduled, "running": running, "succeeded": succeeded,
             "failed": failed, "scheduleStartTime": start}
+
+
+def format_milli(value: int) -> str:
+    return str(value // 1000) if value % 1000 == 0 else f"{value}m"
 
 
 def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:

@@ -8,7 +8,7 @@ from typing import Any
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.podgroup import PodGroup, PodGroupStatus
+from koordpy.api.podgroup import PodGroup, PodGroupStatus, gang_config_from_pod, pod_gang_name, topology_index
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -106,6 +106,7 @@ class World:
         for source, raw in pending_pods:
             try:
                 pod = world._admit(Pod.from_raw(raw))
+                _validate_annotations(pod, world.podgroups)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             if pod.key in world.pods:
@@ -212,6 +213,15 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored,
     )
+
+
+def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup]) -> None:
+    """What the live scheduler reports as an Event, the simulator refuses up front (exit 2)."""
+    ref = f"Pod {pod.key}"
+    gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+    if gang is not None:
+        gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
+    topology_index(ref, pod.annotations)
 
 
 def _with_creation(raw: dict[str, Any], ts: float) -> dict[str, Any]:
