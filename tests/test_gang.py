@@ -171,3 +171,14 @@ def test_queue_takes_older_gangs_first_at_equal_priority() -> None:
     out = run(THREE, podgroup("first", 2), podgroup("second", 2),
               [pod(f"b-{i}", group="second") for i in range(2)], [pod(f"a-{i}", group="first") for i in range(2)])
     assert set(out.bound) == {"default/a-0", "default/a-1"}
+
+
+def test_a_gang_left_half_bound_by_a_restart_goes_first_and_completes() -> None:
+    # A scheduler stopped after binding g-0 and g-1 of a 4-pod gang; a higher-priority gang
+    # arrived meanwhile. The half-bound gang holds n0/n1 and must finish on n2/n3 first.
+    nodes = [node(f"n{i}") for i in range(4)]
+    half = [pod("g-0", group="g", node_name="n0"), pod("g-1", group="g", node_name="n1"),
+            pod("g-2", group="g"), pod("g-3", group="g")]
+    urgent = [pod(f"u-{i}", group="u", priority=1000) for i in range(2)]
+    result = schedule(snap(nodes, [*half, *urgent], [podgroup("g", 4), podgroup("u", 2)]), SchedulerState(), 0.0)
+    assert sorted(b.pod for b in result.binds) == ["default/g-2", "default/g-3"]

@@ -64,8 +64,16 @@ class Job:
     def is_gang(self) -> bool:
         return bool(self.gangs)
 
-    def queue_key(self) -> tuple[int, float, str]:
-        return (-self.priority, self.creation, self.id)
+    @property
+    def binding(self) -> bool:
+        """A GangGroup with members bound but a gang short of its minimum is mid-bind: a
+        scheduler that stopped between binds. It goes first, so the room it holds is not lost."""
+        return any(
+            g.config is not None and 0 < len(g.bound()) < g.config.min_member for g in self.gangs
+        )
+
+    def queue_key(self) -> tuple[bool, int, float, str]:
+        return (not self.binding, -self.priority, self.creation, self.id)
 
 
 def _creation(value: float | None) -> float:
