@@ -96,7 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are ours (default: koordpy); repeatable")
     sim.set_defaults(func=cmd_simulate)
+    live = sub.add_parser("run", help="run as a scheduler in a cluster")
+    live.add_argument("--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, else in-cluster config")
+    live.add_argument("--scheduler-name", action="append", metavar="NAME",
+                      help="claim pods with this spec.schedulerName (default: koordpy); repeatable")
+    live.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
+    live.set_defaults(func=cmd_run)
     return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from koordpy.controller.main import run  # imports kopf; simulate does not need it
+
+    return run(args.kubeconfig, args.scheduler_name or ["koordpy"], args.log_level)
 
 
 def main(argv: list[str] | None = None) -> int:

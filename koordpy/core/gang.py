@@ -91,6 +91,8 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
         except ParseError as exc:
             cfg, err = None, str(exc)
         gangs[pg.key] = Gang(pg.key, cfg, [], _creation(pg.creation), err)
+    for bad, err in snapshot.invalid_podgroups.items():
+        gangs[bad] = Gang(bad, None, [], 0.0, f"PodGroup {bad} is invalid: {err}")
     for pod in snapshot.pods:
         if pod.terminal:
             continue

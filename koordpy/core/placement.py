@@ -88,8 +88,10 @@ class Placer:
         for rule in spec.gather:
             depth = tree.layer_depth(rule.layer)
             if depth is None:
+                invalid = (f" (ClusterNetworkTopology default is invalid and ignored: {self.cluster.topology_error})"
+                           if self.cluster.topology_error else "")
                 return Failure(first, f"unknown topology layer {rule.layer!r} in network-topology-spec; "
-                                      f"known layers: {', '.join(tree.known_layers)}")
+                                      f"known layers: {', '.join(tree.known_layers)}{invalid}")
             if rule.strategy == "MustGather":
                 must_depth = max(must_depth, depth)
             if rule.pod_count_multiple > 1:

@@ -28,6 +28,9 @@ class Snapshot:
     topology: ClusterNetworkTopology | None = None
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     scheduler_names: frozenset[str] = frozenset({"koordpy"})
+    # Objects the shell could not parse, so the core can say why their pods wait.
+    invalid_podgroups: dict[str, str] = field(default_factory=dict)  # namespace/name -> error
+    topology_error: str | None = None  # the ClusterNetworkTopology "default" exists but is invalid
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place."""
@@ -70,6 +73,7 @@ class Cluster:
             if node in self.node_index and not p.terminal:
                 self.used[self.node_index[node]] += self.request_vector(p)
         self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
+        self.topology_error = snapshot.topology_error
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
         """The pod's requests in resource order; shared, so callers must not mutate it."""

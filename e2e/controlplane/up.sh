@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Starts a local control plane: etcd, kube-apiserver (RBAC on, client-certificate identities)
+# and kwok (fake kubelets: fast node and pod stages, pod-delete so deletions complete).
+# Builds the binaries first if they are missing (./build.sh).
+#
+#   up.sh [DIR]      state folder (default $KOORDPY_CONTROLPLANE or /tmp/koordpy-controlplane)
+#
+# Writes DIR/kubeconfig (the admin, group system:masters), DIR/env (paths and ports to
+# source) and DIR/pki (the CA that ./mint-user.sh signs other identities with). Stop with
+# ./down.sh DIR. Starting again on a running DIR is a no-op.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${1:-${KOORDPY_CONTROLPLANE:-/tmp/koordpy-controlplane}}
+mkdir -p "$dir/pki" "$dir/logs"
+dir=$(cd "$dir" && pwd)
+
+if [ -f "$dir/env" ]; then
+  # shellcheck disable=SC1091
+  . "$dir/env"
+  if kill -0 "$(cat "$dir/apiserver.pid" 2>/dev/null || echo 0)" 2>/dev/null &&
+     "$KUBECTL" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+    echo "$dir"
+    exit 0
+  fi
+  "$here/down.sh" "$dir" >/dev/null 2>&1 || true
+fi
+
+bindir=$("$here/build.sh")
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
+
+pki=$dir/pki
+if [ ! -f "$pki/ca.key" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=koordpy-e2e-ca" \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout "$pki/apiserver.key" \
+    -out "$pki/apiserver.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' > "$pki/apiserver.ext"
+  openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+fi
+
+cat > "$dir/env" <<ENV
+BINDIR=$bindir
+KUBECTL=$bindir/kubectl
+HELM=$bindir/helm
+KUBE_SCHEDULER=$bindir/kube-scheduler
+ETCD_PORT=$etcd_port
+API_PORT=$api_port
+API_SERVER=https://127.0.0.1:$api_port
+KUBECONFIG=$dir/kubeconfig
+ENV
+
+"$bindir/etcd" --name e2e --data-dir "$dir/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "e2e=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync \
+  --quota-backend-bytes 4294967296 > "$dir/logs/etcd.log" 2>&1 &
+echo $! > "$dir/etcd.pid"
+
+# ServiceAccount admission is off: without kube-controller-manager no default ServiceAccount
+# exists, and the tests' pods need none. Priority admission stays on (it resolves classes).
+"$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+  --cert-dir "$dir/pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
+  --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
+  --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+  --disable-admission-plugins ServiceAccount --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
+  > "$dir/logs/kube-apiserver.log" 2>&1 &
+echo $! > "$dir/apiserver.pid"
+
+"$here/mint-user.sh" "$dir" admin system:masters > "$dir/kubeconfig"
+
+for _ in $(seq 1 240); do
+  if "$bindir/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$(cat "$dir/apiserver.pid")" 2>/dev/null; then
+    echo "up.sh: kube-apiserver exited; see $dir/logs/kube-apiserver.log" >&2; tail -20 "$dir/logs/kube-apiserver.log" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+"$bindir/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null || {
+  echo "up.sh: kube-apiserver not ready after 120s; see $dir/logs" >&2; exit 1; }
+
+# kwok manages the nodes annotated kwok.x-k8s.io/node=fake with its default fast stages
+# (nodes Ready, bound pods Running, deleted pods finalized at once).
+"$bindir/kwok" --kubeconfig "$dir/kubeconfig" --manage-all-nodes=false \
+  --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+  --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
+  --cidr 10.0.0.1/16 --node-ip 10.0.0.1 --node-port 0 \
+  > "$dir/logs/kwok.log" 2>&1 &
+echo $! > "$dir/kwok.pid"
+echo "$dir"

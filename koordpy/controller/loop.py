@@ -1,0 +1,143 @@
+"""The scheduling loop: cache -> snapshot -> core cycle -> writes, whenever the cluster changes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+
+from koordpy.controller.cache import Cache
+from koordpy.controller.writer import ApiWriter
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
+from koordpy.core.gang import SchedulerState
+from koordpy.core.snapshot import Cluster
+from koordpy.core.tree import detail_status
+
+log = structlog.get_logger("koordpy.loop")
+
+
+class SchedulerLoop:
+    def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
+                 debounce: float = 0.02, flush_every: float = 0.5) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.names = scheduler_names
+        self.debounce = debounce
+        self.flush_every = flush_every
+        self.state = SchedulerState()
+        self.cycles = 0
+        self._reported: dict[tuple[str, str], str] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        deadline: float | None = None
+        while True:
+            wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.cache.changed.wait(), timeout=wait)
+            due = deadline is not None and time.time() >= deadline
+            if self.cache.changed.is_set() or due:
+                self.cache.changed.clear()
+                await asyncio.sleep(self.debounce)  # let a burst of watch events (a gang's pods) land
+                self.cache.changed.clear()
+                try:
+                    deadline = await self.cycle()
+                except Exception:  # one bad cycle must not stop the scheduler
+                    log.exception("scheduling cycle failed")
+                    deadline = time.time() + 1.0
+            await self.writer.flush(self._pending_info)
+
+    async def cycle(self) -> float | None:
+        snap = self.cache.snapshot(self.names)
+        started = time.perf_counter()
+        result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
+        self.cycles += 1
+        uids = {p.key: p.uid for p in snap.pods}
+        for bind in result.binds:
+            self.cache.assume(bind.pod, bind.node)
+        if result.binds:
+            await asyncio.gather(*(self._bind(b, uids.get(b.pod, "")) for b in result.binds))
+            log.info("bound", pods=len(result.binds), cycle_ms=round((time.perf_counter() - started) * 1000, 1))
+        for d in result.decisions:
+            if isinstance(d, SetPodScheduledFalse):
+                self.writer.unschedulable(d.pod, d.message)
+            elif isinstance(d, PodGroupStatusUpdate):
+                self.writer.podgroup_status(d.podgroup, d.status)
+            elif isinstance(d, Annotate):
+                self._spawn(self.writer.annotate(d.pod, d.key, d.value))
+            elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
+                self._spawn(self.writer.event(d.kind, d.obj, uids.get(d.obj, ""), d.type, d.reason, d.message))
+        self._report_invalid()
+        if self.cache.topology_changed:
+            self.cache.topology_changed = False
+            await self._topology_status()
+        return result.next_deadline
+
+    async def _bind(self, d: Bind, uid: str) -> None:
+        if await self.writer.bind(d.pod, uid, d.node):
+            self.writer.bound(d.pod)
+        else:
+            self.cache.forget(d.pod)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _pending_info(self, pod_key: str) -> dict[str, str] | None:
+        pod = self.cache.pods.get(pod_key)
+        if pod is not None:
+            if pod.node_name or pod_key in self.cache.assumed:
+                return None
+            return {"uid": pod.uid, "message": pod.unschedulable_message}
+        invalid = self.cache.invalid.get(("Pod", pod_key))
+        if invalid is None:
+            return None
+        raw = invalid[1]
+        conds = (raw.get("status") or {}).get("conditions") or []
+        msg = next((c.get("message", "") for c in conds if c.get("type") == "PodScheduled"), "")
+        return {"uid": str((raw.get("metadata") or {}).get("uid") or ""), "message": msg}
+
+    def _report_invalid(self) -> None:
+        """Bad objects get an Event (once per distinct error); claimed pods also a condition."""
+        for key, err, _ in self.cache.invalid_pending_pods(self.names):
+            self.writer.unschedulable(key, f"invalid pod: {err}")
+        for (kind, key), (err, raw) in list(self.cache.invalid.items()):
+            if kind == "Pod" or self._reported.get((kind, key)) == err:
+                continue
+            self._reported[(kind, key)] = err
+            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            log.warning("invalid object", kind=kind, object=key, error=err)
+            self._spawn(self.writer.event(kind, key, uid, "Warning", f"Invalid{kind}", err))
+
+    async def _topology_status(self) -> None:
+        raw = self.cache.topology_raw
+        if raw is None:
+            return
+        err = self.cache.topology_error()
+        current = raw.get("status") or {}
+        if err:
+            status: dict[str, Any] = {"conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec",
+                                                      "message": err, "lastTransitionTime": _now()}]}
+        else:
+            tree = Cluster(self.cache.snapshot(self.names)).tree
+            status = {"detailStatus": detail_status(tree), "conditions": [
+                {"type": "Valid", "status": "True", "reason": "Reconciled", "message": "",
+                 "lastTransitionTime": _now()}]}
+        old_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in current.get("conditions") or []]
+        new_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]]
+        if current.get("detailStatus") == status.get("detailStatus") and old_valid == new_valid:
+            return
+        if err:
+            status["detailStatus"] = None
+        await self.writer.topology_status(status)
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

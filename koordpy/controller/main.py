@@ -1,0 +1,145 @@
+"""``koordpy run``: the live scheduler. kopf watches, the loop schedules, the writer writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Any
+
+import kopf
+import structlog
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from koordpy.controller.cache import Cache
+from koordpy.controller.loop import SchedulerLoop
+from koordpy.controller.writer import ApiWriter
+
+log = structlog.get_logger("koordpy")
+
+RESOURCES: list[tuple[str, str, str, str]] = [  # kind, group, version, plural
+    ("Node", "", "v1", "nodes"),
+    ("Pod", "", "v1", "pods"),
+    ("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses"),
+    ("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
+    ("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies"),
+]
+
+
+def configure_logging(level: str = "INFO") -> None:
+    logging.basicConfig(level=getattr(logging, level), format="%(message)s")
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                    structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),
+    )
+
+
+async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiClient:
+    cfg = Configuration()
+    if kubeconfig or os.environ.get("KUBECONFIG"):
+        await kube_config.load_kube_config(config_file=kubeconfig or os.environ["KUBECONFIG"],
+                                           client_configuration=cfg)
+    else:
+        kube_config.load_incluster_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = 128 if qps_unlimited else 16
+    return ApiClient(cfg)
+
+
+async def _list(api: ApiClient, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+    if group == "":
+        core = CoreV1Api(api)
+        call = core.list_node if plural == "nodes" else core.list_pod_for_all_namespaces
+        resp = await call(_preload_content=False)
+    elif group == "scheduling.k8s.io":
+        resp = await SchedulingV1Api(api).list_priority_class(_preload_content=False)
+    else:
+        resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, _preload_content=False)
+    try:
+        data = await resp.json()
+    finally:
+        resp.release()
+    items: list[dict[str, Any]] = data.get("items") or []
+    return items
+
+
+async def initial_sync(api: ApiClient, cache: Cache) -> None:
+    """Lists everything once before the first cycle: scheduling on half a view would overcommit."""
+    delay = 0.5
+    while True:
+        try:
+            for kind, group, version, plural in RESOURCES:
+                try:
+                    items = await _list(api, group, version, plural)
+                except ApiException as exc:
+                    if exc.status == 404 and group not in ("", "scheduling.k8s.io"):
+                        log.warning("CRD not installed; its objects are ignored until it is", kind=kind)
+                        continue
+                    raise
+                for raw in items:
+                    cache.observe(kind, None, raw)
+            return
+        except Exception as exc:
+            log.warning("initial list failed, retrying", error=str(exc))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        if kubeconfig or os.environ.get("KUBECONFIG"):
+            return kopf.login_with_kubeconfig(**kwargs)
+        return kopf.login_with_service_account(**kwargs)
+
+    def watcher(kind: str) -> Any:
+        def handler(**kwargs: Any) -> None:
+            event = kwargs["event"]
+            raw = event.get("object")
+            if isinstance(raw, dict):
+                cache.observe(kind, event.get("type"), raw)
+
+        return handler
+
+    for kind, group, version, plural in RESOURCES:
+        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
+    return registry
+
+
+async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> None:
+    if kubeconfig:
+        os.environ["KUBECONFIG"] = kubeconfig
+    api = await api_client(kubeconfig)
+    cache = Cache()
+    await initial_sync(api, cache)
+    log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
+             schedulers=sorted(scheduler_names))
+    writer = ApiWriter(api)
+    loop = SchedulerLoop(cache, writer, scheduler_names)
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.error_backoffs = [0.5, 1, 2, 5, 10]
+    registry = build_registry(cache, kubeconfig)
+    try:
+        await asyncio.gather(
+            kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True),
+            loop.run(),
+        )
+    finally:
+        await api.close()
+
+
+def run(kubeconfig: str | None, scheduler_names: list[str], log_level: str = "INFO") -> int:
+    configure_logging(log_level)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_async(kubeconfig, frozenset(scheduler_names)))
+    return 0

@@ -1,0 +1,228 @@
+"""Writes the core's decisions to the API server, with retries and backoff.
+
+Binds go out at once, in parallel. Unschedulable conditions and their FailedScheduling
+events are coalesced: a pod's message is written only if the pod is still pending a moment
+later (a gang that is still being created settles first), and then at most once per
+cooldown, so a busy queue does not flood the API server with status writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import aiohttp
+import structlog
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+log = structlog.get_logger("koordpy.writer")
+T = TypeVar("T")
+MERGE_PATCH = "application/merge-patch+json"
+COMPONENT = "koordpy"
+
+
+class Gone(Exception):
+    """The object no longer exists (404): nothing to retry."""
+
+
+class Conflict(Exception):
+    """The API server refused the write as conflicting (409)."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int = 6) -> T:
+    """Retries 429, 5xx and connection errors with jittered exponential backoff."""
+    delay = 0.2
+    for attempt in range(1, attempts + 1):
+        try:
+            return await op()
+        except ApiException as exc:
+            if exc.status == 404:
+                raise Gone(what) from exc
+            if exc.status == 409:
+                raise Conflict(f"{what}: {exc.reason}") from exc
+            if exc.status not in (429, 500, 502, 503, 504) or attempt == attempts:
+                raise
+            log.warning("api write failed, retrying", what=what, status=exc.status, attempt=attempt)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            if attempt == attempts:
+                raise
+            log.warning("api unreachable, retrying", what=what, error=str(exc), attempt=attempt)
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class _Pending:
+    message: str
+    first_seen: float
+
+
+class ApiWriter:
+    def __init__(self, api: ApiClient, concurrency: int = 64, settle: float = 1.0, cooldown: float = 5.0) -> None:
+        self.core = CoreV1Api(api)
+        self.custom = CustomObjectsApi(api)
+        self.sem = asyncio.Semaphore(concurrency)
+        self.settle = settle
+        self.cooldown = cooldown
+        self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
+        self._conditions: dict[str, _Pending] = {}
+        self._last_written: dict[str, float] = {}
+        self._statuses: dict[str, dict[str, object]] = {}
+
+    # -- binds ---------------------------------------------------------------------------
+
+    async def bind(self, pod_key: str, uid: str, node: str) -> bool:
+        """True when the pod is bound to ``node`` (or already was); False when it is gone."""
+        ns, name = pod_key.split("/", 1)
+        meta: dict[str, Any] = {"name": name, "namespace": ns}
+        if uid:
+            meta["uid"] = uid  # never bind a pod recreated under the same name
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        async with self.sem:
+            try:
+                await with_retries(f"bind {pod_key}", lambda: self.core.create_namespaced_pod_binding(
+                    name, ns, body, _preload_content=False))
+            except Gone:
+                return False
+            except Conflict as exc:
+                log.warning("bind conflict: the pod is already bound", pod=pod_key, node=node, error=str(exc))
+                return False
+        self._conditions.pop(pod_key, None)
+        return True
+
+    # -- coalesced conditions, events and statuses -----------------------------------------
+
+    def unschedulable(self, pod_key: str, message: str) -> None:
+        pending = self._conditions.get(pod_key)
+        if pending is None:
+            self._conditions[pod_key] = _Pending(message, time.monotonic())
+        else:
+            pending.message = message
+
+    def bound(self, pod_key: str) -> None:
+        self._conditions.pop(pod_key, None)
+
+    def podgroup_status(self, key: str, status: dict[str, object]) -> None:
+        self._statuses[key] = status
+
+    async def flush(self, still_pending: Callable[[str], dict[str, str] | None]) -> None:
+        """Writes what has settled. ``still_pending(pod)`` gives the pod's uid and current
+        condition message while it waits, or None when it is bound or gone."""
+        now = time.monotonic()
+        due = []
+        for pod, pending in list(self._conditions.items()):
+            info = still_pending(pod)
+            if info is None:
+                del self._conditions[pod]
+                continue
+            if info["message"] == pending.message:
+                del self._conditions[pod]
+                continue
+            if now - pending.first_seen < self.settle or now - self._last_written.get(pod, -1e9) < self.cooldown:
+                continue
+            del self._conditions[pod]
+            self._last_written[pod] = now
+            due.append(self._write_condition(pod, info["uid"], pending.message))
+        statuses, self._statuses = self._statuses, {}
+        due += [self._write_podgroup_status(k, s) for k, s in statuses.items()]
+        if due:
+            await asyncio.gather(*due)
+
+    async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
+        ns, name = pod_key.split("/", 1)
+        body = {"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+            "lastTransitionTime": _now(), "lastProbeTime": None}]}}
+        async with self.sem:
+            try:
+                await with_retries(f"condition {pod_key}", lambda: self.core.patch_namespaced_pod_status(
+                    name, ns, body, _preload_content=False))
+            except Gone:
+                return
+            except Exception as exc:  # a failed report must not stop the scheduler
+                log.error("cannot write pod condition", pod=pod_key, error=str(exc))
+                return
+        await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
+
+    async def _write_podgroup_status(self, key: str, status: dict[str, object]) -> None:
+        ns, name = key.split("/", 1)
+        body = {"status": {k: (_rfc3339(v) if k == "scheduleStartTime" else v) for k, v in status.items()
+                           if v is not None}}
+        async with self.sem:
+            try:
+                await with_retries(f"podgroup status {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+                    "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", name, body,
+                    _content_type=MERGE_PATCH, _preload_content=False))
+            except Gone:
+                return
+            except Exception as exc:
+                log.error("cannot write PodGroup status", podgroup=key, error=str(exc))
+
+    # -- one-off writes ------------------------------------------------------------------
+
+    async def annotate(self, pod_key: str, key: str, value: str) -> None:
+        ns, name = pod_key.split("/", 1)
+        body = {"metadata": {"annotations": {key: value}}}
+        async with self.sem:
+            try:
+                await with_retries(f"annotate {pod_key}", lambda: self.core.patch_namespaced_pod(
+                    name, ns, body, _preload_content=False))
+            except Gone:
+                return
+            except Exception as exc:
+                log.error("cannot annotate pod", pod=pod_key, error=str(exc))
+
+    async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
+        ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
+        api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
+                       "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1"}.get(kind, "v1")
+        involved: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
+        if "/" in obj:
+            involved["namespace"] = ns
+        if uid:
+            involved["uid"] = uid
+        now = _now()
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{name}.", "namespace": ns},
+                "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
+                "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+                "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        async with self.sem:
+            try:
+                await with_retries(f"event {obj}", lambda: self.core.create_namespaced_event(
+                    ns, body, _preload_content=False))
+            except Exception as exc:
+                log.error("cannot write event", object=obj, reason=reason, error=str(exc))
+
+    async def topology_status(self, status: dict[str, Any]) -> None:
+        async with self.sem:
+            try:
+                await with_retries("ClusterNetworkTopology status",
+                                   lambda: self.custom.patch_cluster_custom_object_status(
+                                       "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies",
+                                       "default", {"status": status}, _content_type=MERGE_PATCH,
+                                       _preload_content=False))
+            except Gone:
+                return
+            except Exception as exc:
+                log.error("cannot write ClusterNetworkTopology status", error=str(exc))
+
+
+def _rfc3339(value: object) -> object:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value
