@@ -87,7 +87,8 @@ def podgroup(name: str, min_member: int, *, gather: list[dict[str, Any]] | None 
 
 
 def priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name, "labels": {"koordpy-test": "true"}},
             "value": value, "preemptionPolicy": policy}
 
 

@@ -155,3 +155,14 @@ def test_layers_named_differently_work_the_same() -> None:
     out = run(nodes, cnt(("RackLayer", None, "rack")), podgroup("job", 2, gather=[{"layer": "RackLayer",
               "strategy": "MustGather"}]), [pod(f"p-{i}", group="job", index=i) for i in range(2)])
     assert len(out.bound) == 2 and len({int(n[1:]) // 2 for n in out.bound.values()}) == 1
+
+
+def test_topology_failure_says_which_nodes_filters_ruled_out() -> None:
+    nodes = spine_block_nodes(SEED_12)
+    for n in nodes[:5]:
+        n["spec"] = {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}
+    out = run(nodes, SPINE_BLOCK_CNT, podgroup("hp", 5, gather=MUST_SPINE),
+              [pod(f"hp-{i}", group="hp", index=i) for i in range(5)])
+    assert out.pending["default/hp-0"].endswith(
+        "topology topologyNode SpineLayer/spine-2: 3; "
+        "5 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.")

@@ -60,15 +60,16 @@ ENV
   --quota-backend-bytes 4294967296 > "$dir/logs/etcd.log" 2>&1 &
 echo $! > "$dir/etcd.pid"
 
-# ServiceAccount admission is off: without kube-controller-manager no default ServiceAccount
-# exists, and the tests' pods need none. Priority admission stays on (it resolves classes).
+# ServiceAccount and TaintNodesByCondition admission are off: without kube-controller-manager no
+# default ServiceAccount exists and nothing would lift the not-ready taint kwok's nodes get; the
+# tests' pods need neither. Priority admission stays on (it resolves PriorityClasses).
 "$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --cert-dir "$dir/pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
   --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-  --disable-admission-plugins ServiceAccount --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
+  --disable-admission-plugins ServiceAccount,TaintNodesByCondition --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
   > "$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/apiserver.pid"
 
@@ -89,7 +90,6 @@ done
 # (nodes Ready, bound pods Running, deleted pods finalized at once).
 "$bindir/kwok" --kubeconfig "$dir/kubeconfig" --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-  --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
   --cidr 10.0.0.1/16 --node-ip 10.0.0.1 --node-port 0 \
   > "$dir/logs/kwok.log" 2>&1 &
 echo $! > "$dir/kwok.pid"

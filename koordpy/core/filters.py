@@ -65,6 +65,16 @@ class Filters:
             self._static[key] = fit
         return fit
 
+    def static_counts(self, pods: list[Pod]) -> Counter[str]:
+        """Per static reason, how many nodes it rules out for at least one of ``pods``."""
+        counts: Counter[str] = Counter()
+        fits = [self.static(p) for p in pods]
+        for i in range(len(self.cluster.nodes)):
+            why = next((f.reasons[i] for f in fits if f.reasons[i] is not None), None)
+            if why is not None:
+                counts[why] += 1
+        return counts
+
     def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
         static = self.static(pod)

@@ -117,6 +117,11 @@ class Placer:
             more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
             reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
                       f"{shown}{more}")
+            # Offerslots alone do not say why a node offers nothing; taints, selectors and
+            # cordons do, so they follow in kube-scheduler's words.
+            filtered = self.filters.static_counts([p for p in {constraints_key(p): p for p in pods}.values()])
+            if filtered:
+                reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
             return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.")
         alloc = allocate(sums, tree.parent, tree.end, chosen, desired)
         nodes = tree.subtree_nodes(chosen)

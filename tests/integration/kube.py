@@ -1,0 +1,187 @@
+"""A thin, real-kubectl driver for the integration tests, plus the invariants checked after each."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from koordpy.api import Node, Pod
+from koordpy.api.podgroup import PodGroup, gang_config_from_pod, gang_config_from_podgroup, pod_gang_name
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+@dataclass
+class ControlPlane:
+    dir: Path
+    env: dict[str, str]
+
+    @property
+    def kubeconfig(self) -> str:
+        return self.env["KUBECONFIG"]
+
+    @property
+    def kubectl_path(self) -> str:
+        return self.env["KUBECTL"]
+
+
+class Kube:
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        run = subprocess.run([self.cp.kubectl_path, "--kubeconfig", self.cp.kubeconfig, *args], input=stdin,
+                             capture_output=True, text=True, timeout=120, check=False)
+        if check and run.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {run.stderr.strip()}")
+        return run.stdout
+
+    def apply(self, *objects: dict[str, Any] | list[dict[str, Any]]) -> None:
+        flat: list[dict[str, Any]] = []
+        for o in objects:
+            flat.extend(o if isinstance(o, list) else [o])
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(flat))
+
+    def get(self, resource: str, name: str = "", namespace: str | None = "default") -> dict[str, Any]:
+        args = ["get", resource, *([name] if name else []), "-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        return json.loads(self.kubectl(*args))  # type: ignore[no-any-return]
+
+    def pods(self, namespace: str = "default") -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.get("pods", namespace=namespace)["items"]}
+
+    def bound(self, namespace: str = "default") -> dict[str, str]:
+        return {n: p["spec"]["nodeName"] for n, p in self.pods(namespace).items() if p["spec"].get("nodeName")}
+
+    def condition_message(self, pod: str, namespace: str = "default") -> str:
+        raw = self.get("pod", pod, namespace)
+        for c in (raw.get("status") or {}).get("conditions") or []:
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return str(c.get("message", ""))
+        return ""
+
+    def events(self, namespace: str = "default") -> list[dict[str, Any]]:
+        return list(self.get("events", namespace=namespace)["items"])
+
+    def reset(self) -> None:
+        """Leaves an empty cluster behind: no pods, PodGroups, nodes or topology."""
+        for ns in ("default",):
+            self.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false",
+                         check=False)
+            self.kubectl("delete", "podgroups", "--all", "-n", ns, "--wait=false", check=False)
+            self.kubectl("delete", "events", "--all", "-n", ns, "--wait=false", check=False)
+        self.kubectl("delete", "clusternetworktopologies", "--all", "--wait=false", check=False)
+        self.kubectl("delete", "priorityclasses", "-l", "koordpy-test=true", "--wait=false", check=False)
+        self.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+        wait_for(lambda: not self.get("pods")["items"] and not self.get("nodes", namespace=None)["items"],
+                 "an empty cluster", timeout=60)
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 30.0, every: float = 0.2) -> T:
+    """Calls ``check`` until it returns something truthy, and returns that."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
+def when(cond: bool, value: T) -> T | None:
+    """``wait_for(lambda: when(cond, value))``: value once cond holds."""
+    return value if cond else None
+
+
+def settle(check: Callable[[], T], duration: float = 3.0) -> T:
+    """Keeps calling ``check`` for ``duration`` and returns its last answer: for 'nothing happens'."""
+    deadline = time.monotonic() + duration
+    value = check()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        value = check()
+    return value
+
+
+class Scheduler:
+    """``koordpy run`` as a child process."""
+
+    def __init__(self, cp: ControlPlane, log: Path) -> None:
+        self.cp = cp
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = open(self.log, "ab")  # noqa: SIM115 - the child process owns it
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.cp.kubeconfig],
+                                     stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def check_invariants(kube: Kube) -> list[str]:
+    """No node over its allocatable; no Strict gang with some but not enough members bound."""
+    problems: list[str] = []
+    nodes = {n["metadata"]["name"]: Node.from_raw(n) for n in kube.get("nodes", namespace=None)["items"]}
+    raw_pods = kube.get("pods", namespace=None)["items"]
+    pods = [Pod.from_raw(p) for p in raw_pods]
+    used: dict[str, dict[str, int]] = {}
+    for p in pods:
+        if p.node_name and not p.terminal:
+            per_node = used.setdefault(p.node_name, {})
+            for resource, amount in p.requests.items():
+                per_node[resource] = per_node.get(resource, 0) + amount
+    for node_name, totals in used.items():
+        node = nodes.get(node_name)
+        if node is None:
+            continue
+        for r, q in totals.items():
+            if q > node.allocatable.get(r, 0):
+                problems.append(f"node {node_name} over allocatable {r}: {q} > {node.allocatable.get(r, 0)}")
+    podgroups: dict[str, PodGroup] = {}
+    for raw in kube.get("podgroups", namespace=None)["items"]:
+        try:
+            pg = PodGroup.from_raw(raw)
+        except ValueError:
+            continue
+        podgroups[pg.key] = pg
+    members: dict[str, list[Pod]] = {}
+    for p in pods:
+        key = pod_gang_name(p.namespace, p.labels, p.annotations)
+        if key and not p.terminal:
+            members.setdefault(key, []).append(p)
+    for key, group in members.items():
+        try:
+            first = group[0]
+            cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroups.get(key))
+            if cfg is None and key in podgroups:
+                cfg = gang_config_from_podgroup(podgroups[key])
+        except ValueError:
+            continue
+        if cfg is None or cfg.mode != "Strict":
+            continue
+        bound = sum(1 for p in group if p.node_name)
+        if 0 < bound < cfg.min_member:
+            problems.append(f"Strict gang {key} partly bound: {bound}/{cfg.min_member}")
+    return problems
