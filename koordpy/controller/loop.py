@@ -31,7 +31,7 @@ class SchedulerLoop:
         self.state = SchedulerState()
         self.cycles = 0
         self._reported: dict[tuple[str, str], str] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._last_cycle = 0.0
 
     async def run(self) -> None:
         deadline: float | None = None
@@ -42,14 +42,18 @@ class SchedulerLoop:
             due = deadline is not None and time.time() >= deadline
             if self.cache.changed.is_set() or due:
                 self.cache.changed.clear()
-                await asyncio.sleep(self.debounce)  # let a burst of watch events (a gang's pods) land
+                # Let a burst of watch events (a gang's pods) land; under a flood, leave the event
+                # loop at least as long as the last cycle took, so watching keeps up with scheduling.
+                await asyncio.sleep(max(self.debounce, self._last_cycle))
                 self.cache.changed.clear()
+                started = time.perf_counter()
                 try:
                     deadline = await self.cycle()
                 except Exception:  # one bad cycle must not stop the scheduler
                     log.exception("scheduling cycle failed")
                     deadline = time.time() + 1.0
-            await self.writer.flush(self._pending_info)
+                self._last_cycle = min(time.perf_counter() - started, 0.5)
+            self.writer.flush(self._pending_info)
 
     async def cycle(self) -> float | None:
         snap = self.cache.snapshot(self.names)
@@ -57,20 +61,22 @@ class SchedulerLoop:
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
         uids = {p.key: p.uid for p in snap.pods}
+        # The pods are assumed on their nodes before the binds go out, and the binds run in the
+        # background: the next cycle sees the room as taken and need not wait for the API server.
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
+            self.writer.spawn(self._bind(bind, uids.get(bind.pod, "")))
         if result.binds:
-            await asyncio.gather(*(self._bind(b, uids.get(b.pod, "")) for b in result.binds))
-            log.info("bound", pods=len(result.binds), cycle_ms=round((time.perf_counter() - started) * 1000, 1))
+            log.info("binding", pods=len(result.binds), cycle_ms=round((time.perf_counter() - started) * 1000, 1))
         for d in result.decisions:
             if isinstance(d, SetPodScheduledFalse):
                 self.writer.unschedulable(d.pod, d.message)
             elif isinstance(d, PodGroupStatusUpdate):
                 self.writer.podgroup_status(d.podgroup, d.status)
             elif isinstance(d, Annotate):
-                self._spawn(self.writer.annotate(d.pod, d.key, d.value))
+                self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
-                self._spawn(self.writer.event(d.kind, d.obj, uids.get(d.obj, ""), d.type, d.reason, d.message))
+                self.writer.spawn(self.writer.event(d.kind, d.obj, uids.get(d.obj, ""), d.type, d.reason, d.message))
         self._report_invalid()
         if self.cache.topology_changed:
             self.cache.topology_changed = False
@@ -82,11 +88,6 @@ class SchedulerLoop:
             self.writer.bound(d.pod)
         else:
             self.cache.forget(d.pod)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)
@@ -112,7 +113,7 @@ class SchedulerLoop:
             self._reported[(kind, key)] = err
             uid = str((raw.get("metadata") or {}).get("uid") or "")
             log.warning("invalid object", kind=kind, object=key, error=err)
-            self._spawn(self.writer.event(kind, key, uid, "Warning", f"Invalid{kind}", err))
+            self.writer.spawn(self.writer.event(kind, key, uid, "Warning", f"Invalid{kind}", err))
 
     async def _topology_status(self) -> None:
         raw = self.cache.topology_raw

@@ -71,10 +71,15 @@ class _Pending:
 
 
 class ApiWriter:
-    def __init__(self, api: ApiClient, concurrency: int = 64, settle: float = 1.0, cooldown: float = 5.0) -> None:
+    def __init__(self, api: ApiClient, concurrency: int = 64, report_concurrency: int = 8,
+                 settle: float = 1.0, cooldown: float = 5.0) -> None:
         self.core = CoreV1Api(api)
         self.custom = CustomObjectsApi(api)
-        self.sem = asyncio.Semaphore(concurrency)
+        self.sem = asyncio.Semaphore(concurrency)  # binds
+        # Reports (conditions, events, statuses) have their own, smaller share of connections
+        # so that a queue of unschedulable pods never delays a bind.
+        self.report_sem = asyncio.Semaphore(report_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
         self.settle = settle
         self.cooldown = cooldown
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
@@ -119,9 +124,9 @@ class ApiWriter:
     def podgroup_status(self, key: str, status: dict[str, object]) -> None:
         self._statuses[key] = status
 
-    async def flush(self, still_pending: Callable[[str], dict[str, str] | None]) -> None:
-        """Writes what has settled. ``still_pending(pod)`` gives the pod's uid and current
-        condition message while it waits, or None when it is bound or gone."""
+    def flush(self, still_pending: Callable[[str], dict[str, str] | None]) -> None:
+        """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
+        pod's uid and current condition message while it waits, or None when it is bound or gone."""
         now = time.monotonic()
         due = []
         for pod, pending in list(self._conditions.items()):
@@ -139,15 +144,20 @@ class ApiWriter:
             due.append(self._write_condition(pod, info["uid"], pending.message))
         statuses, self._statuses = self._statuses, {}
         due += [self._write_podgroup_status(k, s) for k, s in statuses.items()]
-        if due:
-            await asyncio.gather(*due)
+        for coro in due:
+            self.spawn(coro)
+
+    def spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"status": {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
             "lastTransitionTime": _now(), "lastProbeTime": None}]}}
-        async with self.sem:
+        async with self.report_sem:
             try:
                 await with_retries(f"condition {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                     name, ns, body, _preload_content=False))
@@ -162,7 +172,7 @@ class ApiWriter:
         ns, name = key.split("/", 1)
         body = {"status": {k: (_rfc3339(v) if k == "scheduleStartTime" else v) for k, v in status.items()
                            if v is not None}}
-        async with self.sem:
+        async with self.report_sem:
             try:
                 await with_retries(f"podgroup status {key}", lambda: self.custom.patch_namespaced_custom_object_status(
                     "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", name, body,
@@ -177,7 +187,7 @@ class ApiWriter:
     async def annotate(self, pod_key: str, key: str, value: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"metadata": {"annotations": {key: value}}}
-        async with self.sem:
+        async with self.report_sem:
             try:
                 await with_retries(f"annotate {pod_key}", lambda: self.core.patch_namespaced_pod(
                     name, ns, body, _preload_content=False))
@@ -201,7 +211,7 @@ class ApiWriter:
                 "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
                 "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
                 "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
-        async with self.sem:
+        async with self.report_sem:
             try:
                 await with_retries(f"event {obj}", lambda: self.core.create_namespaced_event(
                     ns, body, _preload_content=False))
@@ -209,7 +219,7 @@ class ApiWriter:
                 log.error("cannot write event", object=obj, reason=reason, error=str(exc))
 
     async def topology_status(self, status: dict[str, Any]) -> None:
-        async with self.sem:
+        async with self.report_sem:
             try:
                 await with_retries("ClusterNetworkTopology status",
                                    lambda: self.custom.patch_cluster_custom_object_status(
