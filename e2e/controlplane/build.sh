@@ -8,6 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${KOORDPY_CACHE:-$HOME/.cache/koordpy}
 command -v go >/dev/null || { echo "build.sh: Go is required (https://go.dev/dl)" >&2; exit 1; }
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"  # the commands built are not this repository's
 
 version_of() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
 k8s=$(version_of kube k8s.io/kubernetes)
