@@ -14,13 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.errors import ParseError
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.snapshot import Snapshot
 
-KINDS = ("Node", "Pod", "PriorityClass", "PodGroup", "ClusterNetworkTopology")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
 
 
@@ -147,7 +146,3 @@ class Cache:
             if kind == "Pod" and spec.get("schedulerName") in scheduler_names and not spec.get("nodeName"):
                 out.append((key, err, raw))
         return out
-
-
-def describe(raw: dict[str, Any]) -> str:
-    return object_ref(raw)

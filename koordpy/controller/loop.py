@@ -10,12 +10,12 @@ from typing import Any
 import structlog
 
 from koordpy.controller.cache import Cache
-from koordpy.controller.writer import ApiWriter
+from koordpy.controller.writer import ApiWriter, now_rfc3339
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
 from koordpy.core.gang import SchedulerState
-from koordpy.core.snapshot import Cluster
-from koordpy.core.tree import detail_status
+from koordpy.core.naming import natural_key
+from koordpy.core.tree import detail_status, tree_from_cluster_network_topology
 
 log = structlog.get_logger("koordpy.loop")
 
@@ -123,12 +123,13 @@ class SchedulerLoop:
         current = raw.get("status") or {}
         if err:
             status: dict[str, Any] = {"conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec",
-                                                      "message": err, "lastTransitionTime": _now()}]}
+                                                      "message": err, "lastTransitionTime": now_rfc3339()}]}
         else:
-            tree = Cluster(self.cache.snapshot(self.names)).tree
+            nodes = sorted(self.cache.nodes.values(), key=lambda n: natural_key(n.name))
+            tree = tree_from_cluster_network_topology(self.cache.topology, nodes)
             status = {"detailStatus": detail_status(tree), "conditions": [
                 {"type": "Valid", "status": "True", "reason": "Reconciled", "message": "",
-                 "lastTransitionTime": _now()}]}
+                 "lastTransitionTime": now_rfc3339()}]}
         old_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in current.get("conditions") or []]
         new_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]]
         if current.get("detailStatus") == status.get("detailStatus") and old_valid == new_valid:
@@ -136,9 +137,3 @@ class SchedulerLoop:
         if err:
             status["detailStatus"] = None
         await self.writer.topology_status(status)
-
-
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -37,8 +37,12 @@ class Conflict(Exception):
     """The API server refused the write as conflicting (409)."""
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_rfc3339() -> str:
+    return rfc3339(time.time())
 
 
 async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int = 6) -> T:
@@ -152,51 +156,46 @@ class ApiWriter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _report(self, what: str, call: Callable[[], Awaitable[object]]) -> bool:
+        """One report write; a failure is logged, never raised: a lost report must not stop
+        the scheduler. True when it was written."""
+        async with self.report_sem:
+            try:
+                await with_retries(what, call)
+                return True
+            except Gone:
+                return False
+            except Exception as exc:
+                log.error("cannot write", what=what, error=str(exc))
+                return False
+
     async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"status": {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-            "lastTransitionTime": _now(), "lastProbeTime": None}]}}
-        async with self.report_sem:
-            try:
-                await with_retries(f"condition {pod_key}", lambda: self.core.patch_namespaced_pod_status(
-                    name, ns, body, _preload_content=False))
-            except Gone:
-                return
-            except Exception as exc:  # a failed report must not stop the scheduler
-                log.error("cannot write pod condition", pod=pod_key, error=str(exc))
-                return
-        await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
+            "lastTransitionTime": now_rfc3339(), "lastProbeTime": None}]}}
+        if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
+                name, ns, body, _preload_content=False)):
+            await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
 
     async def _write_podgroup_status(self, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
-        body = {"status": {k: (_rfc3339(v) if k == "scheduleStartTime" else v) for k, v in status.items()
-                           if v is not None}}
-        async with self.report_sem:
-            try:
-                await with_retries(f"podgroup status {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-                    "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", name, body,
-                    _content_type=MERGE_PATCH, _preload_content=False))
-            except Gone:
-                return
-            except Exception as exc:
-                log.error("cannot write PodGroup status", podgroup=key, error=str(exc))
+        body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
+                           for k, v in status.items() if v is not None}}
+        await self._report(f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+            "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", name, body,
+            _content_type=MERGE_PATCH, _preload_content=False))
 
     # -- one-off writes ------------------------------------------------------------------
 
     async def annotate(self, pod_key: str, key: str, value: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"metadata": {"annotations": {key: value}}}
-        async with self.report_sem:
-            try:
-                await with_retries(f"annotate {pod_key}", lambda: self.core.patch_namespaced_pod(
-                    name, ns, body, _preload_content=False))
-            except Gone:
-                return
-            except Exception as exc:
-                log.error("cannot annotate pod", pod=pod_key, error=str(exc))
+        await self._report(f"annotation {key} of pod {pod_key}", lambda: self.core.patch_namespaced_pod(
+            name, ns, body, _preload_content=False))
 
     async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
+        # Events of cluster-scoped objects live in "default", as kubectl describe expects.
         ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
         api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
                        "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1"}.get(kind, "v1")
@@ -205,34 +204,17 @@ class ApiWriter:
             involved["namespace"] = ns
         if uid:
             involved["uid"] = uid
-        now = _now()
+        now = now_rfc3339()
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{name}.", "namespace": ns},
                 "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
                 "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
                 "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
-        async with self.report_sem:
-            try:
-                await with_retries(f"event {obj}", lambda: self.core.create_namespaced_event(
-                    ns, body, _preload_content=False))
-            except Exception as exc:
-                log.error("cannot write event", object=obj, reason=reason, error=str(exc))
+        await self._report(f"{reason} event of {kind} {obj}", lambda: self.core.create_namespaced_event(
+            ns, body, _preload_content=False))
 
     async def topology_status(self, status: dict[str, Any]) -> None:
-        async with self.report_sem:
-            try:
-                await with_retries("ClusterNetworkTopology status",
-                                   lambda: self.custom.patch_cluster_custom_object_status(
-                                       "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies",
-                                       "default", {"status": status}, _content_type=MERGE_PATCH,
-                                       _preload_content=False))
-            except Gone:
-                return
-            except Exception as exc:
-                log.error("cannot write ClusterNetworkTopology status", error=str(exc))
-
-
-def _rfc3339(value: object) -> object:
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return value
+        await self._report("status of ClusterNetworkTopology default",
+                           lambda: self.custom.patch_cluster_custom_object_status(
+                               "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default",
+                               {"status": status}, _content_type=MERGE_PATCH, _preload_content=False))
