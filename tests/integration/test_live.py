@@ -56,6 +56,10 @@ def test_seed_example_1_end_to_end(kube: Kube, scheduler: Scheduler) -> None:
     assert pg_status()["scheduled"] == 4
     events = wait_for(lambda: [e for e in kube.events() if e["reason"] == "Scheduled"], "Scheduled events")
     assert any("training-pod-0 to node-5" in e["message"] for e in events)
+    # No kopf state on the objects it scheduled: no annotations of its own, no finalizers.
+    for obj in [*kube.pods().values(), kube.get("podgroup", "topology-demo-job")]:
+        assert not [k for k in (obj["metadata"].get("annotations") or {}) if "kopf" in k]
+        assert not obj["metadata"].get("finalizers")
 
 
 def test_cnt_status_follows_node_changes(kube: Kube, scheduler: Scheduler) -> None:
