@@ -63,14 +63,16 @@ echo $! > "$dir/etcd.pid"
 # ServiceAccount and TaintNodesByCondition admission are off: without kube-controller-manager no
 # default ServiceAccount exists and nothing would lift the not-ready taint kwok's nodes get; the
 # tests' pods need neither. Priority admission stays on (it resolves PriorityClasses).
-"$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+apiserver=("$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --cert-dir "$dir/pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
   --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-  --disable-admission-plugins ServiceAccount,TaintNodesByCondition --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
-  > "$dir/logs/kube-apiserver.log" 2>&1 &
+  --disable-admission-plugins ServiceAccount,TaintNodesByCondition --max-requests-inflight 2000 \
+  --max-mutating-requests-inflight 1000)
+printf '%q ' "${apiserver[@]}" > "$dir/apiserver.cmd"  # for restart-apiserver.sh
+"${apiserver[@]}" > "$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/apiserver.pid"
 
 "$here/mint-user.sh" "$dir" admin system:masters > "$dir/kubeconfig"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
-from tests.integration.kube import ControlPlane, Kube, Scheduler, settle, wait_for
+from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, settle, wait_for
 
 PREFER_BLOCK_SPINE = [{"layer": "BlockLayer", "strategy": "PreferGather"},
                       {"layer": "SpineLayer", "strategy": "PreferGather"}]
@@ -180,3 +181,17 @@ def test_pods_of_other_schedulers_are_left_alone(kube: Kube, scheduler: Schedule
     assert not any(k.startswith("kopf") for k in (raw["metadata"].get("annotations") or {}))
     assert not raw["metadata"].get("finalizers")
     assert json.dumps(raw).count("koordpy") == 0
+
+
+def test_the_scheduler_survives_an_apiserver_restart(kube: Kube, scheduler: Scheduler,
+                                                    controlplane: ControlPlane) -> None:
+    kube.apply(fake([node(f"n{i}") for i in range(3)]))
+    kube.apply(pod("before", cpu="1"))
+    wait_for(lambda: "before" in kube.bound(), "a pod bound before the restart")
+    restart = subprocess.run([str(ROOT / "e2e/controlplane/restart-apiserver.sh"), str(controlplane.dir), "3"],
+                             capture_output=True, text=True, timeout=180, check=False)
+    assert restart.returncode == 0, restart.stderr
+    kube.apply(podgroup("after", 3), [pod(f"after-{i}", cpu="1", group="after") for i in range(3)])
+    wait_for(lambda: sum(k.startswith("after-") for k in kube.bound()) == 3, "a gang bound after the restart",
+             timeout=90)
+    assert scheduler.alive()
