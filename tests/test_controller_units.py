@@ -88,3 +88,11 @@ async def test_not_found_and_conflict_end_the_write() -> None:
         await with_retries("thing", Flaky(409))
     with pytest.raises(ApiException):
         await with_retries("thing", Flaky(403))
+
+
+def test_a_resync_drops_what_was_deleted_unseen_and_keeps_what_is_newer() -> None:
+    cache = Cache()
+    cache.observe("Pod", None, rv(pod("ghost", node_name="n1"), 5))  # deleted before the list, no event seen
+    cache.observe("Pod", "ADDED", rv(pod("fresh"), 50))  # created after the list was taken
+    dropped = cache.reconcile("Pod", [rv(pod("kept"), 7)], list_version=40)
+    assert dropped == 1 and set(cache.pods) == {"default/fresh", "default/kept"}

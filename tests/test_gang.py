@@ -182,3 +182,9 @@ def test_a_gang_left_half_bound_by_a_restart_goes_first_and_completes() -> None:
     urgent = [pod(f"u-{i}", group="u", priority=1000) for i in range(2)]
     result = schedule(snap(nodes, [*half, *urgent], [podgroup("g", 4), podgroup("u", 2)]), SchedulerState(), 0.0)
     assert sorted(b.pod for b in result.binds) == ["default/g-2", "default/g-3"]
+
+
+def test_state_forgets_gangs_that_are_gone() -> None:
+    state = SchedulerState(satisfied={"default/old"}, wait_since={"default/old": 1.0})
+    schedule(snap(THREE, [pod("p")], []), state, 2.0)
+    assert state.satisfied == set() and state.wait_since == {}

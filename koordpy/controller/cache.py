@@ -63,9 +63,29 @@ class Cache:
         self.versions[(kind, key)] = rv
         if event_type == "DELETED":
             self._remove(kind, key)
+            self.versions.pop((kind, key), None)
         else:
             self._store(kind, key, raw)
         self.changed.set()
+
+    def reconcile(self, kind: str, items: list[dict[str, Any]], list_version: int) -> int:
+        """A full LIST of ``kind`` at ``list_version``: stores every item and drops what the
+        cache holds from before that list but the list no longer has (a deletion whose watch
+        event was never seen, say between the first list and the first watch). Returns how
+        many were dropped."""
+        listed = set()
+        for raw in items:
+            key = _key(kind, raw)
+            listed.add(key)
+            self.observe(kind, None, raw)
+        stale = [key for (k, key), version in self.versions.items()
+                 if k == kind and key not in listed and version <= list_version]
+        for key in stale:
+            self._remove(kind, key)
+            self.versions.pop((kind, key), None)
+        if stale:
+            self.changed.set()
+        return len(stale)
 
     def _store(self, kind: str, key: str, raw: dict[str, Any]) -> None:
         self.invalid.pop((kind, key), None)

@@ -20,6 +20,7 @@ from koordpy.controller.writer import ApiWriter
 
 log = structlog.get_logger("koordpy")
 
+RESYNC_SECONDS = 300.0
 RESOURCES: list[tuple[str, str, str, str]] = [  # kind, group, version, plural
     ("Node", "", "v1", "nodes"),
     ("Pod", "", "v1", "pods"),
@@ -51,7 +52,7 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     return ApiClient(cfg)
 
 
-async def _list(api: ApiClient, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+async def _list(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
     if group == "":
         core = CoreV1Api(api)
         call = core.list_node if plural == "nodes" else core.list_pod_for_all_namespaces
@@ -65,29 +66,43 @@ async def _list(api: ApiClient, group: str, version: str, plural: str) -> list[d
     finally:
         resp.release()
     items: list[dict[str, Any]] = data.get("items") or []
-    return items
+    try:
+        list_version = int((data.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        list_version = 0
+    return items, list_version
 
 
-async def initial_sync(api: ApiClient, cache: Cache) -> None:
-    """Lists everything once before the first cycle: scheduling on half a view would overcommit."""
+async def sync(api: ApiClient, cache: Cache) -> None:
+    """LISTs everything into the cache, retrying until the API server answers. Done once before
+    the first cycle (scheduling on half a view would overcommit) and then every RESYNC_SECONDS
+    as a safety net for deletions no watch event reported."""
     delay = 0.5
     while True:
         try:
             for kind, group, version, plural in RESOURCES:
                 try:
-                    items = await _list(api, group, version, plural)
+                    items, list_version = await _list(api, group, version, plural)
                 except ApiException as exc:
                     if exc.status == 404 and group not in ("", "scheduling.k8s.io"):
                         log.warning("CRD not installed; its objects are ignored until it is", kind=kind)
                         continue
                     raise
-                for raw in items:
-                    cache.observe(kind, None, raw)
+                dropped = cache.reconcile(kind, items, list_version)
+                if dropped:
+                    log.info("resync dropped objects the watches had not reported deleted", kind=kind,
+                             count=dropped)
             return
         except Exception as exc:
-            log.warning("initial list failed, retrying", error=str(exc))
+            log.warning("list failed, retrying", error=str(exc))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+
+async def resync_forever(api: ApiClient, cache: Cache) -> None:
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        await sync(api, cache)
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -173,7 +188,7 @@ async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> 
     warm_up()
     api = await api_client(kubeconfig)
     cache = Cache()
-    await initial_sync(api, cache)
+    await sync(api, cache)
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
              schedulers=sorted(scheduler_names))
     writer = ApiWriter(api)
@@ -190,14 +205,15 @@ async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> 
     operator = asyncio.ensure_future(
         kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True))
     scheduling = asyncio.ensure_future(loop.run())
+    resync = asyncio.ensure_future(resync_forever(api, cache))
     try:
-        done, _ = await asyncio.wait({operator, scheduling}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({operator, scheduling, resync}, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             task.result()  # re-raise what ended it, if anything did
     finally:
-        for task in (operator, scheduling):
+        for task in (operator, scheduling, resync):
             task.cancel()
-        await asyncio.gather(operator, scheduling, return_exceptions=True)
+        await asyncio.gather(operator, scheduling, resync, return_exceptions=True)
         await api.close()
         log.info("stopped", cycles=loop.cycles)
 

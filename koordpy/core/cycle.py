@@ -47,6 +47,10 @@ class Cycle:
 
     def run(self) -> CycleResult:
         jobs, gangs, _ = resolve_jobs(self.snapshot, self.state)
+        # Forget gangs that are gone, so a long-running scheduler's memory stays bounded.
+        self.state.satisfied &= set(gangs)
+        for gid in [g for g in self.state.wait_since if not set(g.split(",")) & set(gangs)]:
+            del self.state.wait_since[gid]
         for job in sorted(jobs, key=Job.queue_key):
             if job.is_gang:
                 self._gang(job)
@@ -219,9 +223,8 @@ class Cycle:
         return ", ".join(parts)
 
     def _wait_limit(self, gid: str, gangs: dict[str, Gang]) -> float:
-        limits = [gangs[k].config.waiting_seconds for k in gid.split(",")  # type: ignore[union-attr]
-                  if k in gangs and gangs[k].config is not None]
-        return min(limits, default=0.0)
+        configs = [gangs[k].config for k in gid.split(",") if k in gangs]
+        return min((c.waiting_seconds for c in configs if c is not None), default=0.0)
 
     def _podgroup_statuses(self, gangs: dict[str, Gang]) -> None:
         for key, pg in self.snapshot.podgroups.items():
