@@ -11,7 +11,10 @@ pid=$(cat "$dir/apiserver.pid")
 kill "$pid" 2>/dev/null || true
 for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 sleep "$pause"
-eval "$(cat "$dir/apiserver.cmd")" >> "$dir/logs/kube-apiserver.log" 2>&1 &
+# The saved command line is shell-quoted; rebuild the array so that $! is kube-apiserver itself
+# (not a subshell around it, which down.sh would kill while the server lives on).
+eval "apiserver=($(cat "$dir/apiserver.cmd"))"
+"${apiserver[@]}" >> "$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/apiserver.pid"
 for _ in $(seq 1 240); do
   "$KUBECTL" --kubeconfig "$KUBECONFIG" get --raw /readyz >/dev/null 2>&1 && exit 0
