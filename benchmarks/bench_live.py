@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from koordpy.controller.main import api_client
+from koordpy.controller.writer import with_retries
 
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 64
@@ -70,6 +71,7 @@ class BindWatch:
         self.done = asyncio.Event()
         self._next = 0
         self._binds: set[asyncio.Task[Any]] = set()
+        self._sem = asyncio.Semaphore(CONCURRENCY)
 
     async def run(self) -> None:
         core = CoreV1Api(self.api)
@@ -88,12 +90,18 @@ class BindWatch:
             elif self.bind_to is not None and event["type"] == "ADDED":
                 node = self.bind_to[self._next % len(self.bind_to)]
                 self._next += 1
-                task = asyncio.ensure_future(core.create_namespaced_pod_binding(
-                    name, NS, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                               "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
-                    _preload_content=False))
+                task = asyncio.ensure_future(self._bind(core, name, node))
                 self._binds.add(task)
                 task.add_done_callback(self._binds.discard)
+
+
+    async def _bind(self, core: CoreV1Api, name: str, node: str) -> None:
+        # As many binds in flight as koordpy allows itself, retried the same way.
+        async with self._sem:
+            await with_retries(f"bind {name}", lambda: core.create_namespaced_pod_binding(
+                name, NS, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
+                _preload_content=False))
 
 
 def node_body(i: int, per_block: int = 10, blocks_per_spine: int = 10) -> dict[str, Any]:
