@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
+from koordpy.controller.podwatch import watch_pods
 from koordpy.controller.writer import ApiWriter
 
 log = structlog.get_logger("koordpy")
@@ -73,12 +74,14 @@ async def _list(api: ApiClient, group: str, version: str, plural: str) -> tuple[
     return items, list_version
 
 
-async def sync(api: ApiClient, cache: Cache) -> None:
-    """LISTs everything into the cache, retrying until the API server answers. Done once before
-    the first cycle (scheduling on half a view would overcommit) and then every RESYNC_SECONDS
-    as a safety net for deletions no watch event reported."""
+async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
+    """LISTs everything into the cache, retrying until the API server answers, and returns each
+    kind's list resourceVersion. Done once before the first cycle (scheduling on half a view
+    would overcommit) and then every RESYNC_SECONDS as a safety net for deletions no watch
+    event reported."""
     delay = 0.5
     while True:
+        versions: dict[str, int] = {}
         try:
             for kind, group, version, plural in RESOURCES:
                 try:
@@ -88,11 +91,12 @@ async def sync(api: ApiClient, cache: Cache) -> None:
                         log.warning("CRD not installed; its objects are ignored until it is", kind=kind)
                         continue
                     raise
+                versions[kind] = list_version
                 dropped = cache.reconcile(kind, items, list_version)
                 if dropped:
                     log.info("resync dropped objects the watches had not reported deleted", kind=kind,
                              count=dropped)
-            return
+            return versions
         except Exception as exc:
             log.warning("list failed, retrying", error=str(exc))
             await asyncio.sleep(delay)
@@ -160,7 +164,8 @@ def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistr
         return handler
 
     for kind, group, version, plural in RESOURCES:
-        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
+        if kind != "Pod":  # pods have a watch of their own (koordpy.controller.podwatch)
+            kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
 
 
@@ -188,7 +193,7 @@ async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> 
     warm_up()
     api = await api_client(kubeconfig)
     cache = Cache()
-    await sync(api, cache)
+    versions = await sync(api, cache)
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
              schedulers=sorted(scheduler_names))
     writer = ApiWriter(api)
@@ -206,14 +211,16 @@ async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> 
         kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True))
     scheduling = asyncio.ensure_future(loop.run())
     resync = asyncio.ensure_future(resync_forever(api, cache))
+    pods = asyncio.ensure_future(watch_pods(api, cache, str(versions.get("Pod") or "")))
+    tasks = {operator, scheduling, resync, pods}
     try:
-        done, _ = await asyncio.wait({operator, scheduling, resync}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             task.result()  # re-raise what ended it, if anything did
     finally:
-        for task in (operator, scheduling, resync):
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(operator, scheduling, resync, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await api.close()
         log.info("stopped", cycles=loop.cycles)
 
