@@ -3,6 +3,7 @@
 Belongs here: kopf event handlers and the pod watch that keep an in-memory cache of the
 cluster, the loop that turns the cache into a snapshot and runs
 ``koordpy.core.cycle.schedule``, and the writer that binds pods and writes conditions,
-events, annotations and statuses with retries. Does not belong here: any scheduling rule. This package (with the CLI) is the
-only one allowed to import kopf, kubernetes_asyncio and asyncio.
+events, annotations and statuses with retries. Does not belong here: any scheduling rule.
+This package (with the CLI) is the only one allowed to import kopf, kubernetes_asyncio and
+asyncio.
 """
