@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from koordpy.api import ClusterNetworkTopology, Node, Pod, PodGroup
+from koordpy.api.topology import parse_network_topology_spec
 from koordpy.core.cycle import schedule
 from koordpy.core.filters import Filters
 from koordpy.core.gang import SchedulerState
@@ -104,10 +105,9 @@ def bench_one_gang() -> dict[str, float]:
     cluster = Cluster(snap)
     build = time.perf_counter() - t0
     placer = Placer(Filters(cluster))
-    pods = rank_order([p for p in snap.pods])
-    cfg_spec = next(iter(snap.podgroups.values())).annotations
-    from koordpy.api.topology import parse_network_topology_spec
-    spec = parse_network_topology_spec(cfg_spec["gang.scheduling.koordinator.sh/network-topology-spec"])
+    pods = rank_order(list(snap.pods))
+    annotations = next(iter(snap.podgroups.values())).annotations
+    spec = parse_network_topology_spec(annotations["gang.scheduling.koordinator.sh/network-topology-spec"])
 
     def place() -> None:
         stmt = Statement(cluster)

@@ -188,3 +188,15 @@ def test_state_forgets_gangs_that_are_gone() -> None:
     state = SchedulerState(satisfied={"default/old"}, wait_since={"default/old": 1.0})
     schedule(snap(THREE, [pod("p")], []), state, 2.0)
     assert state.satisfied == set() and state.wait_since == {}
+
+
+def test_only_waiting_gang_satisfied_before_still_needs_its_minimum_again() -> None:
+    policy = {"gang.scheduling.koordinator.sh/match-policy": "only-waiting"}
+    pg = podgroup("g", 2, annotations=policy)
+    state = SchedulerState()
+    first = schedule(snap(THREE, [pod(f"g-{i}", group="g") for i in range(2)], [pg]), state, 0.0)
+    assert len(first.binds) == 2
+    # Two more members arrive; only one node is left, so neither may bind.
+    later = [pod("g-0", group="g", node_name="n0"), pod("g-1", group="g", node_name="n1"),
+             pod("g-2", group="g"), pod("g-3", group="g")]
+    assert schedule(snap(THREE, later, [pg]), state, 1.0).binds == []

@@ -96,14 +96,11 @@ class Cycle:
             if failure:  # NonStrict: the members that did not fit keep trying on their own
                 self._reject(job, failure)
             return
-        waiting = {k: self.cluster.nodes[n].name for k, n in stmt.placed.items()}
         if strict:
             stmt.discard()
-            waiting = {}
-        else:
-            stmt.commit()
-            self.state.reserved.update(waiting)
-            if waiting or any(p.key in self.state.reserved for p in job.pods):
+        else:  # NonStrict: what fits stays reserved while the GangGroup waits for the rest
+            self.state.reserved.update({k: self.cluster.nodes[n].name for k, n in stmt.commit().items()})
+            if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
         self._reject(job, failure)
 
@@ -164,7 +161,8 @@ class Cycle:
             assert cfg is not None
             waiting = sum(1 for p in gang.pods if p.key in placed or p.key in self.state.reserved)
             running = 0 if cfg.match_policy == "only-waiting" else len(gang.bound())
-            if gang.key not in self.state.satisfied and waiting + running < cfg.min_member:
+            done = cfg.match_policy == "once-satisfied" and gang.key in self.state.satisfied
+            if not done and waiting + running < cfg.min_member:
                 return False
         return True
 
