@@ -191,12 +191,14 @@ def test_state_forgets_gangs_that_are_gone() -> None:
 
 
 def test_only_waiting_gang_satisfied_before_still_needs_its_minimum_again() -> None:
-    policy = {"gang.scheduling.koordinator.sh/match-policy": "only-waiting"}
+    policy = {"gang.scheduling.koordinator.sh/match-policy": "only-waiting",
+              "gang.scheduling.koordinator.sh/mode": "NonStrict"}
     pg = podgroup("g", 2, annotations=policy)
     state = SchedulerState()
     first = schedule(snap(THREE, [pod(f"g-{i}", group="g") for i in range(2)], [pg]), state, 0.0)
     assert len(first.binds) == 2
-    # Two more members arrive; only one node is left, so neither may bind.
+    # Two more members arrive; only one node is left: the one that fits waits, reserved.
     later = [pod("g-0", group="g", node_name="n0"), pod("g-1", group="g", node_name="n1"),
              pod("g-2", group="g"), pod("g-3", group="g")]
     assert schedule(snap(THREE, later, [pg]), state, 1.0).binds == []
+    assert len(state.reserved) == 1
