@@ -166,3 +166,25 @@ def test_topology_failure_says_which_nodes_filters_ruled_out() -> None:
     assert out.pending["default/hp-0"].endswith(
         "topology topologyNode SpineLayer/spine-2: 3; "
         "5 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.")
+
+
+def test_unlike_ganggroup_members_fit_where_the_common_shape_would_not() -> None:
+    # One spine: four 8-GPU nodes and one CPU-only node. A 1-CPU master and four 8-GPU
+    # workers must gather in the spine; taking every member as 8 GPUs would need five GPU nodes.
+    gpu = [node(f"gpu-{i}", labels={"network.topology.nvidia.com/spine": "s1",
+                                    "network.topology.nvidia.com/block": "b1"}, extra={"nvidia.com/gpu": "8"})
+           for i in range(4)]
+    cpu = node("cpu-0", labels={"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b2"})
+    far = node("gpu-far", labels={"network.topology.nvidia.com/spine": "s2", "network.topology.nvidia.com/block": "b3"},
+               extra={"nvidia.com/gpu": "8"})
+    groups = ["default/master", "default/worker"]
+    workers = []
+    for i in range(4):
+        w = pod(f"worker-{i}", cpu="1", group="worker", index=i + 1)
+        w["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
+        workers.append(w)
+    out = run(gpu, cpu, far, SPINE_BLOCK_CNT, podgroup("master", 1, gather=MUST_SPINE, groups=groups),
+              podgroup("worker", 4, gather=MUST_SPINE, groups=groups),
+              pod("master-0", cpu="1", group="master", index=0), workers)
+    assert len(out.bound) == 5 and "gpu-far" not in out.bound.values()
+    assert {out.bound[f"default/worker-{i}"] for i in range(4)} == {f"gpu-{i}" for i in range(4)}

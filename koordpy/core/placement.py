@@ -108,6 +108,8 @@ class Placer:
         allowed = tree.depth >= must_depth
         desired = len(pods)
         chosen = int(choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank))
+        if chosen < 0 and self._exact(pods, shapes, allowed, multiple, stmt):
+            return None
         if chosen < 0:
             listed = tree.domains_at(must_depth if must_depth > 0 else min(1, int(tree.depth.max())))
             if must_depth == 0 and len(tree.layers) == 0:
@@ -131,6 +133,45 @@ class Placer:
             idx = np.array(members, dtype=np.int64)
             stmt.assume_many([pods[i].key for i in members], targets[idx], vec)
         return None
+
+    MAX_EXACT_TRIES = 32
+
+    def _exact(self, pods: list[Pod], shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]],
+               allowed: npt.NDArray[np.bool_], multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
+        """For a GangGroup of unlike pods (a small master beside big workers, say) that the
+        common shape cannot place: try the domains the largest group of like pods fits, in the
+        same binpack order, placing every pod where it really fits. Not used with
+        podCountMultiple, whose per-domain counts only the offerslot path keeps."""
+        if len(shapes) < 2 or bool(np.any(multiple > 1)):
+            return False
+        tree = self.cluster.tree
+        vec, members = max(shapes.values(), key=lambda s: len(s[1]))
+        mask = np.ones(len(self.cluster.nodes), dtype=np.bool_)
+        for i in members:
+            mask &= self.filters.static(pods[i]).mask
+        sums = subtree_sums(node_offerslots(self.cluster.free(), vec, mask), tree.node_domain, tree.parent,
+                            np.ones(len(tree.order), dtype=np.int64))
+        fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
+        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]),
+                                 int(sums[tree.parent[d]]) if tree.parent[d] >= 0 else 0, int(tree.name_rank[d])))
+        for domain in fits[: self.MAX_EXACT_TRIES]:
+            mark = stmt.savepoint()
+            if self._first_fit(pods, tree.subtree_nodes(domain), stmt):
+                return True
+            stmt.rollback(mark)
+        return False
+
+    def _first_fit(self, pods: list[Pod], nodes: npt.NDArray[np.int64], stmt: Statement) -> bool:
+        """Each pod, in rank order, on the first of ``nodes`` (depth-first order) it fits."""
+        for pod in pods:
+            vec = self.cluster.request_vector(pod)
+            free = self.cluster.allocatable[nodes] - self.cluster.used[nodes]
+            ok = self.filters.static(pod).mask[nodes] & np.all((vec == 0) | (free >= vec), axis=1)
+            hit = np.flatnonzero(ok)
+            if hit.size == 0:
+                return False
+            stmt.assume(pod.key, int(nodes[hit[0]]), vec)
+        return True
 
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""

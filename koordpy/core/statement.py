@@ -33,6 +33,15 @@ class Statement:
     def placed(self) -> dict[str, int]:
         return {pod: node for pod, node, _ in self._ops}
 
+    def savepoint(self) -> int:
+        return len(self._ops)
+
+    def rollback(self, savepoint: int) -> None:
+        """Undoes, last first, the moves made since ``savepoint``."""
+        while len(self._ops) > savepoint:
+            _, node, request = self._ops.pop()
+            self.cluster.used[node] -= request
+
     def discard(self) -> None:
         for _, node, request in reversed(self._ops):
             self.cluster.used[node] -= request
