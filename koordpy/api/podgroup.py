@@ -56,6 +56,21 @@ class PodGroupStatus(_Model):
     failed: int = 0
     schedule_start_time: float | None = None
 
+    @classmethod
+    def from_api(cls, r: Reader, status: dict[str, Any]) -> PodGroupStatus:
+        """``status`` as the API (or the core's PodGroupStatusUpdate) spells it."""
+        phase = r.string(status.get("phase"), "status.phase") or "Pending"
+        if phase not in PHASES:
+            raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+        return cls(
+            phase=phase,
+            scheduled=r.integer(status.get("scheduled"), "status.scheduled", default=0) or 0,
+            running=r.integer(status.get("running"), "status.running", default=0) or 0,
+            succeeded=r.integer(status.get("succeeded"), "status.succeeded", default=0) or 0,
+            failed=r.integer(status.get("failed"), "status.failed", default=0) or 0,
+            schedule_start_time=r.timestamp(status.get("scheduleStartTime"), "status.scheduleStartTime"),
+        )
+
 
 class PodGroup(_Model):
     namespace: str
@@ -90,9 +105,6 @@ class PodGroup(_Model):
                 min_res[res] = parse_quantity_milli(q)
             except ValueError as exc:
                 raise r.fail(f"spec.minResources.{res}", str(exc)) from exc
-        phase = r.string(status.get("phase"), "status.phase") or "Pending"
-        if phase not in PHASES:
-            raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
         pg = cls(
             namespace=r.string(meta.get("namespace"), "metadata.namespace") or "default",
             name=r.string(meta.get("name"), "metadata.name", required=True),
@@ -101,14 +113,7 @@ class PodGroup(_Model):
             schedule_timeout_seconds=timeout,
             annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-            status=PodGroupStatus(
-                phase=phase,
-                scheduled=r.integer(status.get("scheduled"), "status.scheduled", default=0) or 0,
-                running=r.integer(status.get("running"), "status.running", default=0) or 0,
-                succeeded=r.integer(status.get("succeeded"), "status.succeeded", default=0) or 0,
-                failed=r.integer(status.get("failed"), "status.failed", default=0) or 0,
-                schedule_start_time=r.timestamp(status.get("scheduleStartTime"), "status.scheduleStartTime"),
-            ),
+            status=PodGroupStatus.from_api(r, status),
         )
         # Validate the annotations now, so a bad PodGroup is reported once, against itself.
         gang_config_from_podgroup(pg)

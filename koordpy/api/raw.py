@@ -67,6 +67,8 @@ class Reader:
             return None
         if isinstance(value, datetime):
             return value.timestamp()
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)  # seconds since the epoch, as the core keeps times
         if not isinstance(value, str):
             raise self.fail(field, f"expected an RFC 3339 time, got {value!r}")
         try:

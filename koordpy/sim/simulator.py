@@ -9,6 +9,7 @@ from typing import Any
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.podgroup import PodGroup, PodGroupStatus, gang_config_from_pod, pod_gang_name, topology_index
+from koordpy.api.raw import Reader
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -150,13 +151,8 @@ class World:
             elif isinstance(d, SetPodScheduledFalse):
                 self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
             elif isinstance(d, PodGroupStatusUpdate):
-                pg = self.podgroups[d.podgroup]
-                st = d.status
-                self.podgroups[d.podgroup] = pg.model_copy(update={"status": PodGroupStatus(
-                    phase=str(st["phase"]), scheduled=int(st["scheduled"]),  # type: ignore[call-overload]
-                    running=int(st["running"]), succeeded=int(st["succeeded"]),  # type: ignore[call-overload]
-                    failed=int(st["failed"]),  # type: ignore[call-overload]
-                    schedule_start_time=st.get("scheduleStartTime"))})  # type: ignore[arg-type]
+                status = PodGroupStatus.from_api(Reader(f"PodGroup {d.podgroup}"), d.status)
+                self.podgroups[d.podgroup] = self.podgroups[d.podgroup].model_copy(update={"status": status})
         return changes
 
 
