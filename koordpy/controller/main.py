@@ -11,10 +11,11 @@ from typing import Any
 import kopf
 import structlog
 from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
+from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.controller.cache import Cache
+from koordpy.controller.listing import list_objects
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.podwatch import watch_pods
 from koordpy.controller.writer import ApiWriter
@@ -53,27 +54,6 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     return ApiClient(cfg)
 
 
-async def _list(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
-    if group == "":
-        core = CoreV1Api(api)
-        call = core.list_node if plural == "nodes" else core.list_pod_for_all_namespaces
-        resp = await call(_preload_content=False)
-    elif group == "scheduling.k8s.io":
-        resp = await SchedulingV1Api(api).list_priority_class(_preload_content=False)
-    else:
-        resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, _preload_content=False)
-    try:
-        data = await resp.json()
-    finally:
-        resp.release()
-    items: list[dict[str, Any]] = data.get("items") or []
-    try:
-        list_version = int((data.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        list_version = 0
-    return items, list_version
-
-
 async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns each
     kind's list resourceVersion. Done once before the first cycle (scheduling on half a view
@@ -85,7 +65,7 @@ async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
         try:
             for kind, group, version, plural in RESOURCES:
                 try:
-                    items, list_version = await _list(api, group, version, plural)
+                    items, list_version = await list_objects(api, group, version, plural)
                 except ApiException as exc:
                     if exc.status == 404 and group not in ("", "scheduling.k8s.io"):
                         log.warning("CRD not installed; its objects are ignored until it is", kind=kind)

@@ -22,6 +22,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from koordpy.controller.cache import Cache
+from koordpy.controller.listing import list_objects
 
 log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
@@ -42,15 +43,9 @@ async def lines(resp: Any) -> AsyncIterator[bytes]:
 
 
 async def relist(api: ApiClient, cache: Cache) -> str:
-    core = CoreV1Api(api)
-    resp = await core.list_pod_for_all_namespaces(_preload_content=False)
-    try:
-        data = await resp.json()
-    finally:
-        resp.release()
-    version = str((data.get("metadata") or {}).get("resourceVersion") or "")
-    cache.reconcile("Pod", data.get("items") or [], int(version) if version.isdigit() else 0)
-    return version
+    items, version = await list_objects(api, "", "v1", "pods")
+    cache.reconcile("Pod", items, version)
+    return str(version) if version else ""
 
 
 async def watch_pods(api: ApiClient, cache: Cache, version: str) -> None:

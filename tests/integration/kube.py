@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import yaml
 
-from koordpy.api import Node, Pod
-from koordpy.api.podgroup import PodGroup, gang_config_from_pod, gang_config_from_podgroup, pod_gang_name
+from koordpy.api import Node, Pod, PodGroup
+from koordpy.core.gang import resolve_gangs
+from koordpy.core.snapshot import Cluster, Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -141,24 +143,10 @@ class Scheduler:
 
 
 def check_invariants(kube: Kube) -> list[str]:
-    """No node over its allocatable; no Strict gang with some but not enough members bound."""
-    problems: list[str] = []
-    nodes = {n["metadata"]["name"]: Node.from_raw(n) for n in kube.get("nodes", namespace=None)["items"]}
-    raw_pods = kube.get("pods", namespace=None)["items"]
-    pods = [Pod.from_raw(p) for p in raw_pods]
-    used: dict[str, dict[str, int]] = {}
-    for p in pods:
-        if p.node_name and not p.terminal:
-            per_node = used.setdefault(p.node_name, {})
-            for resource, amount in p.requests.items():
-                per_node[resource] = per_node.get(resource, 0) + amount
-    for node_name, totals in used.items():
-        node = nodes.get(node_name)
-        if node is None:
-            continue
-        for r, q in totals.items():
-            if q > node.allocatable.get(r, 0):
-                problems.append(f"node {node_name} over allocatable {r}: {q} > {node.allocatable.get(r, 0)}")
+    """No node over its allocatable; no Strict gang with some but not enough members bound.
+
+    Judged with the core's own accounting (``Cluster``) and gang resolution (``resolve_gangs``)
+    over what the API server holds now."""
     podgroups: dict[str, PodGroup] = {}
     for raw in kube.get("podgroups", namespace=None)["items"]:
         try:
@@ -166,22 +154,18 @@ def check_invariants(kube: Kube) -> list[str]:
         except ValueError:
             continue
         podgroups[pg.key] = pg
-    members: dict[str, list[Pod]] = {}
-    for p in pods:
-        key = pod_gang_name(p.namespace, p.labels, p.annotations)
-        if key and not p.terminal:
-            members.setdefault(key, []).append(p)
-    for key, group in members.items():
-        try:
-            first = group[0]
-            cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroups.get(key))
-            if cfg is None and key in podgroups:
-                cfg = gang_config_from_podgroup(podgroups[key])
-        except ValueError:
+    snapshot = Snapshot(nodes=[Node.from_raw(n) for n in kube.get("nodes", namespace=None)["items"]],
+                        pods=[Pod.from_raw(p) for p in kube.get("pods", namespace=None)["items"]],
+                        podgroups=podgroups)
+    cluster = Cluster(snapshot)
+    problems = [f"node {cluster.nodes[i].name} over allocatable {cluster.resources[j]}: "
+                f"{cluster.used[i, j]} > {cluster.allocatable[i, j]}"
+                for i, j in zip(*np.nonzero(cluster.used > cluster.allocatable), strict=True)]
+    gangs, _ = resolve_gangs(snapshot)
+    for gang in gangs.values():
+        if gang.config is None or gang.config.mode != "Strict":
             continue
-        if cfg is None or cfg.mode != "Strict":
-            continue
-        bound = sum(1 for p in group if p.node_name)
-        if 0 < bound < cfg.min_member:
-            problems.append(f"Strict gang {key} partly bound: {bound}/{cfg.min_member}")
+        bound = len(gang.bound())
+        if 0 < bound < gang.config.min_member:
+            problems.append(f"Strict gang {gang.key} partly bound: {bound}/{gang.config.min_member}")
     return problems
