@@ -100,8 +100,9 @@ class Placer:
         # nodes every pod may use make an offerslot that holds for every member.
         shapes = self._shapes(pods)
         req = np.max(np.stack([vec for vec, _ in shapes.values()]), axis=0)
+        distinct = list({constraints_key(p): p for p in pods}.values())  # one pod per set of constraints
         feasible = np.ones(len(self.cluster.nodes), dtype=np.bool_)
-        for key_pod in {constraints_key(p): p for p in pods}.values():
+        for key_pod in distinct:
             feasible &= self.filters.static(key_pod).mask
         slots = node_offerslots(self.cluster.free(), req, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
@@ -121,7 +122,7 @@ class Placer:
                       f"{shown}{more}")
             # Offerslots alone do not say why a node offers nothing; taints, selectors and
             # cordons do, so they follow in kube-scheduler's words.
-            filtered = self.filters.static_counts([p for p in {constraints_key(p): p for p in pods}.values()])
+            filtered = self.filters.static_counts(distinct)
             if filtered:
                 reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
             return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.")
