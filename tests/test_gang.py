@@ -142,7 +142,21 @@ def test_only_waiting_members_must_gather_a_minimum_again() -> None:
     policy = {"gang.scheduling.koordinator.sh/match-policy": "only-waiting"}
     bound = [pod(f"g-{i}", group="g", node_name=f"n{i}") for i in range(2)]
     out = run(THREE, podgroup("g", 2, annotations=policy), bound, pod("g-late", group="g"))
-    assert out.bound == {} and "podNum: 1, minMember: 2" in out.pending["default/g-late"]
+    # Three members exist (enough pods), but only waiting ones count towards binding.
+    assert out.bound == {}
+    assert out.pending["default/g-late"] == ('GangGroup "default/g" is waiting for its members: default/g 0/2, '
+                                             "alreadyWaitForBound: 0")
+
+
+def test_not_collect_enough_counts_every_member_the_gang_has() -> None:
+    # As in Koordinator, podNum is the number of pods the gang has, bound ones included,
+    # whatever the match policy.
+    for policy in ("only-waiting", "waiting-and-running", "once-satisfied"):
+        ann = {"gang.scheduling.koordinator.sh/match-policy": policy}
+        out = run(THREE, podgroup("g", 3, annotations=ann), pod("g-0", group="g", node_name="n0"),
+                  pod("g-1", group="g"))
+        assert out.pending["default/g-1"] == ("gang child pod not collect enough, gangName: default/g, podNum: 2, "
+                                              "minMember: 3"), policy
 
 
 def test_waiting_and_running_counts_bound_members() -> None:

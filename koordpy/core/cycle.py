@@ -8,11 +8,14 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
+from koordpy.api.topology import NetworkTopologySpec
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -22,7 +25,7 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
 )
 from koordpy.core.filters import Filters
-from koordpy.core.gang import Gang, Job, SchedulerState, resolve_jobs
+from koordpy.core.gang import Gang, Job, SchedulerState, claims, resolve_jobs
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.statement import Statement
@@ -42,24 +45,56 @@ class Cycle:
         self.placer = Placer(self.filters)
         self.result = CycleResult()
         self.bound: dict[str, str] = {}
+        self.gangs: dict[str, Gang] = {}
 
     # -- the cycle -----------------------------------------------------------------------
 
     def run(self) -> CycleResult:
         jobs, gangs, _ = resolve_jobs(self.snapshot, self.state)
+        self.gangs = gangs
         # Forget gangs that are gone, so a long-running scheduler's memory stays bounded.
         self.state.satisfied &= set(gangs)
         for gid in [g for g in self.state.wait_since if not set(g.split(",")) & set(gangs)]:
             del self.state.wait_since[gid]
         for job in sorted(jobs, key=Job.queue_key):
-            if job.is_gang:
-                self._gang(job)
-            else:
-                self._single(job.pods[0])
+            self._isolated(job)
         self._podgroup_statuses(gangs)
         deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
+
+    def _isolated(self, job: Job) -> None:
+        """Runs one job so that a bug it triggers costs only that job: everything it changed is
+        undone, its pods say why they wait, and the rest of the queue is scheduled."""
+        mark = len(self.result.decisions)
+        keys = [p.key for p in job.pods]
+        saved = ({k: self.state.reserved[k] for k in keys if k in self.state.reserved},
+                 self.state.wait_since.get(job.id), {g.key for g in job.gangs} & self.state.satisfied)
+        self.cluster.journal = []
+        try:
+            if job.is_gang:
+                self._gang(job)
+            else:
+                self._single(job.pods[0])
+            self.cluster.journal = None
+        except Exception as exc:  # a job's bug must not stop the queue
+            self.cluster.undo()
+            del self.result.decisions[mark:]
+            reserved, since, satisfied = saved
+            for k in keys:
+                self.bound.pop(k, None)
+                self.result.pending.pop(k, None)
+                self.state.reserved.pop(k, None)
+            self.state.reserved.update(reserved)
+            self.state.wait_since.pop(job.id, None)
+            if since is not None:
+                self.state.wait_since[job.id] = since
+            self.state.satisfied -= {g.key for g in job.gangs} - satisfied
+            self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
+            message = (f"koordpy failed while scheduling this job and skipped it: {type(exc).__name__}: {exc}; "
+                       "the rest of the queue was scheduled")
+            for pod in job.pods:
+                self.post_filter(pod, message)
 
     def _single(self, pod: Pod) -> None:
         stmt = Statement(self.cluster)
@@ -79,12 +114,13 @@ class Cycle:
         pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
         spec = next((g.config.topology for g in job.gangs if g.config and g.config.topology), None)
         stmt = Statement(self.cluster)
-        failure: Failure | None = None
-        if pods:
-            failure = self.placer.gather(pods, spec, stmt) if spec else self.placer.binpack(pods, stmt)
+        failure = self._place(pods, spec, stmt) if pods else None
         strict = any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
         if failure and (strict or spec):
+            # The attempt was all-or-nothing for every pending member, but the gang may need
+            # fewer: the longest rank-order prefix that still meets the minimums goes instead.
             stmt.discard()
+            self._largest_prefix(job, pods, spec, stmt)
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
             for pod in job.pods:
@@ -93,8 +129,8 @@ class Cycle:
             self.state.wait_since.pop(job.id, None)
             self.state.satisfied.update(g.key for g in job.gangs)
             self.bind(placed)
-            if failure:  # NonStrict: the members that did not fit keep trying on their own
-                self._reject(job, failure)
+            if failure:  # members beyond the minimum that did not fit keep trying on their own
+                self._leftovers(job, failure)
             return
         if strict:
             stmt.discard()
@@ -103,6 +139,53 @@ class Cycle:
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
         self._reject(job, failure)
+
+    def _place(self, pods: list[Pod], spec: NetworkTopologySpec | None, stmt: Statement) -> Failure | None:
+        return self.placer.gather(pods, spec, stmt) if spec else self.placer.binpack(pods, stmt)
+
+    def _largest_prefix(self, job: Job, pods: list[Pod], spec: NetworkTopologySpec | None,
+                        stmt: Statement) -> None:
+        """Places the longest rank-order prefix of ``pods`` that fits and is at least what the
+        gangs still need, or nothing. Fitting is monotone in the prefix length (fewer pods never
+        need more room), so a binary search finds it in a logarithmic number of attempts."""
+        lo, hi, best = max(1, self._deficit(job)), len(pods) - 1, 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            fits = self._place(pods[:mid], spec, stmt) is None
+            stmt.discard()
+            if fits:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if best and self._place(pods[:best], spec, stmt) is not None:
+            stmt.discard()  # not monotone after all (podCountMultiple): place nothing
+
+    def _deficit(self, job: Job) -> int:
+        """How many more members the GangGroup's gangs need, beyond the bound and reserved ones."""
+        total = 0
+        for gang in job.gangs:
+            cfg = gang.config
+            assert cfg is not None
+            if cfg.match_policy == "once-satisfied" and gang.key in self.state.satisfied:
+                continue
+            have = sum(1 for p in gang.pods if p.key in self.state.reserved)
+            if cfg.match_policy != "only-waiting":
+                have += len(gang.bound())
+            total += max(0, cfg.min_member - have)
+        return total
+
+    def _leftovers(self, job: Job, failure: Failure) -> None:
+        """After a GangGroup met its minimums, the members that did not fit say so; they are
+        no longer held to the gang (once satisfied) and keep trying."""
+        bound = sum(1 for p in job.pods if p.key in self.bound)
+        for pod in job.pods:
+            if pod.key in self.bound:
+                continue
+            if pod.key == failure.pod.key:
+                self.post_filter(pod, failure.reason)
+            else:
+                self.post_filter(pod, f'GangGroup "{job.id}" reached its minimum with {bound} of {len(job.pods)} '
+                                      f'pending members bound; the rest wait: "{failure.reason}"')
 
     def _reject(self, job: Job, failure: Failure | None) -> None:
         """The member that failed carries the reason; the others quote it in the GangGroup's words."""
@@ -139,11 +222,23 @@ class Cycle:
         for gang in job.gangs:
             cfg = gang.config
             assert cfg is not None
-            claimed = sum(1 for p in gang.pods if self.snapshot.claims(p))
-            count = claimed + (0 if cfg.match_policy == "only-waiting" else len(gang.bound()))
-            if count < cfg.min_member:
-                return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {count}, "
+            # Every live member counts here, whatever the match policy: it only asks whether the
+            # gang has enough pods at all (permit decides which of them count towards binding).
+            if len(gang.pods) < cfg.min_member:
+                return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {len(gang.pods)}, "
                         f"minMember: {cfg.min_member}")
+        for gang in job.gangs:
+            for other in claims(gang):
+                if other in job.id.split(","):
+                    continue
+                peer = self.gangs.get(other)
+                if peer is None or peer.config is None:
+                    return (f'gang "{gang.key}" names "{other}" in its groups, but no PodGroup or pod declares '
+                            f"that gang{f': {peer.error}' if peer is not None and peer.error else ''}")
+                if not self._satisfied(peer):
+                    where = " in another namespace" if other.split("/")[0] != gang.key.split("/")[0] else ""
+                    return (f'gang "{gang.key}" names "{other}"{where} in its groups, which does not name it '
+                            f'back; it waits until "{other}" has its minimum bound')
         short = self._min_resources_short(job)
         if short:
             return short
@@ -153,6 +248,10 @@ class Cycle:
             if self.now - since >= limit:
                 return self._time_out(job, limit)
         return None
+
+    def _satisfied(self, gang: Gang) -> bool:
+        cfg = gang.config
+        return cfg is not None and (gang.key in self.state.satisfied or len(gang.bound()) >= cfg.min_member)
 
     def permit(self, job: Job, placed: dict[str, int]) -> bool:
         """Whether every gang of the GangGroup reaches its minimum with what is placed now."""
@@ -200,7 +299,7 @@ class Cycle:
         for pod in job.pods:
             node = self.state.reserved.pop(pod.key, None)
             if node is not None:
-                self.cluster.used[self.cluster.node_index[node]] -= self.cluster.request_vector(pod)
+                self.cluster.change(self.cluster.node_index[node], self.cluster.request_vector(pod), -1)
         self.state.wait_since.pop(job.id, None)
         for gang in job.gangs:
             for pod in gang.pods:
@@ -216,7 +315,8 @@ class Cycle:
         parts = []
         for g in job.gangs:
             assert g.config is not None
-            have = sum(1 for p in g.pods if p.key in self.state.reserved or p.node_name)
+            counts_bound = g.config.match_policy != "only-waiting"
+            have = sum(1 for p in g.pods if p.key in self.state.reserved or (counts_bound and p.node_name))
             parts.append(f"{g.key} {have}/{g.config.min_member}")
         return ", ".join(parts)
 

@@ -54,6 +54,7 @@ class CycleResult:
     decisions: list[Decision] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
     next_deadline: float | None = None  # the earliest gang wait that expires, for the caller's timer
+    job_errors: dict[str, str] = field(default_factory=dict)  # job id -> traceback of a job that raised
 
     @property
     def binds(self) -> list[Bind]:

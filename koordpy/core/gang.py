@@ -127,7 +127,12 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
 
 
 def group_of(gangs: dict[str, Gang]) -> dict[str, str]:
-    """GangGroup id per gang: the sorted member keys, closed over every groups annotation."""
+    """GangGroup id per gang: the sorted member keys, closed over mutual claims.
+
+    A gang is tied only to the gangs its own ``groups`` list names, and two gangs are placed
+    as one job only when each names the other: a one-sided claim (say from another
+    namespace) must never pull someone else's gang into a job it did not ask for.
+    """
     parent = {k: k for k in gangs}
 
     def find(k: str) -> str:
@@ -137,8 +142,10 @@ def group_of(gangs: dict[str, Gang]) -> dict[str, str]:
         return k
 
     for key, gang in gangs.items():
-        for other in gang.config.groups if gang.config else ():
-            parent.setdefault(other, other)
+        for other in claims(gang):
+            peer = gangs.get(other)
+            if peer is None or key not in claims(peer):
+                continue
             a, b = find(key), find(other)
             if a != b:
                 parent[max(a, b)] = min(a, b)
@@ -146,6 +153,11 @@ def group_of(gangs: dict[str, Gang]) -> dict[str, str]:
     for k in parent:
         members.setdefault(find(k), []).append(k)
     return {k: ",".join(sorted(members[find(k)])) for k in parent}
+
+
+def claims(gang: Gang) -> tuple[str, ...]:
+    """The other gangs this gang's ``groups`` names."""
+    return tuple(k for k in gang.config.groups if k != gang.key) if gang.config else ()
 
 
 def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], dict[str, Gang], dict[str, str]]:
@@ -166,8 +178,7 @@ def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], 
         gid = groups[gang.key]
         job = jobs.get(gid)
         if job is None:
-            member_gangs = [gangs.get(k) or Gang(k, None, [], 0.0, f"gang {k} is named in a GangGroup but "
-                                                 "has no PodGroup and no pods") for k in gid.split(",")]
+            member_gangs = [gangs[k] for k in gid.split(",")]
             job = jobs[gid] = Job(gid, member_gangs, [], prio, min(g.creation for g in member_gangs))
         job.pods.append(pod)
         job.priority = max(job.priority, prio)

@@ -72,8 +72,26 @@ class Cluster:
             node = p.node_name or assumed.get(p.key, "")
             if node in self.node_index and not p.terminal:
                 self.used[self.node_index[node]] += self.request_vector(p)
+        # Open while one job is evaluated, so a job that raises can be undone (Cycle.run).
+        self.journal: list[tuple[int | npt.NDArray[np.int64], npt.NDArray[np.int64], int]] | None = None
         self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
         self.topology_error = snapshot.topology_error
+
+    def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int) -> None:
+        """Adds (sign 1) or removes (sign -1) ``request`` on one node or on each of ``nodes``
+        (repeats count); every change to ``used`` goes through here so a job can be undone."""
+        if isinstance(nodes, int):
+            self.used[nodes] += sign * request
+        else:
+            np.add.at(self.used, nodes, sign * request)
+        if self.journal is not None:
+            self.journal.append((nodes, request, sign))
+
+    def undo(self) -> None:
+        """Reverts, last first, every change made since the journal was opened."""
+        journal, self.journal = self.journal or [], None
+        for nodes, request, sign in reversed(journal):
+            self.change(nodes, request, -sign)
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
         """The pod's requests in resource order; shared, so callers must not mutate it."""

@@ -21,12 +21,12 @@ class Statement:
     _ops: list[tuple[str, int, npt.NDArray[np.int64]]] = field(default_factory=list)
 
     def assume(self, pod: str, node: int, request: npt.NDArray[np.int64]) -> None:
-        self.cluster.used[node] += request
+        self.cluster.change(node, request, 1)
         self._ops.append((pod, node, request))
 
     def assume_many(self, pods: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
         """One vectorised update for many pods of the same request (a gang's usual case)."""
-        np.add.at(self.cluster.used, nodes, request)
+        self.cluster.change(nodes, request, 1)
         self._ops.extend((p, int(n), request) for p, n in zip(pods, nodes.tolist(), strict=True))
 
     @property
@@ -40,12 +40,10 @@ class Statement:
         """Undoes, last first, the moves made since ``savepoint``."""
         while len(self._ops) > savepoint:
             _, node, request = self._ops.pop()
-            self.cluster.used[node] -= request
+            self.cluster.change(node, request, -1)
 
     def discard(self) -> None:
-        for _, node, request in reversed(self._ops):
-            self.cluster.used[node] -= request
-        self._ops.clear()
+        self.rollback(0)
 
     def commit(self) -> dict[str, int]:
         placed = self.placed
