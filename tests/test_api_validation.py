@@ -188,12 +188,20 @@ def test_label_values_must_be_strings() -> None:
     assert fails(Pod.from_raw, pod("p", labels={"a": {"b": "c"}})).field == "metadata.labels[a]"  # type: ignore[dict-item]
 
 
+def test_node_affinity_values_must_be_strings() -> None:
+    raw = pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": [3]}]}]}}})
+    assert fails(Pod.from_raw, raw).field == (
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].values[0]")
+
+
 def test_a_null_label_value_is_empty_as_the_api_server_decodes_it() -> None:
     assert Pod.from_raw(pod("p", labels={"a": None})).labels["a"] == ""  # type: ignore[dict-item]
 
 
 @pytest.mark.parametrize("key", ["min-available", "total-number"])
-@pytest.mark.parametrize("value", ["2147483648", "-2147483649", "1_000", " 3", "3.0"])
+@pytest.mark.parametrize("value", ["2147483648", "-2147483649", "1_000", " 3", "3.0", "9" * 40])
 def test_gang_annotation_integers(key: str, value: str) -> None:
     ann = {GANG + "name": "g", GANG + "min-available": "1", GANG + key: value}
     with pytest.raises(ParseError) as err:

@@ -130,7 +130,8 @@ def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
         op = r.string(e.get("operator"), f"{field}[{i}].operator", required=True)
         if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
             raise r.fail(f"{field}[{i}].operator", f"unknown operator {op!r}")
-        values = tuple(str(v) for v in r.seq(e.get("values"), f"{field}[{i}].values"))
+        values = tuple(r.string(v, f"{field}[{i}].values[{j}]")
+                       for j, v in enumerate(r.seq(e.get("values"), f"{field}[{i}].values")))
         out.append(Requirement(key=r.string(e.get("key"), f"{field}[{i}].key", required=True),
                                operator=op, values=values))  # type: ignore[arg-type]
     return tuple(out)

@@ -53,12 +53,12 @@ def yaml_scalar(value: Any) -> str:
 
 def int_text(text: str, bits: int = 32) -> int:
     """A decimal integer as Go's ``strconv`` reads it (no spaces, no ``_``), within ``bits`` bits."""
-    if not _DECIMAL_INT.fullmatch(text) or len(text) > 30:
+    if not _DECIMAL_INT.fullmatch(text):
         raise ValueError(f"must be a whole number, got {text!r}")
-    value = int(text)
     low, high = _INT_RANGE[bits]
+    value = int(text) if len(text) <= 30 else high + 1  # no need to convert a number that long
     if not low <= value <= high:
-        raise ValueError(f"{value} is out of range for int{bits} ({low}..{high})")
+        raise ValueError(f"{text} is out of range for int{bits} ({low}..{high})")
     return value
 
 
