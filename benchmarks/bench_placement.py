@@ -134,7 +134,7 @@ def bench_kernels() -> dict[str, float]:
     cluster = Cluster(snap)
     tree = cluster.tree
     rng = np.random.default_rng(7)
-    cluster.used[:, cluster.res_index[GPU]] = rng.integers(0, 9, len(cluster.nodes)) * 1000
+    cluster.used[:, cluster.res_index[GPU]] = rng.integers(0, 9, len(cluster.nodes))
     free = cluster.free()
     req = cluster.request_vector(snap.pods[0])
     feasible = np.ones(len(cluster.nodes), dtype=np.bool_)

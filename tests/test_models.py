@@ -15,8 +15,8 @@ def test_node_allocatable_and_conditions() -> None:
     raw["spec"] = {"unschedulable": True, "taints": [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]}
     raw["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     n = Node.from_raw(raw)
-    assert n.allocatable["cpu"] == 4000 and n.allocatable["nvidia.com/gpu"] == 8000
-    assert n.allocatable["pods"] == 110_000
+    assert n.allocatable["cpu"] == 4000 and n.allocatable["nvidia.com/gpu"] == 8
+    assert n.allocatable["memory"] == 8 * 2**30 and n.allocatable["pods"] == 110
     assert n.unschedulable and not n.ready and n.taints[0].key == "gpu"
 
 
@@ -26,8 +26,8 @@ def test_pod_requests_sum_containers_take_max_init_and_default_to_limits() -> No
     raw["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "4"}}}]
     p = Pod.from_raw(raw)
     assert p.requests["cpu"] == 4000  # init container 4 > 1 + 0.5
-    assert p.requests["nvidia.com/gpu"] == 2000
-    assert p.requests["pods"] == 1000
+    assert p.requests["nvidia.com/gpu"] == 2 and p.requests["memory"] == 2**30
+    assert p.requests["pods"] == 1
 
 
 @pytest.mark.parametrize(("mutate", "field"), [

@@ -7,7 +7,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
-from koordpy.api.quantity import parse_quantity_milli
 from koordpy.api.raw import Reader
 
 DEFAULT_MAX_PODS = 110
@@ -80,7 +79,7 @@ class NodeSelectorTerm(_Model):
 class Node(_Model):
     name: str
     labels: dict[str, str] = {}
-    allocatable: dict[str, int] = {}  # milli-units
+    allocatable: dict[str, int] = {}  # cpu in milli-cpus, the rest in base units (see quantity)
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     ready: bool = True
@@ -92,14 +91,10 @@ class Node(_Model):
         meta = r.mapping(raw.get("metadata"), "metadata")
         spec = r.mapping(raw.get("spec"), "spec")
         status = r.mapping(raw.get("status"), "status")
-        alloc_raw = r.mapping(status.get("allocatable") or status.get("capacity"), "status.allocatable")
-        allocatable: dict[str, int] = {}
-        for res, q in alloc_raw.items():
-            try:
-                allocatable[res] = parse_quantity_milli(q)
-            except ValueError as exc:
-                raise r.fail(f"status.allocatable.{res}", str(exc)) from exc
-        allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
+        alloc_field = "status.allocatable" if status.get("allocatable") else "status.capacity"
+        alloc_raw = r.mapping(status.get("allocatable") or status.get("capacity"), alloc_field)
+        allocatable = {str(res): r.quantity(str(res), q, f"{alloc_field}.{res}") for res, q in alloc_raw.items()}
+        allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
         taints = tuple(
             _taint(r, t, f"spec.taints[{i}]") for i, t in enumerate(r.seq(spec.get("taints"), "spec.taints"))
         )
@@ -109,10 +104,10 @@ class Node(_Model):
             if c.get("type") == "Ready":
                 ready = str(c.get("status")) == "True"
         return cls(
-            name=r.string(meta.get("name"), "metadata.name", required=True),
+            name=r.name(meta.get("name")),
             labels=r.str_map(meta.get("labels"), "metadata.labels"),
             allocatable=allocatable,
-            unschedulable=bool(spec.get("unschedulable", False)),
+            unschedulable=r.boolean(spec.get("unschedulable"), "spec.unschedulable"),
             taints=taints,
             ready=ready,
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
@@ -135,7 +130,8 @@ def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
         op = r.string(e.get("operator"), f"{field}[{i}].operator", required=True)
         if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
             raise r.fail(f"{field}[{i}].operator", f"unknown operator {op!r}")
-        values = tuple(str(v) for v in r.seq(e.get("values"), f"{field}[{i}].values"))
+        values = tuple(r.string(v, f"{field}[{i}].values[{j}]")
+                       for j, v in enumerate(r.seq(e.get("values"), f"{field}[{i}].values")))
         out.append(Requirement(key=r.string(e.get("key"), f"{field}[{i}].key", required=True),
                                operator=op, values=values))  # type: ignore[arg-type]
     return tuple(out)
@@ -156,7 +152,7 @@ class Pod(_Model):
     priority: int | None = None
     priority_class_name: str = ""
     preemption_policy: str | None = None
-    requests: dict[str, int] = {}  # milli-units, the pods count included
+    requests: dict[str, int] = {}  # in the units of Node.allocatable, the pods count (1) included
     node_selector: dict[str, str] = {}
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
@@ -215,8 +211,8 @@ class Pod(_Model):
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
         return cls(
-            namespace=r.string(meta.get("namespace"), "metadata.namespace") or "default",
-            name=r.string(meta.get("name"), "metadata.name", required=True),
+            namespace=r.namespace(meta.get("namespace")),
+            name=r.name(meta.get("name")),
             uid=r.string(meta.get("uid"), "metadata.uid"),
             labels=r.str_map(meta.get("labels"), "metadata.labels"),
             annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
@@ -238,35 +234,71 @@ class Pod(_Model):
         )
 
 
+def _resource_list(r: Reader, raw: Any, field: str) -> dict[str, int]:
+    return {str(name): r.quantity(str(name), q, f"{field}.{name}") for name, q in r.mapping(raw, field).items()}
+
+
 def _container_requests(r: Reader, c: dict[str, Any], field: str) -> dict[str, int]:
     res = r.mapping(c.get("resources"), f"{field}.resources")
-    out: dict[str, int] = {}
-    # The API server defaults a missing request to its limit, so a limits-only pod asks for its limits.
-    for section in ("limits", "requests"):
-        for name, q in r.mapping(res.get(section), f"{field}.resources.{section}").items():
-            try:
-                out[name] = parse_quantity_milli(q)
-            except ValueError as exc:
-                raise r.fail(f"{field}.resources.{section}.{name}", str(exc)) from exc
-    return out
+    # The API server defaults a missing request to its limit, so a limits-only container asks for its limits.
+    return {**_resource_list(r, res.get("limits"), f"{field}.resources.limits"),
+            **_resource_list(r, res.get("requests"), f"{field}.resources.requests")}
+
+
+def _add(into: dict[str, int], more: dict[str, int]) -> None:
+    for name, v in more.items():
+        into[name] = into.get(name, 0) + v
+
+
+def _raise_to(into: dict[str, int], more: dict[str, int]) -> None:
+    for name, v in more.items():
+        into[name] = max(into.get(name, 0), v)
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
+    """What the pod asks of a node, computed as kube-scheduler v1.34 computes it."""
     total: dict[str, int] = {}
     for i, c in enumerate(r.seq(spec.get("containers"), "spec.containers")):
-        for name, v in _container_requests(r, r.mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]").items():
-            total[name] = total.get(name, 0) + v
-    # Init containers run one at a time before the app containers, so only the largest counts.
+        _add(total, _container_requests(r, r.mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+    # Init containers run one at a time, each alongside the sidecars (restartPolicy: Always)
+    # started before it; a sidecar keeps running beside the app containers, so it also adds to them.
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for i, c in enumerate(r.seq(spec.get("initContainers"), "spec.initContainers")):
-        init = _container_requests(r, r.mapping(c, f"spec.initContainers[{i}]"), f"spec.initContainers[{i}]")
-        for name, v in init.items():
-            total[name] = max(total.get(name, 0), v)
-    for name, q in r.mapping(spec.get("overhead"), "spec.overhead").items():
-        try:
-            total[name] = total.get(name, 0) + parse_quantity_milli(q)
-        except ValueError as exc:
-            raise r.fail(f"spec.overhead.{name}", str(exc)) from exc
-    total[PODS] = 1000
+        field = f"spec.initContainers[{i}]"
+        cm = r.mapping(c, field)
+        policy = cm.get("restartPolicy")
+        if policy is not None and policy != "Always":
+            raise r.fail(f"{field}.restartPolicy", f"must be Always (a sidecar) or absent, got {policy!r}")
+        own = _container_requests(r, cm, field)
+        running = dict(sidecars)
+        if policy == "Always":
+            _add(total, own)
+            _add(sidecars, own)
+        _add(running, own)
+        _raise_to(init_peak, running)
+    _raise_to(total, init_peak)
+    # Pod-level resources (PodLevelResources, on by default in 1.34) replace the containers'
+    # sum for the resources they name; a pod-level limit stands in for a missing request unless
+    # the containers request that overcommittable resource themselves.
+    pod_res = r.mapping(spec.get("resources"), "spec.resources")
+    pod_requests = _resource_list(r, pod_res.get("requests"), "spec.resources.requests")
+    pod_limits = _resource_list(r, pod_res.get("limits"), "spec.resources.limits")
+    for section, values in (("requests", pod_requests), ("limits", pod_limits)):
+        for name in values:
+            if not _pod_level_resource(name):
+                raise r.fail(f"spec.resources.{section}.{name}",
+                             "pod-level resources support only cpu, memory and hugepages-<size>")
+    for name, v in pod_limits.items():
+        if name not in pod_requests and not (name in total and not name.startswith("hugepages-")):
+            pod_requests[name] = v
+    total.update(pod_requests)
+    _add(total, _resource_list(r, spec.get("overhead"), "spec.overhead"))
+    total[PODS] = 1
     return {k: v for k, v in total.items() if v > 0}
 
 
@@ -286,5 +318,5 @@ class PriorityClass(_Model):
         policy = raw.get("preemptionPolicy") or "PreemptLowerPriority"
         if policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
-        return cls(name=r.string(meta.get("name"), "metadata.name", required=True), value=value,
-                   global_default=bool(raw.get("globalDefault", False)), preemption_policy=policy)
+        return cls(name=r.name(meta.get("name")), value=value,
+                   global_default=r.boolean(raw.get("globalDefault"), "globalDefault"), preemption_policy=policy)

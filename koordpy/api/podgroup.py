@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.quantity import parse_go_duration, parse_quantity_milli
-from koordpy.api.raw import Reader
+from koordpy.api.quantity import parse_go_duration
+from koordpy.api.raw import Reader, int_text, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
 
 GROUP = "scheduling.sigs.k8s.io"
@@ -38,7 +38,6 @@ DEFAULT_WAIT_SECONDS = 600.0
 PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown")
 Mode = Literal["Strict", "NonStrict"]
 MatchPolicy = Literal["once-satisfied", "only-waiting", "waiting-and-running"]
-_RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # GangGroup references are only compared, never created, so they are read leniently
 # (Koordinator's own examples use names like "namespaceA/gang-a").
 _REF_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9._]*[A-Za-z0-9])?$")
@@ -76,7 +75,7 @@ class PodGroup(_Model):
     namespace: str
     name: str
     min_member: int
-    min_resources: dict[str, int] = {}
+    min_resources: dict[str, int] = {}  # in the units of Node.allocatable
     schedule_timeout_seconds: int | None = None
     annotations: dict[str, str] = {}
     creation: float | None = None
@@ -96,18 +95,13 @@ class PodGroup(_Model):
         assert min_member is not None
         if min_member < 1:
             raise r.fail("spec.minMember", f"must be at least 1, got {min_member}")
+        # Zero or negative means the default waiting time (see gang_config_from_podgroup).
         timeout = r.integer(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
-        if timeout is not None and timeout < 0:
-            raise r.fail("spec.scheduleTimeoutSeconds", f"must not be negative, got {timeout}")
-        min_res: dict[str, int] = {}
-        for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items():
-            try:
-                min_res[res] = parse_quantity_milli(q)
-            except ValueError as exc:
-                raise r.fail(f"spec.minResources.{res}", str(exc)) from exc
+        min_res = {str(res): r.quantity(str(res), q, f"spec.minResources.{res}")
+                   for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
         pg = cls(
-            namespace=r.string(meta.get("namespace"), "metadata.namespace") or "default",
-            name=r.string(meta.get("name"), "metadata.name", required=True),
+            namespace=r.namespace(meta.get("namespace")),
+            name=r.name(meta.get("name")),
             min_member=min_member,
             min_resources=min_res,
             schedule_timeout_seconds=timeout,
@@ -138,29 +132,36 @@ class GangConfig(_Model):
         return tuple(sorted(set(self.groups) | {self.key}))
 
 
+def _count(r: Reader, ann: dict[str, str], key: str) -> int:
+    field = f"metadata.annotations[{key}]"
+    try:
+        v = int_text(ann[key])
+    except ValueError as exc:
+        raise r.fail(field, f"{exc}; a whole number of at least 1 is expected") from exc
+    if v < 1:
+        raise r.fail(field, f"must be a whole number of at least 1, got {ann[key]!r}")
+    return v
+
+
 def _overrides(r: Reader, ann: dict[str, str], namespace: str, base: dict[str, Any]) -> dict[str, Any]:
     """Applies the gang annotations in ``ann`` on top of ``base`` (a GangConfig's fields)."""
     out = dict(base)
     if ANN_MIN in ann or COMPAT_MIN in ann:
-        field = f"metadata.annotations[{ANN_MIN if ANN_MIN in ann else COMPAT_MIN}]"
-        v = r.integer(ann.get(ANN_MIN, ann.get(COMPAT_MIN)), field)
-        if v is None or v < 1:
-            raise r.fail(field, f"must be a whole number of at least 1, got {ann.get(ANN_MIN, ann.get(COMPAT_MIN))!r}")
-        out["min_member"] = v
+        out["min_member"] = _count(r, ann, ANN_MIN if ANN_MIN in ann else COMPAT_MIN)
     if ANN_TOTAL in ann:
-        v = r.integer(ann[ANN_TOTAL], f"metadata.annotations[{ANN_TOTAL}]")
-        if v is None or v < 1:
-            raise r.fail(f"metadata.annotations[{ANN_TOTAL}]", f"must be at least 1, got {ann[ANN_TOTAL]!r}")
-        out["total_number"] = v
+        out["total_number"] = _count(r, ann, ANN_TOTAL)
     if ANN_MODE in ann:
         if ann[ANN_MODE] not in ("Strict", "NonStrict"):
             raise r.fail(f"metadata.annotations[{ANN_MODE}]", f"must be Strict or NonStrict, got {ann[ANN_MODE]!r}")
         out["mode"] = ann[ANN_MODE]
     if ANN_WAIT in ann:
         try:
-            out["waiting_seconds"] = parse_go_duration(ann[ANN_WAIT])
+            wait = parse_go_duration(ann[ANN_WAIT])
         except ValueError as exc:
             raise r.fail(f"metadata.annotations[{ANN_WAIT}]", str(exc)) from exc
+        # As in Koordinator, zero or a negative duration (Go accepts "-5s") is the default,
+        # never "wait forever" nor "never wait".
+        out["waiting_seconds"] = wait if wait > 0 else DEFAULT_WAIT_SECONDS
     if ANN_MATCH in ann:
         if ann[ANN_MATCH] not in ("once-satisfied", "only-waiting", "waiting-and-running"):
             raise r.fail(f"metadata.annotations[{ANN_MATCH}]",
@@ -168,7 +169,7 @@ def _overrides(r: Reader, ann: dict[str, str], namespace: str, base: dict[str, A
         out["match_policy"] = ann[ANN_MATCH]
     if ANN_GROUPS in ann:
         out["groups"] = parse_groups(r, ann[ANN_GROUPS], namespace)
-    if ANN_TOPOLOGY_SPEC in ann:
+    if ann.get(ANN_TOPOLOGY_SPEC, "").strip():  # an empty value declares nothing, as in Koordinator
         try:
             out["topology"] = parse_network_topology_spec(ann[ANN_TOPOLOGY_SPEC])
         except ValueError as exc:
@@ -186,6 +187,8 @@ def parse_groups(r: Reader, text: str, namespace: str) -> tuple[str, ...]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise r.fail(field, f'must be a JSON array of "namespace/name" strings: {exc.msg}') from exc
+    except (ValueError, RecursionError) as exc:  # an integer too long for Python, or nesting too deep
+        raise r.fail(field, f'must be a JSON array of "namespace/name" strings: {exc}') from exc
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise r.fail(field, f'must be a JSON array of "namespace/name" strings, got {text!r}')
     out = []
@@ -203,8 +206,9 @@ def gang_config_from_podgroup(pg: PodGroup) -> GangConfig:
         "key": pg.key,
         "min_member": pg.min_member,
         "total_number": pg.min_member,
+        # Koordinator reads a timeout of zero or less as unset, so it is the default too.
         "waiting_seconds": float(pg.schedule_timeout_seconds)
-        if pg.schedule_timeout_seconds is not None else DEFAULT_WAIT_SECONDS,
+        if pg.schedule_timeout_seconds is not None and pg.schedule_timeout_seconds > 0 else DEFAULT_WAIT_SECONDS,
         "from_crd": True,
     }
     return GangConfig(**_overrides(r, pg.annotations, pg.namespace, base))
@@ -226,8 +230,9 @@ def gang_config_from_pod(pod_ref: str, namespace: str, annotations: dict[str, st
     """
     r = Reader(pod_ref)
     name = annotations.get(ANN_NAME) or annotations.get(COMPAT_NAME)
-    if name and not _RFC1123.match(name):
-        raise r.fail(f"metadata.annotations[{ANN_NAME}]", f"{name!r} is not an RFC 1123 name")
+    problem = subdomain_problem(name) if name else None
+    if problem:
+        raise r.fail(f"metadata.annotations[{ANN_NAME if annotations.get(ANN_NAME) else COMPAT_NAME}]", problem)
     if podgroup is not None:
         base = gang_config_from_podgroup(podgroup).model_dump()
     elif ANN_MIN in annotations or COMPAT_MIN in annotations:
@@ -237,7 +242,9 @@ def gang_config_from_pod(pod_ref: str, namespace: str, annotations: dict[str, st
             raise r.fail(f"metadata.annotations[{ANN_MIN}]", f"is required with {ANN_NAME} when no PodGroup "
                          f"{namespace}/{name} exists")
         return None
-    gang_keys = {ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH}
+    # The topology spec counts like every other gang key: an annotation gang has nowhere else to
+    # declare it, and on a PodGroup's pods it overrides the PodGroup's, as the other keys do.
+    gang_keys = {ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH, ANN_TOPOLOGY_SPEC}
     relevant = {k: v for k, v in annotations.items() if k in gang_keys}
     return GangConfig(**_overrides(r, relevant, namespace, base))
 
@@ -247,10 +254,9 @@ def topology_index(pod_ref: str, annotations: dict[str, str]) -> int | None:
     if raw is None:
         return None
     try:
-        value = int(raw.strip())
+        value = int_text(raw)
     except ValueError as exc:
-        raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]",
-                         f"must be a whole number, got {raw!r}") from exc
+        raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]", str(exc)) from exc
     if value < 0:
         raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]", f"must not be negative, got {value}")
     return value

@@ -1,11 +1,65 @@
-"""Small helpers that read fields out of raw dicts and raise ParseError on the wrong shape."""
+"""Small helpers that read fields out of raw dicts and raise ParseError on the wrong shape.
+
+Types are held to what the API server enforces, so a file the simulator accepts is one
+``kubectl apply`` would accept too: a bool field takes only a bool, an integer field only an
+integer that fits its Go type, a label or annotation value only a string.
+"""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from koordpy.api.errors import ParseError
+from koordpy.api.quantity import INT32_MAX, INT32_MIN, INT64_MAX, parse_quantity
+
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_LABEL = re.compile(_DNS_LABEL)
+_DECIMAL_INT = re.compile(r"[+-]?[0-9]+")
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_INT_RANGE = {32: (INT32_MIN, INT32_MAX), 64: (-INT64_MAX - 1, INT64_MAX)}
+
+
+def subdomain_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 DNS subdomain (most object names), or None."""
+    if len(value) > 253:
+        return f"must be no more than 253 characters, got {len(value)}"
+    if not _SUBDOMAIN.fullmatch(value):
+        return (f"{value!r} is not an RFC 1123 subdomain: lowercase letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit")
+    return None
+
+
+def label_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 DNS label (namespace names), or None."""
+    if len(value) > 63:
+        return f"must be no more than 63 characters, got {len(value)}"
+    if not _LABEL.fullmatch(value):
+        return (f"{value!r} is not an RFC 1123 label: lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit")
+    return None
+
+
+def yaml_scalar(value: Any) -> str:
+    """How YAML spells a scalar, for telling the user what to quote."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def int_text(text: str, bits: int = 32) -> int:
+    """A decimal integer as Go's ``strconv`` reads it (no spaces, no ``_``), within ``bits`` bits."""
+    if not _DECIMAL_INT.fullmatch(text):
+        raise ValueError(f"must be a whole number, got {text!r}")
+    low, high = _INT_RANGE[bits]
+    value = int(text) if len(text) <= 30 else high + 1  # no need to convert a number that long
+    if not low <= value <= high:
+        raise ValueError(f"{text} is out of range for int{bits} ({low}..{high})")
+    return value
 
 
 class Reader:
@@ -40,38 +94,85 @@ class Reader:
             raise self.fail(field, f"expected a string, got {value!r}")
         return value
 
+    def name(self, value: Any, field: str = "metadata.name") -> str:
+        """A required object name, an RFC 1123 subdomain as the API server requires."""
+        text = self.string(value, field, required=True)
+        problem = subdomain_problem(text)
+        if problem:
+            raise self.fail(field, problem)
+        return text
+
+    def namespace(self, value: Any, field: str = "metadata.namespace") -> str:
+        """A namespace, ``default`` when absent, an RFC 1123 label as the API server requires."""
+        text = self.string(value, field) or "default"
+        problem = label_problem(text)
+        if problem:
+            raise self.fail(field, problem)
+        return text
+
     def str_map(self, value: Any, field: str) -> dict[str, str]:
+        """A map of strings, such as labels or annotations; other values are refused, not coerced.
+
+        The API server refuses ``min-available: 3`` in annotations too, and several guides write
+        it unquoted, so a scalar's message says how to quote it. A null value is the empty
+        string, as it is when the API server decodes it.
+        """
         out: dict[str, str] = {}
         for k, v in self.mapping(value, field).items():
-            if isinstance(v, bool) or not isinstance(v, str | int | float):
-                raise self.fail(f"{field}.{k}", f"expected a string, got {v!r}")
-            out[str(k)] = v if isinstance(v, str) else str(v)
+            if v is None:
+                v = ""
+            if not isinstance(v, str):
+                hint = f'; quote it: "{yaml_scalar(v)}"' if isinstance(v, bool | int | float) else ""
+                raise self.fail(f"{field}[{k}]", f"must be a string{hint}")
+            out[str(k)] = v
         return out
 
-    def integer(self, value: Any, field: str, *, default: int | None = None) -> int | None:
+    def boolean(self, value: Any, field: str, *, default: bool = False) -> bool:
         if value is None:
             return default
-        if isinstance(value, bool):
+        if not isinstance(value, bool):
+            raise self.fail(field, f"must be true or false, got {value!r}")
+        return value
+
+    def integer(self, value: Any, field: str, *, default: int | None = None, bits: int = 32) -> int | None:
+        """An integer field of a Go type of ``bits`` bits; strings, bools and floats are refused."""
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(field, f"expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise self.fail(field, f"expected an integer, got {value!r}")
+        low, high = _INT_RANGE[bits]
+        if not low <= value <= high:
+            raise self.fail(field, f"{value} is out of range for int{bits} ({low}..{high})")
+        return value
+
+    def quantity(self, resource: str, value: Any, field: str) -> int:
+        try:
+            return parse_quantity(resource, value)
+        except ValueError as exc:
+            raise self.fail(field, str(exc)) from exc
 
     def timestamp(self, value: Any, field: str) -> float | None:
+        """Seconds since the epoch from an RFC 3339 time, which must carry its time zone.
+
+        A time without one would be read in the machine's local zone, so the same file would
+        schedule differently on two machines. PyYAML turns an unquoted time into a datetime,
+        naive when it has no offset; that one is refused like the string.
+        """
         if value is None or value == "":
             return None
         if isinstance(value, datetime):
+            if value.tzinfo is None or value.utcoffset() is None:
+                raise self.fail(field, f"time {value.isoformat()!r} has no time zone; add Z or an offset like +00:00")
             return value.timestamp()
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)  # seconds since the epoch, as the core keeps times
         if not isinstance(value, str):
             raise self.fail(field, f"expected an RFC 3339 time, got {value!r}")
+        if not _RFC3339.fullmatch(value):
+            if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[Tt ][0-9:.]+)?", value):
+                raise self.fail(field, f"time {value!r} has no time zone; add Z or an offset like +00:00")
+            raise self.fail(field, f"expected an RFC 3339 time like 2026-01-01T00:00:00Z, got {value!r}")
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return datetime.fromisoformat(value.upper().replace("Z", "+00:00")).timestamp()
         except ValueError as exc:
-            raise self.fail(field, f"expected an RFC 3339 time, got {value!r}") from exc
+            raise self.fail(field, f"expected an RFC 3339 time, got {value!r}: {exc}") from exc

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
+from koordpy.api.quantity import INT32_MAX
 from koordpy.api.raw import Reader
 
 CLUSTER_LAYER = "ClusterTopologyLayer"
@@ -46,7 +47,7 @@ class ClusterNetworkTopology(_Model):
                 parent="" if parent == CLUSTER_LAYER else parent,
                 label_keys=keys,
             ))
-        return cls(name=r.string(meta.get("name"), "metadata.name", required=True),
+        return cls(name=r.name(meta.get("name")),
                    layers=_order_layers(r, declared))
 
     @property
@@ -103,6 +104,8 @@ def parse_network_topology_spec(text: str) -> NetworkTopologySpec:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except (ValueError, RecursionError) as exc:  # an integer too long for Python, or nesting too deep
+        raise ValueError(f"invalid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise ValueError('expected a JSON object like {"gatherStrategy": [...]}')
     unknown = set(value) - {"gatherStrategy"}
@@ -122,8 +125,9 @@ def parse_network_topology_spec(text: str) -> NetworkTopologySpec:
         if strategy not in ("PreferGather", "MustGather"):
             raise ValueError(f"gatherStrategy[{i}].strategy must be PreferGather or MustGather, got {strategy!r}")
         multiple = item.get("podCountMultiple", 1)
-        if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
-            raise ValueError(f"gatherStrategy[{i}].podCountMultiple must be a whole number >= 1, got {multiple!r}")
+        if isinstance(multiple, bool) or not isinstance(multiple, int) or not 1 <= multiple <= INT32_MAX:
+            raise ValueError(f"gatherStrategy[{i}].podCountMultiple must be a whole number from 1 to {INT32_MAX} "
+                             f"(an int32), got {multiple!r}")
         extra = set(item) - {"layer", "strategy", "podCountMultiple"}
         if extra:
             raise ValueError(f"gatherStrategy[{i}] has unknown keys {sorted(extra)}")

@@ -15,6 +15,7 @@ import numpy as np
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
+from koordpy.api.quantity import format_quantity
 from koordpy.api.topology import NetworkTopologySpec
 from koordpy.core.decisions import (
     Annotate,
@@ -291,8 +292,8 @@ class Cycle:
             for res, want in sorted(pg.min_resources.items()):
                 have = int(free[self.cluster.res_index[res]]) if res in self.cluster.res_index else 0
                 if have < want:
-                    return (f"PodGroup {gang.key} minResources not available: {res} wants {format_milli(want)}, "
-                            f"the cluster has {format_milli(have)} free")
+                    return (f"PodGroup {gang.key} minResources not available: {res} wants "
+                            f"{format_quantity(res, want)}, the cluster has {format_quantity(res, have)} free")
         return None
 
     def _time_out(self, job: Job, limit: float) -> str:
@@ -363,10 +364,6 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
         start = now
     return {"phase": phase, "scheduled": scheduled, "running": running, "succeeded": succeeded,
             "failed": failed, "scheduleStartTime": start}
-
-
-def format_milli(value: int) -> str:
-    return str(value // 1000) if value % 1000 == 0 else f"{value}m"
 
 
 def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:
