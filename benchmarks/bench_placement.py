@@ -27,6 +27,8 @@ from koordpy.core.placement import Placer, rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.statement import Statement
 from koordpy.kernels import (
+    achievable,
+    achievable_py,
     allocate,
     allocate_py,
     choose_candidate,
@@ -144,6 +146,7 @@ def bench_kernels() -> dict[str, float]:
     allowed = np.ones(len(tree.order), dtype=np.bool_)
     desired = int(sums[0] // 2)
     chosen = choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank)
+    sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
     cases = {
         "node_offerslots": (lambda: node_offerslots(free, req, feasible),
                             lambda: node_offerslots_py(free, req, feasible)),
@@ -152,8 +155,10 @@ def bench_kernels() -> dict[str, float]:
         "choose_candidate": (lambda: choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank),
                              lambda: choose_candidate_py(sums, tree.depth, allowed, desired, tree.parent,
                                                          tree.name_rank)),
-        "allocate": (lambda: allocate(sums, tree.parent, tree.end, chosen, desired),
-                     lambda: allocate_py(sums, tree.parent, tree.end, chosen, desired)),
+        "achievable": (lambda: achievable(slots, tree.node_domain, tree.end, multiple, desired),
+                       lambda: achievable_py(slots, tree.node_domain, tree.end, multiple, desired)),
+        "allocate": (lambda: allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired),
+                     lambda: allocate_py(sums, tree.end, tree.name_rank, *sets, chosen, desired)),
     }
     out: dict[str, float] = {}
     total_jit = total_py = 0.0

@@ -6,10 +6,15 @@ from hypothesis import strategies as st
 
 from koordpy.core.tree import TopologyTree
 from koordpy.kernels import (
+    achievable,
+    achievable_py,
     allocate,
     allocate_py,
+    as_sets,
     choose_candidate,
     choose_candidate_py,
+    contains,
+    contains_py,
     node_offerslots,
     node_offerslots_py,
     subtree_sums,
@@ -18,9 +23,9 @@ from koordpy.kernels import (
 
 
 @st.composite
-def trees(draw: st.DrawFn) -> TopologyTree:
+def trees(draw: st.DrawFn, max_nodes: int = 24) -> TopologyTree:
     n_layers = draw(st.integers(0, 3))
-    n_nodes = draw(st.integers(1, 24))
+    n_nodes = draw(st.integers(1, max_nodes))
     names = [f"node-{i}" for i in range(n_nodes)]
     paths = {n: draw(st.lists(st.sampled_from("abc"), min_size=0, max_size=n_layers)) for n in names}
     return TopologyTree.build([f"L{i}" for i in range(n_layers)], names, paths)
@@ -36,27 +41,108 @@ def test_node_offerslots_parity(n: int, r: int, data: st.DataObject) -> None:
     assert node_offerslots(free, req, feasible).tolist() == node_offerslots_py(free, req, feasible).tolist()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(trees(), st.data())
 def test_tree_kernels_parity(tree: TopologyTree, data: st.DataObject) -> None:
     n = len(tree.node_domain)
     d = len(tree.order)
     slots = np.array(data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), dtype=np.int64)
-    multiple = np.array(data.draw(st.lists(st.sampled_from([1, 1, 2, 3]), min_size=d, max_size=d)), dtype=np.int64)
+    multiple = np.array(data.draw(st.lists(st.sampled_from([1, 1, 1, 2, 3, 4]), min_size=d, max_size=d)),
+                        dtype=np.int64)
     sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
     assert sums.tolist() == subtree_sums_py(slots, tree.node_domain, tree.parent, multiple).tolist()
 
-    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=d, max_size=d)), dtype=np.bool_)
     desired = data.draw(st.integers(1, 20))
-    chosen = choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank)
-    assert chosen == choose_candidate_py(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank)
+    g, t, row, bits = achievable(slots, tree.node_domain, tree.end, multiple, desired)
+    sets = as_sets(g, t, row, bits)
+    assert sets == achievable_py(slots, tree.node_domain, tree.end, multiple, desired)
+    fits = contains(g, t, row, bits, desired)
+    assert fits.tolist() == contains_py(g, t, row, bits, desired).tolist()
+    # A domain that can take the job offers at least as many slots as the job has pods.
+    assert bool(np.all(sums[fits] >= desired))
+
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=d, max_size=d)), dtype=np.bool_)
+    chosen = choose_candidate(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank)
+    assert chosen == choose_candidate_py(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank)
     if chosen >= 0:
-        alloc = allocate(sums, tree.parent, tree.end, chosen, desired)
-        assert alloc.tolist() == allocate_py(sums, tree.parent, tree.end, chosen, desired).tolist()
-        # Every pod lands on a node of the chosen domain, and no domain takes more than it offers.
-        nodes = tree.subtree_nodes(chosen)
-        assert int(alloc[tree.node_domain[nodes]].sum()) == desired
-        assert bool(np.all(alloc <= np.maximum(sums, 0) + (np.arange(d) == chosen) * desired))
+        alloc = allocate(sums, tree.end, tree.name_rank, g, t, row, bits, chosen, desired)
+        assert alloc.tolist() == allocate_py(sums, tree.end, tree.name_rank, g, t, row, bits, chosen,
+                                             desired).tolist()
+        assert_valid_split(tree, slots, multiple, alloc, chosen, desired)
+
+
+def assert_valid_split(tree: TopologyTree, slots: np.ndarray, multiple: np.ndarray, alloc: np.ndarray,
+                       chosen: int, desired: int) -> None:
+    """Every pod on a node of the chosen domain, no node over its slots, each inner domain's
+    count the sum of its children's, every count a multiple of its layer's podCountMultiple."""
+    assert int(alloc[chosen]) == desired
+    nodes = tree.subtree_nodes(chosen)
+    assert int(alloc[tree.node_domain[nodes]].sum()) == desired
+    assert bool(np.all(alloc[tree.node_domain] <= slots))
+    for dom in range(len(tree.order)):
+        if not chosen <= dom < tree.end[chosen]:
+            assert alloc[dom] == 0
+            continue
+        assert alloc[dom] % multiple[dom] == 0
+        kids = tree.children(dom)
+        if kids:
+            assert int(alloc[kids].sum()) == alloc[dom]
+
+
+@settings(max_examples=150, deadline=None)
+@given(trees(max_nodes=7), st.data())
+def test_achievable_is_exactly_what_some_split_reaches(tree: TopologyTree, data: st.DataObject) -> None:
+    # Brute force over every per-node count on small trees: a total is achievable at the
+    # root iff some assignment of nodes gives it with every domain a whole multiple.
+    n = len(tree.node_domain)
+    d = len(tree.order)
+    slots = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
+    multiple = np.array(data.draw(st.lists(st.sampled_from([1, 2, 3]), min_size=d, max_size=d)), dtype=np.int64)
+    desired = 21
+    reached: set[int] = set()
+    for counts in np.ndindex(*(int(s) + 1 for s in slots)):
+        per = np.zeros(d, dtype=np.int64)
+        per[tree.node_domain] = counts
+        for dom in range(d - 1, 0, -1):
+            per[tree.parent[dom]] += per[dom]
+        if all(per[x] % multiple[x] == 0 for x in range(d)):
+            reached.add(int(per[0]))
+    g, t, row, bits = achievable(slots, tree.node_domain, tree.end, multiple, desired)
+    assert as_sets(g, t, row, bits)[0] == reached
+
+
+def test_sets_that_are_not_progressions_use_bitsets() -> None:
+    # A node hanging beside two-pod blocks: {0, 1} + {0, 2} + {0, 2} = {0..5}, but with the
+    # blocks at {0, 4}: {0, 1, 4, 5}, which is no progression.
+    tree = TopologyTree.build(["S", "B"], ["a", "b", "c", "d", "e"],
+                              {"a": ["s", "x"], "b": ["s", "x"], "c": ["s", "x"], "d": ["s", "x"], "e": ["s"]})
+    multiple = np.ones(len(tree.order), dtype=np.int64)
+    multiple[tree.depth == 2] = 4
+    slots = np.ones(5, dtype=np.int64)
+    g, t, row, bits = achievable(slots, tree.node_domain, tree.end, multiple, 8)
+    s = tree.index[("s",)]
+    assert g[s] == 0 and as_sets(g, t, row, bits)[s] == {0, 1, 4, 5}
+    assert contains(g, t, row, bits, 5)[s] and not contains(g, t, row, bits, 3)[s]
+    sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
+    alloc = allocate(sums, tree.end, tree.name_rank, g, t, row, bits, s, 5)
+    assert alloc[tree.index[("s", "x")]] == 4 and alloc[tree.index[("\0node", "e")]] == 1
+
+
+def test_split_prefers_the_smallest_child_that_takes_the_rest() -> None:
+    # Blocks with 1, 1, 4 and 3 one-slot nodes; 5 pods: the 4-block, then the first 1-block.
+    layout = {"b0": 1, "b1": 1, "b2": 4, "b3": 3}
+    names = [f"{b}-{i}" for b, k in layout.items() for i in range(k)]
+    tree = TopologyTree.build(["B"], names, {n: [n.split("-")[0]] for n in names})
+    slots = np.ones(len(names), dtype=np.int64)
+    multiple = np.ones(len(tree.order), dtype=np.int64)
+    sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
+    g, t, row, bits = achievable(slots, tree.node_domain, tree.end, multiple, 5)
+    alloc = allocate(sums, tree.end, tree.name_rank, g, t, row, bits, 0, 5)
+    assert {b: int(alloc[tree.index[(b,)]]) for b in layout} == {"b0": 1, "b1": 0, "b2": 4, "b3": 0}
+    # 3 pods: b3 takes them all, though b2 offers more.
+    g, t, row, bits = achievable(slots, tree.node_domain, tree.end, multiple, 3)
+    alloc = allocate(sums, tree.end, tree.name_rank, g, t, row, bits, 0, 3)
+    assert alloc[tree.index[("b3",)]] == 3
 
 
 def test_sums_round_down_to_pod_count_multiple() -> None:

@@ -18,7 +18,7 @@ from koordpy.api.topology import NetworkTopologySpec
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
 from koordpy.core.statement import Statement
-from koordpy.kernels import allocate, choose_candidate, node_offerslots, subtree_sums
+from koordpy.kernels import achievable, allocate, choose_candidate, contains, node_offerslots, subtree_sums
 
 MAX_LISTED_DOMAINS = 16
 
@@ -108,7 +108,11 @@ class Placer:
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         allowed = tree.depth >= must_depth
         desired = len(pods)
-        chosen = int(choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank))
+        # podCountMultiple is hard: a domain is a candidate only if the job splits over it in
+        # whole multiples per layer, which its offerslot alone does not say.
+        sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
+        splits = contains(*sets, desired)
+        chosen = int(choose_candidate(sums, tree.depth, allowed & splits, desired, tree.parent, tree.name_rank))
         if chosen < 0 and self._exact(pods, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
@@ -119,14 +123,14 @@ class Placer:
                               for d in listed[:MAX_LISTED_DOMAINS]).replace("; ", ";")
             more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
             reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
-                      f"{shown}{more}")
+                      f"{shown}{more}{self._multiple_reason(slots, multiple, allowed, desired, len(shapes) > 1)}")
             # Offerslots alone do not say why a node offers nothing; taints, selectors and
             # cordons do, so they follow in kube-scheduler's words.
             filtered = self.filters.static_counts(distinct)
             if filtered:
                 reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
             return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.")
-        alloc = allocate(sums, tree.parent, tree.end, chosen, desired)
+        alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
         targets = np.repeat(nodes, per_node)
@@ -134,6 +138,24 @@ class Placer:
             idx = np.array(members, dtype=np.int64)
             stmt.assume_many([pods[i].key for i in members], targets[idx], vec)
         return None
+
+    def _multiple_reason(self, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
+                         allowed: npt.NDArray[np.bool_], desired: int, unlike: bool) -> str:
+        """Why podCountMultiple, not room, refused the job: some allowed domain has the
+        offerslots but no split into whole multiples; and that unlike members were not
+        tried one by one, since that path cannot keep the multiples."""
+        if not bool(np.any(multiple > 1)):
+            return ""
+        tree = self.cluster.tree
+        out = ""
+        room = subtree_sums(slots, tree.node_domain, tree.parent, np.ones_like(multiple))
+        if bool(np.any(allowed & (room >= desired))):
+            per_layer = " and ".join(f"{int(multiple[tree.depth == depth][0])} per {tree.known_layers[depth]} domain"
+                                     for depth in sorted({int(x) for x in tree.depth[multiple > 1]}))
+            out += f"; podCountMultiple: {desired} pods cannot be split into multiples of {per_layer}"
+        if unlike:
+            out += "; podCountMultiple is set, so unlike members are only placed with their common shape"
+        return out
 
     MAX_EXACT_TRIES = 32
 

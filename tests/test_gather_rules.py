@@ -1,0 +1,154 @@
+"""Gather's split rules: podCountMultiple is hard, and the fewest sub-domains are used."""
+
+from collections import Counter
+from typing import Any
+
+from koordpy.sim.simulator import SimulationResult
+from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
+
+Layout = dict[str, dict[str, list[int]]]
+
+
+def gang(name: str, size: int, gather: list[dict[str, Any]], cpu: str = "8") -> list[dict[str, Any]]:
+    return [podgroup(name, size, gather=gather), *[pod(f"{name}-{i}", cpu=cpu, group=name, index=i)
+                                                   for i in range(size)]]
+
+
+def block_of(layout: Layout) -> dict[str, str]:
+    return {f"node-{i}": block for blocks in layout.values() for block, ids in blocks.items() for i in ids}
+
+
+def per_block(out: SimulationResult, layout: Layout) -> dict[str, int]:
+    blocks = block_of(layout)
+    return dict(Counter(blocks[n] for n in out.bound.values()))
+
+
+def block_rule(multiple: int) -> list[dict[str, Any]]:
+    return [{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": multiple},
+            {"layer": "SpineLayer", "strategy": "PreferGather"}]
+
+
+# -- podCountMultiple is hard -------------------------------------------------------------------
+
+
+def test_six_pods_in_multiples_of_four_are_refused_with_the_reason() -> None:
+    layout = {"spine-0": {"block-0": [0, 1, 2, 3], "block-1": [4, 5, 6, 7]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 6, block_rule(4)))
+    assert out.bound == {}
+    # The spine has eight free nodes, so room is not what is missing.
+    assert out.pending["default/job-0"] == (
+        "0/8 nodes are available: no candidate topology nodes can accommodate job, desiredOfferSlot: 6, "
+        "topology topologyNode SpineLayer/spine-0: 8; "
+        "podCountMultiple: 6 pods cannot be split into multiples of 4 per BlockLayer domain.")
+
+
+def test_eight_pods_in_multiples_of_four_split_four_and_four() -> None:
+    # Blocks of 5, 3 and 5 free nodes: the 3-node block can take no four; 5 + 3 would break the rule.
+    layout = {"spine-0": {"block-0": [0, 1, 2, 3, 4], "block-1": [5, 6, 7], "block-2": [8, 9, 10, 11, 12]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 8, block_rule(4)))
+    assert per_block(out, layout) == {"block-0": 4, "block-2": 4}
+    # Rank order inside the allocation: the first four ranks in the first block, in node order.
+    assert [out.bound[f"default/job-{i}"] for i in range(8)] == [f"node-{i}" for i in (0, 1, 2, 3, 8, 9, 10, 11)]
+
+
+def test_the_remainder_never_breaks_a_multiple() -> None:
+    # Twelve pods over blocks with 8 and 6 free nodes in multiples of 4: the 6-node block takes 4.
+    layout = {"spine-0": {"block-0": list(range(8)), "block-1": list(range(8, 14))}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 12, block_rule(4)))
+    assert per_block(out, layout) == {"block-0": 8, "block-1": 4}
+
+
+MULTIPLES_AT_TWO_LAYERS = [{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 2},
+                           {"layer": "SpineLayer", "strategy": "PreferGather", "podCountMultiple": 4}]
+TWO_SPINES = {"spine-0": {"block-0": [0, 1, 2], "block-1": [3, 4, 5]},
+              "spine-1": {"block-2": [6, 7], "block-3": [8]}}
+
+
+def test_multiples_at_two_layers_are_both_kept() -> None:
+    # spine-0 takes 2 + 2; spine-1 takes at most 2 in its blocks, which is no multiple of 4.
+    out = run(spine_block_nodes(TWO_SPINES), SPINE_BLOCK_CNT, gang("job", 4, MULTIPLES_AT_TWO_LAYERS))
+    assert per_block(out, TWO_SPINES) == {"block-0": 2, "block-1": 2}
+
+
+def test_multiples_at_two_layers_name_both_in_the_refusal() -> None:
+    out = run(spine_block_nodes(TWO_SPINES), SPINE_BLOCK_CNT, gang("job", 8, MULTIPLES_AT_TWO_LAYERS))
+    assert out.bound == {}
+    assert out.pending["default/job-0"].endswith(
+        "podCountMultiple: 8 pods cannot be split into multiples of 4 per SpineLayer domain "
+        "and 2 per BlockLayer domain.")
+
+
+def test_a_rounded_offerslot_that_fits_is_no_candidate_without_a_split() -> None:
+    # Blocks of 4 in multiples of 4 and the spine in multiples of 6: the spine's 8 slots round
+    # down to 6, which is the job's size, but 4 + 4 is no 6 and 4 + 2 breaks the block rule.
+    layout = {"spine-0": {"block-0": [0, 1, 2, 3], "block-1": [4, 5, 6, 7]}}
+    gather = [{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4},
+              {"layer": "SpineLayer", "strategy": "PreferGather", "podCountMultiple": 6}]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 6, gather))
+    assert out.bound == {}
+    assert "podCountMultiple: 6 pods cannot be split" in out.pending["default/job-0"]
+
+
+def test_unlike_members_under_multiples_say_why_they_were_not_tried_one_by_one() -> None:
+    gpu = [node(f"gpu-{i}", labels={"network.topology.nvidia.com/spine": "s1",
+                                    "network.topology.nvidia.com/block": "b1"}, extra={"nvidia.com/gpu": "8"})
+           for i in range(4)]
+    cpu = node("cpu-0", labels={"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b2"})
+    gather: list[dict[str, Any]] = [{"layer": "SpineLayer", "strategy": "MustGather"},
+                                    {"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 2}]
+    groups = ["default/master", "default/worker"]
+    workers = []
+    for i in range(4):
+        w = pod(f"worker-{i}", cpu="1", group="worker", index=i + 1)
+        w["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
+        workers.append(w)
+    out = run(gpu, cpu, SPINE_BLOCK_CNT, podgroup("master", 1, gather=gather, groups=groups),
+              podgroup("worker", 4, gather=gather, groups=groups), pod("master-0", cpu="1", group="master", index=0),
+              workers)
+    assert out.bound == {}
+    msg = out.pending["default/master-0"]
+    assert "podCountMultiple is set, so unlike members are only placed with their common shape" in msg
+    assert "cannot be split" not in msg  # four GPU nodes are too few for five GPU-shaped pods anyway
+
+
+# -- the fewest sub-domains ---------------------------------------------------------------------
+
+
+def test_the_largest_block_then_the_smallest_that_takes_the_rest() -> None:
+    # Blocks with 1, 1, 4 and 3 free nodes; 5 pods: no block takes 5, the 4-node block takes
+    # 4 and the remaining pod goes to the first 1-node block: two blocks, not three.
+    layout = {"spine-0": {"block-0": [0], "block-1": [1], "block-2": [2, 3, 4, 5], "block-3": [6, 7, 8]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 5, block_rule(1)))
+    assert per_block(out, layout) == {"block-0": 1, "block-2": 4}
+    # Pods fill the allocated nodes in rank order, blocks in name order.
+    assert [out.bound[f"default/job-{i}"] for i in range(5)] == ["node-0", "node-2", "node-3", "node-4", "node-5"]
+
+
+def test_a_remainder_goes_to_the_smallest_block_that_fits_it() -> None:
+    layout = {"spine-0": {"block-0": [0, 1, 2, 3], "block-1": [4, 5, 6], "block-2": [7, 8]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, gang("job", 6, block_rule(1)))
+    assert per_block(out, layout) == {"block-0": 4, "block-2": 2}
+    assert [out.bound[f"default/job-{i}"] for i in range(6)] == [f"node-{i}" for i in (0, 1, 2, 3, 7, 8)]
+
+
+def test_the_smallest_node_that_takes_a_blocks_share() -> None:
+    # block-0 is one 6-slot node; block-1 has nodes of 3, 1 and 2 slots. Eight pods: block-0
+    # takes 6 (first by name among equals), block-1 the other 2, all on node-3, its 2-slot node,
+    # leaving the 3-slot node whole.
+    def at(name: str, cpu: str, block: str) -> dict[str, Any]:
+        return node(name, cpu=cpu, labels={"network.topology.nvidia.com/spine": "spine-0",
+                                           "network.topology.nvidia.com/block": block})
+
+    nodes = [at("node-0", "48", "block-0"), at("node-1", "24", "block-1"), at("node-2", "8", "block-1"),
+             at("node-3", "16", "block-1")]
+    out = run(nodes, SPINE_BLOCK_CNT, gang("job", 8, block_rule(1)))
+    assert [out.bound[f"default/job-{i}"] for i in range(8)] == ["node-0"] * 6 + ["node-3"] * 2
+
+
+def test_consecutive_ranks_share_a_node_inside_the_allocation() -> None:
+    # Half-node pods: 6 pods in blocks offering 4, 2 and 6 slots (2 per node); block-2 takes all.
+    layout = {"spine-0": {"block-0": [0, 1], "block-1": [2], "block-2": [3, 4, 5], "block-3": [6, 7, 8, 9]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT,
+              gang("job", 6, [{"layer": "SpineLayer", "strategy": "MustGather"}], cpu="4"))
+    assert [out.bound[f"default/job-{i}"] for i in range(6)] == [
+        "node-3", "node-3", "node-4", "node-4", "node-5", "node-5"]
