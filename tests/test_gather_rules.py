@@ -4,7 +4,7 @@ from collections import Counter
 from typing import Any
 
 from koordpy.sim.simulator import SimulationResult
-from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
+from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
 
 Layout = dict[str, dict[str, list[int]]]
 
@@ -152,3 +152,77 @@ def test_consecutive_ranks_share_a_node_inside_the_allocation() -> None:
               gang("job", 6, [{"layer": "SpineLayer", "strategy": "MustGather"}], cpu="4"))
     assert [out.bound[f"default/job-{i}"] for i in range(6)] == [
         "node-3", "node-3", "node-4", "node-4", "node-5", "node-5"]
+
+
+# -- unknown layers: a preference is dropped and said so, a constraint never ---------------------
+
+def test_prefer_gather_on_an_unknown_layer_is_ignored_and_reported() -> None:
+    # Seed 000's GangGroup example asks PreferGather on AcceleratorLayer, which its topology lacks.
+    gather = [{"layer": "SpineLayer", "strategy": "PreferGather"}, {"layer": "BlockLayer", "strategy": "PreferGather"},
+              {"layer": "AcceleratorLayer", "strategy": "PreferGather"}]
+    groups = ["default/gang-master", "default/gang-worker"]
+    out = run(spine_block_nodes(SEED_12), SPINE_BLOCK_CNT, podgroup("gang-master", 1, gather=gather, groups=groups),
+              podgroup("gang-worker", 2, gather=gather, groups=groups), pod("m-0", group="gang-master", index=0),
+              [pod(f"w-{i}", group="gang-worker", index=i + 1) for i in range(2)])
+    assert len(out.bound) == 3
+    assert len({out.bound[p] for p in out.bound}) == 3
+    notes = [e for e in out.events if e.reason == "TopologyLayerIgnored"]
+    assert {e.obj for e in notes} == {"default/gang-master", "default/gang-worker"}
+    assert all(e.message == 'layer "AcceleratorLayer" is not in the ClusterNetworkTopology; ignored' for e in notes)
+
+
+def test_an_ignored_layer_is_noted_in_the_pending_message() -> None:
+    gather = [{"layer": "SpineLayer", "strategy": "MustGather"}, {"layer": "RackLayer", "strategy": "PreferGather"}]
+    out = run(spine_block_nodes(SEED_12), SPINE_BLOCK_CNT, podgroup("g", 6, gather=gather),
+              [pod(f"p-{i}", group="g", index=i) for i in range(6)])
+    assert out.bound == {}
+    assert out.pending["default/p-0"].endswith(
+        '; layer "RackLayer" is not in the ClusterNetworkTopology; ignored.')
+
+
+def test_must_gather_on_an_unknown_layer_stays_unschedulable_with_a_case_hint() -> None:
+    # Seed 000's MustGather example writes "spineLayer"; names stay case-sensitive.
+    out = run(spine_block_nodes(SEED_12), SPINE_BLOCK_CNT,
+              podgroup("g", 2, gather=[{"layer": "spineLayer", "strategy": "MustGather"}]),
+              [pod(f"p-{i}", group="g") for i in range(2)])
+    assert out.bound == {}
+    msg = out.pending["default/p-0"]
+    assert "unknown topology layer 'spineLayer'" in msg and 'did you mean "SpineLayer"?' in msg
+    assert "ClusterTopologyLayer, SpineLayer, BlockLayer, NodeTopologyLayer" in msg
+    plain = run(spine_block_nodes(SEED_12), SPINE_BLOCK_CNT,
+                podgroup("g", 2, gather=[{"layer": "RackLayer", "strategy": "MustGather"}]),
+                [pod(f"p-{i}", group="g") for i in range(2)])
+    assert "did you mean" not in plain.pending["default/p-0"]
+
+
+# -- MustGather uses only nodes that carry the layer's label -------------------------------------
+
+def test_must_gather_never_lands_on_a_node_without_the_layer_label() -> None:
+    unlabeled = node("lonely", cpu="64")  # room for the whole job, but in no spine
+    busy = [pod(f"busy-{i}", node_name=f"node-{i}") for i in range(12)]
+    out = run(spine_block_nodes(SEED_12), unlabeled, SPINE_BLOCK_CNT, busy,
+              podgroup("g", 4, gather=[{"layer": "SpineLayer", "strategy": "MustGather"}]),
+              [pod(f"p-{i}", group="g", index=i) for i in range(4)])
+    assert out.bound == {}
+    prefer = run(spine_block_nodes(SEED_12), unlabeled, SPINE_BLOCK_CNT, busy,
+                 podgroup("g", 4, gather=[{"layer": "SpineLayer", "strategy": "PreferGather"}]),
+                 [pod(f"p-{i}", group="g", index=i) for i in range(4)])
+    assert set(prefer.bound.values()) == {"lonely"}  # a preference may fall back to the whole cluster
+
+
+def test_a_node_missing_only_a_lower_label_stays_inside_its_upper_domain() -> None:
+    # node-x has a spine label but no block label: it hangs from spine-1 and may take MustGather Spine pods.
+    partial = node("node-x", labels={"network.topology.nvidia.com/spine": "spine-1"})
+    busy = [pod(f"busy-{i}", node_name=f"node-{i}") for i in range(12) if i not in (5, 6, 7)]
+    out = run(spine_block_nodes(SEED_12), partial, SPINE_BLOCK_CNT, busy,
+              podgroup("g", 4, gather=[{"layer": "SpineLayer", "strategy": "MustGather"}]),
+              [pod(f"p-{i}", group="g", index=i) for i in range(4)])
+    assert set(out.bound.values()) == {"node-5", "node-6", "node-7", "node-x"}
+
+
+def test_must_gather_with_no_labelled_node_says_so() -> None:
+    out = run([node("a"), node("b")], SPINE_BLOCK_CNT,
+              podgroup("g", 2, gather=[{"layer": "BlockLayer", "strategy": "MustGather"}]),
+              [pod(f"p-{i}", group="g") for i in range(2)])
+    assert out.pending["default/p-0"] == ("0/2 nodes are available: MustGather on BlockLayer, but no node carries "
+                                          "its label network.topology.nvidia.com/block.")

@@ -27,7 +27,7 @@ from koordpy.core.decisions import (
 )
 from koordpy.core.filters import Filters
 from koordpy.core.gang import Gang, Job, SchedulerState, claims, resolve_jobs
-from koordpy.core.placement import Failure, Placer, rank_order
+from koordpy.core.placement import Failure, Placer, ignored_layers, rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.statement import Statement
 
@@ -130,6 +130,8 @@ class Cycle:
             self.state.wait_since.pop(job.id, None)
             self.state.satisfied.update(g.key for g in job.gangs)
             self.bind(placed)
+            if spec is not None:
+                self._report_ignored_layers(job, spec)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
             return
@@ -140,6 +142,20 @@ class Cycle:
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
         self._reject(job, failure)
+
+    def _report_ignored_layers(self, job: Job, spec: NetworkTopologySpec) -> None:
+        """A job that binds has no pending message to carry the note, so an Event does (a job
+        that waits carries it in its message instead, written only when it changes)."""
+        notes = ignored_layers(spec, self.cluster.tree)
+        if not notes:
+            return
+        for gang in job.gangs:
+            if gang.key in self.snapshot.podgroups:
+                self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "TopologyLayerIgnored",
+                                                   "; ".join(notes)))
+            elif gang.pods:
+                self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLayerIgnored",
+                                                   "; ".join(notes)))
 
     def _place(self, pods: list[Pod], spec: NetworkTopologySpec | None, stmt: Statement) -> Failure | None:
         return self.placer.gather(pods, spec, stmt) if spec else self.placer.binpack(pods, stmt)

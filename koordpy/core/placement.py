@@ -18,6 +18,7 @@ from koordpy.api.topology import NetworkTopologySpec
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
 from koordpy.core.statement import Statement
+from koordpy.core.tree import TopologyTree
 from koordpy.kernels import achievable, allocate, choose_candidate, contains, node_offerslots, subtree_sums
 
 MAX_LISTED_DOMAINS = 16
@@ -37,6 +38,28 @@ def rank_order(pods: list[Pod]) -> list[Pod]:
         return (idx is None, idx or 0, natural_key(p.name), p.namespace)
 
     return sorted(pods, key=key)
+
+
+def ignored_layers(spec: NetworkTopologySpec, tree: TopologyTree) -> list[str]:
+    """Notes for PreferGather rules on layers the topology does not define: they are ignored."""
+    return [f'layer "{rule.layer}" is not in the ClusterNetworkTopology; ignored{did_you_mean(rule.layer, tree)}'
+            for rule in spec.gather if rule.strategy == "PreferGather" and tree.layer_depth(rule.layer) is None]
+
+
+def did_you_mean(layer: str, tree: TopologyTree) -> str:
+    """Layer names are case-sensitive, as in Koordinator; a near miss in case gets a hint."""
+    close = [known for known in tree.known_layers if known.lower() == layer.lower()]
+    return f'; did you mean "{close[0]}"?' if close else ""
+
+
+def inside_layer(tree: TopologyTree, depth: int) -> npt.NDArray[np.bool_]:
+    """Domains inside some domain of the layer at ``depth``. A node without that layer's label
+    hangs higher in the tree and is not inside any of them, so MustGather never uses it."""
+    leaf = tree.domain_node >= 0
+    if depth >= len(tree.layers) + 1:
+        return leaf
+    at = np.where(leaf, tree.depth[np.maximum(tree.parent, 0)], tree.depth)
+    return np.asarray(at >= depth, dtype=np.bool_)
 
 
 class Placer:
@@ -85,17 +108,31 @@ class Placer:
         first = pods[0]
         must_depth = 0
         multiple = np.ones(len(tree.order), dtype=np.int64)
+        ignored = ignored_layers(spec, tree)
         for rule in spec.gather:
             depth = tree.layer_depth(rule.layer)
             if depth is None:
+                if rule.strategy == "PreferGather":
+                    continue  # a preference the topology cannot express is dropped, and said so
+                # A hard constraint on a layer the topology does not have is never dropped.
                 invalid = (f" (ClusterNetworkTopology default is invalid and ignored: {self.cluster.topology_error})"
                            if self.cluster.topology_error else "")
                 return Failure(first, f"unknown topology layer {rule.layer!r} in network-topology-spec; "
-                                      f"known layers: {', '.join(tree.known_layers)}{invalid}")
+                                      f"known layers: {', '.join(tree.known_layers)}{did_you_mean(rule.layer, tree)}"
+                                      f"{invalid}")
             if rule.strategy == "MustGather":
                 must_depth = max(must_depth, depth)
             if rule.pod_count_multiple > 1:
                 multiple[tree.depth == depth] = rule.pod_count_multiple
+        failure = self._gather(pods, multiple, must_depth, stmt)
+        if failure is not None and ignored:
+            return Failure(failure.pod, f"{failure.reason.rstrip('.')}; {'; '.join(ignored)}.")
+        return failure
+
+    def _gather(self, pods: list[Pod], multiple: npt.NDArray[np.int64], must_depth: int,
+                stmt: Statement) -> Failure | None:
+        tree = self.cluster.tree
+        first = pods[0]
         # Pods of a GangGroup may differ; the largest request of each resource and the
         # nodes every pod may use make an offerslot that holds for every member.
         shapes = self._shapes(pods)
@@ -106,7 +143,7 @@ class Placer:
             feasible &= self.filters.static(key_pod).mask
         slots = node_offerslots(self.cluster.free(), req, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
-        allowed = tree.depth >= must_depth
+        allowed = inside_layer(tree, must_depth)
         desired = len(pods)
         # podCountMultiple is hard: a domain is a candidate only if the job splits over it in
         # whole multiples per layer, which its offerslot alone does not say.
@@ -117,6 +154,11 @@ class Placer:
             return None
         if chosen < 0:
             listed = tree.domains_at(must_depth if must_depth > 0 else min(1, int(tree.depth.max())))
+            if must_depth > 0 and not listed:
+                layer = tree.known_layers[must_depth]
+                keys = self.cluster.layer_labels.get(layer, ())
+                return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: MustGather on {layer}, "
+                                      f"but no node carries its label{' ' + ', '.join(keys) if keys else ''}.")
             if must_depth == 0 and len(tree.layers) == 0:
                 listed = [0]
             shown = "; ".join(f"topology topologyNode {tree.label(d)}: {int(sums[d])}"

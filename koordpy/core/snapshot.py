@@ -75,6 +75,8 @@ class Cluster:
         # Open while one job is evaluated, so a job that raises can be undone (Cycle.run).
         self.journal: list[tuple[int | npt.NDArray[np.int64], npt.NDArray[np.int64], int]] | None = None
         self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
+        self.layer_labels = {layer.layer: layer.label_keys for layer in snapshot.topology.layers} \
+            if snapshot.topology else {}
         self.topology_error = snapshot.topology_error
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int) -> None:
