@@ -247,3 +247,11 @@ def test_cli_exits_3_on_the_round_limit(monkeypatch: pytest.MonkeyPatch, capsys:
     assert yaml.safe_load(out)["truncated"] is True
     assert err == ("koordpy simulate: error: stopped at the limit of 1 scheduling rounds before the cluster "
                    "settled; the result above is partial\n")
+
+
+@pytest.mark.parametrize("value", ["9999-12-31T23:59:59Z", float("inf"), float("nan")])
+def test_creation_time_out_of_range_is_refused(value: object) -> None:
+    stamped = node("n")
+    stamped["metadata"]["creationTimestamp"] = value
+    with pytest.raises(InputError, match=r"^c\.yaml: Node n: metadata\.creationTimestamp: out of range"):
+        World.from_objects([("c.yaml", stamped), ("c.yaml", pod("p", cpu="1"))])

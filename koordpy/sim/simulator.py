@@ -68,8 +68,11 @@ class World:
             meta = raw.get("metadata")
             if not isinstance(meta, dict):
                 continue  # the model's parse names the field
+            reader = Reader(object_ref(raw))
             try:  # the API layer's one reading of times, so that the simulator cannot disagree with it
-                ts = Reader(object_ref(raw)).timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+                ts = reader.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+                if ts is not None:
+                    _check_range(reader, ts + 1 + len(docs) * CREATION_STEP)  # later objects are stamped after it
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             if ts is not None:
@@ -236,6 +239,14 @@ def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup]) -> None:
     if gang is not None:
         gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
     topology_index(ref, pod.annotations)
+
+
+def _check_range(reader: Reader, ts: float) -> None:
+    try:
+        datetime.fromtimestamp(ts, tz=UTC)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise reader.fail("metadata.creationTimestamp", "out of range (the simulation needs to stamp objects "
+                          "created after it)") from exc
 
 
 def _with_creation(raw: dict[str, Any], ts: float) -> dict[str, Any]:
