@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,38 +18,160 @@ from koordpy import __version__
 from koordpy.sim.simulator import InputError, SimulationResult, World, simulate
 
 FOLDER_SUFFIXES = (".yaml", ".yml")  # a folder's JSON files are often not manifests
+FOLDER_RULE = "only *.yaml/*.yml are read from folders"
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+EXIT_INPUT = 2
+EXIT_ROUND_LIMIT = 3
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+# libyaml's parser is several times faster on a cluster-sized dump; the constructor stays Python either way.
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Every object in the given files and folders (a folder's files in name order)."""
-    files: list[Path] = []
+class NoDuplicateKeys(yaml.constructor.SafeConstructor):
+    """Refuses a key given twice in one mapping (PyYAML keeps the last, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        explicit = [k for k, _ in node.value]  # before flatten_mapping splices merged (<<) keys in
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if len(mapping) == len(node.value) == len(explicit):
+            return mapping
+        seen: dict[Any, yaml.Node] = {}
+        for key_node in explicit:
+            if key_node.tag == _MERGE_TAG:
+                continue  # a merged key that is also given explicitly is overridden by design
+            key = self.construct_object(key_node)  # already constructed above: a cache look-up
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark)
+            seen[key] = key_node
+        return mapping
+
+
+class _Loader(NoDuplicateKeys, _BaseLoader):  # type: ignore[valid-type,misc]
+    pass
+
+
+class UsageError(ValueError):
+    """Input that is wrong as a whole rather than in one object (exit 2 too)."""
+
+
+@dataclass
+class Loaded:
+    docs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def yaml_problem(name: str, text: str, exc: yaml.YAMLError) -> str:
+    """``NAME:LINE:COLUMN: problem`` on one line, instead of PyYAML's multi-line dump."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "not valid YAML"
+        if exc.problem and exc.context and exc.context_mark is not None:
+            problem += f" ({exc.context} at line {exc.context_mark.line + 1})"
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
+        return f"{where}: {problem}"
+    if isinstance(exc, yaml.reader.ReaderError):
+        before = text[:exc.position]
+        line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f"{name}:{line}:{column}: unacceptable character #x{char:04x}: {exc.reason}"
+    return f"{name}: not valid YAML: {' '.join(str(exc).split())}"
+
+
+def parse_manifests(name: str, text: str) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+    """The objects in one file's text, each with ``NAME (document N[, item M])``; and, when there are
+    none, why (for the message)."""
+    try:
+        loaded = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.YAMLError as exc:
+        raise UsageError(yaml_problem(name, text, exc)) from exc
+    docs: list[tuple[str, dict[str, Any]]] = []
+    lists = 0
+    for i, doc in enumerate(loaded):
+        where = f"{name} (document {i + 1})"
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise InputError(where, f"not a Kubernetes object (a {type(doc).__name__})")
+        if not str(doc.get("kind", "")).endswith("List") or "items" not in doc:
+            docs.append((where, doc))
+            continue
+        items = doc["items"] if doc["items"] is not None else []
+        if not isinstance(items, list):
+            raise InputError(where, f"{doc['kind']}: items: expected a list, got {type(items).__name__}")
+        lists += 1
+        docs.extend((f"{name} (document {i + 1}, item {j + 1})", item) for j, item in enumerate(items))
+    why = "a List with no items" if lists else "empty"
+    return docs, why
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"cannot read: not UTF-8 text (byte {exc.start})") from exc
+
+
+def _read_stdin(stdin: TextIO) -> str:
+    try:
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise InputError(STDIN_NAME, f"cannot read: not UTF-8 text (byte {exc.start})") from exc
+
+
+def load_documents(paths: list[str], stdin: TextIO | None = None) -> Loaded:
+    """Every object in the given files, folders (their ``*.yaml``/``*.yml`` in name order) and ``-``
+    (standard input), in order. An input that yields no object is an error: a replay whose
+    ``kubectl get`` failed must not quietly simulate an empty cluster."""
+    if paths.count(STDIN) > 1:
+        raise UsageError(f"'-f -' given {paths.count(STDIN)} times: standard input can be read once")
+    out = Loaded()
+    empty: list[str] = []
     for p in paths:
+        if p == STDIN:
+            found, why = parse_manifests(STDIN_NAME, _read_stdin(stdin or sys.stdin))
+            out.docs.extend(found)
+            if not found:
+                empty.append(f"{STDIN_NAME} ({why})")
+            continue
         path = Path(p)
         if path.is_dir():
-            files.extend(sorted(f for f in path.iterdir() if f.suffix in FOLDER_SUFFIXES and f.is_file()))
-        elif path.is_file():
-            files.append(path)
+            _load_folder(path, out, empty)
+        elif path.exists():  # a regular file, or a pipe such as <(kubectl get ... -o yaml)
+            found, why = parse_manifests(p, _read(path))
+            out.docs.extend(found)
+            if not found:
+                empty.append(f"{p} ({why})")
         else:
             raise InputError(p, "no such file or folder")
-    docs: list[tuple[str, dict[str, Any]]] = []
+    if empty:
+        raise UsageError(f"no Kubernetes objects in: {'; '.join(empty)}")
+    return out
+
+
+def _load_folder(path: Path, out: Loaded, empty: list[str]) -> None:
+    label = str(path).rstrip("/") + "/"
+    entries = sorted(path.iterdir())
+    files = [f for f in entries if f.suffix.lower() in FOLDER_SUFFIXES and f.is_file()]
+    skipped = [f.name + ("/" if f.is_dir() else "") for f in entries if f not in files]
+    found_here = 0
     for f in files:
-        try:
-            loaded = list(yaml.safe_load_all(f.read_text(encoding="utf-8")))
-        except yaml.YAMLError as exc:
-            raise InputError(str(f), f"not valid YAML: {exc}") from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(f), f"cannot read: {exc}") from exc
-        for i, doc in enumerate(loaded):
-            if doc is None:
-                continue
-            if not isinstance(doc, dict):
-                raise InputError(str(f), f"document {i + 1} is not a Kubernetes object")
-            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") else None
-            if isinstance(items, list):
-                docs.extend((str(f), item) for item in items)
-            else:
-                docs.append((str(f), doc))
-    return docs
+        found, _ = parse_manifests(str(f), _read(f))
+        out.docs.extend(found)
+        found_here += len(found)
+    if found_here and skipped:
+        out.notes.append(f"{label}: skipped {', '.join(skipped)} ({FOLDER_RULE})")
+    elif not found_here:
+        parts = [f"read {', '.join(f.name for f in files)}: no objects"] if files else []
+        if skipped:
+            parts.append(f"skipped {', '.join(skipped)}: {FOLDER_RULE}")
+        empty.append(f"{label} ({'; '.join(parts) or 'an empty folder'})")
 
 
 def print_table(result: SimulationResult, out: TextIO) -> None:
@@ -68,12 +191,19 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
 
 
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     try:
-        world = World.from_objects(load_documents(args.file))
-    except InputError as exc:
-        print(f"koordpy simulate: error: {exc}", file=sys.stderr)
-        return 2
+        loaded = load_documents(args.file)
+        world = World.from_objects(loaded.docs)
+    except (InputError, UsageError) as exc:
+        print(f"koordpy simulate: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INPUT
+    for line in loaded.notes:
+        print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.ignored:
         print(f"koordpy simulate: note: not acted on: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
@@ -82,21 +212,78 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_table(result, sys.stdout)
+    if result.truncated:
+        sys.stdout.flush()
+        print(f"koordpy simulate: error: stopped at the limit of {result.rounds} scheduling rounds before "
+              "the cluster settled; the result above is partial", file=sys.stderr)
+        return EXIT_ROUND_LIMIT
     return 0
 
 
+HELP = "A gang- and network-topology-aware Kubernetes scheduler."
+
+EPILOG = """\
+examples:
+  # where would these pods go, or why would they wait? (offline, no cluster needed)
+  koordpy simulate -f examples/spine-block
+
+  # schedule the pods whose spec.schedulerName is koordpy in a cluster
+  koordpy run --kubeconfig ~/.kube/config
+
+`koordpy COMMAND --help` tells more about each command.
+"""
+
+SIMULATE_HELP = """\
+Schedules Kubernetes manifests offline, with the same core as `koordpy run`, and prints
+where each pod lands or why it waits. Pods with spec.nodeName are running there; pending
+pods whose schedulerName is ours are scheduled. Nothing is sent to a cluster.
+"""
+
+SIMULATE_EPILOG = """\
+examples:
+  # the built-in example: a folder of manifests
+  koordpy simulate -f examples/spine-block
+
+  # what if: replay a live cluster from standard input, add a new job
+  kubectl get nodes,pods,podgroups,clusternetworktopologies,priorityclasses -A -o yaml \\
+    | koordpy simulate -f - -f new-job.yaml
+
+exit status: 0 simulated (pods that cannot be placed are listed as Pending, with why);
+2 invalid input (one line on stderr naming the file, the object and the field);
+3 the simulation hit its round limit (the printed result is partial).
+"""
+
+RUN_HELP = """\
+Runs as a scheduler in a cluster, beside kube-scheduler: watches nodes, pods, PriorityClasses,
+PodGroups and the ClusterNetworkTopology, and binds the pods whose spec.schedulerName is one of
+its names.
+"""
+
+RUN_EPILOG = """\
+example:
+  koordpy run --kubeconfig ~/.kube/config --scheduler-name koordpy
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="koordpy", description=__doc__)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="koordpy", description=HELP, epilog=EPILOG, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"koordpy {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="schedule manifests offline, no cluster needed")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    sim = sub.add_parser("simulate", help="where would these pods go, or why would they wait? Schedules "
+                         "manifests offline with the same core as `run`; no cluster needed",
+                         description=SIMULATE_HELP, epilog=SIMULATE_EPILOG, formatter_class=raw)
     sim.add_argument("-f", "--file", action="append", required=True, metavar="PATH",
-                     help="a manifest file or a folder of them; repeatable, read in order")
-    sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
+                     help="a manifest file, a folder of *.yaml/*.yml, or - for standard input; "
+                          "repeatable, read in order")
+    sim.add_argument("-o", "--output", choices=("json", "table"), default="table",
+                     help="table (default) or json")
     sim.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are ours (default: koordpy); repeatable")
     sim.set_defaults(func=cmd_simulate)
-    live = sub.add_parser("run", help="run as a scheduler in a cluster")
+    live = sub.add_parser("run", help="the live scheduler, beside kube-scheduler: binds the pods whose "
+                          "spec.schedulerName is one of its names",
+                          description=RUN_HELP, epilog=RUN_EPILOG, formatter_class=raw)
     live.add_argument("--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, else in-cluster config")
     live.add_argument("--scheduler-name", action="append", metavar="NAME",
                       help="claim pods with this spec.schedulerName (default: koordpy); repeatable")

@@ -62,20 +62,135 @@ def write(tmp_path: Path, name: str, *objects: object) -> str:
 def test_invalid_input_exits_2_naming_file_object_and_field(tmp_path: Path, objects: list[object],
                                                             needles: list[str]) -> None:
     path = write(tmp_path, "bad.yaml", node("n"), *objects)
-    run = koordpy("simulate", "-f", path, "-o", "json")
-    assert run.returncode == 2 and run.stdout == ""
-    assert path in run.stderr
+    line = one_error_line(koordpy("simulate", "-f", path, "-o", "json"))
+    assert line.startswith(f"{path} (document 2): ")
     for needle in needles:
-        assert needle in run.stderr
+        assert needle in line
+
+
+def one_error_line(run: subprocess.CompletedProcess[str]) -> str:
+    """Bad input exits 2 with exactly one line on stderr, nothing on stdout, never a traceback."""
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert run.stdout == "" and "Traceback" not in run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("koordpy simulate: error: "), run.stderr
+    return lines[0].removeprefix("koordpy simulate: error: ")
 
 
 def test_unparseable_yaml_and_missing_file(tmp_path: Path) -> None:
     bad = tmp_path / "broken.yaml"
-    bad.write_text("kind: [unclosed")
-    run = koordpy("simulate", "-f", str(bad))
-    assert run.returncode == 2 and "broken.yaml: not valid YAML" in run.stderr
-    missing = koordpy("simulate", "-f", str(tmp_path / "nope.yaml"))
-    assert missing.returncode == 2 and "no such file" in missing.stderr
+    bad.write_text("kind: Pod\nmetadata: {name: [unclosed\n")
+    assert one_error_line(koordpy("simulate", "-f", str(bad))) == (
+        f"{bad}:3:1: did not find expected ',' or ']' (while parsing a flow sequence at line 2)")
+    missing = tmp_path / "nope.yaml"
+    assert one_error_line(koordpy("simulate", "-f", str(missing))) == f"{missing}: no such file or folder"
+
+
+def test_duplicate_yaml_key_is_an_error_not_last_one_wins(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(node("n")) + "---\n" + yaml.safe_dump(pod("p", cpu="1"))
+                    + "spec:\n  nodeName: n\n")
+    line = one_error_line(koordpy("simulate", "-f", str(path)))
+    assert re.fullmatch(re.escape(str(path)) + r":\d+:1: duplicate key 'spec' \(first at line \d+\)", line)
+
+
+def test_same_object_in_two_files_names_both_places(tmp_path: Path) -> None:
+    a = write(tmp_path, "a.yaml", node("n1"), node("n2"), podgroup("g", 1))
+    b = write(tmp_path, "b.yaml", podgroup("g", 2))
+    assert one_error_line(koordpy("simulate", "-f", a, "-f", b)) == (
+        f"{b} (document 1): PodGroup default/g: metadata.name: defined twice, first in {a} (document 3)")
+    c = write(tmp_path, "c.yaml", pod("p", cpu="1"))
+    assert one_error_line(koordpy("simulate", "-f", a, "-f", c, "-f", c)) == (
+        f"{c} (document 1): Pod default/p: metadata.name: defined twice, first in {c} (document 1)")
+
+
+def test_empty_input_exits_2_saying_what_was_read_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("")
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello")
+    (folder / "x.json").write_text("{}")
+    nodes = write(tmp_path, "nodes.yaml", node("n"))
+    run = koordpy("simulate", "-f", str(tmp_path / "a.txt"), "-f", str(folder), "-f", nodes)
+    assert one_error_line(run) == (f"no Kubernetes objects in: {tmp_path}/a.txt (empty); {folder}/ (skipped "
+                                   "notes.txt, x.json: only *.yaml/*.yml are read from folders)")
+
+
+def test_stdin_empty_because_kubectl_failed_is_an_error() -> None:
+    run = subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", "-"], input="", capture_output=True,
+                         text=True, cwd=ROOT, check=False)
+    assert one_error_line(run) == "no Kubernetes objects in: <stdin> (empty)"
+    twice = koordpy("simulate", "-f", "-", "-f", "-")
+    assert one_error_line(twice) == "'-f -' given 2 times: standard input can be read once"
+
+
+NEW_JOB = """\
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: new-job, namespace: ml}
+spec: {minMember: MIN}
+"""
+NEW_POD = """\
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: new-job-I
+  namespace: ml
+  labels: {pod-group.scheduling.sigs.k8s.io: new-job}
+spec:
+  schedulerName: koordpy
+  priorityClassName: training
+  containers:
+  - name: main
+    image: trainer:2
+    resources:
+      requests: {cpu: 7900m, memory: 16Gi, ephemeral-storage: 10Gi}
+"""
+
+
+def replay(tmp_path: Path, pods: int) -> subprocess.CompletedProcess[str]:
+    """The what-if workflow: a live cluster's kubectl dump on stdin, plus a job that is not submitted yet."""
+    job = tmp_path / "new-job.yaml"
+    job.write_text(NEW_JOB.replace("MIN", str(pods)) + "".join(NEW_POD.replace("-I", f"-{i}") for i in range(pods)))
+    cluster = (ROOT / "tests" / "data" / "kubectl-get-cluster.yaml").read_text()
+    return subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", "-", "-f", str(job), "-o", "json"],
+                          input=cluster, capture_output=True, text=True, cwd=ROOT, check=False)
+
+
+def test_replay_a_kubectl_dump_from_stdin_and_the_job_lands(tmp_path: Path) -> None:
+    run = replay(tmp_path, 2)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    out = json.loads(run.stdout)
+    # worker-1 has 7.8 CPUs left after its running pods; worker-2 has all of them back from its finished pod;
+    # the control-plane node is tainted. Pods of other schedulers stay as they are.
+    assert out["bound"] == {"ml/new-job-0": "worker-2", "ml/new-job-1": "worker-2"}
+    assert out["pending"] == {}
+    assert out["podgroups"]["ml/new-job"]["phase"] == "Scheduled"
+    assert out["podgroups"]["ml/old-job"] == {"phase": "Running", "scheduled": 1, "minMember": 1}
+    assert out["truncated"] is False
+
+
+def test_replay_a_kubectl_dump_and_the_job_waits_saying_why(tmp_path: Path) -> None:
+    run = replay(tmp_path, 3)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["bound"] == {}
+    assert set(out["pending"]) == {"ml/new-job-0", "ml/new-job-1", "ml/new-job-2"}
+    why = "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint"
+    assert all(why in msg for msg in out["pending"].values()), out["pending"]
+
+
+def test_help_speaks_to_users() -> None:
+    top = koordpy("--help")
+    assert top.returncode == 0
+    assert "koordpy simulate -f examples/spine-block" in top.stdout
+    assert "koordpy run --kubeconfig" in top.stdout
+    assert "only places that do I/O" not in top.stdout  # not the module's docstring
+    sim = koordpy("simulate", "--help")
+    assert sim.returncode == 0
+    assert "| koordpy simulate -f - -f new-job.yaml" in sim.stdout
+    assert "kubectl get nodes,pods,podgroups,clusternetworktopologies,priorityclasses -A -o yaml" in sim.stdout
 
 
 def test_unschedulable_workload_exits_0(tmp_path: Path) -> None:
@@ -95,5 +210,7 @@ def test_list_kind_and_folder_order(tmp_path: Path) -> None:
     (tmp_path / "a-nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [node("n")]}))
     write(tmp_path, "b-pods.yaml", pod("p", cpu="1"))
     (tmp_path / "expected.json").write_text("{}")  # a folder's JSON is not read as manifests
-    out = json.loads(koordpy("simulate", "-f", str(tmp_path), "-o", "json").stdout)
-    assert out["bound"] == {"default/p": "n"}
+    run = koordpy("simulate", "-f", str(tmp_path), "-o", "json")
+    assert json.loads(run.stdout)["bound"] == {"default/p": "n"}
+    assert run.stderr == (f"koordpy simulate: note: {tmp_path}/: skipped expected.json "
+                          "(only *.yaml/*.yml are read from folders)\n")

@@ -66,15 +66,27 @@ class World:
             if not isinstance(raw, dict):
                 raise InputError(source, f"expected a Kubernetes object, got {type(raw).__name__}")
             meta = raw.get("metadata")
-            ts = meta.get("creationTimestamp") if isinstance(meta, dict) else None
-            if isinstance(ts, str | datetime):
-                try:
-                    stamped.append(datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp())
-                except ValueError as exc:
-                    raise InputError(source, ParseError(object_ref(raw), "metadata.creationTimestamp",
-                                                        f"expected an RFC 3339 time, got {ts!r}")) from exc
+            if not isinstance(meta, dict):
+                continue  # the model's parse names the field
+            reader = Reader(object_ref(raw))
+            try:  # the API layer's one reading of times, so that the simulator cannot disagree with it
+                ts = reader.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+                if ts is not None:
+                    _check_range(reader, ts + 1 + len(docs) * CREATION_STEP)  # later objects are stamped after it
+            except ParseError as exc:
+                raise InputError(source, exc) from exc
+            if ts is not None:
+                stamped.append(ts)
         base = max([DEFAULT_EPOCH, *(t + 1 for t in stamped)])
         pending_pods: list[tuple[str, dict[str, Any]]] = []
+        first_seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first defined
+
+        def once(kind: str, key: str, source: str) -> None:
+            if (kind, key) in first_seen:
+                raise InputError(source, ParseError(f"{kind} {key}", "metadata.name",
+                                                    f"defined twice, first in {first_seen[kind, key]}"))
+            first_seen[kind, key] = source
+
         for seq, (source, raw) in enumerate(docs):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
             if kind_key in PASSIVE_KINDS:
@@ -87,31 +99,35 @@ class World:
             try:
                 if kind_key[1] == "Node":
                     node = Node.from_raw(raw)
+                    once("Node", node.name, source)
                     world.nodes[node.name] = node
                 elif kind_key[1] == "Pod":
                     pending_pods.append((source, raw))
                 elif kind_key[1] == "PriorityClass":
                     pc = PriorityClass.from_raw(raw)
+                    once("PriorityClass", pc.name, source)
                     world.priority_classes[pc.name] = pc
                 elif kind_key[1] == "PodGroup":
                     pg = PodGroup.from_raw(raw)
+                    once("PodGroup", pg.key, source)
                     world.podgroups[pg.key] = pg
                 else:
                     cnt = ClusterNetworkTopology.from_raw(raw)
                     if cnt.name != "default":
                         raise ParseError(object_ref(raw), "metadata.name",
                                          f"koordpy reads the ClusterNetworkTopology named 'default', not {cnt.name!r}")
+                    once("ClusterNetworkTopology", cnt.name, source)
                     world.topology = cnt
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         for source, raw in pending_pods:
             try:
-                pod = world._admit(Pod.from_raw(raw))
+                pod = Pod.from_raw(raw)
+                once("Pod", pod.key, source)
+                pod = world._admit(pod)
                 _validate_annotations(pod, world.podgroups)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
-            if pod.key in world.pods:
-                raise InputError(source, ParseError(f"Pod {pod.key}", "metadata.name", "defined twice"))
             world.pods[pod.key] = pod
         world.now = base + len(docs) * CREATION_STEP
         return world
@@ -166,6 +182,7 @@ class SimulationResult:
     events: list[Event]
     rounds: int
     ignored: list[str]
+    truncated: bool = False  # stopped at MAX_ROUNDS before the world settled: the result is partial
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +194,7 @@ class SimulationResult:
             "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
                         "message": e.message} for e in self.events],
             "rounds": self.rounds,
+            "truncated": self.truncated,
         }
 
 
@@ -187,6 +205,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     events: list[Event] = []
     result = CycleResult()
     rounds = 0
+    truncated = False
     while rounds < MAX_ROUNDS:
         rounds += 1
         result = schedule(world.snapshot(scheduler_names), state, world.now)
@@ -198,6 +217,8 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
             world.now = result.next_deadline
             continue
         break
+    else:
+        truncated = True
     claimed = world.snapshot(scheduler_names)
     pending = {p.key: result.pending.get(p.key, p.unschedulable_message) for p in claimed.pods
                if claimed.claims(p)}
@@ -207,7 +228,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         podgroups={k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
                    for k, pg in world.podgroups.items()},
         detail_status=detail_status(cluster.tree) if world.topology else [],
-        events=events, rounds=rounds, ignored=world.ignored,
+        events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
     )
 
 
@@ -218,6 +239,14 @@ def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup]) -> None:
     if gang is not None:
         gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
     topology_index(ref, pod.annotations)
+
+
+def _check_range(reader: Reader, ts: float) -> None:
+    try:
+        datetime.fromtimestamp(ts, tz=UTC)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise reader.fail("metadata.creationTimestamp", "out of range (the simulation needs to stamp objects "
+                          "created after it)") from exc
 
 
 def _with_creation(raw: dict[str, Any], ts: float) -> dict[str, Any]:
