@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import yaml
 
@@ -24,6 +24,7 @@ STDIN_NAME = "<stdin>"
 EXIT_INPUT = 2
 EXIT_ROUND_LIMIT = 3
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
 
 # libyaml's parser is several times faster on a cluster-sized dump; the constructor stays Python either way.
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -51,7 +52,69 @@ class NoDuplicateKeys(yaml.constructor.SafeConstructor):
 
 
 class _Loader(NoDuplicateKeys, _BaseLoader):  # type: ignore[valid-type,misc]
-    pass
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        # Most scalars of a manifest are quoted, or plain and starting with a character no implicit
+        # type (int, bool, null, timestamp...) can start with: they are strings, decided without
+        # the regex walk. The rest, and every collection, goes the usual way.
+        if kind is yaml.ScalarNode and (not implicit[0] or (value and value[0] not in _IMPLICIT_FIRST)):
+            return _STR_TAG
+        return super().resolve(kind, value, implicit)
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass  # no path resolvers are registered, so there is no path to track
+
+    def ascend_resolver(self) -> None:
+        pass
+
+
+_IMPLICIT_FIRST = frozenset(k for k in _Loader.yaml_implicit_resolvers if k)
+
+
+def _documents(text: str) -> list[Any]:
+    """Every document of ``text``. libyaml composes the nodes; turning them into dicts and lists here,
+    strings straight from the node, costs half of what PyYAML's generic constructor does on a
+    cluster-sized dump. Anything unusual (merge keys, non-string scalars, unknown tags) still goes
+    through the constructor above, duplicate check and error messages included."""
+    loader = cast(Any, _Loader)(text)  # its libyaml base is untyped
+    try:
+        out = []
+        while loader.check_node():
+            node = loader.get_node()
+            out.append(None if node is None else _build(node, loader, {}))
+        return out
+    finally:
+        loader.dispose()
+
+
+def _build(node: yaml.Node, loader: _Loader, seen: dict[int, Any]) -> Any:
+    kind = node.__class__
+    if kind is yaml.ScalarNode:
+        return node.value if node.tag == _STR_TAG else loader.construct_object(node, deep=True)
+    done = seen.get(id(node))  # an alias of a collection built already
+    if done is not None:
+        return done
+    if kind is yaml.SequenceNode:
+        items: list[Any] = []
+        seen[id(node)] = items
+        items.extend(_build(n, loader, seen) for n in node.value)
+        return items
+    if node.tag != "tag:yaml.org,2002:map" or any(k.tag == _MERGE_TAG for k, _ in node.value):
+        return loader.construct_object(node, deep=True)
+    mapping: dict[Any, Any] = {}
+    seen[id(node)] = mapping
+    for key_node, value_node in node.value:
+        key = _build(key_node, loader, seen)
+        try:
+            duplicate = key in mapping
+        except TypeError as exc:
+            raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                    "found unhashable key", key_node.start_mark) from exc
+        if duplicate:
+            first = next(k for k, _ in node.value if k is not key_node and _build(k, loader, seen) == key)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {first.start_mark.line + 1})", key_node.start_mark)
+        mapping[key] = _build(value_node, loader, seen)
+    return mapping
 
 
 class UsageError(ValueError):
@@ -85,9 +148,11 @@ def parse_manifests(name: str, text: str) -> tuple[list[tuple[str, dict[str, Any
     """The objects in one file's text, each with ``NAME (document N[, item M])``; and, when there are
     none, why (for the message)."""
     try:
-        loaded = list(yaml.load_all(text, Loader=_Loader))
+        loaded = _documents(text)
     except yaml.YAMLError as exc:
         raise UsageError(yaml_problem(name, text, exc)) from exc
+    except RecursionError as exc:
+        raise UsageError(f"{name}: nested too deeply to be a Kubernetes object") from exc
     docs: list[tuple[str, dict[str, Any]]] = []
     lists = 0
     for i, doc in enumerate(loaded):

@@ -255,3 +255,14 @@ def test_creation_time_out_of_range_is_refused(value: object) -> None:
     stamped["metadata"]["creationTimestamp"] = value
     with pytest.raises(InputError, match=r"^c\.yaml: Node n: metadata\.creationTimestamp: out of range"):
         World.from_objects([("c.yaml", stamped), ("c.yaml", pod("p", cpu="1"))])
+
+
+def test_yaml_nested_too_deeply_is_one_line_not_a_traceback() -> None:
+    with pytest.raises(cli.UsageError, match=r"^f\.yaml: nested too deeply"):
+        cli.parse_manifests("f.yaml", "a: " + "[" * 5000 + "]" * 5000 + "\n")
+
+
+def test_yaml_aliases_and_merge_keys_build_like_pyyaml() -> None:
+    text = "base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged:\n  <<: *b\n  y: 3\nkind: Node\n"
+    docs, _ = cli.parse_manifests("f.yaml", text)
+    assert [d for _, d in docs] == list(yaml.safe_load_all(text))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from koordpy.api.errors import ParseError
@@ -147,6 +148,8 @@ class Reader:
 
     def quantity(self, resource: str, value: Any, field: str) -> int:
         try:
+            if isinstance(value, str):  # a cluster repeats a handful of quantities thousands of times
+                return _cached_quantity(resource, value)
             return parse_quantity(resource, value)
         except ValueError as exc:
             raise self.fail(field, str(exc)) from exc
@@ -176,3 +179,8 @@ class Reader:
             return datetime.fromisoformat(value.upper().replace("Z", "+00:00")).timestamp()
         except ValueError as exc:
             raise self.fail(field, f"expected an RFC 3339 time, got {value!r}: {exc}") from exc
+
+
+@lru_cache(maxsize=4096)
+def _cached_quantity(resource: str, value: str) -> int:
+    return parse_quantity(resource, value)

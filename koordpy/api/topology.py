@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -98,6 +99,7 @@ class NetworkTopologySpec(_Model):
     gather: tuple[GatherRule, ...]
 
 
+@lru_cache(maxsize=1024)  # every pod of a gang carries the same text
 def parse_network_topology_spec(text: str) -> NetworkTopologySpec:
     """The ``network-topology-spec`` annotation; raises ValueError with the reason."""
     try:

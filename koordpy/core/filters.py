@@ -32,6 +32,7 @@ def constraints_key(pod: Pod) -> tuple[object, ...]:
 class StaticFit:
     mask: npt.NDArray[np.bool_]
     reasons: list[str | None]  # per node, the first static reason it fails, or None
+    counts: Counter[str]  # how many nodes each reason rules out
 
 
 def _static_reason(pod: Pod, node: Node) -> str | None:
@@ -61,15 +62,19 @@ class Filters:
         fit = self._static.get(key)
         if fit is None:
             reasons = [_static_reason(pod, n) for n in self.cluster.nodes]
-            fit = StaticFit(mask=np.array([r is None for r in reasons], dtype=np.bool_), reasons=reasons)
+            fit = StaticFit(mask=np.array([r is None for r in reasons], dtype=np.bool_), reasons=reasons,
+                            counts=Counter(r for r in reasons if r is not None))
             self._static[key] = fit
         return fit
 
     def static_counts(self, pods: list[Pod]) -> Counter[str]:
         """Per static reason, how many nodes it rules out for at least one of ``pods``."""
+        fits = list({id(f): f for f in (self.static(p) for p in pods)}.values())
+        if len(fits) == 1:
+            return Counter(fits[0].counts)
         counts: Counter[str] = Counter()
-        fits = [self.static(p) for p in pods]
-        for i in range(len(self.cluster.nodes)):
+        ruled_out = ~np.logical_and.reduce([f.mask for f in fits])
+        for i in np.flatnonzero(ruled_out).tolist():  # usually few: only they need a reason
             why = next((f.reasons[i] for f in fits if f.reasons[i] is not None), None)
             if why is not None:
                 counts[why] += 1
@@ -78,7 +83,7 @@ class Filters:
     def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
         static = self.static(pod)
-        counts: Counter[str] = Counter(r for r in static.reasons if r is not None)
+        counts: Counter[str] = Counter(static.counts)
         free = self.cluster.free()
         for j, res in enumerate(self.cluster.resources):
             if request[j] <= 0:
