@@ -103,7 +103,9 @@ class Node(_Model):
             c = r.mapping(cond, f"status.conditions[{i}]")
             if c.get("type") == "Ready":
                 ready = str(c.get("status")) == "True"
-        return cls(
+        # Every field was checked and typed by the Reader above; pydantic's second pass over
+        # thousands of nodes and pods would only repeat it.
+        return cls.model_construct(
             name=r.name(meta.get("name")),
             labels=r.str_map(meta.get("labels"), "metadata.labels"),
             allocatable=allocatable,
@@ -210,7 +212,7 @@ class Pod(_Model):
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
-        return cls(
+        return cls.model_construct(  # checked field by field above, as for Node
             namespace=r.namespace(meta.get("namespace")),
             name=r.name(meta.get("name")),
             uid=r.string(meta.get("uid"), "metadata.uid"),

@@ -8,7 +8,14 @@ from typing import Any
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.podgroup import PodGroup, PodGroupStatus, gang_config_from_pod, pod_gang_name, topology_index
+from koordpy.api.podgroup import (
+    ANN_TOPOLOGY_INDEX,
+    PodGroup,
+    PodGroupStatus,
+    gang_config_from_pod,
+    pod_gang_name,
+    topology_index,
+)
 from koordpy.api.raw import Reader
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.cycle import schedule
@@ -120,12 +127,13 @@ class World:
                     world.topology = cnt
             except ParseError as exc:
                 raise InputError(source, exc) from exc
+        valid: set[tuple[object, ...]] = set()
         for source, raw in pending_pods:
             try:
                 pod = Pod.from_raw(raw)
                 once("Pod", pod.key, source)
                 pod = world._admit(pod)
-                _validate_annotations(pod, world.podgroups)
+                _validate_annotations(pod, world.podgroups, valid)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
@@ -232,12 +240,17 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     )
 
 
-def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup]) -> None:
-    """What the live scheduler reports as an Event, the simulator refuses up front (exit 2)."""
+def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
+    """What the live scheduler reports as an Event, the simulator refuses up front (exit 2).
+    ``valid`` remembers declarations already accepted: a gang's pods repeat the same one."""
     ref = f"Pod {pod.key}"
     gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
     if gang is not None:
-        gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
+        pg = podgroups.get(gang)
+        key = (gang, id(pg), tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
+        if key not in valid:
+            gang_config_from_pod(ref, pod.namespace, pod.annotations, pg)
+            valid.add(key)
     topology_index(ref, pod.annotations)
 
 
