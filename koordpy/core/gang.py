@@ -14,6 +14,7 @@ from koordpy.api.objects import Pod
 from koordpy.api.podgroup import (
     ANN_TIMEOUT,
     GangConfig,
+    PodGroup,
     gang_config_from_pod,
     gang_config_from_podgroup,
     pod_gang_name,
@@ -80,49 +81,64 @@ def _creation(value: float | None) -> float:
     return value if value is not None else 0.0
 
 
+NOT_FOUND = ("PodGroup {key} not found; its pods wait until it is created "
+             "(or declare gang.scheduling.koordinator.sh/min-available on them)")
+
+
+def build_gang(key: str, podgroup: PodGroup | None, invalid: str | None, pods: list[Pod]) -> Gang | None:
+    """One gang from what declares it: its PodGroup (or the error that PodGroup failed to parse
+    with) and its live member pods; None when nothing declares it any more."""
+    if invalid is not None:
+        return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
+    if podgroup is None and not pods:
+        return None
+    cfg: GangConfig | None = None
+    err = None
+    if podgroup is not None:
+        creation = _creation(podgroup.creation)
+        try:
+            cfg = gang_config_from_podgroup(podgroup)
+        except ParseError as exc:
+            err = str(exc)
+    else:  # an annotation gang is as old as its first pod
+        creation = min(_creation(p.creation) for p in pods)
+    gang = Gang(key, cfg, pods, creation, err)
+    if err or not pods:
+        return gang
+    # Annotation values on the pods override the PodGroup; the earliest pod speaks for the gang.
+    first = min(pods, key=lambda p: (_creation(p.creation), p.name))
+    try:
+        cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroup)
+    except ParseError as exc:
+        gang.error = str(exc)
+        return gang
+    if cfg is None:
+        gang.error = NOT_FOUND.format(key=key)
+    gang.config = cfg
+    return gang
+
+
+def gang_member(pod: Pod) -> str | None:
+    """The gang a live pod belongs to, if any."""
+    return None if pod.terminal else pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+
+
 def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
     """Every gang the pods and PodGroups declare, and each member pod's gang key."""
-    gangs: dict[str, Gang] = {}
     member_of: dict[str, str] = {}
-    for pg in snapshot.podgroups.values():
-        try:
-            cfg: GangConfig | None = gang_config_from_podgroup(pg)
-            err = None
-        except ParseError as exc:
-            cfg, err = None, str(exc)
-        gangs[pg.key] = Gang(pg.key, cfg, [], _creation(pg.creation), err)
-    for bad, err in snapshot.invalid_podgroups.items():
-        gangs[bad] = Gang(bad, None, [], 0.0, f"PodGroup {bad} is invalid: {err}")
+    members: dict[str, list[Pod]] = {}
     for pod in snapshot.pods:
-        if pod.terminal:
-            continue
-        key = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
-        if key is None:
-            continue
-        member_of[pod.key] = key
-        gang = gangs.get(key)
-        if gang is None:
-            gang = gangs[key] = Gang(key, None, [], _creation(pod.creation))
-        gang.pods.append(pod)
-        if key not in snapshot.podgroups:  # an annotation gang is as old as its first pod
-            gang.creation = min(gang.creation, _creation(pod.creation))
-    for gang in gangs.values():
-        if gang.error:
-            continue
-        # Annotation values on the pods override the PodGroup; the earliest pod speaks for the gang.
-        first = min(gang.pods, key=lambda p: (_creation(p.creation), p.name), default=None)
-        if first is None:
-            continue
-        try:
-            cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations,
-                                       snapshot.podgroups.get(gang.key))
-        except ParseError as exc:
-            gang.error = str(exc)
-            continue
-        if cfg is None:
-            gang.error = (f"PodGroup {gang.key} not found; its pods wait until it is created "
-                          f"(or declare {'gang.scheduling.koordinator.sh/min-available'} on them)")
-        gang.config = cfg
+        key = gang_member(pod)
+        if key is not None:
+            member_of[pod.key] = key
+            members.setdefault(key, []).append(pod)
+    gangs: dict[str, Gang] = {}
+    for key in [*snapshot.podgroups, *snapshot.invalid_podgroups, *members]:
+        if key not in gangs:
+            gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
+                              members.get(key, []))
+            if gang is not None:
+                gangs[key] = gang
     return gangs, member_of
 
 
@@ -163,26 +179,43 @@ def claims(gang: Gang) -> tuple[str, ...]:
 def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], dict[str, Gang], dict[str, str]]:
     gangs, member_of = resolve_gangs(snapshot)
     groups = group_of(gangs)
-    claimed = [p for p in snapshot.pods if snapshot.claims(p)]
-    done = {k for k, g in gangs.items() if g.config is not None and not g.error and _satisfied_once(g, state)}
-    jobs: dict[str, Job] = {}
-    for pod in claimed:
-        prio = effective_priority(pod, snapshot.priority_classes)
-        gang_key = member_of.get(pod.key)
-        gang = gangs.get(gang_key) if gang_key else None
-        if gang is not None and gang.key in done:
-            gang = None  # once-satisfied: later members schedule as ordinary pods
-        if gang is None:
-            jobs[pod.key] = Job(pod.key, [], [pod], prio, _creation(pod.creation))
+    claimed: dict[str, list[Pod]] = {}
+    singles: list[Job] = []
+    for pod in snapshot.pods:
+        if not snapshot.claims(pod):
             continue
-        gid = groups[gang.key]
-        job = jobs.get(gid)
-        if job is None:
-            member_gangs = [gangs[k] for k in gid.split(",")]
-            job = jobs[gid] = Job(gid, member_gangs, [], prio, min(g.creation for g in member_gangs))
-        job.pods.append(pod)
-        job.priority = max(job.priority, prio)
-    return list(jobs.values()), gangs, groups
+        gang = gangs.get(member_of.get(pod.key, ""))
+        if gang is None or holds_alone(gang, state):
+            singles.append(single_job(pod, snapshot))
+        else:
+            claimed.setdefault(gang.key, []).append(pod)
+    jobs = {}
+    for key in claimed:
+        gid = groups[key]
+        if gid not in jobs:
+            job = group_job(gid, gangs, claimed, snapshot)
+            if job is not None:
+                jobs[gid] = job
+    return [*jobs.values(), *singles], gangs, groups
+
+
+def holds_alone(gang: Gang, state: SchedulerState) -> bool:
+    """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end."""
+    return gang.config is not None and not gang.error and _satisfied_once(gang, state)
+
+
+def single_job(pod: Pod, snapshot: Snapshot) -> Job:
+    return Job(pod.key, [], [pod], effective_priority(pod, snapshot.priority_classes), _creation(pod.creation))
+
+
+def group_job(gid: str, gangs: dict[str, Gang], claimed: dict[str, list[Pod]], snapshot: Snapshot) -> Job | None:
+    """The GangGroup ``gid``'s job: its gangs and their claimed pending pods (None without any)."""
+    member_gangs = [gangs[k] for k in gid.split(",")]
+    pods = [p for g in member_gangs for p in claimed.get(g.key, ())]
+    if not pods:
+        return None
+    prio = max(effective_priority(p, snapshot.priority_classes) for p in pods)
+    return Job(gid, member_gangs, pods, prio, min(g.creation for g in member_gangs))
 
 
 def _satisfied_once(gang: Gang, state: SchedulerState) -> bool:
