@@ -15,7 +15,6 @@ import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.podgroup import PodGroup
-from koordpy.controller import cache as cache_module
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
 from koordpy.controller.main import configure_logging
@@ -119,7 +118,7 @@ def test_a_parser_that_raises_anything_else_marks_the_object_invalid(monkeypatch
     def overflow(raw: dict[str, Any]) -> PodGroup:
         raise ArithmeticError("quantity overflow")
 
-    monkeypatch.setattr(cache_module.PodGroup, "from_raw", staticmethod(overflow))
+    monkeypatch.setattr(PodGroup, "from_raw", staticmethod(overflow))
     cache = Cache()
     cache.observe("PodGroup", "ADDED", rv(podgroup("huge", 2), 1))
     [bad] = cache.invalid_objects(NAMES)
