@@ -271,3 +271,14 @@ def test_a_logged_exception_carries_its_traceback(capsys: pytest.CaptureFixture[
         structlog.configure(**saved)
     assert line["event"] == "cycle failed" and line["level"] == "error"
     assert "Traceback" in line["exception"] and "ZeroDivisionError: the divisor was zero" in line["exception"]
+
+
+def test_a_cluster_network_topology_not_named_default_is_reported_and_ignored() -> None:
+    cache = Cache()
+    other = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+             "metadata": {"name": "mine", "resourceVersion": "1", "uid": "c1"}, "spec": {"networkTopologySpec": []}}
+    cache.observe("ClusterNetworkTopology", "ADDED", other)
+    snap = cache.snapshot(NAMES)
+    assert snap.topology is None and snap.topology_error is None and cache.topology_raw is None
+    [bad] = cache.invalid_objects(NAMES)
+    assert (bad.key, bad.uid) == ("mine", "c1") and "named 'default', not 'mine'" in bad.error

@@ -151,8 +151,9 @@ class Cache:
             elif kind == "PodGroup":
                 self.podgroups[key] = PodGroup.from_raw(raw)
             elif kind == "ClusterNetworkTopology":
-                if key != "default":
-                    return
+                if key != "default":  # reported, as `koordpy simulate` refuses it, and never used
+                    raise ParseError(object_ref(raw, kind), "metadata.name",
+                                     f"koordpy reads the ClusterNetworkTopology named 'default', not {key!r}")
                 self.topology_raw = raw
                 self.topology = ClusterNetworkTopology.from_raw(raw)
                 self.topology_changed = True
@@ -165,7 +166,7 @@ class Cache:
                 log.exception("parser failed", kind=kind, object=key)
             self._remove(kind, key)
             self.invalid[(kind, key)] = (err, raw)
-            if kind == "ClusterNetworkTopology":
+            if kind == "ClusterNetworkTopology" and key == "default":
                 self.topology_raw = raw
                 self.topology_changed = True
 
