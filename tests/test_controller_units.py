@@ -5,14 +5,23 @@ Everything that talks to an API server is tested in tests/integration on a real 
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
+import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from koordpy.api.podgroup import PodGroup
 from koordpy.controller.cache import Cache
-from koordpy.controller.writer import Conflict, Gone, with_retries
+from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
+from koordpy.controller.main import configure_logging
+from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, Conflict, Gone, cap, with_retries
 from tests.builders import node, pod, podgroup
+
+NAMES = frozenset({"koordpy"})
 
 
 def rv(obj: dict[str, Any], version: int) -> dict[str, Any]:
@@ -48,8 +57,10 @@ def test_invalid_objects_are_kept_as_errors_for_reporting() -> None:
     cache.observe("Pod", None, rv(pod("p", cpu="lots"), 2))
     snap = cache.snapshot(frozenset({"koordpy"}))
     assert "spec.minMember" in snap.invalid_podgroups["default/bad"]
-    [(key, err, _)] = cache.invalid_pending_pods(frozenset({"koordpy"}))
-    assert key == "default/p" and "resources.requests.cpu" in err
+    bad = {b.key: b for b in cache.invalid_objects(frozenset({"koordpy"}))}
+    assert set(bad) == {"default/bad", "default/p"}
+    assert bad["default/p"].claimed and "resources.requests.cpu" in bad["default/p"].error
+    assert not bad["default/bad"].claimed and bad["default/bad"].kind == "PodGroup"
     cache.observe("PodGroup", "MODIFIED", rv(podgroup("bad", 2), 3))  # fixed by the user
     assert "default/bad" in cache.podgroups and not cache.snapshot(frozenset()).invalid_podgroups
 
@@ -96,3 +107,178 @@ def test_a_resync_drops_what_was_deleted_unseen_and_keeps_what_is_newer() -> Non
     cache.observe("Pod", "ADDED", rv(pod("fresh"), 50))  # created after the list was taken
     dropped = cache.reconcile("Pod", [rv(pod("kept"), 7)], list_version=40)
     assert dropped == 1 and set(cache.pods) == {"default/fresh", "default/kept"}
+
+
+def uid(obj: dict[str, Any], value: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = value
+    return obj
+
+
+def test_a_parser_that_raises_anything_else_marks_the_object_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
+    def overflow(raw: dict[str, Any]) -> PodGroup:
+        raise ArithmeticError("quantity overflow")
+
+    monkeypatch.setattr(PodGroup, "from_raw", staticmethod(overflow))
+    cache = Cache()
+    cache.observe("PodGroup", "ADDED", rv(podgroup("huge", 2), 1))
+    [bad] = cache.invalid_objects(NAMES)
+    assert (bad.kind, bad.key) == ("PodGroup", "default/huge")
+    assert "PodGroup default/huge" in bad.error and "ArithmeticError: quantity overflow" in bad.error
+    assert "default/huge" in cache.snapshot(NAMES).invalid_podgroups
+
+
+def test_observe_never_raises_whatever_the_watch_delivers() -> None:
+    cache = Cache()
+    cache.observe("Pod", "ADDED", {"metadata": "not a mapping"})
+    cache.observe("Node", "MODIFIED", {"metadata": {"name": "n", "resourceVersion": "x"}, "status": []})
+    cache.observe("Pod", "ADDED", rv(pod("ok"), 3))
+    assert "default/ok" in cache.pods
+
+
+def gang_pod(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return pod(name, cpu="1", annotations={"gang.scheduling.koordinator.sh/name": "g",
+                                           "gang.scheduling.koordinator.sh/min-available": "2", **annotations})
+
+
+def test_pending_pods_with_bad_annotations_are_held_back_and_reported() -> None:
+    cache = Cache()
+    cache.observe("Node", None, rv(node("n1"), 1))
+    cache.observe("Pod", None, rv(gang_pod("a", {}), 2))
+    cache.observe("Pod", None, rv(gang_pod("b", {"gang.scheduling.koordinator.sh/groups": "[oops"}), 3))
+    cache.observe("Pod", None, rv(pod("c", annotations={
+        "gang.scheduling.koordinator.sh/network-topology-index": "first"}), 4))
+    cache.observe("Pod", None, rv(pod("theirs", scheduler="other", annotations={
+        "gang.scheduling.koordinator.sh/network-topology-index": "first"}), 5))
+    snap = cache.snapshot(NAMES)
+    assert sorted(p.name for p in snap.pods) == ["a", "theirs"]
+    bad = {b.key: b for b in cache.invalid_objects(NAMES)}
+    assert set(bad) == {"default/b", "default/c"} and all(b.claimed for b in bad.values())
+    assert "gang.scheduling.koordinator.sh/groups" in bad["default/b"].error
+    assert "network-topology-index" in bad["default/c"].error
+    cache.observe("Pod", "MODIFIED", rv(gang_pod("b", {}), 6))  # fixed
+    assert sorted(p.name for p in cache.snapshot(NAMES).pods) == ["a", "b", "theirs"]
+    assert [b.key for b in cache.invalid_objects(NAMES)] == ["default/c"]
+
+
+class FakeWriter:
+    """Records what the loop asks to write."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+        self.conditions: dict[str, str] = {}
+
+    def spawn(self, what: Coroutine[Any, Any, None]) -> None:
+        what.close()
+
+    def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> Coroutine[Any, Any, None]:
+        self.events.append((reason, obj, uid, message))
+        return asyncio.sleep(0)
+
+    def unschedulable(self, pod_key: str, message: str) -> None:
+        self.conditions[pod_key] = message
+
+    def flush(self, still_pending: Any) -> None:
+        pass
+
+
+def make_loop(cache: Cache) -> tuple[SchedulerLoop, FakeWriter]:
+    writer = FakeWriter()
+    return SchedulerLoop(cache, writer, NAMES), writer  # type: ignore[arg-type]
+
+
+async def test_reports_are_remembered_by_uid_and_forgotten_with_the_object() -> None:
+    cache = Cache()
+    loop, writer = make_loop(cache)
+    cache.observe("PodGroup", "ADDED", rv(uid(podgroup("bad", 0), "u1"), 1))
+    for _ in range(3):
+        cache.snapshot(NAMES)
+        loop._report_invalid()
+    assert [(r, o, u) for r, o, u, _ in writer.events] == [("InvalidPodGroup", "default/bad", "u1")]
+    cache.observe("PodGroup", "DELETED", rv(uid(podgroup("bad", 0), "u1"), 2))
+    cache.snapshot(NAMES)
+    loop._report_invalid()
+    assert loop._reported == {}  # nothing kept of what is gone
+    cache.observe("PodGroup", "ADDED", rv(uid(podgroup("bad", 0), "u2"), 3))  # same name, same error
+    cache.snapshot(NAMES)
+    loop._report_invalid()
+    assert [u for _, _, u, _ in writer.events] == ["u1", "u2"]
+
+
+async def test_claimed_invalid_pods_get_a_condition_and_an_event() -> None:
+    cache = Cache()
+    loop, writer = make_loop(cache)
+    cache.observe("Pod", "ADDED", rv(uid(pod("p", cpu="lots"), "p1"), 1))
+    cache.observe("Pod", "ADDED", rv(uid(pod("q", annotations={
+        "gang.scheduling.koordinator.sh/network-topology-index": "-1"}), "q1"), 2))
+    cache.snapshot(NAMES)
+    loop._report_invalid()
+    assert set(writer.conditions) == {"default/p", "default/q"}
+    assert writer.conditions["default/q"].startswith("invalid pod: Pod default/q:")
+    assert sorted((r, u) for r, _, u, _ in writer.events) == [("InvalidPod", "p1"), ("InvalidPod", "q1")]
+
+
+def test_messages_are_capped_with_a_marker() -> None:
+    assert cap("short", EVENT_LIMIT) == "short"
+    name = "g" * 100_000
+    for limit in (CONDITION_LIMIT, EVENT_LIMIT):
+        out = cap(f"gang {name} is waiting", limit)
+        assert len(out.encode()) <= limit and out.startswith("gang ggg")
+        assert out.endswith(f"[truncated {len(name) + 16} bytes to {limit}]")
+    wide = cap("é" * 5000, EVENT_LIMIT)  # never cut inside a character
+    assert len(wide.encode()) <= EVENT_LIMIT and "truncated 10000 bytes" in wide
+
+
+async def test_a_failing_cycle_backs_off_and_recovers() -> None:
+    cache = Cache()
+    loop, _ = make_loop(cache)
+    assert [loop.backoff() for loop.failures in range(8)] == [0, 1, 2, 4, 8, 16, 30, 30]
+    assert FAILURE_BACKOFF_MAX == 30
+    loop.failures = 0
+    calls = 0
+    fail = True
+
+    async def cycle() -> float | None:
+        nonlocal calls
+        calls += 1
+        cache.changed.set()  # the cluster keeps changing, as it does while a bad object sits there
+        if fail:
+            raise RuntimeError("boom")
+        return None
+
+    loop.cycle = cycle  # type: ignore[method-assign]
+    cache.changed.set()
+    task = asyncio.ensure_future(loop.run())
+    await asyncio.sleep(2.5)  # failing cycles at ~0 s, 1 s; the next only at 3 s
+    assert calls == 2 and loop.failures == 2
+    fail = False
+    await asyncio.sleep(1.0)
+    assert loop.failures == 0 and calls >= 3  # succeeded, and runs freely again
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_a_logged_exception_carries_its_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    saved = structlog.get_config()
+    try:
+        configure_logging("INFO")
+        try:
+            raise ZeroDivisionError("the divisor was zero")
+        except ZeroDivisionError:
+            structlog.get_logger("test").exception("cycle failed")
+        line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    finally:
+        structlog.configure(**saved)
+    assert line["event"] == "cycle failed" and line["level"] == "error"
+    assert "Traceback" in line["exception"] and "ZeroDivisionError: the divisor was zero" in line["exception"]
+
+
+def test_a_cluster_network_topology_not_named_default_is_reported_and_ignored() -> None:
+    cache = Cache()
+    other = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+             "metadata": {"name": "mine", "resourceVersion": "1", "uid": "c1"}, "spec": {"networkTopologySpec": []}}
+    cache.observe("ClusterNetworkTopology", "ADDED", other)
+    snap = cache.snapshot(NAMES)
+    assert snap.topology is None and snap.topology_error is None and cache.topology_raw is None
+    [bad] = cache.invalid_objects(NAMES)
+    assert (bad.key, bad.uid) == ("mine", "c1") and "named 'default', not 'mine'" in bad.error

@@ -1,7 +1,9 @@
 """The scheduler's view of the cluster, fed by watch events and the initial list.
 
-Objects are kept parsed; an object that does not parse is kept as an error so the loop
-can report it. Every update carries its resourceVersion, and an older one never replaces
+Objects are kept parsed; an object that does not parse, for whatever reason, is kept as an
+error so the loop can report it, and pending pods are held to the gang and topology
+annotation rules ``koordpy simulate`` enforces before they reach the core. Nothing a watch
+delivers can make ``observe`` raise. Every update carries its resourceVersion, and an older one never replaces
 a newer one (a watch that restarts may replay). Pods the scheduler has just bound are
 "assumed" on their node until the watch confirms the binding, so the next cycle cannot
 place something else in their room.
@@ -14,13 +16,44 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordpy.api.errors import ParseError
+import structlog
+
+from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.podgroup import PodGroup
+from koordpy.api.podgroup import PodGroup, gang_config_from_pod, pod_gang_name, topology_index
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.snapshot import Snapshot
 
+log = structlog.get_logger("koordpy.cache")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
+
+
+@dataclass(frozen=True)
+class InvalidObject:
+    """Something to report: an object that does not parse, or a pending pod whose gang or
+    topology annotations are wrong. ``claimed`` pods also get a PodScheduled=False condition."""
+
+    kind: str
+    key: str
+    uid: str
+    error: str
+    claimed: bool
+
+
+def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: dict[str, str]) -> str | None:
+    """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None.
+
+    A pod of a PodGroup that is itself invalid is not blamed for it: that error is the
+    PodGroup's, and its pods are held back with it by the core."""
+    ref = f"Pod {pod.key}"
+    try:
+        gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+        if gang is not None and gang not in invalid_groups:
+            gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
+        topology_index(ref, pod.annotations)
+    except ParseError as exc:
+        return str(exc)
+    return None
 
 
 def _rv(raw: dict[str, Any]) -> int:
@@ -52,9 +85,24 @@ class Cache:
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     topology_changed: bool = True
+    # Pending pods the last snapshot left out for their annotations: key -> error.
+    rejected: dict[str, str] = field(default_factory=dict)
+    # key -> (pod, its PodGroup, error) as last checked; the models are immutable and replaced
+    # on every update, so identity says whether the answer still holds.
+    _checked: dict[str, tuple[Pod, PodGroup | None, bool, str | None]] = field(default_factory=dict)
 
     def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
-        """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object)."""
+        """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object).
+
+        Never raises: a watch handler that raised would leave the object unknown to the cache
+        (kopf logs and drops the event; the pod watch would relist forever)."""
+        try:
+            self._observe(kind, event_type, raw)
+        except Exception:
+            log.exception("cannot process a watch event", kind=kind, event_type=event_type,
+                          object=object_ref(raw, kind) if isinstance(raw, dict) else repr(raw)[:200])
+
+    def _observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
         key = _key(kind, raw)
         rv = _rv(raw)
         seen = self.versions.get((kind, key), -1)
@@ -103,15 +151,22 @@ class Cache:
             elif kind == "PodGroup":
                 self.podgroups[key] = PodGroup.from_raw(raw)
             elif kind == "ClusterNetworkTopology":
-                if key != "default":
-                    return
+                if key != "default":  # reported, as `koordpy simulate` refuses it, and never used
+                    raise ParseError(object_ref(raw, kind), "metadata.name",
+                                     f"koordpy reads the ClusterNetworkTopology named 'default', not {key!r}")
                 self.topology_raw = raw
                 self.topology = ClusterNetworkTopology.from_raw(raw)
                 self.topology_changed = True
-        except ParseError as exc:
+        except Exception as exc:  # whatever a parser raises, the object is reported, never dropped
+            if isinstance(exc, ParseError):
+                err = str(exc)
+            else:
+                # A parser that fails other than with ParseError has a bug; the traceback says where.
+                err = f"{object_ref(raw, kind)}: cannot be read: {type(exc).__name__}: {exc}"
+                log.exception("parser failed", kind=kind, object=key)
             self._remove(kind, key)
-            self.invalid[(kind, key)] = (str(exc), raw)
-            if kind == "ClusterNetworkTopology":
+            self.invalid[(kind, key)] = (err, raw)
+            if kind == "ClusterNetworkTopology" and key == "default":
                 self.topology_raw = raw
                 self.topology_changed = True
 
@@ -123,6 +178,8 @@ class Cache:
         elif kind == "Pod":
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
+            self._checked.pop(key, None)
+            self.rejected.pop(key, None)
         elif kind == "PriorityClass":
             self.priority_classes.pop(key, None)
         elif kind == "PodGroup":
@@ -148,21 +205,54 @@ class Cache:
         for key, (_, since) in list(self.assumed.items()):
             if now - since > ASSUME_TTL:
                 del self.assumed[key]
+        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "PodGroup"}
         pods = []
+        self.rejected = {}
         for key, pod in self.pods.items():
             assumed = self.assumed.get(key)
-            pods.append(pod.model_copy(update={"node_name": assumed[0]}) if assumed and not pod.node_name else pod)
-        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "PodGroup"}
+            if assumed and not pod.node_name:
+                pod = pod.model_copy(update={"node_name": assumed[0]})
+            elif (pod.scheduler_name in scheduler_names and not pod.node_name and not pod.terminal
+                  and not pod.deleting):
+                err = self._annotation_error(key, pod, invalid_groups)
+                if err is not None:
+                    self.rejected[key] = err
+                    continue
+            pods.append(pod)
         return Snapshot(nodes=list(self.nodes.values()), pods=pods, podgroups=dict(self.podgroups),
                         topology=self.topology, priority_classes=dict(self.priority_classes),
                         scheduler_names=scheduler_names, invalid_podgroups=invalid_groups,
                         topology_error=self.topology_error())
 
-    def invalid_pending_pods(self, scheduler_names: frozenset[str]) -> list[tuple[str, str, dict[str, Any]]]:
-        """Claimed pods that do not parse: (key, error, raw), for the loop to report."""
+    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> str | None:
+        gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+        group = self.podgroups.get(gang) if gang else None
+        group_invalid = gang in invalid_groups
+        checked = self._checked.get(key)
+        if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
+            return checked[3]
+        err = annotation_error(pod, self.podgroups, invalid_groups)
+        self._checked[key] = (pod, group, group_invalid, err)
+        return err
+
+    def invalid_objects(self, scheduler_names: frozenset[str]) -> list[InvalidObject]:
+        """Everything the last snapshot could not use, for the loop to report. Pods of other
+        schedulers that are still pending are none of koordpy's business and are left out."""
         out = []
         for (kind, key), (err, raw) in self.invalid.items():
-            spec = raw.get("spec") or {}
-            if kind == "Pod" and spec.get("schedulerName") in scheduler_names and not spec.get("nodeName"):
-                out.append((key, err, raw))
+            meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+            spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
+            uid = str((meta or {}).get("uid") or "")
+            claimed = False
+            if kind == "Pod":
+                ours = (spec or {}).get("schedulerName") in scheduler_names
+                bound = bool((spec or {}).get("nodeName"))
+                if not ours and not bound:
+                    continue
+                claimed = ours and not bound
+            out.append(InvalidObject(kind, key, uid, err, claimed))
+        for key, err in self.rejected.items():
+            pod = self.pods.get(key)
+            if pod is not None:
+                out.append(InvalidObject("Pod", key, pod.uid, err, True))
         return out

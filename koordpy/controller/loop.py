@@ -1,4 +1,9 @@
-"""The scheduling loop: cache -> snapshot -> core cycle -> writes, whenever the cluster changes."""
+"""The scheduling loop: cache -> snapshot -> core cycle -> writes, whenever the cluster changes.
+
+A cycle that fails is logged with its traceback and retried after a backoff that doubles up
+to FAILURE_BACKOFF_MAX (and resets once a cycle succeeds): a failure that some object makes
+certain must not spin the scheduler, nor flood its log, at full speed.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import Any
 import structlog
 
 from koordpy.controller.cache import Cache
-from koordpy.controller.writer import ApiWriter, now_rfc3339
+from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
 from koordpy.core.gang import SchedulerState
@@ -18,6 +23,8 @@ from koordpy.core.naming import natural_key
 from koordpy.core.tree import detail_status, tree_from_cluster_network_topology
 
 log = structlog.get_logger("koordpy.loop")
+FAILURE_BACKOFF = 1.0
+FAILURE_BACKOFF_MAX = 30.0
 
 
 class SchedulerLoop:
@@ -30,12 +37,27 @@ class SchedulerLoop:
         self.flush_every = flush_every
         self.state = SchedulerState()
         self.cycles = 0
-        self._reported: dict[tuple[str, str], str] = {}
+        self.failures = 0  # cycles failed in a row
+        # What was reported, by UID (an object recreated under the same name is another object),
+        # holding only what is still invalid: object -> error.
+        self._reported: dict[str, str] = {}
         self._last_cycle = 0.0
+        self._retry_at = 0.0
+
+    def backoff(self) -> float:
+        """Seconds to wait before the next cycle after ``self.failures`` failures in a row."""
+        if not self.failures:
+            return 0.0
+        return float(min(FAILURE_BACKOFF * 2 ** min(self.failures - 1, 16), FAILURE_BACKOFF_MAX))
 
     async def run(self) -> None:
         deadline: float | None = None
         while True:
+            backing_off = self._retry_at - time.time()
+            if backing_off > 0:  # changes wait too: they are what may keep the cycle failing
+                await asyncio.sleep(min(self.flush_every, backing_off))
+                self.writer.flush(self._pending_info)
+                continue
             wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.cache.changed.wait(), timeout=wait)
@@ -49,14 +71,19 @@ class SchedulerLoop:
                 started = time.perf_counter()
                 try:
                     deadline = await self.cycle()
+                    self.failures = 0
                 except Exception:  # one bad cycle must not stop the scheduler
-                    log.exception("scheduling cycle failed")
-                    deadline = time.time() + 1.0
+                    self.failures += 1
+                    delay = self.backoff()
+                    log.exception("scheduling cycle failed", failures=self.failures, retry_in=delay)
+                    self._retry_at = deadline = time.time() + delay
                 self._last_cycle = min(time.perf_counter() - started, 0.5)
             self.writer.flush(self._pending_info)
 
     async def cycle(self) -> float | None:
         snap = self.cache.snapshot(self.names)
+        # Before the core runs, so that bad objects are reported even if the core then fails.
+        self._report_invalid()
         started = time.perf_counter()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
@@ -77,7 +104,6 @@ class SchedulerLoop:
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
                 self.writer.spawn(self.writer.event(d.kind, d.obj, uids.get(d.obj, ""), d.type, d.reason, d.message))
-        self._report_invalid()
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
@@ -104,16 +130,20 @@ class SchedulerLoop:
         return {"uid": str((raw.get("metadata") or {}).get("uid") or ""), "message": msg}
 
     def _report_invalid(self) -> None:
-        """Bad objects get an Event (once per distinct error); claimed pods also a condition."""
-        for key, err, _ in self.cache.invalid_pending_pods(self.names):
-            self.writer.unschedulable(key, f"invalid pod: {err}")
-        for (kind, key), (err, raw) in list(self.cache.invalid.items()):
-            if kind == "Pod" or self._reported.get((kind, key)) == err:
+        """Bad objects get an Event (once per object and distinct error); claimed pods also a
+        condition. Objects no longer invalid, deleted ones included, are forgotten."""
+        reported: dict[str, str] = {}
+        for bad in self.cache.invalid_objects(self.names):
+            if bad.claimed:
+                self.writer.unschedulable(bad.key, f"invalid pod: {bad.error}")
+            ident = bad.uid or f"{bad.kind} {bad.key}"
+            reported[ident] = bad.error
+            if self._reported.get(ident) == bad.error:
                 continue
-            self._reported[(kind, key)] = err
-            uid = str((raw.get("metadata") or {}).get("uid") or "")
-            log.warning("invalid object", kind=kind, object=key, error=err)
-            self.writer.spawn(self.writer.event(kind, key, uid, "Warning", f"Invalid{kind}", err))
+            log.warning("invalid object", kind=bad.kind, object=bad.key, uid=bad.uid, error=cap(bad.error, 1024))
+            self.writer.spawn(self.writer.event(bad.kind, bad.key, bad.uid, "Warning", f"Invalid{bad.kind}",
+                                                bad.error))
+        self._reported = reported
 
     async def _topology_status(self) -> None:
         raw = self.cache.topology_raw
@@ -123,7 +153,8 @@ class SchedulerLoop:
         current = raw.get("status") or {}
         if err:
             status: dict[str, Any] = {"conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec",
-                                                      "message": err, "lastTransitionTime": now_rfc3339()}]}
+                                                      "message": cap(err, CONDITION_LIMIT),
+                                                      "lastTransitionTime": now_rfc3339()}]}
         else:
             nodes = sorted(self.cache.nodes.values(), key=lambda n: natural_key(n.name))
             tree = tree_from_cluster_network_topology(self.cache.topology, nodes)

@@ -37,8 +37,10 @@ def configure_logging(level: str = "INFO") -> None:
     logging.getLogger("kopf").setLevel(logging.WARNING)
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
     structlog.configure(
+        # format_exc_info: a logged exception carries its traceback as text in the JSON line
+        # ("exception"); without it, the line said exc_info=true and nothing more.
         processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
-                    structlog.processors.JSONRenderer()],
+                    structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),
     )
 
@@ -136,10 +138,15 @@ def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistr
     def watcher(kind: str) -> Any:
         # async, so kopf calls it on the event loop instead of handing it to a thread pool
         async def handler(**kwargs: Any) -> None:
-            event = kwargs["event"]
-            raw = event.get("object")
-            if isinstance(raw, dict):
-                cache.observe(kind, event.get("type"), raw)
+            # Never raises: kopf would log the traceback and drop the event, leaving the cache
+            # without the object. Cache.observe already catches what parsing raises.
+            try:
+                event = kwargs["event"]
+                raw = event.get("object")
+                if isinstance(raw, dict):
+                    cache.observe(kind, event.get("type"), raw)
+            except Exception:
+                log.exception("watch event not processed", kind=kind)
 
         return handler
 

@@ -3,7 +3,9 @@
 Binds go out at once, in parallel. Unschedulable conditions and their FailedScheduling
 events are coalesced: a pod's message is written only if the pod is still pending a moment
 later (a gang that is still being created settles first), and then at most once per
-cooldown, so a busy queue does not flood the API server with status writes.
+cooldown, so a busy queue does not flood the API server with status writes. Messages are
+capped (a condition at CONDITION_LIMIT, an event at EVENT_LIMIT bytes) with a visible marker:
+they quote user input, and a pod may carry a gang name of 100 KB.
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "koordpy"
+CONDITION_LIMIT = 4096
+EVENT_LIMIT = 1024  # what the API server keeps of an event's note
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, saying how much was cut."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    marker = f" ... [truncated {len(data)} bytes to {limit}]"
+    head = data[:limit - len(marker.encode())].decode(errors="ignore")
+    return head + marker
 
 
 class Gone(Exception):
@@ -89,6 +103,7 @@ class ApiWriter:
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
         self._conditions: dict[str, _Pending] = {}
         self._last_written: dict[str, float] = {}
+        self._pruned = time.monotonic()
         self._statuses: dict[str, dict[str, object]] = {}
 
     # -- binds ---------------------------------------------------------------------------
@@ -116,6 +131,8 @@ class ApiWriter:
     # -- coalesced conditions, events and statuses -----------------------------------------
 
     def unschedulable(self, pod_key: str, message: str) -> None:
+        # Capped here, so that it compares equal to what an earlier write left on the pod.
+        message = cap(message, CONDITION_LIMIT)
         pending = self._conditions.get(pod_key)
         if pending is None:
             self._conditions[pod_key] = _Pending(message, time.monotonic())
@@ -146,6 +163,9 @@ class ApiWriter:
             del self._conditions[pod]
             self._last_written[pod] = now
             due.append(self._write_condition(pod, info["uid"], pending.message))
+        if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
+            self._pruned = now
+            self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
         statuses, self._statuses = self._statuses, {}
         due += [self._write_podgroup_status(k, s) for k, s in statuses.items()]
         for coro in due:
@@ -172,7 +192,8 @@ class ApiWriter:
     async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"status": {"conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": cap(message, CONDITION_LIMIT),
             "lastTransitionTime": now_rfc3339(), "lastProbeTime": None}]}}
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                 name, ns, body, _preload_content=False)):
@@ -198,6 +219,7 @@ class ApiWriter:
         # Events of cluster-scoped objects live in "default", as kubectl describe expects.
         ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
         api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
+                       "PriorityClass": "scheduling.k8s.io/v1",
                        "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1"}.get(kind, "v1")
         involved: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
         if "/" in obj:
@@ -207,7 +229,7 @@ class ApiWriter:
         now = now_rfc3339()
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{name}.", "namespace": ns},
-                "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
+                "involvedObject": involved, "reason": reason, "message": cap(message, EVENT_LIMIT), "type": type_,
                 "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
                 "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         await self._report(f"{reason} event of {kind} {obj}", lambda: self.core.create_namespaced_event(

@@ -61,6 +61,10 @@ class Kube:
             args += ["-n", namespace]
         return json.loads(self.kubectl(*args))  # type: ignore[no-any-return]
 
+    def everywhere(self, resource: str) -> list[dict[str, Any]]:
+        """Every object of ``resource`` in every namespace."""
+        return list(json.loads(self.kubectl("get", resource, "--all-namespaces", "-o", "json"))["items"])
+
     def pods(self, namespace: str = "default") -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self.get("pods", namespace=namespace)["items"]}
 
@@ -78,17 +82,26 @@ class Kube:
         return list(self.get("events", namespace=namespace)["items"])
 
     def reset(self) -> None:
-        """Leaves an empty cluster behind: no pods, PodGroups, nodes or topology."""
-        for ns in ("default",):
-            self.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false",
-                         check=False)
-            self.kubectl("delete", "podgroups", "--all", "-n", ns, "--wait=false", check=False)
-            self.kubectl("delete", "events", "--all", "-n", ns, "--wait=false", check=False)
+        """Leaves an empty cluster behind: no pods, PodGroups, nodes or topology, in any namespace
+        (namespaces themselves stay: no namespace controller runs to finish deleting one)."""
+        self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=0", "--force",
+                     "--wait=false", check=False)
+        self.kubectl("delete", "podgroups", "--all", "--all-namespaces", "--wait=false", check=False)
+        self.kubectl("delete", "events", "--all", "--all-namespaces", "--wait=false", check=False)
         self.kubectl("delete", "clusternetworktopologies", "--all", "--wait=false", check=False)
         self.kubectl("delete", "priorityclasses", "-l", "koordpy-test=true", "--wait=false", check=False)
         self.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
-        wait_for(lambda: not self.get("pods")["items"] and not self.get("nodes", namespace=None)["items"],
-                 "an empty cluster", timeout=60)
+        wait_for(lambda: not self.everywhere("pods") and not self.everywhere("podgroups")
+                 and not self.get("nodes", namespace=None)["items"], "an empty cluster", timeout=60)
+
+
+def fake(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes kwok will run: the annotation hands them to kwok's fake kubelet."""
+    for n in nodes:
+        n["metadata"].setdefault("annotations", {})["kwok.x-k8s.io/node"] = "fake"
+        n["status"]["capacity"] = dict(n["status"]["allocatable"])
+        n["status"].pop("conditions", None)
+    return nodes
 
 
 def wait_for(check: Callable[[], T | None], what: str, timeout: float = 30.0, every: float = 0.2) -> T:
@@ -146,21 +159,30 @@ def check_invariants(kube: Kube) -> list[str]:
     """No node over its allocatable; no Strict gang with some but not enough members bound.
 
     Judged with the core's own accounting (``Cluster``) and gang resolution (``resolve_gangs``)
-    over what the API server holds now."""
+    over what the API server holds now, in every namespace. Objects that do not parse are left
+    out (hostile tests create them on purpose), except a bound pod: its room cannot be judged."""
+    problems: list[str] = []
     podgroups: dict[str, PodGroup] = {}
-    for raw in kube.get("podgroups", namespace=None)["items"]:
+    for raw in kube.everywhere("podgroups"):
         try:
             pg = PodGroup.from_raw(raw)
-        except ValueError:
+        except Exception:  # not a gang anyone can be held to
             continue
         podgroups[pg.key] = pg
-    snapshot = Snapshot(nodes=[Node.from_raw(n) for n in kube.get("nodes", namespace=None)["items"]],
-                        pods=[Pod.from_raw(p) for p in kube.get("pods", namespace=None)["items"]],
-                        podgroups=podgroups)
-    cluster = Cluster(snapshot)
-    problems = [f"node {cluster.nodes[i].name} over allocatable {cluster.resources[j]}: "
-                f"{cluster.used[i, j]} > {cluster.allocatable[i, j]}"
-                for i, j in zip(*np.nonzero(cluster.used > cluster.allocatable), strict=True)]
+    pods: list[Pod] = []
+    for raw in kube.everywhere("pods"):
+        try:
+            pods.append(Pod.from_raw(raw))
+        except Exception as exc:  # a pending one is the scheduler's to report, not ours
+            if (raw.get("spec") or {}).get("nodeName"):
+                problems.append(f"bound pod does not parse: {str(exc)[:300]}")
+    nodes = [Node.from_raw(n) for n in kube.get("nodes", namespace=None)["items"]]
+    # Only bound pods take room; a pending one asking for more than any node has is no problem.
+    cluster = Cluster(Snapshot(nodes=nodes, pods=[p for p in pods if p.node_name], podgroups=podgroups))
+    snapshot = Snapshot(nodes=nodes, pods=pods, podgroups=podgroups)
+    problems += [f"node {cluster.nodes[i].name} over allocatable {cluster.resources[j]}: "
+                 f"{cluster.used[i, j]} > {cluster.allocatable[i, j]}"
+                 for i, j in zip(*np.nonzero(cluster.used > cluster.allocatable), strict=True)]
     gangs, _ = resolve_gangs(snapshot)
     for gang in gangs.values():
         if gang.config is None or gang.config.mode != "Strict":

@@ -8,19 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
-from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, settle, wait_for
+from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for
 
 PREFER_BLOCK_SPINE = [{"layer": "BlockLayer", "strategy": "PreferGather"},
                       {"layer": "SpineLayer", "strategy": "PreferGather"}]
-
-
-def fake(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Nodes kwok will run: the annotation hands them to kwok's fake kubelet."""
-    for n in nodes:
-        n["metadata"].setdefault("annotations", {})["kwok.x-k8s.io/node"] = "fake"
-        n["status"]["capacity"] = dict(n["status"]["allocatable"])
-        n["status"].pop("conditions", None)
-    return nodes
 
 
 def cnt_status(kube: Kube) -> dict[str, Any]:
