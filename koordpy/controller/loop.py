@@ -87,6 +87,8 @@ class SchedulerLoop:
         started = time.perf_counter()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
+        for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
+            log.error("job skipped: its evaluation raised", job=job, traceback=trace)
         uids = {p.key: p.uid for p in snap.pods}
         # The pods are assumed on their nodes before the binds go out, and the binds run in the
         # background: the next cycle sees the room as taken and need not wait for the API server.
