@@ -25,11 +25,11 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     SetPodScheduledFalse,
 )
-from koordpy.core.filters import Filters
-from koordpy.core.gang import Gang, Job, SchedulerState, claims, resolve_jobs
+from koordpy.core.gang import Gang, Job, SchedulerState, claims
 from koordpy.core.placement import Failure, Placer, ignored_layers, rank_order
-from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.statement import Statement
+from koordpy.core.view import View
 
 
 class Cycle:
@@ -37,12 +37,12 @@ class Cycle:
         self.snapshot = snapshot
         self.state = state
         self.now = now
-        claimed = {p.key for p in snapshot.pods if snapshot.claims(p)}
-        # A reservation outlives neither its pod nor the pod's binding by someone else.
-        for pod in [p for p in state.reserved if p not in claimed]:
-            del state.reserved[pod]
-        self.cluster = Cluster(snapshot, assumed=state.reserved)
-        self.filters = Filters(self.cluster)
+        if state.view is None:
+            state.view = View()
+        self.view = state.view
+        self.cluster = self.view.refresh(snapshot, state)
+        assert self.view.filters is not None
+        self.filters = self.view.filters
         self.placer = Placer(self.filters)
         self.result = CycleResult()
         self.bound: dict[str, str] = {}
@@ -51,33 +51,41 @@ class Cycle:
     # -- the cycle -----------------------------------------------------------------------
 
     def run(self) -> CycleResult:
-        jobs, gangs, _ = resolve_jobs(self.snapshot, self.state)
-        self.gangs = gangs
+        view = self.view
+        gangs = self.gangs = view.gangs
         # Forget gangs that are gone, so a long-running scheduler's memory stays bounded.
-        self.state.satisfied &= set(gangs)
-        for gid in [g for g in self.state.wait_since if not set(g.split(",")) & set(gangs)]:
+        for gid in [g for g in self.state.wait_since if not set(g.split(",")) & gangs.keys()]:
             del self.state.wait_since[gid]
-        for job in sorted(jobs, key=Job.queue_key):
-            self._isolated(job)
-        self._podgroup_statuses(gangs)
+        for job in sorted(view.jobs, key=Job.queue_key):
+            parked = view.still_parked(job, self.now)
+            if parked is not None:  # nothing it depends on changed: it would fail the same way
+                self.result.pending.update(parked.pending)
+                continue
+            view.parked.pop(job.id, None)
+            view.dirty.update(g.key for g in job.gangs)
+            view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+            if self._isolated(job):
+                since = self.state.wait_since.get(job.id)
+                view.park(job, {p.key: self.result.pending[p.key] for p in job.pods if p.key in self.result.pending},
+                          None if since is None else since + self._wait_limit(job.id, gangs))
+        self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
 
-    def _isolated(self, job: Job) -> None:
+    def _isolated(self, job: Job) -> bool:
         """Runs one job so that a bug it triggers costs only that job: everything it changed is
-        undone, its pods say why they wait, and the rest of the queue is scheduled."""
+        undone, its pods say why they wait, and the rest of the queue is scheduled. True when the
+        job failed for want of room (and may be parked until room appears)."""
         mark = len(self.result.decisions)
         keys = [p.key for p in job.pods]
         saved = ({k: self.state.reserved[k] for k in keys if k in self.state.reserved},
                  self.state.wait_since.get(job.id), {g.key for g in job.gangs} & self.state.satisfied)
         self.cluster.journal = []
         try:
-            if job.is_gang:
-                self._gang(job)
-            else:
-                self._single(job.pods[0])
+            no_room = self._gang(job) if job.is_gang else self._single(job.pods[0])
             self.cluster.journal = None
+            return no_room
         except Exception as exc:  # a job's bug must not stop the queue
             self.cluster.undo()
             del self.result.decisions[mark:]
@@ -96,22 +104,24 @@ class Cycle:
                        "the rest of the queue was scheduled")
             for pod in job.pods:
                 self.post_filter(pod, message)
+            return False
 
-    def _single(self, pod: Pod) -> None:
+    def _single(self, pod: Pod) -> bool:
         stmt = Statement(self.cluster)
         failure = self.placer.binpack([pod], stmt)
         if failure:
             stmt.discard()
             self.post_filter(pod, failure.reason)
-        else:
-            self.bind(stmt.commit())
+            return True
+        self.bind(stmt.commit())
+        return False
 
-    def _gang(self, job: Job) -> None:
+    def _gang(self, job: Job) -> bool:
         reason = self.pre_filter(job)
         if reason is not None:
             for pod in job.pods:
                 self.post_filter(pod, reason)
-            return
+            return False
         pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
         spec = next((g.config.topology for g in job.gangs if g.config and g.config.topology), None)
         stmt = Statement(self.cluster)
@@ -134,7 +144,7 @@ class Cycle:
                 self._report_ignored_layers(job, spec)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
-            return
+            return False
         if strict:
             stmt.discard()
         else:  # NonStrict: what fits stays reserved while the GangGroup waits for the rest
@@ -142,6 +152,7 @@ class Cycle:
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
         self._reject(job, failure)
+        return True
 
     def _report_ignored_layers(self, job: Job, spec: NetworkTopologySpec) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
@@ -316,7 +327,7 @@ class Cycle:
         for pod in job.pods:
             node = self.state.reserved.pop(pod.key, None)
             if node is not None:
-                self.cluster.change(self.cluster.node_index[node], self.cluster.request_vector(pod), -1)
+                self.cluster.count(pod.key, None)
         self.state.wait_since.pop(job.id, None)
         for gang in job.gangs:
             for pod in gang.pods:
@@ -341,8 +352,12 @@ class Cycle:
         configs = [gangs[k].config for k in gid.split(",") if k in gangs]
         return min((c.waiting_seconds for c in configs if c is not None), default=0.0)
 
-    def _podgroup_statuses(self, gangs: dict[str, Gang]) -> None:
-        for key, pg in self.snapshot.podgroups.items():
+    def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
+        """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
+        for key in dirty:
+            pg = self.snapshot.podgroups.get(key)
+            if pg is None:
+                continue
             status = podgroup_status(pg, gangs[key].pods if key in gangs else [], self.bound,
                                      self.state.reserved, self.now)
             current = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,

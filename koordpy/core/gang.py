@@ -8,6 +8,7 @@ errors stay attached to the gang so the cycle can report them where the user loo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
@@ -21,6 +22,9 @@ from koordpy.api.podgroup import (
 )
 from koordpy.core.snapshot import Snapshot, effective_priority
 
+if TYPE_CHECKING:
+    from koordpy.core.view import View
+
 
 @dataclass
 class SchedulerState:
@@ -33,6 +37,8 @@ class SchedulerState:
     reserved: dict[str, str] = field(default_factory=dict)  # pod -> node
     wait_since: dict[str, float] = field(default_factory=dict)  # GangGroup id -> first reservation
     satisfied: set[str] = field(default_factory=set)  # gangs that met their minimum once
+    # The cycle's standing view of the cluster (koordpy.core.view); rebuilt when missing.
+    view: View | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -7,7 +7,7 @@ resource order, with the node order of the topology tree's input (natural name o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,7 +49,13 @@ def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
 
 
 class Cluster:
-    """Resource arrays over the snapshot's nodes; mutated only through a ``Statement``."""
+    """Resource arrays over the snapshot's nodes, and which pods are counted where.
+
+    ``used`` changes only through ``count`` (a pod's usage starts, moves or ends) and ``change``
+    (a Statement's trial moves), so that every change can be undone (``journal``) and every room
+    freed is known (``freed[n]``: the ``tick`` at which room last appeared on node n; a job that
+    failed for want of room needs another look only where that happened after it failed).
+    """
 
     def __init__(self, snapshot: Snapshot, assumed: dict[str, str] | None = None) -> None:
         self.nodes = sorted(snapshot.nodes, key=lambda n: natural_key(n.name))
@@ -66,44 +72,98 @@ class Cluster:
             for r, q in n.allocatable.items():
                 self.allocatable[i, self.res_index[r]] = q
         self.used = np.zeros_like(self.allocatable)
-        self._requests: dict[str, npt.NDArray[np.int64]] = {}
+        self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
+        self.counted: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}  # pod -> (node, request) in used
+        self.tick = 0
+        self.freed = np.zeros(len(self.nodes), dtype=np.int64)
+        # Open while one job is evaluated, so a job that raises can be undone (Cycle._isolated).
+        self.journal: list[Callable[[], None]] | None = None
         assumed = assumed or {}
         for p in snapshot.pods:
-            node = p.node_name or assumed.get(p.key, "")
-            if node in self.node_index and not p.terminal:
-                self.used[self.node_index[node]] += self.request_vector(p)
-        # Open while one job is evaluated, so a job that raises can be undone (Cycle.run).
-        self.journal: list[tuple[int | npt.NDArray[np.int64], npt.NDArray[np.int64], int]] | None = None
+            self.recount(p.key, p, assumed)
         self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
         self.layer_labels = {layer.layer: layer.label_keys for layer in snapshot.topology.layers} \
             if snapshot.topology else {}
         self.topology_error = snapshot.topology_error
 
-    def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int) -> None:
+    def knows(self, pod: Pod) -> bool:
+        """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
+        return all(r in self.res_index for r in pod.requests)
+
+    def recount(self, key: str, pod: Pod | None, assumed: dict[str, str]) -> None:
+        """Counts ``pod`` (None: gone) where it runs or is reserved, if that changed."""
+        node = None
+        if pod is not None and not pod.terminal:
+            node = self.node_index.get(pod.node_name or assumed.get(key, ""))
+        have = self.counted.get(key)
+        if node is None:
+            if have is not None:
+                self.count(key, None)
+            return
+        assert pod is not None
+        vec = self.request_vector(pod)
+        if have is None or have[0] != node or have[1] is not vec:
+            self.count(key, (node, vec))
+
+    def count(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
+        """Moves the pod's usage to ``entry`` (node, request), or ends it."""
+        old = self.counted.get(key)
+        if old is not None:
+            self.change(old[0], old[1], -1, frees=True)
+        if entry is not None:
+            self.change(entry[0], entry[1], 1)
+        self.adopt(key, entry)
+
+    def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
+        """Records the pod as counted at ``entry`` (whose usage is already in ``used``)."""
+        old = self.counted.get(key)
+        if entry is None:
+            self.counted.pop(key, None)
+        else:
+            self.counted[key] = entry
+        if self.journal is not None:
+            self.journal.append(lambda: self._restore(key, old))
+
+    def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
+        if entry is None:
+            self.counted.pop(key, None)
+        else:
+            self.counted[key] = entry
+
+    def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
+               frees: bool = False) -> None:
         """Adds (sign 1) or removes (sign -1) ``request`` on one node or on each of ``nodes``
-        (repeats count); every change to ``used`` goes through here so a job can be undone."""
+        (repeats count). ``frees``: room that other jobs may now use appeared (a trial move
+        undone is not that: nobody else ever saw it taken)."""
         if isinstance(nodes, int):
             self.used[nodes] += sign * request
         else:
             np.add.at(self.used, nodes, sign * request)
+        if frees:
+            self.tick += 1
+            self.freed[nodes] = self.tick
         if self.journal is not None:
-            self.journal.append((nodes, request, sign))
+            self.journal.append(lambda: self.change(nodes, request, -sign))
 
     def undo(self) -> None:
         """Reverts, last first, every change made since the journal was opened."""
         journal, self.journal = self.journal or [], None
-        for nodes, request, sign in reversed(journal):
-            self.change(nodes, request, -sign)
+        for revert in reversed(journal):
+            revert()
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
-        """The pod's requests in resource order; shared, so callers must not mutate it."""
-        v = self._requests.get(pod.key)
-        if v is None:
-            v = np.zeros(len(self.resources), dtype=np.int64)
-            for r, q in pod.requests.items():
-                v[self.res_index[r]] = q
-            v.setflags(write=False)
-            self._requests[pod.key] = v
+        """The pod's requests in resource order; shared, so callers must not mutate it. The same
+        requests give the same array object, which is how ``recount`` sees nothing changed."""
+        cached = self._requests.get(pod.key)
+        if cached is not None and cached[0] is pod.requests:
+            return cached[1]
+        v = np.zeros(len(self.resources), dtype=np.int64)
+        for r, q in pod.requests.items():
+            v[self.res_index[r]] = q
+        v.setflags(write=False)
+        if cached is not None and np.array_equal(cached[1], v):
+            v = cached[1]
+        self._requests[pod.key] = (pod.requests, v)
         return v
 
     def free(self) -> npt.NDArray[np.int64]:

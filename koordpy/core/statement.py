@@ -46,6 +46,9 @@ class Statement:
         self.rollback(0)
 
     def commit(self) -> dict[str, int]:
+        """Keeps the moves: each pod is now counted where it was placed."""
+        for pod, node, request in self._ops:
+            self.cluster.adopt(pod, (node, request))
         placed = self.placed
         self._ops.clear()
         return placed

@@ -1,0 +1,233 @@
+"""The core's standing view of the cluster, kept between cycles and updated from what changed.
+
+Belongs here: what a cycle would otherwise rebuild from the whole snapshot every time (the
+resource arrays and topology tree in a ``Cluster``, the static filter cache, the pods counted on
+each node, the gangs and the queue's jobs), and the jobs parked after failing for want of room.
+Changes are found by object identity: the shells hand back the same immutable objects for what
+did not change (nodes and pods that differ only in ways scheduling ignores compare equal too), so a
+cycle after a few changes costs a few changes, not the cluster. Does not belong here: decisions
+(``koordpy.core.cycle``). Losing the view is always safe; the next cycle rebuilds it in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import Node, Pod
+from koordpy.core.filters import Filters
+from koordpy.core.gang import (
+    Gang,
+    Job,
+    SchedulerState,
+    build_gang,
+    gang_member,
+    group_job,
+    group_of,
+    holds_alone,
+    single_job,
+)
+from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.kernels import node_offerslots
+
+
+@dataclass
+class Parked:
+    """A job that failed for want of room, as it was left: tried again only when its own pods or
+    gangs change (a new Job object), its wait expires, or room appears where one of its pod shapes
+    fits."""
+
+    job: Job
+    tick: int  # the cluster's tick after the attempt
+    pending: dict[str, str]  # pod -> the message it was left with
+    shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
+    deadline: float | None  # when a NonStrict wait it holds reservations for expires
+
+
+class View:
+    def __init__(self) -> None:
+        self.cluster: Cluster | None = None
+        self.filters: Filters | None = None
+        self.snapshot: Snapshot | None = None
+        self._nodes: list[Node] = []
+        self._pods: list[Pod] = []
+        self.by_key: dict[str, Pod] = {}
+        self.claimed: dict[str, Pod] = {}
+        self.member_of: dict[str, str] = {}
+        self.members: dict[str, dict[str, Pod]] = {}
+        self.gangs: dict[str, Gang] = {}
+        self.groups: dict[str, str] = {}
+        self.group_jobs: dict[str, Job] = {}
+        self.single_jobs: dict[str, Job] = {}
+        self.parked: dict[str, Parked] = {}
+        self.dirty: set[str] = set()  # gangs whose PodGroup status may have changed this cycle
+
+    @property
+    def jobs(self) -> list[Job]:
+        return [*self.group_jobs.values(), *self.single_jobs.values()]
+
+    # -- bringing the view up to date ------------------------------------------------------
+
+    def refresh(self, snapshot: Snapshot, state: SchedulerState) -> Cluster:
+        prev = self.snapshot
+        self.snapshot = snapshot
+        whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
+                 or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
+                 or snapshot.topology_error != prev.topology_error)
+        changed, removed = self._pod_changes(snapshot.pods, whole)
+        for key in removed:
+            self.by_key.pop(key, None)
+            self.claimed.pop(key, None)
+        for pod in changed:
+            self.by_key[pod.key] = pod
+            if snapshot.claims(pod):
+                self.claimed[pod.key] = pod
+            else:
+                self.claimed.pop(pod.key, None)
+        recount = {p.key for p in changed} | set(removed)
+        # A reservation outlives neither its pod nor the pod's binding by someone else.
+        for key in [k for k in state.reserved if k not in self.claimed]:
+            del state.reserved[key]
+            recount.add(key)
+        cluster = self.cluster
+        if (whole or cluster is None or self._nodes_changed(snapshot.nodes)
+                or not all(cluster.knows(p) for p in changed)):
+            cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
+            self.filters = Filters(cluster)
+            self.parked.clear()  # their node masks and request vectors belong to the old arrays
+        else:
+            for key in recount:
+                cluster.recount(key, self.by_key.get(key), state.reserved)
+        self._nodes = list(snapshot.nodes)
+        self._pods = list(snapshot.pods)
+        self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
+        return cluster
+
+    def _pod_changes(self, pods: list[Pod], whole: bool) -> tuple[list[Pod], list[str]]:
+        """The pods that are new or different since the last snapshot, and the keys gone."""
+        old = self._pods
+        if not whole and len(pods) == len(old):
+            # The usual case: the same pods in the same order, a few replaced by newer objects.
+            changed = [p for p, q in zip(pods, old, strict=True) if p is not q]
+            if all(p.key in self.by_key for p in changed) and len({p.key for p in changed}) == len(changed):
+                keys = {p.key for p in changed}
+                if all(q.key in keys for p, q in zip(pods, old, strict=True) if p is not q):
+                    return changed, []
+        current = {p.key: p for p in pods}
+        if whole:
+            return list(current.values()), [k for k in self.by_key if k not in current]
+        return ([p for k, p in current.items() if self.by_key.get(k) is not p],
+                [k for k in self.by_key if k not in current])
+
+    def _nodes_changed(self, nodes: list[Node]) -> bool:
+        """Whether the arrays and tree must be rebuilt. A node object replaced by an equal one (a
+        status heartbeat, say) changes nothing scheduling reads."""
+        old = self._nodes
+        if len(nodes) != len(old):
+            return True
+        return any(a is not b and a != b for a, b in zip(nodes, old, strict=True))
+
+    def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
+                      changed: list[Pod], removed: list[str], whole: bool) -> None:
+        touched: set[str] = set()
+        single_keys: set[str] = set(removed)
+        for key in removed:
+            was = self.member_of.pop(key, None)
+            if was is not None:
+                self.members.get(was, {}).pop(key, None)
+                touched.add(was)
+        for pod in changed:
+            single_keys.add(pod.key)
+            old, new = self.member_of.get(pod.key), gang_member(pod)
+            if old is not None and old != new:
+                self.members.get(old, {}).pop(pod.key, None)
+                touched.add(old)
+            if new is None:
+                self.member_of.pop(pod.key, None)
+            else:
+                self.member_of[pod.key] = new
+                self.members.setdefault(new, {})[pod.key] = pod
+                touched.add(new)
+        if whole or prev is None:
+            touched |= set(snapshot.podgroups) | set(snapshot.invalid_podgroups) | set(self.gangs)
+        else:
+            for declared, before in ((snapshot.podgroups, prev.podgroups),
+                                     (snapshot.invalid_podgroups, prev.invalid_podgroups)):
+                for k in declared.keys() | before.keys():
+                    a, b = declared.get(k), before.get(k)
+                    if a is not b and a != b:
+                        touched.add(k)
+        for key in touched:
+            members = self.members.get(key)
+            if members is not None and not members:
+                del self.members[key]
+                members = None
+            gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
+                              list(members.values()) if members else [])
+            if gang is None:
+                self.gangs.pop(key, None)
+            else:
+                self.gangs[key] = gang
+        self.dirty = set(touched)
+        state.satisfied &= self.gangs.keys()
+        if not touched and not single_keys:
+            return
+        groups = group_of(self.gangs) if touched else self.groups
+        regroup = whole or any(groups.get(k) != v for k, v in self.groups.items() if k not in touched)
+        old_groups, self.groups = self.groups, groups
+        if regroup:
+            self.group_jobs.clear()
+            self.single_jobs.clear()
+            gids = set(groups.values())
+            single_keys = set(self.claimed)
+        else:
+            gids = {groups[k] for k in touched if k in groups} | {old_groups[k] for k in touched if k in old_groups}
+            for key in touched:
+                single_keys.update(self.members.get(key, {}))
+        for key in single_keys:
+            pending = self.claimed.get(key)
+            owner = self.gangs.get(self.member_of.get(key, "")) if pending is not None else None
+            if pending is not None and (owner is None or holds_alone(owner, state)):
+                self.single_jobs[key] = single_job(pending, snapshot)
+            else:
+                self.single_jobs.pop(key, None)
+        for gid in gids:
+            claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
+                       for k in gid.split(",") if k in self.gangs and not holds_alone(self.gangs[k], state)}
+            job = group_job(gid, self.gangs, claimed, snapshot) if all(k in self.gangs for k in gid.split(",")) \
+                else None
+            if job is None:
+                self.group_jobs.pop(gid, None)
+            else:
+                self.group_jobs[gid] = job
+
+    # -- parked jobs ---------------------------------------------------------------------------
+
+    def park(self, job: Job, pending: dict[str, str], deadline: float | None) -> None:
+        cluster, filters = self.cluster, self.filters
+        assert cluster is not None and filters is not None
+        shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
+        for pod in job.pods:
+            vec, mask = cluster.request_vector(pod), filters.static(pod).mask
+            shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
+        self.parked[job.id] = Parked(job, cluster.tick, pending, list(shapes.values()), deadline)
+
+    def still_parked(self, job: Job, now: float) -> Parked | None:
+        """The job's parked record when trying it again cannot change anything, else None."""
+        parked = self.parked.get(job.id)
+        if parked is None or parked.job is not job:
+            return None
+        if parked.deadline is not None and now >= parked.deadline:
+            return None
+        cluster = self.cluster
+        assert cluster is not None
+        if cluster.tick > parked.tick:
+            nodes = np.flatnonzero(cluster.freed > parked.tick)
+            if nodes.size:
+                free = cluster.allocatable[nodes] - cluster.used[nodes]
+                for vec, mask in parked.shapes:
+                    if bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0)):
+                        return None
+        return parked
