@@ -206,8 +206,12 @@ class SimulationResult:
         }
 
 
-def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"})) -> SimulationResult:
-    """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry."""
+def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"}),
+             incremental: bool = True) -> SimulationResult:
+    """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry.
+
+    ``incremental=False`` drops the core's standing view before every cycle, so each one is
+    computed from the whole snapshot: the reference the incremental view is tested against."""
     state = SchedulerState()
     bound: dict[str, str] = {}
     events: list[Event] = []
@@ -216,6 +220,8 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     truncated = False
     while rounds < MAX_ROUNDS:
         rounds += 1
+        if not incremental:
+            state.view = None
         result = schedule(world.snapshot(scheduler_names), state, world.now)
         events.extend(d for d in result.decisions if isinstance(d, Event))
         bound.update({d.pod: d.node for d in result.binds})
