@@ -29,35 +29,11 @@ from typing import Any
 
 import yaml
 
+from benchmarks.bench_placement import GPU, cluster_objects
+
 ROOT = Path(__file__).resolve().parent.parent
-GPU = "nvidia.com/gpu"
 PREFIX = "gang.scheduling.koordinator.sh/"
 RUN_DEADLINE = 600.0
-
-
-def nodes(n: int = 5000, per_block: int = 25, blocks_per_spine: int = 10, spines_per_dc: int = 10) -> list[Any]:
-    out: list[Any] = []
-    for i in range(n):
-        b = i // per_block
-        s = b // blocks_per_spine
-        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": {
-            "topology/dc": f"dc-{s // spines_per_dc}", "topology/spine": f"spine-{s}",
-            "topology/block": f"block-{b}"}},
-            "status": {"allocatable": {"cpu": "128", "memory": "1Ti", GPU: "8", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}})
-    layers = [("DatacenterLayer", "dc"), ("SpineLayer", "spine"), ("BlockLayer", "block")]
-    spec: list[dict[str, Any]] = []
-    parent = None
-    for layer, key in layers:
-        item: dict[str, Any] = {"topologyLayer": layer, "labelKey": [f"topology/{key}"]}
-        if parent:
-            item["parentTopologyLayer"] = parent
-        spec.append(item)
-        parent = layer
-    spec.append({"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": parent})
-    out.append({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
-                "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}})
-    return out
 
 
 def gang(name: str, size: int, min_member: int, gpus: str, *, gather: list[dict[str, str]] | None = None,
@@ -122,7 +98,7 @@ def main() -> None:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="koordpy-bench-sim-"))
     folder.mkdir(parents=True, exist_ok=True)
     cluster = folder / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump_all(nodes(), sort_keys=False))
+    cluster.write_text(yaml.safe_dump_all(cluster_objects(), sort_keys=False))
     for name, objs in (("A", workload_a()), ("B", workload_b())):
         path = folder / f"workload-{name}.yaml"
         path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
