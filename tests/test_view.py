@@ -11,6 +11,7 @@ from koordpy.api import Node, Pod
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.view import Wake
 from koordpy.sim.simulator import World, simulate
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
 
@@ -65,7 +66,7 @@ def test_a_parked_job_is_retried_only_when_room_appears_where_it_fits(monkeypatc
     tried: list[str] = []
     real = Cycle._single
 
-    def counting(self: Cycle, pod: Pod) -> bool:
+    def counting(self: Cycle, pod: Pod) -> Wake | None:
         tried.append(pod.name)
         return real(self, pod)
 

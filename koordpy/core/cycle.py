@@ -29,7 +29,7 @@ from koordpy.core.gang import Gang, Job, SchedulerState, claims
 from koordpy.core.placement import Failure, Placer, ignored_layers, rank_order
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.statement import Statement
-from koordpy.core.view import View
+from koordpy.core.view import View, Wake
 
 
 class Cycle:
@@ -64,28 +64,30 @@ class Cycle:
             view.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
-            if self._isolated(job):
+            wake = self._isolated(job)
+            if wake is not None:
                 since = self.state.wait_since.get(job.id)
                 view.park(job, {p.key: self.result.pending[p.key] for p in job.pods if p.key in self.result.pending},
-                          None if since is None else since + self._wait_limit(job.id, gangs))
+                          None if since is None else since + self._wait_limit(job.id, gangs), self.state.reserved,
+                          wake)
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
 
-    def _isolated(self, job: Job) -> bool:
+    def _isolated(self, job: Job) -> Wake | None:
         """Runs one job so that a bug it triggers costs only that job: everything it changed is
-        undone, its pods say why they wait, and the rest of the queue is scheduled. True when the
-        job failed for want of room (and may be parked until room appears)."""
+        undone, its pods say why they wait, and the rest of the queue is scheduled. Returns, for a
+        job that waits, what could let it go on (it is parked until then), else None."""
         mark = len(self.result.decisions)
         keys = [p.key for p in job.pods]
         saved = ({k: self.state.reserved[k] for k in keys if k in self.state.reserved},
                  self.state.wait_since.get(job.id), {g.key for g in job.gangs} & self.state.satisfied)
         self.cluster.journal = []
         try:
-            no_room = self._gang(job) if job.is_gang else self._single(job.pods[0])
+            wake = self._gang(job) if job.is_gang else self._single(job.pods[0])
             self.cluster.journal = None
-            return no_room
+            return wake
         except Exception as exc:  # a job's bug must not stop the queue
             self.cluster.undo()
             del self.result.decisions[mark:]
@@ -104,24 +106,25 @@ class Cycle:
                        "the rest of the queue was scheduled")
             for pod in job.pods:
                 self.post_filter(pod, message)
-            return False
+            return None
 
-    def _single(self, pod: Pod) -> bool:
+    def _single(self, pod: Pod) -> Wake | None:
         stmt = Statement(self.cluster)
         failure = self.placer.binpack([pod], stmt)
         if failure:
             stmt.discard()
             self.post_filter(pod, failure.reason)
-            return True
+            return "room"
         self.bind(stmt.commit())
-        return False
+        return None
 
-    def _gang(self, job: Job) -> bool:
-        reason = self.pre_filter(job)
-        if reason is not None:
+    def _gang(self, job: Job) -> Wake | None:
+        rejected = self.pre_filter(job)
+        if rejected is not None:
+            reason, wake = rejected
             for pod in job.pods:
                 self.post_filter(pod, reason)
-            return False
+            return wake
         pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
         spec = next((g.config.topology for g in job.gangs if g.config and g.config.topology), None)
         stmt = Statement(self.cluster)
@@ -144,7 +147,7 @@ class Cycle:
                 self._report_ignored_layers(job, spec)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
-            return False
+            return None
         if strict:
             stmt.discard()
         else:  # NonStrict: what fits stays reserved while the GangGroup waits for the rest
@@ -152,7 +155,7 @@ class Cycle:
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
         self._reject(job, failure)
-        return True
+        return "room"
 
     def _report_ignored_layers(self, job: Job, spec: NetworkTopologySpec) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
@@ -233,20 +236,21 @@ class Cycle:
 
     # -- extension points ----------------------------------------------------------------
 
-    def pre_filter(self, job: Job) -> str | None:
-        """Why the job cannot be tried this cycle, or None to go on."""
+    def pre_filter(self, job: Job) -> tuple[str, Wake | None] | None:
+        """Why the job cannot be tried this cycle, and what could change that (see ``View.park``),
+        or None to go on."""
         for gang in job.gangs:
             if gang.error:
-                return gang.error
+                return gang.error, "changed"
         for pod in job.pods:
             try:
                 topology_index(f"Pod {pod.key}", pod.annotations)
             except ParseError as exc:
-                return str(exc)
+                return str(exc), "changed"
         for gang in job.gangs:
             if gang.timed_out:
                 return (f'gang "{gang.key}" timed out waiting for its members and will not be scheduled '
-                        f"({ANN_TIMEOUT}=true); delete and recreate its pods to try again")
+                        f"({ANN_TIMEOUT}=true); delete and recreate its pods to try again"), "changed"
         for gang in job.gangs:
             cfg = gang.config
             assert cfg is not None
@@ -254,27 +258,28 @@ class Cycle:
             # gang has enough pods at all (permit decides which of them count towards binding).
             if len(gang.pods) < cfg.min_member:
                 return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {len(gang.pods)}, "
-                        f"minMember: {cfg.min_member}")
+                        f"minMember: {cfg.min_member}"), "changed"
         for gang in job.gangs:
             for other in claims(gang):
                 if other in job.id.split(","):
                     continue
                 peer = self.gangs.get(other)
+                # Another gang decides these, so they are asked again every cycle (never parked).
                 if peer is None or peer.config is None:
                     return (f'gang "{gang.key}" names "{other}" in its groups, but no PodGroup or pod declares '
-                            f"that gang{f': {peer.error}' if peer is not None and peer.error else ''}")
+                            f"that gang{f': {peer.error}' if peer is not None and peer.error else ''}"), None
                 if not self._satisfied(peer):
                     where = " in another namespace" if other.split("/")[0] != gang.key.split("/")[0] else ""
                     return (f'gang "{gang.key}" names "{other}"{where} in its groups, which does not name it '
-                            f'back; it waits until "{other}" has its minimum bound')
+                            f'back; it waits until "{other}" has its minimum bound'), None
         short = self._min_resources_short(job)
         if short:
-            return short
+            return short, "any-room"
         since = self.state.wait_since.get(job.id)
         if since is not None:
             limit = min(g.config.waiting_seconds for g in job.gangs if g.config)
             if self.now - since >= limit:
-                return self._time_out(job, limit)
+                return self._time_out(job, limit), None
         return None
 
     def _satisfied(self, gang: Gang) -> bool:

@@ -11,7 +11,9 @@ cycle after a few changes costs a few changes, not the cluster. Does not belong 
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,14 +34,19 @@ from koordpy.core.gang import (
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.kernels import node_offerslots
 
+# What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
+# and the end of a NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too
+# few members); "room", room freed where one of its pod shapes fits (placement or permit failed);
+# "any-room", room freed anywhere (minResources counts the whole cluster).
+Wake = Literal["changed", "room", "any-room"]
+
 
 @dataclass
 class Parked:
-    """A job that failed for want of room, as it was left: tried again only when its own pods or
-    gangs change (a new Job object), its wait expires, or room appears where one of its pod shapes
-    fits."""
+    """A job that waits, as it was left: skipped, its messages kept, until what it waits for happens."""
 
     job: Job
+    wake: Wake
     tick: int  # the cluster's tick after the attempt
     pending: dict[str, str]  # pod -> the message it was left with
     shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
@@ -127,6 +134,8 @@ class View:
         old = self._nodes
         if len(nodes) != len(old):
             return True
+        if all(map(operator.is_, nodes, old)):
+            return False
         return any(a is not b and a != b for a, b in zip(nodes, old, strict=True))
 
     def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
@@ -205,14 +214,17 @@ class View:
 
     # -- parked jobs ---------------------------------------------------------------------------
 
-    def park(self, job: Job, pending: dict[str, str], deadline: float | None) -> None:
+    def park(self, job: Job, pending: dict[str, str], deadline: float | None, reserved: dict[str, str],
+             wake: Wake) -> None:
         cluster, filters = self.cluster, self.filters
         assert cluster is not None and filters is not None
         shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
         for pod in job.pods:
+            if pod.key in reserved:
+                continue  # placed already; only the members still to place can use new room
             vec, mask = cluster.request_vector(pod), filters.static(pod).mask
             shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
-        self.parked[job.id] = Parked(job, cluster.tick, pending, list(shapes.values()), deadline)
+        self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline)
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
         """The job's parked record when trying it again cannot change anything, else None."""
@@ -223,7 +235,9 @@ class View:
             return None
         cluster = self.cluster
         assert cluster is not None
-        if cluster.tick > parked.tick:
+        if parked.wake == "any-room" and cluster.tick > parked.tick:
+            return None
+        if parked.wake == "room" and cluster.tick > parked.tick:
             nodes = np.flatnonzero(cluster.freed > parked.tick)
             if nodes.size:
                 free = cluster.allocatable[nodes] - cluster.used[nodes]
