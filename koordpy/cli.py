@@ -6,6 +6,7 @@ This module and ``koordpy.controller`` are the only places that do I/O.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from dataclasses import dataclass, field
@@ -261,12 +262,19 @@ def _one_line(message: object) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    # Parsing a cluster dump makes millions of objects that all live to the end: the collector
+    # would walk them again and again for nothing (a sixth of a 5,000-node run). It stays off
+    # while they are made, and what exists then is frozen out of its sight.
+    gc.disable()
     try:
         loaded = load_documents(args.file)
         world = World.from_objects(loaded.docs)
     except (InputError, UsageError) as exc:
         print(f"koordpy simulate: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_INPUT
+    finally:
+        gc.freeze()
+        gc.enable()
     for line in loaded.notes:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.ignored:

@@ -53,10 +53,11 @@ class Cycle:
     def run(self) -> CycleResult:
         view = self.view
         gangs = self.gangs = view.gangs
-        # Forget gangs that are gone, so a long-running scheduler's memory stays bounded.
-        for gid in [g for g in self.state.wait_since if not set(g.split(",")) & gangs.keys()]:
-            del self.state.wait_since[gid]
-        for job in sorted(view.jobs, key=Job.queue_key):
+        if view.gangs_gone:  # forget them, so a long-running scheduler's memory stays bounded
+            for gid in [g for g in self.state.wait_since if not set(g.split(",")) & gangs.keys()]:
+                del self.state.wait_since[gid]
+        view.new_cycle()
+        for job in view.queue():
             parked = view.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed: it would fail the same way
                 self.result.pending.update(parked.pending)
@@ -277,7 +278,7 @@ class Cycle:
             return short, "any-room"
         since = self.state.wait_since.get(job.id)
         if since is not None:
-            limit = min(g.config.waiting_seconds for g in job.gangs if g.config)
+            limit = self._wait_limit(job.id, self.gangs)
             if self.now - since >= limit:
                 return self._time_out(job, limit), None
         return None
@@ -354,8 +355,12 @@ class Cycle:
         return ", ".join(parts)
 
     def _wait_limit(self, gid: str, gangs: dict[str, Gang]) -> float:
-        configs = [gangs[k].config for k in gid.split(",") if k in gangs]
-        return min((c.waiting_seconds for c in configs if c is not None), default=0.0)
+        limit = self.view.wait_limits.get(gid)
+        if limit is None:
+            configs = [gangs[k].config for k in gid.split(",") if k in gangs]
+            limit = self.view.wait_limits[gid] = min((c.waiting_seconds for c in configs if c is not None),
+                                                     default=0.0)
+        return limit
 
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""

@@ -8,6 +8,7 @@ errors stay attached to the gang so the cycle can report them where the user loo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
@@ -79,8 +80,13 @@ class Job:
             g.config is not None and 0 < len(g.bound()) < g.config.min_member for g in self.gangs
         )
 
-    def queue_key(self) -> tuple[bool, int, float, str]:
+    @cached_property
+    def _queue_key(self) -> tuple[bool, int, float, str]:
         return (not self.binding, -self.priority, self.creation, self.id)
+
+    def queue_key(self) -> tuple[bool, int, float, str]:
+        """A job is rebuilt whenever its pods or gangs change, so its place in the queue is kept."""
+        return self._queue_key
 
 
 def _creation(value: float | None) -> float:

@@ -53,8 +53,8 @@ class Cluster:
 
     ``used`` changes only through ``count`` (a pod's usage starts, moves or ends) and ``change``
     (a Statement's trial moves), so that every change can be undone (``journal``) and every room
-    freed is known (``freed[n]``: the ``tick`` at which room last appeared on node n; a job that
-    failed for want of room needs another look only where that happened after it failed).
+    freed is known (``freed_since(tick)``; a job that failed for want of room needs another look
+    only where room appeared after it failed).
     """
 
     def __init__(self, snapshot: Snapshot, assumed: dict[str, str] | None = None) -> None:
@@ -75,7 +75,8 @@ class Cluster:
         self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
         self.counted: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}  # pod -> (node, request) in used
         self.tick = 0
-        self.freed = np.zeros(len(self.nodes), dtype=np.int64)
+        self._freed: list[int | npt.NDArray[np.int64]] = []  # where room appeared at ticks base+1, base+2...
+        self._freed_base = 0
         # Open while one job is evaluated, so a job that raises can be undone (Cycle._isolated).
         self.journal: list[Callable[[], None]] | None = None
         assumed = assumed or {}
@@ -85,6 +86,17 @@ class Cluster:
         self.layer_labels = {layer.layer: layer.label_keys for layer in snapshot.topology.layers} \
             if snapshot.topology else {}
         self.topology_error = snapshot.topology_error
+
+    def freed_since(self, tick: int) -> npt.NDArray[np.int64]:
+        """The nodes where room appeared after ``tick``."""
+        assert tick >= self._freed_base, "asked about room freed before what is kept"
+        parts = [np.atleast_1d(n) for n in self._freed[tick - self._freed_base:]]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def forget_freed(self, tick: int) -> None:
+        """Drops what ``freed_since`` would return for ticks before ``tick`` (nobody asks any more)."""
+        del self._freed[: max(0, tick - self._freed_base)]
+        self._freed_base = max(self._freed_base, tick)
 
     def knows(self, pod: Pod) -> bool:
         """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
@@ -141,7 +153,7 @@ class Cluster:
             np.add.at(self.used, nodes, sign * request)
         if frees:
             self.tick += 1
-            self.freed[nodes] = self.tick
+            self._freed.append(nodes)
         if self.journal is not None:
             self.journal.append(lambda: self.change(nodes, request, -sign))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from itertools import compress
 from typing import Literal
 
 import numpy as np
@@ -70,10 +71,18 @@ class View:
         self.single_jobs: dict[str, Job] = {}
         self.parked: dict[str, Parked] = {}
         self.dirty: set[str] = set()  # gangs whose PodGroup status may have changed this cycle
+        self._queue: list[Job] | None = None
+        self._names: dict[str, tuple[str, ...]] = {}
+        self.gangs_gone = False  # a gang went away in the last refresh
+        self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
+        # (parked at tick, now at tick, request, mask id) -> whether the room freed in between fits
+        self._fits: dict[tuple[int, int, bytes, int], bool] = {}
 
-    @property
-    def jobs(self) -> list[Job]:
-        return [*self.group_jobs.values(), *self.single_jobs.values()]
+    def queue(self) -> list[Job]:
+        """The jobs in queue order; sorted again only when the jobs changed."""
+        if self._queue is None:
+            self._queue = sorted([*self.group_jobs.values(), *self.single_jobs.values()], key=Job.queue_key)
+        return self._queue
 
     # -- bringing the view up to date ------------------------------------------------------
 
@@ -94,10 +103,11 @@ class View:
             else:
                 self.claimed.pop(pod.key, None)
         recount = {p.key for p in changed} | set(removed)
-        # A reservation outlives neither its pod nor the pod's binding by someone else.
-        for key in [k for k in state.reserved if k not in self.claimed]:
+        # A reservation outlives neither its pod nor the pod's binding by someone else (and only a
+        # pod that changed can have stopped being claimed).
+        for key in [k for k in (state.reserved if whole else recount) if k in state.reserved
+                    and k not in self.claimed]:
             del state.reserved[key]
-            recount.add(key)
         cluster = self.cluster
         if (whole or cluster is None or self._nodes_changed(snapshot.nodes)
                 or not all(cluster.knows(p) for p in changed)):
@@ -117,11 +127,10 @@ class View:
         old = self._pods
         if not whole and len(pods) == len(old):
             # The usual case: the same pods in the same order, a few replaced by newer objects.
-            changed = [p for p, q in zip(pods, old, strict=True) if p is not q]
-            if all(p.key in self.by_key for p in changed) and len({p.key for p in changed}) == len(changed):
-                keys = {p.key for p in changed}
-                if all(q.key in keys for p, q in zip(pods, old, strict=True) if p is not q):
-                    return changed, []
+            flags = list(map(operator.is_not, pods, old))
+            changed = list(compress(pods, flags))
+            if [p.key for p in changed] == [q.key for q in compress(old, flags)]:
+                return changed, []
         current = {p.key: p for p in pods}
         if whole:
             return list(current.values()), [k for k in self.by_key if k not in current]
@@ -140,6 +149,7 @@ class View:
 
     def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
                       changed: list[Pod], removed: list[str], whole: bool) -> None:
+        self.gangs_gone = whole
         touched: set[str] = set()
         single_keys: set[str] = set(removed)
         for key in removed:
@@ -176,15 +186,34 @@ class View:
             gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
                               list(members.values()) if members else [])
             if gang is None:
-                self.gangs.pop(key, None)
+                self.gangs_gone |= self.gangs.pop(key, None) is not None
             else:
                 self.gangs[key] = gang
         self.dirty = set(touched)
-        state.satisfied &= self.gangs.keys()
+        if self.gangs_gone:
+            state.satisfied &= self.gangs.keys()
+        for key in touched:  # a gang's waiting time may have changed with it
+            for gid in {self.groups.get(key), key}:
+                if gid is not None:
+                    self.wait_limits.pop(gid, None)
         if not touched and not single_keys:
             return
-        groups = group_of(self.gangs) if touched else self.groups
-        regroup = whole or any(groups.get(k) != v for k, v in self.groups.items() if k not in touched)
+        self._queue = None
+        # GangGroups depend only on which gangs exist and whom they name.
+        regrouped = False
+        for key in touched:
+            gang = self.gangs.get(key)
+            named = None if gang is None else gang.config.groups if gang.config else ()
+            if self._names.get(key) != named:
+                regrouped = True
+                if named is None:
+                    del self._names[key]
+                else:
+                    self._names[key] = named
+        groups = group_of(self.gangs) if regrouped or whole else self.groups
+        regroup = whole or (regrouped and any(groups.get(k) != v for k, v in self.groups.items() if k not in touched))
+        if regrouped:
+            self.wait_limits.clear()
         old_groups, self.groups = self.groups, groups
         if regroup:
             self.group_jobs.clear()
@@ -235,13 +264,24 @@ class View:
             return None
         cluster = self.cluster
         assert cluster is not None
-        if parked.wake == "any-room" and cluster.tick > parked.tick:
+        if cluster.tick == parked.tick or parked.wake == "changed":
+            return parked
+        if parked.wake == "any-room":
             return None
-        if parked.wake == "room" and cluster.tick > parked.tick:
-            nodes = np.flatnonzero(cluster.freed > parked.tick)
-            if nodes.size:
+        for vec, mask in parked.shapes:
+            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask))
+            fits = self._fits.get(key)
+            if fits is None:  # parked jobs share ticks and shapes: each pair is asked once a cycle
+                nodes = cluster.freed_since(parked.tick)
                 free = cluster.allocatable[nodes] - cluster.used[nodes]
-                for vec, mask in parked.shapes:
-                    if bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0)):
-                        return None
+                fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
+            if fits:
+                return None
+        # Room freed so far does not fit it, and room is only taken until freed again.
+        parked.tick = cluster.tick
         return parked
+
+    def new_cycle(self) -> None:
+        self._fits.clear()
+        if self.cluster is not None:  # what no parked job can ask about any more is forgotten
+            self.cluster.forget_freed(min((p.tick for p in self.parked.values()), default=self.cluster.tick))
