@@ -60,7 +60,7 @@ class Cycle:
         for job in view.queue():
             parked = view.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed: it would fail the same way
-                self.result.pending.update(parked.pending)
+                self.result.kept.append(parked.pending)
                 continue
             view.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
@@ -68,7 +68,7 @@ class Cycle:
             wake = self._isolated(job)
             if wake is not None:
                 since = self.state.wait_since.get(job.id)
-                view.park(job, {p.key: self.result.pending[p.key] for p in job.pods if p.key in self.result.pending},
+                view.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
                           None if since is None else since + self._wait_limit(job.id, gangs), self.state.reserved,
                           wake)
         self._podgroup_statuses(gangs, view.dirty)
@@ -95,7 +95,7 @@ class Cycle:
             reserved, since, satisfied = saved
             for k in keys:
                 self.bound.pop(k, None)
-                self.result.pending.pop(k, None)
+                self.result.waiting.pop(k, None)
                 self.state.reserved.pop(k, None)
             self.state.reserved.update(reserved)
             self.state.wait_since.pop(job.id, None)
@@ -308,7 +308,7 @@ class Cycle:
                                                f"Successfully assigned {pod} to {node}"))
 
     def post_filter(self, pod: Pod, message: str) -> None:
-        self.result.pending[pod.key] = message
+        self.result.waiting[pod.key] = message
         if pod.unschedulable_message != message:
             self.result.decisions.append(SetPodScheduledFalse(pod.key, message))
             self.result.decisions.append(Event("Pod", pod.key, "Warning", "FailedScheduling", message))

@@ -52,9 +52,21 @@ Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate
 @dataclass
 class CycleResult:
     decisions: list[Decision] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
+    waiting: dict[str, str] = field(default_factory=dict)  # pod tried this cycle -> why it is not bound yet
+    # Messages of parked jobs, not tried this cycle because nothing they wait for happened: kept by
+    # reference, so a cycle that skips hundreds of them copies nothing.
+    kept: list[dict[str, str]] = field(default_factory=list)
     next_deadline: float | None = None  # the earliest gang wait that expires, for the caller's timer
     job_errors: dict[str, str] = field(default_factory=dict)  # job id -> traceback of a job that raised
+
+    @property
+    def pending(self) -> dict[str, str]:
+        """Every claimed pod left unbound this cycle -> why."""
+        merged: dict[str, str] = {}
+        for messages in self.kept:
+            merged.update(messages)
+        merged.update(self.waiting)
+        return merged
 
     @property
     def binds(self) -> list[Bind]:

@@ -234,8 +234,8 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     else:
         truncated = True
     claimed = world.snapshot(scheduler_names)
-    pending = {p.key: result.pending.get(p.key, p.unschedulable_message) for p in claimed.pods
-               if claimed.claims(p)}
+    last = result.pending
+    pending = {p.key: last.get(p.key, p.unschedulable_message) for p in claimed.pods if claimed.claims(p)}
     # The core's view holds the tree for these very nodes; a fresh build is for a run that had no cycle.
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
