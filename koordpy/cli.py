@@ -8,15 +8,22 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import pickle
 import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import yaml
 
 from koordpy import __version__
-from koordpy.sim.simulator import InputError, SimulationResult, World, simulate
+from koordpy.sim.errors import InputError
+
+if TYPE_CHECKING:
+    from koordpy.sim.simulator import SimulationResult
 
 FOLDER_SUFFIXES = (".yaml", ".yml")  # a folder's JSON files are often not manifests
 FOLDER_RULE = "only *.yaml/*.yml are read from folders"
@@ -261,13 +268,60 @@ def _one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
+def read_aside(paths: list[str]) -> Callable[[], Loaded]:
+    """Starts reading the manifests in a forked child, so that YAML parsing (the longest part of a
+    cluster-sized run) overlaps with loading the scheduler and its compiled kernels on the other
+    core. Returns a function that waits for the child and returns what it read, raising what it
+    raised. Without ``fork`` the reading simply happens when the function is called."""
+    if not hasattr(os, "fork"):
+        return lambda: load_documents(paths)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read, send the result (or the error) back, and leave at once
+        os.close(read_end)
+        payload: tuple[str, object]
+        try:
+            payload = ("ok", load_documents(paths))
+        except (InputError, UsageError) as exc:
+            payload = ("error", _one_line(exc))
+        except BaseException:
+            payload = ("crash", traceback.format_exc())
+        with os.fdopen(write_end, "wb") as out:
+            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os._exit(0)
+    os.close(write_end)
+
+    def wait() -> Loaded:
+        with os.fdopen(read_end, "rb") as data:
+            raw = data.read()
+        _, status = os.waitpid(pid, 0)
+        if not raw:
+            raise RuntimeError(f"the manifest reader died (wait status {status})")
+        kind, value = pickle.loads(raw)
+        if kind == "error":
+            raise UsageError(value)
+        if kind == "crash":
+            raise RuntimeError(f"the manifest reader failed:\n{value}")
+        assert isinstance(value, Loaded)
+        return value
+
+    return wait
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     # Parsing a cluster dump makes millions of objects that all live to the end: the collector
     # would walk them again and again for nothing (a sixth of a 5,000-node run). It stays off
     # while they are made, and what exists then is frozen out of its sight.
     gc.disable()
     try:
-        loaded = load_documents(args.file)
+        wait = read_aside(args.file)
+        from koordpy.kernels import warm_up
+        from koordpy.sim.simulator import World, simulate
+
+        warm_up()  # numba loads each kernel on its first call; do it while the child parses
+        loaded = wait()
         world = World.from_objects(loaded.docs)
     except (InputError, UsageError) as exc:
         print(f"koordpy simulate: error: {_one_line(exc)}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -266,3 +267,18 @@ def test_yaml_aliases_and_merge_keys_build_like_pyyaml() -> None:
     text = "base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged:\n  <<: *b\n  y: 3\nkind: Node\n"
     docs, _ = cli.parse_manifests("f.yaml", text)
     assert [d for _, d in docs] == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_manifests_read_aside_or_in_line_give_the_same_result_and_errors(
+        fork: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # The CLI reads the manifests in a forked child where it can; without fork it reads them itself.
+    if not fork:
+        monkeypatch.delattr(os, "fork")
+    good = write(tmp_path, "good.yaml", node("n"), pod("a", cpu="1"))
+    assert cli.main(["simulate", "-f", good, "-o", "json"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["bound"] == {"default/a": "n"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: 1\na: 2\n")
+    assert cli.main(["simulate", "-f", str(bad)]) == 2
+    assert capsys.readouterr().err == f"koordpy simulate: error: {bad}:2:1: duplicate key 'a' (first at line 1)\n"

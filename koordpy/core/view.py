@@ -158,6 +158,8 @@ class View:
                 self.members.get(was, {}).pop(key, None)
                 touched.add(was)
         for pod in changed:
+            if self._swap_if_only_message(pod):
+                continue
             single_keys.add(pod.key)
             old, new = self.member_of.get(pod.key), gang_member(pod)
             if old is not None and old != new:
@@ -240,6 +242,33 @@ class View:
                 self.group_jobs.pop(gid, None)
             else:
                 self.group_jobs[gid] = job
+
+    def _swap_if_only_message(self, pod: Pod) -> bool:
+        """A pod that changed only in the PodScheduled message (the scheduler's own write coming
+        back) leaves its gang and job as they were: the new object takes the old one's place in
+        them, so a parked job stays parked and the next message is compared with the right one."""
+        gang_key = self.member_of.get(pod.key)
+        members = self.members.get(gang_key) if gang_key is not None else None
+        old = members.get(pod.key) if members is not None else (
+            self.single_jobs[pod.key].pods[0] if pod.key in self.single_jobs else None)
+        if old is None or old.unschedulable_message == pod.unschedulable_message:
+            return False
+        if {**old.__dict__, "unschedulable_message": pod.unschedulable_message} != pod.__dict__:
+            return False
+        holders: list[list[Pod]] = []
+        if members is not None and gang_key is not None:
+            members[pod.key] = pod
+            gang = self.gangs.get(gang_key)
+            job = self.group_jobs.get(self.groups.get(gang_key, ""))
+            holders += [gang.pods] if gang is not None else []
+            holders += [job.pods] if job is not None else []
+        if pod.key in self.single_jobs:
+            holders.append(self.single_jobs[pod.key].pods)
+        for pods in holders:
+            for i, p in enumerate(pods):
+                if p.key == pod.key:
+                    pods[i] = pod
+        return True
 
     # -- parked jobs ---------------------------------------------------------------------------
 

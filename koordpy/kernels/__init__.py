@@ -25,6 +25,7 @@ from koordpy.kernels.split import (
     contains,
     contains_py,
 )
+from koordpy.kernels.warm import warm_up
 
 __all__ = [
     "achievable",
@@ -40,4 +41,5 @@ __all__ = [
     "node_offerslots_py",
     "subtree_sums",
     "subtree_sums_py",
+    "warm_up",
 ]

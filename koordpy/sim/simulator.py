@@ -30,6 +30,7 @@ from koordpy.core.decisions import (
 from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.tree import detail_status
+from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
 # Objects without a creationTimestamp are created this far apart, in document order.
 CREATION_STEP = 0.001
@@ -44,14 +45,6 @@ KNOWN_KINDS = {
 # Kinds a user's manifests may carry that this simulation does not act on (yet).
 PASSIVE_KINDS = {("batch/v1", "Job"), ("v1", "Namespace"), ("topology.volcano.sh/v1alpha1", "HyperNode"),
                  ("kueue.x-k8s.io/v1alpha1", "Topology"), ("kueue.x-k8s.io/v1beta1", "Topology")}
-
-
-class InputError(ValueError):
-    """Bad input: names the source, the object and the field."""
-
-    def __init__(self, source: str, error: ParseError | str) -> None:
-        self.source = source
-        super().__init__(f"{source}: {error}")
 
 
 @dataclass
