@@ -19,6 +19,7 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
 from koordpy.controller.main import configure_logging
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, Conflict, Gone, cap, with_retries
+from koordpy.core.view import View
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})
@@ -247,9 +248,11 @@ async def test_a_failing_cycle_backs_off_and_recovers() -> None:
 
     loop.cycle = cycle  # type: ignore[method-assign]
     cache.changed.set()
+    loop.state.view = View()
     task = asyncio.ensure_future(loop.run())
     await asyncio.sleep(2.5)  # failing cycles at ~0 s, 1 s; the next only at 3 s
     assert calls == 2 and loop.failures == 2
+    assert loop.state.view is None  # dropped: the next cycle rebuilds the core's view from the cache
     fail = False
     await asyncio.sleep(1.0)
     assert loop.failures == 0 and calls >= 3  # succeeded, and runs freely again

@@ -73,12 +73,19 @@ class SchedulerLoop:
                     deadline = await self.cycle()
                     self.failures = 0
                 except Exception:  # one bad cycle must not stop the scheduler
-                    self.failures += 1
-                    delay = self.backoff()
+                    delay = self.cycle_failed()
                     log.exception("scheduling cycle failed", failures=self.failures, retry_in=delay)
                     self._retry_at = deadline = time.time() + delay
                 self._last_cycle = min(time.perf_counter() - started, 0.5)
             self.writer.flush(self._pending_info)
+
+    def cycle_failed(self) -> float:
+        """Counts a failed cycle and returns how long to wait before the next one. The core's
+        standing view may be what broke: it is dropped, so the next cycle rebuilds it from the
+        cache and a bad state cannot fail every cycle after it the same way."""
+        self.failures += 1
+        self.state.view = None
+        return self.backoff()
 
     async def cycle(self) -> float | None:
         snap = self.cache.snapshot(self.names)
