@@ -1,0 +1,114 @@
+"""Cases found by reviewing the core's standing view (koordpy.core.view): cycles that keep the view
+must decide exactly what cycles that rebuild it from the whole snapshot decide."""
+
+from collections.abc import Callable
+from typing import Any
+
+from koordpy.api import Pod
+from koordpy.api.podgroup import PodGroup
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import CycleResult
+from koordpy.core.gang import SchedulerState
+from koordpy.sim.simulator import World
+from tests.builders import node, pod, podgroup
+
+Step = Callable[[World], None]
+
+
+def idle(world: World) -> None:
+    pass
+
+
+def add_pod(raw: dict[str, Any]) -> Step:
+    def step(world: World) -> None:
+        p = world._admit(Pod.from_raw(raw))
+        world.pods[p.key] = p
+    return step
+
+
+def add_podgroup(raw: dict[str, Any]) -> Step:
+    def step(world: World) -> None:
+        pg = PodGroup.from_raw(raw)
+        world.podgroups[pg.key] = pg
+    return step
+
+
+def both(*steps: Step) -> Step:
+    def step(world: World) -> None:
+        for s in steps:
+            s(world)
+    return step
+
+
+def decided(result: CycleResult) -> dict[str, Any]:
+    return {"decisions": sorted(repr(d) for d in result.decisions), "pending": result.pending}
+
+
+def lockstep(objs: list[dict[str, Any]], steps: list[Step]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Two worlds fed the same changes, one scheduled with the standing view kept and one with it
+    dropped before every cycle; per cycle, what each decided. Objects that did not change stay the
+    same objects, as the live cache hands them over."""
+    worlds = [World.from_objects([("t", o) for o in objs]) for _ in range(2)]
+    states = [SchedulerState(), SchedulerState()]
+    out = []
+    for step in [idle, *steps]:
+        pair = []
+        for full, (world, state) in enumerate(zip(worlds, states, strict=True)):
+            step(world)
+            if full:
+                state.view = None
+            result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
+            world.apply(result)
+            pair.append(decided(result))
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def assert_same(objs: list[dict[str, Any]], steps: list[Step]) -> None:
+    for cycle, (kept, rebuilt) in enumerate(lockstep(objs, steps)):
+        assert kept == rebuilt, f"cycle {cycle}"
+
+
+def test_a_parked_gang_of_unlike_pods_is_retried_when_room_is_taken() -> None:
+    """Greedy placement of unlike pods is not monotone in room: here the small pod goes to the most
+    allocated node, the only one the big pod fits, until a foreign pod fills the other node enough
+    to be the most allocated. Room taken can let such a job through, so it must not stay parked."""
+    objs = [node("n0", cpu="20", memory="1000Gi"), node("n1", cpu="12", memory="1000Gi"),
+            pod("r0", cpu="12", memory="0", node_name="n0", scheduler="other"),
+            pod("r1", cpu="5", memory="0", node_name="n1", scheduler="other"),
+            podgroup("g", 2), pod("a", cpu="4", memory="0", group="g", index=0),
+            pod("b", cpu="8", memory="0", group="g", index=1)]
+    foreign = add_pod(pod("r2", cpu="3", memory="0", node_name="n1", scheduler="other"))
+    assert_same(objs, [idle, idle, foreign, idle])
+
+
+def clobber(key: str) -> Step:
+    def step(world: World) -> None:
+        world.pods[key] = world.pods[key].model_copy(update={"unschedulable_message": "written by someone else"})
+    return step
+
+
+def test_a_message_someone_else_wrote_on_a_parked_pod_is_written_again() -> None:
+    """Only the scheduler's own message coming back may leave a parked job parked; any other
+    message (another writer's, or a stale write landing late) must be put right, as a full cycle does."""
+    objs = [node("n0", cpu="4"), pod("p", cpu="8"), podgroup("g", 2),
+            pod("a", cpu="8", group="g"), pod("b", cpu="8", group="g")]
+    assert_same(objs, [idle, clobber("default/p"), idle])
+    assert_same(objs, [idle, clobber("default/a"), idle])
+
+
+GROUPS = ["default/a", "default/b"]
+
+
+def test_a_gang_touched_while_its_gang_group_forms_leaves_no_job_of_its_own() -> None:
+    objs = [node("n0"), node("n1"), podgroup("a", 2, groups=GROUPS), pod("a0", group="a")]
+    forms = both(add_podgroup(podgroup("b", 1, groups=GROUPS)), add_pod(pod("b0", group="b")),
+                 add_pod(pod("a1", group="a")))
+    assert_same(objs, [idle, forms, idle, idle])
+
+
+def test_gangs_touched_while_their_gang_group_splits_leave_no_job_of_the_old_group() -> None:
+    objs = [node("n0", cpu="4"), podgroup("a", 1, groups=GROUPS), podgroup("b", 1, groups=GROUPS),
+            pod("a0", group="a", cpu="4"), pod("b0", group="b")]
+    splits = both(add_podgroup(podgroup("b", 1)), add_pod(pod("a1", group="a")))
+    assert_same(objs, [idle, splits, idle, idle])
