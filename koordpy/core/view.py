@@ -236,8 +236,9 @@ class View:
         for gid in gids:
             claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
                        for k in gid.split(",") if k in self.gangs and not holds_alone(self.gangs[k], state)}
-            job = group_job(gid, self.gangs, claimed, snapshot) if all(k in self.gangs for k in gid.split(",")) \
-                else None
+            # An old group id of a touched gang names a GangGroup that may no longer stand as one.
+            job = group_job(gid, self.gangs, claimed, snapshot) \
+                if all(groups.get(k) == gid for k in gid.split(",")) else None
             if job is None:
                 self.group_jobs.pop(gid, None)
             else:
