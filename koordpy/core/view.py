@@ -247,7 +247,8 @@ class View:
     def _swap_if_only_message(self, pod: Pod) -> bool:
         """A pod that changed only in the PodScheduled message (the scheduler's own write coming
         back) leaves its gang and job as they were: the new object takes the old one's place in
-        them, so a parked job stays parked and the next message is compared with the right one."""
+        them, so a parked job stays parked and the next message is compared with the right one. Any
+        other message on a parked job's pod (another writer's, a stale write landing late) is a change."""
         gang_key = self.member_of.get(pod.key)
         members = self.members.get(gang_key) if gang_key is not None else None
         old = members.get(pod.key) if members is not None else (
@@ -256,6 +257,11 @@ class View:
             return False
         if {**old.__dict__, "unschedulable_message": pod.unschedulable_message} != pod.__dict__:
             return False
+        for job_id in (self.groups.get(gang_key or ""), pod.key):
+            parked = self.parked.get(job_id) if job_id is not None else None
+            if parked is not None and parked.pending.get(pod.key, pod.unschedulable_message) \
+                    != pod.unschedulable_message:
+                return False  # not the message it was parked with: a full cycle would write that again
         holders: list[list[Pod]] = []
         if members is not None and gang_key is not None:
             members[pod.key] = pod
