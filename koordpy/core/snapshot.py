@@ -75,6 +75,7 @@ class Cluster:
         self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
         self.counted: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}  # pod -> (node, request) in used
         self.tick = 0
+        self.moves = 0  # usage changes kept (room taken as well as freed): what a job of unlike pods watches
         self._freed: list[int | npt.NDArray[np.int64]] = []  # where room appeared at ticks base+1, base+2...
         self._freed_base = 0
         # Open while one job is evaluated, so a job that raises can be undone (Cycle._isolated).
@@ -129,6 +130,7 @@ class Cluster:
     def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
         """Records the pod as counted at ``entry`` (whose usage is already in ``used``)."""
         old = self.counted.get(key)
+        self.moves += 1
         if entry is None:
             self.counted.pop(key, None)
         else:

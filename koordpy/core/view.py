@@ -52,6 +52,9 @@ class Parked:
     pending: dict[str, str]  # pod -> the message it was left with
     shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
     deadline: float | None  # when a NonStrict wait it holds reservations for expires
+    # For a job of several shapes, the cluster's moves after the attempt: placing unlike pods one
+    # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
+    moves: int | None = None
 
 
 class View:
@@ -289,7 +292,8 @@ class View:
                 continue  # placed already; only the members still to place can use new room
             vec, mask = cluster.request_vector(pod), filters.static(pod).mask
             shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
-        self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline)
+        self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
+                                     cluster.moves if len(shapes) > 1 else None)
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
         """The job's parked record when trying it again cannot change anything, else None."""
@@ -300,7 +304,11 @@ class View:
             return None
         cluster = self.cluster
         assert cluster is not None
-        if cluster.tick == parked.tick or parked.wake == "changed":
+        if parked.wake == "changed":
+            return parked
+        if parked.moves is not None and parked.moves != cluster.moves:
+            return None
+        if cluster.tick == parked.tick:
             return parked
         if parked.wake == "any-room":
             return None
@@ -313,7 +321,8 @@ class View:
                 fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
             if fits:
                 return None
-        # Room freed so far does not fit it, and room is only taken until freed again.
+        # Room freed so far does not fit it, and room is only taken until freed again (which cannot
+        # help a job of one shape).
         parked.tick = cluster.tick
         return parked
 
