@@ -4,11 +4,12 @@ must decide exactly what cycles that rebuild it from the whole snapshot decide."
 from collections.abc import Callable
 from typing import Any
 
-from koordpy.api import Pod
+from koordpy.api import Node, Pod
 from koordpy.api.podgroup import PodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult
 from koordpy.core.gang import SchedulerState
+from koordpy.core.snapshot import Snapshot
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup
 
@@ -112,3 +113,37 @@ def test_gangs_touched_while_their_gang_group_splits_leave_no_job_of_the_old_gro
             pod("a0", group="a", cpu="4"), pod("b0", group="b")]
     splits = both(add_podgroup(podgroup("b", 1)), add_pod(pod("a1", group="a")))
     assert_same(objs, [idle, splits, idle, idle])
+
+
+# -- found by the same review, in both modes ------------------------------------------------------
+
+NONSTRICT = {"gang.scheduling.koordinator.sh/mode": "NonStrict"}
+
+
+def test_a_reservation_on_a_node_that_is_gone_is_dropped_and_the_member_placed_again() -> None:
+    state = SchedulerState()
+    pods = [Pod.from_raw(pod(f"g-{i}", group="g")) for i in range(3)]
+    pg = {"default/g": PodGroup.from_raw(podgroup("g", 3, annotations=NONSTRICT))}
+    two = [Node.from_raw(node(n)) for n in ("n0", "n1")]
+    first = schedule(Snapshot(nodes=two, pods=pods, podgroups=pg), state, 0.0)
+    assert first.binds == [] and set(state.reserved.values()) == {"n0", "n1"}
+    others = [Node.from_raw(node(n)) for n in ("n1", "n2", "n3")]  # n0 removed
+    second = schedule(Snapshot(nodes=others, pods=pods, podgroups=pg), state, 1.0)
+    assert second.job_errors == {}
+    assert sorted(b.node for b in second.binds) == ["n1", "n2", "n3"]
+
+
+def test_a_wait_is_forgotten_when_its_gang_joins_another_group() -> None:
+    state = SchedulerState()
+    nodes = [Node.from_raw(node("n0"))]
+    a = [Pod.from_raw(pod(f"a-{i}", group="a")) for i in range(2)]
+    pgs = {"default/a": PodGroup.from_raw(podgroup("a", 2, annotations=NONSTRICT))}
+    schedule(Snapshot(nodes=nodes, pods=a, podgroups=pgs), state, 0.0)
+    assert set(state.wait_since) == {"default/a"}
+    # a and b now name each other: one GangGroup, whose wait starts when it is first tried.
+    pgs["default/a"] = PodGroup.from_raw(podgroup("a", 2, groups=GROUPS, annotations=NONSTRICT))
+    pgs["default/b"] = PodGroup.from_raw(podgroup("b", 1, groups=GROUPS, annotations=NONSTRICT))
+    result = schedule(Snapshot(nodes=nodes, pods=[*a, Pod.from_raw(pod("b-0", group="b"))], podgroups=pgs),
+                      state, 5.0)
+    assert set(state.wait_since) == {"default/a,default/b"}  # the new group's wait, from now
+    assert result.next_deadline is not None and result.next_deadline > 5.0

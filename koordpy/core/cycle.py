@@ -53,8 +53,12 @@ class Cycle:
     def run(self) -> CycleResult:
         view = self.view
         gangs = self.gangs = view.gangs
-        if view.gangs_gone:  # forget them, so a long-running scheduler's memory stays bounded
-            for gid in [g for g in self.state.wait_since if not set(g.split(",")) & gangs.keys()]:
+        if view.gangs_gone or view.regrouped:
+            # A wait belongs to a GangGroup as it stood: one that is gone, or no longer stands as
+            # that group, has nothing to wait for (its gangs' reservations start a wait of their new
+            # group when it is tried). Forgetting them also keeps a long run's memory bounded.
+            current = set(view.groups.values())
+            for gid in [g for g in self.state.wait_since if g not in current]:
                 del self.state.wait_since[gid]
         view.new_cycle()
         for job in view.queue():

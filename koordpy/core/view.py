@@ -77,6 +77,7 @@ class View:
         self._queue: list[Job] | None = None
         self._names: dict[str, tuple[str, ...]] = {}
         self.gangs_gone = False  # a gang went away in the last refresh
+        self.regrouped = False  # GangGroups were recomputed in the last refresh
         self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
         # (parked at tick, now at tick, request, mask id) -> whether the room freed in between fits
         self._fits: dict[tuple[int, int, bytes, int], bool] = {}
@@ -90,8 +91,15 @@ class View:
     # -- bringing the view up to date ------------------------------------------------------
 
     def refresh(self, snapshot: Snapshot, state: SchedulerState) -> Cluster:
+        # What the last snapshot held, copied: a shell may fill the next one by changing the same
+        # lists and dicts in place, and comparing them with themselves would find nothing changed.
         prev = self.snapshot
-        self.snapshot = snapshot
+        self.snapshot = Snapshot(nodes=list(snapshot.nodes), pods=list(snapshot.pods),
+                                 podgroups=dict(snapshot.podgroups), topology=snapshot.topology,
+                                 priority_classes=dict(snapshot.priority_classes),
+                                 scheduler_names=snapshot.scheduler_names,
+                                 invalid_podgroups=dict(snapshot.invalid_podgroups),
+                                 topology_error=snapshot.topology_error)
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
                  or snapshot.topology_error != prev.topology_error)
@@ -114,14 +122,18 @@ class View:
         cluster = self.cluster
         if (whole or cluster is None or self._nodes_changed(snapshot.nodes)
                 or not all(cluster.knows(p) for p in changed)):
+            # A reservation on a node that is gone holds nothing: the member is placed again.
+            names = {n.name for n in snapshot.nodes}
+            for key in [k for k, node in state.reserved.items() if node not in names]:
+                del state.reserved[key]
             cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
             self.filters = Filters(cluster)
             self.parked.clear()  # their node masks and request vectors belong to the old arrays
         else:
             for key in recount:
                 cluster.recount(key, self.by_key.get(key), state.reserved)
-        self._nodes = list(snapshot.nodes)
-        self._pods = list(snapshot.pods)
+        self._nodes = self.snapshot.nodes
+        self._pods = self.snapshot.pods
         self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
         return cluster
 
@@ -153,6 +165,7 @@ class View:
     def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
                       changed: list[Pod], removed: list[str], whole: bool) -> None:
         self.gangs_gone = whole
+        self.regrouped = whole
         touched: set[str] = set()
         single_keys: set[str] = set(removed)
         for key in removed:
@@ -215,6 +228,7 @@ class View:
                     del self._names[key]
                 else:
                     self._names[key] = named
+        self.regrouped = regrouped or whole
         groups = group_of(self.gangs) if regrouped or whole else self.groups
         regroup = whole or (regrouped and any(groups.get(k) != v for k, v in self.groups.items() if k not in touched))
         if regrouped:
