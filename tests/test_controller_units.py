@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -285,3 +286,15 @@ def test_a_cluster_network_topology_not_named_default_is_reported_and_ignored() 
     assert snap.topology is None and snap.topology_error is None and cache.topology_raw is None
     [bad] = cache.invalid_objects(NAMES)
     assert (bad.key, bad.uid) == ("mine", "c1") and "named 'default', not 'mine'" in bad.error
+
+
+async def test_every_few_minutes_a_cycle_is_computed_from_the_whole_cache() -> None:
+    loop, _ = make_loop(Cache())
+    first = await loop.cycle()
+    view = loop.state.view
+    assert view is not None and first == loop._full_at  # the loop wakes for it even when nothing changes
+    await loop.cycle()
+    assert loop.state.view is view  # kept between cycles
+    loop._full_at = 0.0  # due
+    await loop.cycle()
+    assert loop.state.view is not view and loop._full_at > time.time()

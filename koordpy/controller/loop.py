@@ -25,6 +25,10 @@ from koordpy.core.tree import detail_status, tree_from_cluster_network_topology
 log = structlog.get_logger("koordpy.loop")
 FAILURE_BACKOFF = 1.0
 FAILURE_BACKOFF_MAX = 30.0
+# Every so often a cycle is computed from the whole cache, not from the core's standing view:
+# kube-scheduler's periodic flush of its unschedulable queue, and a safety net for what the
+# incremental view cannot see (a condition write that was lost, say).
+FULL_CYCLE_SECONDS = 300.0
 
 
 class SchedulerLoop:
@@ -43,6 +47,7 @@ class SchedulerLoop:
         self._reported: dict[str, str] = {}
         self._last_cycle = 0.0
         self._retry_at = 0.0
+        self._full_at = time.time() + FULL_CYCLE_SECONDS  # the first cycle builds the view anyway
 
     def backoff(self) -> float:
         """Seconds to wait before the next cycle after ``self.failures`` failures in a row."""
@@ -88,6 +93,9 @@ class SchedulerLoop:
         return self.backoff()
 
     async def cycle(self) -> float | None:
+        if time.time() >= self._full_at:
+            self.state.view = None
+            self._full_at = time.time() + FULL_CYCLE_SECONDS
         snap = self.cache.snapshot(self.names)
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
@@ -116,7 +124,7 @@ class SchedulerLoop:
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
-        return result.next_deadline
+        return min(self._full_at, result.next_deadline or self._full_at)
 
     async def _bind(self, d: Bind, uid: str) -> None:
         if await self.writer.bind(d.pod, uid, d.node):
