@@ -33,10 +33,12 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from koordpy.controller.main import api_client
+from koordpy.controller.podwatch import lines
 from koordpy.controller.writer import with_retries
 
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 64
+ROUND_DEADLINE = 600.0  # seconds a round may take before it ends saying what is missing
 NS = "default"
 TOPOLOGY = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
             "metadata": {"name": "default"}, "spec": {"networkTopologySpec": [
@@ -74,25 +76,54 @@ class BindWatch:
         self._sem = asyncio.Semaphore(CONCURRENCY)
 
     async def run(self) -> None:
+        """Watches until every expected pod was seen bound. A watch the API server ends (or that
+        breaks) is opened again; its first events list the pods as they are, so nothing is lost."""
         core = CoreV1Api(self.api)
-        resp = await core.list_namespaced_pod(NS, watch=True, _preload_content=False, timeout_seconds=600)
-        async for line in resp.content:
-            event = json.loads(line)
-            pod = event["object"]
-            name = pod["metadata"]["name"]
-            if pod["spec"].get("nodeName"):
-                if name not in self.bound:
-                    self.bound[name] = time.perf_counter()
-                    if len(self.bound) >= self.expected:
-                        self.done.set()
-                        resp.release()
-                        return
-            elif self.bind_to is not None and event["type"] == "ADDED":
-                node = self.bind_to[self._next % len(self.bind_to)]
-                self._next += 1
-                task = asyncio.ensure_future(self._bind(core, name, node))
-                self._binds.add(task)
-                task.add_done_callback(self._binds.discard)
+        while not self.done.is_set():
+            try:
+                resp = await core.list_namespaced_pod(NS, watch=True, _preload_content=False, timeout_seconds=600)
+                try:
+                    async for line in lines(resp):
+                        self._seen(core, json.loads(line))
+                        if self.done.is_set():
+                            return
+                finally:
+                    resp.release()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                print(f"  (bench watch ended: {exc!r}; watching again)", flush=True)
+                await asyncio.sleep(0.2)
+
+    def _seen(self, core: CoreV1Api, event: dict[str, Any]) -> None:
+        pod = event.get("object") or {}
+        name = (pod.get("metadata") or {}).get("name")
+        if event.get("type") not in ("ADDED", "MODIFIED") or not name:
+            return
+        if (pod.get("spec") or {}).get("nodeName"):
+            if name not in self.bound:
+                self.bound[name] = time.perf_counter()
+                if len(self.bound) >= self.expected:
+                    self.done.set()
+        elif self.bind_to is not None and event["type"] == "ADDED":
+            node = self.bind_to[self._next % len(self.bind_to)]
+            self._next += 1
+            task = asyncio.ensure_future(self._bind(core, name, node))
+            self._binds.add(task)
+            task.add_done_callback(self._binds.discard)
+
+    async def missing(self, names: list[str]) -> str:
+        """What the watch has not seen bound, and what a LIST says of those pods, for the message
+        a round that misses its deadline ends with."""
+        resp = await CoreV1Api(self.api).list_namespaced_pod(NS, _preload_content=False)
+        try:
+            items = {p["metadata"]["name"]: p for p in (await resp.json()).get("items") or []}
+        finally:
+            resp.release()
+        gone = [n for n in names if n not in self.bound]
+        bound_per_list = sum(1 for n in gone if (items.get(n, {}).get("spec") or {}).get("nodeName"))
+        return (f"{len(gone)} of {len(names)} pods never seen bound on the watch (first: {', '.join(gone[:5])}); "
+                f"a LIST shows {bound_per_list} of them bound and {sum(1 for n in gone if n not in items)} absent")
 
 
     async def _bind(self, core: CoreV1Api, name: str, node: str) -> None:
@@ -164,7 +195,11 @@ async def round_(api: ApiClient, label: str, scheduler: str, gangs: int, size: i
     start = time.perf_counter()
     await gather_limited([create(g, i) for g in range(gangs) for i in range(size)])
     created_all = time.perf_counter()
-    await asyncio.wait_for(watch.done.wait(), timeout=600)
+    try:
+        await asyncio.wait_for(watch.done.wait(), timeout=ROUND_DEADLINE)
+    except TimeoutError:
+        names = [f"gang-{g}-{i}" for g in range(gangs) for i in range(size)]
+        raise SystemExit(f"  {label}: not done after {ROUND_DEADLINE:.0f} s: {await watch.missing(names)}") from None
     end = max(watch.bound.values())
     watcher.cancel()
     completion = []
