@@ -139,11 +139,26 @@ class Scheduler:
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
+    READY_TIMEOUT = 300.0  # a fresh checkout compiles the numba kernels at the first start
+
     def start(self) -> None:
+        """Starts the scheduler and returns once it has listed the cluster (after loading its kernels),
+        so a test's own deadlines never include a cold start."""
+        synced = self._synced()
         out = open(self.log, "ab")  # noqa: SIM115 - the child process owns it
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.cp.kubeconfig],
                                      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        deadline = time.monotonic() + self.READY_TIMEOUT
+        while self._synced() <= synced:
+            if not self.alive() or time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+                raise AssertionError(f"koordpy run did not report 'cache synced' within {self.READY_TIMEOUT:g}s "
+                                     f"(alive: {self.alive()}); its log ends:\n{tail}")
+            time.sleep(0.2)
+
+    def _synced(self) -> int:
+        return self.log.read_text(errors="replace").count('"cache synced"') if self.log.exists() else 0
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc and self.proc.poll() is None:
