@@ -86,3 +86,14 @@ def test_a_parked_job_is_retried_only_when_room_appears_where_it_fits(monkeypatc
     assert cycle(waiting, on_n0, on_n1) == [] and tried == ["p"]  # nothing changed: not tried again
     assert cycle(waiting, on_n0) == [] and tried == ["p"]  # room on n1, which p may not use
     assert cycle(waiting) == [("default/p", "n0")] and tried == ["p", "p"]  # room on n0: tried, and binds
+
+
+def test_what_is_parked_for_a_job_that_is_gone_is_forgotten() -> None:
+    nodes = [Node.from_raw(node("n0"))]
+    waiting = Pod.from_raw(pod("p", cpu="16"))
+    state = SchedulerState()
+    schedule(Snapshot(nodes=nodes, pods=[waiting]), state, 0.0)
+    assert state.view is not None and set(state.view.parked) == {"default/p"}
+    schedule(Snapshot(nodes=nodes, pods=[]), state, 1.0)
+    assert state.view.parked == {}
+    assert state.view.cluster is not None and "default/p" not in state.view.cluster._requests

@@ -106,7 +106,9 @@ class Cluster:
     def recount(self, key: str, pod: Pod | None, assumed: dict[str, str]) -> None:
         """Counts ``pod`` (None: gone) where it runs or is reserved, if that changed."""
         node = None
-        if pod is not None and not pod.terminal:
+        if pod is None:
+            self._requests.pop(key, None)  # gone: its cached vector would outlive it
+        elif not pod.terminal:
             node = self.node_index.get(pod.node_name or assumed.get(key, ""))
         have = self.counted.get(key)
         if node is None:

@@ -61,9 +61,7 @@ class View:
     def __init__(self) -> None:
         self.cluster: Cluster | None = None
         self.filters: Filters | None = None
-        self.snapshot: Snapshot | None = None
-        self._nodes: list[Node] = []
-        self._pods: list[Pod] = []
+        self.snapshot: Snapshot | None = None  # a copy of the last one, to find what changed
         self.by_key: dict[str, Pod] = {}
         self.claimed: dict[str, Pod] = {}
         self.member_of: dict[str, str] = {}
@@ -83,9 +81,12 @@ class View:
         self._fits: dict[tuple[int, int, bytes, int], bool] = {}
 
     def queue(self) -> list[Job]:
-        """The jobs in queue order; sorted again only when the jobs changed."""
+        """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
+        for a job that is gone is forgotten, lest its old tick keep the freed-room log forever)."""
         if self._queue is None:
             self._queue = sorted([*self.group_jobs.values(), *self.single_jobs.values()], key=Job.queue_key)
+            for gone in self.parked.keys() - {job.id for job in self._queue}:
+                del self.parked[gone]
         return self._queue
 
     # -- bringing the view up to date ------------------------------------------------------
@@ -103,7 +104,7 @@ class View:
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
                  or snapshot.topology_error != prev.topology_error)
-        changed, removed = self._pod_changes(snapshot.pods, whole)
+        changed, removed = self._pod_changes(snapshot.pods, [] if prev is None else prev.pods, whole)
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
@@ -120,7 +121,7 @@ class View:
                     and k not in self.claimed]:
             del state.reserved[key]
         cluster = self.cluster
-        if (whole or cluster is None or self._nodes_changed(snapshot.nodes)
+        if (whole or cluster is None or prev is None or self._nodes_changed(snapshot.nodes, prev.nodes)
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
             names = {n.name for n in snapshot.nodes}
@@ -132,14 +133,11 @@ class View:
         else:
             for key in recount:
                 cluster.recount(key, self.by_key.get(key), state.reserved)
-        self._nodes = self.snapshot.nodes
-        self._pods = self.snapshot.pods
         self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
         return cluster
 
-    def _pod_changes(self, pods: list[Pod], whole: bool) -> tuple[list[Pod], list[str]]:
-        """The pods that are new or different since the last snapshot, and the keys gone."""
-        old = self._pods
+    def _pod_changes(self, pods: list[Pod], old: list[Pod], whole: bool) -> tuple[list[Pod], list[str]]:
+        """The pods that are new or different since the last snapshot (``old``), and the keys gone."""
         if not whole and len(pods) == len(old):
             # The usual case: the same pods in the same order, a few replaced by newer objects.
             flags = list(map(operator.is_not, pods, old))
@@ -152,10 +150,10 @@ class View:
         return ([p for k, p in current.items() if self.by_key.get(k) is not p],
                 [k for k in self.by_key if k not in current])
 
-    def _nodes_changed(self, nodes: list[Node]) -> bool:
+    @staticmethod
+    def _nodes_changed(nodes: list[Node], old: list[Node]) -> bool:
         """Whether the arrays and tree must be rebuilt. A node object replaced by an equal one (a
         status heartbeat, say) changes nothing scheduling reads."""
-        old = self._nodes
         if len(nodes) != len(old):
             return True
         if all(map(operator.is_, nodes, old)):
