@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +18,9 @@ from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.quantity import parse_go_duration
 from koordpy.api.raw import Reader, int_text, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
+
+if TYPE_CHECKING:
+    from koordpy.api.objects import Pod
 
 GROUP = "scheduling.sigs.k8s.io"
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -260,3 +264,16 @@ def topology_index(pod_ref: str, annotations: dict[str, str]) -> int | None:
     if value < 0:
         raise ParseError(pod_ref, f"metadata.annotations[{ANN_TOPOLOGY_INDEX}]", f"must not be negative, got {value}")
     return value
+
+
+def check_pod_annotations(pod: Pod, podgroups: Mapping[str, PodGroup], invalid: Container[str] = (),
+                          gang_checked: bool = False) -> None:
+    """Raises ParseError for what a pending pod's gang and topology annotations get wrong: what
+    ``koordpy simulate`` refuses up front and the live scheduler reports on the pod. A pod of a
+    PodGroup that is itself ``invalid`` is not blamed for it (that error is the PodGroup's);
+    ``gang_checked`` skips the gang declaration when the caller knows it was accepted already."""
+    ref = f"Pod {pod.key}"
+    gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+    if gang is not None and gang not in invalid and not gang_checked:
+        gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
+    topology_index(ref, pod.annotations)

@@ -20,7 +20,7 @@ import structlog
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.podgroup import PodGroup, gang_config_from_pod, pod_gang_name, topology_index
+from koordpy.api.podgroup import PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core.snapshot import Snapshot
 
@@ -41,16 +41,9 @@ class InvalidObject:
 
 
 def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: dict[str, str]) -> str | None:
-    """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None.
-
-    A pod of a PodGroup that is itself invalid is not blamed for it: that error is the
-    PodGroup's, and its pods are held back with it by the core."""
-    ref = f"Pod {pod.key}"
+    """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
     try:
-        gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
-        if gang is not None and gang not in invalid_groups:
-            gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
-        topology_index(ref, pod.annotations)
+        check_pod_annotations(pod, podgroups, invalid_groups)
     except ParseError as exc:
         return str(exc)
     return None

@@ -12,9 +12,8 @@ from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
     PodGroup,
     PodGroupStatus,
-    gang_config_from_pod,
+    check_pod_annotations,
     pod_gang_name,
-    topology_index,
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import ClusterNetworkTopology
@@ -242,16 +241,12 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
 
 def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
     """What the live scheduler reports as an Event, the simulator refuses up front (exit 2).
-    ``valid`` remembers declarations already accepted: a gang's pods repeat the same one."""
-    ref = f"Pod {pod.key}"
+    ``valid`` remembers gang declarations already accepted: a gang's pods repeat the same one."""
     gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
-    if gang is not None:
-        pg = podgroups.get(gang)
-        key = (gang, id(pg), tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
-        if key not in valid:
-            gang_config_from_pod(ref, pod.namespace, pod.annotations, pg)
-            valid.add(key)
-    topology_index(ref, pod.annotations)
+    key = (gang, id(podgroups.get(gang or "")),
+           tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
+    check_pod_annotations(pod, podgroups, gang_checked=key in valid)
+    valid.add(key)
 
 
 def _check_range(reader: Reader, ts: float) -> None:
