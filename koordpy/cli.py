@@ -114,13 +114,10 @@ def _build(node: yaml.Node, loader: _Loader, seen: dict[int, Any]) -> Any:
         key = _build(key_node, loader, seen)
         try:
             duplicate = key in mapping
-        except TypeError as exc:
-            raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                    "found unhashable key", key_node.start_mark) from exc
-        if duplicate:
-            first = next(k for k, _ in node.value if k is not key_node and _build(k, loader, seen) == key)
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {first.start_mark.line + 1})", key_node.start_mark)
+        except TypeError:
+            duplicate = True
+        if duplicate:  # the constructor says what is wrong, in the words it uses everywhere
+            return loader.construct_object(node, deep=True)
         mapping[key] = _build(value_node, loader, seen)
     return mapping
 
