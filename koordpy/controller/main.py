@@ -138,15 +138,12 @@ def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistr
     def watcher(kind: str) -> Any:
         # async, so kopf calls it on the event loop instead of handing it to a thread pool
         async def handler(**kwargs: Any) -> None:
-            # Never raises: kopf would log the traceback and drop the event, leaving the cache
-            # without the object. Cache.observe already catches what parsing raises.
-            try:
-                event = kwargs["event"]
-                raw = event.get("object")
-                if isinstance(raw, dict):
-                    cache.observe(kind, event.get("type"), raw)
-            except Exception:
-                log.exception("watch event not processed", kind=kind)
+            # Cache.observe never raises (kopf would log and drop the event, and the cache would
+            # not know the object), so nothing here needs guarding.
+            event = kwargs["event"]
+            raw = event.get("object")
+            if isinstance(raw, dict):
+                cache.observe(kind, event.get("type"), raw)
 
         return handler
 
