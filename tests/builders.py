@@ -71,6 +71,25 @@ def pod(name: str, cpu: str = "8", memory: str = "1Gi", *, group: str | None = N
             "metadata": {"name": name, "namespace": "default", "labels": lab, "annotations": ann}, "spec": spec}
 
 
+def unlike_spine() -> list[dict[str, Any]]:
+    """One spine s1: four 8-GPU nodes in block b1 and a CPU-only node in block b2."""
+    def where(block: str) -> dict[str, str]:
+        return {"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": block}
+
+    gpu = [node(f"gpu-{i}", labels=where("b1"), extra={"nvidia.com/gpu": "8"}) for i in range(4)]
+    return [*gpu, node("cpu-0", labels=where("b2"))]
+
+
+def gpu_workers(n: int) -> list[dict[str, Any]]:
+    """Members of gang "worker", 1 CPU and 8 GPUs each, ranked after a master at index 0."""
+    workers = []
+    for i in range(n):
+        w = pod(f"worker-{i}", cpu="1", group="worker", index=i + 1)
+        w["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
+        workers.append(w)
+    return workers
+
+
 def podgroup(name: str, min_member: int, *, gather: list[dict[str, Any]] | None = None,
              groups: list[str] | None = None, timeout: int | None = 300,
              annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -4,7 +4,17 @@ from collections import Counter
 from typing import Any
 
 from koordpy.sim.simulator import SimulationResult
-from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
+from tests.builders import (
+    SEED_12,
+    SPINE_BLOCK_CNT,
+    gpu_workers,
+    node,
+    pod,
+    podgroup,
+    run,
+    spine_block_nodes,
+    unlike_spine,
+)
 
 Layout = dict[str, dict[str, list[int]]]
 
@@ -90,19 +100,11 @@ def test_a_rounded_offerslot_that_fits_is_no_candidate_without_a_split() -> None
 
 
 def test_unlike_members_under_multiples_say_why_they_were_not_tried_one_by_one() -> None:
-    gpu = [node(f"gpu-{i}", labels={"network.topology.nvidia.com/spine": "s1",
-                                    "network.topology.nvidia.com/block": "b1"}, extra={"nvidia.com/gpu": "8"})
-           for i in range(4)]
-    cpu = node("cpu-0", labels={"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b2"})
     gather: list[dict[str, Any]] = [{"layer": "SpineLayer", "strategy": "MustGather"},
                                     {"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 2}]
     groups = ["default/master", "default/worker"]
-    workers = []
-    for i in range(4):
-        w = pod(f"worker-{i}", cpu="1", group="worker", index=i + 1)
-        w["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
-        workers.append(w)
-    out = run(gpu, cpu, SPINE_BLOCK_CNT, podgroup("master", 1, gather=gather, groups=groups),
+    workers = gpu_workers(4)
+    out = run(unlike_spine(), SPINE_BLOCK_CNT, podgroup("master", 1, gather=gather, groups=groups),
               podgroup("worker", 4, gather=gather, groups=groups), pod("master-0", cpu="1", group="master", index=0),
               workers)
     assert out.bound == {}

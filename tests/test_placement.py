@@ -3,7 +3,19 @@
 from typing import Any
 
 from koordpy.sim.simulator import World, simulate
-from tests.builders import SEED_12, SPINE_BLOCK_CNT, cnt, node, pod, podgroup, priority_class, run, spine_block_nodes
+from tests.builders import (
+    SEED_12,
+    SPINE_BLOCK_CNT,
+    cnt,
+    gpu_workers,
+    node,
+    pod,
+    podgroup,
+    priority_class,
+    run,
+    spine_block_nodes,
+    unlike_spine,
+)
 
 PREFER_BLOCK_SPINE = [{"layer": "BlockLayer", "strategy": "PreferGather"},
                       {"layer": "SpineLayer", "strategy": "PreferGather"}]
@@ -171,19 +183,11 @@ def test_topology_failure_says_which_nodes_filters_ruled_out() -> None:
 def test_unlike_ganggroup_members_fit_where_the_common_shape_would_not() -> None:
     # One spine: four 8-GPU nodes and one CPU-only node. A 1-CPU master and four 8-GPU
     # workers must gather in the spine; taking every member as 8 GPUs would need five GPU nodes.
-    gpu = [node(f"gpu-{i}", labels={"network.topology.nvidia.com/spine": "s1",
-                                    "network.topology.nvidia.com/block": "b1"}, extra={"nvidia.com/gpu": "8"})
-           for i in range(4)]
-    cpu = node("cpu-0", labels={"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b2"})
     far = node("gpu-far", labels={"network.topology.nvidia.com/spine": "s2", "network.topology.nvidia.com/block": "b3"},
                extra={"nvidia.com/gpu": "8"})
     groups = ["default/master", "default/worker"]
-    workers = []
-    for i in range(4):
-        w = pod(f"worker-{i}", cpu="1", group="worker", index=i + 1)
-        w["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
-        workers.append(w)
-    out = run(gpu, cpu, far, SPINE_BLOCK_CNT, podgroup("master", 1, gather=MUST_SPINE, groups=groups),
+    workers = gpu_workers(4)
+    out = run(unlike_spine(), far, SPINE_BLOCK_CNT, podgroup("master", 1, gather=MUST_SPINE, groups=groups),
               podgroup("worker", 4, gather=MUST_SPINE, groups=groups),
               pod("master-0", cpu="1", group="master", index=0), workers)
     assert len(out.bound) == 5 and "gpu-far" not in out.bound.values()
