@@ -25,6 +25,7 @@ from koordpy.core.filters import Filters
 from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.sources import koordinator
 from koordpy.core.statement import Statement
 from koordpy.kernels import (
     achievable,
@@ -110,10 +111,11 @@ def bench_one_gang() -> dict[str, float]:
     pods = rank_order(list(snap.pods))
     annotations = next(iter(snap.podgroups.values())).annotations
     spec = parse_network_topology_spec(annotations["gang.scheduling.koordinator.sh/network-topology-spec"])
+    req = koordinator.requirement(spec, cluster.tree, cluster.layer_labels, None, len(cluster.nodes))
 
     def place() -> None:
         stmt = Statement(cluster)
-        failure = placer.gather(pods, spec, stmt)
+        failure = placer.place(pods, req, stmt)
         assert failure is None, failure
         assert len(stmt.placed) == 3000
         stmt.discard()

@@ -115,6 +115,9 @@ class PodGroup(_Model):
         )
         # Validate the annotations now, so a bad PodGroup is reported once, against itself.
         gang_config_from_podgroup(pg)
+        from koordpy.api.volcano import network_topology_from_annotations  # it builds on this module
+
+        network_topology_from_annotations(f"PodGroup {pg.key}", pg.annotations)
         return pg
 
 

@@ -20,7 +20,7 @@ from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
 from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
-from koordpy.core.tree import detail_status, tree_from_cluster_network_topology
+from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
 
 log = structlog.get_logger("koordpy.loop")
 FAILURE_BACKOFF = 1.0

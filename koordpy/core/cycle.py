@@ -9,6 +9,7 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 from __future__ import annotations
 
 import traceback
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
 from koordpy.api.quantity import format_quantity
-from koordpy.api.topology import NetworkTopologySpec
+from koordpy.api.volcano import VolcanoPodGroup
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -25,9 +26,11 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     SetPodScheduledFalse,
 )
-from koordpy.core.gang import Gang, Job, SchedulerState, claims
-from koordpy.core.placement import Failure, Placer, ignored_layers, rank_order
+from koordpy.core.gang import Gang, Job, SchedulerState, TopologyAsk, claims
+from koordpy.core.placement import Failure, Placer, rank_order
+from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.statement import Statement
 from koordpy.core.view import View, Wake
 
@@ -131,15 +134,16 @@ class Cycle:
                 self.post_filter(pod, reason)
             return wake
         pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
-        spec = next((g.config.topology for g in job.gangs if g.config and g.config.topology), None)
+        req = self.requirement(job)
         stmt = Statement(self.cluster)
-        failure = self._place(pods, spec, stmt) if pods else None
+        failure = self._place(pods, req, stmt) if pods else None
         strict = any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
-        if failure and (strict or spec):
+        if failure and (strict or req) and not (req and req.subgroups):
             # The attempt was all-or-nothing for every pending member, but the gang may need
             # fewer: the longest rank-order prefix that still meets the minimums goes instead.
+            # (Sub-groups are placed whole or not at all already, so what is placed stands.)
             stmt.discard()
-            self._largest_prefix(job, pods, spec, stmt)
+            self._largest_prefix(job, pods, req, stmt)
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
             for pod in job.pods:
@@ -148,8 +152,8 @@ class Cycle:
             self.state.wait_since.pop(job.id, None)
             self.state.satisfied.update(g.key for g in job.gangs)
             self.bind(placed)
-            if spec is not None:
-                self._report_ignored_layers(job, spec)
+            if req is not None and req.notes:
+                self._report_ignored_layers(job, req.notes)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
             return None
@@ -162,12 +166,9 @@ class Cycle:
         self._reject(job, failure)
         return "room"
 
-    def _report_ignored_layers(self, job: Job, spec: NetworkTopologySpec) -> None:
+    def _report_ignored_layers(self, job: Job, notes: tuple[str, ...]) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
         that waits carries it in its message instead, written only when it changes)."""
-        notes = ignored_layers(spec, self.cluster.tree)
-        if not notes:
-            return
         for gang in job.gangs:
             if gang.key in self.snapshot.podgroups:
                 self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "TopologyLayerIgnored",
@@ -176,10 +177,52 @@ class Cycle:
                 self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLayerIgnored",
                                                    "; ".join(notes)))
 
-    def _place(self, pods: list[Pod], spec: NetworkTopologySpec | None, stmt: Statement) -> Failure | None:
-        return self.placer.gather(pods, spec, stmt) if spec else self.placer.binpack(pods, stmt)
+    def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
+        return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
 
-    def _largest_prefix(self, job: Job, pods: list[Pod], spec: NetworkTopologySpec | None,
+    def requirement(self, job: Job) -> Requirement | None:
+        """What the job asks of the topology, from the first of its gangs that asks anything,
+        in terms of the cluster's trees as they are now."""
+        for gang in job.gangs:
+            cfg = gang.config
+            if cfg is not None and cfg.topology is not None:
+                return koordinator.requirement(cfg.topology, self.cluster.tree, self.cluster.layer_labels,
+                                               self.cluster.topology_error, len(self.cluster.nodes))
+            ask = gang.ask
+            if ask is None:
+                continue
+            if ask.is_volcano:
+                return self._volcano_requirement(gang, ask)
+            req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
+            if req is not None:
+                return req
+        return None
+
+    def _volcano_requirement(self, gang: Gang, ask: TopologyAsk) -> Requirement:
+        hn = self.cluster.trees.hypernode_tree()
+        subgroups: tuple[SubGroup, ...] = ()
+        if ask.policies:
+            pending = rank_order([p for p in gang.pods if not p.node_name])
+            subgroups, _, error = volcano.subgroups_of(gang.key, pending, ask.policies, hn)
+            if error is not None:
+                return Requirement(volcano.TREE, "tiers", failure=f"network topology: {error}")
+        req = volcano.requirement(ask.volcano, hn, subgroups, ask.min_subgroups or 0)
+        bound = [self.cluster.node_index[p.node_name] for p in gang.pods
+                 if p.node_name and p.node_name in self.cluster.node_index]
+        if req.failure is None and req.hard and req.scope is not None and bound:
+            # Members already run: the job grows only where it stays within its highest tier of them
+            # (Volcano's allocated HyperNode, recovered from where they run).
+            tree = hn.tree
+            lca = tree.lca(int(tree.node_domain[n]) for n in bound)
+            anchor = tree.ancestor_at_most(lca, req.scope)
+            if anchor < 0:
+                return replace(req, failure=(f"network topology: the job's running members span "
+                                             f"{tree.name(lca) or 'the cluster'}, above its highest tier "
+                                             f"{req.scope}"))
+            req = replace(req, anchor=anchor)
+        return req
+
+    def _largest_prefix(self, job: Job, pods: list[Pod], spec: Requirement | None,
                         stmt: Statement) -> None:
         """Places the longest rank-order prefix of ``pods`` that fits and is at least what the
         gangs still need, or nothing. Fitting is monotone in the prefix length (fewer pods never
@@ -366,9 +409,19 @@ class Cycle:
                                                      default=0.0)
         return limit
 
+    def _volcano_status(self, pg: VolcanoPodGroup, members: list[Pod]) -> None:
+        status = volcano_status(pg, members, self.bound)
+        current = {"phase": pg.status.phase, "running": pg.status.running, "succeeded": pg.status.succeeded,
+                   "failed": pg.status.failed}
+        if status != current:
+            self.result.decisions.append(PodGroupStatusUpdate(pg.key, status, group="scheduling.volcano.sh"))
+
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
         for key in dirty:
+            vpg = self.snapshot.volcano_podgroups.get(key)
+            if vpg is not None and key not in self.snapshot.podgroups:
+                self._volcano_status(vpg, gangs[key].pods if key in gangs else [])
             pg = self.snapshot.podgroups.get(key)
             if pg is None:
                 continue
@@ -379,6 +432,26 @@ class Cycle:
                        "failed": pg.status.failed}
             if {k: status[k] for k in current} != current:
                 self.result.decisions.append(PodGroupStatusUpdate(key, status))
+
+
+def volcano_status(pg: VolcanoPodGroup, members: list[Pod], bound_now: dict[str, str]) -> dict[str, object]:
+    """A Volcano PodGroup's ``status`` as Volcano's phases read: Completed once its minimum
+    succeeded, Running once its minimum is bound, Inqueue while it has the members to try,
+    else Pending."""
+    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
+    running = sum(1 for p in members if p.phase == "Running")
+    succeeded = sum(1 for p in members if p.phase == "Succeeded")
+    failed = sum(1 for p in members if p.phase == "Failed")
+    need = max(1, pg.min_member)
+    if succeeded >= need:
+        phase = "Completed"
+    elif scheduled >= need:
+        phase = "Running"
+    elif sum(1 for p in members if not p.terminal) >= need:
+        phase = "Inqueue"
+    else:
+        phase = "Pending"
+    return {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
 
 
 def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],

@@ -44,6 +44,7 @@ class Event:
 class PodGroupStatusUpdate:
     podgroup: str
     status: dict[str, object]
+    group: str = "scheduling.sigs.k8s.io"  # the PodGroup's API group (Volcano's is scheduling.volcano.sh)
 
 
 Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate

@@ -1,8 +1,13 @@
 """Gangs and GangGroups as the snapshot declares them, and the gang state kept between cycles.
 
-``resolve_jobs`` groups the claimed pending pods into jobs: a GangGroup (every gang that
-names the others in its groups annotation, closed transitively) or a single pod. Config
-errors stay attached to the gang so the cycle can report them where the user looks.
+Three gang sources produce the one ``Gang`` type: Koordinator's PodGroup (scheduler-plugins
+``scheduling.sigs.k8s.io``) and gang annotations, Volcano's PodGroup (pods joined by the
+``scheduling.k8s.io/group-name`` annotation, sub-groups from its ``subGroupPolicy``), and
+KAI's grouping (its PodGroup, joined by ``pod-group-name``, or else every pod of one
+top-level owner, found through the owner references). ``resolve_jobs`` groups the claimed
+pending pods into jobs: a GangGroup (every gang that names the others in its groups
+annotation, closed transitively) or a single pod. Config errors stay attached to the gang so
+the cycle can report them where the user looks.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
+from koordpy.api.kueue import KaiPodGroup
 from koordpy.api.objects import Pod
+from koordpy.api.owners import Owner, controller_ref, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TIMEOUT,
     GangConfig,
@@ -21,7 +28,16 @@ from koordpy.api.podgroup import (
     gang_config_from_podgroup,
     pod_gang_name,
 )
+from koordpy.api.volcano import (
+    GROUP_NAME_ANN,
+    NetworkTopology,
+    SubGroupPolicy,
+    VolcanoPodGroup,
+    network_topology_from_annotations,
+)
 from koordpy.core.snapshot import Snapshot, effective_priority
+from koordpy.core.sources.kueue_kai import KEYS as KAI_KEYS
+from koordpy.core.sources.kueue_kai import layered
 
 if TYPE_CHECKING:
     from koordpy.core.view import View
@@ -42,6 +58,27 @@ class SchedulerState:
     view: View | None = field(default=None, repr=False, compare=False)
 
 
+KAI_GROUP_ANN = "pod-group-name"
+# Owners whose pods are not one job: a DaemonSet's pods each belong to their node, a static
+# pod's owner is its node.
+NOT_JOBS = frozenset({"DaemonSet", "Node"})
+
+
+@dataclass(frozen=True)
+class TopologyAsk:
+    """What a gang asks of the topology in its own dialect; the cycle turns it into a Requirement
+    against the trees of the moment (``koordpy.core.sources``)."""
+
+    volcano: NetworkTopology | None = None
+    policies: tuple[SubGroupPolicy, ...] = ()
+    min_subgroups: int | None = None
+    kai: tuple[tuple[str, str], ...] = ()  # the KAI keys, each from the first place that sets it
+
+    @property
+    def is_volcano(self) -> bool:
+        return self.volcano is not None or bool(self.policies)
+
+
 @dataclass
 class Gang:
     key: str
@@ -49,6 +86,7 @@ class Gang:
     pods: list[Pod]  # non-terminal members, bound or not
     creation: float
     error: str | None = None
+    ask: TopologyAsk | None = None
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]
@@ -97,11 +135,17 @@ NOT_FOUND = ("PodGroup {key} not found; its pods wait until it is created "
              "(or declare gang.scheduling.koordinator.sh/min-available on them)")
 
 
-def build_gang(key: str, podgroup: PodGroup | None, invalid: str | None, pods: list[Pod]) -> Gang | None:
+def build_gang(key: str, podgroup: PodGroup | None, invalid: str | None, pods: list[Pod],
+               snapshot: Snapshot | None = None) -> Gang | None:
     """One gang from what declares it: its PodGroup (or the error that PodGroup failed to parse
-    with) and its live member pods; None when nothing declares it any more."""
+    with) and its live member pods; None when nothing declares it any more. ``snapshot`` supplies
+    the other sources' declarations (Volcano's and KAI's PodGroups, the owners)."""
     if invalid is not None:
         return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
+    if podgroup is None and snapshot is not None:
+        other = _other_source(key, pods, snapshot)
+        if other is not None or key.count("/") > 1:
+            return other
     if podgroup is None and not pods:
         return None
     cfg: GangConfig | None = None
@@ -127,12 +171,132 @@ def build_gang(key: str, podgroup: PodGroup | None, invalid: str | None, pods: l
     if cfg is None:
         gang.error = NOT_FOUND.format(key=key)
     gang.config = cfg
+    if podgroup is not None and snapshot is not None:
+        _podgroup_ask(gang, podgroup.annotations, {}, pods, snapshot)
     return gang
 
 
-def gang_member(pod: Pod) -> str | None:
-    """The gang a live pod belongs to, if any."""
-    return None if pod.terminal else pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+def _podgroup_ask(gang: Gang, annotations: dict[str, str], spec_kai: dict[str, str], pods: list[Pod],
+                  snapshot: Snapshot) -> None:
+    """Volcano's or KAI's topology keys on a PodGroup (and for KAI its pods and owner)."""
+    try:
+        volcano = network_topology_from_annotations(f"PodGroup {gang.key}", annotations)
+    except ParseError as exc:
+        gang.error = str(exc)
+        return
+    first = min(pods, key=lambda p: (_creation(p.creation), p.name)) if pods else None
+    owner = top_owner(first, snapshot.owners) if first is not None else None
+    kai = layered(first.annotations if first else {}, {**annotations, **spec_kai},
+                  owner.annotations if owner else {})
+    if volcano is not None and kai:
+        gang.error = f"PodGroup {gang.key} declares both a Volcano and a KAI topology constraint; choose one"
+    elif volcano is not None and gang.config is not None and gang.config.topology is not None:
+        gang.error = (f"PodGroup {gang.key} declares both a Koordinator network-topology-spec and a Volcano "
+                      "network topology; choose one")
+    elif volcano is not None or kai:
+        gang.ask = TopologyAsk(volcano=volcano, kai=tuple(sorted(kai.items())))
+
+
+def _other_source(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+    """The gang of a Volcano or KAI PodGroup, or of a top-level owner's pods."""
+    vpg = snapshot.volcano_podgroups.get(key)
+    if vpg is not None:
+        return _volcano_gang(vpg, pods, snapshot)
+    kpg = snapshot.kai_podgroups.get(key)
+    if kpg is not None:
+        return _kai_gang(kpg, pods, snapshot)
+    if key.count("/") > 1:  # namespace/Kind/name: an implicit group of one owner's pods
+        return _owner_gang(key, pods, snapshot) if pods else None
+    return None
+
+
+def _default_config(key: str, min_member: int) -> GangConfig:
+    return GangConfig(key=key, min_member=max(1, min_member), total_number=max(1, min_member), from_crd=True)
+
+
+def _volcano_gang(pg: VolcanoPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    gang = Gang(pg.key, _default_config(pg.key, pg.min_member), pods, _creation(pg.creation))
+    min_sub = max((p.min_sub_groups for p in pg.sub_group_policy if p.min_sub_groups), default=None)
+    if pg.network_topology is not None or pg.sub_group_policy:
+        gang.ask = TopologyAsk(volcano=pg.network_topology, policies=pg.sub_group_policy, min_subgroups=min_sub)
+    return gang
+
+
+def _kai_gang(pg: KaiPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    gang = Gang(pg.key, _default_config(pg.key, pg.min_member), pods, _creation(pg.creation))
+    tc = pg.topology_constraint
+    spec = {k: v for k, v in zip(KAI_KEYS, (tc.topology, tc.required, tc.preferred), strict=True) if v} if tc else {}
+    _podgroup_ask(gang, pg.annotations, spec, pods, snapshot)
+    return gang
+
+
+def _owner_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    first = min(pods, key=lambda p: (_creation(p.creation), p.name))
+    owner = top_owner(first, snapshot.owners)
+    replicas = owner.replicas if owner is not None and owner.replicas else None
+    # The owner's parallelism or replicas when it says; else all the pods it has now.
+    gang = Gang(key, _default_config(key, replicas or len(pods)), pods,
+                _creation(owner.creation if owner is not None else first.creation))
+    kai = layered(first.annotations, owner.annotations if owner is not None else {})
+    if kai:
+        gang.ask = TopologyAsk(kai=tuple(sorted(kai.items())))
+    return gang
+
+
+MAX_OWNER_DEPTH = 8
+
+
+def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
+    """``namespace/Kind/name`` of the pod's top-level controller, or None for a pod of its own."""
+    ref = controller_ref(pod_owner_refs(pod))
+    if ref is None:
+        return None
+    kind, name = ref.kind, ref.name
+    uid = ref.uid
+    for _ in range(MAX_OWNER_DEPTH):  # owners form a chain; a loop in bad data must still end
+        owner = owners.get(uid) if uid else None
+        if owner is None:
+            break
+        up = controller_ref(owner.owner_refs)
+        if up is None:
+            break
+        kind, name, uid = up.kind, up.name, up.uid
+    if kind in NOT_JOBS:
+        return None
+    return f"{pod.namespace}/{kind}/{name}"
+
+
+def top_owner(pod: Pod, owners: dict[str, Owner]) -> Owner | None:
+    ref = controller_ref(pod_owner_refs(pod))
+    owner = owners.get(ref.uid) if ref is not None and ref.uid else None
+    for _ in range(MAX_OWNER_DEPTH):
+        if owner is None:
+            return None
+        up = controller_ref(owner.owner_refs)
+        nxt = owners.get(up.uid) if up is not None and up.uid else None
+        if nxt is None:
+            return owner if up is None else None
+        owner = nxt
+    return owner
+
+
+def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
+    """The gang a live pod belongs to, if any: a Koordinator gang, a Volcano or KAI PodGroup, or
+    (``owners`` given) the implicit group of its top-level owner."""
+    if pod.terminal:
+        return None
+    name = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+    if name is not None:
+        return name
+    group = pod.annotations.get(GROUP_NAME_ANN) or pod.annotations.get(KAI_GROUP_ANN)
+    if group:
+        return f"{pod.namespace}/{group}"
+    if owners is None:
+        return None
+    key = owner_chain_key(pod, owners)
+    if key is None and any(pod.annotations.get(k) for k in KAI_KEYS):
+        return f"{pod.namespace}/Pod/{pod.name}"  # a lone pod with a topology of its own
+    return key
 
 
 def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
@@ -140,15 +304,16 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
     member_of: dict[str, str] = {}
     members: dict[str, list[Pod]] = {}
     for pod in snapshot.pods:
-        key = gang_member(pod)
+        key = gang_member(pod, snapshot.owners)
         if key is not None:
             member_of[pod.key] = key
             members.setdefault(key, []).append(pod)
     gangs: dict[str, Gang] = {}
-    for key in [*snapshot.podgroups, *snapshot.invalid_podgroups, *members]:
+    for key in [*snapshot.podgroups, *snapshot.invalid_podgroups, *snapshot.volcano_podgroups,
+                *snapshot.kai_podgroups, *members]:
         if key not in gangs:
             gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
-                              members.get(key, []))
+                              members.get(key, []), snapshot)
             if gang is not None:
                 gangs[key] = gang
     return gangs, member_of
@@ -212,7 +377,10 @@ def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], 
 
 
 def holds_alone(gang: Gang, state: SchedulerState) -> bool:
-    """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end."""
+    """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end.
+    Not for a job of sub-groups: each later sub-group still binds whole inside its own HyperNode."""
+    if gang.ask is not None and gang.ask.policies:
+        return False
     return gang.config is not None and not gang.error and _satisfied_once(gang, state)
 
 

@@ -14,12 +14,13 @@ import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
-from koordpy.api.topology import NetworkTopologySpec
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
+from koordpy.core.requirement import Requirement
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.kernels import achievable, allocate, choose_candidate, contains, node_offerslots, subtree_sums
+from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 MAX_LISTED_DOMAINS = 16
 
@@ -38,28 +39,6 @@ def rank_order(pods: list[Pod]) -> list[Pod]:
         return (idx is None, idx or 0, natural_key(p.name), p.namespace)
 
     return sorted(pods, key=key)
-
-
-def ignored_layers(spec: NetworkTopologySpec, tree: TopologyTree) -> list[str]:
-    """Notes for PreferGather rules on layers the topology does not define: they are ignored."""
-    return [f'layer "{rule.layer}" is not in the ClusterNetworkTopology; ignored{did_you_mean(rule.layer, tree)}'
-            for rule in spec.gather if rule.strategy == "PreferGather" and tree.layer_depth(rule.layer) is None]
-
-
-def did_you_mean(layer: str, tree: TopologyTree) -> str:
-    """Layer names are case-sensitive, as in Koordinator; a near miss in case gets a hint."""
-    close = [known for known in tree.known_layers if known.lower() == layer.lower()]
-    return f'; did you mean "{close[0]}"?' if close else ""
-
-
-def inside_layer(tree: TopologyTree, depth: int) -> npt.NDArray[np.bool_]:
-    """Domains inside some domain of the layer at ``depth``. A node without that layer's label
-    hangs higher in the tree and is not inside any of them, so MustGather never uses it."""
-    leaf = tree.domain_node >= 0
-    if depth >= len(tree.layers) + 1:
-        return leaf
-    at = np.where(leaf, tree.depth[np.maximum(tree.parent, 0)], tree.depth)
-    return np.asarray(at >= depth, dtype=np.bool_)
 
 
 class Placer:
@@ -102,70 +81,52 @@ class Placer:
 
     # -- network-topology gather ---------------------------------------------------------
 
-    def gather(self, pods: list[Pod], spec: NetworkTopologySpec, stmt: Statement) -> Failure | None:
-        """Koordinator's gather: offerslots bottom-up, deepest fitting domain, binpack."""
-        tree = self.cluster.tree
-        first = pods[0]
-        must_depth = 0
-        multiple = np.ones(len(tree.order), dtype=np.int64)
-        ignored = ignored_layers(spec, tree)
-        for rule in spec.gather:
-            depth = tree.layer_depth(rule.layer)
-            if depth is None:
-                if rule.strategy == "PreferGather":
-                    continue  # a preference the topology cannot express is dropped, and said so
-                # A hard constraint on a layer the topology does not have is never dropped.
-                invalid = (f" (ClusterNetworkTopology default is invalid and ignored: {self.cluster.topology_error})"
-                           if self.cluster.topology_error else "")
-                return Failure(first, f"unknown topology layer {rule.layer!r} in network-topology-spec; "
-                                      f"known layers: {', '.join(tree.known_layers)}{did_you_mean(rule.layer, tree)}"
-                                      f"{invalid}")
-            if rule.strategy == "MustGather":
-                must_depth = max(must_depth, depth)
-            if rule.pod_count_multiple > 1:
-                multiple[tree.depth == depth] = rule.pod_count_multiple
-        failure = self._gather(pods, multiple, must_depth, stmt)
-        if failure is not None and ignored:
-            return Failure(failure.pod, f"{failure.reason.rstrip('.')}; {'; '.join(ignored)}.")
+    def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+        """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
+        if req.failure is not None:
+            return Failure(pods[0], req.failure)
+        if req.subgroups or req.style == "tiers":
+            failure = self.tiers(pods, req, stmt)
+        elif req.style == "levels":
+            failure = self.levels(pods, req, stmt)
+        else:
+            tree = self.cluster.trees[req.tree]
+            multiple = np.ones(len(tree.order), dtype=np.int64)
+            for rank, m in req.multiples:
+                multiple[tree.rank == rank] = m
+            scope = int(tree.rank[0]) if req.scope is None else req.scope
+            failure = self._gather(pods, tree, req, multiple, scope, stmt)
+        if failure is not None and req.notes:
+            return Failure(failure.pod, f"{failure.reason.rstrip('.')}; {'; '.join(req.notes)}.")
         return failure
 
-    def _gather(self, pods: list[Pod], multiple: npt.NDArray[np.int64], must_depth: int,
-                stmt: Statement) -> Failure | None:
-        tree = self.cluster.tree
+    def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
+                scope: int, stmt: Statement) -> Failure | None:
         first = pods[0]
         # Pods of a GangGroup may differ; the largest request of each resource and the
         # nodes every pod may use make an offerslot that holds for every member.
         shapes = self._shapes(pods)
-        req = np.max(np.stack([vec for vec, _ in shapes.values()]), axis=0)
+        vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
         distinct = list({constraints_key(p): p for p in pods}.values())  # one pod per set of constraints
-        feasible = np.ones(len(self.cluster.nodes), dtype=np.bool_)
-        for key_pod in distinct:
-            feasible &= self.filters.static(key_pod).mask
-        slots = node_offerslots(self.cluster.free(), req, feasible)
+        feasible = self.feasible(distinct, tree)
+        slots = node_offerslots(self.cluster.free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
-        allowed = inside_layer(tree, must_depth)
+        allowed = tree.inside_scope(scope)
         desired = len(pods)
         # podCountMultiple is hard: a domain is a candidate only if the job splits over it in
         # whole multiples per layer, which its offerslot alone does not say.
         sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
         splits = contains(*sets, desired)
         chosen = int(choose_candidate(sums, tree.depth, allowed & splits, desired, tree.parent, tree.name_rank))
-        if chosen < 0 and self._exact(pods, shapes, allowed, multiple, stmt):
+        if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
-            listed = tree.domains_at(must_depth if must_depth > 0 else min(1, int(tree.depth.max())))
-            if must_depth > 0 and not listed:
-                layer = tree.known_layers[must_depth]
-                keys = self.cluster.layer_labels.get(layer, ())
-                return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: MustGather on {layer}, "
-                                      f"but no node carries its label{' ' + ', '.join(keys) if keys else ''}.")
-            if must_depth == 0 and len(tree.layers) == 0:
-                listed = [0]
+            listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
             shown = "; ".join(f"topology topologyNode {tree.label(d)}: {int(sums[d])}"
                               for d in listed[:MAX_LISTED_DOMAINS]).replace("; ", ";")
             more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
             reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
-                      f"{shown}{more}{self._multiple_reason(slots, multiple, allowed, desired, len(shapes) > 1)}")
+                      f"{shown}{more}{self._multiple_reason(tree, slots, multiple, allowed, desired, len(shapes) > 1)}")
             # Offerslots alone do not say why a node offers nothing; taints, selectors and
             # cordons do, so they follow in kube-scheduler's words.
             filtered = self.filters.static_counts(distinct)
@@ -181,14 +142,165 @@ class Placer:
             stmt.assume_many([pods[i].key for i in members], targets[idx], vec)
         return None
 
-    def _multiple_reason(self, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
+    # -- Volcano: tiers, sub-groups ---------------------------------------------------------
+
+    def tiers(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+        """Volcano's search: the lowest tier whose HyperNode takes the job (hard: up to the highest
+        tier allowed; soft: on up to the whole cluster), binpack by utilisation within a tier. With
+        sub-groups, each job-level candidate is tried in that order and, inside it, every sub-group
+        gets a HyperNode of its own within its own limit."""
+        tree = self.cluster.trees[req.tree]
+        top = int(tree.rank[0])
+        lo = int(tree.rank[tree.domain_node < 0].min())
+        hi = top if req.scope is None or not req.hard else min(req.scope, top)
+        scope = 0 if req.anchor is None else req.anchor
+        free = self.cluster.free().copy()
+        alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
+        used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
+        if not req.subgroups:
+            placed = self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt)
+            if placed:
+                return None
+            return Failure(pods[0], self._tier_message(pods, tree, req, scope, lo, hi))
+        by_key = {p.key: p for p in pods}
+        groups = [[by_key[k] for k in g.pods if k in by_key] for g in req.subgroups]
+        grouped = {k for g in req.subgroups for k in g.pods}
+        rest = [p for p in pods if p.key not in grouped]
+        vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
+        slots = node_offerslots(free, vec, self.feasible(pods, tree))
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
+        need = sum(min(g.min_pods, len(ps)) for g, ps in zip(req.subgroups, groups, strict=True))
+        cands = [int(d) for d in range(scope, int(tree.end[scope]))
+                 if tree.domain_node[d] < 0 and lo <= tree.rank[d] <= hi and sums[d] >= need]
+        cols = vec > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
+        score = util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order))
+        cands.sort(key=lambda d: (int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
+        want = req.min_subgroups or len(groups)
+        for cand in cands[: self.MAX_SCOPES]:
+            mark = stmt.savepoint()
+            local_free, local_used = free.copy(), used.copy()
+            done = 0
+            for g, members in zip(req.subgroups, groups, strict=True):
+                if not members:
+                    continue
+                ghi = int(tree.rank[cand]) if g.scope is None or not g.hard else min(g.scope, int(tree.rank[cand]))
+                if self._tier_group(members, tree, local_free, alloc, local_used, cand, lo, ghi, stmt):
+                    done += 1
+            if rest and not self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo,
+                                             int(tree.rank[cand]), stmt):
+                stmt.rollback(mark)
+                continue
+            if done >= want:
+                # Enough sub-groups are placed; the others wait, each whole, and say where it looked.
+                left = next((g for g, members in zip(req.subgroups, groups, strict=True)
+                             if members and not any(p.key in stmt.placed for p in members)), None)
+                if left is None:
+                    return None
+                where = "the cluster" if cand == 0 else f"HyperNode {tree.name(cand)}"
+                return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
+                               f"sub-group {left.id} ({len(left.pods)} pods) does not fit inside one HyperNode "
+                               f"of its tier limit within {where}, where the job's other sub-groups went")
+            stmt.rollback(mark)
+        sub = ", ".join(f"{g.id} ({len(g.pods)} pods, highest tier {g.scope if g.scope is not None else 'any'})"
+                        for g in req.subgroups[:8])
+        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no HyperNode "
+                                f"within tier {hi} holds {want} of the job's sub-groups, each inside one HyperNode "
+                                f"of its own tier limit: {sub}{self._tier_offers(tree, sums, scope, lo, hi)}.")
+
+    MAX_SCOPES = 64
+
+    def _tier_group(self, pods: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
+                    alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], scope: int, lo: int, hi: int,
+                    stmt: Statement) -> bool:
+        """Places ``pods`` inside one domain of ``scope``'s subtree with rank in [lo, hi], or nothing;
+        ``free`` and ``used`` are updated with what was placed."""
+        vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
+        feasible = self.feasible(pods, tree)
+        chosen, per_node = tier_place(free, vec, feasible, tree.node_domain, tree.domain_node, tree.parent,
+                                      tree.end, tree.rank, tree.name_rank, alloc, used, scope, lo, hi, len(pods))
+        if chosen < 0:
+            return False
+        targets = np.repeat(np.arange(len(per_node), dtype=np.int64), per_node)
+        for (shape, members) in self._shapes(pods).values():
+            idx = np.array(members, dtype=np.int64)
+            stmt.assume_many([pods[i].key for i in members], targets[idx], shape)
+        free -= per_node[:, None] * vec[None, :]
+        add_usage(used, per_node, vec, tree.node_domain, tree.parent)
+        return True
+
+    def _tier_message(self, pods: list[Pod], tree: TopologyTree, req: Requirement, scope: int, lo: int,
+                      hi: int) -> str:
+        vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
+        slots = node_offerslots(self.cluster.free(), vec, self.feasible(pods, tree))
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
+        mode = "hard" if req.hard else "soft"
+        limit = f", highest tier {hi}" if req.hard and req.scope is not None else ""
+        return (f"0/{len(self.cluster.nodes)} nodes are available: network topology ({mode}{limit}): no HyperNode "
+                f"can take all {len(pods)} pods{self._tier_offers(tree, sums, scope, lo, hi)}.")
+
+    @staticmethod
+    def _tier_offers(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int, hi: int) -> str:
+        """The largest offerslot in each tier searched, and where."""
+        parts = []
+        inner = np.zeros(len(tree.order), dtype=np.bool_)
+        inner[scope: tree.end[scope]] = True
+        inner &= tree.domain_node < 0
+        for rank in sorted({int(r) for r in tree.rank[inner] if lo <= r <= hi}):
+            at = np.flatnonzero(inner & (tree.rank == rank))
+            best = int(at[np.lexsort((tree.name_rank[at], -sums[at]))[0]])
+            name = "the cluster" if best == 0 else tree.name(best)
+            parts.append(f"tier {rank}: {int(sums[best])} ({name}{f' of {len(at)}' if len(at) > 1 else ''})")
+        return "; largest offerslot per tier: " + ", ".join(parts) if parts else ""
+
+    # -- KAI: preferred level inside the required one ----------------------------------------
+
+    def levels(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+        """The smallest domain at the preferred level that takes the job, among all of that level
+        inside some domain of the required level; else one level up, and again, up to the
+        required level (or the cluster when none is required)."""
+        tree = self.cluster.trees[req.tree]
+        assert req.preferred is not None
+        shapes = self._shapes(pods)
+        vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
+        slots = node_offerslots(self.cluster.free(), vec, self.feasible(pods, tree))
+        ones = np.ones(len(tree.order), dtype=np.int64)
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
+        top = int(tree.rank[0])
+        scope = top if req.scope is None else req.scope
+        inside = tree.inside_scope(scope)
+        desired = len(pods)
+        chosen = -1
+        for rank in range(req.preferred, scope + 1):
+            chosen = int(choose_candidate(sums, tree.depth, inside & (tree.rank == rank), desired, tree.parent,
+                                          tree.name_rank))
+            if chosen >= 0:
+                break
+        if chosen < 0:
+            names = dict(req.labels)
+            listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]
+            shown = ", ".join(f"{tree.name(d) or 'the cluster'} {int(sums[d])}" for d in listed)
+            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: no domain of Topology "
+                                    f"{tree.domain(0).layer} at or above {names.get(req.preferred, req.preferred)} "
+                                    f"within {names.get(scope, 'the cluster')} can take all {desired} pods; "
+                                    f"offerslots at {names.get(scope, 'the cluster')}: {shown}.")
+        sets = achievable(slots, tree.node_domain, tree.end, ones, desired)
+        alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
+        nodes = tree.subtree_nodes(chosen)
+        targets = np.repeat(nodes, alloc[tree.node_domain[nodes]])
+        for shape, members in shapes.values():
+            idx = np.array(members, dtype=np.int64)
+            stmt.assume_many([pods[i].key for i in members], targets[idx], shape)
+        return None
+
+    def _multiple_reason(self, tree: TopologyTree, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
                          allowed: npt.NDArray[np.bool_], desired: int, unlike: bool) -> str:
         """Why podCountMultiple, not room, refused the job: some allowed domain has the
         offerslots but no split into whole multiples; and that unlike members were not
         tried one by one, since that path cannot keep the multiples."""
         if not bool(np.any(multiple > 1)):
             return ""
-        tree = self.cluster.tree
         out = ""
         room = subtree_sums(slots, tree.node_domain, tree.parent, np.ones_like(multiple))
         if bool(np.any(allowed & (room >= desired))):
@@ -201,7 +313,7 @@ class Placer:
 
     MAX_EXACT_TRIES = 32
 
-    def _exact(self, pods: list[Pod], shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]],
+    def _exact(self, pods: list[Pod], tree: TopologyTree, shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]],
                allowed: npt.NDArray[np.bool_], multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
         """For a GangGroup of unlike pods (a small master beside big workers, say) that the
         common shape cannot place: try the domains the largest group of like pods fits, in the
@@ -209,11 +321,8 @@ class Placer:
         podCountMultiple, whose per-domain counts only the offerslot path keeps."""
         if len(shapes) < 2 or bool(np.any(multiple > 1)):
             return False
-        tree = self.cluster.tree
         vec, members = max(shapes.values(), key=lambda s: len(s[1]))
-        mask = np.ones(len(self.cluster.nodes), dtype=np.bool_)
-        for i in members:
-            mask &= self.filters.static(pods[i]).mask
+        mask = self.feasible([pods[i] for i in members], tree)
         sums = subtree_sums(node_offerslots(self.cluster.free(), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
@@ -221,22 +330,30 @@ class Placer:
                                  int(sums[tree.parent[d]]) if tree.parent[d] >= 0 else 0, int(tree.name_rank[d])))
         for domain in fits[: self.MAX_EXACT_TRIES]:
             mark = stmt.savepoint()
-            if self._first_fit(pods, tree.subtree_nodes(domain), stmt):
+            if self._first_fit(pods, tree.subtree_nodes(domain), tree, stmt):
                 return True
             stmt.rollback(mark)
         return False
 
-    def _first_fit(self, pods: list[Pod], nodes: npt.NDArray[np.int64], stmt: Statement) -> bool:
+    def _first_fit(self, pods: list[Pod], nodes: npt.NDArray[np.int64], tree: TopologyTree, stmt: Statement) -> bool:
         """Each pod, in rank order, on the first of ``nodes`` (depth-first order) it fits."""
         for pod in pods:
             vec = self.cluster.request_vector(pod)
             free = self.cluster.allocatable[nodes] - self.cluster.used[nodes]
-            ok = self.filters.static(pod).mask[nodes] & np.all((vec == 0) | (free >= vec), axis=1)
+            fits = np.all((vec == 0) | (free >= vec), axis=1)
+            ok = self.filters.static(pod).mask[nodes] & ~tree.outside[nodes] & fits
             hit = np.flatnonzero(ok)
             if hit.size == 0:
                 return False
             stmt.assume(pod.key, int(nodes[hit[0]]), vec)
         return True
+
+    def feasible(self, pods: list[Pod], tree: TopologyTree) -> npt.NDArray[np.bool_]:
+        """Nodes every one of ``pods`` may use and that the tree's topology holds."""
+        mask = ~tree.outside
+        for pod in {constraints_key(p): p for p in pods}.values():
+            mask = mask & self.filters.static(pod).mask
+        return np.asarray(mask, dtype=np.bool_)
 
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import PODS, Node, Pod, PriorityClass
+from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.naming import natural_key
-from koordpy.core.tree import TopologyTree, tree_from_cluster_network_topology
+from koordpy.core.tree import TopologyTree
 
 
 @dataclass
@@ -29,8 +32,14 @@ class Snapshot:
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     scheduler_names: frozenset[str] = frozenset({"koordpy"})
     # Objects the shell could not parse, so the core can say why their pods wait.
-    invalid_podgroups: dict[str, str] = field(default_factory=dict)  # namespace/name -> error
+    invalid_podgroups: dict[str, str] = field(default_factory=dict)  # namespace/name -> error (any PodGroup kind)
     topology_error: str | None = None  # the ClusterNetworkTopology "default" exists but is invalid
+    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)  # Kueue / KAI Topology by name
+    invalid_topologies: dict[str, str] = field(default_factory=dict)  # name -> error
+    volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
+    kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place."""
@@ -83,10 +92,17 @@ class Cluster:
         assumed = assumed or {}
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
-        self.tree: TopologyTree = tree_from_cluster_network_topology(snapshot.topology, self.nodes)
+        from koordpy.core.sources import Trees  # the sources build on this module's types
+
+        self.trees = Trees(snapshot, self.nodes)
         self.layer_labels = {layer.layer: layer.label_keys for layer in snapshot.topology.layers} \
             if snapshot.topology else {}
         self.topology_error = snapshot.topology_error
+
+    @property
+    def tree(self) -> TopologyTree:
+        """The ClusterNetworkTopology's tree (the cluster and its nodes when there is none)."""
+        return self.trees["cnt"]
 
     def freed_since(self, tick: int) -> npt.NDArray[np.int64]:
         """The nodes where room appeared after ``tick``."""

@@ -1,10 +1,13 @@
-"""The topology tree: the cluster at the root, one level per network layer, nodes as leaves.
+"""The topology tree: the cluster at the root, network domains inside, nodes as leaves.
 
-One tree type serves every topology source (Koordinator's ClusterNetworkTopology now;
-Volcano HyperNodes and Kueue/KAI Topology later): an adapter turns the source into a
-path of ``(layer, domain name)`` pairs per node and ``TopologyTree.build`` does the rest.
-The tree is kept as a networkx DiGraph for traversal and exported once as flat arrays in
-depth-first preorder, which is what the kernels take.
+One tree type serves every topology source (``koordpy.core.sources``: Koordinator's
+ClusterNetworkTopology, Volcano's HyperNodes, Kueue/KAI Topology objects). A source names each
+domain's parent explicitly (``TopologyTree.from_edges``), so a tree may skip levels and hold
+nodes at any depth; label-path trees (``TopologyTree.build``) are the special case where every
+level is a label. Each domain has a ``rank``: 0 for nodes, growing towards the root (a
+HyperNode's tier; the layer's height for label trees), which is how requirements name scopes
+whatever the source. The tree is kept as a networkx DiGraph for traversal and exported once as
+flat arrays in depth-first preorder, which is what the kernels take.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.api.objects import Node
-from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology
+from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER
 from koordpy.core.naming import natural_key
 
 DomainId = tuple[str, ...]  # the path of domain names from the root; () is the root
@@ -58,32 +60,60 @@ class TopologyTree:
     node_domain: npt.NDArray[np.int64]
     domain_node: npt.NDArray[np.int64]  # inverse of node_domain; -1 for inner domains
     index: dict[DomainId, int] = field(default_factory=dict)
+    rank: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    outside: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))  # per node
 
     @classmethod
     def build(cls, layers: Sequence[str], node_names: Sequence[str],
               paths: Mapping[str, Sequence[str]], node_layer: str = NODE_LAYER) -> TopologyTree:
         """``paths[node]`` names the node's domain at each layer, top-down; a shorter path
         hangs the node from the deepest domain it names (a node missing a label)."""
-        g = nx.DiGraph()
-        g.add_node(ROOT, layer=CLUSTER_LAYER, name="", depth=0)
+        inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+        node_parent: dict[str, DomainId] = {}
         for node in node_names:
             path = tuple(paths.get(node, ()))[: len(layers)]
             prefix: DomainId = ROOT
             for i, name in enumerate(path):
                 child = (*prefix, name)
-                if child not in g:
-                    g.add_node(child, layer=layers[i], name=name, depth=i + 1)
-                    g.add_edge(prefix, child)
+                if child not in inner:
+                    inner[child] = (prefix, layers[i], name, len(layers) - i)
                 prefix = child
+            node_parent[node] = prefix
+        return cls.from_edges(layers, node_names, inner, node_parent, node_layer=node_layer,
+                              root_rank=len(layers) + 1, leaf_depth=len(layers) + 1)
+
+    @classmethod
+    def from_edges(cls, layers: Sequence[str], node_names: Sequence[str],
+                   inner: Mapping[DomainId, tuple[DomainId, str, str, int]],
+                   node_parent: Mapping[str, DomainId], node_layer: str = NODE_LAYER,
+                   root_rank: int | None = None, root_layer: str = CLUSTER_LAYER,
+                   leaf_depth: int | None = None, leaf_rank: int = 0,
+                   outside: Iterable[str] = ()) -> TopologyTree:
+        """A tree from explicit edges: ``inner[d] = (parent, layer, name, rank)`` for every
+        domain but the root, ``node_parent[node]`` the domain a node hangs from (the root when
+        absent). Parents must be the root or listed in ``inner``; ``rank`` orders scopes (0 is a
+        node, the root is above every domain). ``leaf_depth`` gives every node one depth, as a
+        layered tree counts its node layer, wherever the node hangs. ``outside`` names nodes the
+        source leaves out of its topology (they hang from the root and no requirement uses them)."""
+        g = nx.DiGraph()
+        top = root_rank if root_rank is not None else max((r for *_, r in inner.values()), default=0) + 1
+        g.add_node(ROOT, layer=root_layer, name="", rank=top)
+        for d, (_, layer, name, level) in inner.items():
+            g.add_node(d, layer=layer, name=name, rank=level)
+        for d, (up, *_) in inner.items():
+            g.add_edge(up, d)
+        for node in node_names:
             leaf = ("\0node", node)  # cannot clash with a path of label values
-            g.add_node(leaf, layer=node_layer, name=node, depth=len(layers) + 1)
-            g.add_edge(prefix, leaf)
+            g.add_node(leaf, layer=node_layer, name=node, rank=leaf_rank)
+            g.add_edge(node_parent.get(node, ROOT), leaf)
 
         def kids(d: DomainId) -> list[DomainId]:
-            return sorted(g.successors(d), key=lambda c: (g.nodes[c]["depth"], natural_key(g.nodes[c]["name"])))
+            # Inner domains before nodes (higher rank first), then natural name order.
+            return sorted(g.successors(d), key=lambda c: (-g.nodes[c]["rank"], natural_key(g.nodes[c]["name"])))
 
         order: list[DomainId] = []
         ends: dict[DomainId, int] = {}
+        depths: dict[DomainId, int] = {ROOT: 0}
         stack: list[tuple[DomainId, bool]] = [(ROOT, False)]
         while stack:
             d, done = stack.pop()
@@ -92,28 +122,65 @@ class TopologyTree:
                 continue
             order.append(d)
             stack.append((d, True))
-            stack.extend((c, False) for c in reversed(kids(d)))
+            for c in reversed(kids(d)):
+                depths[c] = leaf_depth if leaf_depth is not None and c[:1] == ("\0node",) else depths[d] + 1
+                stack.append((c, False))
         index = {d: i for i, d in enumerate(order)}
         parent = np.full(len(order), -1, dtype=np.int64)
         for u, v in g.edges:
-            parent[index[v]] = index[u]
-        depth = np.array([g.nodes[d]["depth"] for d in order], dtype=np.int64)
+            if v in index:
+                parent[index[v]] = index[u]
+        depth = np.array([depths[d] for d in order], dtype=np.int64)
+        for d in order:
+            g.nodes[d]["depth"] = depths[d]
         end = np.array([ends[d] for d in order], dtype=np.int64)
+        rank = np.array([g.nodes[d]["rank"] for d in order], dtype=np.int64)
         by_name = sorted(range(len(order)), key=lambda i: (natural_key(g.nodes[order[i]]["name"]), i))
         name_rank = np.empty(len(order), dtype=np.int64)
         name_rank[by_name] = np.arange(len(order), dtype=np.int64)
         node_domain = np.array([index[("\0node", n)] for n in node_names], dtype=np.int64)
         domain_node = np.full(len(order), -1, dtype=np.int64)
         domain_node[node_domain] = np.arange(len(node_names), dtype=np.int64)
+        out = set(outside)
         return cls(layers=tuple(layers), node_layer=node_layer, graph=g, order=order, parent=parent,
                    depth=depth, end=end, name_rank=name_rank, node_domain=node_domain,
-                   domain_node=domain_node, index=index)
+                   domain_node=domain_node, index=index, rank=rank,
+                   outside=np.array([n in out for n in node_names], dtype=np.bool_))
 
     # -- queries -------------------------------------------------------------------------
 
     def domain(self, d: int) -> Domain:
         attrs = self.graph.nodes[self.order[d]]
         return Domain(layer=attrs["layer"], name=attrs["name"], depth=attrs["depth"])
+
+    def name(self, d: int) -> str:
+        return str(self.graph.nodes[self.order[d]]["name"])
+
+    def inside_scope(self, scope: int) -> npt.NDArray[np.bool_]:
+        """Domains inside some domain of rank at most ``scope``: inner domains of such a rank and
+        nodes whose parent has one. A node hanging higher (missing a label, claimed by no
+        HyperNode) is outside every such domain, so a hard scope never uses it."""
+        leaf = self.domain_node >= 0
+        at = np.where(leaf, self.rank[np.maximum(self.parent, 0)], self.rank)
+        # A node is itself a domain of the node level, so a scope of that level takes every node.
+        return np.asarray((at <= scope) | (leaf & (self.rank == scope)), dtype=np.bool_)
+
+    def ancestor_at_most(self, d: int, scope: int) -> int:
+        """The highest ancestor of ``d`` (itself included) whose rank is at most ``scope``, or -1."""
+        best = -1
+        while d >= 0 and self.rank[d] <= scope:
+            best, d = d, int(self.parent[d])
+        return best
+
+    def lca(self, domains: Iterable[int]) -> int:
+        """The lowest common ancestor of ``domains`` (preorder ranges nest, so the deepest domain
+        whose range holds them all)."""
+        ds = list(domains)
+        lo, hi = min(ds), max(ds)
+        d = lo
+        while d > 0 and not (d <= lo and hi < self.end[d]):
+            d = int(self.parent[d])
+        return max(d, 0)
 
     def label(self, d: int) -> str:
         """``Layer/name`` as Koordinator's messages print a topology node."""
@@ -141,78 +208,3 @@ class TopologyTree:
         """Snapshot node indexes under d, in rank order (depth-first, natural names)."""
         nodes = self.domain_node[d : self.end[d]]
         return nodes[nodes >= 0]
-
-
-_TREE_CACHE: dict[object, TopologyTree] = {}
-_TREE_CACHE_SIZE = 4
-
-
-def tree_from_cluster_network_topology(cnt: ClusterNetworkTopology | None, nodes: Iterable[Node]) -> TopologyTree:
-    """The tree for these nodes under ``cnt``; the same node names, labels and CNT give the same
-    (cached, never mutated) tree, so a cycle pays for the build only when the topology changed."""
-    node_list = list(nodes)
-    label_layers = [layer for layer in cnt.layers if layer.label_keys] if cnt else []
-    node_layer = next((layer.layer for layer in cnt.layers if not layer.label_keys), NODE_LAYER) if cnt else NODE_LAYER
-    paths: dict[str, tuple[str, ...]] = {}
-    for n in node_list:
-        path: list[str] = []
-        for layer in label_layers:
-            value = next((n.labels[k] for k in layer.label_keys if n.labels.get(k)), None)
-            if value is None:
-                break
-            path.append(value)
-        paths[n.name] = tuple(path)
-    names = [n.name for n in node_list]
-    layer_names = tuple(layer.layer for layer in label_layers)
-    key = (layer_names, node_layer, tuple((name, paths[name]) for name in names))
-    tree = _TREE_CACHE.get(key)
-    if tree is None:
-        tree = TopologyTree.build(layer_names, names, paths, node_layer=node_layer)
-        if len(_TREE_CACHE) >= _TREE_CACHE_SIZE:
-            _TREE_CACHE.pop(next(iter(_TREE_CACHE)))
-        _TREE_CACHE[key] = tree
-    return tree
-
-
-def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
-    """ClusterNetworkTopology ``status.detailStatus``: one entry per inner domain, top-down.
-
-    Entries and child names follow the order in which each domain's first node appears
-    in natural node order, which is how Koordinator lists them (a block whose first node is
-    node-0 comes first even when its name sorts later).
-    """
-    g = tree.graph
-    first: dict[DomainId, tuple[Any, ...]] = {}
-    for d in reversed(tree.order):
-        if d[:1] == ("\0node",):
-            first[d] = natural_key(d[1])
-        else:
-            first[d] = min((first[c] for c in g.successors(d)), default=())
-
-    def inner_kids(d: DomainId) -> list[DomainId]:
-        return sorted((c for c in g.successors(d) if c[:1] != ("\0node",)), key=lambda c: first[c])
-
-    def node_count(d: DomainId) -> int:
-        return int(np.count_nonzero(tree.domain_node[tree.index[d] : tree.end[tree.index[d]]] >= 0))
-
-    def info(d: DomainId) -> dict[str, str]:
-        return {"topologyLayer": g.nodes[d]["layer"], "topologyName": g.nodes[d]["name"]}
-
-    out: list[dict[str, Any]] = []
-    stack: list[DomainId] = [ROOT]
-    while stack:
-        d = stack.pop()
-        kids = inner_kids(d)
-        depth = g.nodes[d]["depth"]
-        entry: dict[str, Any] = {
-            "childTopologyLayer": tree.layers[depth] if depth < len(tree.layers) else tree.node_layer,
-        }
-        if kids:
-            entry["childTopologyNames"] = [g.nodes[c]["name"] for c in kids]
-        entry["nodeNum"] = node_count(d)
-        if d != ROOT:
-            entry["parentTopologyInfo"] = info(next(iter(g.predecessors(d))))
-        entry["topologyInfo"] = info(d)
-        out.append(entry)
-        stack.extend(reversed(kids))
-    return out

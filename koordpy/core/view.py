@@ -12,6 +12,7 @@ cycle after a few changes costs a few changes, not the cluster. Does not belong 
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
 from typing import Literal
@@ -57,6 +58,10 @@ class Parked:
     moves: int | None = None
 
 
+def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    return a.keys() == b.keys() and all(v is b[k] or v == b[k] for k, v in a.items())
+
+
 class View:
     def __init__(self) -> None:
         self.cluster: Cluster | None = None
@@ -100,10 +105,18 @@ class View:
                                  priority_classes=dict(snapshot.priority_classes),
                                  scheduler_names=snapshot.scheduler_names,
                                  invalid_podgroups=dict(snapshot.invalid_podgroups),
-                                 topology_error=snapshot.topology_error)
+                                 topology_error=snapshot.topology_error,
+                                 hypernodes=dict(snapshot.hypernodes), topologies=dict(snapshot.topologies),
+                                 invalid_topologies=dict(snapshot.invalid_topologies),
+                                 volcano_podgroups=dict(snapshot.volcano_podgroups),
+                                 kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners))
+        # Trees and owner chains are rebuilt whole when they change: they are few and change rarely.
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
-                 or snapshot.topology_error != prev.topology_error)
+                 or snapshot.topology_error != prev.topology_error
+                 or not _same(snapshot.hypernodes, prev.hypernodes) or not _same(snapshot.topologies, prev.topologies)
+                 or snapshot.invalid_topologies != prev.invalid_topologies
+                 or not _same(snapshot.owners, prev.owners))
         changed, removed = self._pod_changes(snapshot.pods, [] if prev is None else prev.pods, whole)
         for key in removed:
             self.by_key.pop(key, None)
@@ -175,7 +188,7 @@ class View:
             if self._swap_if_only_message(pod):
                 continue
             single_keys.add(pod.key)
-            old, new = self.member_of.get(pod.key), gang_member(pod)
+            old, new = self.member_of.get(pod.key), gang_member(pod, snapshot.owners)
             if old is not None and old != new:
                 self.members.get(old, {}).pop(pod.key, None)
                 touched.add(old)
@@ -186,10 +199,13 @@ class View:
                 self.members.setdefault(new, {})[pod.key] = pod
                 touched.add(new)
         if whole or prev is None:
-            touched |= set(snapshot.podgroups) | set(snapshot.invalid_podgroups) | set(self.gangs)
+            touched |= (set(snapshot.podgroups) | set(snapshot.invalid_podgroups) | set(snapshot.volcano_podgroups)
+                        | set(snapshot.kai_podgroups) | set(self.gangs))
         else:
             for declared, before in ((snapshot.podgroups, prev.podgroups),
-                                     (snapshot.invalid_podgroups, prev.invalid_podgroups)):
+                                     (snapshot.invalid_podgroups, prev.invalid_podgroups),
+                                     (snapshot.volcano_podgroups, prev.volcano_podgroups),
+                                     (snapshot.kai_podgroups, prev.kai_podgroups)):
                 for k in declared.keys() | before.keys():
                     a, b = declared.get(k), before.get(k)
                     if a is not b and a != b:
@@ -200,7 +216,7 @@ class View:
                 del self.members[key]
                 members = None
             gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
-                              list(members.values()) if members else [])
+                              list(members.values()) if members else [], snapshot)
             if gang is None:
                 self.gangs_gone |= self.gangs.pop(key, None) is not None
             else:

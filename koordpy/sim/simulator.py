@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.kinds import Kind, kind_for
+from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.owners import Owner
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
     PodGroup,
@@ -17,6 +21,7 @@ from koordpy.api.podgroup import (
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -28,7 +33,7 @@ from koordpy.core.decisions import (
 )
 from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.tree import detail_status
+from koordpy.core.sources.koordinator import detail_status
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
 # Objects without a creationTimestamp are created this far apart, in document order.
@@ -36,14 +41,8 @@ CREATION_STEP = 0.001
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 MAX_ROUNDS = 10_000
 
-KNOWN_KINDS = {
-    ("v1", "Node"), ("v1", "Pod"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"),
-    ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology"),
-}
-# Kinds a user's manifests may carry that this simulation does not act on (yet).
-PASSIVE_KINDS = {("batch/v1", "Job"), ("v1", "Namespace"), ("topology.volcano.sh/v1alpha1", "HyperNode"),
-                 ("kueue.x-k8s.io/v1alpha1", "Topology"), ("kueue.x-k8s.io/v1beta1", "Topology")}
+# Kinds a user's manifests may carry that this simulation does not act on.
+PASSIVE_KINDS = {("v1", "Namespace")}
 
 
 @dataclass
@@ -53,6 +52,11 @@ class World:
     podgroups: dict[str, PodGroup] = field(default_factory=dict)
     topology: ClusterNetworkTopology | None = None
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
+    kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    owners: dict[str, Owner] = field(default_factory=dict)  # by uid
     ignored: list[str] = field(default_factory=list)
     now: float = DEFAULT_EPOCH
 
@@ -91,32 +95,16 @@ class World:
             if kind_key in PASSIVE_KINDS:
                 world.ignored.append(f"{source}: {object_ref(raw)}")
                 continue
-            if kind_key not in KNOWN_KINDS:
+            kind = kind_for(*kind_key)
+            if kind is None:
                 raise InputError(source, ParseError(object_ref(raw), "apiVersion/kind",
                                                     f"unsupported {kind_key[0]}/{kind_key[1]}"))
             raw = _with_creation(raw, base + seq * CREATION_STEP)
             try:
-                if kind_key[1] == "Node":
-                    node = Node.from_raw(raw)
-                    once("Node", node.name, source)
-                    world.nodes[node.name] = node
-                elif kind_key[1] == "Pod":
+                if kind.role == "pod":
                     pending_pods.append((source, raw))
-                elif kind_key[1] == "PriorityClass":
-                    pc = PriorityClass.from_raw(raw)
-                    once("PriorityClass", pc.name, source)
-                    world.priority_classes[pc.name] = pc
-                elif kind_key[1] == "PodGroup":
-                    pg = PodGroup.from_raw(raw)
-                    once("PodGroup", pg.key, source)
-                    world.podgroups[pg.key] = pg
                 else:
-                    cnt = ClusterNetworkTopology.from_raw(raw)
-                    if cnt.name != "default":
-                        raise ParseError(object_ref(raw), "metadata.name",
-                                         f"koordpy reads the ClusterNetworkTopology named 'default', not {cnt.name!r}")
-                    once("ClusterNetworkTopology", cnt.name, source)
-                    world.topology = cnt
+                    world._add(kind, kind.parse(raw), raw, source, once)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         valid: set[tuple[object, ...]] = set()
@@ -131,6 +119,43 @@ class World:
             world.pods[pod.key] = pod
         world.now = base + len(docs) * CREATION_STEP
         return world
+
+    def _add(self, kind: Kind, obj: object, raw: dict[str, Any], source: str,
+             once: Callable[[str, str, str], None]) -> None:
+        """Files ``obj`` (parsed by ``kind``) where the core looks for it."""
+        if isinstance(obj, Node):
+            once("Node", obj.name, source)
+            self.nodes[obj.name] = obj
+        elif isinstance(obj, PriorityClass):
+            once("PriorityClass", obj.name, source)
+            self.priority_classes[obj.name] = obj
+        elif isinstance(obj, PodGroup):
+            once("PodGroup", obj.key, source)
+            self.podgroups[obj.key] = obj
+        elif isinstance(obj, ClusterNetworkTopology):
+            if obj.name != "default":
+                raise ParseError(object_ref(raw), "metadata.name",
+                                 f"koordpy reads the ClusterNetworkTopology named 'default', not {obj.name!r}")
+            once("ClusterNetworkTopology", obj.name, source)
+            self.topology = obj
+        elif isinstance(obj, HyperNode):
+            once("HyperNode", obj.name, source)
+            self.hypernodes[obj.name] = obj
+        elif isinstance(obj, Topology):
+            once("Topology", obj.name, source)  # one name space for every Topology kind: jobs name them alone
+            self.topologies[obj.name] = obj
+        elif isinstance(obj, VolcanoPodGroup):
+            once("PodGroup", obj.key, source)
+            self.volcano_podgroups[obj.key] = obj
+        elif isinstance(obj, KaiPodGroup):
+            once("PodGroup", obj.key, source)
+            self.kai_podgroups[obj.key] = obj
+        elif isinstance(obj, Owner):
+            once(f"{kind.kind}", f"{obj.namespace}/{obj.name}", source)
+            # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
+            self.owners[obj.uid or f"{kind.kind}/{obj.namespace}/{obj.name}"] = obj
+        else:
+            raise ParseError(object_ref(raw), "kind", f"koordpy cannot simulate {kind.kind} objects")
 
     def _admit(self, pod: Pod) -> Pod:
         """What the Priority admission plugin does to a pod on its way in."""
@@ -151,7 +176,10 @@ class World:
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         return Snapshot(nodes=list(self.nodes.values()), pods=list(self.pods.values()),
                         podgroups=dict(self.podgroups), topology=self.topology,
-                        priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names)
+                        priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names,
+                        hypernodes=dict(self.hypernodes), topologies=dict(self.topologies),
+                        volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
+                        owners=dict(self.owners))
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
@@ -166,6 +194,10 @@ class World:
                 changes += 1
             elif isinstance(d, SetPodScheduledFalse):
                 self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
+            elif isinstance(d, PodGroupStatusUpdate) and d.group == "scheduling.volcano.sh":
+                vpg = self.volcano_podgroups[d.podgroup]
+                self.volcano_podgroups[d.podgroup] = vpg.model_copy(update={"status": vpg.status.model_copy(
+                    update={k: d.status[k] for k in ("phase", "running", "succeeded", "failed")})})
             elif isinstance(d, PodGroupStatusUpdate):
                 status = PodGroupStatus.from_api(Reader(f"PodGroup {d.podgroup}"), d.status)
                 self.podgroups[d.podgroup] = self.podgroups[d.podgroup].model_copy(update={"status": status})
@@ -232,8 +264,10 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
         bound=bound, pending=pending, preempted=[],
-        podgroups={k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
-                   for k, pg in world.podgroups.items()},
+        podgroups={**{k: {"phase": pg.status.phase, "minMember": pg.min_member}
+                      for k, pg in world.volcano_podgroups.items()},
+                   **{k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
+                      for k, pg in world.podgroups.items()}},
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
     )

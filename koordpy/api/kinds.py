@@ -1,0 +1,93 @@
+"""Every kind koordpy reads, in one registry: group, version, plural, scope, parser and role.
+
+The simulator, the live cache, the initial list and the watches, and the writer all read this
+table, so a new kind is one entry here (and, if the core must act on it, one field of the
+Snapshot). ``role`` says what the core does with the objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import PodGroup
+from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+
+Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
+               "kai-podgroup", "owner"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    namespaced: bool
+    parse: Callable[[dict[str, Any]], object]
+    role: Role
+    writes_status: bool = False  # koordpy writes this kind's status subresource
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def id(self) -> str:
+        """Unique across the table: ``plural.group`` (``pods`` for the core API)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def key(self, raw: dict[str, Any]) -> str:
+        """``namespace/name`` for namespaced kinds, ``name`` otherwise (tolerant of bad input)."""
+        meta = raw.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        name = str(meta.get("name") or "")
+        return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("Node", "", "v1", "nodes", False, Node.from_raw, "node"),
+    Kind("Pod", "", "v1", "pods", True, Pod.from_raw, "pod"),
+    Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, PriorityClass.from_raw,
+         "priorityclass"),
+    Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, PodGroup.from_raw, "podgroup",
+         writes_status=True),
+    Kind("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", False,
+         ClusterNetworkTopology.from_raw, "cnt", writes_status=True),
+    Kind("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, HyperNode.from_raw, "hypernode",
+         writes_status=True),
+    Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, VolcanoPodGroup.from_raw,
+         "volcano-podgroup", writes_status=True),
+    Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, Topology.from_raw, "topology"),
+    Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, Topology.from_raw, "topology"),
+    Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, Topology.from_raw, "topology"),
+    Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, KaiPodGroup.from_raw, "kai-podgroup"),
+    Kind("Job", "batch", "v1", "jobs", True, Owner.from_raw, "owner"),
+    Kind("ReplicaSet", "apps", "v1", "replicasets", True, Owner.from_raw, "owner"),
+    Kind("Deployment", "apps", "v1", "deployments", True, Owner.from_raw, "owner"),
+    Kind("StatefulSet", "apps", "v1", "statefulsets", True, Owner.from_raw, "owner"),
+    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, Owner.from_raw, "owner"),
+)
+
+_BY_API = {(k.api_version, k.kind): k for k in KINDS}
+_BY_ID: dict[str, Kind] = {}
+for _k in KINDS:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
+    _BY_ID.setdefault(_k.id, _k)
+
+
+def kind_for(api_version: str, kind: str) -> Kind | None:
+    return _BY_API.get((api_version, kind))
+
+
+def by_id(ident: str) -> Kind:
+    return _BY_ID[ident]
+
+
+def watched() -> tuple[Kind, ...]:
+    """One entry per resource (a kind served at two versions is listed and watched once)."""
+    return tuple(_BY_ID.values())

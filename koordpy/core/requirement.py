@@ -1,0 +1,50 @@
+"""What a job asks of the network topology, whichever API it was written in.
+
+The topology sources (``koordpy.core.sources``) turn Koordinator's gather spec, Volcano's
+mode and highest tier (with sub-groups) and KAI's required / preferred levels into one
+``Requirement`` over one of the cluster's trees; placement reads nothing else. Scopes are
+ranks of the tree (``TopologyTree.rank``): 0 for a node, growing towards the root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# How a domain is chosen among those that fit:
+# - "gather": Koordinator's offerslot + binpack, the deepest fitting domain inside the scope
+#   (also KAI's required level alone);
+# - "tiers": Volcano's gradients, the lowest rank that fits, binpack by utilisation within it;
+# - "levels": KAI's preferred level, the smallest fitting domain at that level inside the
+#   required scope, climbing one level at a time.
+Style = Literal["gather", "tiers", "levels"]
+
+
+@dataclass(frozen=True)
+class SubGroup:
+    """Pods of one job placed together inside one domain of their own scope (a Volcano partition)."""
+
+    id: str  # <job>/<policy>-<match values>
+    pods: tuple[str, ...]  # pod keys, in rank order
+    min_pods: int  # the sub-group binds whole only with this many placed
+    scope: int | None  # highest rank allowed for the sub-group (None: the job's scope)
+    hard: bool = True
+
+
+@dataclass(frozen=True)
+class Requirement:
+    tree: str  # key of the tree in ``Cluster.trees``
+    style: Style
+    hard: bool = True
+    scope: int | None = None  # every pod inside one domain of at most this rank (None: the whole tree)
+    preferred: int | None = None  # "levels": the rank tried first
+    multiples: tuple[tuple[int, int], ...] = ()  # (rank, podCountMultiple)
+    notes: tuple[str, ...] = ()  # preferences the topology cannot express, said in the pending message
+    failure: str | None = None  # set when the job can never be placed as asked (an unknown hard layer)
+    listed: tuple[int, ...] = ()  # domains a "gather" failure message lists
+    subgroups: tuple[SubGroup, ...] = ()
+    min_subgroups: int = 0
+    # A job with members running stays where they run: its scope is the domain of at most
+    # ``scope`` rank around them (Volcano's allocated HyperNode), set by the cycle.
+    anchor: int | None = None
+    labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level

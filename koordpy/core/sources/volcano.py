@@ -1,0 +1,200 @@
+"""Volcano's dialect: the HyperNode tree (with what is wrong in it), each HyperNode's status, and
+a job's ``networkTopology`` (mode, highest tier, sub-groups) turned into a ``Requirement``.
+
+The tree is built from the members each HyperNode lists, so it may skip tiers and hold nodes at
+any depth. A virtual root one tier above the highest contains every node; nodes no HyperNode
+claims hang from it directly. What the webhook cannot see (a cycle, a member HyperNode whose tier
+is not below its parent's, a node or HyperNode claimed twice) is reported per HyperNode and the
+offending edge left out, so the rest of the tree keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from koordpy.api.objects import Node, Pod
+from koordpy.api.volcano import HyperNode, NetworkTopology, SubGroupPolicy
+from koordpy.core.naming import natural_key
+from koordpy.core.requirement import Requirement, SubGroup
+from koordpy.core.tree import ROOT, DomainId, TopologyTree
+
+TREE = "hypernodes"
+ROOT_NAME = "<cluster-top-hypernode>"
+
+
+@dataclass
+class HyperNodeTree:
+    tree: TopologyTree
+    problems: dict[str, list[str]] = field(default_factory=dict)  # HyperNode -> what is wrong with it
+    tiers: dict[str, set[int]] = field(default_factory=dict)  # tierName -> the tiers that carry it
+
+    def node_count(self, name: str) -> int:
+        """``status.nodeCount``: the nodes inside the HyperNode, through its member HyperNodes."""
+        d = self.tree.index.get(("hn", name))
+        if d is None:
+            return 0
+        return int((self.tree.domain_node[d: self.tree.end[d]] >= 0).sum())
+
+
+_CACHE: dict[object, HyperNodeTree] = {}
+
+
+def hypernode_tree(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperNodeTree:
+    key = (tuple(sorted((h.name, id(h)) for h in hypernodes.values())),
+           tuple((n.name, tuple(sorted(n.labels.items()))) for n in nodes))
+    cached = _CACHE.get(key)
+    if cached is not None and all(hypernodes.get(name) is not None for name, _ in key[0]):
+        return cached
+    built = _build(hypernodes, nodes)
+    if len(_CACHE) >= 4:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = built
+    return built
+
+
+def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperNodeTree:
+    problems: dict[str, list[str]] = {}
+
+    def report(names: Sequence[str], message: str) -> None:
+        for n in names:
+            problems.setdefault(n, []).append(message)
+
+    by_name = {n.name: n for n in nodes}
+    hn_edges: dict[str, list[str]] = {}  # parent -> member HyperNodes
+    node_claims: dict[str, list[str]] = {}  # node -> HyperNodes listing it
+    for h in sorted(hypernodes.values(), key=lambda h: natural_key(h.name)):
+        for member in h.members:
+            if member.type == "HyperNode":
+                target = member.selector.exact_name
+                if target and target in hypernodes:
+                    hn_edges.setdefault(h.name, []).append(target)
+            else:
+                exact = member.selector.exact_name
+                matched = ([exact] if exact in by_name else []) if exact else [
+                    n.name for n in nodes if member.matches_node(n.name, n.labels)]
+                for name in matched:
+                    claims = node_claims.setdefault(name, [])
+                    if h.name not in claims:
+                        claims.append(h.name)
+    graph = nx.DiGraph([(p, c) for p, kids in hn_edges.items() for c in kids])
+    for cycle in nx.simple_cycles(graph):
+        report(cycle, "HyperNodes " + " -> ".join([*cycle, cycle[0]]) + " form a cycle")
+    parent_of: dict[str, str] = {}
+    for parent, kids in hn_edges.items():
+        for child in kids:
+            hp, hc = hypernodes[parent], hypernodes[child]
+            if hc.tier >= hp.tier:
+                if not (child == parent or _in_cycle(problems, child)):
+                    report([parent, child], f"member HyperNode {child} has tier {hc.tier}, not below the tier "
+                                            f"{hp.tier} of {parent}")
+                continue
+            other = parent_of.get(child)
+            if other is not None:
+                report([other, parent, child], f"HyperNode {child} is a member of both {other} and {parent}")
+                if _seniority(hypernodes[other]) <= _seniority(hp):
+                    continue
+            parent_of[child] = parent
+    node_parent: dict[str, DomainId] = {}
+    for name, claims in node_claims.items():
+        by_tier: dict[int, list[str]] = {}
+        for claimant in claims:
+            by_tier.setdefault(hypernodes[claimant].tier, []).append(claimant)
+        for tier, hs in by_tier.items():
+            if len(hs) > 1:
+                report(hs, f"node {name} is claimed by HyperNodes {', '.join(hs)} of tier {tier}")
+        lowest = min(claims, key=lambda c: (hypernodes[c].tier, *_seniority(hypernodes[c])))
+        node_parent[name] = ("hn", lowest)
+    top = max((h.tier for h in hypernodes.values()), default=0) + 1
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    for h in hypernodes.values():
+        up = ("hn", parent_of[h.name]) if h.name in parent_of else ROOT
+        inner[("hn", h.name)] = (up, h.tier_name or f"tier{h.tier}", h.name, h.tier)
+    tiers: dict[str, set[int]] = {}
+    for h in hypernodes.values():
+        if h.tier_name:
+            tiers.setdefault(h.tier_name, set()).add(h.tier)
+    layers = tuple(sorted({layer for _, layer, _, _ in inner.values()}))
+    tree = TopologyTree.from_edges(layers, [n.name for n in nodes], inner, node_parent, node_layer="Node",
+                                   root_rank=top, root_layer=ROOT_NAME, leaf_rank=-1)
+    return HyperNodeTree(tree, {k: sorted(set(v)) for k, v in problems.items()}, tiers)
+
+
+def _seniority(h: HyperNode) -> tuple[float, tuple[object, ...]]:
+    """Who keeps a contested member: the HyperNode that existed first, so that a new object in
+    conflict with the tree never takes nodes from the HyperNodes already in use."""
+    return (h.creation if h.creation is not None else 0.0, natural_key(h.name))
+
+
+def _in_cycle(problems: Mapping[str, list[str]], name: str) -> bool:
+    return any("form a cycle" in p for p in problems.get(name, ()))
+
+
+# -- requirements ---------------------------------------------------------------------------------
+
+
+def _limit(topology: NetworkTopology, hn: HyperNodeTree) -> tuple[int | None, str | None]:
+    """The highest tier a constraint allows (None: no limit), or why it names none."""
+    if topology.highest_tier is not None:
+        return topology.highest_tier, None
+    if topology.highest_tier_name:
+        tiers = hn.tiers.get(topology.highest_tier_name)
+        if not tiers:
+            known = ", ".join(sorted(hn.tiers)) or "none"
+            return None, (f"highestTierName {topology.highest_tier_name!r} is the tierName of no HyperNode; "
+                          f"tier names: {known}")
+        if len(tiers) > 1:
+            return None, (f"highestTierName {topology.highest_tier_name!r} names tiers "
+                          f"{', '.join(map(str, sorted(tiers)))}; a tier name must name one tier")
+        return next(iter(tiers)), None
+    return None, None
+
+
+def requirement(topology: NetworkTopology | None, hn: HyperNodeTree, subgroups: tuple[SubGroup, ...] = (),
+                min_subgroups: int = 0) -> Requirement:
+    """Volcano's constraint over the HyperNode tree: hard keeps every pod inside one HyperNode of at
+    most the highest tier; soft searches the same tiers first, then those above, then the cluster."""
+    hard = topology is None or topology.mode == "hard"
+    scope, error = _limit(topology, hn) if topology is not None else (None, None)
+    if error is not None:
+        return Requirement(TREE, "tiers", failure=f"network topology: {error}")
+    return Requirement(TREE, "tiers", hard=hard and topology is not None, scope=scope, subgroups=subgroups,
+                       min_subgroups=min_subgroups)
+
+
+def subgroup_limit(topology: NetworkTopology | None, hn: HyperNodeTree) -> tuple[int | None, bool, str | None]:
+    if topology is None:
+        return None, False, None
+    scope, error = _limit(topology, hn)
+    return scope, topology.mode == "hard", error
+
+
+def subgroups_of(job_key: str, pods: Sequence[Pod], policies: Sequence[SubGroupPolicy],
+                 hn: HyperNodeTree) -> tuple[tuple[SubGroup, ...], list[str], str | None]:
+    """The job's sub-groups in Volcano's order (first match value as a number, then id), the pods in
+    none of them, and an error from a sub-group's topology, if any."""
+    grouped: dict[str, tuple[SubGroupPolicy, int, list[Pod]]] = {}
+    rest: list[str] = []
+    for pod in pods:
+        policy = next((p for p in policies if p.label_selector is None or p.label_selector.matches(pod.labels)),
+                      None)
+        if policy is None:
+            rest.append(pod.key)
+            continue
+        values = [pod.labels.get(k, "") for k in policy.match_label_keys]
+        sid = f"{job_key}/{policy.name}" + "".join(f"-{v}" for v in values)
+        try:
+            index = int(values[0]) if values else 0
+        except ValueError:
+            index = 0
+        grouped.setdefault(sid, (policy, index, []))[2].append(pod)
+    out = []
+    for sid, (policy, _, members) in sorted(grouped.items(), key=lambda kv: (kv[1][1], kv[0])):
+        scope, hard, error = subgroup_limit(policy.network_topology, hn)
+        if error is not None:
+            return (), rest, f"subGroupPolicy {policy.name}: {error}"
+        size = policy.sub_group_size or len(members)
+        out.append(SubGroup(sid, tuple(p.key for p in members), min(size, len(members)), scope, hard))
+    return tuple(out), rest, None

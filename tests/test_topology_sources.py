@@ -1,0 +1,381 @@
+"""Volcano HyperNodes and KAI/Kueue Topology beside Koordinator: trees, requirements, gang sources.
+
+Every case runs through the simulator, so what is tested is what ``koordpy simulate`` and the
+live scheduler do with the same objects.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from koordpy.core.snapshot import Cluster
+from koordpy.sim.simulator import World
+from tests.builders import node, pod, podgroup, run
+
+VC = "volcano.sh/network-topology-"
+
+
+def hypernode(name: str, tier: int, nodes: list[str] = (), members: list[str] = (),  # type: ignore[assignment]
+              tier_name: str | None = None, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"tier": tier, "members": [
+        *({"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes),
+        *({"type": "HyperNode", "selector": {"exactMatch": {"name": m}}} for m in members),
+        *(extra or [])]}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": spec}
+
+
+def seed_004(cpu: str = "4") -> list[dict[str, Any]]:
+    """Seed 004's example 1: s0..s3 (tier 1) of two nodes each, s4, s5 (tier 2), s6 (tier 3)."""
+    nodes = [node(f"node{i}", cpu=cpu) for i in range(8)]
+    hns = [hypernode(f"s{i}", 1, nodes=[f"node{2 * i}", f"node{2 * i + 1}"]) for i in range(4)]
+    hns += [hypernode("s4", 2, members=["s0", "s1"], tier_name="leaf-pair"),
+            hypernode("s5", 2, members=["s2", "s3"], tier_name="leaf-pair"),
+            hypernode("s6", 3, members=["s4", "s5"], tier_name="spine")]
+    return [*nodes, *hns]
+
+
+def vc_job(name: str, size: int, mode: str = "hard", tier: int | None = None, tier_name: str | None = None,
+           cpu: str = "4") -> list[dict[str, Any]]:
+    ann = {f"{VC}mode": mode}
+    if tier is not None:
+        ann[f"{VC}highest-tier"] = str(tier)
+    if tier_name is not None:
+        ann[f"{VC}highest-tier-name"] = tier_name
+    return [podgroup(name, size, annotations=ann), *[pod(f"{name}-{i}", cpu=cpu, group=name) for i in range(size)]]
+
+
+def busy(node_name: str, cpu: str = "4") -> dict[str, Any]:
+    return pod(f"busy-{node_name}", cpu=cpu, node_name=node_name, scheduler="default-scheduler")
+
+
+def nodes_of(out: Any, prefix: str) -> set[str]:
+    return {n for p, n in out.bound.items() if p.startswith(f"default/{prefix}")}
+
+
+# -- Volcano: tiers, hard and soft ------------------------------------------------------------------
+
+
+def test_hard_tier_two_binpacks_into_the_fuller_hypernode() -> None:
+    out = run(seed_004(), busy("node4"), vc_job("job", 3, tier=2))
+    assert nodes_of(out, "job") == {"node5", "node6", "node7"}  # s5 is fuller than s4 once placed
+
+
+def test_hard_tier_one_cannot_hold_three_and_says_which_tiers_it_searched() -> None:
+    out = run(seed_004(), vc_job("tight", 3, tier=1))
+    assert not nodes_of(out, "tight")
+    message = out.pending["default/tight-0"]
+    assert "network topology (hard, highest tier 1)" in message
+    assert "tier 1: 2" in message and "tier 2" not in message
+
+
+def test_lowest_tier_first() -> None:
+    out = run(seed_004(), vc_job("pair", 2, tier=3))
+    used = nodes_of(out, "pair")
+    assert used in ({"node0", "node1"}, {"node2", "node3"}, {"node4", "node5"}, {"node6", "node7"})
+
+
+def test_highest_tier_name_resolves_to_its_tier() -> None:
+    out = run(seed_004(), vc_job("named", 4, tier_name="leaf-pair"))
+    assert nodes_of(out, "named") in ({f"node{i}" for i in range(4)}, {f"node{i}" for i in range(4, 8)})
+    out = run(seed_004(), vc_job("bad", 2, tier_name="nowhere"))
+    assert "highestTierName 'nowhere' is the tierName of no HyperNode" in out.pending["default/bad-0"]
+
+
+def test_soft_goes_above_its_limit_rather_than_wait() -> None:
+    out = run(seed_004(), vc_job("soft", 3, mode="soft", tier=1))
+    used = nodes_of(out, "soft")
+    assert len(used) == 3
+    # ...and stays as tight as it fits: inside one tier-2 HyperNode.
+    assert used <= {f"node{i}" for i in range(4)} or used <= {f"node{i}" for i in range(4, 8)}
+
+
+def test_soft_uses_nodes_no_hypernode_claims_when_nothing_else_fits() -> None:
+    objs = [*seed_004(), node("stray", cpu="4")]
+    out = run(objs, vc_job("all", 9, mode="soft", tier=1))
+    assert len(nodes_of(out, "all")) == 9 and "stray" in nodes_of(out, "all")
+    out = run(objs, vc_job("hard", 9, tier=3))
+    assert not nodes_of(out, "hard")
+
+
+def test_virtual_root_when_no_hypernode_exists() -> None:
+    out = run([node(f"n{i}", cpu="4") for i in range(3)], vc_job("job", 3, tier=1))
+    # No HyperNode: the virtual root is tier 1 and holds every node.
+    assert len(nodes_of(out, "job")) == 3
+
+
+def test_tier_and_tier_name_together_is_an_error() -> None:
+    with pytest.raises(Exception, match="highest"):
+        World.from_objects([("t", o) for o in [*seed_004(), *vc_job("both", 2, tier=1, tier_name="spine")]])
+
+
+def test_running_members_keep_the_job_inside_their_hypernode() -> None:
+    # One member already runs on node0 (s0, under s4): with highest tier 2 the rest must join it in s4,
+    # although s5 would be the binpack choice on its own.
+    objs = [*seed_004(), busy("node4"), podgroup("grow", 3, annotations={f"{VC}highest-tier": "2"}),
+            pod("grow-0", cpu="4", group="grow", node_name="node0"),
+            pod("grow-1", cpu="4", group="grow"), pod("grow-2", cpu="4", group="grow")]
+    out = run(objs)
+    assert set(out.bound.values()) <= {"node1", "node2", "node3"} and len(out.bound) == 2
+
+
+def test_hypernode_problems_are_reported_and_the_rest_works() -> None:
+    objs = [*seed_004(),
+            hypernode("loop-a", 2, members=["loop-b"]), hypernode("loop-b", 2, members=["loop-a"]),
+            hypernode("dup", 1, nodes=["node0"]),  # node0 is s0's too, at the same tier
+            hypernode("upside", 1, members=["s5"])]  # a tier-2 member under a tier-1
+    world = World.from_objects([("t", o) for o in objs])
+    hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
+    assert any("form a cycle" in p for p in hn.problems["loop-a"])
+    assert any("node node0 is claimed by HyperNodes" in p for p in hn.problems["dup"])
+    assert any("not below" in p for p in hn.problems["upside"])
+    assert "s6" not in hn.problems
+    assert hn.node_count("s6") == 8 and hn.node_count("s4") == 4 and hn.node_count("s0") == 2
+    out = run(objs, vc_job("job", 3, tier=2))
+    assert len(nodes_of(out, "job")) == 3
+
+
+def test_regex_and_label_members() -> None:
+    objs = [node("gpu-1", labels={"rack": "r1"}), node("gpu-2", labels={"rack": "r1"}), node("gpu-3"),
+            hypernode("by-regex", 1, extra=[{"type": "Node",
+                                             "selector": {"regexMatch": {"pattern": "^gpu-[12]$"}}}]),
+            hypernode("by-label", 1, extra=[{"type": "Node",
+                                             "selector": {"labelMatch": {"matchLabels": {"rack": "r1"}}}}])]
+    world = World.from_objects([("t", o) for o in objs])
+    hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
+    assert hn.node_count("by-regex") == 2
+    assert any("claimed by HyperNodes" in p for p in hn.problems["by-label"])
+
+
+# -- Volcano PodGroup and sub-groups ---------------------------------------------------------------
+
+
+def volcano_pg(name: str, min_member: int, topology: dict[str, Any] | None = None,
+               policies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if topology is not None:
+        spec["networkTopology"] = topology
+    if policies is not None:
+        spec["subGroupPolicy"] = policies
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def vc_pod(name: str, group: str, partition: int | None = None, cpu: str = "4") -> dict[str, Any]:
+    labels = {"volcano.sh/task-spec": "worker"}
+    if partition is not None:
+        labels["volcano.sh/partition-id"] = str(partition)
+    return pod(name, cpu=cpu, annotations={"scheduling.k8s.io/group-name": group}, labels=labels)
+
+
+PARTITIONS = [{"name": "worker", "subGroupSize": 2,
+               "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+               "matchLabelKeys": ["volcano.sh/partition-id"],
+               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]
+
+
+def test_volcano_podgroup_partitions_each_inside_one_tier_one_hypernode() -> None:
+    objs = [*seed_004(), volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 2}, PARTITIONS),
+            *[vc_pod(f"train-{i}", "train", i // 2) for i in range(4)]]
+    out = run(objs)
+    assert len(out.bound) == 4
+    pairs = {frozenset({out.bound["default/train-0"], out.bound["default/train-1"]}),
+             frozenset({out.bound["default/train-2"], out.bound["default/train-3"]})}
+    tier1 = {frozenset({f"node{2 * i}", f"node{2 * i + 1}"}) for i in range(4)}
+    assert pairs <= tier1
+    # ...and the whole job inside one tier-2 HyperNode.
+    assert set(out.bound.values()) in ({f"node{i}" for i in range(4)}, {f"node{i}" for i in range(4, 8)})
+
+
+def test_a_partition_that_fits_no_tier_one_keeps_the_whole_job_waiting() -> None:
+    objs = [*seed_004(), busy("node0"), busy("node2"), busy("node4"), busy("node6"),
+            volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 3}, PARTITIONS),
+            *[vc_pod(f"train-{i}", "train", i // 2) for i in range(4)]]
+    out = run(objs)
+    assert not out.bound
+    assert "sub-group" in out.pending["default/train-0"]
+
+
+def test_min_sub_groups_lets_part_of_the_job_start() -> None:
+    policy = [{**PARTITIONS[0], "minSubGroups": 1}]
+    objs = [*seed_004(), busy("node0"), busy("node2"), busy("node4"),
+            volcano_pg("train", 2, {"mode": "hard", "highestTierAllowed": 3}, policy),
+            *[vc_pod(f"train-{i}", "train", i // 2) for i in range(4)]]
+    out = run(objs)
+    # Partition 0 comes first and takes s3, the only tier-1 HyperNode with two free nodes; partition
+    # 1 fits no tier-1 HyperNode and waits, although the job has started.
+    assert out.bound == {"default/train-0": "node6", "default/train-1": "node7"}
+    assert "train/worker-1" in out.pending["default/train-2"]
+
+
+def test_sub_group_order_follows_the_partition_number() -> None:
+    # Partition 1's pods come first by name but partition 0 is placed first (Volcano's MatchIndex).
+    objs = [*seed_004(), volcano_pg("order", 4, None, PARTITIONS),
+            vc_pod("a-0", "order", 1), vc_pod("a-1", "order", 1), vc_pod("b-0", "order", 0), vc_pod("b-1", "order", 0)]
+    out = run(objs)
+    assert len(out.bound) == 4
+    assert {out.bound["default/b-0"], out.bound["default/b-1"]} == {"node0", "node1"}
+
+
+def test_volcano_podgroup_status_is_written() -> None:
+    objs = [*seed_004(), volcano_pg("vj", 2, {"mode": "hard", "highestTierAllowed": 1}),
+            vc_pod("vj-0", "vj"), vc_pod("vj-1", "vj")]
+    out = run(objs)
+    assert len(out.bound) == 2
+    assert out.podgroups["default/vj"]["phase"] == "Running"
+
+
+# -- KAI / Kueue -------------------------------------------------------------------------------------
+
+
+def topology(name: str, *levels: str, api: str = "kueue.x-k8s.io/v1beta1") -> dict[str, Any]:
+    return {"apiVersion": api, "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": level} for level in levels]}}
+
+
+def zoned(racks: dict[str, tuple[str, int]], gpus: str = "4") -> list[dict[str, Any]]:
+    out = []
+    for rack, (zone, count) in racks.items():
+        for i in range(count):
+            out.append(node(f"n-{rack}-{i}", cpu="32", labels={"example.com/zone": zone, "example.com/rack": rack},
+                            extra={"nvidia.com/gpu": gpus}))
+    return out
+
+
+RACKS = {"a0": ("za", 3), "a1": ("za", 1), "a2": ("za", 2), "b1": ("zb", 3)}
+
+
+def gpu_pod(name: str, owner: dict[str, Any] | None = None, annotations: dict[str, str] | None = None,
+            **kw: Any) -> dict[str, Any]:
+    p = pod(name, cpu="1", annotations=annotations, **kw)
+    p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4"
+    if owner is not None:
+        p["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                             "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                             "controller": True}]
+    return p
+
+
+def batch_job(name: str, parallelism: int, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations},
+            "spec": {"parallelism": parallelism, "template": {"spec": {"containers": []}}}}
+
+
+def kai(topology_name: str, required: str | None = None, preferred: str | None = None) -> dict[str, str]:
+    ann = {"kai.scheduler/topology": topology_name}
+    if required:
+        ann["kai.scheduler/topology-required-placement"] = required
+    if preferred:
+        ann["kai.scheduler/topology-preferred-placement"] = preferred
+    return ann
+
+
+def racks_of(out: Any) -> Counter[str]:
+    return Counter(n.split("-")[1] for n in out.bound.values())
+
+
+NET = topology("network", "example.com/zone", "example.com/rack", "kubernetes.io/hostname")
+
+
+def test_required_rack_from_the_owning_job_takes_the_exact_fit() -> None:
+    job = batch_job("train", 2, kai("network", required="example.com/rack"))
+    out = run(zoned(RACKS), NET, job, gpu_pod("train-0", job), gpu_pod("train-1", job))
+    assert racks_of(out) == Counter({"a2": 2})
+
+
+def test_level_by_last_segment_and_unknown_level_lists_the_levels() -> None:
+    job = batch_job("t", 3, kai("network", required="rack"))
+    out = run(zoned(RACKS), NET, job, *[gpu_pod(f"t-{i}", job) for i in range(3)])
+    assert len(racks_of(out)) == 1 and sum(racks_of(out).values()) == 3
+    job = batch_job("u", 1, kai("network", required="row"))
+    out = run(zoned(RACKS), NET, job, gpu_pod("u-0", job))
+    message = out.pending["default/u-0"]
+    assert "row" in message and "example.com/rack" in message and "example.com/zone" in message
+
+
+def test_required_rack_that_fits_nowhere_waits() -> None:
+    job = batch_job("big", 4, kai("network", required="rack"))
+    out = run(zoned(RACKS), NET, job, *[gpu_pod(f"big-{i}", job) for i in range(4)])
+    assert not out.bound and "big-0" in " ".join(out.pending)
+
+
+def test_implicit_group_waits_for_the_owners_parallelism() -> None:
+    job = batch_job("half", 3, kai("network", required="zone"))
+    out = run(zoned(RACKS), NET, job, gpu_pod("half-0", job), gpu_pod("half-1", job))
+    assert not out.bound  # 2 of 3 pods exist: the group waits for the third
+    assert "minMember: 3" in out.pending["default/half-0"]
+
+
+def test_preferred_level_is_chosen_across_all_domains_inside_the_required() -> None:
+    # Preferred rack, required zone: the smallest rack that fits among all racks (a2, 2 free), not
+    # "the best zone first, then a rack in it".
+    job = batch_job("p", 2, kai("network", required="zone", preferred="rack"))
+    out = run(zoned({"a0": ("za", 3), "a1": ("za", 3), "b1": ("zb", 2)}), NET, job,
+              gpu_pod("p-0", job), gpu_pod("p-1", job))
+    assert racks_of(out) == Counter({"b1": 2})
+
+
+def test_preferred_climbs_when_no_domain_of_its_level_fits() -> None:
+    job = batch_job("c", 4, kai("network", preferred="rack"))
+    out = run(zoned(RACKS), NET, job, *[gpu_pod(f"c-{i}", job) for i in range(4)])
+    assert sum(racks_of(out).values()) == 4
+    zones = {n.split("-")[1][0] for n in out.bound.values()}
+    assert zones == {"a"}  # one zone holds it: the climb stops at the zone level
+
+
+def test_nodes_missing_a_level_label_are_outside_the_topology() -> None:
+    stray = node("stray", cpu="32", labels={"example.com/zone": "za"}, extra={"nvidia.com/gpu": "8"})
+    job = batch_job("s", 2, kai("network", required="zone"))
+    out = run(zoned({"a0": ("za", 1)}), stray, NET, job, gpu_pod("s-0", job), gpu_pod("s-1", job))
+    assert not out.bound  # only n-a0-0 is in the topology; stray would have fit both
+
+
+def test_several_topologies_at_once_and_pod_annotations_win() -> None:
+    by_zone = topology("zones", "example.com/zone", api="kai.scheduler/v1alpha1")
+    job = batch_job("two", 2, kai("network", required="rack"))
+    pods = [gpu_pod(f"two-{i}", job, annotations=kai("zones", required="example.com/zone")) for i in range(2)]
+    out = run(zoned({"a0": ("za", 1), "a1": ("za", 1)}), NET, by_zone, job, *pods)
+    assert len(out.bound) == 2  # racks hold one each; the pods' own Topology (zones) lets them share za
+
+
+def test_unknown_topology_is_reported() -> None:
+    job = batch_job("x", 1, kai("nope", required="rack"))
+    out = run(zoned(RACKS), NET, job, gpu_pod("x-0", job))
+    assert "Topology 'nope' not found" in out.pending["default/x-0"]
+
+
+def test_kai_podgroup_spec_constraint_both_spellings() -> None:
+    for field in ("topologyConstraint", "topologyConstraints"):
+        pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+              "metadata": {"name": "kpg", "namespace": "default"},
+              "spec": {"minMember": 2, field: {"topology": "network", "requiredTopologyLevel": "example.com/rack"}}}
+        pods = [gpu_pod(f"k-{i}", annotations={"pod-group-name": "kpg"}) for i in range(2)]
+        out = run(zoned(RACKS), NET, pg, *pods)
+        assert racks_of(out) == Counter({"a2": 2}), field
+
+
+def test_deployment_chain_groups_through_the_replicaset() -> None:
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "default", "uid": "uid-dep",
+                        "annotations": kai("network", required="rack")},
+           "spec": {"replicas": 2, "template": {"spec": {"containers": []}}}}
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+          "metadata": {"name": "web-1", "namespace": "default", "uid": "uid-rs",
+                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                            "uid": "uid-dep", "controller": True}]},
+          "spec": {"replicas": 2, "template": {"spec": {"containers": []}}}}
+    out = run(zoned(RACKS), NET, dep, rs, gpu_pod("web-1-a", rs), gpu_pod("web-1-b", rs))
+    assert racks_of(out) == Counter({"a2": 2})
+
+
+def test_koordinator_behaviour_is_unchanged_beside_the_other_sources() -> None:
+    # A HyperNode tree and a Topology exist; a plain PodGroup without any topology still binpacks.
+    out = run(seed_004(), NET, podgroup("plain", 2), pod("plain-0", cpu="4", group="plain"),
+              pod("plain-1", cpu="4", group="plain"))
+    assert len(out.bound) == 2
