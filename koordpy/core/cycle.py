@@ -134,7 +134,7 @@ class Cycle:
                 self.post_filter(pod, reason)
             return wake
         pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
-        req = self.requirement(job)
+        req = self.requirement(job, pods)
         stmt = Statement(self.cluster)
         failure = self._place(pods, req, stmt) if pods else None
         strict = any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
@@ -180,7 +180,7 @@ class Cycle:
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
         return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
 
-    def requirement(self, job: Job) -> Requirement | None:
+    def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,
         in terms of the cluster's trees as they are now."""
         for gang in job.gangs:
@@ -192,18 +192,19 @@ class Cycle:
             if ask is None:
                 continue
             if ask.is_volcano:
-                return self._volcano_requirement(gang, ask)
+                return self._volcano_requirement(gang, ask, pods)
             req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
             if req is not None:
                 return req
         return None
 
-    def _volcano_requirement(self, gang: Gang, ask: TopologyAsk) -> Requirement:
+    def _volcano_requirement(self, gang: Gang, ask: TopologyAsk, pods: list[Pod]) -> Requirement:
         hn = self.cluster.trees.hypernode_tree()
         subgroups: tuple[SubGroup, ...] = ()
         if ask.policies:
-            pending = rank_order([p for p in gang.pods if not p.node_name])
-            subgroups, _, error = volcano.subgroups_of(gang.key, pending, ask.policies, hn)
+            members = {p.key for p in gang.pods}
+            subgroups, _, error = volcano.subgroups_of(gang.key, [p for p in pods if p.key in members],
+                                                       ask.policies, hn)
             if error is not None:
                 return Requirement(volcano.TREE, "tiers", failure=f"network topology: {error}")
         req = volcano.requirement(ask.volcano, hn, subgroups, ask.min_subgroups or 0)

@@ -166,12 +166,13 @@ class Placer:
         groups = [[by_key[k] for k in g.pods if k in by_key] for g in req.subgroups]
         grouped = {k for g in req.subgroups for k in g.pods}
         rest = [p for p in pods if p.key not in grouped]
-        vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
+        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
         slots = node_offerslots(free, vec, self.feasible(pods, tree))
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         need = sum(min(g.min_pods, len(ps)) for g, ps in zip(req.subgroups, groups, strict=True))
-        cands = [int(d) for d in range(scope, int(tree.end[scope]))
-                 if tree.domain_node[d] < 0 and lo <= tree.rank[d] <= hi and sums[d] >= need]
+        span = slice(scope, int(tree.end[scope]))
+        ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
+        cands = [int(d) + scope for d in np.flatnonzero(ok)]
         cols = vec > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
@@ -216,14 +217,15 @@ class Placer:
                     stmt: Statement) -> bool:
         """Places ``pods`` inside one domain of ``scope``'s subtree with rank in [lo, hi], or nothing;
         ``free`` and ``used`` are updated with what was placed."""
-        vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
+        shapes = self._shapes(pods)
+        vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
         feasible = self.feasible(pods, tree)
         chosen, per_node = tier_place(free, vec, feasible, tree.node_domain, tree.domain_node, tree.parent,
                                       tree.end, tree.rank, tree.name_rank, alloc, used, scope, lo, hi, len(pods))
         if chosen < 0:
             return False
         targets = np.repeat(np.arange(len(per_node), dtype=np.int64), per_node)
-        for (shape, members) in self._shapes(pods).values():
+        for shape, members in shapes.values():
             idx = np.array(members, dtype=np.int64)
             stmt.assume_many([pods[i].key for i in members], targets[idx], shape)
         free -= per_node[:, None] * vec[None, :]
@@ -350,9 +352,10 @@ class Placer:
 
     def feasible(self, pods: list[Pod], tree: TopologyTree) -> npt.NDArray[np.bool_]:
         """Nodes every one of ``pods`` may use and that the tree's topology holds."""
+        masks = {id(m): m for m in (self.filters.static(p).mask for p in pods)}
         mask = ~tree.outside
-        for pod in {constraints_key(p): p for p in pods}.values():
-            mask = mask & self.filters.static(pod).mask
+        for m in masks.values():
+            mask = mask & m
         return np.asarray(mask, dtype=np.bool_)
 
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:

@@ -39,19 +39,21 @@ class HyperNodeTree:
         return int((self.tree.domain_node[d: self.tree.end[d]] >= 0).sum())
 
 
-_CACHE: dict[object, HyperNodeTree] = {}
+_CACHE: dict[object, tuple[tuple[HyperNode, ...], tuple[Node, ...], HyperNodeTree]] = {}
 
 
 def hypernode_tree(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperNodeTree:
-    key = (tuple(sorted((h.name, id(h)) for h in hypernodes.values())),
-           tuple((n.name, tuple(sorted(n.labels.items()))) for n in nodes))
+    """The tree for these objects; the same HyperNode and Node objects (the shells keep the ones that
+    did not change) give the same cached tree without looking inside them."""
+    hns, ns = tuple(hypernodes.values()), tuple(nodes)
+    key = (tuple(map(id, hns)), tuple(map(id, ns)))
     cached = _CACHE.get(key)
-    if cached is not None and all(hypernodes.get(name) is not None for name, _ in key[0]):
-        return cached
+    if cached is not None:
+        return cached[2]
     built = _build(hypernodes, nodes)
     if len(_CACHE) >= 4:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = built
+    _CACHE[key] = (hns, ns, built)  # the objects are kept, so their ids cannot be reused while cached
     return built
 
 
