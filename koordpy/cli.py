@@ -331,6 +331,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for line in world.ignored:
         print(f"koordpy simulate: note: not acted on: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
+    for name, status in result.hypernodes.items():  # the live scheduler sets Valid=False on these
+        for problem in status.get("problems", ()):
+            print(f"koordpy simulate: warning: HyperNode {name}: {problem}", file=sys.stderr)
     if args.output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
@@ -369,7 +372,8 @@ examples:
   koordpy simulate -f examples/spine-block
 
   # what if: replay a live cluster from standard input, add a new job
-  kubectl get nodes,pods,podgroups,clusternetworktopologies,priorityclasses -A -o yaml \\
+  kubectl get nodes,pods,podgroups,clusternetworktopologies,hypernodes,topologies,priorityclasses,jobs \\
+    -A -o yaml \\
     | koordpy simulate -f - -f new-job.yaml
 
 exit status: 0 simulated (pods that cannot be placed are listed as Pending, with why);
@@ -379,8 +383,9 @@ exit status: 0 simulated (pods that cannot be placed are listed as Pending, with
 
 RUN_HELP = """\
 Runs as a scheduler in a cluster, beside kube-scheduler: watches nodes, pods, PriorityClasses,
-PodGroups and the ClusterNetworkTopology, and binds the pods whose spec.schedulerName is one of
-its names.
+PodGroups (scheduler-plugins, Volcano, KAI), the ClusterNetworkTopology, Volcano HyperNodes,
+Kueue/KAI Topology objects and the owners of pods (Jobs, ReplicaSets, Deployments...), and binds
+the pods whose spec.schedulerName is one of its names.
 """
 
 RUN_EPILOG = """\

@@ -12,10 +12,21 @@ from typing import Any
 import pytest
 
 from koordpy.core.snapshot import Cluster
-from koordpy.sim.simulator import World
-from tests.builders import node, pod, podgroup, run
+from koordpy.sim.simulator import SimulationResult, World, simulate
+from tests.builders import node, pod, podgroup
 
 VC = "volcano.sh/network-topology-"
+
+
+def run(*objects: dict[str, Any] | list[dict[str, Any]]) -> SimulationResult:
+    """Simulates, and holds the standing view to the answer a full recomputation gives every cycle."""
+    flat: list[dict[str, Any]] = []
+    for o in objects:
+        flat.extend(o if isinstance(o, list) else [o])
+    out = simulate(World.from_objects([("test", o) for o in flat]))
+    full = simulate(World.from_objects([("test", o) for o in flat]), incremental=False)
+    assert (out.bound, out.pending) == (full.bound, full.pending)
+    return out
 
 
 def hypernode(name: str, tier: int, nodes: list[str] = (), members: list[str] = (),  # type: ignore[assignment]
@@ -379,3 +390,20 @@ def test_koordinator_behaviour_is_unchanged_beside_the_other_sources() -> None:
     out = run(seed_004(), NET, podgroup("plain", 2), pod("plain-0", cpu="4", group="plain"),
               pod("plain-1", cpu="4", group="plain"))
     assert len(out.bound) == 2
+
+
+def test_simulate_warns_about_hypernode_problems_and_reports_node_counts(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    import yaml
+
+    from koordpy.cli import main
+
+    objs = [*seed_004(), hypernode("loop-a", 4, members=["loop-b"]), hypernode("loop-b", 5, members=["loop-a"])]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: HyperNode loop-a: HyperNodes" in captured.err and "form a cycle" in captured.err
+    status = json.loads(captured.out)["hypernodes"]
+    assert status["s6"] == {"nodeCount": 8} and "problems" in status["loop-b"]

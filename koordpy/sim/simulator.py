@@ -215,6 +215,8 @@ class SimulationResult:
     rounds: int
     ignored: list[str]
     truncated: bool = False  # stopped at MAX_ROUNDS before the world settled: the result is partial
+    # HyperNode -> its status as the live scheduler writes it: nodeCount and what is wrong with it.
+    hypernodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -227,6 +229,7 @@ class SimulationResult:
                         "message": e.message} for e in self.events],
             "rounds": self.rounds,
             "truncated": self.truncated,
+            **({"hypernodes": self.hypernodes} if self.hypernodes else {}),
         }
 
 
@@ -270,7 +273,15 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
                       for k, pg in world.podgroups.items()}},
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
+        hypernodes=_hypernode_status(cluster) if world.hypernodes else {},
     )
+
+
+def _hypernode_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    hn = cluster.trees.hypernode_tree()
+    return {name: {"nodeCount": hn.node_count(name), **({"problems": hn.problems[name]} if name in hn.problems
+                                                          else {})}
+            for name in cluster.trees.snapshot.hypernodes}
 
 
 def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
