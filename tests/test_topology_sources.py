@@ -407,3 +407,10 @@ def test_simulate_warns_about_hypernode_problems_and_reports_node_counts(tmp_pat
     assert "warning: HyperNode loop-a: HyperNodes" in captured.err and "form a cycle" in captured.err
     status = json.loads(captured.out)["hypernodes"]
     assert status["s6"] == {"nodeCount": 8} and "problems" in status["loop-b"]
+
+
+def test_volcano_min_resources_must_be_free_first() -> None:
+    pg = volcano_pg("rich", 1)
+    pg["spec"]["minResources"] = {"cpu": "64"}
+    out = run(seed_004(), pg, vc_pod("rich-0", "rich"))
+    assert not out.bound and "minResources not available: cpu wants 64" in out.pending["default/rich-0"]

@@ -367,7 +367,7 @@ class Cycle:
         """A PodGroup's minResources must be free somewhere in the cluster before its pods are tried."""
         free = np.maximum(self.cluster.free(), 0).sum(axis=0)
         for gang in job.gangs:
-            pg = self.snapshot.podgroups.get(gang.key)
+            pg = self.snapshot.podgroups.get(gang.key) or self.snapshot.volcano_podgroups.get(gang.key)
             if pg is None:
                 continue
             for res, want in sorted(pg.min_resources.items()):
