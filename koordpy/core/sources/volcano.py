@@ -82,8 +82,12 @@ def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperN
                     if h.name not in claims:
                         claims.append(h.name)
     graph = nx.DiGraph([(p, c) for p, kids in hn_edges.items() for c in kids])
-    for cycle in nx.simple_cycles(graph):
-        report(cycle, "HyperNodes " + " -> ".join([*cycle, cycle[0]]) + " form a cycle")
+    # Strongly connected components, not every cycle: their number is linear, a dense bad graph's
+    # cycles are not.
+    for component in nx.strongly_connected_components(graph):
+        ring = sorted(component, key=natural_key)
+        if len(ring) > 1 or graph.has_edge(ring[0], ring[0]):
+            report(ring, "HyperNodes " + ", ".join(ring) + " form a cycle of members")
     parent_of: dict[str, str] = {}
     for parent, kids in hn_edges.items():
         for child in kids:
