@@ -414,3 +414,19 @@ def test_volcano_min_resources_must_be_free_first() -> None:
     pg["spec"]["minResources"] = {"cpu": "64"}
     out = run(seed_004(), pg, vc_pod("rich-0", "rich"))
     assert not out.bound and "minResources not available: cpu wants 64" in out.pending["default/rich-0"]
+
+
+def test_the_built_in_examples_do_what_their_comments_say() -> None:
+    import pathlib
+
+    from koordpy.cli import load_documents
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "examples"
+    vc = simulate(World.from_objects(load_documents([str(root / "volcano-tiers")]).docs))
+    assert {vc.bound[f"default/within-tier-2-{i}"] for i in range(3)} == {"node5", "node6", "node7"}
+    assert all(f"default/within-tier-1-{i}" in vc.pending for i in range(3))
+    assert {vc.bound["default/partitioned-0"], vc.bound["default/partitioned-1"]} in (
+        {f"node{2 * i}", f"node{2 * i + 1}"} for i in range(4))
+    kai_out = simulate(World.from_objects(load_documents([str(root / "kai-rack")]).docs))
+    assert {kai_out.bound["default/train-0"], kai_out.bound["default/train-1"]} == {"n-a2-0", "n-a2-1"}
+    assert len({kai_out.bound[f"default/tune-{i}"].rsplit("-", 1)[0] for i in range(3)}) == 1

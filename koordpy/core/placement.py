@@ -253,7 +253,7 @@ class Placer:
             at = np.flatnonzero(inner & (tree.rank == rank))
             best = int(at[np.lexsort((tree.name_rank[at], -sums[at]))[0]])
             name = "the cluster" if best == 0 else tree.name(best)
-            parts.append(f"tier {rank}: {int(sums[best])} ({name}{f' of {len(at)}' if len(at) > 1 else ''})")
+            parts.append(f"tier {rank}: {int(sums[best])} ({f'best of {len(at)}: ' if len(at) > 1 else ''}{name})")
         return "; largest offerslot per tier: " + ", ".join(parts) if parts else ""
 
     # -- KAI: preferred level inside the required one ----------------------------------------

@@ -21,7 +21,7 @@ from koordpy.api.podgroup import (
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import ClusterNetworkTopology
-from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -263,11 +263,16 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     claimed = world.snapshot(scheduler_names)
     last = result.pending
     pending = {p.key: last.get(p.key, p.unschedulable_message) for p in claimed.pods if claimed.claims(p)}
+    scheduled: dict[str, int] = {}
+    for p in claimed.pods:
+        group = p.annotations.get(GROUP_NAME_ANN)
+        if group and p.node_name:
+            scheduled[f"{p.namespace}/{group}"] = scheduled.get(f"{p.namespace}/{group}", 0) + 1
     # The core's view holds the tree for these very nodes; a fresh build is for a run that had no cycle.
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
         bound=bound, pending=pending, preempted=[],
-        podgroups={**{k: {"phase": pg.status.phase, "minMember": pg.min_member}
+        podgroups={**{k: {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0), "minMember": pg.min_member}
                       for k, pg in world.volcano_podgroups.items()},
                    **{k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
                       for k, pg in world.podgroups.items()}},
