@@ -2,7 +2,7 @@
 
 Belongs here: the inner loops of placement (per-node offerslots, bottom-up sums over the
 topology tree, the counts each domain can take under podCountMultiple, the candidate/binpack
-choice, the top-down allocation). Each kernel takes and returns numpy arrays and scalars
+choice, the top-down allocation, Volcano's tier-by-tier search). Each kernel takes and returns numpy arrays and scalars
 only, so it knows nothing of pods, nodes or the API; each has a twin written in plain
 Python that the parity tests hold it to. Does not belong here: anything with names,
 objects or I/O.
@@ -25,11 +25,13 @@ from koordpy.kernels.split import (
     contains,
     contains_py,
 )
+from koordpy.kernels.tiers import add_usage, domain_totals, domain_totals_py, tier_place, tier_place_py
 from koordpy.kernels.warm import warm_up
 
 __all__ = [
     "achievable",
     "achievable_py",
+    "add_usage",
     "allocate",
     "allocate_py",
     "as_sets",
@@ -37,9 +39,13 @@ __all__ = [
     "choose_candidate_py",
     "contains",
     "contains_py",
+    "domain_totals",
+    "domain_totals_py",
     "node_offerslots",
     "node_offerslots_py",
     "subtree_sums",
     "subtree_sums_py",
+    "tier_place",
+    "tier_place_py",
     "warm_up",
 ]

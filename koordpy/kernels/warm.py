@@ -12,6 +12,7 @@ import numpy as np
 
 from koordpy.kernels.offerslot import choose_candidate, node_offerslots, subtree_sums
 from koordpy.kernels.split import achievable, allocate, contains
+from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 
 def warm_up() -> None:
@@ -28,3 +29,9 @@ def warm_up() -> None:
     allowed = contains(*sets, 2) & np.ones(3, dtype=np.bool_)
     chosen = int(choose_candidate(sums, depth, allowed, 2, parent, rank))
     allocate(sums, end, rank, *sets, chosen, 2)
+    # Volcano's tier search over the same tree.
+    domain_node = np.array([-1, 0, 1], dtype=np.int64)
+    totals = domain_totals(np.ones((2, 2), dtype=np.int64), node_domain, parent)
+    _, per_node = tier_place(np.ones((2, 2), dtype=np.int64), np.ones(2, dtype=np.int64), np.ones(2, dtype=np.bool_),
+                             node_domain, domain_node, parent, end, rank, rank, totals, totals.copy(), 0, 0, 3, 2)
+    add_usage(totals, per_node, np.ones(2, dtype=np.int64), node_domain, parent)
