@@ -1,4 +1,5 @@
-"""The Volcano and KAI/Kueue objects: what is refused (naming object and field), and the registry."""
+"""The Volcano and KAI/Kueue objects beside test_api_volcano_kai: member matching, Volcano
+PodGroup sub-groups, owners, selectors, and the registry as the shells read it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import pytest
 
 from koordpy.api.errors import ParseError
 from koordpy.api.kinds import KINDS, kind_for, watched
-from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.kueue import KaiPodGroup
 from koordpy.api.owners import Owner
 from koordpy.api.raw import Reader
 from koordpy.api.selectors import LabelSelector
-from koordpy.api.volcano import HyperNode, VolcanoPodGroup, network_topology_from_annotations
+from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 
 
 def hn(spec: dict[str, Any], name: str = "h") -> dict[str, Any]:
@@ -22,31 +23,6 @@ def hn(spec: dict[str, Any], name: str = "h") -> dict[str, Any]:
 
 def member(kind: str, **selector: Any) -> dict[str, Any]:
     return {"type": kind, "selector": selector}
-
-
-@pytest.mark.parametrize(("spec", "field", "words"), [
-    ({"tier": 1, "members": []}, "spec.members", "at least one member"),
-    ({"members": [member("Node", exactMatch={"name": "n"})]}, "spec.tier", "required"),
-    ({"tier": -1, "members": [member("Node", exactMatch={"name": "n"})]}, "spec.tier", "negative"),
-    ({"tier": 1, "members": [member("Node")]}, "spec.members[0].selector", "exactly one"),
-    ({"tier": 1, "members": [member("Node", exactMatch={"name": "n"}, regexMatch={"pattern": "n"})]},
-     "spec.members[0].selector", "exactly one"),
-    ({"tier": 1, "members": [member("Node", regexMatch={"pattern": "node-("})]},
-     "spec.members[0].selector.regexMatch.pattern", "invalid regular expression"),
-    ({"tier": 2, "members": [member("HyperNode", labelMatch={"matchLabels": {"a": "b"}})]},
-     "spec.members[0].selector", "exactMatch only"),
-    ({"tier": 2, "members": [member("HyperNode", regexMatch={"pattern": "s.*"})]},
-     "spec.members[0].selector", "exactMatch only"),
-    ({"tier": 1, "members": [member("Switch", exactMatch={"name": "n"})]}, "spec.members[0].type",
-     "Node or HyperNode"),
-    ({"tier": "1", "members": [member("Node", exactMatch={"name": "n"})]}, "spec.tier", ""),
-    ({"tier": 1, "members": [member("Node", labelMatch={"matchExpressions": [{"key": "a", "operator": "In"}]})]},
-     "spec.members[0].selector.labelMatch.matchExpressions[0].values", "non-empty"),
-])
-def test_hypernode_refused_as_volcanos_webhook_refuses(spec: dict[str, Any], field: str, words: str) -> None:
-    with pytest.raises(ParseError) as err:
-        HyperNode.from_raw(hn(spec))
-    assert err.value.field == field and words in str(err.value) and "HyperNode h" in str(err.value)
 
 
 def test_hypernode_members_match() -> None:
@@ -91,44 +67,9 @@ def test_volcano_podgroup_reads_sub_groups() -> None:
     assert policy.label_selector is not None and policy.label_selector.matches({"role": "w"})
 
 
-def test_volcano_annotations() -> None:
-    assert network_topology_from_annotations("x", {}) is None
-    nt = network_topology_from_annotations("x", {"volcano.sh/network-topology-highest-tier": "2"})
-    assert nt is not None and (nt.mode, nt.highest_tier) == ("hard", 2)
-    for bad, words in [({"volcano.sh/network-topology-mode": "maybe"}, "hard or soft"),
-                       ({"volcano.sh/network-topology-highest-tier": "two"}, "whole number"),
-                       ({"volcano.sh/network-topology-highest-tier": "1",
-                         "volcano.sh/network-topology-highest-tier-name": "spine"}, "cannot both")]:
-        with pytest.raises(ParseError, match=words):
-            network_topology_from_annotations("PodGroup ns/x", bad)
-
-
 def topo(levels: list[str], api: str = "kueue.x-k8s.io/v1beta1") -> dict[str, Any]:
     return {"apiVersion": api, "kind": "Topology", "metadata": {"name": "net"},
             "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
-
-
-@pytest.mark.parametrize(("levels", "words"), [
-    ([], "1 to 16 levels"),
-    (["kubernetes.io/hostname", "example.com/rack"], "only be the lowest"),
-    (["example.com/rack", "example.com/rack"], "twice"),
-    (["not a key"], "not a valid label key"),
-])
-def test_topology_refused(levels: list[str], words: str) -> None:
-    with pytest.raises(ParseError, match=words):
-        Topology.from_raw(topo(levels))
-
-
-def test_topology_levels_by_key_or_last_segment() -> None:
-    t = Topology.from_raw(topo(["example.com/zone", "example.com/rack", "other.io/rack", "kubernetes.io/hostname"],
-                               api="kai.scheduler/v1alpha1"))
-    assert (t.group, t.version) == ("kai.scheduler", "v1alpha1")
-    assert t.resolve_level("example.com/zone") == 0 and t.resolve_level("zone") == 0
-    assert t.resolve_level("hostname") == 3
-    with pytest.raises(ValueError, match="ambiguous"):
-        t.resolve_level("rack")
-    with pytest.raises(ValueError, match=r"levels: example\.com/zone, example\.com/rack"):
-        t.resolve_level("row")
 
 
 def test_kai_podgroup_both_spellings_and_not_both() -> None:

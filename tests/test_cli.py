@@ -190,7 +190,7 @@ def test_help_speaks_to_users() -> None:
     sim = koordpy("simulate", "--help")
     assert sim.returncode == 0
     assert "| koordpy simulate -f - -f new-job.yaml" in sim.stdout
-    assert "kubectl get nodes,pods,podgroups,clusternetworktopologies,priorityclasses -A -o yaml" in sim.stdout
+    assert "kubectl get nodes,pods,podgroups,clusternetworktopologies,hypernodes,topologies" in sim.stdout
 
 
 def test_unschedulable_workload_exits_0(tmp_path: Path) -> None:

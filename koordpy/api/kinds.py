@@ -20,6 +20,8 @@ from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
                "kai-podgroup", "owner"]
+ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
+                           "topology", "kai-podgroup", "owner")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,19 @@ class Kind:
         return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name
 
 
+# Parsers that know their apiVersion and kind, for raw objects (from a list call) that omit them.
+def _topology(api_version: str) -> Callable[[dict[str, Any]], object]:
+    def parse(raw: dict[str, Any]) -> object:
+        return Topology.from_raw(raw, api_version)
+    return parse
+
+
+def _owner(api_version: str, kind: str) -> Callable[[dict[str, Any]], object]:
+    def parse(raw: dict[str, Any]) -> object:
+        return Owner.from_raw(raw, api_version, kind)
+    return parse
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, Node.from_raw, "node"),
     Kind("Pod", "", "v1", "pods", True, Pod.from_raw, "pod"),
@@ -63,15 +78,19 @@ KINDS: tuple[Kind, ...] = (
          writes_status=True),
     Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, VolcanoPodGroup.from_raw,
          "volcano-podgroup", writes_status=True),
-    Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, Topology.from_raw, "topology"),
-    Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, Topology.from_raw, "topology"),
-    Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, Topology.from_raw, "topology"),
+    Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, _topology("kueue.x-k8s.io/v1beta1"),
+         "topology"),
+    Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, _topology("kueue.x-k8s.io/v1alpha1"),
+         "topology"),
+    Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, _topology("kai.scheduler/v1alpha1"),
+         "topology"),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, KaiPodGroup.from_raw, "kai-podgroup"),
-    Kind("Job", "batch", "v1", "jobs", True, Owner.from_raw, "owner"),
-    Kind("ReplicaSet", "apps", "v1", "replicasets", True, Owner.from_raw, "owner"),
-    Kind("Deployment", "apps", "v1", "deployments", True, Owner.from_raw, "owner"),
-    Kind("StatefulSet", "apps", "v1", "statefulsets", True, Owner.from_raw, "owner"),
-    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, Owner.from_raw, "owner"),
+    Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner"),
+    Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner"),
+    Kind("Deployment", "apps", "v1", "deployments", True, _owner("apps/v1", "Deployment"), "owner"),
+    Kind("StatefulSet", "apps", "v1", "statefulsets", True, _owner("apps/v1", "StatefulSet"), "owner"),
+    Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, _owner("jobset.x-k8s.io/v1alpha2", "JobSet"),
+         "owner"),
 )
 
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}
@@ -91,3 +110,8 @@ def by_id(ident: str) -> Kind:
 def watched() -> tuple[Kind, ...]:
     """One entry per resource (a kind served at two versions is listed and watched once)."""
     return tuple(_BY_ID.values())
+
+
+def object_key(kind: Kind, raw: dict[str, Any]) -> str:
+    """``namespace/name`` for a namespaced kind, ``name`` otherwise (see ``Kind.key``)."""
+    return kind.key(raw)

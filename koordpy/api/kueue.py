@@ -1,25 +1,33 @@
-"""Kueue's Topology (``kueue.x-k8s.io`` v1alpha1 and v1beta1, and KAI's copy ``kai.scheduler/v1alpha1``),
-KAI's PodGroup (``scheduling.run.ai/v2alpha2``) and KAI's topology annotations."""
+"""Kueue's Topology (``kueue.x-k8s.io`` v1alpha1 and v1beta1), its KAI-Scheduler twin
+(``kai.scheduler/v1alpha1``), KAI's PodGroup (``scheduling.run.ai/v2alpha2``) and the KAI
+topology annotations.
+
+A Topology lists node-label keys from the top level down; each is one level of one tree.
+A job's constraint names the Topology and a required and/or preferred level; its keys may
+come from the pod, its PodGroup or its top-level owner, so they are kept as separate
+layers here and merged by whoever knows the order.
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
-from koordpy.api.podgroup import PodGroupStatus
 from koordpy.api.raw import Reader
+from koordpy.api.selectors import qualified_name_problem
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+KAI_GROUP = "kai.scheduler"
+KAI_PODGROUP_GROUP = "scheduling.run.ai"
+TOPOLOGY_API_VERSIONS = (f"{KUEUE_GROUP}/v1alpha1", f"{KUEUE_GROUP}/v1beta1", f"{KAI_GROUP}/v1alpha1")
+HOSTNAME = "kubernetes.io/hostname"
+MAX_LEVELS = 16
 ANN_TOPOLOGY = "kai.scheduler/topology"
 ANN_REQUIRED = "kai.scheduler/topology-required-placement"
 ANN_PREFERRED = "kai.scheduler/topology-preferred-placement"
-HOSTNAME = "kubernetes.io/hostname"
-MAX_LEVELS = 16  # as Kueue's CRD bounds spec.levels
-_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_NAME}")
+_ANNOTATION_FIELDS = (("topology", ANN_TOPOLOGY), ("required", ANN_REQUIRED), ("preferred", ANN_PREFERRED))
 
 
 class _Model(BaseModel):
@@ -30,15 +38,23 @@ class Topology(_Model):
     group: str
     version: str
     name: str
-    levels: tuple[str, ...]  # node label keys, top level first
+    levels: tuple[str, ...]  # node-label keys, top level first
     creation: float | None = None
 
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
     @classmethod
-    def from_raw(cls, raw: dict[str, Any]) -> Topology:
+    def from_raw(cls, raw: dict[str, Any], api_version: str | None = None) -> Topology:
+        """``api_version`` stands in when ``raw`` carries none (the caller knows the kind)."""
         r = Reader(object_ref(raw, "Topology"))
-        group, _, version = str(raw.get("apiVersion", "")).rpartition("/")
         meta = r.mapping(raw.get("metadata"), "metadata")
         spec = r.mapping(raw.get("spec"), "spec")
+        version_text = r.string(raw.get("apiVersion"), "apiVersion") or api_version or ""
+        if version_text not in TOPOLOGY_API_VERSIONS:
+            raise r.fail("apiVersion", f"must be one of {', '.join(TOPOLOGY_API_VERSIONS)}, got {version_text!r}")
+        group, _, version = version_text.partition("/")
         items = r.seq(spec.get("levels"), "spec.levels")
         if not 1 <= len(items) <= MAX_LEVELS:
             raise r.fail("spec.levels", f"must list 1 to {MAX_LEVELS} levels, got {len(items)}")
@@ -46,50 +62,73 @@ class Topology(_Model):
         for i, item in enumerate(items):
             f = f"spec.levels[{i}].nodeLabel"
             key = r.string(r.mapping(item, f"spec.levels[{i}]").get("nodeLabel"), f, required=True)
-            if len(key) > 316 or not _LABEL_KEY.fullmatch(key):
-                raise r.fail(f, f"{key!r} is not a valid label key")
+            problem = qualified_name_problem(key)
+            if problem:
+                raise r.fail(f, problem)
             if key in levels:
-                raise r.fail(f, f"level {key!r} is listed twice")
+                raise r.fail(f, f"{key!r} is already level {levels.index(key)}")
             levels.append(key)
         if HOSTNAME in levels[:-1]:
-            raise r.fail("spec.levels", f"{HOSTNAME} may only be the lowest level")
+            raise r.fail(f"spec.levels[{levels.index(HOSTNAME)}].nodeLabel",
+                         f"{HOSTNAME} names single nodes, so it may only be the last (lowest) level")
         return cls(group=group, version=version, name=r.name(meta.get("name")), levels=tuple(levels),
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
 
     def resolve_level(self, text: str) -> int:
-        """The index of the level ``text`` names: its full label key, or the key's last segment
-        when no other level of this Topology ends the same way."""
+        """The index in ``levels`` of a level named by its full key or, when only one level of
+        this Topology ends that way, by the key's last segment (``rack`` for ``example.com/rack``)."""
         if text in self.levels:
             return self.levels.index(text)
-        short = [i for i, key in enumerate(self.levels) if key.rsplit("/", 1)[-1] == text]
-        listed = ", ".join(self.levels)
-        if len(short) == 1:
-            return short[0]
-        if short:
-            raise ValueError(f"level {text!r} is ambiguous in Topology {self.name!r} (levels: {listed}); "
-                             "use the full label key")
-        raise ValueError(f"level {text!r} is not in Topology {self.name!r}; levels: {listed}")
+        hits = [i for i, key in enumerate(self.levels) if key.rpartition("/")[2] == text]
+        if len(hits) == 1:
+            return hits[0]
+        listing = ", ".join(self.levels)
+        if hits:
+            both = " and ".join(self.levels[i] for i in hits)
+            raise ValueError(f"level {text!r} is ambiguous in Topology {self.name}: it ends {both}; "
+                             f"use the full key; levels, top first: {listing}")
+        raise ValueError(f"Topology {self.name} has no level {text!r}; levels, top first: {listing}")
 
 
 class TopologyConstraint(_Model):
+    """What a KAI job asks of a Topology; an empty string is "not asked"."""
+
     topology: str = ""
     required: str = ""
     preferred: str = ""
 
+    @classmethod
+    def layered(cls, *layers: dict[str, str]) -> TopologyConstraint:
+        """The constraint from several layers (pod, PodGroup, owner...), the first that sets a key winning."""
+        merged: dict[str, str] = {}
+        for layer in layers:
+            for key, value in layer.items():
+                merged.setdefault(key, value)
+        return cls(**merged)
 
-def kai_constraint_from_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The KAI keys the annotations set (only those), so callers can layer pod, PodGroup and owner."""
-    return {k: annotations[k] for k in (ANN_TOPOLOGY, ANN_REQUIRED, ANN_PREFERRED) if annotations.get(k)}
+    def keys_set(self) -> dict[str, str]:
+        return {k: v for k, v in (("topology", self.topology), ("required", self.required),
+                                  ("preferred", self.preferred)) if v}
+
+
+def kai_constraint_from_annotations(annotations: dict[str, str]) -> dict[str, str]:
+    """The constraint keys these annotations set, by TopologyConstraint field name.
+
+    An empty value sets nothing, so a blank key on a pod does not hide its owner's value.
+    """
+    return {fld: annotations[ann] for fld, ann in _ANNOTATION_FIELDS if annotations.get(ann)}
 
 
 class KaiPodGroup(_Model):
     namespace: str
     name: str
-    min_member: int = 1
-    topology_constraint: TopologyConstraint | None = None
+    min_member: int = 0
+    queue: str = ""
+    priority_class_name: str = ""
     annotations: dict[str, str] = {}
     creation: float | None = None
-    status: PodGroupStatus = PodGroupStatus()
+    topology_constraint: TopologyConstraint | None = None
+    phase: str = ""
 
     @property
     def key(self) -> str:
@@ -100,26 +139,37 @@ class KaiPodGroup(_Model):
         r = Reader(object_ref(raw, "PodGroup"))
         meta = r.mapping(raw.get("metadata"), "metadata")
         spec = r.mapping(raw.get("spec"), "spec")
-        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=1)
-        if min_member is None or min_member < 0:
+        status = r.mapping(raw.get("status"), "status")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0) or 0
+        if min_member < 0:
             raise r.fail("spec.minMember", f"must not be negative, got {min_member}")
-        # KAI's API spells it topologyConstraint; seed 003 writes topologyConstraints. Both are read.
-        spelled = [k for k in ("topologyConstraint", "topologyConstraints") if spec.get(k) is not None]
-        if len(spelled) > 1:
+        # KAI's released API spells the key topologyConstraint; its design document (seed 003)
+        # writes topologyConstraints. Either is read; both at once would leave the intent unclear.
+        present = [k for k in ("topologyConstraint", "topologyConstraints") if spec.get(k) is not None]
+        if len(present) > 1:
             raise r.fail("spec", "set topologyConstraint or topologyConstraints, not both")
         constraint = None
-        if spelled:
-            f = f"spec.{spelled[0]}"
-            tc = r.mapping(spec[spelled[0]], f)
-            unknown = set(tc) - {"topology", "requiredTopologyLevel", "preferredTopologyLevel"}
-            if unknown:
-                raise r.fail(f, f"unknown keys {sorted(unknown)}; expected topology, requiredTopologyLevel, "
-                                "preferredTopologyLevel")
+        if present:
+            f = f"spec.{present[0]}"
+            c = r.mapping(spec[present[0]], f)
             constraint = TopologyConstraint(
-                topology=r.string(tc.get("topology"), f"{f}.topology"),
-                required=r.string(tc.get("requiredTopologyLevel"), f"{f}.requiredTopologyLevel"),
-                preferred=r.string(tc.get("preferredTopologyLevel"), f"{f}.preferredTopologyLevel"))
-        return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
-                   min_member=min_member, topology_constraint=constraint,
-                   annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
-                   creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
+                topology=r.string(c.get("topology"), f"{f}.topology"),
+                required=r.string(c.get("requiredTopologyLevel"), f"{f}.requiredTopologyLevel"),
+                preferred=r.string(c.get("preferredTopologyLevel"), f"{f}.preferredTopologyLevel"),
+            )
+        return cls(
+            namespace=r.namespace(meta.get("namespace")),
+            name=r.name(meta.get("name")),
+            min_member=min_member,
+            queue=r.string(spec.get("queue"), "spec.queue"),
+            priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
+            annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
+            creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            topology_constraint=constraint,
+            phase=r.string(status.get("phase"), "status.phase"),
+        )
+
+    def constraint_keys(self) -> dict[str, str]:
+        """The constraint keys this PodGroup sets: its spec first, then its own annotations."""
+        spec = self.topology_constraint.keys_set() if self.topology_constraint else {}
+        return {**kai_constraint_from_annotations(self.annotations), **spec}

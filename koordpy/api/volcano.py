@@ -1,29 +1,36 @@
-"""Volcano's network-topology API: HyperNode (``topology.volcano.sh/v1alpha1``), Volcano's PodGroup
-(``scheduling.volcano.sh/v1beta1``) with ``networkTopology`` and ``subGroupPolicy``, and the
-``volcano.sh/network-topology-*`` annotations a scheduler-plugins PodGroup may carry.
+"""Volcano's network-topology API: HyperNode (``topology.volcano.sh/v1alpha1``), Volcano's own
+PodGroup (``scheduling.volcano.sh/v1beta1``) and the network-topology annotations a
+scheduler-plugins PodGroup may carry instead.
 
-HyperNodes are validated as Volcano's admission webhook validates them, so a manifest koordpy
-accepts is one a Volcano cluster accepts too.
+HyperNodes are checked as Volcano's admission webhook checks them, one object at a time;
+what only shows across objects (cycles, a node claimed twice in one tier) is the tree
+builder's to report.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.podgroup import PodGroupStatus
-from koordpy.api.raw import Reader, int_text
-from koordpy.api.selectors import LabelSelector
+from koordpy.api.raw import Reader, int_text, subdomain_problem
+from koordpy.api.selectors import LabelSelector, qualified_name_problem
 
+if TYPE_CHECKING:
+    from koordpy.api.objects import Pod
+
+HYPERNODE_GROUP = "topology.volcano.sh"
+PODGROUP_GROUP = "scheduling.volcano.sh"
 GROUP_NAME_ANN = "scheduling.k8s.io/group-name"
 ANN_MODE = "volcano.sh/network-topology-mode"
 ANN_HIGHEST_TIER = "volcano.sh/network-topology-highest-tier"
 ANN_HIGHEST_TIER_NAME = "volcano.sh/network-topology-highest-tier-name"
-VOLCANO_PHASES = ("Pending", "Running", "Unknown", "Inqueue", "Completed")
+PHASES = ("Pending", "Running", "Unknown", "Inqueue", "Completed")
+Mode = Literal["hard", "soft"]
+MemberType = Literal["Node", "HyperNode"]
 
 
 class _Model(BaseModel):
@@ -31,16 +38,15 @@ class _Model(BaseModel):
 
 
 class NetworkTopology(_Model):
-    mode: Literal["hard", "soft"] = "hard"
+    """How far a job (or one of its sub-groups) may spread: up to a tier, by number or by name."""
+
+    mode: Mode = "hard"
     highest_tier: int | None = None
     highest_tier_name: str | None = None
 
     @classmethod
     def from_raw(cls, r: Reader, value: Any, field: str) -> NetworkTopology:
         m = r.mapping(value, field)
-        unknown = set(m) - {"mode", "highestTierAllowed", "highestTierName"}
-        if unknown:
-            raise r.fail(field, f"unknown keys {sorted(unknown)}; expected mode, highestTierAllowed, highestTierName")
         mode = r.string(m.get("mode"), f"{field}.mode") or "hard"
         if mode not in ("hard", "soft"):
             raise r.fail(f"{field}.mode", f"must be hard or soft, got {mode!r}")
@@ -49,63 +55,110 @@ class NetworkTopology(_Model):
             raise r.fail(f"{field}.highestTierAllowed", f"must not be negative, got {tier}")
         name = r.string(m.get("highestTierName"), f"{field}.highestTierName") or None
         if tier is not None and name is not None:
-            raise r.fail(field, "highestTierAllowed and highestTierName cannot both be set")
+            raise r.fail(field, "set highestTierAllowed or highestTierName, not both")
         return cls(mode=mode, highest_tier=tier, highest_tier_name=name)  # type: ignore[arg-type]
 
 
-def network_topology_from_annotations(ref: str, annotations: Mapping[str, str]) -> NetworkTopology | None:
-    """The ``volcano.sh/network-topology-*`` annotations, or None when none is set."""
-    if not any(k in annotations for k in (ANN_MODE, ANN_HIGHEST_TIER, ANN_HIGHEST_TIER_NAME)):
+def network_topology_from_annotations(ref: str, annotations: dict[str, str]) -> NetworkTopology | None:
+    """The constraint the Volcano annotations declare, or None when they declare none.
+
+    An annotation with an empty value declares nothing, as an empty Koordinator topology
+    spec does, so a template can leave the key in place.
+    """
+    mode = annotations.get(ANN_MODE, "")
+    tier_text = annotations.get(ANN_HIGHEST_TIER, "")
+    name = annotations.get(ANN_HIGHEST_TIER_NAME, "")
+    if not (mode or tier_text or name):
         return None
-    mode = annotations.get(ANN_MODE, "hard") or "hard"
-    if mode not in ("hard", "soft"):
+    if mode and mode not in ("hard", "soft"):
         raise ParseError(ref, f"metadata.annotations[{ANN_MODE}]", f"must be hard or soft, got {mode!r}")
-    tier = None
-    if ANN_HIGHEST_TIER in annotations:
+    tier: int | None = None
+    if tier_text:
+        field = f"metadata.annotations[{ANN_HIGHEST_TIER}]"
         try:
-            tier = int_text(annotations[ANN_HIGHEST_TIER])
+            tier = int_text(tier_text)
         except ValueError as exc:
-            raise ParseError(ref, f"metadata.annotations[{ANN_HIGHEST_TIER}]", str(exc)) from exc
+            raise ParseError(ref, field, str(exc)) from exc
         if tier < 0:
-            raise ParseError(ref, f"metadata.annotations[{ANN_HIGHEST_TIER}]", f"must not be negative, got {tier}")
-    name = annotations.get(ANN_HIGHEST_TIER_NAME) or None
-    if tier is not None and name is not None:
-        raise ParseError(ref, "metadata.annotations", f"{ANN_HIGHEST_TIER} and {ANN_HIGHEST_TIER_NAME} cannot both "
-                                                      "be set")
-    return NetworkTopology(mode=mode, highest_tier=tier, highest_tier_name=name)  # type: ignore[arg-type]
+            raise ParseError(ref, field, f"must not be negative, got {tier}")
+    if tier is not None and name:
+        raise ParseError(ref, "metadata.annotations",
+                         f"set {ANN_HIGHEST_TIER} or {ANN_HIGHEST_TIER_NAME}, not both")
+    return NetworkTopology(mode=mode or "hard", highest_tier=tier,  # type: ignore[arg-type]
+                           highest_tier_name=name or None)
+
+
+@lru_cache(maxsize=1024)  # thousands of nodes are tested against the same few patterns
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 class MemberSelector(_Model):
-    """Exactly one of a name, a regular expression over names, or a label selector."""
+    """Exactly one of the three is set."""
 
-    exact_name: str | None = None
-    pattern: str | None = None
-    labels: LabelSelector | None = None
-
-    def matches(self, name: str, labels: dict[str, str]) -> bool:
-        if self.exact_name is not None:
-            return name == self.exact_name
-        if self.pattern is not None:
-            return _regex(self.pattern).search(name) is not None  # Go's MatchString is unanchored too
-        return self.labels is not None and self.labels.matches(labels)
-
-
-_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _regex(pattern: str) -> re.Pattern[str]:
-    compiled = _REGEX_CACHE.get(pattern)
-    if compiled is None:
-        compiled = _REGEX_CACHE[pattern] = re.compile(pattern)
-    return compiled
+    exact: str | None = None
+    regex: str | None = None
+    label: LabelSelector | None = None
 
 
 class Member(_Model):
-    type: Literal["Node", "HyperNode"]
+    type: MemberType
     selector: MemberSelector
 
     def matches_node(self, name: str, labels: dict[str, str]) -> bool:
-        return self.type == "Node" and self.selector.matches(name, labels)
+        """Whether this member claims the node ``name``; a HyperNode member claims no node itself."""
+        if self.type != "Node":
+            return False
+        sel = self.selector
+        if sel.exact is not None:
+            return sel.exact == name
+        if sel.regex is not None:
+            # Unanchored, like Go's Regexp.MatchString: "^...$" must be written to anchor.
+            return _compiled(sel.regex).search(name) is not None
+        return sel.label is not None and sel.label.matches(labels)
+
+    @property
+    def hypernode(self) -> str | None:
+        """The child HyperNode this member names, or None for a node member."""
+        return self.selector.exact if self.type == "HyperNode" else None
+
+
+def _member(r: Reader, raw: Any, field: str) -> Member:
+    m = r.mapping(raw, field)
+    mtype = r.string(m.get("type"), f"{field}.type", required=True)
+    if mtype not in ("Node", "HyperNode"):
+        raise r.fail(f"{field}.type", f"must be Node or HyperNode, got {mtype!r}")
+    sf = f"{field}.selector"
+    sel = r.mapping(m.get("selector"), sf)
+    # Presence counts, as with CEL's has(): "exactMatch: {}" is a selector, and an empty one.
+    given = [k for k in ("exactMatch", "regexMatch", "labelMatch") if sel.get(k) is not None]
+    if not given:
+        raise r.fail(sf, "must set one of exactMatch, regexMatch or labelMatch")
+    if len(given) > 1:
+        raise r.fail(sf, f"must set only one of exactMatch, regexMatch or labelMatch, got {', '.join(given)}")
+    kind = given[0]
+    if mtype == "HyperNode" and kind != "exactMatch":
+        raise r.fail(f"{sf}.{kind}", "a HyperNode member is selected by exactMatch only")
+    if kind == "exactMatch":
+        name = r.string(r.mapping(sel[kind], f"{sf}.exactMatch").get("name"), f"{sf}.exactMatch.name",
+                        required=True)
+        problem = subdomain_problem(name)
+        if problem:
+            raise r.fail(f"{sf}.exactMatch.name", problem)
+        return Member(type=mtype, selector=MemberSelector(exact=name))  # type: ignore[arg-type]
+    if kind == "regexMatch":
+        pf = f"{sf}.regexMatch.pattern"
+        pattern = r.string(r.mapping(sel[kind], f"{sf}.regexMatch").get("pattern"), pf, required=True)
+        # Volcano compiles with Go's RE2; Python's re accepts the same everyday syntax (classes,
+        # anchors, repetition, groups). The rare constructs only one of them knows (look-around,
+        # backreferences in Python; \z, \pN in Go) are not worth a second engine.
+        try:
+            _compiled(pattern)
+        except re.error as exc:
+            raise r.fail(pf, f"invalid regular expression {pattern!r}: {exc}") from exc
+        return Member(type=mtype, selector=MemberSelector(regex=pattern))  # type: ignore[arg-type]
+    return Member(type=mtype,  # type: ignore[arg-type]
+                  selector=MemberSelector(label=LabelSelector.from_raw(r, sel[kind], f"{sf}.labelMatch")))
 
 
 class HyperNode(_Model):
@@ -128,51 +181,28 @@ class HyperNode(_Model):
             raise r.fail("spec.tier", "is required")
         if tier < 0:
             raise r.fail("spec.tier", f"must not be negative, got {tier}")
-        items = r.seq(spec.get("members"), "spec.members")
-        if not items:
-            raise r.fail("spec.members", "a HyperNode needs at least one member")
-        members = tuple(_member(r, item, f"spec.members[{i}]") for i, item in enumerate(items))
-        count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64)
-        conditions = tuple({str(k): str(v) for k, v in r.mapping(c, f"status.conditions[{i}]").items()}
-                           for i, c in enumerate(r.seq(status.get("conditions"), "status.conditions")))
-        return cls(name=r.name(meta.get("name")), tier=tier,
-                   tier_name=r.string(spec.get("tierName"), "spec.tierName"), members=members,
-                   node_count=count, conditions=conditions,
-                   creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
-
-
-def _member(r: Reader, value: Any, field: str) -> Member:
-    m = r.mapping(value, field)
-    kind = r.string(m.get("type"), f"{field}.type", required=True)
-    if kind not in ("Node", "HyperNode"):
-        raise r.fail(f"{field}.type", f"must be Node or HyperNode, got {kind!r}")
-    sel = r.mapping(m.get("selector"), f"{field}.selector")
-    given = [k for k in ("exactMatch", "regexMatch", "labelMatch") if sel.get(k) is not None]
-    unknown = set(sel) - {"exactMatch", "regexMatch", "labelMatch"}
-    if unknown:
-        raise r.fail(f"{field}.selector", f"unknown keys {sorted(unknown)}; expected exactMatch, regexMatch or "
-                                          "labelMatch")
-    if len(given) != 1:
-        raise r.fail(f"{field}.selector", "exactly one of exactMatch, regexMatch or labelMatch must be set"
-                     + (f", got {', '.join(given)}" if given else ""))
-    which = given[0]
-    if kind == "HyperNode" and which != "exactMatch":
-        raise r.fail(f"{field}.selector", f"a HyperNode member is selected by exactMatch only, not {which}")
-    if which == "exactMatch":
-        name = r.string(r.mapping(sel["exactMatch"], f"{field}.selector.exactMatch").get("name"),
-                        f"{field}.selector.exactMatch.name", required=True)
-        return Member(type=kind, selector=MemberSelector(exact_name=name))  # type: ignore[arg-type]
-    if which == "regexMatch":
-        pattern = r.string(r.mapping(sel["regexMatch"], f"{field}.selector.regexMatch").get("pattern"),
-                           f"{field}.selector.regexMatch.pattern", required=True)
-        try:
-            _regex(pattern)  # Python's syntax differs from Go's RE2 only in corners node names never need
-        except re.error as exc:
-            raise r.fail(f"{field}.selector.regexMatch.pattern", f"invalid regular expression {pattern!r}: "
-                                                                  f"{exc}") from exc
-        return Member(type=kind, selector=MemberSelector(pattern=pattern))  # type: ignore[arg-type]
-    return Member(type=kind, selector=MemberSelector(  # type: ignore[arg-type]
-        labels=LabelSelector.from_raw(r, sel["labelMatch"], f"{field}.selector.labelMatch")))
+        raw_members = r.seq(spec.get("members"), "spec.members")
+        if not raw_members:
+            raise r.fail("spec.members", "must list at least one member")
+        members = tuple(_member(r, m, f"spec.members[{i}]") for i, m in enumerate(raw_members))
+        node_count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64)
+        if node_count is not None and node_count < 0:
+            raise r.fail("status.nodeCount", f"must not be negative, got {node_count}")
+        conditions = tuple(
+            # Times and generations are kept as text: the scheduler only reads type, status and reason.
+            {str(k): str(v) for k, v in r.mapping(c, f"status.conditions[{i}]").items()
+             if isinstance(v, str | int) and not isinstance(v, bool)}
+            for i, c in enumerate(r.seq(status.get("conditions"), "status.conditions"))
+        )
+        return cls(
+            name=r.name(meta.get("name")),
+            tier=tier,
+            tier_name=r.string(spec.get("tierName"), "spec.tierName"),
+            members=members,
+            node_count=node_count,
+            conditions=conditions,
+            creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        )
 
 
 class SubGroupPolicy(_Model):
@@ -183,19 +213,57 @@ class SubGroupPolicy(_Model):
     match_label_keys: tuple[str, ...] = ()
     network_topology: NetworkTopology | None = None
 
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether a pod with these labels falls under this policy (no selector: every pod)."""
+        return self.label_selector is None or self.label_selector.matches(labels)
+
+
+def _sub_group_policy(r: Reader, raw: Any, field: str) -> SubGroupPolicy:
+    m = r.mapping(raw, field)
+    name = r.string(m.get("name"), f"{field}.name", required=True)
+    size = r.integer(m.get("subGroupSize"), f"{field}.subGroupSize")
+    if size is not None and size < 1:
+        raise r.fail(f"{field}.subGroupSize", f"must be at least 1, got {size}")
+    min_groups = r.integer(m.get("minSubGroups"), f"{field}.minSubGroups")
+    if min_groups is not None and min_groups < 0:
+        raise r.fail(f"{field}.minSubGroups", f"must not be negative, got {min_groups}")
+    keys = tuple(r.string(k, f"{field}.matchLabelKeys[{j}]", required=True)
+                 for j, k in enumerate(r.seq(m.get("matchLabelKeys"), f"{field}.matchLabelKeys")))
+    for j, key in enumerate(keys):
+        problem = qualified_name_problem(key)
+        if problem:
+            raise r.fail(f"{field}.matchLabelKeys[{j}]", problem)
+    if len(set(keys)) != len(keys):
+        raise r.fail(f"{field}.matchLabelKeys", f"lists a key twice: {', '.join(keys)}")
+    selector = (LabelSelector.from_raw(r, m["labelSelector"], f"{field}.labelSelector")
+                if m.get("labelSelector") is not None else None)
+    topology = (NetworkTopology.from_raw(r, m["networkTopology"], f"{field}.networkTopology")
+                if m.get("networkTopology") is not None else None)
+    return SubGroupPolicy(name=name, sub_group_size=size, min_sub_groups=min_groups, label_selector=selector,
+                          match_label_keys=keys, network_topology=topology)
+
+
+class VolcanoPodGroupStatus(_Model):
+    phase: str = "Pending"
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
 
 class VolcanoPodGroup(_Model):
     namespace: str
     name: str
+    # Volcano's API declares minMember as a bare int32 with no minimum, so only a negative
+    # count, which no reading could make sense of, is refused.
     min_member: int = 0
-    min_resources: dict[str, int] = {}
+    min_resources: dict[str, int] = {}  # in the units of Node.allocatable
     network_topology: NetworkTopology | None = None
     sub_group_policy: tuple[SubGroupPolicy, ...] = ()
-    queue: str = ""
     priority_class_name: str = ""
+    queue: str = "default"
     annotations: dict[str, str] = {}
     creation: float | None = None
-    status: PodGroupStatus = PodGroupStatus()
+    status: VolcanoPodGroupStatus = VolcanoPodGroupStatus()
 
     @property
     def key(self) -> str:
@@ -214,40 +282,34 @@ class VolcanoPodGroup(_Model):
                    for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
         topology = (NetworkTopology.from_raw(r, spec["networkTopology"], "spec.networkTopology")
                     if spec.get("networkTopology") is not None else None)
-        policies = []
+        policies = tuple(_sub_group_policy(r, p, f"spec.subGroupPolicy[{i}]")
+                         for i, p in enumerate(r.seq(spec.get("subGroupPolicy"), "spec.subGroupPolicy")))
         seen: set[str] = set()
-        for i, item in enumerate(r.seq(spec.get("subGroupPolicy"), "spec.subGroupPolicy")):
-            f = f"spec.subGroupPolicy[{i}]"
-            p = r.mapping(item, f)
-            name = r.string(p.get("name"), f"{f}.name", required=True)
-            if name in seen:
-                raise r.fail(f"{f}.name", f"sub-group policy {name!r} is declared twice")
-            seen.add(name)
-            size = r.integer(p.get("subGroupSize"), f"{f}.subGroupSize")
-            if size is not None and size < 1:
-                raise r.fail(f"{f}.subGroupSize", f"must be at least 1, got {size}")
-            min_sub = r.integer(p.get("minSubGroups"), f"{f}.minSubGroups")
-            if min_sub is not None and min_sub < 0:
-                raise r.fail(f"{f}.minSubGroups", f"must not be negative, got {min_sub}")
-            policies.append(SubGroupPolicy(
-                name=name, sub_group_size=size, min_sub_groups=min_sub,
-                label_selector=(LabelSelector.from_raw(r, p["labelSelector"], f"{f}.labelSelector")
-                                if p.get("labelSelector") is not None else None),
-                match_label_keys=tuple(r.string(k, f"{f}.matchLabelKeys[{j}]", required=True)
-                                       for j, k in enumerate(r.seq(p.get("matchLabelKeys"), f"{f}.matchLabelKeys"))),
-                network_topology=(NetworkTopology.from_raw(r, p["networkTopology"], f"{f}.networkTopology")
-                                  if p.get("networkTopology") is not None else None)))
+        for i, p in enumerate(policies):
+            if p.name in seen:
+                raise r.fail(f"spec.subGroupPolicy[{i}].name", f"policy {p.name!r} is declared twice")
+            seen.add(p.name)
         phase = r.string(status.get("phase"), "status.phase") or "Pending"
-        if phase not in VOLCANO_PHASES:
-            raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(VOLCANO_PHASES)}")
+        if phase not in PHASES:
+            raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+        counts = {k: r.integer(status.get(k), f"status.{k}", default=0) or 0
+                  for k in ("running", "succeeded", "failed")}
         return cls(
-            namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")), min_member=min_member,
-            min_resources=min_res, network_topology=topology, sub_group_policy=tuple(policies),
-            queue=r.string(spec.get("queue"), "spec.queue"),
+            namespace=r.namespace(meta.get("namespace")),
+            name=r.name(meta.get("name")),
+            min_member=min_member,
+            min_resources=min_res,
+            network_topology=topology,
+            sub_group_policy=policies,
             priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
+            queue=r.string(spec.get("queue"), "spec.queue") or "default",
             annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-            status=PodGroupStatus(phase=phase,
-                                  running=r.integer(status.get("running"), "status.running", default=0) or 0,
-                                  succeeded=r.integer(status.get("succeeded"), "status.succeeded", default=0) or 0,
-                                  failed=r.integer(status.get("failed"), "status.failed", default=0) or 0))
+            status=VolcanoPodGroupStatus(phase=phase, **counts),
+        )
+
+
+def pod_volcano_group(pod: Pod) -> str | None:
+    """``namespace/name`` of the Volcano PodGroup a pod joins by annotation, or None."""
+    name = pod.annotations.get(GROUP_NAME_ANN, "")
+    return f"{pod.namespace}/{name}" if name else None

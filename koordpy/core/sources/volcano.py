@@ -70,11 +70,11 @@ def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperN
     for h in sorted(hypernodes.values(), key=lambda h: natural_key(h.name)):
         for member in h.members:
             if member.type == "HyperNode":
-                target = member.selector.exact_name
+                target = member.hypernode
                 if target and target in hypernodes:
                     hn_edges.setdefault(h.name, []).append(target)
             else:
-                exact = member.selector.exact_name
+                exact = member.selector.exact
                 matched = ([exact] if exact in by_name else []) if exact else [
                     n.name for n in nodes if member.matches_node(n.name, n.labels)]
                 for name in matched:
