@@ -357,6 +357,10 @@ examples:
   # schedule the pods whose spec.schedulerName is koordpy in a cluster
   koordpy run --kubeconfig ~/.kube/config
 
+  # draw the topology trees with free capacity per domain; write HyperNodes from node labels
+  koordpy topology show -f cluster.yaml
+  koordpy topology generate --levels example.com/spine,example.com/rack -f nodes.yaml
+
 `koordpy COMMAND --help` tells more about each command.
 """
 
@@ -418,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="claim pods with this spec.schedulerName (default: koordpy); repeatable")
     live.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
     live.set_defaults(func=cmd_run)
+    from koordpy import topology_cli  # its heavy imports stay inside its commands
+
+    topology_cli.add_parser(sub)
     return parser
 
 

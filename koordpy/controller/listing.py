@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
@@ -27,3 +28,36 @@ async def list_objects(api: ApiClient, group: str, version: str, plural: str) ->
     except ValueError:
         list_version = 0
     return items, list_version
+
+
+async def list_everything(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """One LIST of every kind koordpy reads, for a one-off look (``koordpy topology show``): each
+    item as ``(source, raw object)`` with its apiVersion and kind filled in (a list's items omit
+    them), the form ``koordpy.sim.simulator.World.from_objects`` takes. A kind whose CRD is not
+    installed is skipped."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from koordpy.api.kinds import watched
+    from koordpy.controller.main import api_client
+
+    api = await api_client(kubeconfig, qps_unlimited=False)
+    out: list[tuple[str, dict[str, Any]]] = []
+    try:
+        for kind in watched():
+            try:
+                items, _ = await list_objects(api, kind.group, kind.version, kind.plural)
+            except ApiException as exc:
+                if exc.status == 404 and kind.group not in ("", "scheduling.k8s.io"):
+                    continue
+                raise
+            for raw in items:
+                out.append((f"{kind.id} {kind.key(raw)}",
+                            {**raw, "apiVersion": kind.api_version, "kind": kind.kind}))
+    finally:
+        await api.close()
+    return out
+
+
+def read_cluster(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """``list_everything`` for a caller without an event loop (the CLI)."""
+    return asyncio.run(list_everything(kubeconfig))

@@ -1,0 +1,667 @@
+"""``koordpy topology``: ``generate`` writes topology manifests from node labels, ``show`` draws the
+trees koordpy builds (as text, or as one self-contained HTML page).
+
+Kept apart from ``koordpy.cli`` so that ``simulate`` and ``run`` do not pay for it at start-up; the
+core, the simulator and the controller are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+import yaml
+
+from koordpy.sim.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from koordpy.api.objects import Node
+    from koordpy.core.snapshot import Cluster, Snapshot
+    from koordpy.core.tree import TopologyTree
+
+FORMATS = ("hypernode", "cnt", "topology")
+HOSTNAME = "kubernetes.io/hostname"
+MAX_NAME = 63  # an RFC 1123 label: fits every kind's name rule and reads well in a listing
+_INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+class TopologyUsageError(ValueError):
+    """Input that cannot give any topology (exit 2, one line)."""
+
+
+# -- generate ----------------------------------------------------------------------------
+
+
+@dataclass
+class Generated:
+    documents: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_levels(text: str) -> list[str]:
+    """``--levels``: label keys, top level first, each a valid label key and given once."""
+    from koordpy.api.selectors import qualified_name_problem
+
+    keys = [k.strip() for k in text.split(",")]
+    if not text.strip() or any(not k for k in keys):
+        raise TopologyUsageError(f"--levels {text!r}: expected label keys separated by commas, "
+                                 "top level first (e.g. topology.kubernetes.io/zone,example.com/rack)")
+    for k in keys:
+        problem = qualified_name_problem(k)
+        if problem:
+            raise TopologyUsageError(f"--levels: {problem}")
+        if keys.count(k) > 1:
+            raise TopologyUsageError(f"--levels: {k!r} is given {keys.count(k)} times")
+    return keys
+
+
+def nodes_from_documents(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[Node]:
+    """The Node objects among ``docs`` (other kinds are skipped), each parsed as the scheduler would."""
+    from koordpy.api.errors import ParseError
+    from koordpy.api.objects import Node
+
+    nodes: list[Node] = []
+    seen: dict[str, str] = {}
+    for source, raw in docs:
+        if raw.get("kind") != "Node" or raw.get("apiVersion") != "v1":
+            continue
+        try:
+            node = Node.from_raw(raw)
+        except ParseError as exc:
+            raise InputError(source, exc) from exc
+        if node.name in seen:
+            raise InputError(source, f"Node {node.name} is defined twice, first in {seen[node.name]}")
+        seen[node.name] = source
+        nodes.append(node)
+    if not nodes:
+        raise TopologyUsageError("no Node objects in the given files (topology generate reads node labels)")
+    return nodes
+
+
+def short_names(keys: Sequence[str]) -> list[str]:
+    """Each key's last segment (``rack`` for ``example.com/rack``), or the whole key made a name
+    where two keys share a last segment, so tiers and layers stay distinguishable."""
+    last = [k.rpartition("/")[2] for k in keys]
+    return [s if last.count(s) == 1 else _sanitise(k) for s, k in zip(last, keys, strict=True)]
+
+
+def _sanitise(text: str) -> str:
+    return _INVALID.sub("-", text.lower()).strip("-")
+
+
+def _camel(text: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
+
+
+def _missing_warnings(nodes: Sequence[Node], keys: Sequence[str], consequence: Callable[[str], str]) -> list[str]:
+    out = []
+    for k in keys:
+        missing = sorted((n.name for n in nodes if not n.labels.get(k)), key=_natural)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            out.append(f"{len(missing)} node(s) have no label {k} ({shown}): {consequence(k)}")
+    return out
+
+
+def _natural(name: str) -> tuple[object, ...]:
+    from koordpy.core.naming import natural_key
+
+    return tuple(natural_key(name))
+
+
+def generate(nodes: Sequence[Node], keys: Sequence[str], fmt: str, name: str = "default") -> Generated:
+    if not keys:
+        raise TopologyUsageError("--levels: at least one label key is needed")
+    if fmt == "hypernode":
+        return _hypernodes(nodes, keys)
+    if fmt == "cnt":
+        return _cluster_network_topology(nodes, keys)
+    if fmt == "topology":
+        return _kueue_topology(nodes, keys, name)
+    raise TopologyUsageError(f"unknown --format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
+    from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER
+
+    layers = [_camel(s) + "Layer" for s in short_names(keys)]
+    spec: list[dict[str, Any]] = []
+    parent = CLUSTER_LAYER
+    for layer, key in zip(layers, keys, strict=True):
+        spec.append({"topologyLayer": layer, "parentTopologyLayer": parent, "labelKey": [key]})
+        parent = layer
+    spec.append({"topologyLayer": NODE_LAYER, "parentTopologyLayer": parent})
+    doc = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+           "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}}
+    warnings = _missing_warnings(nodes, keys, lambda _: "such a node hangs from the domain above that layer")
+    return Generated([doc], warnings)
+
+
+def _kueue_topology(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+    from koordpy.api.raw import subdomain_problem
+
+    problem = subdomain_problem(name)
+    if problem:
+        raise TopologyUsageError(f"--name: {problem}")
+    if HOSTNAME in keys[:-1]:
+        raise TopologyUsageError(f"--levels: {HOSTNAME} names single nodes, so it may only be the last (lowest) level")
+    levels = [*keys, *([] if keys[-1] == HOSTNAME else [HOSTNAME])]
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
+           "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
+    inner = [k for k in keys if k != HOSTNAME]
+    warnings = _missing_warnings(nodes, inner, lambda _: "such a node is outside this topology")
+    return Generated([doc], warnings)
+
+
+@dataclass
+class _Domain:
+    """One HyperNode to be: the label values from its key up the contiguous run of present labels."""
+
+    tier: int
+    path: tuple[str, ...]  # values, from the highest key the run reaches down to this domain's key
+    parent: tuple[int, tuple[str, ...]] | None
+    nodes: list[str] = field(default_factory=list)
+    children: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    name: str = ""
+
+
+def _hypernodes(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
+    tiers = len(keys)
+    tier_names = short_names(keys)
+    domains: dict[tuple[int, tuple[str, ...]], _Domain] = {}
+    for node in nodes:
+        values = [node.labels.get(k) or "" for k in keys]
+        below: tuple[int, tuple[str, ...]] | None = None
+        # From the lowest key up; a missing label ends the node's climb (that tier and above).
+        for i in range(tiers - 1, -1, -1):
+            if not values[i]:
+                break
+            tier = tiers - i
+            # The run of present values above i names the domain, so a rack r1 in zone a and one in
+            # zone b are two HyperNodes, and a node without a zone label joins neither.
+            top = i
+            while top > 0 and values[top - 1]:
+                top -= 1
+            ident = (tier, tuple(values[top: i + 1]))
+            dom = domains.get(ident)
+            if dom is None:
+                up = (tier + 1, tuple(values[top:i])) if i > 0 and values[i - 1] else None
+                dom = domains[ident] = _Domain(tier, ident[1], up)
+            if below is None:
+                dom.nodes.append(node.name)
+            elif below not in dom.children:
+                dom.children.append(below)
+            below = ident
+    _name_domains(domains)
+    docs = []
+    ordered = sorted(domains.values(), key=lambda d: (-d.tier, _path_key(d.path)))
+    for d in ordered:
+        members = ([{"type": "HyperNode", "selector": {"exactMatch": {"name": domains[c].name}}}
+                    for c in sorted(d.children, key=lambda c: _natural(domains[c].name))]
+                   + [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in sorted(d.nodes, key=_natural)])
+        docs.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                     "metadata": {"name": d.name},
+                     "spec": {"tier": d.tier, "tierName": tier_names[tiers - d.tier], "members": members}})
+    warnings = _missing_warnings(nodes, keys, lambda k: (
+        f"left out of tier {tiers - list(keys).index(k)} ({tier_names[list(keys).index(k)]}) and above"))
+    return Generated(docs, warnings)
+
+
+def _path_key(path: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(_natural(v) for v in path)
+
+
+def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> None:
+    """Names from the label values, top tier first: a value found under more than one parent (or
+    with and without one) takes its parent's name as a prefix; a name that is still taken, after
+    lower-casing and replacing what a name cannot hold, gets -2, -3... in sorted order. The same
+    labels give the same names on every run."""
+    parents: dict[tuple[int, str], set[tuple[str, ...] | None]] = {}
+    for d in domains.values():
+        parents.setdefault((d.tier, d.path[-1]), set()).add(d.path[:-1] if d.parent else None)
+    taken: set[str] = set()
+    for tier in sorted({t for t, _ in domains}, reverse=True):
+        idents = sorted((i for i in domains if i[0] == tier), key=lambda i: _path_key(i[1]))
+        bases: dict[tuple[int, tuple[str, ...]], str] = {}
+        for ident in idents:
+            d = domains[ident]
+            base = _sanitise(d.path[-1]) or f"tier{tier}"
+            if d.parent is not None and len(parents[(tier, d.path[-1])]) > 1:
+                base = f"{domains[d.parent].name}-{base}"
+            bases[ident] = base[:MAX_NAME].strip("-")
+        wished = set(bases.values())
+        for ident in idents:
+            name, k = bases[ident], 1
+            while name in taken or (k > 1 and name in wished):
+                k += 1
+                suffix = f"-{k}"
+                name = bases[ident][:MAX_NAME - len(suffix)].strip("-") + suffix
+            taken.add(name)
+            domains[ident].name = name
+
+
+def dump_documents(docs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
+    yaml.safe_dump_all(list(docs), out, sort_keys=False, default_flow_style=False, explicit_start=True)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from koordpy.cli import UsageError, load_documents
+
+    prog = "koordpy topology generate"
+    try:
+        keys = parse_levels(args.levels)
+        loaded = load_documents(args.file)
+        nodes = nodes_from_documents(loaded.docs)
+        result = generate(nodes, keys, args.format, args.name)
+    except (InputError, UsageError, TopologyUsageError) as exc:
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    for line in loaded.notes:
+        print(f"{prog}: note: {line}", file=sys.stderr)
+    for line in result.warnings:
+        print(f"{prog}: warning: {line}", file=sys.stderr)
+    dump_documents(result.documents, sys.stdout)
+    return 0
+
+
+# -- show --------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeView:
+    """One tree with what ``show`` prints per domain, every array in the tree's preorder."""
+
+    key: str
+    title: str
+    tree: TopologyTree
+    nodes: npt.NDArray[np.int64]  # nodes in the subtree
+    free: npt.NDArray[np.int64]  # [domain, resource] free capacity of the subtree
+    allocatable: npt.NDArray[np.int64]
+    used: npt.NDArray[np.int64]
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def occupancy(self, d: int) -> float:
+        """Used over allocatable of the subtree's dominant resource (0 when it has nothing)."""
+        alloc, used = self.allocatable[d], self.used[d]
+        shares = [u / a for u, a in zip(used.tolist(), alloc.tolist(), strict=True) if a > 0]
+        return max(shares, default=0.0)
+
+
+@dataclass
+class Shown:
+    cluster: Cluster
+    snapshot: Snapshot
+    trees: list[TreeView]
+    columns: list[int]  # resource indexes printed
+    jobs: dict[int, dict[str, int]]  # node index -> job -> bound pods
+
+
+def _subtree_sums(tree: TopologyTree, per_node: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per domain, the sum of ``per_node`` rows over its subtree (preorder ranges are contiguous)."""
+    import numpy as np
+
+    leaf = tree.domain_node >= 0
+    rows = np.zeros((len(tree.order), per_node.shape[1]), dtype=np.int64)
+    rows[leaf] = per_node[tree.domain_node[leaf]]
+    cs = np.vstack([np.zeros((1, per_node.shape[1]), dtype=np.int64), np.cumsum(rows, axis=0)])
+    return np.asarray(cs[tree.end] - cs[np.arange(len(tree.order))], dtype=np.int64)
+
+
+def tree_view(cluster: Cluster, key: str, title: str) -> TreeView:
+    import numpy as np
+
+    tree = cluster.trees[key]
+    ones = np.ones((len(cluster.nodes), 1), dtype=np.int64)
+    problems = cluster.trees.hypernode_tree().problems if key == "hypernodes" else {}
+    return TreeView(key, title, tree, _subtree_sums(tree, ones)[:, 0], _subtree_sums(tree, cluster.free()),
+                    _subtree_sums(tree, cluster.allocatable), _subtree_sums(tree, cluster.used), dict(problems))
+
+
+def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
+    """The trees the snapshot's objects define (the ClusterNetworkTopology's only if there is one,
+    the HyperNodes' only if there are any, every Topology), or just ``only``."""
+    from koordpy.api.objects import PODS
+    from koordpy.core.gang import gang_member
+    from koordpy.core.snapshot import Cluster
+
+    cluster = Cluster(snapshot)
+    wanted: list[tuple[str, str]] = []
+    if snapshot.topology is not None:
+        wanted.append(("cnt", f"ClusterNetworkTopology {snapshot.topology.name}"))
+    if snapshot.hypernodes:
+        wanted.append(("hypernodes", f"Volcano HyperNodes ({len(snapshot.hypernodes)})"))
+    for name, topo in sorted(snapshot.topologies.items()):
+        wanted.append((f"topology/{name}", f"Topology {name} ({topo.api_version})"))
+    if only is not None:
+        keys = [k for k, _ in wanted]
+        pick = only if only in keys else f"topology/{only}"
+        if pick not in keys:
+            raise TopologyUsageError(f"--tree {only!r}: no such tree; the input has "
+                                     f"{', '.join(keys) if keys else 'no topology objects'}")
+        wanted = [w for w in wanted if w[0] == pick]
+    total = cluster.allocatable.sum(axis=0)
+    columns = [i for i, r in enumerate(cluster.resources) if r != PODS and total[i] > 0]
+    jobs: dict[int, dict[str, int]] = {}
+    for pod in snapshot.pods:
+        n = cluster.node_index.get(pod.node_name or "")
+        if n is None or pod.terminal:
+            continue
+        job = gang_member(pod, snapshot.owners) or f"{pod.namespace}/{pod.name}"
+        per = jobs.setdefault(n, {})
+        per[job] = per.get(job, 0) + 1
+    return Shown(cluster, snapshot, [tree_view(cluster, k, t) for k, t in wanted], columns, jobs)
+
+
+def _layer_text(view: TreeView, d: int) -> str:
+    dom = view.tree.domain(d)
+    if view.key == "hypernodes":
+        tier = int(view.tree.rank[d])
+        return f"tier {tier}, {dom.layer}" if d and dom.layer != f"tier{tier}" else f"tier {tier}"
+    return dom.layer
+
+
+def _capacity_text(shown: Shown, free: npt.NDArray[np.int64], alloc: npt.NDArray[np.int64]) -> str:
+    from koordpy.api.quantity import format_quantity
+
+    parts = []
+    for i in shown.columns:
+        r = shown.cluster.resources[i]
+        parts.append(f"{r} {format_quantity(r, int(free[i]))}/{format_quantity(r, int(alloc[i]))} free")
+    return "  ".join(parts)
+
+
+def _shown_domains(tree: TopologyTree, with_nodes: bool) -> list[int]:
+    return [d for d in range(len(tree.order)) if with_nodes or tree.domain_node[d] < 0]
+
+
+def render_text(shown: Shown, out: TextIO, with_nodes: bool = False) -> None:
+    if not shown.trees:
+        out.write("no ClusterNetworkTopology, HyperNode or Topology objects in the input\n")
+    for t, view in enumerate(shown.trees):
+        if t:
+            out.write("\n")
+        tree = view.tree
+        out.write(f"{view.key}: {view.title}\n")
+        shown_ds = _shown_domains(tree, with_nodes)
+        last_child: dict[int, int] = {}
+        for d in shown_ds[1:]:
+            last_child[int(tree.parent[d])] = d
+        prefix: dict[int, str] = {0: ""}
+        for d in shown_ds:
+            line = _domain_line(shown, view, d)
+            if d == 0:
+                out.write(line + "\n")
+                continue
+            p = int(tree.parent[d])
+            last = last_child[p] == d
+            out.write(f"{prefix[p]}{'└── ' if last else '├── '}{line}\n")
+            prefix[d] = prefix[p] + ("    " if last else "│   ")
+        if view.problems:
+            out.write("problems:\n")
+            for name in sorted(view.problems, key=_natural):
+                for message in view.problems[name]:
+                    out.write(f"  {name}: {message}\n")
+
+
+def _domain_line(shown: Shown, view: TreeView, d: int) -> str:
+    tree = view.tree
+    n = int(tree.domain_node[d])
+    capacity = _capacity_text(shown, view.free[d], view.allocatable[d])
+    if n >= 0:
+        jobs = shown.jobs.get(n, {})
+        running = ("  " + ", ".join(f"{j} x{c}" for j, c in sorted(jobs.items()))) if jobs else ""
+        return f"{tree.name(d)}  {capacity}{running}"
+    count = int(view.nodes[d])
+    text = f"{tree.name(d) or tree.domain(d).layer} ({_layer_text(view, d)})"
+    if d == 0:
+        text = f"{tree.domain(d).layer} ({_layer_text(view, d)})" if view.key == "hypernodes" else tree.domain(d).layer
+    loose = ""
+    if d == 0:
+        direct = int(((tree.parent == 0) & (tree.domain_node >= 0)).sum())
+        if direct and direct < count:
+            loose = f" ({direct} in no domain)"
+        elif direct and view.key != "cnt":
+            loose = " (none in a domain)"
+    return f"{text}  {count} node{'' if count == 1 else 's'}{loose}  {capacity}".rstrip()
+
+
+# -- HTML --------------------------------------------------------------------------------
+
+_WIDTH = 1100
+_ROW = 34
+_MAX_DRAWN_NODES = 600  # beyond this a node is under a pixel wide: the domains carry the picture
+_MAX_JOBS = 12
+_CSS = """
+body{font:14px system-ui,sans-serif;margin:24px;color:#222}
+h1{font-size:20px}h2{font-size:17px;margin-top:32px}
+svg text{font-size:11px;pointer-events:none}
+rect.d{stroke:#fff;stroke-width:1}
+table{border-collapse:collapse;margin-top:10px}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;
+vertical-align:top}th{background:#f3f3f3}.sw{display:inline-block;width:22px;height:12px;margin-right:4px;
+vertical-align:middle}.legend span.item{margin-right:14px}.problems{color:#a40000}
+"""
+
+
+def _colour(share: float) -> str:
+    """Green when empty through yellow to red when full."""
+    s = min(max(share, 0.0), 1.0)
+    return f"hsl({round(120 * (1 - s))},70%,{round(78 - 18 * s)}%)"
+
+
+def _jobs_under(shown: Shown, tree: TopologyTree, d: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in tree.subtree_nodes(d).tolist():
+        for job, count in shown.jobs.get(int(n), {}).items():
+            out[job] = out.get(job, 0) + count
+    return out
+
+
+def _jobs_text(jobs: Mapping[str, int]) -> str:
+    items = [f"{j} \u00d7{c}" for j, c in sorted(jobs.items(), key=lambda kv: (-kv[1], kv[0]))]
+    more = len(items) - _MAX_JOBS
+    return ", ".join(items[:_MAX_JOBS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _svg(shown: Shown, view: TreeView) -> str:
+    tree = view.tree
+    draw_nodes = int(view.nodes[0]) <= _MAX_DRAWN_NODES
+    total = max(int(view.nodes[0]), 1)
+    unit = _WIDTH / total
+    leaf = tree.domain_node >= 0
+    # x: nodes before d in preorder; a domain spans its subtree's nodes (an empty one gets a sliver).
+    before = [0] * (len(tree.order) + 1)
+    for d in range(len(tree.order)):
+        before[d + 1] = before[d] + int(leaf[d])
+    depths = [int(x) for x in tree.depth.tolist()]
+    rows = max((depths[d] for d in range(len(tree.order)) if draw_nodes or not leaf[d]), default=0) + 1
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{rows * _ROW}" '
+             f'viewBox="0 0 {_WIDTH} {rows * _ROW}" role="img">']
+    for d in range(len(tree.order)):
+        if leaf[d] and not draw_nodes:
+            continue
+        x = before[d] * unit
+        w = max(int(view.nodes[d]) * unit, 3.0)
+        y = depths[d] * _ROW
+        name = tree.name(d) or tree.domain(d).layer
+        share = view.occupancy(d)
+        tip = [f"{name} ({_layer_text(view, d)})" if not leaf[d] else f"node {name}",
+               f"{int(view.nodes[d])} nodes, {round(share * 100)}% used (dominant resource)",
+               _capacity_text(shown, view.free[d], view.allocatable[d])]
+        jobs = _jobs_under(shown, tree, d)
+        if jobs:
+            tip.append("jobs: " + _jobs_text(jobs))
+        if name in view.problems and not leaf[d]:
+            tip.extend(view.problems[name])
+        parts.append(f'<g><title>{html.escape(chr(10).join(t for t in tip if t))}</title>'
+                     f'<rect class="d" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{_ROW - 2}" '
+                     f'fill="{_colour(share)}"/>')
+        if w >= 7 * min(len(name), 4) + 6:
+            fit = max(int((w - 6) // 7), 1)
+            label = name if len(name) <= fit else name[: max(fit - 1, 1)] + "\u2026"
+            parts.append(f'<text x="{x + 4:.1f}" y="{y + 20}">{html.escape(label)}</text>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _table(shown: Shown, view: TreeView) -> str:
+    tree = view.tree
+    head = "<tr><th>domain</th><th>level</th><th>nodes</th><th>used</th><th>free / allocatable</th><th>jobs</th></tr>"
+    rows = [head]
+    for d in range(len(tree.order)):
+        if tree.domain_node[d] >= 0:
+            continue
+        name = tree.name(d) or tree.domain(d).layer
+        indent = "\u2003" * int(tree.depth[d])
+        share = view.occupancy(d)
+        rows.append(
+            f'<tr><td>{indent}<span class="sw" style="background:{_colour(share)}"></span>{html.escape(name)}</td>'
+            f"<td>{html.escape(_layer_text(view, d))}</td><td>{int(view.nodes[d])}</td><td>{round(share * 100)}%</td>"
+            f"<td>{html.escape(_capacity_text(shown, view.free[d], view.allocatable[d]))}</td>"
+            f"<td>{html.escape(_jobs_text(_jobs_under(shown, tree, d)))}</td></tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _node_table(shown: Shown) -> str:
+    rows = ["<tr><th>node</th><th>jobs (bound pods)</th></tr>"]
+    for n, node in enumerate(shown.cluster.nodes):
+        jobs = shown.jobs.get(n)
+        if jobs:
+            rows.append(f"<tr><td>{html.escape(node.name)}</td><td>{html.escape(_jobs_text(jobs))}</td></tr>")
+    return "<table>" + "".join(rows) + "</table>" if len(rows) > 1 else "<p>No pod is bound to a node.</p>"
+
+
+def render_html(shown: Shown) -> str:
+    legend = "".join(f'<span class="item"><span class="sw" style="background:{_colour(s / 4)}"></span>'
+                     f"{25 * s}%</span>" for s in range(5))
+    body = [f"<h1>koordpy topology: {len(shown.cluster.nodes)} nodes, {len(shown.trees)} "
+            f"tree{'' if len(shown.trees) == 1 else 's'}</h1>",
+            f'<p class="legend">Colour: share used of each domain\'s dominant resource (requests of bound pods '
+            f"over allocatable). {legend}</p>"]
+    if not shown.trees:
+        body.append("<p>No ClusterNetworkTopology, HyperNode or Topology objects in the input.</p>")
+    for view in shown.trees:
+        body.append(f"<h2>{html.escape(view.key)}: {html.escape(view.title)}</h2>")
+        body.append(_svg(shown, view))
+        if view.problems:
+            items = "".join(f"<li>{html.escape(name)}: {html.escape(m)}</li>"
+                            for name in sorted(view.problems, key=_natural) for m in view.problems[name])
+            body.append(f'<div class="problems"><b>Problems</b><ul>{items}</ul></div>')
+        body.append(_table(shown, view))
+    body.append("<h2>Jobs by node</h2>" + _node_table(shown))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>koordpy topology</title>"
+            f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def _live_documents(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
+    from koordpy.controller.listing import read_cluster
+
+    try:
+        return read_cluster(kubeconfig)
+    except Exception as exc:  # no config, no API server, no permission: one line, not a traceback
+        raise TopologyUsageError(f"cannot list the cluster: {type(exc).__name__}: {exc}") from exc
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from koordpy.cli import UsageError, load_documents
+
+    prog = "koordpy topology show"
+    notes: list[str] = []
+    if args.file and args.kubeconfig:
+        print(f"{prog}: error: give -f files or --kubeconfig, not both", file=sys.stderr)
+        return 2
+    try:
+        if args.file:
+            loaded = load_documents(args.file)
+            docs, notes = loaded.docs, loaded.notes
+        else:
+            docs = _live_documents(args.kubeconfig)
+        from koordpy.sim.simulator import World
+
+        world = World.from_objects(docs)
+        shown = build_views(world.snapshot(frozenset({"koordpy"})), args.tree)
+    except (InputError, UsageError, TopologyUsageError) as exc:
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    for line in notes:
+        print(f"{prog}: note: {line}", file=sys.stderr)
+    if args.html:
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(render_html(shown))
+        except OSError as exc:
+            print(f"{prog}: error: {args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"{prog}: wrote {args.html}", file=sys.stderr)
+    else:
+        render_text(shown, sys.stdout, args.nodes)
+    return 0
+
+
+GENERATE_HELP = """\
+Writes topology manifests from the labels of the Node objects in the given files:
+Volcano HyperNodes (default; tier 1 from the lowest key), a Koordinator
+ClusterNetworkTopology, or a Kueue/KAI Topology. Names are derived from the label
+values and are the same on every run.
+"""
+
+GENERATE_EPILOG = """\
+examples:
+  kubectl get nodes -o yaml > nodes.yaml
+  koordpy topology generate --levels example.com/spine,example.com/rack -f nodes.yaml > hypernodes.yaml
+  koordpy topology generate --levels example.com/spine,example.com/rack -f nodes.yaml --format cnt
+  koordpy topology generate --levels example.com/rack -f nodes.yaml --format topology --name racks
+
+exit status: 0 written (nodes missing a label are reported on stderr); 2 invalid input.
+"""
+
+SHOW_HELP = """\
+Draws each topology tree koordpy builds from the objects (the ClusterNetworkTopology,
+the HyperNodes, every Kueue/KAI Topology) with node counts and free capacity per domain,
+and the HyperNode problems it found. --html writes one self-contained page instead.
+"""
+
+SHOW_EPILOG = """\
+examples:
+  koordpy topology show -f examples/spine-block
+  koordpy topology show -f cluster.yaml --nodes --tree hypernodes
+  koordpy topology show --kubeconfig ~/.kube/config --html topology.html
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """``koordpy topology ...`` under the main parser's subcommands."""
+    raw = argparse.RawDescriptionHelpFormatter
+    top = sub.add_parser("topology", help="draw the topology trees, or generate topology manifests from node labels",
+                         description="Topology trees: `show` draws them, `generate` writes manifests.")
+    cmds = top.add_subparsers(dest="topology_command", required=True, metavar="COMMAND", title="commands")
+    gen = cmds.add_parser("generate", help="HyperNode, ClusterNetworkTopology or Topology manifests from node labels",
+                          description=GENERATE_HELP, epilog=GENERATE_EPILOG, formatter_class=raw)
+    gen.add_argument("--levels", required=True, metavar="KEY1,KEY2,...",
+                     help="node label keys, top level first (like a Kueue Topology)")
+    gen.add_argument("-f", "--file", action="append", required=True, metavar="PATH",
+                     help="files, folders or - holding Node objects (other kinds are skipped); repeatable")
+    gen.add_argument("--format", choices=FORMATS, default="hypernode", help="what to write (default: hypernode)")
+    gen.add_argument("--name", default="default", help="the Topology's name (--format topology; default: default)")
+    gen.set_defaults(func=cmd_generate)
+    show = cmds.add_parser("show", help="draw each topology tree with node counts and free capacity",
+                           description=SHOW_HELP, epilog=SHOW_EPILOG, formatter_class=raw)
+    show.add_argument("-f", "--file", action="append", metavar="PATH",
+                      help="manifests as for `simulate`; without -f the cluster is read (--kubeconfig, "
+                           "$KUBECONFIG, else in-cluster)")
+    show.add_argument("--kubeconfig", metavar="PATH", help="read the live cluster with this kubeconfig")
+    show.add_argument("--html", metavar="FILE", help="write one self-contained HTML page instead of text")
+    show.add_argument("--tree", metavar="NAME", help="only this tree: cnt, hypernodes or a Topology's name")
+    show.add_argument("--nodes", action="store_true", help="list each node under its domain")
+    show.set_defaults(func=cmd_show)
