@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -482,7 +483,7 @@ def _svg(shown: Shown, view: TreeView) -> str:
         before[d + 1] = before[d] + int(leaf[d])
     depths = [int(x) for x in tree.depth.tolist()]
     rows = max((depths[d] for d in range(len(tree.order)) if draw_nodes or not leaf[d]), default=0) + 1
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{rows * _ROW}" '
+    parts = [f'<svg width="{_WIDTH}" height="{rows * _ROW}" '
              f'viewBox="0 0 {_WIDTH} {rows * _ROW}" role="img">']
     for d in range(len(tree.order)):
         if leaf[d] and not draw_nodes:
@@ -586,6 +587,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             loaded = load_documents(args.file)
             docs, notes = loaded.docs, loaded.notes
         else:
+            if args.kubeconfig and not os.path.exists(args.kubeconfig):
+                raise TopologyUsageError(f"--kubeconfig {args.kubeconfig}: no such file")
             docs = _live_documents(args.kubeconfig)
         from koordpy.sim.simulator import World
 
