@@ -1,6 +1,7 @@
 """The ``koordpy`` command line: reads files, calls the simulator or the controller, prints.
 
-This module and ``koordpy.controller`` are the only places that do I/O.
+This module (with ``koordpy.topology_cli``, its ``topology`` commands) and ``koordpy.controller``
+are the only places that do I/O.
 """
 
 from __future__ import annotations

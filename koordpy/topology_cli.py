@@ -443,7 +443,7 @@ _MAX_JOBS = 12
 _CSS = """
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px}h2{font-size:17px;margin-top:32px}
-svg text{font-size:11px;pointer-events:none}
+svg{max-width:100%;height:auto}svg text{font-size:11px;pointer-events:none}
 rect.d{stroke:#fff;stroke-width:1}
 table{border-collapse:collapse;margin-top:10px}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;
 vertical-align:top}th{background:#f3f3f3}.sw{display:inline-block;width:22px;height:12px;margin-right:4px;
@@ -494,7 +494,8 @@ def _svg(shown: Shown, view: TreeView) -> str:
         name = tree.name(d) or tree.domain(d).layer
         share = view.occupancy(d)
         tip = [f"{name} ({_layer_text(view, d)})" if not leaf[d] else f"node {name}",
-               f"{int(view.nodes[d])} nodes, {round(share * 100)}% used (dominant resource)",
+               f"{int(view.nodes[d])} node{'' if int(view.nodes[d]) == 1 else 's'}, "
+               f"{round(share * 100)}% used (dominant resource)",
                _capacity_text(shown, view.free[d], view.allocatable[d])]
         jobs = _jobs_under(shown, tree, d)
         if jobs:
