@@ -305,3 +305,35 @@ def test_show_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 2 and "not both" in err
     code, _, err = cli(capsys, "topology", "show", "--kubeconfig", str(tmp_path / "nope"))
     assert code == 2 and "no such file" in err
+
+
+def test_live_listing_stamps_kinds_and_skips_missing_crds(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a cluster: the LIST calls are faked, the rest (kinds, 404s, World) is the real path."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    import koordpy.controller.listing as listing
+    import koordpy.controller.main as controller_main
+
+    class FakeApi:
+        async def close(self) -> None:
+            pass
+
+    async def fake_client(kubeconfig: str | None, qps_unlimited: bool = True) -> FakeApi:
+        return FakeApi()
+
+    served = {"nodes": [{k: v for k, v in n.items() if k not in ("apiVersion", "kind")}
+                        for n in spine_block_nodes(SEED_12)],
+              "clusternetworktopologies": [{"metadata": SPINE_BLOCK_CNT["metadata"], "spec": SPINE_BLOCK_CNT["spec"]}]}
+
+    async def fake_list(api: object, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
+        if group not in ("", "scheduling.k8s.io", "scheduling.koordinator.sh"):
+            raise ApiException(status=404)
+        return served.get(plural, []), 1
+
+    monkeypatch.setattr(controller_main, "api_client", fake_client)
+    monkeypatch.setattr(listing, "list_objects", fake_list)
+    code, out, err = cli(capsys, "topology", "show")
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("ClusterTopologyLayer  12 nodes  cpu 96/96 free")
+    assert "└── spine-2 (SpineLayer)  3 nodes" in out
