@@ -314,7 +314,8 @@ def test_required_rack_that_fits_nowhere_waits() -> None:
     job = batch_job("big", 4, kai("network", required="rack"))
     out = run(zoned(RACKS), NET, job, *[gpu_pod(f"big-{i}", job) for i in range(4)])
     assert not out.bound
-    assert "desiredOfferSlot: 4, example.com/rack=a0: 3;example.com/rack=a1: 1;" in out.pending["default/big-0"]
+    assert ("desiredOfferSlot: 4, Topology network: example.com/rack=a0: 3;example.com/rack=a1: 1;"
+            in out.pending["default/big-0"])
 
 
 def test_implicit_group_waits_for_the_owners_parallelism() -> None:
@@ -431,3 +432,68 @@ def test_the_built_in_examples_do_what_their_comments_say() -> None:
     kai_out = simulate(World.from_objects(load_documents([str(root / "kai-rack")]).docs))
     assert {kai_out.bound["default/train-0"], kai_out.bound["default/train-1"]} == {"n-a2-0", "n-a2-1"}
     assert len({kai_out.bound[f"default/tune-{i}"].rsplit("-", 1)[0] for i in range(3)}) == 1
+
+
+def plain_owner(kind: str, name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    api = "batch/v1" if kind == "Job" else "apps/v1"
+    field = "parallelism" if kind == "Job" else "replicas"
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {field: replicas, **spec, "template": {"spec": {"containers": []}}}}
+
+
+@pytest.mark.parametrize("kind", ["Job", "ReplicaSet", "StatefulSet", "Deployment"])
+def test_owners_without_a_kai_topology_keep_scheduling_pod_by_pod(kind: str) -> None:
+    # Koordinator behaviour is unchanged: three pods, room for two, two bind.
+    owner = plain_owner(kind, "web", 3)
+    pods = [pod(f"web-{i}", cpu="4") for i in range(3)]
+    for p in pods:
+        p["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": kind, "name": "web",
+                                             "uid": "uid-web", "controller": True}]
+    out = run([node("n0", cpu="4"), node("n1", cpu="4")], owner, *pods)
+    assert len(out.bound) == 2
+
+
+def test_job_minimum_is_what_it_still_runs_at_once() -> None:
+    job = plain_owner("Job", "j", 5, completions=2)
+    job["metadata"]["annotations"] = kai("network", required="rack")
+    out = run(zoned(RACKS), NET, job, gpu_pod("j-0", job), gpu_pod("j-1", job))
+    assert racks_of(out) == Counter({"a2": 2})  # min(parallelism 5, completions 2) = 2 pods
+
+
+def test_stateful_set_with_a_topology_starts_with_its_first_pod() -> None:
+    sts = plain_owner("StatefulSet", "db", 3)
+    sts["metadata"]["annotations"] = kai("network", required="rack")
+    out = run(zoned(RACKS), NET, sts, gpu_pod("db-0", sts))
+    assert len(out.bound) == 1
+
+
+def test_owner_named_without_uid_is_found_by_kind_and_name() -> None:
+    job = batch_job("nouid", 2, kai("network", required="rack"))
+    del job["metadata"]["uid"]
+    pods = [gpu_pod(f"nouid-{i}", {**job, "metadata": {**job["metadata"], "uid": ""}}) for i in range(2)]
+    out = run(zoned(RACKS), NET, job, *pods)
+    assert racks_of(out) == Counter({"a2": 2})
+
+
+def test_malformed_owner_reference_is_refused_with_its_field() -> None:
+    bad = pod("bad", cpu="1")
+    bad["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "name": "x", "uid": "u", "controller": True}]
+    with pytest.raises(Exception, match=r"ownerReferences\[0\]\.kind"):
+        World.from_objects([("t", node("n0")), ("t", bad)])
+
+
+def test_same_levels_in_two_topologies_are_two_trees() -> None:
+    other = topology("aaa", "example.com/zone", "example.com/rack", "kubernetes.io/hostname")
+    job = batch_job("t", 4, kai("aaa", required="rack"))
+    out = run(zoned(RACKS), NET, other, job, *[gpu_pod(f"t-{i}", job) for i in range(4)])
+    assert "Topology aaa: example.com/rack=a0: 3" in out.pending["default/t-0"]
+
+
+def test_a_volcano_job_past_its_minimum_still_keeps_its_tier() -> None:
+    # minMember 1 is met by the running member on node0 (s0); the next member must stay in s0's
+    # tier-1 HyperNode although s1 has more room.
+    objs = [*seed_004(), volcano_pg("elastic", 1, {"mode": "hard", "highestTierAllowed": 1}),
+            {**vc_pod("elastic-0", "elastic"), "spec": {**vc_pod("elastic-0", "elastic")["spec"], "nodeName": "node0"}},
+            vc_pod("elastic-1", "elastic")]
+    out = run(objs)
+    assert out.bound == {"default/elastic-1": "node1"}

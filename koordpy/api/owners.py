@@ -129,7 +129,11 @@ def _count(r: Reader, value: Any, field: str) -> int:
 
 def _replicas(r: Reader, api: str, kind: str, spec: dict[str, Any]) -> int | None:
     if (api, kind) == ("batch/v1", "Job"):
-        return _count(r, spec.get("parallelism"), "spec.parallelism")
+        # A Job never runs more pods at once than it still has to complete.
+        parallel = _count(r, spec.get("parallelism"), "spec.parallelism")
+        if spec.get("completions") is None:
+            return parallel
+        return min(parallel, _count(r, spec.get("completions"), "spec.completions"))
     if (api, kind) in _REPLICAS_KINDS:
         return _count(r, spec.get("replicas"), "spec.replicas")
     if (api, kind) == (JOBSET_API_VERSION, "JobSet"):

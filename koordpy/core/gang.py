@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from koordpy.api.errors import ParseError
 from koordpy.api.kueue import KaiPodGroup
 from koordpy.api.objects import Pod
-from koordpy.api.owners import Owner, controller_ref, pod_owner_refs
+from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TIMEOUT,
     GangConfig,
@@ -234,6 +234,8 @@ def _owner_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
     first = min(pods, key=lambda p: (_creation(p.creation), p.name))
     owner = top_owner(first, snapshot.owners)
     replicas = owner.replicas if owner is not None and owner.replicas else None
+    if owner is not None and owner.kind == "StatefulSet":
+        replicas = 1  # its controller may create one pod after another runs: waiting for all could be forever
     # The owner's parallelism or replicas when it says; else all the pods it has now.
     gang = Gang(key, _default_config(key, replicas or len(pods)), pods,
                 _creation(owner.creation if owner is not None else first.creation))
@@ -246,38 +248,44 @@ def _owner_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
 MAX_OWNER_DEPTH = 8
 
 
-def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
-    """``namespace/Kind/name`` of the pod's top-level controller, or None for a pod of its own."""
-    ref = controller_ref(pod_owner_refs(pod))
-    if ref is None:
-        return None
-    kind, name = ref.kind, ref.name
-    uid = ref.uid
+def _lookup(owners: dict[str, Owner], ref: OwnerRef, namespace: str) -> Owner | None:
+    """The owner a reference names: by uid, or (a hand-written manifest without uids) by kind and name."""
+    found = owners.get(ref.uid) if ref.uid else None
+    return found if found is not None else owners.get(f"{ref.kind}/{namespace}/{ref.name}")
+
+
+def _chain(pod: Pod, owners: dict[str, Owner]) -> tuple[OwnerRef | None, Owner | None]:
+    """The pod's top-level controller reference and, when the cache holds it, that owner. Owner
+    references the pod cannot state properly make it a pod of its own (its parse reports them)."""
+    try:
+        ref = controller_ref(pod_owner_refs(pod))
+    except ParseError:
+        return None, None
+    owner = _lookup(owners, ref, pod.namespace) if ref is not None else None
     for _ in range(MAX_OWNER_DEPTH):  # owners form a chain; a loop in bad data must still end
-        owner = owners.get(uid) if uid else None
-        if owner is None:
+        if owner is None or ref is None:
             break
         up = controller_ref(owner.owner_refs)
         if up is None:
             break
-        kind, name, uid = up.kind, up.name, up.uid
-    if kind in NOT_JOBS:
+        ref, owner = up, _lookup(owners, up, pod.namespace)
+    return ref, owner
+
+
+def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
+    """``namespace/Kind/name`` of the pod's top-level controller when the pod or that owner asks for
+    a KAI topology, else None. Only then do an owner's pods form a group: plain Deployments,
+    StatefulSets and Jobs keep scheduling pod by pod, as they always did."""
+    ref, owner = _chain(pod, owners)
+    if ref is None or ref.kind in NOT_JOBS:
         return None
-    return f"{pod.namespace}/{kind}/{name}"
+    asks = any(pod.annotations.get(k) for k in KAI_KEYS) or (
+        owner is not None and any(owner.annotations.get(k) for k in KAI_KEYS))
+    return f"{pod.namespace}/{ref.kind}/{ref.name}" if asks else None
 
 
 def top_owner(pod: Pod, owners: dict[str, Owner]) -> Owner | None:
-    ref = controller_ref(pod_owner_refs(pod))
-    owner = owners.get(ref.uid) if ref is not None and ref.uid else None
-    for _ in range(MAX_OWNER_DEPTH):
-        if owner is None:
-            return None
-        up = controller_ref(owner.owner_refs)
-        nxt = owners.get(up.uid) if up is not None and up.uid else None
-        if nxt is None:
-            return owner if up is None else None
-        owner = nxt
-    return owner
+    return _chain(pod, owners)[1]
 
 
 def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
@@ -294,9 +302,14 @@ def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
     if owners is None:
         return None
     key = owner_chain_key(pod, owners)
-    if key is None and any(pod.annotations.get(k) for k in KAI_KEYS):
+    if key is None and any(pod.annotations.get(k) for k in KAI_KEYS) and not _is_daemon(pod, owners):
         return f"{pod.namespace}/Pod/{pod.name}"  # a lone pod with a topology of its own
     return key
+
+
+def _is_daemon(pod: Pod, owners: dict[str, Owner]) -> bool:
+    ref, _ = _chain(pod, owners)
+    return ref is not None and ref.kind in NOT_JOBS
 
 
 def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
@@ -378,8 +391,9 @@ def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], 
 
 def holds_alone(gang: Gang, state: SchedulerState) -> bool:
     """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end.
-    Not for a job of sub-groups: each later sub-group still binds whole inside its own HyperNode."""
-    if gang.ask is not None and gang.ask.policies:
+    Not for a job with a Volcano or KAI topology: a member added later must still land where the
+    topology allows, next to those running (and a later sub-group still binds whole)."""
+    if gang.ask is not None:
         return False
     return gang.config is not None and not gang.error and _satisfied_once(gang, state)
 

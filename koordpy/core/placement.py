@@ -128,8 +128,8 @@ class Placer:
             else:  # a Topology's domains are label values: the domains of the required level
                 listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == scope) & (tree.domain_node < 0))]
                 listed = listed or tree.domains_at(min(1, int(tree.depth.max())))
-                shown = ";".join(f"{tree.domain(d).layer}={tree.name(d)}: {int(sums[d])}"
-                                 for d in listed[:MAX_LISTED_DOMAINS])
+                shown = f"Topology {tree.domain(0).layer}: " + ";".join(
+                    f"{tree.domain(d).layer}={tree.name(d)}: {int(sums[d])}" for d in listed[:MAX_LISTED_DOMAINS])
             more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
             reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
                       f"{shown}{more}{self._multiple_reason(tree, slots, multiple, allowed, desired, len(shapes) > 1)}")

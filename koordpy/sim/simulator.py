@@ -11,7 +11,7 @@ from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, kind_for
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.owners import Owner
+from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
     PodGroup,
@@ -114,6 +114,7 @@ class World:
                 once("Pod", pod.key, source)
                 pod = world._admit(pod)
                 _validate_annotations(pod, world.podgroups, valid)
+                pod_owner_refs(pod)  # refused here; the live scheduler treats such a pod as one of its own
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod

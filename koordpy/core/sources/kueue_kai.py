@@ -30,7 +30,7 @@ _CACHE: dict[object, TopologyTree] = {}
 
 def topology_tree(topology: Topology, nodes: Sequence[Node]) -> TopologyTree:
     inner_levels = topology.levels[:-1] if topology.levels[-1] == HOSTNAME else topology.levels
-    key = (inner_levels, tuple((n.name, tuple(n.labels.get(k) for k in inner_levels)) for n in nodes))
+    key = (topology.name, inner_levels, tuple((n.name, tuple(n.labels.get(k) for k in inner_levels)) for n in nodes))
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
