@@ -497,3 +497,74 @@ def test_a_volcano_job_past_its_minimum_still_keeps_its_tier() -> None:
             vc_pod("elastic-1", "elastic")]
     out = run(objs)
     assert out.bound == {"default/elastic-1": "node1"}
+
+
+def test_a_kai_required_level_keeps_new_members_beside_running_ones() -> None:
+    # p0 runs in rack a0; the group grows only inside a0 although a2 would be the binpack choice.
+    job = batch_job("grow", 3, kai("network", required="rack"))
+    running = gpu_pod("grow-0", job, node_name="n-a0-0")
+    out = run(zoned(RACKS), NET, job, running, gpu_pod("grow-1", job), gpu_pod("grow-2", job))
+    assert set(out.bound.values()) == {"n-a0-1", "n-a0-2"}
+
+
+def test_min_sub_groups_counts_per_policy_and_lets_a_small_domain_take_one() -> None:
+    # Only s0 has room; two partitions, minSubGroups 1: one starts inside s0 (the job's tier 1).
+    policy = [{**PARTITIONS[0], "minSubGroups": 1}]
+    objs = [*seed_004(), *[busy(f"node{i}") for i in range(2, 8)],
+            volcano_pg("one", 2, {"mode": "hard", "highestTierAllowed": 1}, policy),
+            *[vc_pod(f"one-{i}", "one", i // 2) for i in range(4)]]
+    out = run(objs)
+    assert set(out.bound.values()) == {"node0", "node1"}
+
+
+def test_min_sub_groups_above_the_sub_groups_there_are_says_so() -> None:
+    policy = [{**PARTITIONS[0], "minSubGroups": 5}]
+    out = run(seed_004(), volcano_pg("many", 2, None, policy), *[vc_pod(f"many-{i}", "many", i // 2) for i in range(4)])
+    assert "minSubGroups is 5 but the job has 2 sub-groups" in out.pending["default/many-0"]
+
+
+def test_sub_group_size_is_enforced() -> None:
+    out = run(seed_004(), volcano_pg("short", 2, None, [{**PARTITIONS[0], "subGroupSize": 4}]),
+              vc_pod("short-0", "short", 0), vc_pod("short-1", "short", 0))
+    assert not out.bound
+
+
+def test_a_sub_group_grows_beside_its_running_members() -> None:
+    # Partition 0 has a member on node0 (s0); its other member must join s0, not wander to s1.
+    objs = [*seed_004(), volcano_pg("sg", 1, {"mode": "hard", "highestTierAllowed": 3}, PARTITIONS),
+            {**vc_pod("sg-0", "sg", 0), "spec": {**vc_pod("sg-0", "sg", 0)["spec"], "nodeName": "node0"}},
+            vc_pod("sg-1", "sg", 0)]
+    out = run(objs)
+    assert out.bound == {"default/sg-1": "node1"}
+
+
+def test_unlike_pods_of_one_volcano_job_each_go_where_they_fit() -> None:
+    # A CPU pod and two GPU pods with other node selectors, one tier-1 HyperNode holds a node of each.
+    nodes = [node("cpu-0", cpu="4", labels={"pool": "cpu"}), node("gpu-0", cpu="8", labels={"pool": "gpu"}),
+             node("cpu-1", cpu="4", labels={"pool": "cpu"})]
+    hns = [hypernode("mixed", 1, nodes=["cpu-0", "gpu-0"]), hypernode("cpus", 1, nodes=["cpu-1"])]
+    pods = [pod("m-0", cpu="1", group="m", nodeSelector={"pool": "cpu"}),
+            pod("m-1", cpu="2", group="m", nodeSelector={"pool": "gpu"}),
+            pod("m-2", cpu="2", group="m", nodeSelector={"pool": "gpu"})]
+    for mode in ("hard", "soft"):
+        out = run(nodes, hns, podgroup("m", 3, annotations={f"{VC}mode": mode, f"{VC}highest-tier": "1"}), pods)
+        assert out.bound == {"default/m-0": "cpu-0", "default/m-1": "gpu-0", "default/m-2": "gpu-0"}, mode
+
+
+def test_many_decoy_hypernodes_do_not_hide_the_one_that_fits() -> None:
+    # 80 tier-2 HyperNodes whose offerslot (8) takes the job but whose tier-1 HyperNodes (5 + 3
+    # nodes) cannot hold two partitions of 4, tried first by name; then one that can (4 + 4).
+    nodes, hns = [], []
+    for i in range(81):
+        sizes = (5, 3) if i < 80 else (4, 4)
+        name = f"decoy-{i:02d}" if i < 80 else "good"
+        for half, size in enumerate(sizes):
+            names = [f"{name}-{half}-{j}" for j in range(size)]
+            nodes += [node(n, cpu="1") for n in names]
+            hns.append(hypernode(f"{name}-{half}", 1, nodes=names))
+        hns.append(hypernode(name, 2, members=[f"{name}-0", f"{name}-1"]))
+    policy = [{**PARTITIONS[0], "subGroupSize": 4}]
+    objs = [*nodes, *hns, volcano_pg("d", 8, {"mode": "hard", "highestTierAllowed": 2}, policy),
+            *[vc_pod(f"d-{i}", "d", i // 4, cpu="1") for i in range(8)]]
+    out = run(objs)
+    assert len(out.bound) == 8 and all(n.startswith("good-") for n in out.bound.values())

@@ -195,33 +195,48 @@ class Cycle:
                 return self._volcano_requirement(gang, ask, pods)
             req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
             if req is not None:
-                return req
+                return self._anchored(req, gang, "topology: the job's running members span {where}, wider than "
+                                                 "its required level")
         return None
 
     def _volcano_requirement(self, gang: Gang, ask: TopologyAsk, pods: list[Pod]) -> Requirement:
         hn = self.cluster.trees.hypernode_tree()
         subgroups: tuple[SubGroup, ...] = ()
+        minimums: tuple[tuple[str, int], ...] = ()
         if ask.policies:
-            members = {p.key for p in gang.pods}
-            subgroups, _, error = volcano.subgroups_of(gang.key, [p for p in pods if p.key in members],
-                                                       ask.policies, hn)
+            pending = {p.key for p in pods}
+            # Members in rank order, so that each sub-group's pods keep it.
+            order = {p.key: i for i, p in enumerate(pods)}
+            members = sorted(gang.pods, key=lambda p: (order.get(p.key, -1), p.key))
+            subgroups, error = volcano.subgroups_of(gang.key, members, pending, ask.policies, hn,
+                                                    self.cluster.node_index)
             if error is not None:
                 return Requirement(volcano.TREE, "tiers", failure=f"network topology: {error}")
-        req = volcano.requirement(ask.volcano, hn, subgroups, ask.min_subgroups or 0)
+            minimums = volcano.policy_minimums(subgroups, ask.policies)
+            for policy, need in minimums:
+                have = sum(1 for g in subgroups if g.policy == policy)
+                if need > have:
+                    return Requirement(volcano.TREE, "tiers", failure=(
+                        f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups"))
+        req = volcano.requirement(ask.volcano, hn, subgroups, minimums)
+        return self._anchored(req, gang, "network topology: the job's running members span {where}, above its "
+                                         "highest tier {scope}")
+
+    def _anchored(self, req: Requirement, gang: Gang, message: str) -> Requirement:
+        """A job with members running grows only inside the domain of its scope around them (Volcano's
+        allocated HyperNode, recovered from where they run; KAI's required domain)."""
         bound = [self.cluster.node_index[p.node_name] for p in gang.pods
                  if p.node_name and p.node_name in self.cluster.node_index]
-        if req.failure is None and req.hard and req.scope is not None and bound:
-            # Members already run: the job grows only where it stays within its highest tier of them
-            # (Volcano's allocated HyperNode, recovered from where they run).
-            tree = hn.tree
-            lca = tree.lca(int(tree.node_domain[n]) for n in bound)
-            anchor = tree.ancestor_at_most(lca, req.scope)
-            if anchor < 0:
-                return replace(req, failure=(f"network topology: the job's running members span "
-                                             f"{tree.name(lca) or 'the cluster'}, above its highest tier "
-                                             f"{req.scope}"))
-            req = replace(req, anchor=anchor)
-        return req
+        if req.failure is not None or not req.hard or req.scope is None or not bound:
+            return req
+        tree = self.cluster.trees[req.tree]
+        lca = tree.lca(int(tree.node_domain[n]) for n in bound)
+        anchor = tree.ancestor_at_most(lca, req.scope)
+        if anchor < 0 and tree.domain_node[lca] >= 0 and tree.rank[lca] == req.scope:
+            anchor = lca  # every member on one node, and the scope is the node
+        if anchor < 0:
+            return replace(req, failure=message.format(where=tree.name(lca) or "the cluster", scope=req.scope))
+        return replace(req, anchor=anchor)
 
     def _largest_prefix(self, job: Job, pods: list[Pod], spec: Requirement | None,
                         stmt: Statement) -> None:

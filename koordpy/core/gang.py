@@ -71,7 +71,6 @@ class TopologyAsk:
 
     volcano: NetworkTopology | None = None
     policies: tuple[SubGroupPolicy, ...] = ()
-    min_subgroups: int | None = None
     kai: tuple[tuple[str, str], ...] = ()  # the KAI keys, each from the first place that sets it
 
     @property
@@ -216,9 +215,8 @@ def _default_config(key: str, min_member: int) -> GangConfig:
 
 def _volcano_gang(pg: VolcanoPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
     gang = Gang(pg.key, _default_config(pg.key, pg.min_member), pods, _creation(pg.creation))
-    min_sub = max((p.min_sub_groups for p in pg.sub_group_policy if p.min_sub_groups), default=None)
     if pg.network_topology is not None or pg.sub_group_policy:
-        gang.ask = TopologyAsk(volcano=pg.network_topology, policies=pg.sub_group_policy, min_subgroups=min_sub)
+        gang.ask = TopologyAsk(volcano=pg.network_topology, policies=pg.sub_group_policy)
     return gang
 
 

@@ -16,7 +16,7 @@ from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
-from koordpy.core.requirement import Requirement
+from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.kernels import achievable, allocate, choose_candidate, contains, node_offerslots, subtree_sums
@@ -111,7 +111,7 @@ class Placer:
         feasible = self.feasible(distinct, tree)
         slots = node_offerslots(self.cluster.free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
-        allowed = tree.inside_scope(scope)
+        allowed = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         # podCountMultiple is hard: a domain is a candidate only if the job splits over it in
         # whole multiples per layer, which its offerslot alone does not say.
@@ -163,60 +163,117 @@ class Placer:
         free = self.cluster.free().copy()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
-        if not req.subgroups:
-            placed = self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt)
-            if placed:
+        classes = self._classes(pods)
+        if not req.subgroups and len(classes) == 1:
+            if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
                 return None
             return Failure(pods[0], self._tier_message(pods, tree, req, scope, lo, hi))
         by_key = {p.key: p for p in pods}
-        groups = [[by_key[k] for k in g.pods if k in by_key] for g in req.subgroups]
-        grouped = {k for g in req.subgroups for k in g.pods}
+        subgroups = req.subgroups
+        minimums = dict(req.policy_minimums)
+        if not subgroups:
+            # Unlike pods (other requests, other node selectors) cannot share one offerslot: each kind
+            # is placed on its own, all of them inside one candidate domain.
+            subgroups = tuple(SubGroup(f"{i}", tuple(p.key for p in members), len(members), None, policy="")
+                              for i, members in enumerate(classes))
+            minimums = {"": len(subgroups)}
+        groups = [[by_key[k] for k in g.pods if k in by_key] for g in subgroups]
+        grouped = {k for g in subgroups for k in g.pods}
         rest = [p for p in pods if p.key not in grouped]
-        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
-        slots = node_offerslots(free, vec, self.feasible(pods, tree))
+        # Sub-groups a policy still needs beyond those whose running members already make them whole.
+        wanted = {policy: max(0, n - sum(1 for g in subgroups if g.policy == policy and g.ready))
+                  for policy, n in minimums.items()}
+        # An offerslot that never underestimates (the smallest request, any node some pod may use)
+        # prunes the candidates; the sub-groups' own placement is exact.
+        loose = np.min(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        for members in classes:
+            mask |= self.feasible(members, tree)
+        slots = node_offerslots(free, loose, mask)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
-        need = sum(min(g.min_pods, len(ps)) for g, ps in zip(req.subgroups, groups, strict=True))
+        need = len(rest)
+        for policy, n in wanted.items():
+            sizes = sorted(len(ps) for g, ps in zip(subgroups, groups, strict=True) if g.policy == policy and ps)
+            need += sum(sizes[:n])
         span = slice(scope, int(tree.end[scope]))
         ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
         cands = [int(d) + scope for d in np.flatnonzero(ok)]
+        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
         cols = vec > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
         score = util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order))
         cands.sort(key=lambda d: (int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
-        want = req.min_subgroups or len(groups)
-        for cand in cands[: self.MAX_SCOPES]:
+        # Work, not a count of candidates, bounds the search: each try costs its subtree per sub-group.
+        budget = self.WORK_PER_DOMAIN * len(tree.order)
+        for cand in cands:
+            budget -= (int(tree.end[cand]) - cand) * (len(groups) + 1)
+            if budget < 0:
+                break
             mark = stmt.savepoint()
             local_free, local_used = free.copy(), used.copy()
-            done = 0
-            for g, members in zip(req.subgroups, groups, strict=True):
-                if not members:
+            done = dict.fromkeys(wanted, 0)
+            for g, members in zip(subgroups, groups, strict=True):
+                if not members or g.bound + len(members) < g.min_pods:
+                    continue  # cannot reach its size now: it waits whole
+                inside = self._subgroup_scope(tree, cand, g.anchor)
+                if inside < 0:
                     continue
                 ghi = int(tree.rank[cand]) if g.scope is None or not g.hard else min(g.scope, int(tree.rank[cand]))
-                if self._tier_group(members, tree, local_free, alloc, local_used, cand, lo, ghi, stmt):
-                    done += 1
+                if self._tier_group(members, tree, local_free, alloc, local_used, inside, lo, ghi, stmt):
+                    done[g.policy] = done.get(g.policy, 0) + 1
             if rest and not self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo,
                                              int(tree.rank[cand]), stmt):
                 stmt.rollback(mark)
                 continue
-            if done >= want:
+            if all(done.get(policy, 0) >= n for policy, n in wanted.items()):
                 # Enough sub-groups are placed; the others wait, each whole, and say where it looked.
-                left = next((g for g, members in zip(req.subgroups, groups, strict=True)
+                left = next((g for g, members in zip(subgroups, groups, strict=True)
                              if members and not any(p.key in stmt.placed for p in members)), None)
                 if left is None:
                     return None
                 where = "the cluster" if cand == 0 else f"HyperNode {tree.name(cand)}"
                 return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
-                               f"sub-group {left.id} ({len(left.pods)} pods) does not fit inside one HyperNode "
-                               f"of its tier limit within {where}, where the job's other sub-groups went")
+                               f"sub-group {left.id} ({len(left.pods)} pending pods, size {left.min_pods}) does not "
+                               f"fit inside one HyperNode of its tier limit within {where}, where the job's other "
+                               "sub-groups went")
             stmt.rollback(mark)
+        if not req.subgroups:
+            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no "
+                                    f"HyperNode within tier {hi} takes all {len(pods)} pods, each kind of pod where "
+                                    f"it fits{self._tier_offers(tree, sums, scope, lo, hi)}.")
         sub = ", ".join(f"{g.id} ({len(g.pods)} pods, highest tier {g.scope if g.scope is not None else 'any'})"
-                        for g in req.subgroups[:8])
+                        for g in subgroups[:8])
+        counts = ", ".join(f"{n} of policy {p}" for p, n in wanted.items() if n)
         return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no HyperNode "
-                                f"within tier {hi} holds {want} of the job's sub-groups, each inside one HyperNode "
-                                f"of its own tier limit: {sub}{self._tier_offers(tree, sums, scope, lo, hi)}.")
+                                f"within tier {hi} holds {counts or 'the'} sub-groups the job needs, each inside "
+                                f"one HyperNode of its own tier limit: {sub}"
+                                f"{self._tier_offers(tree, sums, scope, lo, hi)}.")
 
-    MAX_SCOPES = 64
+    WORK_PER_DOMAIN = 64
+
+    @staticmethod
+    def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Only the domains inside the job's anchor (where its running members keep it), if any."""
+        if req.anchor is None:
+            return allowed
+        out = np.zeros_like(allowed)
+        out[req.anchor: tree.end[req.anchor]] = allowed[req.anchor: tree.end[req.anchor]]
+        return out
+
+    @staticmethod
+    def _subgroup_scope(tree: TopologyTree, cand: int, anchor: int | None) -> int:
+        """Where a sub-group may go inside ``cand``: all of it, or only around its running members."""
+        if anchor is None or anchor <= cand < tree.end[anchor]:
+            return cand
+        return anchor if cand <= anchor < tree.end[cand] else -1
+
+    def _classes(self, pods: list[Pod]) -> list[list[Pod]]:
+        """Pods by request and by the nodes their filters allow."""
+        out: dict[tuple[bytes, int], list[Pod]] = {}
+        for p in pods:
+            out.setdefault((self.cluster.request_vector(p).tobytes(), id(self.filters.static(p))), []).append(p)
+        return list(out.values())
 
     def _tier_group(self, pods: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
                     alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], scope: int, lo: int, hi: int,
@@ -277,7 +334,7 @@ class Placer:
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
         top = int(tree.rank[0])
         scope = top if req.scope is None else req.scope
-        inside = tree.inside_scope(scope)
+        inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         chosen = -1
         for rank in range(req.preferred, scope + 1):

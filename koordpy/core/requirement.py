@@ -25,10 +25,18 @@ class SubGroup:
     """Pods of one job placed together inside one domain of their own scope (a Volcano partition)."""
 
     id: str  # <job>/<policy>-<match values>
-    pods: tuple[str, ...]  # pod keys, in rank order
-    min_pods: int  # the sub-group binds whole only with this many placed
+    pods: tuple[str, ...]  # its pending pods' keys, in rank order
+    min_pods: int  # subGroupSize: running and placed members together must reach it
     scope: int | None  # highest rank allowed for the sub-group (None: the job's scope)
     hard: bool = True
+    policy: str = ""
+    bound: int = 0  # members already running
+    anchor: int | None = None  # the domain its running members keep it in
+
+    @property
+    def ready(self) -> bool:
+        """Whether it needs nothing more: its running members reach its size."""
+        return self.bound >= self.min_pods
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,7 @@ class Requirement:
     failure: str | None = None  # set when the job can never be placed as asked (an unknown hard layer)
     listed: tuple[int, ...] = ()  # domains a "gather" failure message lists
     subgroups: tuple[SubGroup, ...] = ()
-    min_subgroups: int = 0
+    policy_minimums: tuple[tuple[str, int], ...] = ()  # sub-groups each policy needs (minSubGroups)
     # A job with members running stays where they run: its scope is the domain of at most
     # ``scope`` rank around them (Volcano's allocated HyperNode), set by the cycle.
     anchor: int | None = None

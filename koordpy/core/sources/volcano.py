@@ -159,7 +159,7 @@ def _limit(topology: NetworkTopology, hn: HyperNodeTree) -> tuple[int | None, st
 
 
 def requirement(topology: NetworkTopology | None, hn: HyperNodeTree, subgroups: tuple[SubGroup, ...] = (),
-                min_subgroups: int = 0) -> Requirement:
+                minimums: tuple[tuple[str, int], ...] = ()) -> Requirement:
     """Volcano's constraint over the HyperNode tree: hard keeps every pod inside one HyperNode of at
     most the highest tier; soft searches the same tiers first, then those above, then the cluster."""
     hard = topology is None or topology.mode == "hard"
@@ -167,7 +167,7 @@ def requirement(topology: NetworkTopology | None, hn: HyperNodeTree, subgroups: 
     if error is not None:
         return Requirement(TREE, "tiers", failure=f"network topology: {error}")
     return Requirement(TREE, "tiers", hard=hard and topology is not None, scope=scope, subgroups=subgroups,
-                       min_subgroups=min_subgroups)
+                       policy_minimums=minimums)
 
 
 def subgroup_limit(topology: NetworkTopology | None, hn: HyperNodeTree) -> tuple[int | None, bool, str | None]:
@@ -177,17 +177,16 @@ def subgroup_limit(topology: NetworkTopology | None, hn: HyperNodeTree) -> tuple
     return scope, topology.mode == "hard", error
 
 
-def subgroups_of(job_key: str, pods: Sequence[Pod], policies: Sequence[SubGroupPolicy],
-                 hn: HyperNodeTree) -> tuple[tuple[SubGroup, ...], list[str], str | None]:
-    """The job's sub-groups in Volcano's order (first match value as a number, then id), the pods in
-    none of them, and an error from a sub-group's topology, if any."""
+def subgroups_of(job_key: str, members: Sequence[Pod], pending: set[str], policies: Sequence[SubGroupPolicy],
+                 hn: HyperNodeTree, node_index: Mapping[str, int]) -> tuple[tuple[SubGroup, ...], str | None]:
+    """The job's sub-groups in Volcano's order (first match value as a number, then id), built from
+    all its live members (``pending`` names those to place; the others run and anchor their
+    sub-group: it grows only inside the HyperNode of its own limit around them), or an error."""
     grouped: dict[str, tuple[SubGroupPolicy, int, list[Pod]]] = {}
-    rest: list[str] = []
-    for pod in pods:
+    for pod in members:
         policy = next((p for p in policies if p.label_selector is None or p.label_selector.matches(pod.labels)),
                       None)
         if policy is None:
-            rest.append(pod.key)
             continue
         values = [pod.labels.get(k, "") for k in policy.match_label_keys]
         sid = f"{job_key}/{policy.name}" + "".join(f"-{v}" for v in values)
@@ -196,11 +195,29 @@ def subgroups_of(job_key: str, pods: Sequence[Pod], policies: Sequence[SubGroupP
         except ValueError:
             index = 0
         grouped.setdefault(sid, (policy, index, []))[2].append(pod)
+    tree = hn.tree
     out = []
-    for sid, (policy, _, members) in sorted(grouped.items(), key=lambda kv: (kv[1][1], kv[0])):
+    for sid, (policy, _, pods) in sorted(grouped.items(), key=lambda kv: (kv[1][1], kv[0])):
         scope, hard, error = subgroup_limit(policy.network_topology, hn)
         if error is not None:
-            return (), rest, f"subGroupPolicy {policy.name}: {error}"
-        size = policy.sub_group_size or len(members)
-        out.append(SubGroup(sid, tuple(p.key for p in members), min(size, len(members)), scope, hard))
-    return tuple(out), rest, None
+            return (), f"subGroupPolicy {policy.name}: {error}"
+        bound = [node_index[p.node_name] for p in pods if p.key not in pending and p.node_name in node_index]
+        anchor = None
+        if bound and hard and scope is not None:
+            lca = tree.lca(int(tree.node_domain[n]) for n in bound)
+            anchor = tree.ancestor_at_most(lca, scope)
+            if anchor < 0:
+                return (), (f"sub-group {sid}: its running members span {tree.name(lca) or 'the cluster'}, above "
+                            f"its highest tier {scope}")
+        size = policy.sub_group_size or len(pods)
+        out.append(SubGroup(sid, tuple(p.key for p in pods if p.key in pending), size, scope, hard,
+                            policy=policy.name, bound=len(bound), anchor=anchor))
+    return tuple(out), None
+
+
+def policy_minimums(subgroups: Sequence[SubGroup], policies: Sequence[SubGroupPolicy]) -> tuple[tuple[str, int], ...]:
+    """How many sub-groups of each policy the job needs: its ``minSubGroups``, else all it has."""
+    count: dict[str, int] = {}
+    for g in subgroups:
+        count[g.policy] = count.get(g.policy, 0) + 1
+    return tuple((p.name, p.min_sub_groups if p.min_sub_groups else count.get(p.name, 0)) for p in policies)
