@@ -568,3 +568,11 @@ def test_many_decoy_hypernodes_do_not_hide_the_one_that_fits() -> None:
             *[vc_pod(f"d-{i}", "d", i // 4, cpu="1") for i in range(8)]]
     out = run(objs)
     assert len(out.bound) == 8 and all(n.startswith("good-") for n in out.bound.values())
+
+
+def test_a_node_claimed_by_hypernodes_that_do_not_nest_is_reported() -> None:
+    objs = [*seed_004(), hypernode("side", 2, nodes=["node3"])]  # node3 is s1's, and s1 is under s4, not side
+    world = World.from_objects([("t", o) for o in objs])
+    hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
+    assert any("node node3 is claimed by s1 (tier 1) and by side (tier 2)" in p for p in hn.problems["side"])
+    assert hn.node_count("s1") == 2 and hn.node_count("side") == 0

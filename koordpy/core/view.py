@@ -34,6 +34,7 @@ from koordpy.core.gang import (
     single_job,
 )
 from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.sources.volcano import spec_of
 from koordpy.kernels import node_offerslots
 
 # What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
@@ -114,7 +115,9 @@ class View:
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
                  or snapshot.topology_error != prev.topology_error
-                 or not _same(snapshot.hypernodes, prev.hypernodes) or not _same(snapshot.topologies, prev.topologies)
+                 or not _same({k: spec_of(h) for k, h in snapshot.hypernodes.items()},
+                              {k: spec_of(h) for k, h in prev.hypernodes.items()})
+                 or not _same(snapshot.topologies, prev.topologies)
                  or snapshot.invalid_topologies != prev.invalid_topologies
                  or not _same(snapshot.owners, prev.owners))
         changed, removed = self._pod_changes(snapshot.pods, [] if prev is None else prev.pods, whole)

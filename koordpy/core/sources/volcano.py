@@ -43,18 +43,34 @@ _CACHE: dict[object, tuple[tuple[HyperNode, ...], tuple[Node, ...], HyperNodeTre
 
 
 def hypernode_tree(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperNodeTree:
-    """The tree for these objects; the same HyperNode and Node objects (the shells keep the ones that
-    did not change) give the same cached tree without looking inside them."""
+    """The tree for these objects, cached: the same HyperNode and Node objects (the shells keep the
+    ones that did not change) are found by identity without looking inside them; new objects with
+    the same specs and labels (a status write, a node heartbeat) by content, without a rebuild."""
     hns, ns = tuple(hypernodes.values()), tuple(nodes)
     key = (tuple(map(id, hns)), tuple(map(id, ns)))
     cached = _CACHE.get(key)
     if cached is not None:
         return cached[2]
-    built = _build(hypernodes, nodes)
+    content = (tuple(sorted((h.name, h.tier, h.tier_name, repr(h.members), h.creation or 0.0) for h in hns)),
+               tuple((n.name, tuple(sorted(n.labels.items()))) for n in ns))
+    built = _BY_CONTENT.get(content)
+    if built is None:
+        built = _build(hypernodes, nodes)
+        if len(_BY_CONTENT) >= 4:
+            _BY_CONTENT.pop(next(iter(_BY_CONTENT)))
+        _BY_CONTENT[content] = built
     if len(_CACHE) >= 4:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (hns, ns, built)  # the objects are kept, so their ids cannot be reused while cached
     return built
+
+
+_BY_CONTENT: dict[object, HyperNodeTree] = {}
+
+
+def spec_of(h: HyperNode) -> tuple[object, ...]:
+    """What of a HyperNode shapes the tree (its status does not)."""
+    return (h.tier, h.tier_name, h.members)
 
 
 def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperNodeTree:
@@ -65,6 +81,7 @@ def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperN
             problems.setdefault(n, []).append(message)
 
     by_name = {n.name: n for n in nodes}
+    scanned: dict[str, list[str]] = {}
     hn_edges: dict[str, list[str]] = {}  # parent -> member HyperNodes
     node_claims: dict[str, list[str]] = {}  # node -> HyperNodes listing it
     for h in sorted(hypernodes.values(), key=lambda h: natural_key(h.name)):
@@ -75,8 +92,14 @@ def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperN
                     hn_edges.setdefault(h.name, []).append(target)
             else:
                 exact = member.selector.exact
-                matched = ([exact] if exact in by_name else []) if exact else [
-                    n.name for n in nodes if member.matches_node(n.name, n.labels)]
+                if exact:
+                    matched = [exact] if exact in by_name else []
+                else:  # each distinct regex or selector scans the nodes once per build
+                    sel = repr(member.selector)
+                    found = scanned.get(sel)
+                    if found is None:
+                        found = scanned[sel] = [n.name for n in nodes if member.matches_node(n.name, n.labels)]
+                    matched = found
                 for name in matched:
                     claims = node_claims.setdefault(name, [])
                     if h.name not in claims:
@@ -113,6 +136,18 @@ def _build(hypernodes: Mapping[str, HyperNode], nodes: Sequence[Node]) -> HyperN
                 report(hs, f"node {name} is claimed by HyperNodes {', '.join(hs)} of tier {tier}")
         lowest = min(claims, key=lambda c: (hypernodes[c].tier, *_seniority(hypernodes[c])))
         node_parent[name] = ("hn", lowest)
+        above = set()
+        climb = lowest
+        for _ in range(len(hypernodes)):  # the ancestors of the HyperNode that keeps the node
+            climb = parent_of.get(climb, "")
+            if not climb:
+                break
+            above.add(climb)
+        for other in claims:
+            if other != lowest and other not in above and hypernodes[other].tier != hypernodes[lowest].tier:
+                report([other, lowest], f"node {name} is claimed by {lowest} (tier {hypernodes[lowest].tier}) and by "
+                                        f"{other} (tier {hypernodes[other].tier}), which does not contain {lowest}; "
+                                        f"it counts in {lowest}")
     top = max((h.tier for h in hypernodes.values()), default=0) + 1
     inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
     for h in hypernodes.values():
