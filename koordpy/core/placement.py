@@ -185,7 +185,8 @@ class Placer:
                   for policy, n in minimums.items()}
         # An offerslot that never underestimates (the smallest request, any node some pod may use)
         # prunes the candidates; the sub-groups' own placement is exact.
-        loose = np.min(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        shape_vecs = [v for v, _ in self._shapes(pods).values()]
+        loose = np.min(np.stack(shape_vecs), axis=0)
         mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
         for members in classes:
             mask |= self.feasible(members, tree)
@@ -198,7 +199,7 @@ class Placer:
         span = slice(scope, int(tree.end[scope]))
         ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
         cands = [int(d) + scope for d in np.flatnonzero(ok)]
-        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        vec = np.max(np.stack(shape_vecs), axis=0)
         cols = vec > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
@@ -228,8 +229,9 @@ class Placer:
                 continue
             if all(done.get(policy, 0) >= n for policy, n in wanted.items()):
                 # Enough sub-groups are placed; the others wait, each whole, and say where it looked.
+                placed = stmt.placed
                 left = next((g for g, members in zip(subgroups, groups, strict=True)
-                             if members and not any(p.key in stmt.placed for p in members)), None)
+                             if members and not any(p.key in placed for p in members)), None)
                 if left is None:
                     return None
                 where = "the cluster" if cand == 0 else f"HyperNode {tree.name(cand)}"
