@@ -19,9 +19,13 @@ from typing import Any
 import structlog
 
 from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.kinds import Kind, watched
+from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.topology import ClusterNetworkTopology
+from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.snapshot import Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -57,12 +61,23 @@ def _rv(raw: dict[str, Any]) -> int:
         return 0
 
 
+def cache_name(kind: Kind) -> str:
+    """The name the cache files a kind under (and reports it by): its kind, the PodGroups of other
+    schedulers told apart from the scheduler-plugins one."""
+    return {"volcano-podgroup": "VolcanoPodGroup", "kai-podgroup": "KaiPodGroup"}.get(kind.role, kind.kind)
+
+
+KINDS_BY_NAME: dict[str, Kind] = {}
+for _kind in watched():
+    KINDS_BY_NAME.setdefault(cache_name(_kind), _kind)  # the Topology kinds share one store, keyed by name
+
+
 def _key(kind: str, raw: dict[str, Any]) -> str:
+    found = KINDS_BY_NAME.get(kind)
+    if found is not None:
+        return found.key(raw)
     meta = raw.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if kind in ("Pod", "PodGroup"):
-        return f"{meta.get('namespace') or 'default'}/{name}"
-    return name
+    return str(meta.get("name") or "")
 
 
 @dataclass
@@ -73,6 +88,14 @@ class Cache:
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     topology: ClusterNetworkTopology | None = None
     topology_raw: dict[str, Any] | None = None
+    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    hypernodes_raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hypernodes_changed: bool = True  # HyperNodes or nodes changed: their status is due for a look
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
+    kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    owners: dict[str, Owner] = field(default_factory=dict)  # uid -> owner
+    owner_uids: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, ns/name) -> uid
     invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -134,6 +157,7 @@ class Cache:
             if kind == "Node":
                 self.nodes[key] = Node.from_raw(raw)
                 self.topology_changed = True
+                self.hypernodes_changed = True
             elif kind == "Pod":
                 pod = Pod.from_raw(raw)
                 self.pods[key] = pod
@@ -143,6 +167,9 @@ class Cache:
                 self.priority_classes[key] = PriorityClass.from_raw(raw)
             elif kind == "PodGroup":
                 self.podgroups[key] = PodGroup.from_raw(raw)
+            elif kind in KINDS_BY_NAME and KINDS_BY_NAME[kind].role not in ("node", "pod", "priorityclass",
+                                                                             "podgroup", "cnt"):
+                self._store_other(kind, key, KINDS_BY_NAME[kind].parse(raw), raw)
             elif kind == "ClusterNetworkTopology":
                 if key != "default":  # reported, as `koordpy simulate` refuses it, and never used
                     raise ParseError(object_ref(raw, kind), "metadata.name",
@@ -163,11 +190,43 @@ class Cache:
                 self.topology_raw = raw
                 self.topology_changed = True
 
+    def _store_other(self, kind: str, key: str, obj: object, raw: dict[str, Any]) -> None:
+        if isinstance(obj, HyperNode):
+            self.hypernodes[key] = obj
+            self.hypernodes_raw[key] = raw
+            self.hypernodes_changed = True
+        elif isinstance(obj, Topology):
+            self.topologies[key] = obj
+        elif isinstance(obj, VolcanoPodGroup):
+            self.volcano_podgroups[key] = obj
+        elif isinstance(obj, KaiPodGroup):
+            self.kai_podgroups[key] = obj
+        elif isinstance(obj, Owner):
+            old = self.owner_uids.pop((kind, key), None)
+            if old is not None:
+                self.owners.pop(old, None)
+            uid = obj.uid or f"{kind}/{key}"
+            self.owners[uid] = obj
+            self.owner_uids[(kind, key)] = uid
+
     def _remove(self, kind: str, key: str) -> None:
         self.invalid.pop((kind, key), None)
+        if kind == "HyperNode":
+            self.hypernodes.pop(key, None)
+            self.hypernodes_raw.pop(key, None)
+            self.hypernodes_changed = True
+        elif kind == "Topology":
+            self.topologies.pop(key, None)
+        elif kind == "VolcanoPodGroup":
+            self.volcano_podgroups.pop(key, None)
+        elif kind == "KaiPodGroup":
+            self.kai_podgroups.pop(key, None)
+        elif (kind, key) in self.owner_uids:
+            self.owners.pop(self.owner_uids.pop((kind, key)), None)
         if kind == "Node":
             self.nodes.pop(key, None)
             self.topology_changed = True
+            self.hypernodes_changed = True
         elif kind == "Pod":
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
@@ -198,7 +257,9 @@ class Cache:
         for key, (_, since) in list(self.assumed.items()):
             if now - since > ASSUME_TTL:
                 del self.assumed[key]
-        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "PodGroup"}
+        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items()
+                          if kind in ("PodGroup", "VolcanoPodGroup", "KaiPodGroup")}
+        invalid_topologies = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "Topology"}
         pods = []
         self.rejected = {}
         for key, pod in self.pods.items():
@@ -215,7 +276,10 @@ class Cache:
         return Snapshot(nodes=list(self.nodes.values()), pods=pods, podgroups=dict(self.podgroups),
                         topology=self.topology, priority_classes=dict(self.priority_classes),
                         scheduler_names=scheduler_names, invalid_podgroups=invalid_groups,
-                        topology_error=self.topology_error())
+                        topology_error=self.topology_error(), hypernodes=dict(self.hypernodes),
+                        topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
+                        volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
+                        owners=dict(self.owners))
 
     def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> str | None:
         gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)

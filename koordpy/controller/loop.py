@@ -20,6 +20,7 @@ from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
 from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
+from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
 
 log = structlog.get_logger("koordpy.loop")
@@ -45,6 +46,7 @@ class SchedulerLoop:
         # What was reported, by UID (an object recreated under the same name is another object),
         # holding only what is still invalid: object -> error.
         self._reported: dict[str, str] = {}
+        self._hn_reported: dict[str, str] = {}  # HyperNode -> the problems its last Event told
         self._last_cycle = 0.0
         self._retry_at = 0.0
         self._full_at = time.time() + FULL_CYCLE_SECONDS  # the first cycle builds the view anyway
@@ -116,7 +118,7 @@ class SchedulerLoop:
             if isinstance(d, SetPodScheduledFalse):
                 self.writer.unschedulable(d.pod, d.message)
             elif isinstance(d, PodGroupStatusUpdate):
-                self.writer.podgroup_status(d.podgroup, d.status)
+                self.writer.podgroup_status(d.podgroup, d.status, d.group)
             elif isinstance(d, Annotate):
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
@@ -124,6 +126,9 @@ class SchedulerLoop:
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
+        if self.cache.hypernodes_changed:
+            self.cache.hypernodes_changed = False
+            self._hypernode_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
 
     async def _bind(self, d: Bind, uid: str) -> None:
@@ -161,6 +166,38 @@ class SchedulerLoop:
             self.writer.spawn(self.writer.event(bad.kind, bad.key, bad.uid, "Warning", f"Invalid{bad.kind}",
                                                 bad.error))
         self._reported = reported
+
+    def _hypernode_statuses(self, snap: Snapshot) -> None:
+        """``nodeCount`` and the ``Valid`` condition of every HyperNode, written only where they differ
+        from what the object says; one Warning Event per HyperNode and distinct problem."""
+        if not self.cache.hypernodes:
+            return
+        view = self.state.view
+        cluster = view.cluster if view is not None and view.cluster is not None else Cluster(snap)
+        tree = cluster.trees.hypernode_tree()
+        reported: dict[str, str] = {}
+        for name, raw in self.cache.hypernodes_raw.items():
+            problems = tree.problems.get(name, [])
+            message = cap("; ".join(problems), CONDITION_LIMIT)
+            want = {"type": "Valid", "status": "False" if problems else "True",
+                    "reason": "InvalidMembers" if problems else "Reconciled", "message": message}
+            current = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+            conds = [c for c in (current or {}).get("conditions") or [] if isinstance(c, dict)]
+            old = next((c for c in conds if c.get("type") == "Valid"), None)
+            same = old is not None and all(old.get(k) == v for k, v in want.items())
+            count = tree.node_count(name)
+            if problems:
+                reported[name] = message
+                if self._hn_reported.get(name) != message:
+                    self.writer.spawn(self.writer.event("HyperNode", name, str((raw.get("metadata") or {}).get(
+                        "uid") or ""), "Warning", "InvalidMembers", message))
+            if same and (current or {}).get("nodeCount") == count:
+                continue
+            flipped = old is None or old.get("status") != want["status"]
+            cond = {**want, "lastTransitionTime": now_rfc3339() if flipped or old is None
+                    else old.get("lastTransitionTime", now_rfc3339())}
+            self.writer.spawn(self.writer.hypernode_status(name, {"nodeCount": count, "conditions": [cond]}))
+        self._hn_reported = reported
 
     async def _topology_status(self) -> None:
         raw = self.cache.topology_raw

@@ -14,7 +14,8 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.controller.cache import Cache
+from koordpy.api.kinds import watched
+from koordpy.controller.cache import Cache, cache_name
 from koordpy.controller.listing import list_objects
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.podwatch import watch_pods
@@ -23,13 +24,9 @@ from koordpy.controller.writer import ApiWriter
 log = structlog.get_logger("koordpy")
 
 RESYNC_SECONDS = 300.0
-RESOURCES: list[tuple[str, str, str, str]] = [  # kind, group, version, plural
-    ("Node", "", "v1", "nodes"),
-    ("Pod", "", "v1", "pods"),
-    ("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses"),
-    ("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
-    ("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies"),
-]
+# What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
+RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
+    (cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()]
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -69,8 +66,9 @@ async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
                 try:
                     items, list_version = await list_objects(api, group, version, plural)
                 except ApiException as exc:
-                    if exc.status == 404 and group not in ("", "scheduling.k8s.io"):
-                        log.warning("CRD not installed; its objects are ignored until it is", kind=kind)
+                    if exc.status in (403, 404) and group not in ("", "scheduling.k8s.io"):
+                        log.warning("kind not served or not readable (CRD not installed?); its objects are "
+                                    "ignored", kind=kind)
                         continue
                     raise
                 versions[kind] = list_version

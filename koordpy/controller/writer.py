@@ -88,6 +88,9 @@ class _Pending:
     first_seen: float
 
 
+PODGROUP_VERSIONS = {"scheduling.sigs.k8s.io": "v1alpha1", "scheduling.volcano.sh": "v1beta1"}
+
+
 class ApiWriter:
     def __init__(self, api: ApiClient, concurrency: int = 64, report_concurrency: int = 8,
                  settle: float = 1.0, cooldown: float = 5.0) -> None:
@@ -142,8 +145,8 @@ class ApiWriter:
     def bound(self, pod_key: str) -> None:
         self._conditions.pop(pod_key, None)
 
-    def podgroup_status(self, key: str, status: dict[str, object]) -> None:
-        self._statuses[key] = status
+    def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
+        self._statuses[f"{group} {key}"] = status
 
     def flush(self, still_pending: Callable[[str], dict[str, str] | None]) -> None:
         """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
@@ -167,7 +170,9 @@ class ApiWriter:
             self._pruned = now
             self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
         statuses, self._statuses = self._statuses, {}
-        due += [self._write_podgroup_status(k, s) for k, s in statuses.items()]
+        for k, st in statuses.items():
+            group, key = k.split(" ", 1)
+            due.append(self._write_podgroup_status(group, key, st))
         for coro in due:
             self.spawn(coro)
 
@@ -199,12 +204,17 @@ class ApiWriter:
                 name, ns, body, _preload_content=False)):
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
 
-    async def _write_podgroup_status(self, key: str, status: dict[str, object]) -> None:
+    async def _write_podgroup_status(self, group: str, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
+        version = PODGROUP_VERSIONS[group]
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
         await self._report(f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-            "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", name, body,
+            group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False))
+
+    async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
+        await self._report(f"status of HyperNode {name}", lambda: self.custom.patch_cluster_custom_object_status(
+            "topology.volcano.sh", "v1alpha1", "hypernodes", name, {"status": status},
             _content_type=MERGE_PATCH, _preload_content=False))
 
     # -- one-off writes ------------------------------------------------------------------
@@ -220,7 +230,14 @@ class ApiWriter:
         ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
         api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
                        "PriorityClass": "scheduling.k8s.io/v1",
-                       "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1"}.get(kind, "v1")
+                       "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1",
+                       "HyperNode": "topology.volcano.sh/v1alpha1",
+                       "VolcanoPodGroup": "scheduling.volcano.sh/v1beta1",
+                       "KaiPodGroup": "scheduling.run.ai/v2alpha2", "Topology": "kueue.x-k8s.io/v1beta1",
+                       "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1",
+                       "StatefulSet": "apps/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}.get(kind, "v1")
+        if kind in ("VolcanoPodGroup", "KaiPodGroup"):
+            kind = "PodGroup"  # the cache's name for it; the object's kind is PodGroup
         involved: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
         if "/" in obj:
             involved["namespace"] = ns
