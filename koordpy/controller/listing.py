@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 
 async def list_objects(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
@@ -19,6 +20,8 @@ async def list_objects(api: ApiClient, group: str, version: str, plural: str) ->
     else:
         resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, _preload_content=False)
     try:
+        if resp.status >= 400:  # unread, a raw response does not raise: a kind not served is a 404 here
+            raise ApiException(status=resp.status, reason=str(resp.reason))
         data = await resp.json()
     finally:
         resp.release()

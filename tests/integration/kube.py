@@ -24,6 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
+# Three CRDs are called podgroups (scheduler-plugins, Volcano, KAI): kubectl must be told which.
+PG = "podgroups.scheduling.sigs.k8s.io"
+# Every other kind the tests create, by full name, so that reset leaves nothing behind.
+OTHERS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai", "hypernodes.topology.volcano.sh",
+          "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "jobs.batch")
+
+
 @dataclass
 class ControlPlane:
     dir: Path
@@ -86,12 +93,14 @@ class Kube:
         (namespaces themselves stay: no namespace controller runs to finish deleting one)."""
         self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=0", "--force",
                      "--wait=false", check=False)
-        self.kubectl("delete", "podgroups", "--all", "--all-namespaces", "--wait=false", check=False)
+        self.kubectl("delete", PG, "--all", "--all-namespaces", "--wait=false", check=False)
+        for kind in OTHERS:
+            self.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
         self.kubectl("delete", "events", "--all", "--all-namespaces", "--wait=false", check=False)
         self.kubectl("delete", "clusternetworktopologies", "--all", "--wait=false", check=False)
         self.kubectl("delete", "priorityclasses", "-l", "koordpy-test=true", "--wait=false", check=False)
         self.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
-        wait_for(lambda: not self.everywhere("pods") and not self.everywhere("podgroups")
+        wait_for(lambda: not self.everywhere("pods") and not self.everywhere(PG)
                  and not self.get("nodes", namespace=None)["items"], "an empty cluster", timeout=60)
 
 
@@ -178,7 +187,7 @@ def check_invariants(kube: Kube) -> list[str]:
     out (hostile tests create them on purpose), except a bound pod: its room cannot be judged."""
     problems: list[str] = []
     podgroups: dict[str, PodGroup] = {}
-    for raw in kube.everywhere("podgroups"):
+    for raw in kube.everywhere(PG):
         try:
             pg = PodGroup.from_raw(raw)
         except Exception:  # not a gang anyone can be held to

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.builders import node, pod, podgroup
-from tests.integration.kube import Kube, Scheduler, check_invariants, fake, settle, wait_for
+from tests.integration.kube import PG, Kube, Scheduler, check_invariants, fake, settle, wait_for
 
 ANN = "gang.scheduling.koordinator.sh/"
 CANARY = {"koordpy-test/role": "canary"}
@@ -147,7 +147,7 @@ def bad_podgroup_annotation(key: str, value: str) -> Callable[[Kube], None]:
         kube.apply(raw_podgroup(name, {"minMember": 1}, {ANN + key: value}), small(f"{name}-0", group=name))
         msg = pending_with_condition(kube, f"{name}-0")
         assert name in msg, msg
-        uid = kube.get("podgroup", name)["metadata"]["uid"]
+        uid = kube.get(PG, name)["metadata"]["uid"]
         wait_for(lambda: events_about(kube, uid, "InvalidPodGroup"), f"an InvalidPodGroup event on {name}")
 
     step.__name__ = f"podgroup_annotation_{key}"
@@ -229,16 +229,16 @@ def recreated_invalid_podgroup(kube: Kube) -> None:
     uids = []
     for round_ in range(2):
         kube.apply(podgroup("again", 0))
-        uid = kube.get("podgroup", "again")["metadata"]["uid"]
+        uid = kube.get(PG, "again")["metadata"]["uid"]
         assert uid not in uids
         uids.append(uid)
         events = wait_for(events_of(kube, uid, "InvalidPodGroup"),
                           f"an InvalidPodGroup event for incarnation {round_ + 1} (uid {uid})")
         assert "spec.minMember" in events[0]["message"]
         if round_ == 0:
-            kube.kubectl("delete", "podgroup", "again", "-n", "default")
-            wait_for(lambda: not kube.get("podgroups")["items"] or
-                     all(pg["metadata"]["name"] != "again" for pg in kube.get("podgroups")["items"]),
+            kube.kubectl("delete", PG, "again", "-n", "default")
+            wait_for(lambda: not kube.get(PG)["items"] or
+                     all(pg["metadata"]["name"] != "again" for pg in kube.get(PG)["items"]),
                      "the PodGroup deleted")
 
 
@@ -258,7 +258,7 @@ def churn(kube: Kube) -> None:
     for i in range(5):
         kube.apply(podgroup(f"churn-{i}", 2), [small(f"churn-{i}-{j}", group=f"churn-{i}") for j in range(2)],
                    podgroup(f"churn-bad-{i}", 0))
-        kube.kubectl("delete", "podgroup", f"churn-{i}", f"churn-bad-{i}", "--wait=false")
+        kube.kubectl("delete", PG, f"churn-{i}", f"churn-bad-{i}", "--wait=false")
         kube.kubectl("delete", "pod", f"churn-{i}-0", f"churn-{i}-1", "--grace-period=0", "--force",
                      "--wait=false")
     wait_for(lambda: not any(k.startswith("churn-") for k in kube.pods()), "the churned pods gone")

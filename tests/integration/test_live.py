@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
-from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for
+from tests.integration.kube import PG, ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for
 
 PREFER_BLOCK_SPINE = [{"layer": "BlockLayer", "strategy": "PreferGather"},
                       {"layer": "SpineLayer", "strategy": "PreferGather"}]
@@ -21,7 +21,7 @@ def cnt_status(kube: Kube) -> dict[str, Any]:
 
 def test_crds_are_served_with_printer_columns(kube: Kube) -> None:
     kube.apply(podgroup("columns", 3))
-    table = kube.kubectl("get", "podgroups", "-n", "default")
+    table = kube.kubectl("get", PG, "-n", "default")
     header = table.splitlines()[0].split()
     assert header[:5] == ["NAME", "MINMEMBER", "PHASE", "SCHEDULED", "AGE"]
     assert table.splitlines()[1].split()[:2] == ["columns", "3"]
@@ -40,7 +40,7 @@ def test_seed_example_1_end_to_end(kube: Kube, scheduler: Scheduler) -> None:
                          "parentTopologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "spine-0"},
                          "topologyInfo": {"topologyLayer": "BlockLayer", "topologyName": "block-0"}}
     def pg_status() -> dict[str, Any]:
-        status: dict[str, Any] = kube.get("podgroup", "topology-demo-job").get("status") or {}
+        status: dict[str, Any] = kube.get(PG, "topology-demo-job").get("status") or {}
         return status
 
     # kwok starts the pods at once, so the gang may already be Running.
@@ -49,7 +49,7 @@ def test_seed_example_1_end_to_end(kube: Kube, scheduler: Scheduler) -> None:
     events = wait_for(lambda: [e for e in kube.events() if e["reason"] == "Scheduled"], "Scheduled events")
     assert any("training-pod-0 to node-5" in e["message"] for e in events)
     # No kopf state on the objects it scheduled: no annotations of its own, no finalizers.
-    for obj in [*kube.pods().values(), kube.get("podgroup", "topology-demo-job")]:
+    for obj in [*kube.pods().values(), kube.get(PG, "topology-demo-job")]:
         assert not [k for k in (obj["metadata"].get("annotations") or {}) if "kopf" in k]
         assert not obj["metadata"].get("finalizers")
 
