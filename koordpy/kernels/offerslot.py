@@ -20,22 +20,27 @@ UNBOUNDED = 1 << 40
 
 
 @njit(cache=True, nogil=True)
+def node_slots(free: I64, req: I64, feasible: B, i: int) -> int:
+    """How many copies of ``req`` fit in node i's ``free`` row; 0 where not feasible."""
+    if not feasible[i]:
+        return 0
+    best: int = UNBOUNDED
+    for j in range(req.shape[0]):
+        q = req[j]
+        if q > 0:
+            f = free[i, j]
+            k = f // q if f > 0 else 0
+            if k < best:
+                best = k
+    return best
+
+
+@njit(cache=True, nogil=True)
 def node_offerslots(free: I64, req: I64, feasible: B) -> I64:
     """Per node, how many copies of ``req`` fit in ``free`` (N x R); 0 where not feasible."""
-    n, r = free.shape
-    out = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        if not feasible[i]:
-            continue
-        best: int = UNBOUNDED
-        for j in range(r):
-            q = req[j]
-            if q > 0:
-                f = free[i, j]
-                k = f // q if f > 0 else 0
-                if k < best:
-                    best = k
-        out[i] = best
+    out = np.zeros(free.shape[0], dtype=np.int64)
+    for i in range(free.shape[0]):
+        out[i] = node_slots(free, req, feasible, i)
     return out
 
 

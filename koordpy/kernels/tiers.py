@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from koordpy.kernels.offerslot import UNBOUNDED
+from koordpy.kernels.offerslot import UNBOUNDED, node_slots
 
 I64 = npt.NDArray[np.int64]
 I2 = npt.NDArray[np.int64]
@@ -50,21 +50,6 @@ def domain_totals_py(values: I2, node_domain: I64, parent: I64) -> F2:
 
 
 @njit(cache=True, nogil=True)
-def _slots(free: I2, req: I64, feasible: B, n: int) -> int:
-    if not feasible[n]:
-        return 0
-    best: int = UNBOUNDED
-    for j in range(req.shape[0]):
-        q = req[j]
-        if q > 0:
-            f = free[n, j]
-            k = f // q if f > 0 else 0
-            if k < best:
-                best = k
-    return best
-
-
-@njit(cache=True, nogil=True)
 def _score(alloc: F2, used: F2, req: I64, d: int, count: int) -> float:
     total = 0.0
     k = 0
@@ -86,7 +71,7 @@ def tier_place(free: I2, req: I64, feasible: B, node_domain: I64, domain_node: I
     for d in range(end[scope] - 1, scope - 1, -1):
         n = domain_node[d]
         if n >= 0:
-            sums[d] += _slots(free, req, feasible, n)
+            sums[d] += node_slots(free, req, feasible, n)
         if d > scope:
             sums[parent[d]] += sums[d]
     best = -1
@@ -139,7 +124,7 @@ def tier_place(free: I2, req: I64, feasible: B, node_domain: I64, domain_node: I
         for e in range(big, end[big]):
             m = domain_node[e]
             if m >= 0:
-                out[m] += _slots(free, req, feasible, m)
+                out[m] += node_slots(free, req, feasible, m)
         need -= sums[big]
         sums[d] -= sums[big]
         sums[big] = 0
