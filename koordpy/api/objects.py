@@ -139,6 +139,11 @@ def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
+PREEMPTION_REASON = "PreemptionByScheduler"
+# A pod so labelled is never chosen as a victim of preemption (Koordinator's label).
+LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
+
+
 class Pod(_Model):
     namespace: str
     name: str
@@ -160,6 +165,9 @@ class Pod(_Model):
     tolerations: tuple[Toleration, ...] = ()
     owner_references: tuple[dict[str, str], ...] = ()
     unschedulable_message: str = ""  # the PodScheduled=False message already on the pod
+    # DisruptionTarget=True with reason PreemptionByScheduler: a scheduler is evicting it to make room.
+    preempted: bool = False
+    grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
 
     @property
     def key(self) -> str:
@@ -205,10 +213,17 @@ class Pod(_Model):
             for i, o in enumerate(r.seq(meta.get("ownerReferences"), "metadata.ownerReferences"))
         )
         unschedulable_message = ""
+        preempted = False
         for i, cond in enumerate(r.seq(status.get("conditions"), "status.conditions")):
             c = r.mapping(cond, f"status.conditions[{i}]")
             if c.get("type") == "PodScheduled" and str(c.get("status")) == "False":
                 unschedulable_message = r.string(c.get("message"), f"status.conditions[{i}].message")
+            elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
+                    and c.get("reason") == PREEMPTION_REASON:
+                preempted = True
+        grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64)
+        if grace is not None and grace < 0:
+            raise r.fail("spec.terminationGracePeriodSeconds", f"must not be negative, got {grace}")
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
@@ -233,6 +248,8 @@ class Pod(_Model):
             tolerations=tuple(tolerations),
             owner_references=owners,
             unschedulable_message=unschedulable_message,
+            preempted=preempted,
+            grace_period=30.0 if grace is None else float(grace),
         )
 
 

@@ -47,7 +47,26 @@ class PodGroupStatusUpdate:
     group: str = "scheduling.sigs.k8s.io"  # the PodGroup's API group (Volcano's is scheduling.volcano.sh)
 
 
-Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate
+@dataclass(frozen=True)
+class Preempt:
+    """A victim of preemption: the shell writes ``DisruptionTarget=True`` (reason
+    PreemptionByScheduler, this message) on it, then deletes it with its grace period."""
+
+    pod: str
+    message: str
+    preemptor: str  # the job that needs the room (a gang key, a GangGroup id, or a lone pod's key)
+    trigger: str  # the preemptor's pod that carries the failure
+
+
+@dataclass(frozen=True)
+class Nominate:
+    """``status.nominatedNodeName`` of a pending pod: where the room made for it is; "" clears it."""
+
+    pod: str
+    node: str
+
+
+Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate
 
 
 @dataclass
@@ -72,3 +91,11 @@ class CycleResult:
     @property
     def binds(self) -> list[Bind]:
         return [d for d in self.decisions if isinstance(d, Bind)]
+
+    @property
+    def preempted(self) -> list[Preempt]:
+        return [d for d in self.decisions if isinstance(d, Preempt)]
+
+    @property
+    def nominations(self) -> list[Nominate]:
+        return [d for d in self.decisions if isinstance(d, Nominate)]
