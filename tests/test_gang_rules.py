@@ -119,15 +119,15 @@ def test_mutual_claims_across_namespaces_still_form_one_ganggroup() -> None:
 # -- one job's failure never stops the queue ---------------------------------------------------
 
 def test_a_job_whose_evaluation_raises_is_isolated_and_the_rest_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cycle_module.Cycle._gang
+    real = cycle_module.Cycle._job
 
-    def exploding(self: cycle_module.Cycle, job: Any) -> None:
+    def exploding(self: cycle_module.Cycle, job: Any, preempt: bool = True) -> None:
         if job.id == "default/bad":
             self.placer.binpack(job.pods[:1], Statement(self.cluster))  # half-done work
             raise RuntimeError("boom")
-        real(self, job)
+        real(self, job, preempt)
 
-    monkeypatch.setattr(cycle_module.Cycle, "_gang", exploding)
+    monkeypatch.setattr(cycle_module.Cycle, "_job", exploding)
     state = SchedulerState()
     s = snap([node("n0"), node("n1")], [pod("bad-0", group="bad"), pod("good-0", group="good"),
                                        pod("good-1", group="good")], [podgroup("bad", 1), podgroup("good", 2)])

@@ -9,7 +9,7 @@ import pytest
 
 from koordpy.api import Node, Pod
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import SchedulerState
+from koordpy.core.gang import Job, SchedulerState
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.view import Wake
 from koordpy.sim.simulator import World, simulate
@@ -64,13 +64,13 @@ def test_incremental_view_matches_full_rebuilds(seed: int) -> None:
 
 def test_a_parked_job_is_retried_only_when_room_appears_where_it_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     tried: list[str] = []
-    real = Cycle._single
+    real = Cycle._job
 
-    def counting(self: Cycle, pod: Pod) -> Wake | None:
-        tried.append(pod.name)
-        return real(self, pod)
+    def counting(self: Cycle, job: Job, preempt: bool = True) -> Wake | None:
+        tried.append(job.pods[0].name)
+        return real(self, job, preempt)
 
-    monkeypatch.setattr(Cycle, "_single", counting)
+    monkeypatch.setattr(Cycle, "_job", counting)
     nodes = [Node.from_raw(n) for n in (node("n0"), node("n1", labels={"pool": "other"}))]
     waiting = Pod.from_raw(pod("p", cpu="8", nodeSelector={"kubernetes.io/hostname": "n0"}))
     on_n0 = Pod.from_raw(pod("blocker", cpu="8", node_name="n0", scheduler="x"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import replace
+from typing import Literal
 
 import numpy as np
 
@@ -23,11 +24,14 @@ from koordpy.core.decisions import (
     Bind,
     CycleResult,
     Event,
+    Nominate,
     PodGroupStatusUpdate,
+    Preempt,
     SetPodScheduledFalse,
 )
 from koordpy.core.gang import Gang, Job, SchedulerState, TopologyAsk, claims
 from koordpy.core.placement import Failure, Placer, rank_order
+from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.sources import koordinator, kueue_kai, volcano
@@ -47,6 +51,9 @@ class Cycle:
         assert self.view.filters is not None
         self.filters = self.view.filters
         self.placer = Placer(self.filters)
+        self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
+                                   self.view.groups, self.view.gangs)
+        self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
         self.result = CycleResult()
         self.bound: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
@@ -93,7 +100,7 @@ class Cycle:
                  self.state.wait_since.get(job.id), {g.key for g in job.gangs} & self.state.satisfied)
         self.cluster.journal = []
         try:
-            wake = self._gang(job) if job.is_gang else self._single(job.pods[0])
+            wake = self._job(job)
             self.cluster.journal = None
             return wake
         except Exception as exc:  # a job's bug must not stop the queue
@@ -113,37 +120,39 @@ class Cycle:
             message = (f"koordpy failed while scheduling this job and skipped it: {type(exc).__name__}: {exc}; "
                        "the rest of the queue was scheduled")
             for pod in job.pods:
-                self.post_filter(pod, message)
+                self._say(pod, message)
             return None
 
-    def _single(self, pod: Pod) -> Wake | None:
-        stmt = Statement(self.cluster)
-        failure = self.placer.binpack([pod], stmt)
-        if failure:
-            stmt.discard()
-            self.post_filter(pod, failure.reason)
-            return "room"
-        self.bind(stmt.commit())
-        return None
-
-    def _gang(self, job: Job) -> Wake | None:
+    def _job(self, job: Job, preempt: bool = True) -> Wake | None:
+        """One job, gang or lone pod (a job of one): pre_filter, then filter/score/reserve on a
+        Statement, permit and bind, or post_filter (preemption) when it does not fit."""
         rejected = self.pre_filter(job)
         if rejected is not None:
             reason, wake = rejected
+            if wake == "timed-out":
+                reason, wake = self._time_out(job, self._wait_limit(job.id, self.gangs)), None
             for pod in job.pods:
-                self.post_filter(pod, reason)
+                self._say(pod, reason)
             return wake
-        pods = rank_order([p for p in job.pods if p.key not in self.state.reserved])
-        req = self.requirement(job, pods)
+        pending = [p for p in job.pods if p.key not in self.state.reserved]
+        pods = rank_order(pending) if job.is_gang else pending
+        req = self.requirement(job, pods) if job.is_gang else None
         stmt = Statement(self.cluster)
-        failure = self._place(pods, req, stmt) if pods else None
-        strict = any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
-        if failure and (strict or req) and not (req and req.subgroups):
+        # The room nominated for the job's own pods is theirs: lifted while they are placed again.
+        for pod in pods:
+            if pod.nominated_node_name and self.cluster.is_held(pod.key):
+                stmt.evict(pod.key)
+        lifted = stmt.savepoint()
+        failure = None
+        if pods and not self._on_nominated(pods, stmt):
+            failure = self._place(pods, req, stmt)
+        strict = not job.is_gang or any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+        if failure and job.is_gang and (strict or req) and not (req and req.subgroups):
             # The attempt was all-or-nothing for every pending member, but the gang may need
             # fewer: the longest rank-order prefix that still meets the minimums goes instead.
             # (Sub-groups are placed whole or not at all already, so what is placed stands.)
-            stmt.discard()
-            self._largest_prefix(job, pods, req, stmt)
+            stmt.rollback(lifted)
+            self._largest_prefix(job, pods, req, stmt, lifted)
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
             for pod in job.pods:
@@ -157,14 +166,83 @@ class Cycle:
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
             return None
-        if strict:
-            stmt.discard()
-        else:  # NonStrict: what fits stays reserved while the GangGroup waits for the rest
+        partial = [(op.pod, op.node, op.request) for op in stmt.ops() if op.kind == "assume"]
+        stmt.rollback(lifted)
+        plan = self.post_filter(job, pods, req, failure, stmt) if failure is not None and preempt else None
+        stmt.discard()
+        if plan is not None and plan.outcome == "nominated" and not plan.victims:
+            # Only lower-priority nominations stood in the way: their room is taken back and the
+            # job placed at once.
+            self._carry_out(job, plan, failure)
+            return self._job(job, preempt=False)
+        if plan is not None and plan.outcome == "nominated":
+            self._carry_out(job, plan, failure)
+        elif plan is not None and plan.outcome == "none":
+            self._drop_nominations(job)
+        if not strict and not (plan is not None and plan.outcome == "nominated"):
+            # NonStrict: what fits stays reserved while the GangGroup waits for the rest.
+            for key, node, request in partial:
+                stmt.assume(key, node, request)
             self.state.reserved.update({k: self.cluster.nodes[n].name for k, n in stmt.commit().items()})
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.wait_since.setdefault(job.id, self.now)
-        self._reject(job, failure)
+        self._reject(job, failure, plan)
+        # A job with room nominated for it is tried every cycle until it binds there: the room it
+        # waits for is counted as its own, so the freed-room test that wakes parked jobs cannot see it.
+        if any(self.cluster.is_held(p.key) and p.key not in self.state.reserved for p in job.pods):
+            return None
         return "room"
+
+    def _on_nominated(self, pods: list[Pod], stmt: Statement) -> bool:
+        """Places every pod on its nominated node when all of them have one and fit there: where a
+        preemption made room for the job, inside the domain it chose. Else places nothing."""
+        if not all(p.nominated_node_name in self.cluster.node_index for p in pods):
+            return False
+        mark = stmt.savepoint()
+        for pod in pods:
+            node = self.cluster.node_index[pod.nominated_node_name]
+            vec = self.cluster.request_vector(pod)
+            free = self.cluster.allocatable[node] - self.cluster.used[node]
+            if not (self.filters.static(pod).mask[node] and bool(np.all((vec == 0) | (free >= vec)))):
+                stmt.rollback(mark)
+                return False
+            stmt.assume(pod.key, node, vec)
+        return True
+
+    def _carry_out(self, job: Job, plan: Plan, failure: Failure | None) -> None:
+        """The plan as decisions: victims evicted, the room of lower-priority nominations taken
+        back, the job's pods nominated; the cluster counts it all so that later jobs of this cycle
+        see the room as the job's."""
+        trigger = failure.pod.key if failure is not None else job.pods[0].key
+        message = (f"koordpy: preempting to accommodate higher priority pods, preemptor: {job.id}, "
+                   f"triggerpod: {trigger}")
+        for key in plan.victims:
+            self.result.decisions.append(Preempt(key, message, job.id, trigger))
+            self.cluster.doom(key)
+        for key in plan.released:
+            if self.state.reserved.pop(key, None) is not None:
+                self.cluster.count(key, None)
+            pod = self.view.by_key.get(key)
+            if self.cluster.is_held(key):
+                self.cluster.count(key, None)
+            if pod is not None and pod.nominated_node_name:
+                self.result.decisions.append(Nominate(key, ""))
+        by_key = {p.key: p for p in job.pods}
+        for key, node in plan.nominated.items():
+            pod = by_key[key]
+            name = self.cluster.nodes[node].name
+            if pod.nominated_node_name != name:
+                self.result.decisions.append(Nominate(key, name))
+            self.cluster.count(key, (node, self.cluster.request_vector(pod)), held=True)
+
+    def _drop_nominations(self, job: Job) -> None:
+        """Nominations of a job that preemption can no longer help are stale: they would hold room
+        for nothing."""
+        for pod in job.pods:
+            if pod.nominated_node_name:
+                self.result.decisions.append(Nominate(pod.key, ""))
+                if self.cluster.is_held(pod.key) and pod.key not in self.state.reserved:
+                    self.cluster.count(pod.key, None)
 
     def _report_ignored_layers(self, job: Job, notes: tuple[str, ...]) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
@@ -239,7 +317,7 @@ class Cycle:
         return replace(req, anchor=anchor)
 
     def _largest_prefix(self, job: Job, pods: list[Pod], spec: Requirement | None,
-                        stmt: Statement) -> None:
+                        stmt: Statement, base: int = 0) -> None:
         """Places the longest rank-order prefix of ``pods`` that fits and is at least what the
         gangs still need, or nothing. Fitting is monotone in the prefix length (fewer pods never
         need more room), so a binary search finds it in a logarithmic number of attempts."""
@@ -247,13 +325,13 @@ class Cycle:
         while lo <= hi:
             mid = (lo + hi) // 2
             fits = self._place(pods[:mid], spec, stmt) is None
-            stmt.discard()
+            stmt.rollback(base)
             if fits:
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1
         if best and self._place(pods[:best], spec, stmt) is not None:
-            stmt.discard()  # not monotone after all (podCountMultiple): place nothing
+            stmt.rollback(base)  # not monotone after all (podCountMultiple): place nothing
 
     def _deficit(self, job: Job) -> int:
         """How many more members the GangGroup's gangs need, beyond the bound and reserved ones."""
@@ -277,36 +355,42 @@ class Cycle:
             if pod.key in self.bound:
                 continue
             if pod.key == failure.pod.key:
-                self.post_filter(pod, failure.reason)
+                self._say(pod, failure.reason)
             else:
-                self.post_filter(pod, f'GangGroup "{job.id}" reached its minimum with {bound} of {len(job.pods)} '
+                self._say(pod, f'GangGroup "{job.id}" reached its minimum with {bound} of {len(job.pods)} '
                                       f'pending members bound; the rest wait: "{failure.reason}"')
 
-    def _reject(self, job: Job, failure: Failure | None) -> None:
-        """The member that failed carries the reason; the others quote it in the GangGroup's words."""
+    def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None) -> None:
+        """The member that failed carries the reason (and what preemption did); the others quote it
+        in the GangGroup's words."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
+        after = f" {plan.message}" if plan is not None and plan.message else ""
+        quoted = ""
+        if plan is not None and plan.message and failure is not None:
+            said = plan.message.removeprefix("preemption: ")
+            quoted = f". preemption: preemption already attempted by {failure.pod.key} with message {said}"
         for pod in job.pods:
             if pod.key in self.bound:
                 continue
             if failure and pod.key == failure.pod.key:
-                self.post_filter(pod, failure.reason)
+                self._say(pod, f"{failure.reason}{after}")
             elif failure:
-                self.post_filter(pod, f'GangGroup "{job.id}" gets rejected due to member Pod "{failure.pod.key}" '
-                                      f'is unschedulable with reason "{failure.reason}", '
-                                      f"alreadyWaitForBound: {already}")
+                self._say(pod, f'GangGroup "{job.id}" gets rejected due to member Pod "{failure.pod.key}" '
+                               f'is unschedulable with reason "{failure.reason}", '
+                               f"alreadyWaitForBound: {already}{quoted}")
             else:
-                self.post_filter(pod, f'GangGroup "{job.id}" is waiting for its members: '
-                                      f"{self._counts(job)}, alreadyWaitForBound: {already}")
+                self._say(pod, f'GangGroup "{job.id}" is waiting for its members: '
+                               f"{self._counts(job)}, alreadyWaitForBound: {already}")
 
     # -- extension points ----------------------------------------------------------------
 
-    def pre_filter(self, job: Job) -> tuple[str, Wake | None] | None:
+    def pre_filter(self, job: Job) -> tuple[str, Wake | Literal["timed-out"] | None] | None:
         """Why the job cannot be tried this cycle, and what could change that (see ``View.park``),
-        or None to go on."""
+        or None to go on; "timed-out" when its wait expired. Changes nothing."""
         for gang in job.gangs:
             if gang.error:
                 return gang.error, "changed"
-        for pod in job.pods:
+        for pod in job.pods if job.is_gang else ():
             try:
                 topology_index(f"Pod {pod.key}", pod.annotations)
             except ParseError as exc:
@@ -343,7 +427,7 @@ class Cycle:
         if since is not None:
             limit = self._wait_limit(job.id, self.gangs)
             if self.now - since >= limit:
-                return self._time_out(job, limit), None
+                return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
         return None
 
     def _satisfied(self, gang: Gang) -> bool:
@@ -351,7 +435,10 @@ class Cycle:
         return cfg is not None and (gang.key in self.state.satisfied or len(gang.bound()) >= cfg.min_member)
 
     def permit(self, job: Job, placed: dict[str, int]) -> bool:
-        """Whether every gang of the GangGroup reaches its minimum with what is placed now."""
+        """Whether every gang of the GangGroup reaches its minimum with what is placed now (a lone
+        pod: whether it is placed)."""
+        if not job.is_gang:
+            return all(p.key in placed for p in job.pods)
         for gang in job.gangs:
             cfg = gang.config
             assert cfg is not None
@@ -366,11 +453,28 @@ class Cycle:
         for pod, node_idx in placed.items():
             node = self.cluster.nodes[node_idx].name
             self.bound[pod] = node
+            self.cluster.bound(pod)
             self.result.decisions.append(Bind(pod, node))
             self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
                                                f"Successfully assigned {pod} to {node}"))
 
-    def post_filter(self, pod: Pod, message: str) -> None:
+    def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
+                    stmt: Statement) -> Plan | None:
+        """kube-scheduler's PostFilter: preemption, once per job and cycle, for the pods still to place."""
+        if job.id in self.preempted_jobs:
+            return None
+        self.preempted_jobs.add(job.id)
+        plan = self.preemptor.plan(job, pods, req, failure, self._place)
+        if plan.outcome == "none" and job.is_gang and any(g.config is not None and g.config.mode == "Strict"
+                                                          for g in job.gangs):
+            least = self._deficit(job)
+            if 0 < least < len(pods):  # room for the gang's minimum may be made where all of it cannot
+                smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)
+                if smaller.outcome != "none":
+                    return smaller
+        return plan
+
+    def _say(self, pod: Pod, message: str) -> None:
         self.result.waiting[pod.key] = message
         if pod.unschedulable_message != message:
             self.result.decisions.append(SetPodScheduledFalse(pod.key, message))

@@ -82,6 +82,11 @@ class Filters:
 
     def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
+        return nodes_unavailable(len(self.cluster.nodes), self.explain_counts(pod, request))
+
+    def explain_counts(self, pod: Pod, request: npt.NDArray[np.int64]) -> Counter[str]:
+        """Per reason, how many nodes it rules out for ``pod`` (a static reason first, then each
+        resource short)."""
         static = self.static(pod)
         counts: Counter[str] = Counter(static.counts)
         free = self.cluster.free()
@@ -91,7 +96,7 @@ class Filters:
             short = int(np.count_nonzero(static.mask & (free[:, j] < request[j])))
             if short:
                 counts["Too many pods" if res == PODS else f"Insufficient {res}"] += short
-        return nodes_unavailable(len(self.cluster.nodes), counts)
+        return counts
 
 
 def nodes_unavailable(total: int, counts: Counter[str] | dict[str, int]) -> str:

@@ -7,14 +7,14 @@ place with the reason; the caller decides whether to commit or discard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
-from koordpy.core.filters import Filters, constraints_key
+from koordpy.core.filters import Filters, constraints_key, nodes_unavailable
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
@@ -27,8 +27,19 @@ MAX_LISTED_DOMAINS = 16
 
 @dataclass(frozen=True)
 class Failure:
+    """Why a job was not placed: the diagnosis its messages are rendered from.
+
+    ``resolvable``: whether removing pods could change the answer (room, offerslots), as opposed
+    to filters, an unknown layer or a configuration that no preemption can fix. ``filtered`` counts
+    the nodes each reason rules out (kube-scheduler's ``0/N nodes are available``); ``domains``
+    gives the offerslot of each domain the message lists against ``desired``."""
+
     pod: Pod
     reason: str
+    resolvable: bool = True
+    filtered: tuple[tuple[str, int], ...] = ()
+    domains: tuple[tuple[str, int], ...] = ()
+    desired: int = 0
 
 
 def rank_order(pods: list[Pod]) -> list[Pod]:
@@ -45,6 +56,11 @@ class Placer:
     def __init__(self, filters: Filters) -> None:
         self.filters = filters
         self.cluster = filters.cluster
+        # Nodes a preemption dry run confines the job to (one candidate), else None.
+        self.only: npt.NDArray[np.bool_] | None = None
+
+    def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        return mask if self.only is None else mask & self.only
 
     # -- plain binpacking (no topology spec) ---------------------------------------------
 
@@ -56,7 +72,7 @@ class Placer:
             shapes.setdefault((req.tobytes(), constraints_key(p)), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
-            mask = self.filters.static(members[0]).mask
+            mask = self._mask(self.filters.static(members[0]).mask)
             slots = node_offerslots(self.cluster.free(), req, mask)
             order = np.lexsort((np.arange(len(slots)), -self._most_allocated(req)))
             ordered = slots[order]
@@ -67,7 +83,10 @@ class Placer:
             stmt.assume_many([p.key for p in members[:placed]], nodes.astype(np.int64), req)
             if placed < len(members):
                 failed = members[placed]
-                return Failure(failed, self.filters.explain(failed, req))
+                counts = self.filters.explain_counts(failed, req)
+                return Failure(failed, nodes_unavailable(len(self.cluster.nodes), counts),
+                               resolvable=bool(mask.any()), filtered=tuple(sorted(counts.items())),
+                               desired=len(members))
         return None
 
     def _most_allocated(self, req: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -84,7 +103,7 @@ class Placer:
     def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
         """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
         if req.failure is not None:
-            return Failure(pods[0], req.failure)
+            return Failure(pods[0], req.failure, resolvable=False)
         if req.subgroups or req.style == "tiers":
             failure = self.tiers(pods, req, stmt)
         elif req.style == "levels":
@@ -97,7 +116,7 @@ class Placer:
             scope = int(tree.rank[0]) if req.scope is None else req.scope
             failure = self._gather(pods, tree, req, multiple, scope, stmt)
         if failure is not None and req.notes:
-            return Failure(failure.pod, f"{failure.reason.rstrip('.')}; {'; '.join(req.notes)}.")
+            return replace(failure, reason=f"{failure.reason.rstrip('.')}; {'; '.join(req.notes)}.")
         return failure
 
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
@@ -138,7 +157,10 @@ class Placer:
             filtered = self.filters.static_counts(distinct)
             if filtered:
                 reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
-            return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.")
+            return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.",
+                           resolvable=bool(feasible.any()), filtered=tuple(sorted(filtered.items())),
+                           domains=tuple((tree.label(d) if req.tree == "cnt" else tree.name(d), int(sums[d]))
+                                         for d in listed[:MAX_LISTED_DOMAINS]), desired=desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
@@ -408,7 +430,7 @@ class Placer:
             vec = self.cluster.request_vector(pod)
             free = self.cluster.allocatable[nodes] - self.cluster.used[nodes]
             fits = np.all((vec == 0) | (free >= vec), axis=1)
-            ok = self.filters.static(pod).mask[nodes] & ~tree.outside[nodes] & fits
+            ok = self._mask(self.filters.static(pod).mask)[nodes] & ~tree.outside[nodes] & fits
             hit = np.flatnonzero(ok)
             if hit.size == 0:
                 return False
@@ -418,7 +440,7 @@ class Placer:
     def feasible(self, pods: list[Pod], tree: TopologyTree) -> npt.NDArray[np.bool_]:
         """Nodes every one of ``pods`` may use and that the tree's topology holds."""
         masks = {id(m): m for m in (self.filters.static(p).mask for p in pods)}
-        mask = ~tree.outside
+        mask = self._mask(~tree.outside)
         for m in masks.values():
             mask = mask & m
         return np.asarray(mask, dtype=np.bool_)

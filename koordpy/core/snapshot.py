@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import PODS, Node, Pod, PriorityClass
+from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
@@ -57,6 +57,74 @@ def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
     return default.value if default else 0
 
 
+class PodIndex:
+    """Every counted pod as a row of arrays: its node, request and priority, and whether it is
+    held (a pending pod counted where it is nominated or reserved), protected from preemption
+    (labelled so, or already terminating) or terminating because of preemption. Preemption reads
+    it whole with numpy instead of walking pod objects. Rows of pods that are gone are reused."""
+
+    def __init__(self, resources: int) -> None:
+        self.row: dict[str, int] = {}
+        self.keys: list[str] = []
+        self._spare: list[int] = []
+        self.node = np.zeros(0, dtype=np.int64)
+        self.req = np.zeros((0, resources), dtype=np.int64)
+        self.prio = np.zeros(0, dtype=np.int64)
+        self.live = np.zeros(0, dtype=np.bool_)
+        self.held = np.zeros(0, dtype=np.bool_)
+        self.protected = np.zeros(0, dtype=np.bool_)
+        self.doomed = np.zeros(0, dtype=np.bool_)
+
+    def _grow(self) -> None:
+        n = max(64, 2 * len(self.keys))
+        extra = n - len(self.keys)
+        self.node = np.concatenate([self.node, np.full(extra, -1, dtype=np.int64)])
+        self.req = np.concatenate([self.req, np.zeros((extra, self.req.shape[1]), dtype=np.int64)])
+        self.prio = np.concatenate([self.prio, np.zeros(extra, dtype=np.int64)])
+        for name in ("live", "held", "protected", "doomed"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=np.bool_)]))
+        self._spare.extend(range(n - 1, len(self.keys) - 1, -1))
+        self.keys.extend([""] * extra)
+
+    def put(self, key: str, node: int, req: npt.NDArray[np.int64], held: bool, meta: PodMeta) -> None:
+        i = self.row.get(key)
+        if i is None:
+            if not self._spare:
+                self._grow()
+            i = self.row[key] = self._spare.pop()
+            self.keys[i] = key
+        self.node[i], self.req[i], self.live[i], self.held[i] = node, req, True, held
+        self.describe(i, meta)
+
+    def describe(self, i: int, meta: PodMeta) -> None:
+        self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
+
+    def drop(self, key: str) -> None:
+        i = self.row.pop(key, None)
+        if i is not None:
+            self.live[i] = False
+            self.node[i] = -1
+            self.keys[i] = ""
+            self._spare.append(i)
+
+    def on_node(self, node: int) -> list[str]:
+        return [self.keys[i] for i in np.flatnonzero(self.live & (self.node == node)).tolist()]
+
+
+@dataclass(frozen=True)
+class PodMeta:
+    priority: int
+    pending: bool  # not bound: counted only where it is nominated or reserved
+    protected: bool  # never a victim: labelled so, or terminating already
+    doomed: bool  # terminating because a scheduler preempted it
+
+
+def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
+    return PodMeta(effective_priority(pod, classes), not pod.node_name,
+                   pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
+                   pod.deleting and pod.preempted)
+
+
 class Cluster:
     """Resource arrays over the snapshot's nodes, and which pods are counted where.
 
@@ -81,6 +149,9 @@ class Cluster:
             for r, q in n.allocatable.items():
                 self.allocatable[i, self.res_index[r]] = q
         self.used = np.zeros_like(self.allocatable)
+        self.classes = snapshot.priority_classes
+        self.meta: dict[str, PodMeta] = {}
+        self.index = PodIndex(len(self.resources))
         self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
         self.counted: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}  # pod -> (node, request) in used
         self.tick = 0
@@ -120,12 +191,20 @@ class Cluster:
         return all(r in self.res_index for r in pod.requests)
 
     def recount(self, key: str, pod: Pod | None, assumed: dict[str, str]) -> None:
-        """Counts ``pod`` (None: gone) where it runs or is reserved, if that changed."""
+        """Counts ``pod`` (None: gone) where it runs, is reserved or is nominated, if that changed.
+        A nomination holds the room made for the pod against pods of lower or equal priority."""
         node = None
         if pod is None:
             self._requests.pop(key, None)  # gone: its cached vector would outlive it
-        elif not pod.terminal:
-            node = self.node_index.get(pod.node_name or assumed.get(key, ""))
+            self.meta.pop(key, None)
+        else:
+            meta = self.meta[key] = pod_meta(pod, self.classes)
+            row = self.index.row.get(key)
+            if row is not None:
+                self.index.describe(row, meta)
+            if not pod.terminal:
+                node = self.node_index.get(pod.node_name or assumed.get(key, "")
+                                           or ("" if pod.deleting else pod.nominated_node_name))
         have = self.counted.get(key)
         if node is None:
             if have is not None:
@@ -133,34 +212,61 @@ class Cluster:
             return
         assert pod is not None
         vec = self.request_vector(pod)
-        if have is None or have[0] != node or have[1] is not vec:
-            self.count(key, (node, vec))
+        held = not pod.node_name
+        if have is None or have[0] != node or have[1] is not vec or self.is_held(key) != held:
+            self.count(key, (node, vec), held=held)
 
-    def count(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
+    def is_held(self, key: str) -> bool:
+        row = self.index.row.get(key)
+        return row is not None and bool(self.index.held[row])
+
+    def count(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool = False) -> None:
         """Moves the pod's usage to ``entry`` (node, request), or ends it."""
         old = self.counted.get(key)
         if old is not None:
             self.change(old[0], old[1], -1, frees=True)
         if entry is not None:
             self.change(entry[0], entry[1], 1)
-        self.adopt(key, entry)
+        self.adopt(key, entry, held)
 
-    def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
-        """Records the pod as counted at ``entry`` (whose usage is already in ``used``)."""
+    def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool = False) -> None:
+        """Records the pod as counted at ``entry`` (whose usage is already in ``used``); ``held``: a
+        pending pod's nomination or reservation, not a pod that runs there."""
         old = self.counted.get(key)
+        was_held = self.is_held(key)
         self.moves += 1
-        if entry is None:
-            self.counted.pop(key, None)
-        else:
-            self.counted[key] = entry
+        self._restore(key, entry, held)
         if self.journal is not None:
-            self.journal.append(lambda: self._restore(key, old))
+            self.journal.append(lambda: self._restore(key, old, was_held))
 
-    def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None) -> None:
+    def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
         if entry is None:
             self.counted.pop(key, None)
+            self.index.drop(key)
         else:
             self.counted[key] = entry
+            meta = self.meta.get(key) or PodMeta(0, held, False, False)
+            self.index.put(key, entry[0], entry[1], held, meta)
+
+    def bound(self, key: str) -> None:
+        """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
+        meta = self.meta.get(key)
+        if meta is not None:
+            self.meta[key] = meta = PodMeta(meta.priority, False, meta.protected, meta.doomed)
+        row = self.index.row.get(key)
+        if row is not None:
+            self.index.held[row] = False
+            if meta is not None:
+                self.index.describe(row, meta)
+
+    def doom(self, key: str) -> None:
+        """The pod is being preempted this cycle: no later job may count it as a victim again."""
+        meta = self.meta.get(key)
+        if meta is not None:
+            self.meta[key] = meta = PodMeta(meta.priority, meta.pending, True, True)
+            row = self.index.row.get(key)
+            if row is not None:
+                self.index.describe(row, meta)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False) -> None:

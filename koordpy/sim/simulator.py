@@ -28,7 +28,9 @@ from koordpy.core.decisions import (
     Bind,
     CycleResult,
     Event,
+    Nominate,
     PodGroupStatusUpdate,
+    Preempt,
     SetPodScheduledFalse,
 )
 from koordpy.core.gang import SchedulerState
@@ -59,6 +61,9 @@ class World:
     owners: dict[str, Owner] = field(default_factory=dict)  # by uid
     ignored: list[str] = field(default_factory=list)
     now: float = DEFAULT_EPOCH
+    gone_at: dict[str, float] = field(default_factory=dict)  # pod being deleted -> when its grace period ends
+    preempted: list[str] = field(default_factory=list)  # victims, in the order they were evicted
+    nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
 
     @classmethod
     def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
@@ -195,6 +200,21 @@ class World:
                 changes += 1
             elif isinstance(d, SetPodScheduledFalse):
                 self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
+            elif isinstance(d, Preempt):
+                # What the shell does: DisruptionTarget, then a deletion that takes the grace period.
+                victim = self.pods.get(d.pod)
+                if victim is not None and not victim.deleting:
+                    self.pods[d.pod] = victim.model_copy(update={"deleting": True, "preempted": True})
+                    self.gone_at[d.pod] = self.now + victim.grace_period
+                    self.preempted.append(d.pod)
+                    changes += 1
+            elif isinstance(d, Nominate):
+                pod = self.pods.get(d.pod)
+                if pod is not None and pod.nominated_node_name != d.node:
+                    self.pods[d.pod] = pod.model_copy(update={"nominated_node_name": d.node})
+                    if d.node:
+                        self.nominated[d.pod] = d.node
+                    changes += 1
             elif isinstance(d, PodGroupStatusUpdate) and d.group == "scheduling.volcano.sh":
                 vpg = self.volcano_podgroups[d.podgroup]
                 self.volcano_podgroups[d.podgroup] = vpg.model_copy(update={"status": vpg.status.model_copy(
@@ -203,6 +223,15 @@ class World:
                 status = PodGroupStatus.from_api(Reader(f"PodGroup {d.podgroup}"), d.status)
                 self.podgroups[d.podgroup] = self.podgroups[d.podgroup].model_copy(update={"status": status})
         return changes
+
+    def next_deletion(self) -> float | None:
+        return min(self.gone_at.values(), default=None)
+
+    def finish_deletions(self) -> None:
+        """Pods whose grace period has ended are gone."""
+        for key in [k for k, t in self.gone_at.items() if t <= self.now]:
+            del self.gone_at[key]
+            self.pods.pop(key, None)
 
 
 @dataclass
@@ -218,12 +247,14 @@ class SimulationResult:
     truncated: bool = False  # stopped at MAX_ROUNDS before the world settled: the result is partial
     # HyperNode -> its status as the live scheduler writes it: nodeCount and what is wrong with it.
     hypernodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nominated: dict[str, str] = field(default_factory=dict)  # pod -> node, as nominated by preemption
 
     def to_json(self) -> dict[str, Any]:
         return {
             "bound": self.bound,
             "pending": self.pending,
             "preempted": self.preempted,
+            "nominated": self.nominated,
             "podgroups": self.podgroups,
             "topology": {"detailStatus": self.detail_status},
             "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
@@ -255,8 +286,16 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         bound.update({d.pod: d.node for d in result.binds})
         if world.apply(result):
             continue
-        if result.next_deadline is not None and result.next_deadline > world.now:
-            world.now = result.next_deadline
+        # Nothing changes until a victim's grace period ends or a gang's wait expires: the clock
+        # jumps to whichever comes first.
+        wakes = [t for t in (result.next_deadline, world.next_deletion()) if t is not None and t > world.now]
+        due = world.next_deletion()
+        if due is not None and due <= world.now:
+            world.finish_deletions()
+            continue
+        if wakes:
+            world.now = min(wakes)
+            world.finish_deletions()
             continue
         break
     else:
@@ -272,7 +311,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     # The core's view holds the tree for these very nodes; a fresh build is for a run that had no cycle.
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
-        bound=bound, pending=pending, preempted=[],
+        bound={k: v for k, v in bound.items() if k in world.pods}, pending=pending, preempted=list(world.preempted),
         podgroups={**{k: {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0), "minMember": pg.min_member}
                       for k, pg in world.volcano_podgroups.items()},
                    **{k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
@@ -280,6 +319,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         hypernodes=_hypernode_status(cluster) if world.hypernodes else {},
+        nominated=dict(world.nominated),
     )
 
 

@@ -1,0 +1,289 @@
+"""post_filter: job-level, topology-aware preemption.
+
+Belongs here: whether a job that cannot be placed may preempt (its policy, victims of an earlier
+preemption still terminating on its nominated nodes, a failure that removing pods cannot
+resolve), the dry run that removes every lower-priority pod, the candidates (the domains of the
+job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims, the ranking
+of candidates by what they disrupt, and the plan that results: victims, nominations, and pending
+pods whose nominated room goes. The dry run works on a Statement that is always discarded, so
+nothing it tries outlives it. Does not belong here: carrying the plan out (the cycle turns it into
+decisions, the shell writes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import Pod, PriorityClass
+from koordpy.core.gang import Gang, Job
+from koordpy.core.placement import Failure, Placer
+from koordpy.core.requirement import Requirement
+from koordpy.core.snapshot import Cluster
+from koordpy.core.statement import Statement
+from koordpy.core.tree import TopologyTree
+from koordpy.kernels import node_offerslots, subtree_sums
+from koordpy.kernels.preempt import (
+    NO_VICTIM,
+    candidate_costs,
+    order_candidates,
+    reclaimable_free,
+    reprieve,
+)
+
+Place = Callable[[list[Pod], Requirement | None, Statement], Failure | None]
+# What became of the attempt: "nominated" (victims chosen, the job waits for them on its nominated
+# nodes), "waiting" (an earlier preemption of this job is still under way: its nominations stand),
+# "none" (preemption cannot help or may not run: nominations the job holds are stale).
+Outcome = Literal["nominated", "waiting", "none"]
+MAX_VERIFIED = 8  # candidates placed for real, best first, before giving up
+NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."
+
+
+@dataclass
+class Plan:
+    outcome: Outcome
+    message: str  # "preemption: ...", said after the failure in the pods' condition
+    victims: tuple[str, ...] = ()  # running pods to evict
+    released: tuple[str, ...] = ()  # pending pods whose nominated or reserved room is taken
+    nominated: dict[str, int] = field(default_factory=dict)  # the preemptor's pods -> node
+    where: str = ""  # the candidate chosen, as messages name it
+
+
+@dataclass
+class _Candidates:
+    """Candidates of one rank of the tree: disjoint node sets."""
+
+    domains: list[int]  # tree domain per candidate (-1: a candidate of nodes without a domain)
+    of_node: npt.NDArray[np.int64]  # node -> candidate, -1 outside all
+    totals: npt.NDArray[np.int64]  # reclaimable offerslots per candidate
+    names: list[str]
+    name_rank: npt.NDArray[np.int64]
+
+
+class Preemptor:
+    def __init__(self, cluster: Cluster, placer: Placer, classes: Mapping[str, PriorityClass],
+                 member_of: Mapping[str, str], groups: Mapping[str, str], gangs: Mapping[str, Gang]) -> None:
+        self.cluster = cluster
+        self.placer = placer
+        self.classes = classes
+        self.member_of = member_of
+        self.groups = groups
+        self.gangs = gangs
+
+    # -- eligibility -------------------------------------------------------------------------
+
+    def policy(self, pod: Pod) -> str:
+        if pod.preemption_policy:
+            return pod.preemption_policy
+        pc = self.classes.get(pod.priority_class_name) if pod.priority_class_name else None
+        if pc is None and not pod.priority_class_name:
+            pc = next((c for c in self.classes.values() if c.global_default), None)
+        return pc.preemption_policy if pc is not None else "PreemptLowerPriority"
+
+    def terminating_on_nominated(self, job: Job) -> bool:
+        """Whether a node one of the job's pods is nominated to still holds a lower-priority pod
+        that a preemption is terminating: the room is coming, preempting again would take more."""
+        nodes = {self.cluster.node_index[p.nominated_node_name] for p in job.pods
+                 if p.nominated_node_name in self.cluster.node_index}
+        if not nodes:
+            return False
+        idx = self.cluster.index
+        doomed = idx.node[idx.live & idx.doomed & (idx.prio < job.priority)]
+        return bool(np.isin(doomed, np.fromiter(nodes, dtype=np.int64)).any())
+
+    # -- the dry run ---------------------------------------------------------------------------
+
+    def plan(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure, place: Place) -> Plan:
+        if self.policy(failure.pod) == "Never":
+            return Plan("none", NOT_ELIGIBLE_NEVER)
+        if self.terminating_on_nominated(job):
+            return Plan("waiting", NOT_ELIGIBLE_TERMINATING)
+        # Silent when there is nothing preemption could do (no message is better than noise on every
+        # pending pod of a cluster that does not use priorities).
+        if not failure.resolvable or not pods:
+            return Plan("none", "")
+        cluster, idx = self.cluster, self.cluster.index
+        own = [idx.row[p.key] for p in job.pods if p.key in idx.row]
+        sel = idx.live & (idx.prio < job.priority) & ~idx.protected
+        sel[own] = False
+        rows = np.flatnonzero(sel)
+        if not len(rows):
+            return Plan("none", "")
+        tree = cluster.trees[req.tree] if req is not None else cluster.tree
+        vec = np.max(np.stack([cluster.request_vector(p) for p in pods]), axis=0)
+        feasible = self.placer.feasible(pods, tree)
+        v_node = idx.node[rows]
+        reclaim = reclaimable_free(cluster.free(), v_node, idx.req[rows])
+        slots = node_offerslots(reclaim, vec, feasible)
+        desired = len(pods)
+        ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
+        if not any(bool(np.any(c.totals >= desired)) for c in ranks):
+            best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
+                       default=(0, "the cluster"))
+            return Plan("none", f"preemption: not helpful: even without every lower-priority pod, no candidate can "
+                                f"take all {desired} pods (the most is {best[0]}, in {best[1]}).")
+        order = self._reprieve_order(rows)
+        rows, v_node = rows[order], v_node[order]
+        v_req = idx.req[rows]
+        v_held = idx.held[rows]
+        v_prio = idx.prio[rows]
+        job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
+        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_]]] = []
+        tops, jobs_n, pods_n, packs, names = [], [], [], [], []
+        for cands in ranks:
+            if not bool(np.any(cands.totals >= desired)):
+                continue
+            evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req)
+            v_cand = cands.of_node[v_node]
+            by = np.lexsort((gang_ids, job_ids, v_cand))
+            top, jobs, npods = candidate_costs(evicted[by], v_cand[by], v_prio[by], job_ids[by], gang_ids[by],
+                                               ~v_held[by], gang_bound, gang_min, len(cands.domains))
+            for c in np.flatnonzero(cands.totals >= desired).tolist():
+                scored.append((cands, c, evicted & (v_cand == c)))
+                tops.append(int(top[c]))
+                jobs_n.append(int(jobs[c]))
+                pods_n.append(int(npods[c]))
+                packs.append(int(cands.totals[c]))
+                names.append(int(cands.name_rank[c]))
+        ranking = order_candidates(np.array(tops, dtype=np.int64), np.array(jobs_n, dtype=np.int64),
+                                   np.array(pods_n, dtype=np.int64), np.array(packs, dtype=np.int64),
+                                   np.array(names, dtype=np.int64))
+        stmt = Statement(cluster)
+        for i in ranking[:MAX_VERIFIED].tolist():
+            cands, c, chosen = scored[i]
+            only = cands.of_node == c
+            for attempt in (chosen, (cands.of_node[v_node] == c)):
+                plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
+                if plan is not None:
+                    plan.where = cands.names[c]
+                    plan.message = self._message(plan, job)
+                    return plan
+        return Plan("none", f"preemption: not helpful: no candidate takes all {desired} pods once its "
+                            "lower-priority pods are gone.")
+
+    def _verify(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
+                victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_],
+                only: npt.NDArray[np.bool_]) -> Plan | None:
+        """Places the job for real inside the candidate once ``victims`` are gone; the plan if it fits."""
+        idx = self.cluster.index
+        keys = [idx.keys[i] for i in victims.tolist()]
+        for key in keys:
+            stmt.evict(key)
+        self.placer.only = only
+        try:
+            failure = place(pods, req, stmt)
+            placed = stmt.placed
+        finally:
+            self.placer.only = None
+            stmt.discard()
+        if failure is not None:
+            return None
+        targets = set(placed.values())
+        # Pending pods of lower priority nominated on the nodes the job takes lose that room too.
+        lower = np.flatnonzero(idx.live & idx.held & (idx.prio < job.priority)
+                               & np.isin(idx.node, np.fromiter(targets, dtype=np.int64)))
+        own = {p.key for p in job.pods}
+        released = {k for k, h in zip(keys, held.tolist(), strict=True) if h}
+        released.update(k for k in (idx.keys[i] for i in lower.tolist()) if k not in own)
+        victims_out = tuple(k for k, h in zip(keys, held.tolist(), strict=True) if not h)
+        return Plan("nominated", "", victims_out, tuple(sorted(released)), placed)
+
+    def _message(self, plan: Plan, job: Job) -> str:
+        if not plan.victims:
+            return f"preemption: room taken back from lower-priority nominations in {plan.where}."
+        jobs = {self.groups.get(self.member_of.get(k, ""), k) for k in plan.victims}
+        shown = ", ".join(plan.victims[:3]) + (f" and {len(plan.victims) - 3} more" if len(plan.victims) > 3 else "")
+        return (f"preemption: preempting {len(plan.victims)} lower-priority pod(s) of {len(jobs)} job(s) in "
+                f"{plan.where} ({shown}); the job is nominated there and waits for them to terminate.")
+
+    # -- candidates ----------------------------------------------------------------------------
+
+    def _candidate_sets(self, tree: TopologyTree, req: Requirement | None, slots: npt.NDArray[np.int64],
+                        lone: bool) -> list[_Candidates]:
+        """Where the job may go, one set per rank searched: the domains of its hard scope (every tier
+        Volcano would search), each node for a lone pod without topology, else the whole cluster."""
+        n = len(self.cluster.nodes)
+        if req is None:
+            if lone:
+                names = [node.name for node in self.cluster.nodes]
+                return [_Candidates(list(range(n)), np.arange(n, dtype=np.int64), slots.copy(), names,
+                                    np.arange(n, dtype=np.int64))]
+            return [_Candidates([0], np.zeros(n, dtype=np.int64), np.array([int(slots.sum())], dtype=np.int64),
+                                ["the cluster"], np.zeros(1, dtype=np.int64))]
+        top = int(tree.rank[0])
+        if req.style == "tiers":
+            lo = int(tree.rank[tree.domain_node < 0].min())
+            hi = min(req.scope, top) if req.hard and req.scope is not None else top
+            ranks = list(range(lo, hi + 1))
+        else:
+            ranks = [top if req.scope is None else req.scope]
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
+        inside = np.ones(len(tree.order), dtype=np.bool_)
+        if req.anchor is not None:  # running members keep the job inside their domain
+            inside[:] = False
+            inside[req.anchor: tree.end[req.anchor]] = True
+        out = []
+        seen: set[int] = set()
+        for r in ranks:
+            domains = [int(d) for d in np.flatnonzero((tree.rank == r) & inside) if int(d) not in seen]
+            if not domains and req.anchor is not None and tree.rank[req.anchor] <= r and req.anchor not in seen:
+                domains = [req.anchor]
+            if not domains:
+                continue
+            seen.update(domains)
+            of_node = np.full(n, -1, dtype=np.int64)
+            for i, d in enumerate(domains):
+                of_node[tree.subtree_nodes(d)] = i
+            of_node[tree.outside] = -1
+            names = [("the cluster" if d == 0 else tree.label(d) if req.tree == "cnt" else tree.name(d))
+                     for d in domains]
+            out.append(_Candidates(domains, of_node, sums[domains].astype(np.int64), names,
+                                   tree.name_rank[domains].astype(np.int64)))
+        return out
+
+    # -- victims -------------------------------------------------------------------------------
+
+    def _reprieve_order(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Who is put back first: the highest priority; among equals a gang's members before pods
+        of no gang (so gangs stay whole), then by namespace/name. Pending pods' nominations last:
+        taking back room promised to a lower-priority job costs less than evicting a running pod."""
+        idx = self.cluster.index
+        keys = np.array([idx.keys[i] for i in rows.tolist()], dtype=object)
+        standalone = np.array([k not in self.member_of for k in keys.tolist()], dtype=np.bool_)
+        names = np.argsort(np.argsort(keys.astype(str), kind="stable"), kind="stable")
+        return np.lexsort((names, standalone, -idx.prio[rows], idx.held[rows]))
+
+    def _jobs_of(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                              npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Per victim: its job (GangGroup, or itself) and gang as numbers, with each gang's bound
+        members and minimum."""
+        idx = self.cluster.index
+        job_of: dict[str, int] = {}
+        gang_of: dict[str, int] = {}
+        jobs = np.empty(len(rows), dtype=np.int64)
+        gangs = np.full(len(rows), -1, dtype=np.int64)
+        for v, key in enumerate(idx.keys[i] for i in rows.tolist()):
+            gkey = self.member_of.get(key)
+            gang = self.gangs.get(gkey) if gkey is not None else None
+            if gang is None or gang.config is None:
+                jobs[v] = job_of.setdefault(key, len(job_of))
+                continue
+            jobs[v] = job_of.setdefault(self.groups.get(gang.key, gang.key), len(job_of))
+            gangs[v] = gang_of.setdefault(gang.key, len(gang_of))
+        bound = np.zeros(len(gang_of), dtype=np.int64)
+        least = np.zeros(len(gang_of), dtype=np.int64)
+        for key, g in gang_of.items():
+            gang = self.gangs[key]
+            assert gang.config is not None
+            bound[g] = sum(1 for p in gang.pods if p.node_name)
+            least[g] = gang.config.min_member
+        return jobs, gangs, bound, least
+
+
+__all__ = ["NO_VICTIM", "NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "Plan", "Preemptor"]

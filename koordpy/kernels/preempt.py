@@ -1,0 +1,171 @@
+"""Preemption kernels: the room lower-priority pods hold, the reprieve of victims, the cost of a candidate.
+
+Victims are rows of plain arrays (node, request, priority, job, gang), never pod objects. A
+candidate is a set of nodes (a topology domain's subtree, or one node); ``cand_of_node`` maps
+each node to its candidate, or -1 outside every candidate. The job fits a candidate when the
+offerslots of its nodes add up to the job's size, which is the gather rule's test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from koordpy.kernels.offerslot import UNBOUNDED, node_slots
+
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+NO_VICTIM = -(1 << 62)  # the highest victim priority of a candidate without victims
+
+
+@njit(cache=True, nogil=True)
+def reclaimable_free(free: I64, v_node: I64, v_req: I64) -> I64:
+    """Free room per node once every victim is gone (N x R)."""
+    out = free.copy()
+    for v in range(v_node.shape[0]):
+        n = v_node[v]
+        for j in range(out.shape[1]):
+            out[n, j] += v_req[v, j]
+    return out
+
+
+def reclaimable_free_py(free: I64, v_node: I64, v_req: I64) -> I64:
+    out = free.tolist()
+    for n, req in zip(v_node.tolist(), v_req.tolist(), strict=True):
+        out[n] = [a + b for a, b in zip(out[n], req, strict=True)]
+    return np.array(out, dtype=np.int64).reshape(free.shape)
+
+
+@njit(cache=True, nogil=True)
+def reprieve(free: I64, vec: I64, feasible: B, desired: int, cand_of_node: I64, cand_total: I64,
+             v_node: I64, v_req: I64) -> B:
+    """Puts victims back one by one, in the order given, keeping each whose return still leaves its
+    candidate ``desired`` offerslots; returns which stay victims. ``free`` is the room with every
+    victim gone and ``cand_total`` each candidate's offerslots then (both are left unchanged)."""
+    room = free.copy()
+    total = cand_total.copy()
+    evicted = np.zeros(v_node.shape[0], dtype=np.bool_)
+    for v in range(v_node.shape[0]):
+        n = v_node[v]
+        c = cand_of_node[n]
+        if c < 0 or total[c] < desired:
+            continue  # outside every candidate that can take the job: it never needs to go
+        before = node_slots(room, vec, feasible, n)
+        for j in range(room.shape[1]):
+            room[n, j] -= v_req[v, j]
+        after = node_slots(room, vec, feasible, n)
+        if total[c] - before + after >= desired:
+            total[c] += after - before
+        else:
+            for j in range(room.shape[1]):
+                room[n, j] += v_req[v, j]
+            evicted[v] = True
+    return evicted
+
+
+def _slots_py(row: list[int], vec: list[int], ok: bool) -> int:
+    if not ok:
+        return 0
+    fits = [max(f, 0) // q for f, q in zip(row, vec, strict=True) if q > 0]
+    return min(fits) if fits else int(UNBOUNDED)
+
+
+def reprieve_py(free: I64, vec: I64, feasible: B, desired: int, cand_of_node: I64, cand_total: I64,
+                v_node: I64, v_req: I64) -> B:
+    room = free.tolist()
+    total = cand_total.tolist()
+    q, ok, cand = vec.tolist(), feasible.tolist(), cand_of_node.tolist()
+    out = []
+    for n, req in zip(v_node.tolist(), v_req.tolist(), strict=True):
+        c = cand[n]
+        if c < 0 or total[c] < desired:
+            out.append(False)
+            continue
+        back = [a - b for a, b in zip(room[n], req, strict=True)]
+        before, after = _slots_py(room[n], q, ok[n]), _slots_py(back, q, ok[n])
+        if total[c] - before + after >= desired:
+            total[c] += after - before
+            room[n] = back
+            out.append(False)
+        else:
+            out.append(True)
+    return np.array(out, dtype=np.bool_)
+
+
+@njit(cache=True, nogil=True)
+def candidate_costs(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B,
+                    gang_bound: I64, gang_min: I64, n_cand: int) -> tuple[I64, I64, I64]:
+    """Per candidate: the highest priority among its victims, how many jobs they disrupt (a GangGroup
+    once, a pod of no gang once) and how many pods (evicting a gang below its minimum disrupts all of
+    its bound members). Victims must come sorted by candidate, job, gang; ``counts`` is False for a
+    victim that costs nothing (a pending pod's nomination). ``v_gang`` is -1 for a pod of no gang."""
+    top = np.full(n_cand, NO_VICTIM, dtype=np.int64)
+    jobs = np.zeros(n_cand, dtype=np.int64)
+    pods = np.zeros(n_cand, dtype=np.int64)
+    last_c, last_job, last_gang, run = -1, -1, -1, 0
+    for v in range(v_cand.shape[0]):
+        if not evicted[v] or not counts[v]:
+            continue
+        c, job, g = v_cand[v], v_job[v], v_gang[v]
+        if v_prio[v] > top[c]:
+            top[c] = v_prio[v]
+        if c != last_c or job != last_job:
+            jobs[c] += 1
+        if g < 0:
+            pods[c] += 1
+        elif c == last_c and g == last_gang:
+            run += 1
+        else:
+            run = 1
+        if g >= 0:
+            # The gang's price so far replaces what its earlier victims in this run were priced at.
+            prev = run - 1
+            was = 0 if prev == 0 else (gang_bound[g] if gang_bound[g] - prev < gang_min[g] else prev)
+            now = gang_bound[g] if gang_bound[g] - run < gang_min[g] else run
+            pods[c] += now - was
+        last_c, last_job, last_gang = c, job, g
+    return top, jobs, pods
+
+
+def candidate_costs_py(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B,
+                       gang_bound: I64, gang_min: I64, n_cand: int) -> tuple[I64, I64, I64]:
+    top = [NO_VICTIM] * n_cand
+    jobs: list[set[int]] = [set() for _ in range(n_cand)]
+    per_gang: dict[tuple[int, int], int] = {}
+    lone = [0] * n_cand
+    for e, c, p, job, g, k in zip(evicted.tolist(), v_cand.tolist(), v_prio.tolist(), v_job.tolist(),
+                                  v_gang.tolist(), counts.tolist(), strict=True):
+        if not e or not k:
+            continue
+        top[c] = max(top[c], p)
+        jobs[c].add(job)
+        if g < 0:
+            lone[c] += 1
+        else:
+            per_gang[c, g] = per_gang.get((c, g), 0) + 1
+    pods = list(lone)
+    for (c, g), k in per_gang.items():
+        bound, least = int(gang_bound[g]), int(gang_min[g])
+        pods[c] += bound if bound - k < least else k
+    return (np.array(top, dtype=np.int64), np.array([len(j) for j in jobs], dtype=np.int64),
+            np.array(pods, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def order_candidates(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> I64:
+    """Candidates best first: no victims at all, then the lowest highest victim priority, the fewest
+    disrupted jobs, the fewest disrupted pods, the smallest offerslot (binpack), the name. Stable
+    sorts from the least significant key up."""
+    order = np.argsort(name_rank, kind="mergesort")
+    for key in (binpack, pods, jobs, top):
+        order = order[np.argsort(key[order], kind="mergesort")]
+    none = (jobs[order] == 0) & (top[order] == NO_VICTIM)
+    return np.concatenate((order[none], order[~none]))
+
+
+def order_candidates_py(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> I64:
+    idx = list(range(top.shape[0]))
+    idx.sort(key=lambda c: (not (jobs[c] == 0 and top[c] == NO_VICTIM), int(top[c]), int(jobs[c]), int(pods[c]),
+                            int(binpack[c]), int(name_rank[c])))
+    return np.array(idx, dtype=np.int64)
