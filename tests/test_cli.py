@@ -141,6 +141,7 @@ metadata:
 spec:
   schedulerName: koordpy
   priorityClassName: training
+  preemptionPolicy: POLICY
   containers:
   - name: main
     image: trainer:2
@@ -149,10 +150,11 @@ spec:
 """
 
 
-def replay(tmp_path: Path, pods: int) -> subprocess.CompletedProcess[str]:
+def replay(tmp_path: Path, pods: int, policy: str = "PreemptLowerPriority") -> subprocess.CompletedProcess[str]:
     """The what-if workflow: a live cluster's kubectl dump on stdin, plus a job that is not submitted yet."""
     job = tmp_path / "new-job.yaml"
-    job.write_text(NEW_JOB.replace("MIN", str(pods)) + "".join(NEW_POD.replace("-I", f"-{i}") for i in range(pods)))
+    job.write_text(NEW_JOB.replace("MIN", str(pods))
+                   + "".join(NEW_POD.replace("-I", f"-{i}").replace("POLICY", policy) for i in range(pods)))
     cluster = (ROOT / "tests" / "data" / "kubectl-get-cluster.yaml").read_text()
     return subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", "-", "-f", str(job), "-o", "json"],
                           input=cluster, capture_output=True, text=True, cwd=ROOT, check=False)
@@ -172,13 +174,23 @@ def test_replay_a_kubectl_dump_from_stdin_and_the_job_lands(tmp_path: Path) -> N
 
 
 def test_replay_a_kubectl_dump_and_the_job_waits_saying_why(tmp_path: Path) -> None:
-    run = replay(tmp_path, 3)
+    run = replay(tmp_path, 3, policy="Never")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    assert out["bound"] == {}
+    assert out["bound"] == {} and out["preempted"] == []
     assert set(out["pending"]) == {"ml/new-job-0", "ml/new-job-1", "ml/new-job-2"}
     why = "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint"
     assert all(why in msg for msg in out["pending"].values()), out["pending"]
+    assert all("not eligible due to preemptionPolicy=Never." in msg for msg in out["pending"].values())
+
+
+def test_replay_a_kubectl_dump_and_the_job_preempts_a_lower_priority_pod(tmp_path: Path) -> None:
+    # The third 7.9-CPU member needs worker-1's room: the web pod there has priority 0, the job 1000;
+    # old-job-0 (priority 1000, as the job) and the system pods (higher) are never victims.
+    out = json.loads(replay(tmp_path, 3).stdout)
+    assert out["preempted"] == ["shop/web-5d9c8b7f6d-q7w2e"]
+    assert out["bound"] == {"ml/new-job-0": "worker-1", "ml/new-job-1": "worker-2", "ml/new-job-2": "worker-2"}
+    assert out["nominated"] == out["bound"] and out["pending"] == {}
 
 
 def test_help_speaks_to_users() -> None:

@@ -286,4 +286,4 @@ class Preemptor:
         return jobs, gangs, bound, least
 
 
-__all__ = ["NO_VICTIM", "NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "Plan", "Preemptor"]
+__all__ = ["NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "NO_VICTIM", "Plan", "Preemptor"]

@@ -209,9 +209,9 @@ class World:
                     self.preempted.append(d.pod)
                     changes += 1
             elif isinstance(d, Nominate):
-                pod = self.pods.get(d.pod)
-                if pod is not None and pod.nominated_node_name != d.node:
-                    self.pods[d.pod] = pod.model_copy(update={"nominated_node_name": d.node})
+                nominee = self.pods.get(d.pod)
+                if nominee is not None and nominee.nominated_node_name != d.node:
+                    self.pods[d.pod] = nominee.model_copy(update={"nominated_node_name": d.node})
                     if d.node:
                         self.nominated[d.pod] = d.node
                     changes += 1
