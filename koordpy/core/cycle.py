@@ -173,7 +173,7 @@ class Cycle:
         if plan is not None and plan.outcome == "nominated" and not plan.victims:
             # Only lower-priority nominations stood in the way: their room is taken back and the
             # job placed at once.
-            self._carry_out(job, plan, failure)
+            self._release(plan.released)
             return self._job(job, preempt=False)
         if plan is not None and plan.outcome == "nominated":
             self._carry_out(job, plan, failure)
@@ -219,14 +219,7 @@ class Cycle:
         for key in plan.victims:
             self.result.decisions.append(Preempt(key, message, job.id, trigger))
             self.cluster.doom(key)
-        for key in plan.released:
-            if self.state.reserved.pop(key, None) is not None:
-                self.cluster.count(key, None)
-            pod = self.view.by_key.get(key)
-            if self.cluster.is_held(key):
-                self.cluster.count(key, None)
-            if pod is not None and pod.nominated_node_name:
-                self.result.decisions.append(Nominate(key, ""))
+        self._release(plan.released)
         by_key = {p.key: p for p in job.pods}
         for key, node in plan.nominated.items():
             pod = by_key[key]
@@ -234,6 +227,16 @@ class Cycle:
             if pod.nominated_node_name != name:
                 self.result.decisions.append(Nominate(key, name))
             self.cluster.count(key, (node, self.cluster.request_vector(pod)), held=True)
+
+    def _release(self, keys: tuple[str, ...]) -> None:
+        """Pending pods of lower priority lose the room nominated or reserved for them."""
+        for key in keys:
+            self.state.reserved.pop(key, None)
+            if self.cluster.is_held(key):
+                self.cluster.count(key, None)
+            pod = self.view.by_key.get(key)
+            if pod is not None and pod.nominated_node_name:
+                self.result.decisions.append(Nominate(key, ""))
 
     def _drop_nominations(self, job: Job) -> None:
         """Nominations of a job that preemption can no longer help are stale: they would hold room

@@ -2,7 +2,8 @@
 
 Belongs here: the inner loops of placement (per-node offerslots, bottom-up sums over the
 topology tree, the counts each domain can take under podCountMultiple, the candidate/binpack
-choice, the top-down allocation, Volcano's tier-by-tier search). Each kernel takes and returns numpy arrays and scalars
+choice, the top-down allocation, Volcano's tier-by-tier search, preemption's reclaimable room,
+reprieve and candidate costs). Each kernel takes and returns numpy arrays and scalars
 only, so it knows nothing of pods, nodes or the API; each has a twin written in plain
 Python that the parity tests hold it to. Does not belong here: anything with names,
 objects or I/O.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from koordpy.kernels.offerslot import choose_candidate, node_offerslots, subtree_sums
+from koordpy.kernels.preempt import candidate_costs, order_candidates, reclaimable_free, reprieve
 from koordpy.kernels.split import achievable, allocate, contains
 from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
@@ -35,3 +36,14 @@ def warm_up() -> None:
     _, per_node = tier_place(np.ones((2, 2), dtype=np.int64), np.ones(2, dtype=np.int64), np.ones(2, dtype=np.bool_),
                              node_domain, domain_node, parent, end, rank, rank, totals, totals.copy(), 0, 0, 3, 2)
     add_usage(totals, per_node, np.ones(2, dtype=np.int64), node_domain, parent)
+    # Preemption: one victim on the first node, one candidate of both nodes.
+    v_node = np.zeros(1, dtype=np.int64)
+    v_req = np.ones((1, 2), dtype=np.int64)
+    reclaim = reclaimable_free(np.ones((2, 2), dtype=np.int64), v_node, v_req)
+    of_node = np.zeros(2, dtype=np.int64)
+    evicted = reprieve(reclaim, np.ones(2, dtype=np.int64), np.ones(2, dtype=np.bool_), 2, of_node,
+                       np.array([3], dtype=np.int64), v_node, v_req)
+    one = np.zeros(1, dtype=np.int64)
+    ones = np.ones(1, dtype=np.int64)
+    top, jobs, pods = candidate_costs(evicted, one, one, one, one, np.ones(1, dtype=np.bool_), ones, ones, 1)
+    order_candidates(top, jobs, pods, one, one)

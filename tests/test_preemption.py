@@ -1,0 +1,206 @@
+"""Job-level, topology-aware preemption: each rule of issue 8 on data of our own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.podgroup import PodGroup
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Nominate, Preempt
+from koordpy.core.gang import SchedulerState
+from koordpy.core.snapshot import Snapshot
+from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
+
+HIGH, LOW, MID = priority_class("high", 1000), priority_class("low", 10), priority_class("mid", 100)
+MUST_SPINE = [{"layer": "SpineLayer", "strategy": "MustGather"}]
+# Two spines: a has 5 nodes (a0..a4), b has 4 (b0..b3), c has 3 (c0..c2).
+LAYOUT = {"spine-a": {"blk-a1": [0, 1, 2], "blk-a2": [3, 4]}, "spine-b": {"blk-b1": [5, 6], "blk-b2": [7, 8]},
+          "spine-c": {"blk-c1": [9, 10, 11]}}
+
+
+def gang(name: str, n: int, prio: str = "high", cpu: str = "8", **extra: Any) -> list[dict[str, Any]]:
+    return [pod(f"{name}-{i}", cpu=cpu, group=name, index=i, priority_class=prio, **extra) for i in range(n)]
+
+
+def running(name: str, where: str, prio: str = "low", cpu: str = "8", **kw: Any) -> dict[str, Any]:
+    return pod(name, cpu=cpu, node_name=where, priority_class=prio, scheduler="other", **kw)
+
+
+def test_mustgather_job_preempts_one_pod_in_the_tightest_spine_and_lands_there() -> None:
+    # a and b each free 4 nodes by evicting one pod; binpack picks b, the smaller offerslot (4 < 5).
+    out = run(spine_block_nodes(LAYOUT), SPINE_BLOCK_CNT, HIGH, LOW, MID,
+              running("r-0", "node-0"), running("r-1", "node-1"), running("r-5", "node-5"),
+              podgroup("train", 4, gather=MUST_SPINE), gang("train", 4))
+    assert out.preempted == ["default/r-5"]
+    assert out.bound == {f"default/train-{i}": f"node-{5 + i}" for i in range(4)}
+    assert out.nominated == out.bound
+
+
+def test_never_preempts_nobody_and_says_so() -> None:
+    out = run(spine_block_nodes(LAYOUT), SPINE_BLOCK_CNT, HIGH, LOW,
+              running("r-0", "node-0"), running("r-1", "node-1"), running("r-5", "node-5"),
+              podgroup("train", 4, gather=MUST_SPINE), gang("train", 4, preemptionPolicy="Never"))
+    assert out.preempted == [] and out.bound == {}
+    assert "preemption: not eligible due to preemptionPolicy=Never." in out.pending["default/train-0"]
+    assert "preemption already attempted by default/train-0 with message not eligible due to preemptionPolicy=Never." \
+        in out.pending["default/train-1"]
+
+
+def test_never_from_the_priority_class() -> None:
+    out = run(node("n0"), priority_class("polite", 1000, "Never"), LOW, running("r", "n0"),
+              pod("p", priority_class="polite"))
+    assert out.preempted == [] and "preemptionPolicy=Never" in out.pending["default/p"]
+
+
+def test_equal_priority_and_protected_pods_are_never_victims() -> None:
+    label = {"scheduling.koordinator.sh/disable-preemptible": "true"}
+    out = run(node("n0"), node("n1"), HIGH, LOW, running("peer", "n0", prio="high"),
+              running("keep", "n1", labels=label), pod("p", priority_class="high"))
+    assert out.preempted == [] and out.bound == {}
+
+
+def test_lone_pod_evicts_the_lowest_priority_victim() -> None:
+    # A job of one: each node is a candidate; n1's victim has the lower priority.
+    out = run(node("n0"), node("n1"), HIGH, LOW, MID, running("mid", "n0", prio="mid"), running("low", "n1"),
+              pod("p", priority_class="high"))
+    assert out.preempted == ["default/low"] and out.bound == {"default/p": "n1"}
+
+
+def test_reprieve_keeps_the_higher_priority_pods_of_a_node() -> None:
+    # p needs 4 CPUs on n0 (the only node): of two 4-CPU pods, the lower priority one goes.
+    out = run(node("n0"), HIGH, LOW, MID, running("mid", "n0", prio="mid", cpu="4"),
+              running("low", "n0", cpu="4"), pod("p", cpu="4", priority_class="high"))
+    assert out.preempted == ["default/low"] and out.bound == {"default/p": "n0"}
+
+
+def test_reprieve_puts_gang_members_back_before_pods_of_no_gang() -> None:
+    # Equal priority: the gang's member is reprieved first, so the standalone pod is the victim.
+    out = run(node("n0"), HIGH, LOW, podgroup("old", 1), running("old-0", "n0", cpu="4", labels={
+              "pod-group.scheduling.sigs.k8s.io": "old"}), running("solo", "n0", cpu="4"),
+              pod("p", cpu="4", priority_class="high"))
+    assert out.preempted == ["default/solo"]
+
+
+def test_fewest_disrupted_jobs_wins_over_fewest_pods() -> None:
+    # Spine a: evicting one 2-pod gang (2 pods, 1 job); spine b: two standalone pods (2 pods, 2 jobs).
+    layout = {"spine-a": {"blk-a": [0, 1, 2]}, "spine-b": {"blk-b": [3, 4, 5]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, podgroup("old", 2),
+              *[running(f"old-{i}", f"node-{i}", labels={"pod-group.scheduling.sigs.k8s.io": "old"}) for i in (0, 1)],
+              running("s-3", "node-3"), running("s-4", "node-4"),
+              podgroup("train", 3, gather=MUST_SPINE), gang("train", 3))
+    assert sorted(out.preempted) == ["default/old-0", "default/old-1"]
+    assert set(out.bound.values()) == {"node-0", "node-1", "node-2"}
+
+
+def test_lowest_highest_victim_priority_comes_first() -> None:
+    layout = {"spine-a": {"blk-a": [0, 1]}, "spine-b": {"blk-b": [2, 3]}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, MID, running("m", "node-0", prio="mid"),
+              running("l", "node-2"), podgroup("train", 2, gather=MUST_SPINE), gang("train", 2))
+    assert out.preempted == ["default/l"]
+    assert set(out.bound.values()) == {"node-2", "node-3"}
+
+
+def test_breaking_a_gang_below_its_minimum_counts_all_its_bound_members() -> None:
+    # Spine a: one member of a 4-pod gang with minMember 4 (disrupts its 4 bound pods); spine b: two
+    # members of a gang with minMember 1 (2 pods). Both are one job: the pods decide, b wins.
+    layout = {"spine-a": {"blk-a": [0, 1, 2, 3, 4, 5]}, "spine-b": {"blk-b": [6, 7, 8]}}
+    tight = [running(f"t-{i}", f"node-{i}", labels={"pod-group.scheduling.sigs.k8s.io": "tight"}, cpu="8")
+             for i in (0, 1, 2, 3)]
+    loose = [running(f"l-{i}", f"node-{i}", labels={"pod-group.scheduling.sigs.k8s.io": "loose"}, cpu="8")
+             for i in (6, 7)]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, podgroup("tight", 4), podgroup("loose", 1),
+              *tight, *loose, podgroup("train", 3, gather=MUST_SPINE), gang("train", 3))
+    assert sorted(out.preempted) == ["default/l-6", "default/l-7"]
+
+
+def test_only_the_chosen_victims_go_and_the_rest_of_their_gang_keeps_running() -> None:
+    members = [running(f"old-{i}", "n0", cpu="2", labels={"pod-group.scheduling.sigs.k8s.io": "old"})
+               for i in range(4)]
+    out = run(node("n0"), HIGH, LOW, podgroup("old", 2), *members, pod("p", cpu="2", priority_class="high"))
+    assert len(out.preempted) == 1 and out.bound == {"default/p": "n0"}
+
+
+def test_a_job_that_cannot_fit_even_after_preemption_evicts_nobody() -> None:
+    out = run(spine_block_nodes(LAYOUT), SPINE_BLOCK_CNT, HIGH, LOW, running("r-0", "node-0"),
+              podgroup("train", 6, gather=MUST_SPINE), gang("train", 6))
+    assert out.preempted == [] and out.bound == {}
+    assert "preemption: not helpful" in out.pending["default/train-0"]
+
+
+def test_a_selector_no_node_matches_is_not_resolvable_by_preemption() -> None:
+    out = run(node("n0"), HIGH, LOW, running("r", "n0"), pod("p", priority_class="high", nodeSelector={"x": "y"}))
+    assert out.preempted == [] and "preemption" not in out.pending["default/p"]
+
+
+# -- nominations, in the core's own cycles ------------------------------------------------------
+
+def _objs(raws: list[dict[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, PriorityClass]]:
+    nodes = [Node.from_raw(r) for r in raws if r["kind"] == "Node"]
+    classes = {r["metadata"]["name"]: PriorityClass.from_raw(r) for r in raws if r["kind"] == "PriorityClass"}
+    pods = [Pod.from_raw(r) for r in raws if r["kind"] == "Pod"]
+    return nodes, pods, classes
+
+
+def test_nominations_hold_the_room_against_lower_priority_pods_and_go_with_their_pod() -> None:
+    # The preemptor needs n0 and n1; n1 is free already, n0 holds a victim. A lower-priority pod that
+    # fits n1 must not take it while the victim terminates; once the preemptor is deleted, it may.
+    raws = [node("n0"), node("n1"), HIGH, LOW, MID, running("victim", "n0"),
+            pod("a", priority_class="high", labels={"pod-group.scheduling.sigs.k8s.io": "pair"}),
+            pod("b", priority_class="high", labels={"pod-group.scheduling.sigs.k8s.io": "pair"})]
+    nodes, pods, classes = _objs(raws)
+    pg = {"default/pair": PodGroup.from_raw(podgroup("pair", 2))}
+    state = SchedulerState()
+    first = schedule(Snapshot(nodes=nodes, pods=pods, podgroups=pg, priority_classes=classes), state, 0.0)
+    assert [d.pod for d in first.preempted] == ["default/victim"]
+    nominated = {d.pod: d.node for d in first.nominations}
+    assert nominated == {"default/a": "n0", "default/b": "n1"}
+    # Next cycle: the victim terminates, the nominations are on the pods, a lower-priority pod arrives.
+    by = {p.key: p for p in pods}
+    victim = by["default/victim"].model_copy(update={"deleting": True, "preempted": True})
+    a = by["default/a"].model_copy(update={"nominated_node_name": "n0"})
+    b = by["default/b"].model_copy(update={"nominated_node_name": "n1"})
+    late = Pod.from_raw(pod("late", priority_class="mid"))
+    second = schedule(Snapshot(nodes=nodes, pods=[victim, a, b, late], podgroups=pg, priority_classes=classes),
+                      state, 1.0)
+    assert second.binds == [] and second.preempted == []
+    assert "not eligible due to terminating pod on the nominated node" in second.pending["default/a"]
+    # The preemptor is deleted: its nominations go with it and the late pod takes n1.
+    third = schedule(Snapshot(nodes=nodes, pods=[victim, late], podgroups=pg, priority_classes=classes), state, 2.0)
+    assert [(d.pod, d.node) for d in third.binds] == [("default/late", "n1")]
+
+
+def test_a_scheduler_restarted_mid_preemption_evicts_nobody_more_and_finishes() -> None:
+    raws = [node("n0"), node("n1"), HIGH, LOW, running("victim", "n0"), running("other", "n1"),
+            pod("p", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    by = {p.key: p for p in pods}
+    victim = by["default/victim"].model_copy(update={"deleting": True, "preempted": True})
+    p = by["default/p"].model_copy(update={"nominated_node_name": "n0"})
+    fresh = SchedulerState()  # nothing remembered: what the API says is enough
+    result = schedule(Snapshot(nodes=nodes, pods=[victim, by["default/other"], p], priority_classes=classes),
+                      fresh, 0.0)
+    assert result.preempted == [] and result.binds == []
+    done = schedule(Snapshot(nodes=nodes, pods=[by["default/other"], p], priority_classes=classes), fresh, 1.0)
+    assert [(d.pod, d.node) for d in done.binds] == [("default/p", "n0")]
+
+
+def test_a_higher_priority_job_takes_back_room_nominated_for_a_lower_one_without_evicting() -> None:
+    raws = [node("n0"), HIGH, MID, pod("low", priority_class="mid"), pod("top", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    by = {p.key: p for p in pods}
+    low = by["default/low"].model_copy(update={"nominated_node_name": "n0"})
+    result = schedule(Snapshot(nodes=nodes, pods=[low, by["default/top"]], priority_classes=classes),
+                      SchedulerState(), 0.0)
+    assert result.preempted == []
+    assert [(d.pod, d.node) for d in result.binds] == [("default/top", "n0")]
+    assert Nominate("default/low", "") in result.decisions
+
+
+def test_victims_condition_message_names_the_job_and_the_trigger_pod() -> None:
+    raws = [node("n0"), HIGH, LOW, running("victim", "n0"), pod("p", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    result = schedule(Snapshot(nodes=nodes, pods=pods, priority_classes=classes), SchedulerState(), 0.0)
+    assert result.preempted == [Preempt(
+        "default/victim", "koordpy: preempting to accommodate higher priority pods, preemptor: default/p, "
+                          "triggerpod: default/p", "default/p", "default/p")]
