@@ -204,3 +204,39 @@ def test_victims_condition_message_names_the_job_and_the_trigger_pod() -> None:
     assert result.preempted == [Preempt(
         "default/victim", "koordpy: preempting to accommodate higher priority pods, preemptor: default/p, "
                           "triggerpod: default/p", "default/p", "default/p")]
+
+
+# -- the other topology dialects keep their constraint while preempting ---------------------------
+
+def test_volcano_hard_tier_one_job_preempts_inside_one_tier_one_hypernode() -> None:
+    from tests.test_topology_sources import seed_004, vc_job
+
+    # Every node has a low-priority 4-CPU pod; a 2-pod hard tier-1 job must empty one tier-1 HyperNode
+    # (two victims, one each), never spread its victims over two of them.
+    busy = [running(f"busy-node{i}", f"node{i}", cpu="4") for i in range(8)]
+    job = vc_job("vc", 2, tier=1)
+    for p in job[1:]:
+        p["spec"]["priorityClassName"] = "high"
+    out = run(seed_004(), HIGH, LOW, *busy, *job)
+    hosts = set(out.bound.values())
+    assert len(hosts) == 2 and hosts in ({"node0", "node1"}, {"node2", "node3"}, {"node4", "node5"},
+                                         {"node6", "node7"})
+    assert sorted(out.preempted) == sorted(f"default/busy-{h}" for h in hosts)
+
+
+def test_kai_required_rack_preempts_inside_one_rack() -> None:
+    from tests.test_topology_sources import NET, RACKS, batch_job, gpu_pod, kai, racks_of, zoned
+
+    # Every node's GPUs are taken by a low-priority pod; a 2-pod job requiring one rack evicts two pods
+    # of the same rack: the smallest rack that fits it (a2, two nodes) by binpack.
+    nodes = zoned(RACKS)
+    busy = []
+    for n in nodes:
+        b = running(f"busy-{n['metadata']['name']}", n["metadata"]["name"], cpu="1")
+        b["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4"
+        busy.append(b)
+    job = batch_job("train", 2, kai("network", required="example.com/rack"))
+    pods = [gpu_pod(f"train-{i}", job, priority_class="high") for i in range(2)]
+    out = run(nodes, NET, HIGH, LOW, *busy, job, *pods)
+    assert racks_of(out) == {"a2": 2}
+    assert sorted(out.preempted) == ["default/busy-n-a2-0", "default/busy-n-a2-1"]
