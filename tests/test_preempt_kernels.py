@@ -114,9 +114,12 @@ def test_candidate_costs_price_a_broken_gang_at_all_its_bound_members() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([NO_VICTIM, 1, 5]), st.integers(0, 3), st.integers(0, 5),
-                          st.integers(0, 9), st.integers(0, 50)), min_size=1, max_size=12))
-def test_order_candidates_parity(rows: list[tuple[int, int, int, int, int]]) -> None:
+                          st.integers(0, 9), st.integers(0, 50)), min_size=1, max_size=12), st.integers(1, 14))
+def test_order_candidates_parity(rows: list[tuple[int, int, int, int, int]], k: int) -> None:
     cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
     # No victims means no disrupted job either.
     cols[1] = np.where(cols[0] == NO_VICTIM, 0, np.maximum(cols[1], 1))
-    assert np.array_equal(order_candidates(*cols), order_candidates_py(*cols))
+    top, jobs, pods, binpack, names = cols
+    got = order_candidates(top, jobs, pods, binpack, names, k)
+    assert np.array_equal(got, order_candidates_py(top, jobs, pods, binpack, names, k))
+    assert len(got) == min(k, len(rows))

@@ -153,9 +153,9 @@ class Preemptor:
                 names.append(int(cands.name_rank[c]))
         ranking = order_candidates(np.array(tops, dtype=np.int64), np.array(jobs_n, dtype=np.int64),
                                    np.array(pods_n, dtype=np.int64), np.array(packs, dtype=np.int64),
-                                   np.array(names, dtype=np.int64))
+                                   np.array(names, dtype=np.int64), MAX_VERIFIED)
         stmt = Statement(cluster)
-        for i in ranking[:MAX_VERIFIED].tolist():
+        for i in ranking.tolist():
             cands, c, chosen = scored[i]
             only = cands.of_node == c
             for attempt in (chosen, (cands.of_node[v_node] == c)):

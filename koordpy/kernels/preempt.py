@@ -8,6 +8,8 @@ offerslots of its nodes add up to the job's size, which is the gather rule's tes
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import numpy.typing as npt
 from numba import njit
@@ -153,19 +155,48 @@ def candidate_costs_py(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang:
 
 
 @njit(cache=True, nogil=True)
-def order_candidates(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> I64:
-    """Candidates best first: no victims at all, then the lowest highest victim priority, the fewest
-    disrupted jobs, the fewest disrupted pods, the smallest offerslot (binpack), the name. Stable
-    sorts from the least significant key up."""
-    order = np.argsort(name_rank, kind="mergesort")
-    for key in (binpack, pods, jobs, top):
-        order = order[np.argsort(key[order], kind="mergesort")]
-    none = (jobs[order] == 0) & (top[order] == NO_VICTIM)
-    return np.concatenate((order[none], order[~none]))
+def _before(a: int, b: int, top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> bool:
+    none_a = jobs[a] == 0 and top[a] == NO_VICTIM
+    none_b = jobs[b] == 0 and top[b] == NO_VICTIM
+    if none_a != none_b:
+        return bool(none_a)
+    if top[a] != top[b]:
+        return bool(top[a] < top[b])
+    if jobs[a] != jobs[b]:
+        return bool(jobs[a] < jobs[b])
+    if pods[a] != pods[b]:
+        return bool(pods[a] < pods[b])
+    if binpack[a] != binpack[b]:
+        return bool(binpack[a] < binpack[b])
+    if name_rank[a] != name_rank[b]:
+        return bool(name_rank[a] < name_rank[b])
+    return a < b
 
 
-def order_candidates_py(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> I64:
-    idx = list(range(top.shape[0]))
-    idx.sort(key=lambda c: (not (jobs[c] == 0 and top[c] == NO_VICTIM), int(top[c]), int(jobs[c]), int(pods[c]),
-                            int(binpack[c]), int(name_rank[c])))
-    return np.array(idx, dtype=np.int64)
+@njit(cache=True, nogil=True)
+def order_candidates(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
+    """The ``k`` best candidates, best first: a candidate without victims, then the lowest highest
+    victim priority, the fewest disrupted jobs, the fewest disrupted pods, the smallest offerslot
+    (binpack), the name. Only the few that will be verified are ordered: one pass keeps them."""
+    k = min(k, top.shape[0])
+    best = np.empty(k, dtype=np.int64)
+    size = 0
+    for c in range(top.shape[0]):
+        if size == k and not _before(c, best[size - 1], top, jobs, pods, binpack, name_rank):
+            continue
+        i = size if size < k else k - 1
+        while i > 0 and _before(c, best[i - 1], top, jobs, pods, binpack, name_rank):
+            if i < k:
+                best[i] = best[i - 1]
+            i -= 1
+        best[i] = c
+        if size < k:
+            size += 1
+    return best[:size]
+
+
+def order_candidates_py(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
+    t, j, p, b, n = top.tolist(), jobs.tolist(), pods.tolist(), binpack.tolist(), name_rank.tolist()
+    best = heapq.nsmallest(k, range(len(t)), key=lambda c: (not (j[c] == 0 and t[c] == NO_VICTIM), t[c], j[c],
+                                                              p[c], b[c], n[c], c))
+    return np.array(best, dtype=np.int64)
