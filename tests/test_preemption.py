@@ -240,3 +240,19 @@ def test_kai_required_rack_preempts_inside_one_rack() -> None:
     out = run(nodes, NET, HIGH, LOW, *busy, job, *pods)
     assert racks_of(out) == {"a2": 2}
     assert sorted(out.preempted) == ["default/busy-n-a2-0", "default/busy-n-a2-1"]
+
+
+def test_a_dry_run_says_what_would_happen_and_changes_nothing() -> None:
+    from koordpy.core.cycle import dry_run
+
+    raws = [node("n0"), HIGH, LOW, running("victim", "n0"), pod("p", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    snap = Snapshot(nodes=nodes, pods=pods, priority_classes=classes)
+    state = SchedulerState(reserved={"default/other": "n0"}, wait_since={"g": 1.0})
+    out = dry_run(snap, state, 5.0, "default/p")
+    assert out is not None and out.job == "default/p" and out.plan is not None
+    assert out.plan.victims == ("default/victim",) and out.plan.nominated == {"default/p": 0}
+    assert out.failure is not None and out.failure.resolvable and out.failure.filtered == (("Insufficient cpu", 1),)
+    assert [d.pod for d in out.decisions if isinstance(d, Preempt)] == ["default/victim"]
+    assert state.reserved == {"default/other": "n0"} and state.wait_since == {"g": 1.0} and state.view is None
+    assert dry_run(snap, state, 5.0, "default/victim") is None  # running: nothing to try

@@ -9,7 +9,7 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 from __future__ import annotations
 
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -23,6 +23,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    Decision,
     Event,
     Nominate,
     PodGroupStatusUpdate,
@@ -54,6 +55,8 @@ class Cycle:
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
                                    self.view.groups, self.view.gangs)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
+        # Per job tried: the structured diagnosis of its failure and what preemption planned.
+        self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
         self.result = CycleResult()
         self.bound: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
@@ -170,6 +173,7 @@ class Cycle:
         stmt.rollback(lifted)
         plan = self.post_filter(job, pods, req, failure, stmt) if failure is not None and preempt else None
         stmt.discard()
+        self.diagnoses[job.id] = (failure, plan)
         if plan is not None and plan.outcome == "nominated" and not plan.victims:
             # Only lower-priority nominations stood in the way: their room is taken back and the
             # job placed at once.
@@ -610,3 +614,32 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
 def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:
     """Runs one cycle; ``state`` is updated in place (reservations, waits, satisfied gangs)."""
     return Cycle(snapshot, state, now).run()
+
+
+@dataclass
+class DryRun:
+    """What trying one job now would do, with nothing carried out."""
+
+    job: str
+    pods: list[str]
+    decisions: list[Decision]  # binds, victims, nominations, messages it would write
+    messages: dict[str, str]  # pod -> why it would wait
+    failure: Failure | None  # the structured diagnosis, when it would not fit
+    plan: Plan | None  # what preemption would do
+
+
+def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str) -> DryRun | None:
+    """Tries the job of the pending pod ``pod_key`` against ``snapshot`` as if it were next in the
+    queue, on copies: ``state`` is left as it was, nothing times out in it and nothing is written.
+    None when the pod is not pending for this scheduler. For ``koordpy explain`` and tests."""
+    copy = SchedulerState(reserved=dict(state.reserved), wait_since=dict(state.wait_since),
+                          satisfied=set(state.satisfied))
+    cycle = Cycle(snapshot, copy, now)
+    cycle.gangs = cycle.view.gangs
+    job = next((j for j in cycle.view.queue() if any(p.key == pod_key for p in j.pods)), None)
+    if job is None:
+        return None
+    cycle._isolated(job)
+    failure, plan = cycle.diagnoses.get(job.id, (None, None))
+    return DryRun(job.id, [p.key for p in job.pods], list(cycle.result.decisions), dict(cycle.result.waiting),
+                  failure, plan)
