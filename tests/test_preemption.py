@@ -256,3 +256,15 @@ def test_a_dry_run_says_what_would_happen_and_changes_nothing() -> None:
     assert [d.pod for d in out.decisions if isinstance(d, Preempt)] == ["default/victim"]
     assert state.reserved == {"default/other": "n0"} and state.wait_since == {"g": 1.0} and state.view is None
     assert dry_run(snap, state, 5.0, "default/victim") is None  # running: nothing to try
+
+
+def test_the_preemption_example_spares_the_gang_and_lands_in_spine_1() -> None:
+    from pathlib import Path
+
+    from koordpy.cli import load_documents
+    from koordpy.sim.simulator import World, simulate
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "preemption"
+    out = simulate(World.from_objects(load_documents([str(root)]).docs))
+    assert out.preempted == ["default/notebook"]
+    assert out.bound == {f"default/train-{i}": f"node-{5 + i}" for i in range(4)}
