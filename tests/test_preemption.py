@@ -268,3 +268,18 @@ def test_the_preemption_example_spares_the_gang_and_lands_in_spine_1() -> None:
     out = simulate(World.from_objects(load_documents([str(root)]).docs))
     assert out.preempted == ["default/notebook"]
     assert out.bound == {f"default/train-{i}": f"node-{5 + i}" for i in range(4)}
+
+
+def test_a_parked_job_wakes_when_room_appears_that_preemption_can_complete() -> None:
+    # p (8 CPUs, high) waits: n0 holds a high-priority 4-CPU pod and a low 4-CPU pod. When the
+    # high-priority pod leaves, the freed 4 CPUs alone do not fit p, but with the low pod evicted they do.
+    raws = [node("n0"), HIGH, LOW, running("peer", "n0", prio="high", cpu="4"), running("low", "n0", cpu="4"),
+            pod("p", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    by = {p.key: p for p in pods}
+    state = SchedulerState()
+    first = schedule(Snapshot(nodes=nodes, pods=pods, priority_classes=classes), state, 0.0)
+    assert first.preempted == [] and "default/p" in first.pending
+    after = schedule(Snapshot(nodes=nodes, pods=[by["default/low"], by["default/p"]], priority_classes=classes),
+                     state, 1.0)
+    assert [d.pod for d in after.preempted] == ["default/low"]

@@ -307,6 +307,19 @@ class Cluster:
     def free(self) -> npt.NDArray[np.int64]:
         return self.allocatable - self.used
 
+    def reclaimable(self, nodes: npt.NDArray[np.int64], priority: int) -> npt.NDArray[np.int64]:
+        """Per node of ``nodes``, what pods of lower priority that preemption may evict hold there."""
+        out = np.zeros((len(nodes), len(self.resources)), dtype=np.int64)
+        idx = self.index
+        if not len(nodes) or not len(idx.keys):
+            return out
+        pos = np.full(len(self.nodes), -1, dtype=np.int64)
+        pos[nodes] = np.arange(len(nodes), dtype=np.int64)
+        rows = np.flatnonzero(idx.live & (idx.prio < priority) & ~idx.protected)
+        rows = rows[pos[idx.node[rows]] >= 0]
+        np.add.at(out, pos[idx.node[rows]], idx.req[rows])
+        return out
+
     @staticmethod
     def natural_order(names: Iterable[str]) -> list[str]:
         return sorted(names, key=natural_key)

@@ -57,6 +57,7 @@ class Parked:
     # For a job of several shapes, the cluster's moves after the attempt: placing unlike pods one
     # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
     moves: int | None = None
+    priority: int = 0  # room held by pods of lower priority counts as room: preemption can take it
 
 
 def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
@@ -83,8 +84,8 @@ class View:
         self.gangs_gone = False  # a gang went away in the last refresh
         self.regrouped = False  # GangGroups were recomputed in the last refresh
         self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
-        # (parked at tick, now at tick, request, mask id) -> whether the room freed in between fits
-        self._fits: dict[tuple[int, int, bytes, int], bool] = {}
+        # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
+        self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
 
     def queue(self) -> list[Job]:
         """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
@@ -324,7 +325,7 @@ class View:
             vec, mask = cluster.request_vector(pod), filters.static(pod).mask
             shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
         self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
-                                     cluster.moves if len(shapes) > 1 else None)
+                                     cluster.moves if len(shapes) > 1 else None, job.priority)
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
         """The job's parked record when trying it again cannot change anything, else None."""
@@ -344,11 +345,11 @@ class View:
         if parked.wake == "any-room":
             return None
         for vec, mask in parked.shapes:
-            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask))
+            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask), parked.priority)
             fits = self._fits.get(key)
             if fits is None:  # parked jobs share ticks and shapes: each pair is asked once a cycle
                 nodes = cluster.freed_since(parked.tick)
-                free = cluster.allocatable[nodes] - cluster.used[nodes]
+                free = cluster.allocatable[nodes] - cluster.used[nodes] + cluster.reclaimable(nodes, parked.priority)
                 fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
             if fits:
                 return None
