@@ -189,7 +189,7 @@ class Placer:
         if not req.subgroups and len(classes) == 1:
             if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
                 return None
-            return Failure(pods[0], self._tier_message(pods, tree, req, scope, lo, hi))
+            return Failure(pods[0], self._tier_message(pods, tree, req, scope, lo, hi), desired=len(pods))
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
         minimums = dict(req.policy_minimums)
@@ -373,7 +373,9 @@ class Placer:
             return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: no domain of Topology "
                                     f"{tree.domain(0).layer} at or above {names.get(req.preferred, req.preferred)} "
                                     f"within {names.get(scope, 'the cluster')} can take all {desired} pods; "
-                                    f"offerslots at {names.get(scope, 'the cluster')}: {shown}.")
+                                    f"offerslots at {names.get(scope, 'the cluster')}: {shown}.",
+                           domains=tuple((tree.name(d) or "the cluster", int(sums[d])) for d in listed),
+                           desired=desired)
         sets = achievable(slots, tree.node_domain, tree.end, ones, desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
