@@ -6,7 +6,9 @@ annotation rules ``koordpy simulate`` enforces before they reach the core. Nothi
 delivers can make ``observe`` raise. Every update carries its resourceVersion, and an older one never replaces
 a newer one (a watch that restarts may replay). Pods the scheduler has just bound are
 "assumed" on their node until the watch confirms the binding, so the next cycle cannot
-place something else in their room.
+place something else in their room. Preemption's writes are assumed the same way: a victim
+counts as terminating (still holding its room) and a nominated pod carries its
+nominatedNodeName, until the watch shows it or the write fails.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class Cache:
     owner_uids: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, ns/name) -> uid
     invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
+    nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
+    preempting: dict[str, float] = field(default_factory=dict)  # victim -> when
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     topology_changed: bool = True
@@ -106,6 +110,9 @@ class Cache:
     # key -> (pod, its PodGroup, error) as last checked; the models are immutable and replaced
     # on every update, so identity says whether the answer still holds.
     _checked: dict[str, tuple[Pod, PodGroup | None, bool, str | None]] = field(default_factory=dict)
+    # key -> (the cached pod, the copy the snapshot showed for it): the core finds changes by
+    # identity, so an assumed pod is the same object from one snapshot to the next.
+    _shown: dict[str, tuple[Pod, Pod]] = field(default_factory=dict)
 
     def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object).
@@ -163,6 +170,12 @@ class Cache:
                 self.pods[key] = pod
                 if pod.node_name or pod.terminal:
                     self.assumed.pop(key, None)
+                    self.nominated.pop(key, None)
+                nominated = self.nominated.get(key)
+                if nominated is not None and pod.nominated_node_name == nominated[0]:
+                    del self.nominated[key]
+                if pod.deleting and pod.preempted:
+                    self.preempting.pop(key, None)
             elif kind == "PriorityClass":
                 self.priority_classes[key] = PriorityClass.from_raw(raw)
             elif kind == "PodGroup":
@@ -230,6 +243,9 @@ class Cache:
         elif kind == "Pod":
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
+            self.nominated.pop(key, None)
+            self.preempting.pop(key, None)
+            self._shown.pop(key, None)
             self._checked.pop(key, None)
             self.rejected.pop(key, None)
         elif kind == "PriorityClass":
@@ -248,26 +264,72 @@ class Cache:
         self.assumed.pop(pod, None)
         self.changed.set()
 
+    def assume_nominated(self, pod: str, node: str) -> None:
+        self.nominated[pod] = (node, time.monotonic())
+
+    def forget_nominated(self, pod: str) -> None:
+        self.nominated.pop(pod, None)
+        self.changed.set()
+
+    def assume_preempted(self, pod: str) -> None:
+        self.preempting[pod] = time.monotonic()
+
+    def forget_preempted(self, pod: str) -> None:
+        self.preempting.pop(pod, None)
+        self.changed.set()
+
+    def nominated_node(self, pod: str) -> str | None:
+        """The pod's nominatedNodeName as the next snapshot shows it (a write in flight included),
+        or None for a pod the cache does not hold."""
+        found = self.nominated.get(pod)
+        if found is not None:
+            return found[0]
+        cached = self.pods.get(pod)
+        return None if cached is None else cached.nominated_node_name
+
+    def _shown_pod(self, key: str, pod: Pod) -> Pod:
+        """``pod`` with what the scheduler wrote and the watch has not shown yet."""
+        update: dict[str, object] = {}
+        assumed = self.assumed.get(key)
+        if assumed is not None and not pod.node_name:
+            update["node_name"] = assumed[0]
+        nominated = self.nominated.get(key)
+        if nominated is not None and pod.nominated_node_name != nominated[0]:
+            update["nominated_node_name"] = nominated[0]
+        if key in self.preempting and not (pod.deleting and pod.preempted):
+            update["deleting"] = update["preempted"] = True
+        if not update:
+            self._shown.pop(key, None)
+            return pod
+        shown = self._shown.get(key)
+        if shown is not None and shown[0] is pod and all(getattr(shown[1], k) == v for k, v in update.items()):
+            return shown[1]
+        copy = pod.model_copy(update=update)
+        self._shown[key] = (pod, copy)
+        return copy
+
     def topology_error(self) -> str | None:
         found = self.invalid.get(("ClusterNetworkTopology", "default"))
         return found[0] if found else None
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         now = time.monotonic()
-        for key, (_, since) in list(self.assumed.items()):
+        for overlay in (self.assumed, self.nominated):
+            for key, (_, since) in list(overlay.items()):
+                if now - since > ASSUME_TTL:
+                    del overlay[key]
+        for key, since in list(self.preempting.items()):
             if now - since > ASSUME_TTL:
-                del self.assumed[key]
+                del self.preempting[key]
         invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items()
                           if kind in ("PodGroup", "VolcanoPodGroup", "KaiPodGroup")}
         invalid_topologies = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "Topology"}
         pods = []
         self.rejected = {}
         for key, pod in self.pods.items():
-            assumed = self.assumed.get(key)
-            if assumed and not pod.node_name:
-                pod = pod.model_copy(update={"node_name": assumed[0]})
-            elif (pod.scheduler_name in scheduler_names and not pod.node_name and not pod.terminal
-                  and not pod.deleting):
+            pod = self._shown_pod(key, pod)
+            if (pod.scheduler_name in scheduler_names and not pod.node_name and not pod.terminal
+                    and not pod.deleting):
                 err = self._annotation_error(key, pod, invalid_groups)
                 if err is not None:
                     self.rejected[key] = err

@@ -17,7 +17,16 @@ import structlog
 from koordpy.controller.cache import Cache
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import Annotate, Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
+from koordpy.core.decisions import (
+    Annotate,
+    Bind,
+    CycleResult,
+    Event,
+    Nominate,
+    PodGroupStatusUpdate,
+    Preempt,
+    SetPodScheduledFalse,
+)
 from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Cluster, Snapshot
@@ -114,6 +123,19 @@ class SchedulerLoop:
             self.writer.spawn(self._bind(bind, uids.get(bind.pod, "")))
         if result.binds:
             log.info("binding", pods=len(result.binds), cycle_ms=round((time.perf_counter() - started) * 1000, 1))
+        # Victims and nominations are assumed like binds: the next cycle must already see the
+        # victims terminating and the room reserved, or it would choose victims again.
+        for victim in result.preempted:
+            self.cache.assume_preempted(victim.pod)
+            self.writer.spawn(self._preempt(victim, uids.get(victim.pod, "")))
+        if result.preempted:
+            log.info("preempting", victims=sorted(v.pod for v in result.preempted),
+                     preemptors=sorted({v.preemptor for v in result.preempted}))
+        for nomination in result.nominations:
+            if self.cache.nominated_node(nomination.pod) in (None, nomination.node):
+                continue  # gone, or it says so already (or will, once a write in flight lands)
+            self.cache.assume_nominated(nomination.pod, nomination.node)
+            self.writer.spawn(self._nominate(nomination, uids.get(nomination.pod, "")))
         for d in result.decisions:
             if isinstance(d, SetPodScheduledFalse):
                 self.writer.unschedulable(d.pod, d.message)
@@ -136,6 +158,17 @@ class SchedulerLoop:
             self.writer.bound(d.pod)
         else:
             self.cache.forget(d.pod)
+
+    async def _preempt(self, d: Preempt, uid: str) -> None:
+        if await self.writer.preempt(d.pod, uid, d.message):
+            # What kube-scheduler tells a victim's owner, besides the condition.
+            await self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message)
+        else:
+            self.cache.forget_preempted(d.pod)
+
+    async def _nominate(self, d: Nominate, uid: str) -> None:
+        if not await self.writer.nominate(d.pod, uid, d.node):
+            self.cache.forget_nominated(d.pod)
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)

@@ -6,6 +6,11 @@ later (a gang that is still being created settles first), and then at most once 
 cooldown, so a busy queue does not flood the API server with status writes. Messages are
 capped (a condition at CONDITION_LIMIT, an event at EVENT_LIMIT bytes) with a visible marker:
 they quote user input, and a pod may carry a gang name of 100 KB.
+
+Preemption's writes (a victim's DisruptionTarget condition and its deletion, a pending pod's
+nominatedNodeName) are one-off, never coalesced, and have connections of their own: a flood of
+binds or reports must not hold up the room a higher-priority job waits for. Each names the pod's
+UID, so a pod recreated under the same name is never evicted or nominated in its place.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import aiohttp
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from koordpy.api.objects import PREEMPTION_REASON
 
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
@@ -88,6 +95,12 @@ class _Pending:
     first_seen: float
 
 
+def _uid_mismatch(exc: ApiException) -> bool:
+    """A patch naming the pod's UID was refused because the pod under that name is another one."""
+    body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+    return exc.status == 422 and "metadata.uid" in body
+
+
 PODGROUP_VERSIONS = {"scheduling.sigs.k8s.io": "v1alpha1", "scheduling.volcano.sh": "v1beta1"}
 
 
@@ -100,6 +113,7 @@ class ApiWriter:
         # Reports (conditions, events, statuses) have their own, smaller share of connections
         # so that a queue of unschedulable pods never delays a bind.
         self.report_sem = asyncio.Semaphore(report_concurrency)
+        self.preempt_sem = asyncio.Semaphore(report_concurrency)  # victims and nominations
         self._tasks: set[asyncio.Task[None]] = set()
         self.settle = settle
         self.cooldown = cooldown
@@ -129,6 +143,65 @@ class ApiWriter:
                 log.warning("bind conflict: the pod is already bound", pod=pod_key, node=node, error=str(exc))
                 return False
         self._conditions.pop(pod_key, None)
+        return True
+
+    # -- preemption -----------------------------------------------------------------------
+
+    async def preempt(self, pod_key: str, uid: str, message: str) -> bool:
+        """Marks the victim ``DisruptionTarget=True`` and then deletes it with its own grace period.
+        True when it is being deleted or already gone; False when a write failed, so the caller
+        can undo what it assumed."""
+        ns, name = pod_key.split("/", 1)
+        # The condition goes first: whoever sees the pod terminating can tell why, and a scheduler
+        # restarted between the two writes sees a victim it already chose, not a running pod.
+        body: dict[str, Any] = {"status": {"conditions": [{
+            "type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_REASON,
+            "message": cap(message, CONDITION_LIMIT), "lastTransitionTime": now_rfc3339()}]}}
+        if uid:
+            body["metadata"] = {"uid": uid}  # refused (422) if the name now belongs to another pod
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        async with self.preempt_sem:
+            try:
+                await with_retries(f"DisruptionTarget of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
+                    name, ns, body, _preload_content=False))
+                await with_retries(f"delete pod {pod_key}", lambda: self.core.delete_namespaced_pod(
+                    name, ns, body=options, _preload_content=False))
+            except (Gone, Conflict) as exc:  # deleted already, or replaced by a pod of another UID
+                log.info("victim already gone", pod=pod_key, detail=str(exc))
+            except ApiException as exc:
+                if not _uid_mismatch(exc):
+                    log.error("cannot preempt", pod=pod_key, status=exc.status, error=str(exc.reason))
+                    return False
+                log.info("victim already gone: the name belongs to another pod", pod=pod_key)
+            except Exception as exc:
+                log.error("cannot preempt", pod=pod_key, error=str(exc))
+                return False
+        return True
+
+    async def nominate(self, pod_key: str, uid: str, node: str) -> bool:
+        """Sets the pending pod's ``status.nominatedNodeName`` (clears it when ``node`` is "").
+        True when written, or when the pod is gone (nothing is left to nominate); False when the
+        write failed."""
+        ns, name = pod_key.split("/", 1)
+        body: dict[str, Any] = {"status": {"nominatedNodeName": node or None}}  # null removes it
+        if uid:
+            body["metadata"] = {"uid": uid}
+        async with self.preempt_sem:
+            try:
+                await with_retries(f"nominatedNodeName of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
+                    name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
+            except Gone:
+                return True
+            except ApiException as exc:
+                if _uid_mismatch(exc):
+                    return True
+                log.error("cannot nominate", pod=pod_key, node=node, status=exc.status, error=str(exc.reason))
+                return False
+            except Exception as exc:
+                log.error("cannot nominate", pod=pod_key, node=node, error=str(exc))
+                return False
         return True
 
     # -- coalesced conditions, events and statuses -----------------------------------------
