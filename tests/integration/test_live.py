@@ -148,12 +148,13 @@ def bind_directly(kube: Kube, pod_name: str, node_name: str) -> None:
 
 def test_a_gang_left_half_bound_is_finished_first(kube: Kube, controlplane: ControlPlane, tmp_path: Path) -> None:
     # The state a scheduler leaves when it dies between binds: 2 of a 4-pod Strict gang bound.
-    # A higher-priority gang arrived meanwhile; the half-bound gang must still get n2 and n3.
+    # A higher-priority gang arrived meanwhile; the half-bound gang must still get n2 and n3. (The
+    # newcomer does not preempt here, so what is checked is the queue's order, not preemption.)
     kube.apply(fake([node(f"n{i}") for i in range(4)]))
     kube.apply(podgroup("half", 4), [pod(f"half-{i}", group="half") for i in range(4)])
     bind_directly(kube, "half-0", "n0")
     bind_directly(kube, "half-1", "n1")
-    kube.apply(priority_class("urgent", 1000), podgroup("urgent", 2),
+    kube.apply(priority_class("urgent", 1000, "Never"), podgroup("urgent", 2),
                [pod(f"urgent-{i}", group="urgent", priority_class="urgent") for i in range(2)])
     s = Scheduler(controlplane, tmp_path / "koordpy.log")
     s.start()
