@@ -142,12 +142,17 @@ def test_seed_002_example_2_end_to_end(kube: Kube, scheduler: Scheduler) -> None
     assert set(kube.pods(ns)) >= {"low-node-0", "low-node-1"}
 
 
-def test_preemption_policy_never_preempts_nobody(kube: Kube, scheduler: Scheduler) -> None:
-    ns = "preempt-never"
+def two_low_nodes(kube: Kube, ns: str) -> None:
+    """n0 and n1, held from KWOK, each full with a low-priority pod (low-0, low-1)."""
     setup(kube, ns)
     kube.apply(held([node("n0"), node("n1")]))
     running(kube, ns, "low-0", "n0", "low")
     running(kube, ns, "low-1", "n1", "low")
+
+
+def test_preemption_policy_never_preempts_nobody(kube: Kube, scheduler: Scheduler) -> None:
+    ns = "preempt-never"
+    two_low_nodes(kube, ns)
     kube.apply(gang(ns, "polite", 2, "high-never"))
     assert kube.get("pod", "polite-0", ns)["spec"].get("preemptionPolicy") == "Never"
     message = wait_for(lambda: kube.condition_message("polite-0", ns) or kube.condition_message("polite-1", ns),
@@ -183,10 +188,7 @@ def test_equal_priority_is_never_a_victim(kube: Kube, scheduler: Scheduler) -> N
 
 def test_a_preemptor_deleted_mid_preemption_leaves_no_reservation(kube: Kube, scheduler: Scheduler) -> None:
     ns = "preempt-gone"
-    setup(kube, ns)
-    kube.apply(held([node("n0"), node("n1")]))
-    running(kube, ns, "low-0", "n0", "low")
-    running(kube, ns, "low-1", "n1", "low")
+    two_low_nodes(kube, ns)
     kube.apply(gang(ns, "urgent", 2, "high"))
     wait_for(lambda: when(victims(kube, ns).keys() == {"low-0", "low-1"}, True), "both victims marked")
     wait_for(lambda: when(len(nominations(kube, ns)) == 2, True), "both members nominated")
