@@ -283,3 +283,14 @@ def test_a_parked_job_wakes_when_room_appears_that_preemption_can_complete() -> 
     after = schedule(Snapshot(nodes=nodes, pods=[by["default/low"], by["default/p"]], priority_classes=classes),
                      state, 1.0)
     assert [d.pod for d in after.preempted] == ["default/low"]
+
+
+def test_unlike_members_evict_only_what_their_real_placement_needs() -> None:
+    # mix-0 (2 CPUs) fits beside r0 on n0; only mix-1 (8 CPUs) needs a victim. The common shape (8
+    # CPUs) alone would evict both running pods.
+    members = [pod("mix-0", cpu="2", group="mix", priority_class="high"),
+               pod("mix-1", cpu="8", group="mix", priority_class="high")]
+    out = run(node("n0"), node("n1"), HIGH, LOW, running("r0", "n0", cpu="6"), running("r1", "n1"),
+              podgroup("mix", 2), members)
+    assert out.preempted == ["default/r1"]
+    assert out.bound == {"default/mix-0": "n0", "default/mix-1": "n1"}

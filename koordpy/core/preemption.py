@@ -41,6 +41,7 @@ Place = Callable[[list[Pod], Requirement | None, Statement], Failure | None]
 # "none" (preemption cannot help or may not run: nominations the job holds are stale).
 Outcome = Literal["nominated", "waiting", "none"]
 MAX_VERIFIED = 8  # candidates placed for real, best first, before giving up
+MAX_REFINED = 64  # victims put back one by one against the real placement, when the offerslot test is inexact
 NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."
 
@@ -154,6 +155,10 @@ class Preemptor:
         ranking = order_candidates(np.array(tops, dtype=np.int64), np.array(jobs_n, dtype=np.int64),
                                    np.array(pods_n, dtype=np.int64), np.array(packs, dtype=np.int64),
                                    np.array(names, dtype=np.int64), MAX_VERIFIED)
+        # The offerslot test is exact for one request shape without sub-groups or multiples; else the
+        # victims are put back one by one against the real placement.
+        inexact = req is not None and bool(req.subgroups or req.multiples) or len(
+            {cluster.request_vector(p).tobytes() for p in pods}) > 1
         stmt = Statement(cluster)
         for i in ranking.tolist():
             cands, c, chosen = scored[i]
@@ -161,6 +166,8 @@ class Preemptor:
             for attempt in (chosen, (cands.of_node[v_node] == c)):
                 plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
                 if plan is not None:
+                    if inexact:
+                        plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
                     plan.where = cands.names[c]
                     plan.message = self._message(plan, job)
                     return plan
@@ -193,6 +200,21 @@ class Preemptor:
         released.update(k for k in (idx.keys[i] for i in lower.tolist()) if k not in own)
         victims_out = tuple(k for k, h in zip(keys, held.tolist(), strict=True) if not h)
         return Plan("nominated", "", victims_out, tuple(sorted(released)), placed)
+
+    def _refine(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
+                victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_], only: npt.NDArray[np.bool_],
+                plan: Plan) -> Plan:
+        """Reprieve against the real placement (in reprieve order, a bounded number of tries): each
+        victim whose return still lets the job be placed stays."""
+        evict = np.ones(len(victims), dtype=np.bool_)
+        for v in range(min(len(victims), MAX_REFINED)):
+            evict[v] = False
+            trial = self._verify(job, pods, req, place, stmt, victims[evict], held[evict], only)
+            if trial is None:
+                evict[v] = True
+            else:
+                plan = trial
+        return plan
 
     def _message(self, plan: Plan, job: Job) -> str:
         if not plan.victims:
