@@ -157,8 +157,8 @@ class Preemptor:
                                    np.array(names, dtype=np.int64), MAX_VERIFIED)
         # The offerslot test is exact for one request shape without sub-groups or multiples; else the
         # victims are put back one by one against the real placement.
-        inexact = req is not None and bool(req.subgroups or req.multiples) or len(
-            {cluster.request_vector(p).tobytes() for p in pods}) > 1
+        shapes = {cluster.request_vector(p).tobytes() for p in pods}
+        inexact = (req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
         stmt = Statement(cluster)
         for i in ranking.tolist():
             cands, c, chosen = scored[i]
