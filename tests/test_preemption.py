@@ -294,3 +294,13 @@ def test_unlike_members_evict_only_what_their_real_placement_needs() -> None:
               podgroup("mix", 2), members)
     assert out.preempted == ["default/r1"]
     assert out.bound == {"default/mix-0": "n0", "default/mix-1": "n1"}
+
+
+def test_preemption_switched_off_evicts_nobody_and_the_job_waits() -> None:
+    raws = [node("n0"), HIGH, LOW, running("victim", "n0"), pod("p", priority_class="high")]
+    nodes, pods, classes = _objs(raws)
+    off = schedule(Snapshot(nodes=nodes, pods=pods, priority_classes=classes, preemption=False), SchedulerState(), 0.0)
+    assert off.preempted == [] and off.nominations == [] and off.binds == [] and off.preemption_attempts == 0
+    assert "Insufficient cpu" in off.pending["default/p"] and "preemption" not in off.pending["default/p"]
+    on = schedule(Snapshot(nodes=nodes, pods=pods, priority_classes=classes), SchedulerState(), 0.0)
+    assert [d.pod for d in on.preempted] == ["default/victim"] and on.preemption_attempts == 1

@@ -8,8 +8,10 @@ cannot renew stops writing on its own clock before another may start, and then e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 from typing import Any
@@ -33,6 +35,7 @@ from koordpy.settings import Settings, TopologySource, split_address
 log = structlog.get_logger("koordpy")
 
 RESYNC_SECONDS = 300.0
+STOP_GRACE = 2.0  # seconds a stop leaves binds in flight, and then kopf, to finish
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
     (cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()]
@@ -234,27 +237,51 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     settings_.watching.client_timeout = 330
     settings_.networking.error_backoffs = [0.5, 1, 2, 5, 10]
     registry = build_registry(cache, kubeconfig, kinds)
-    # kopf turns SIGTERM/SIGINT into a graceful stop of the operator; the loop stops with it.
-    operator = asyncio.ensure_future(
-        kopf.operator(registry=registry, settings=settings_, clusterwide=True, standalone=True))
+    stop_flag = asyncio.Event()  # tells kopf to stop, once our own tasks have
+    ready_flag = asyncio.Event()
+    operator = asyncio.ensure_future(kopf.operator(registry=registry, settings=settings_, clusterwide=True,
+                                                   standalone=True, stop_flag=stop_flag, ready_flag=ready_flag))
     resync = asyncio.ensure_future(resync_forever(api, cache, kinds))
     pods = asyncio.ensure_future(watch_pods(api, cache, str(versions.get("Pod") or "")))
     scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))
-    tasks = {operator, scheduling, resync, pods}
+    stopping = asyncio.Event()
+    signalled = asyncio.ensure_future(stopping.wait())
+    signals = asyncio.ensure_future(_take_signals(ready_flag, stopping))
+    ours = {scheduling, resync, pods, signals}
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({operator, signalled, scheduling, resync, pods},
+                                     return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            task.result()  # re-raise what ended it, if anything did
+            if not task.cancelled():
+                task.result()  # re-raise what ended it, if anything did
     finally:
-        for task in tasks:
+        # Scheduling stops at once; writes in flight get a moment, queued ones are dropped: the
+        # next leader rebuilds them from the API server.
+        for task in ours:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        writer.cancel()
+        await asyncio.gather(*ours, return_exceptions=True)
+        await writer.drain(STOP_GRACE)
         if elector is not None and not elector.lost.is_set():
             await elector.release()
+        stop_flag.set()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(operator, STOP_GRACE)
+        signalled.cancel()
         await server.stop()
         await api.close()
         log.info("stopped", cycles=loop.cycles)
+
+
+async def _take_signals(ready_flag: asyncio.Event, stopping: asyncio.Event) -> None:
+    """SIGTERM and SIGINT stop koordpy's own tasks first. kopf installs handlers of its own once
+    it is ready; left to it, a stop waits 5 s for every task started after kopf (a renewal, a
+    write) before cancelling them."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ready_flag.wait(), 30.0)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stopping.set)
 
 
 class LeadershipLost(Exception):
@@ -273,8 +300,11 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
     keeping = asyncio.ensure_future(elector.keep())
     try:
         done, _ = await asyncio.wait({scheduling, keeping}, return_when=asyncio.FIRST_COMPLETED)
-        if scheduling in done:
-            scheduling.result()
+        if not elector.lost.is_set():
+            # kopf, stopping, cancels every task started after it (these included): a stop, not a loss.
+            for task in done:
+                if not task.cancelled():
+                    task.result()
             return
     finally:
         for task in (scheduling, keeping):

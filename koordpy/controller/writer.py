@@ -292,6 +292,12 @@ class ApiWriter:
         for coro in due:
             self.spawn(coro)
 
+    async def drain(self, grace: float) -> None:
+        """Waits up to ``grace`` seconds for the writes in flight, then cancels what is left."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        self.cancel()
+
     def cancel(self) -> None:
         """Drops every write in flight or queued: on a stop, what was not written is rebuilt
         from the API server by whoever schedules next."""

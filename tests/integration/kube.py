@@ -143,10 +143,11 @@ def settle(check: Callable[[], T], duration: float = 3.0) -> T:
 class Scheduler:
     """``koordpy run`` as a child process."""
 
-    def __init__(self, cp: ControlPlane, log: Path, args: tuple[str, ...] = ()) -> None:
+    def __init__(self, cp: ControlPlane, log: Path, args: tuple[str, ...] = (), kubeconfig: str | None = None) -> None:
         self.cp = cp
         self.log = log
         self.args = args  # more flags for `koordpy run`
+        self.kubeconfig = kubeconfig or cp.kubeconfig
         self.proc: subprocess.Popen[bytes] | None = None
 
     READY_TIMEOUT = 300.0  # a fresh checkout compiles the numba kernels at the first start
@@ -157,7 +158,7 @@ class Scheduler:
         synced = self._synced()
         out = open(self.log, "ab")  # noqa: SIM115 - the child process owns it
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.cp.kubeconfig,
+        self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.kubeconfig,
                                       "--bind-address", "127.0.0.1:0", *self.args],
                                      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         deadline = time.monotonic() + self.READY_TIMEOUT
