@@ -146,7 +146,7 @@ async def test_a_fenced_writer_sends_nothing() -> None:
     writer = ApiWriter.__new__(ApiWriter)
     ApiWriter.__init__(writer, api=_FakeApi(), fence=lambda: False)
     core = _Core()
-    writer.core = core  # type: ignore[assignment]
+    writer.core = core
     assert await writer.bind("default/p", "uid", "n0") is False
     assert core.calls == []
     writer.fence = lambda: True

@@ -102,7 +102,7 @@ def test_failover_with_1000_pods_in_flight(controlplane: ControlPlane, kube: Kub
     wait_for(lambda: logged(a.log, "leading"), "replica a leading")
     b = replica(controlplane, tmp_path, "b", replicas)
     wait_for(lambda: logged(b.log, "standing by"), "replica b standing by")
-    status, text = scrape(address(b.log), "/readyz")
+    status, _ = scrape(address(b.log), "/readyz")
     assert status == 200  # a standby is ready: it can take over
     assert metric(scrape(address(b.log))[1], "koordpy_leader") == 0
     assert metric(scrape(address(a.log))[1], "koordpy_leader") == 1
