@@ -255,7 +255,8 @@ async def main_async(args: argparse.Namespace) -> None:
         wrap = os.environ.get("KOORDPY_BENCH_WRAP", "").split()
         with open(state / "bench-koordpy.log", "wb") as out:
             sched = subprocess.Popen([*wrap, sys.executable, "-m", "koordpy", "run", "--kubeconfig",
-                                      env["KUBECONFIG"], "--log-level", "INFO"], cwd=ROOT, stdout=out,
+                                      env["KUBECONFIG"], "--log-level", "INFO", "--bind-address", "127.0.0.1:0"],
+                                     cwd=ROOT, stdout=out,
                                      stderr=subprocess.STDOUT)
         await asyncio.sleep(6)  # imports and the initial list
         try:

@@ -24,6 +24,7 @@ from koordpy import __version__
 from koordpy.sim.errors import InputError
 
 if TYPE_CHECKING:
+    from koordpy.settings import Settings
     from koordpy.sim.simulator import SimulationResult
 
 FOLDER_SUFFIXES = (".yaml", ".yml")  # a folder's JSON files are often not manifests
@@ -418,10 +419,29 @@ def build_parser() -> argparse.ArgumentParser:
     live = sub.add_parser("run", help="the live scheduler, beside kube-scheduler: binds the pods whose "
                           "spec.schedulerName is one of its names",
                           description=RUN_HELP, epilog=RUN_EPILOG, formatter_class=raw)
+    live.add_argument("--config", metavar="PATH",
+                      help="a SchedulerConfiguration YAML file (the Helm chart mounts one); flags override it")
     live.add_argument("--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, else in-cluster config")
     live.add_argument("--scheduler-name", action="append", metavar="NAME",
                       help="claim pods with this spec.schedulerName (default: koordpy); repeatable")
-    live.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
+    live.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=None,
+                      help="preempt lower-priority jobs for a job that does not fit (default: on)")
+    live.add_argument("--topology-source", action="append", metavar="SOURCE",
+                      choices=("koordinator", "volcano", "kueue"),
+                      help="watch this source of network topology: koordinator (ClusterNetworkTopology), volcano "
+                           "(HyperNode), kueue (Kueue/KAI Topology); repeatable (default: all three)")
+    live.add_argument("--log-level", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    live.add_argument("--log-format", choices=("auto", "json", "console"),
+                      help="json lines, console (for people), or auto: console on a terminal (default)")
+    live.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
+                      help="run as one of several replicas: only the holder of a Lease schedules (default: off; "
+                           "the Helm chart turns it on)")
+    live.add_argument("--leader-elect-lease-name", metavar="NAME", help="default: koordpy")
+    live.add_argument("--leader-elect-lease-namespace", metavar="NAMESPACE",
+                      help="default: $POD_NAMESPACE, else default")
+    live.add_argument("--bind-address", metavar="HOST:PORT",
+                      help="serve /metrics, /healthz and /readyz here (default 0.0.0.0:10251; port 0: any free "
+                           "port; \"\": none)")
     live.set_defaults(func=cmd_run)
     from koordpy import topology_cli  # its heavy imports stay inside its commands
 
@@ -429,10 +449,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RUN_FLAGS = {"schedulerNames": "--scheduler-name", "preemption": "--preemption",
+             "topologySources": "--topology-source", "logging.level": "--log-level",
+             "logging.format": "--log-format", "leaderElection.enabled": "--leader-elect",
+             "leaderElection.leaseName": "--leader-elect-lease-name",
+             "leaderElection.leaseNamespace": "--leader-elect-lease-namespace",
+             "server.bindAddress": "--bind-address"}
+
+
+def run_settings(args: argparse.Namespace) -> Settings:
+    """The configuration file (or the defaults) with the flags given set over it."""
+    from koordpy.settings import Settings, load, override
+
+    base = load(args.config) if args.config else Settings.model_validate({})
+    given = [args.scheduler_name, args.preemption, args.topology_source, args.log_level, args.log_format,
+             args.leader_elect, args.leader_elect_lease_name, args.leader_elect_lease_namespace, args.bind_address]
+    return override(base, dict(zip(RUN_FLAGS, given, strict=True)))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from koordpy.settings import SettingsError
+
+    try:
+        settings = run_settings(args)
+    except SettingsError as exc:
+        message = str(exc)
+        if message.startswith("command line: "):  # name the flag, not the file's key
+            key, _, why = message.removeprefix("command line: ").partition(": ")
+            flag = RUN_FLAGS.get(key.split(".")[0] if key.startswith(("schedulerNames", "topologySources"))
+                                 else key, key)
+            message = f"{flag}: {why}"
+        print(f"koordpy run: {message}", file=sys.stderr)
+        return 2
     from koordpy.controller.main import run  # imports kopf; simulate does not need it
 
-    return run(args.kubeconfig, args.scheduler_name or ["koordpy"], args.log_level)
+    return run(args.kubeconfig, settings)
 
 
 def main(argv: list[str] | None = None) -> int:

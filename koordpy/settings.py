@@ -85,9 +85,10 @@ class Settings(_Strict):
     scheduler_names: tuple[str, ...] = Field(("koordpy",), alias="schedulerNames", min_length=1)
     preemption: bool = True
     topology_sources: tuple[TopologySource, ...] = Field(TOPOLOGY_SOURCES, alias="topologySources")
-    logging: Logging = Logging()
-    leader_election: LeaderElection = Field(LeaderElection(), alias="leaderElection")
-    server: Server = Server()
+    logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
+    leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
+                                            alias="leaderElection")
+    server: Server = Field(default_factory=lambda: Server.model_validate({}))
 
     @field_validator("api_version")
     @classmethod

@@ -265,12 +265,12 @@ async def test_a_failing_cycle_backs_off_and_recovers() -> None:
 def test_a_logged_exception_carries_its_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     saved = structlog.get_config()
     try:
-        configure_logging("INFO")
+        configure_logging("INFO", "json")
         try:
             raise ZeroDivisionError("the divisor was zero")
         except ZeroDivisionError:
             structlog.get_logger("test").exception("cycle failed")
-        line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     finally:
         structlog.configure(**saved)
     assert line["event"] == "cycle failed" and line["level"] == "error"

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from koordpy.controller.cache import Cache
+from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -43,8 +44,11 @@ FULL_CYCLE_SECONDS = 300.0
 
 class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
-                 debounce: float = 0.02, flush_every: float = 0.5) -> None:
+                 debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
+                 preemption: bool = True) -> None:
         self.cache = cache
+        self.metrics = metrics
+        self.preemption = preemption
         self.writer = writer
         self.names = scheduler_names
         self.debounce = debounce
@@ -89,6 +93,8 @@ class SchedulerLoop:
                     deadline = await self.cycle()
                     self.failures = 0
                 except Exception:  # one bad cycle must not stop the scheduler
+                    if self.metrics is not None:
+                        self.metrics.attempt_duration.labels("error", "").observe(time.perf_counter() - started)
                     delay = self.cycle_failed()
                     log.exception("scheduling cycle failed", failures=self.failures, retry_in=delay)
                     self._retry_at = deadline = time.time() + delay
@@ -108,6 +114,7 @@ class SchedulerLoop:
             self.state.view = None
             self._full_at = time.time() + FULL_CYCLE_SECONDS
         snap = self.cache.snapshot(self.names)
+        snap.preemption = self.preemption
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         started = time.perf_counter()
@@ -116,13 +123,14 @@ class SchedulerLoop:
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
             log.error("job skipped: its evaluation raised", job=job, traceback=trace)
         uids = {p.key: p.uid for p in snap.pods}
+        if self.metrics is not None:
+            self._count(snap, result, time.perf_counter() - started)
+        self._log_jobs(result)
         # The pods are assumed on their nodes before the binds go out, and the binds run in the
         # background: the next cycle sees the room as taken and need not wait for the API server.
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
             self.writer.spawn(self._bind(bind, uids.get(bind.pod, "")))
-        if result.binds:
-            log.info("binding", pods=len(result.binds), cycle_ms=round((time.perf_counter() - started) * 1000, 1))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
         for victim in result.preempted:
@@ -152,6 +160,58 @@ class SchedulerLoop:
             self.cache.hypernodes_changed = False
             self._hypernode_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
+
+    def _count(self, snap: Snapshot, result: CycleResult, seconds: float) -> None:
+        m = self.metrics
+        assert m is not None
+        profile = {p.key: p.scheduler_name for p in snap.pods}
+        tried: dict[tuple[str, str], int] = {}
+        for bind in result.binds:
+            key = ("scheduled", profile.get(bind.pod, ""))
+            tried[key] = tried.get(key, 0) + 1
+        for pod in result.waiting:
+            key = ("unschedulable", profile.get(pod, ""))
+            tried[key] = tried.get(key, 0) + 1
+        for (outcome, name), count in tried.items():
+            m.attempts.labels(outcome, name).inc(count)
+        if result.job_errors:
+            m.attempts.labels("error", "").inc(len(result.job_errors))
+        outcome = "scheduled" if result.binds else "error" if result.job_errors else "unschedulable"
+        names = {name for _, name in tried} or {""}
+        for name in names:
+            m.attempt_duration.labels(outcome, name).observe(seconds)
+        m.cycles.inc()
+        pending = result.pending
+        m.pending.labels("active").set(len(result.waiting))
+        m.pending.labels("unschedulable").set(len(pending) - len(result.waiting))
+        m.preemption_attempts.inc(result.preemption_attempts)
+        victims: dict[str, int] = {}
+        for victim in result.preempted:
+            victims[victim.preemptor] = victims.get(victim.preemptor, 0) + 1
+        for count in victims.values():
+            m.victims.observe(count)
+        m.gang_bound.inc(len(result.gangs_placed))
+        m.gang_timed_out.inc(len(result.gangs_timed_out))
+        view = self.state.view
+        m.gang_waiting.set(len({g for g in (view.member_of.get(p) for p in pending) if g})
+                           if view is not None else 0)
+        m.topology_objects.labels("koordinator").set(1 if self.cache.topology_raw is not None else 0)
+        m.topology_objects.labels("volcano").set(len(self.cache.hypernodes))
+        m.topology_objects.labels("kueue").set(len(self.cache.topologies))
+
+    def _log_jobs(self, result: CycleResult) -> None:
+        """One line per placed job, with its pods and nodes: what an operator greps for."""
+        view = self.state.view
+        jobs: dict[str, list[Bind]] = {}
+        for bind in result.binds:
+            job = (view.member_of.get(bind.pod) if view is not None else None) or bind.pod
+            jobs.setdefault(job, []).append(bind)
+        for job, binds in jobs.items():
+            nodes = sorted({b.node for b in binds}, key=natural_key)
+            context: dict[str, object] = {"node": nodes[0]} if len(nodes) == 1 else {"nodes": nodes}
+            if len(binds) == 1:
+                context["pod"] = binds[0].pod
+            log.info("binding", job=job, pods=len(binds), **context)
 
     async def _bind(self, d: Bind, uid: str) -> None:
         if await self.writer.bind(d.pod, uid, d.node):

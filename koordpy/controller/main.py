@@ -1,11 +1,17 @@
-"""``koordpy run``: the live scheduler. kopf watches, the loop schedules, the writer writes."""
+"""``koordpy run``: the live scheduler. kopf watches, the loop schedules, the writer writes.
+
+With leader election on, every replica lists and watches (a warm standby), and only the holder
+of the Lease runs the scheduling loop; the writer is fenced by the Lease, so a replica that
+cannot renew stops writing on its own clock before another may start, and then exits.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
+import socket
+import sys
 from typing import Any
 
 import kopf
@@ -16,10 +22,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import watched
 from koordpy.controller.cache import Cache, cache_name
+from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_objects
 from koordpy.controller.loop import SchedulerLoop
+from koordpy.controller.metrics import Metrics, Server
 from koordpy.controller.podwatch import watch_pods
 from koordpy.controller.writer import ApiWriter
+from koordpy.settings import Settings, TopologySource, split_address
 
 log = structlog.get_logger("koordpy")
 
@@ -27,18 +36,33 @@ RESYNC_SECONDS = 300.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
     (cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()]
+# The topology kinds each source brings; a source switched off is neither listed nor watched.
+SOURCE_OF_ROLE: dict[str, TopologySource] = {"cnt": "koordinator", "hypernode": "volcano", "topology": "kueue"}
 
 
-def configure_logging(level: str = "INFO") -> None:
+def resources(sources: tuple[TopologySource, ...]) -> list[tuple[str, str, str, str]]:
+    wanted = set(sources)
+    return [(cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()
+            if kind.role not in SOURCE_OF_ROLE or SOURCE_OF_ROLE[kind.role] in wanted]
+
+
+def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     logging.basicConfig(level=getattr(logging, level), format="%(message)s")
     logging.getLogger("kopf").setLevel(logging.WARNING)
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    renderer: Any = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console \
+        else structlog.processors.JSONRenderer()
     structlog.configure(
         # format_exc_info: a logged exception carries its traceback as text in the JSON line
-        # ("exception"); without it, the line said exc_info=true and nothing more.
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
-                    structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
+        # ("exception"); without it, the line said exc_info=true and nothing more. The console
+        # renderer prints tracebacks itself.
+        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso"),
+                    *([] if console else [structlog.processors.format_exc_info]), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
     )
 
 
@@ -53,7 +77,8 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     return ApiClient(cfg)
 
 
-async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
+async def sync(api: ApiClient, cache: Cache,
+               kinds: list[tuple[str, str, str, str]] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns each
     kind's list resourceVersion. Done once before the first cycle (scheduling on half a view
     would overcommit) and then every RESYNC_SECONDS as a safety net for deletions no watch
@@ -62,7 +87,7 @@ async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
     while True:
         versions: dict[str, int] = {}
         try:
-            for kind, group, version, plural in RESOURCES:
+            for kind, group, version, plural in RESOURCES if kinds is None else kinds:
                 try:
                     items, list_version = await list_objects(api, group, version, plural)
                 except ApiException as exc:
@@ -83,10 +108,10 @@ async def sync(api: ApiClient, cache: Cache) -> dict[str, int]:
             delay = min(delay * 2, 10.0)
 
 
-async def resync_forever(api: ApiClient, cache: Cache) -> None:
+async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[str, str, str, str]]) -> None:
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
-        await sync(api, cache)
+        await sync(api, cache, kinds)
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -124,7 +149,8 @@ class _NoProgress(kopf.ProgressStorage):
         return essence
 
 
-def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistry:
+def build_registry(cache: Cache, kubeconfig: str | None,
+                   kinds: list[tuple[str, str, str, str]] | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -145,7 +171,7 @@ def build_registry(cache: Cache, kubeconfig: str | None) -> kopf.OperatorRegistr
 
         return handler
 
-    for kind, group, version, plural in RESOURCES:
+    for kind, group, version, plural in RESOURCES if kinds is None else kinds:
         if kind != "Pod":  # pods have a watch of their own (koordpy.controller.podwatch)
             kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
@@ -169,31 +195,51 @@ def warm_up() -> None:
     simulate(World.from_objects([("warm-up", o) for o in [node, group, *pods, single]]))
 
 
-async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> None:
+def identity() -> str:
+    """This replica's name in the Lease: the pod's name in a cluster, else host and process."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
+
+
+async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig
+    names = frozenset(settings.scheduler_names)
+    kinds = resources(settings.topology_sources)
+    metrics = Metrics()
+    synced = False
+    server = Server(metrics, lambda: synced)
+    if settings.server.bind_address:
+        host, port = split_address(settings.server.bind_address)
+        address = await server.start(host, port)
+        log.info("serving /metrics, /healthz and /readyz", address=address)
     warm_up()
     api = await api_client(kubeconfig)
     cache = Cache()
-    versions = await sync(api, cache)
+    versions = await sync(api, cache, kinds)
+    synced = True
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
-             schedulers=sorted(scheduler_names))
-    writer = ApiWriter(api)
-    loop = SchedulerLoop(cache, writer, scheduler_names)
-    settings = kopf.OperatorSettings()
-    settings.posting.enabled = False
-    settings.persistence.diffbase_storage = _NoDiffBase()
-    settings.persistence.progress_storage = _NoProgress()
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.error_backoffs = [0.5, 1, 2, 5, 10]
-    registry = build_registry(cache, kubeconfig)
+             schedulers=sorted(names), preemption=settings.preemption, sources=list(settings.topology_sources))
+    elector: LeaderElector | None = None
+    election = settings.leader_election
+    if election.enabled:
+        elector = LeaderElector(api, election.lease_name, election.namespace(), identity(), election.lease_duration,
+                                election.renew_deadline, election.retry_period)
+    writer = ApiWriter(api, metrics=metrics, fence=elector.may_write if elector is not None else None)
+    loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption)
+    settings_ = kopf.OperatorSettings()
+    settings_.posting.enabled = False
+    settings_.persistence.diffbase_storage = _NoDiffBase()
+    settings_.persistence.progress_storage = _NoProgress()
+    settings_.watching.server_timeout = 300
+    settings_.watching.client_timeout = 330
+    settings_.networking.error_backoffs = [0.5, 1, 2, 5, 10]
+    registry = build_registry(cache, kubeconfig, kinds)
     # kopf turns SIGTERM/SIGINT into a graceful stop of the operator; the loop stops with it.
     operator = asyncio.ensure_future(
-        kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True))
-    scheduling = asyncio.ensure_future(loop.run())
-    resync = asyncio.ensure_future(resync_forever(api, cache))
+        kopf.operator(registry=registry, settings=settings_, clusterwide=True, standalone=True))
+    resync = asyncio.ensure_future(resync_forever(api, cache, kinds))
     pods = asyncio.ensure_future(watch_pods(api, cache, str(versions.get("Pod") or "")))
+    scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))
     tasks = {operator, scheduling, resync, pods}
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -203,12 +249,52 @@ async def run_async(kubeconfig: str | None, scheduler_names: frozenset[str]) -> 
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        writer.cancel()
+        if elector is not None and not elector.lost.is_set():
+            await elector.release()
+        await server.stop()
         await api.close()
         log.info("stopped", cycles=loop.cycles)
 
 
-def run(kubeconfig: str | None, scheduler_names: list[str], log_level: str = "INFO") -> int:
-    configure_logging(log_level)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_async(kubeconfig, frozenset(scheduler_names)))
+class LeadershipLost(Exception):
+    """The Lease was not renewed in time; the process ends so that a fresh start re-reads the API."""
+
+
+async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Metrics) -> None:
+    """Schedules: at once without leader election, else while holding the Lease."""
+    if elector is None:
+        metrics.leader.set(1)
+        await loop.run()
+        return
+    await elector.acquire()
+    metrics.leader.set(1)
+    scheduling = asyncio.ensure_future(loop.run())
+    keeping = asyncio.ensure_future(elector.keep())
+    try:
+        done, _ = await asyncio.wait({scheduling, keeping}, return_when=asyncio.FIRST_COMPLETED)
+        if scheduling in done:
+            scheduling.result()
+            return
+    finally:
+        for task in (scheduling, keeping):
+            task.cancel()
+        await asyncio.gather(scheduling, keeping, return_exceptions=True)
+    metrics.leader.set(0)
+    raise LeadershipLost(f"lease {elector.namespace}/{elector.name} not renewed within "
+                         f"{elector.renew_deadline:g}s")
+
+
+def run(kubeconfig: str | None, settings: Settings) -> int:
+    configure_logging(settings.logging.level, settings.logging.format)
+    try:
+        asyncio.run(run_async(kubeconfig, settings))
+    except KeyboardInterrupt:
+        pass
+    except LeadershipLost as exc:
+        log.error("exiting: leadership lost", reason=str(exc))
+        return 1
+    except OSError as exc:  # the metrics port taken, say: say so in one line
+        log.error("cannot start", error=str(exc))
+        return 1
     return 0

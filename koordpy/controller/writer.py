@@ -31,6 +31,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.objects import PREEMPTION_REASON
+from koordpy.controller.metrics import Metrics
 
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
@@ -66,10 +67,20 @@ def now_rfc3339() -> str:
     return rfc3339(time.time())
 
 
-async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int = 6) -> T:
-    """Retries 429, 5xx and connection errors with jittered exponential backoff."""
+class NotLeader(Exception):
+    """This replica may not write: it does not hold the leader Lease (or no longer does)."""
+
+
+async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int = 6,
+                       fence: Callable[[], bool] | None = None,
+                       retried: Callable[[str], None] | None = None) -> T:
+    """Retries 429, 5xx and connection errors with jittered exponential backoff. ``fence()`` is
+    asked before every attempt, a retry included: a replica that lost its lease while backing
+    off must not send the write afterwards. ``retried(reason)`` counts the retries."""
     delay = 0.2
     for attempt in range(1, attempts + 1):
+        if fence is not None and not fence():
+            raise NotLeader(what)
         try:
             return await op()
         except ApiException as exc:
@@ -80,10 +91,14 @@ async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int 
             if exc.status not in (429, 500, 502, 503, 504) or attempt == attempts:
                 raise
             log.warning("api write failed, retrying", what=what, status=exc.status, attempt=attempt)
+            if retried is not None:
+                retried(str(exc.status))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             if attempt == attempts:
                 raise
             log.warning("api unreachable, retrying", what=what, error=str(exc), attempt=attempt)
+            if retried is not None:
+                retried("unreachable")
         await asyncio.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 5.0)
     raise AssertionError("unreachable")
@@ -106,7 +121,11 @@ PODGROUP_VERSIONS = {"scheduling.sigs.k8s.io": "v1alpha1", "scheduling.volcano.s
 
 class ApiWriter:
     def __init__(self, api: ApiClient, concurrency: int = 64, report_concurrency: int = 8,
-                 settle: float = 1.0, cooldown: float = 5.0) -> None:
+                 settle: float = 1.0, cooldown: float = 5.0, metrics: Metrics | None = None,
+                 fence: Callable[[], bool] | None = None) -> None:
+        self.metrics = metrics
+        # Asked before every write: false once this replica is not (or no longer) the leader.
+        self.fence = fence
         self.core = CoreV1Api(api)
         self.custom = CustomObjectsApi(api)
         self.sem = asyncio.Semaphore(concurrency)  # binds
@@ -123,6 +142,24 @@ class ApiWriter:
         self._pruned = time.monotonic()
         self._statuses: dict[str, dict[str, object]] = {}
 
+    async def _call(self, kind: str, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """One write, retried, fenced and counted by ``kind`` (bind, status, event...)."""
+        retried = self.metrics.api_retries.labels if self.metrics is not None else None
+        try:
+            result = await with_retries(what, op, fence=self.fence,
+                                        retried=(lambda reason: retried(reason).inc()) if retried else None)
+        except NotLeader:
+            if self.metrics is not None:
+                self.metrics.api_writes.labels(kind, "fenced").inc()
+            raise
+        except BaseException:
+            if self.metrics is not None:
+                self.metrics.api_writes.labels(kind, "failed").inc()
+            raise
+        if self.metrics is not None:
+            self.metrics.api_writes.labels(kind, "ok").inc()
+        return result
+
     # -- binds ---------------------------------------------------------------------------
 
     async def bind(self, pod_key: str, uid: str, node: str) -> bool:
@@ -134,14 +171,19 @@ class ApiWriter:
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         async with self.sem:
+            started = time.perf_counter()
             try:
-                await with_retries(f"bind {pod_key}", lambda: self.core.create_namespaced_pod_binding(
+                await self._call("bind", f"bind {pod_key}", lambda: self.core.create_namespaced_pod_binding(
                     name, ns, body, _preload_content=False))
             except Gone:
                 return False
             except Conflict as exc:
                 log.warning("bind conflict: the pod is already bound", pod=pod_key, node=node, error=str(exc))
                 return False
+            except NotLeader:
+                return False
+            if self.metrics is not None:
+                self.metrics.bind_duration.observe(time.perf_counter() - started)
         self._conditions.pop(pod_key, None)
         return True
 
@@ -164,9 +206,9 @@ class ApiWriter:
             options["preconditions"] = {"uid": uid}
         async with self.preempt_sem:
             try:
-                await with_retries(f"DisruptionTarget of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
-                    name, ns, body, _preload_content=False))
-                await with_retries(f"delete pod {pod_key}", lambda: self.core.delete_namespaced_pod(
+                await self._call("pod-status", f"DisruptionTarget of pod {pod_key}",
+                                 lambda: self.core.patch_namespaced_pod_status(name, ns, body, _preload_content=False))
+                await self._call("delete", f"delete pod {pod_key}", lambda: self.core.delete_namespaced_pod(
                     name, ns, body=options, _preload_content=False))
             except (Gone, Conflict) as exc:  # deleted already, or replaced by a pod of another UID
                 log.info("victim already gone", pod=pod_key, detail=str(exc))
@@ -190,8 +232,9 @@ class ApiWriter:
             body["metadata"] = {"uid": uid}
         async with self.preempt_sem:
             try:
-                await with_retries(f"nominatedNodeName of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
-                    name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
+                await self._call("pod-status", f"nominatedNodeName of pod {pod_key}",
+                                 lambda: self.core.patch_namespaced_pod_status(
+                                     name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
             except Gone:
                 return True
             except ApiException as exc:
@@ -249,19 +292,27 @@ class ApiWriter:
         for coro in due:
             self.spawn(coro)
 
+    def cancel(self) -> None:
+        """Drops every write in flight or queued: on a stop, what was not written is rebuilt
+        from the API server by whoever schedules next."""
+        for task in list(self._tasks):
+            task.cancel()
+        self._conditions.clear()
+        self._statuses.clear()
+
     def spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _report(self, what: str, call: Callable[[], Awaitable[object]]) -> bool:
+    async def _report(self, what: str, call: Callable[[], Awaitable[object]], kind: str = "status") -> bool:
         """One report write; a failure is logged, never raised: a lost report must not stop
         the scheduler. True when it was written."""
         async with self.report_sem:
             try:
-                await with_retries(what, call)
+                await self._call(kind, what, call)
                 return True
-            except Gone:
+            except (Gone, NotLeader):
                 return False
             except Exception as exc:
                 log.error("cannot write", what=what, error=str(exc))
@@ -274,7 +325,7 @@ class ApiWriter:
             "message": cap(message, CONDITION_LIMIT),
             "lastTransitionTime": now_rfc3339(), "lastProbeTime": None}]}}
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
-                name, ns, body, _preload_content=False)):
+                name, ns, body, _preload_content=False), kind="pod-status"):
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
 
     async def _write_podgroup_status(self, group: str, key: str, status: dict[str, object]) -> None:
@@ -283,12 +334,13 @@ class ApiWriter:
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
         await self._report(f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-            group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False))
+            group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
+            kind="podgroup-status")
 
     async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
         await self._report(f"status of HyperNode {name}", lambda: self.custom.patch_cluster_custom_object_status(
             "topology.volcano.sh", "v1alpha1", "hypernodes", name, {"status": status},
-            _content_type=MERGE_PATCH, _preload_content=False))
+            _content_type=MERGE_PATCH, _preload_content=False), kind="hypernode-status")
 
     # -- one-off writes ------------------------------------------------------------------
 
@@ -296,7 +348,7 @@ class ApiWriter:
         ns, name = pod_key.split("/", 1)
         body = {"metadata": {"annotations": {key: value}}}
         await self._report(f"annotation {key} of pod {pod_key}", lambda: self.core.patch_namespaced_pod(
-            name, ns, body, _preload_content=False))
+            name, ns, body, _preload_content=False), kind="pod")
 
     async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
         # Events of cluster-scoped objects live in "default", as kubectl describe expects.
@@ -323,10 +375,11 @@ class ApiWriter:
                 "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
                 "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         await self._report(f"{reason} event of {kind} {obj}", lambda: self.core.create_namespaced_event(
-            ns, body, _preload_content=False))
+            ns, body, _preload_content=False), kind="event")
 
     async def topology_status(self, status: dict[str, Any]) -> None:
         await self._report("status of ClusterNetworkTopology default",
                            lambda: self.custom.patch_cluster_custom_object_status(
                                "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default",
-                               {"status": status}, _content_type=MERGE_PATCH, _preload_content=False))
+                               {"status": status}, _content_type=MERGE_PATCH, _preload_content=False),
+                           kind="topology-status")

@@ -119,6 +119,8 @@ class Cycle:
             if since is not None:
                 self.state.wait_since[job.id] = since
             self.state.satisfied -= {g.key for g in job.gangs} - satisfied
+            self.result.gangs_placed = [j for j in self.result.gangs_placed if j != job.id]
+            self.result.gangs_timed_out = [j for j in self.result.gangs_timed_out if j != job.id]
             self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
             message = (f"koordpy failed while scheduling this job and skipped it: {type(exc).__name__}: {exc}; "
                        "the rest of the queue was scheduled")
@@ -134,6 +136,7 @@ class Cycle:
             reason, wake = rejected
             if wake == "timed-out":
                 reason, wake = self._time_out(job, self._wait_limit(job.id, self.gangs)), None
+                self.result.gangs_timed_out.append(job.id)
             for pod in job.pods:
                 self._say(pod, reason)
             return wake
@@ -164,6 +167,8 @@ class Cycle:
             self.state.wait_since.pop(job.id, None)
             self.state.satisfied.update(g.key for g in job.gangs)
             self.bind(placed)
+            if job.is_gang and placed:
+                self.result.gangs_placed.append(job.id)
             if req is not None and req.notes:
                 self._report_ignored_layers(job, req.notes)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
@@ -468,9 +473,10 @@ class Cycle:
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
         """kube-scheduler's PostFilter: preemption, once per job and cycle, for the pods still to place."""
-        if job.id in self.preempted_jobs:
+        if job.id in self.preempted_jobs or not self.snapshot.preemption:
             return None
         self.preempted_jobs.add(job.id)
+        self.result.preemption_attempts += 1
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
         if plan.outcome == "none" and job.is_gang and any(g.config is not None and g.config.mode == "Strict"
                                                           for g in job.gangs):

@@ -78,6 +78,11 @@ class CycleResult:
     kept: list[dict[str, str]] = field(default_factory=list)
     next_deadline: float | None = None  # the earliest gang wait that expires, for the caller's timer
     job_errors: dict[str, str] = field(default_factory=dict)  # job id -> traceback of a job that raised
+    # What the cycle did with jobs, for the shell's metrics: gangs placed whole (their minimum
+    # met), gangs whose wait for members ran out, and preemption plans made (with or without victims).
+    gangs_placed: list[str] = field(default_factory=list)
+    gangs_timed_out: list[str] = field(default_factory=list)
+    preemption_attempts: int = 0
 
     @property
     def pending(self) -> dict[str, str]:

@@ -40,6 +40,8 @@ class Snapshot:
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
+    # The operator's switch (``preemption: false``): a job that does not fit waits for room.
+    preemption: bool = True
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place."""

@@ -143,13 +143,12 @@ def settle(check: Callable[[], T], duration: float = 3.0) -> T:
 class Scheduler:
     """``koordpy run`` as a child process."""
 
-    def __init__(self, cp: ControlPlane, log: Path, args: list[str] | None = None,
+    def __init__(self, cp: ControlPlane, log: Path, args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None) -> None:
         self.cp = cp
         self.log = log
-        # `koordpy run`'s arguments (default: the admin's kubeconfig) and extra environment.
-        self.args = args if args is not None else ["--kubeconfig", cp.kubeconfig]
-        self.env = env or {}
+        self.args = args  # more flags for `koordpy run` (a repeated flag: the last one wins)
+        self.env = env or {}  # more environment variables
         self.proc: subprocess.Popen[bytes] | None = None
 
     READY_TIMEOUT = 300.0  # a fresh checkout compiles the numba kernels at the first start
@@ -160,7 +159,8 @@ class Scheduler:
         synced = self._synced()
         out = open(self.log, "ab")  # noqa: SIM115 - the child process owns it
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", *self.args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.cp.kubeconfig,
+                                      "--bind-address", "127.0.0.1:0", *self.args],
                                      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         deadline = time.monotonic() + self.READY_TIMEOUT
         while self._synced() <= synced:

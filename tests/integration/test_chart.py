@@ -116,8 +116,8 @@ def sa_scheduler(controlplane: ControlPlane, kube: Kube, chart: Installed,
     # A Lease left by an earlier run would spare the new leader the create this file must see.
     kube.kubectl("delete", "lease", "-n", NAMESPACE, "--all", check=False)
     s = ChartScheduler(controlplane, tmp_path / "koordpy.log",
-                  args=["--kubeconfig", str(chart.kubeconfig), "--config", str(chart.config),
-                        "--bind-address", "127.0.0.1:0"],
+                  args=("--kubeconfig", str(chart.kubeconfig), "--config", str(chart.config),
+                        "--bind-address", "127.0.0.1:0"),
                   env={"POD_NAMESPACE": NAMESPACE, "POD_NAME": POD_NAME, "KUBECONFIG": str(chart.kubeconfig)})
     s.start()
     yield s
