@@ -122,24 +122,33 @@ def as_sa(cp: ControlPlane, installed: Installed, *args: str) -> subprocess.Comp
                           text=True, timeout=120, check=False)
 
 
+def chart_scheduler(cp: ControlPlane, kube: Kube, chart: Installed, config: Path, log: Path) -> ChartScheduler:
+    """``koordpy run`` as the chart's pod runs it, with the ServiceAccount's token; it serves its
+    HTTP endpoints on a free port (the chart's port may be taken on this machine)."""
+    # A Lease left by an earlier run would spare the new leader the create the audit must see.
+    kube.kubectl("delete", "lease", "-n", NAMESPACE, "--all", check=False)
+    s = ChartScheduler(cp, log, args=("--kubeconfig", str(chart.kubeconfig), "--config", str(config),
+                                      "--bind-address", "127.0.0.1:0"),
+                       env={"POD_NAMESPACE": NAMESPACE, "POD_NAME": POD_NAME, "KUBECONFIG": str(chart.kubeconfig)})
+    s.start()
+    return s
+
+
+def stop(s: ChartScheduler) -> None:
+    """Stops it and fails the test if it had exited on its own or logged a traceback."""
+    died = s.proc is not None and not s.alive()  # a test that stops it on purpose leaves no process
+    s.kill()
+    log = s.log.read_text(errors="replace")
+    assert not died, f"koordpy run exited during the test:\n{log[-4000:]}"
+    assert "Traceback" not in log, log[-4000:]
+
+
 @pytest.fixture
 def sa_scheduler(controlplane: ControlPlane, kube: Kube, chart: Installed,
                  tmp_path: Path) -> Iterator[ChartScheduler]:
-    """``koordpy run`` as the chart's pod runs it, with the ServiceAccount's token; it serves its
-    HTTP endpoints on a free port (the chart's port may be taken on this machine)."""
-    # A Lease left by an earlier run would spare the new leader the create this file must see.
-    kube.kubectl("delete", "lease", "-n", NAMESPACE, "--all", check=False)
-    s = ChartScheduler(controlplane, tmp_path / "koordpy.log",
-                  args=("--kubeconfig", str(chart.kubeconfig), "--config", str(chart.config),
-                        "--bind-address", "127.0.0.1:0"),
-                  env={"POD_NAMESPACE": NAMESPACE, "POD_NAME": POD_NAME, "KUBECONFIG": str(chart.kubeconfig)})
-    s.start()
+    s = chart_scheduler(controlplane, kube, chart, chart.config, tmp_path / "koordpy.log")
     yield s
-    died = s.proc is not None and not s.alive()  # a test that stops it on purpose leaves no process
-    s.kill()
-    log = (tmp_path / "koordpy.log").read_text(errors="replace")
-    assert not died, f"koordpy run exited during the test:\n{log[-4000:]}"
-    assert "Traceback" not in log, log[-4000:]
+    stop(s)
 
 
 def example(name: str) -> tuple[list[dict[str, Any]], dict[str, str], set[str]]:
@@ -271,3 +280,32 @@ def drive_every_write(kube: Kube) -> None:
     lease = wait_for(lambda: kube.get("lease", "", NAMESPACE)["items"] or None, "the Lease")
     [lease_obj] = lease
     assert POD_NAME in lease_obj["spec"]["holderIdentity"], lease_obj["spec"]
+
+
+def test_a_trimmed_configuration_needs_no_more_than_its_trimmed_role(
+        controlplane: ControlPlane, kube: Kube, chart: Installed, tmp_path: Path) -> None:
+    """One topology source and no preemption: the chart grants less, and the scheduler asks for no more."""
+    trimmed = ("--set", "config.topologySources={koordinator}", "--set", "config.preemption=false")
+    helm(controlplane, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, *trimmed)
+    try:
+        manifest = [d for d in yaml.safe_load_all(helm(controlplane, "get", "manifest", RELEASE, "-n", NAMESPACE))
+                    if d]
+        granted = grants(rbac_rules([d for d in manifest if d["kind"] in ("ClusterRole", "Role")]))
+        others = {"topology.volcano.sh", "kueue.x-k8s.io", "kai.scheduler"}
+        assert not {g for g, _, _ in granted} & others and ("", "pods", "delete") not in granted
+        [cm] = [d for d in manifest if d["kind"] == "ConfigMap"]
+        config = tmp_path / "config.yaml"
+        config.write_text(kube.get("configmap", cm["metadata"]["name"], NAMESPACE)["data"]["config.yaml"])
+        s = chart_scheduler(controlplane, kube, chart, config, tmp_path / "koordpy.log")
+        try:
+            run_example(kube, "spine-block")
+        finally:
+            stop(s)
+        events = audit_events(controlplane, chart.user, s.started_at)
+        refused = sorted({(e["verb"], e["requestURI"]) for e in events if e["responseStatus"].get("code") == 403})
+        assert refused == [], f"the scheduler was refused: {refused}"
+        used = {c for e in events if (c := call(e)) is not None}
+        assert used <= granted, sorted(used - granted)
+        assert ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch") in used
+    finally:
+        helm(controlplane, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reset-values")
