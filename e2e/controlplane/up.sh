@@ -60,6 +60,19 @@ ENV
   --quota-backend-bytes 4294967296 > "$dir/logs/etcd.log" 2>&1 &
 echo $! > "$dir/etcd.pid"
 
+# The audit log records every request a ServiceAccount makes (who, verb, resource, status), so
+# tests can check which calls the scheduler's own identity made and that none was refused; the
+# admin's and the control plane's requests are left out.
+cat > "$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+POLICY
+
 # ServiceAccount and TaintNodesByCondition admission are off: without kube-controller-manager no
 # default ServiceAccount exists and nothing would lift the not-ready taint kwok's nodes get; the
 # tests' pods need neither. Priority admission stays on (it resolves PriorityClasses).
@@ -70,7 +83,8 @@ apiserver=("$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port"
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
   --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
   --disable-admission-plugins ServiceAccount,TaintNodesByCondition --max-requests-inflight 2000 \
-  --max-mutating-requests-inflight 1000)
+  --max-mutating-requests-inflight 1000 \
+  --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log")
 printf '%q ' "${apiserver[@]}" > "$dir/apiserver.cmd"  # for restart-apiserver.sh
 "${apiserver[@]}" > "$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/apiserver.pid"

@@ -143,11 +143,13 @@ def settle(check: Callable[[], T], duration: float = 3.0) -> T:
 class Scheduler:
     """``koordpy run`` as a child process."""
 
-    def __init__(self, cp: ControlPlane, log: Path, args: tuple[str, ...] = (), kubeconfig: str | None = None) -> None:
+    def __init__(self, cp: ControlPlane, log: Path, args: tuple[str, ...] = (), kubeconfig: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.cp = cp
         self.log = log
-        self.args = args  # more flags for `koordpy run`
+        self.args = args  # more flags for `koordpy run` (a repeated flag: the last one wins)
         self.kubeconfig = kubeconfig or cp.kubeconfig
+        self.env = env or {}  # more environment variables
         self.proc: subprocess.Popen[bytes] | None = None
 
     READY_TIMEOUT = 300.0  # a fresh checkout compiles the numba kernels at the first start
@@ -157,7 +159,7 @@ class Scheduler:
         so a test's own deadlines never include a cold start."""
         synced = self._synced()
         out = open(self.log, "ab")  # noqa: SIM115 - the child process owns it
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen([sys.executable, "-m", "koordpy", "run", "--kubeconfig", self.kubeconfig,
                                       "--bind-address", "127.0.0.1:0", *self.args],
                                      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
