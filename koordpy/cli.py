@@ -446,6 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
     from koordpy import topology_cli  # its heavy imports stay inside its commands
 
     topology_cli.add_parser(sub)
+    from koordpy import explain_cli
+
+    explain_cli.add_parser(sub)
     return parser
 
 

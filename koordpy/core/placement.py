@@ -189,7 +189,7 @@ class Placer:
         if not req.subgroups and len(classes) == 1:
             if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
                 return None
-            return Failure(pods[0], self._tier_message(pods, tree, req, scope, lo, hi), desired=len(pods))
+            return self._tier_failure(pods, tree, req, scope, lo, hi)
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
         minimums = dict(req.policy_minimums)
@@ -262,17 +262,21 @@ class Placer:
                                f"fit inside one HyperNode of its tier limit within {where}, where the job's other "
                                "sub-groups went")
             stmt.rollback(mark)
+        listed = self._tier_domains(tree, sums, scope, lo, hi)
+        resolvable = bool(mask.any())
         if not req.subgroups:
             return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no "
                                     f"HyperNode within tier {hi} takes all {len(pods)} pods, each kind of pod where "
-                                    f"it fits{self._tier_offers(tree, sums, scope, lo, hi)}.")
+                                    f"it fits{self._tier_offers(tree, sums, scope, lo, hi)}.",
+                           resolvable=resolvable, domains=listed, desired=need)
         sub = ", ".join(f"{g.id} ({len(g.pods)} pods, highest tier {g.scope if g.scope is not None else 'any'})"
                         for g in subgroups[:8])
         counts = ", ".join(f"{n} of policy {p}" for p, n in wanted.items() if n)
         return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no HyperNode "
                                 f"within tier {hi} holds {counts or 'the'} sub-groups the job needs, each inside "
                                 f"one HyperNode of its own tier limit: {sub}"
-                                f"{self._tier_offers(tree, sums, scope, lo, hi)}.")
+                                f"{self._tier_offers(tree, sums, scope, lo, hi)}.",
+                       resolvable=resolvable, domains=listed, desired=need)
 
     WORK_PER_DOMAIN = 64
 
@@ -319,15 +323,30 @@ class Placer:
         add_usage(used, per_node, vec, tree.node_domain, tree.parent)
         return True
 
-    def _tier_message(self, pods: list[Pod], tree: TopologyTree, req: Requirement, scope: int, lo: int,
-                      hi: int) -> str:
+    def _tier_failure(self, pods: list[Pod], tree: TopologyTree, req: Requirement, scope: int, lo: int,
+                      hi: int) -> Failure:
         vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
-        slots = node_offerslots(self.cluster.free(), vec, self.feasible(pods, tree))
+        feasible = self.feasible(pods, tree)
+        slots = node_offerslots(self.cluster.free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         mode = "hard" if req.hard else "soft"
         limit = f", highest tier {hi}" if req.hard and req.scope is not None else ""
-        return (f"0/{len(self.cluster.nodes)} nodes are available: network topology ({mode}{limit}): no HyperNode "
-                f"can take all {len(pods)} pods{self._tier_offers(tree, sums, scope, lo, hi)}.")
+        filtered = self.filters.static_counts(pods)
+        offers = self._tier_offers(tree, sums, scope, lo, hi)
+        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology ({mode}{limit}): "
+                                f"no HyperNode can take all {len(pods)} pods{offers}.",
+                       resolvable=bool(feasible.any()), filtered=tuple(sorted(filtered.items())),
+                       domains=self._tier_domains(tree, sums, scope, lo, hi), desired=len(pods))
+
+    @staticmethod
+    def _tier_domains(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int,
+                      hi: int) -> tuple[tuple[str, int], ...]:
+        """The HyperNodes searched with their offerslots, the most first (for ``Failure.domains``)."""
+        inner = np.zeros(len(tree.order), dtype=np.bool_)
+        inner[scope: tree.end[scope]] = True
+        at = np.flatnonzero(inner & (tree.domain_node < 0) & (tree.rank >= lo) & (tree.rank <= hi))
+        best = at[np.lexsort((tree.name_rank[at], tree.rank[at], -sums[at]))][:MAX_LISTED_DOMAINS]
+        return tuple((tree.name(int(d)) or "the cluster", int(sums[d])) for d in best)
 
     @staticmethod
     def _tier_offers(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int, hi: int) -> str:

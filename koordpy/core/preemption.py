@@ -46,6 +46,16 @@ NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."
 
 
+def preemption_policy(pod: Pod, classes: Mapping[str, PriorityClass]) -> str:
+    """The pod's preemptionPolicy, or its PriorityClass's (the global default's when it names none)."""
+    if pod.preemption_policy:
+        return pod.preemption_policy
+    pc = classes.get(pod.priority_class_name) if pod.priority_class_name else None
+    if pc is None and not pod.priority_class_name:
+        pc = next((c for c in classes.values() if c.global_default), None)
+    return pc.preemption_policy if pc is not None else "PreemptLowerPriority"
+
+
 @dataclass
 class Plan:
     outcome: Outcome
@@ -80,12 +90,7 @@ class Preemptor:
     # -- eligibility -------------------------------------------------------------------------
 
     def policy(self, pod: Pod) -> str:
-        if pod.preemption_policy:
-            return pod.preemption_policy
-        pc = self.classes.get(pod.priority_class_name) if pod.priority_class_name else None
-        if pc is None and not pod.priority_class_name:
-            pc = next((c for c in self.classes.values() if c.global_default), None)
-        return pc.preemption_policy if pc is not None else "PreemptLowerPriority"
+        return preemption_policy(pod, self.classes)
 
     def terminating_on_nominated(self, job: Job) -> bool:
         """Whether a node one of the job's pods is nominated to still holds a lower-priority pod
@@ -308,4 +313,4 @@ class Preemptor:
         return jobs, gangs, bound, least
 
 
-__all__ = ["NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "NO_VICTIM", "Plan", "Preemptor"]
+__all__ = ["NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "NO_VICTIM", "Plan", "Preemptor", "preemption_policy"]

@@ -1,0 +1,534 @@
+"""Why a pod or a PodGroup waits, or where it went: ``koordpy explain`` without the I/O.
+
+``explain_pod`` and ``explain_podgroup`` take the snapshot the scheduler would see, its state
+and ``now``, and answer from the core's own reasoning: the gangs as ``resolve_gangs`` declares
+them, and a dry run of the job (``koordpy.core.cycle.dry_run``) whose structured diagnosis
+(``Failure``) and preemption plan (``Plan``) say what stands in the way. A second dry run on the
+same nodes with every other pod gone tells a job that waits for room from one that can never
+fit as asked. Nothing is changed: both runs work on copies, and their decisions are reported,
+never carried out.
+
+``Explanation.to_json`` is the documented, stable shape of ``koordpy explain -o json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY
+from koordpy.api.objects import Pod
+from koordpy.api.topology import GatherRule
+from koordpy.api.volcano import NetworkTopology
+from koordpy.core.cycle import DryRun, dry_run
+from koordpy.core.decisions import Bind
+from koordpy.core.gang import Gang, SchedulerState, group_of, resolve_gangs
+from koordpy.core.preemption import preemption_policy
+from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
+from koordpy.core.tree import TopologyTree
+
+API_VERSION = "explain.koordpy.io/v1alpha1"
+SHOWN_DOMAINS = 16
+
+Status = Literal["bound", "pending", "schedulable", "finished", "terminating", "not-ours", "invalid"]
+
+
+@dataclass(frozen=True)
+class GangFacts:
+    """One gang of the job, counted as the scheduler counts it."""
+
+    key: str
+    declared_by: str  # what declares it: a PodGroup of some API group, annotations, an owner
+    min_member: int | None  # None: the declaration is invalid (see error)
+    members: int  # live pods that belong to it
+    bound: int
+    pending: int
+    waiting: int  # placed and held while the gang waits for the rest (NonStrict)
+    mode: str | None  # Strict / NonStrict
+    timeout_seconds: float | None
+    timed_out: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    key: str
+    state: str  # Bound, Pending, Terminating, Succeeded, Failed
+    node: str
+    nominated_node: str
+    path: tuple[str, ...]  # the node's topology path, top domain first, the node last
+    message: str  # the PodScheduled=False message the pod carries
+
+
+@dataclass(frozen=True)
+class TopologyFacts:
+    source: str  # koordinator, volcano or kai
+    required: tuple[str, ...]
+    preferred: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The dry run's failure: the reason, what the filters removed, the offerslots per domain."""
+
+    pod: str  # the member whose placement failed
+    reason: str
+    resolvable: bool  # whether freeing room (preemption) could change the answer
+    nodes: int
+    filtered: tuple[tuple[str, int], ...]  # (why, nodes removed)
+    desired: int
+    domains: tuple[tuple[str, int], ...]  # (domain, offerslots), the most first
+    fits_empty: bool | None  # whether the job fits with every other pod gone (None: not asked)
+
+
+@dataclass(frozen=True)
+class PreemptionFacts:
+    policy: str
+    priority: int
+    nominated: tuple[tuple[str, str], ...]  # (pod, node) as the pods carry them now
+    terminating: tuple[str, ...]  # victims already being evicted on those nodes
+    outcome: str  # what a dry run would do: nominated, waiting, none, or not-tried
+    message: str
+    would_evict: tuple[str, ...]
+    would_release: tuple[str, ...]  # lower-priority pods that would lose room nominated for them
+    would_nominate: tuple[tuple[str, str], ...]
+    where: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    kind: Literal["pod", "podgroup"]
+    key: str
+    status: Status
+    summary: str
+    job: str  # the GangGroup id (gang keys joined by commas), or the pod itself
+    job_kind: str
+    priority: int
+    gangs: tuple[GangFacts, ...] = ()
+    pods: tuple[PodFacts, ...] = ()
+    topology: TopologyFacts | None = None
+    diagnosis: Diagnosis | None = None
+    would_place: tuple[tuple[str, str], ...] = ()  # (pod, node) the dry run would bind
+    preemption: PreemptionFacts | None = None
+    changes: tuple[str, ...] = ()  # what would change the answer
+    messages: dict[str, str] = field(default_factory=dict)  # pod -> why it would wait, per the dry run
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape of ``koordpy explain -o json``::
+
+            apiVersion: explain.koordpy.io/v1alpha1, kind: Explanation
+            target: {kind: pod|podgroup, key}
+            status: bound|pending|schedulable|finished|terminating|not-ours|invalid
+            summary: one sentence
+            job: {id, kind, priority, gangs: [{key, declaredBy, minMember, members, bound, pending,
+                  waiting, mode, timeoutSeconds, timedOut, error}]}
+            pods: [{key, state, node, nominatedNode, path: [top domain ... node], message}]
+            topology: null | {source, required: [...], preferred: [...]}
+            diagnosis: null | {pod, reason, resolvable, nodes, filtered: [{reason, nodes}],
+                       desired, domains: [{name, offerslots}] (most first), fitsEmptyCluster}
+            wouldPlace: {pod: node}
+            preemption: null | {policy, priority, nominated: {pod: node}, terminating: [...],
+                        outcome: nominated|waiting|none|not-tried, message, wouldEvict: [...],
+                        wouldRelease: [...], wouldNominate: {pod: node}, where}
+            changes: ["what would change the answer", ...]
+            messages: {pod: why it would wait}
+        """
+        d, p, t = self.diagnosis, self.preemption, self.topology
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Explanation",
+            "target": {"kind": self.kind, "key": self.key},
+            "status": self.status,
+            "summary": self.summary,
+            "job": {"id": self.job, "kind": self.job_kind, "priority": self.priority,
+                    "gangs": [{"key": g.key, "declaredBy": g.declared_by, "minMember": g.min_member,
+                               "members": g.members, "bound": g.bound, "pending": g.pending,
+                               "waiting": g.waiting, "mode": g.mode, "timeoutSeconds": g.timeout_seconds,
+                               "timedOut": g.timed_out, "error": g.error} for g in self.gangs]},
+            "pods": [{"key": x.key, "state": x.state, "node": x.node, "nominatedNode": x.nominated_node,
+                      "path": list(x.path), "message": x.message} for x in self.pods],
+            "topology": None if t is None else {"source": t.source, "required": list(t.required),
+                                                "preferred": list(t.preferred)},
+            "diagnosis": None if d is None else {
+                "pod": d.pod, "reason": d.reason, "resolvable": d.resolvable, "nodes": d.nodes,
+                "filtered": [{"reason": r, "nodes": n} for r, n in d.filtered], "desired": d.desired,
+                "domains": [{"name": name, "offerslots": n} for name, n in d.domains],
+                "fitsEmptyCluster": d.fits_empty},
+            "wouldPlace": dict(self.would_place),
+            "preemption": None if p is None else {
+                "policy": p.policy, "priority": p.priority, "nominated": dict(p.nominated),
+                "terminating": list(p.terminating), "outcome": p.outcome, "message": p.message,
+                "wouldEvict": list(p.would_evict), "wouldRelease": list(p.would_release),
+                "wouldNominate": dict(p.would_nominate), "where": p.where},
+            "changes": list(self.changes),
+            "messages": dict(self.messages),
+        }
+
+
+# -- the answers -------------------------------------------------------------------------
+
+
+def explain_pod(snapshot: Snapshot, state: SchedulerState, now: float, key: str,
+                invalid: Mapping[str, str] | None = None) -> Explanation | None:
+    """Why the pod ``key`` (namespace/name) waits, or where it went; None when there is no such
+    pod. ``invalid`` holds pods the shell could not hand the core, with why (their key: error)."""
+    pod = next((p for p in snapshot.pods if p.key == key), None)
+    if pod is None:
+        if invalid and key in invalid:
+            return Explanation("pod", key, "invalid", f"koordpy cannot schedule this pod: {invalid[key]}",
+                               key, "pod", 0, changes=(f"fix the pod: {invalid[key]}",))
+        return None
+    return _Explainer(snapshot, state, now).pod(pod)
+
+
+def explain_podgroup(snapshot: Snapshot, state: SchedulerState, now: float, key: str) -> Explanation | None:
+    """Why the gang ``key`` (namespace/name of its PodGroup, or of an annotation gang) waits, or
+    where its pods went; None when nothing declares such a gang."""
+    return _Explainer(snapshot, state, now).podgroup(key)
+
+
+class _Explainer:
+    def __init__(self, snapshot: Snapshot, state: SchedulerState, now: float) -> None:
+        self.snapshot = snapshot
+        self.state = state
+        self.now = now
+        self.gangs, self.member_of = resolve_gangs(snapshot)
+        self.groups = group_of(self.gangs)
+        self._cluster: Cluster | None = None
+        self._empty: DryRun | None = None
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.snapshot)
+        return self._cluster
+
+    # -- targets ---------------------------------------------------------------------------
+
+    def pod(self, pod: Pod) -> Explanation:
+        gang = self.gangs.get(self.member_of.get(pod.key, ""))
+        gangs = self._group(gang)
+        job = self.groups.get(gang.key, gang.key) if gang is not None else pod.key
+        prio = effective_priority(pod, self.snapshot.priority_classes)
+        base = Explanation("pod", pod.key, "pending", "", job, self._job_kind(gangs), prio,
+                           gangs=tuple(self._gang_facts(g) for g in gangs),
+                           pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, pod)),
+                           topology=self._topology(gangs))
+        if pod.phase in ("Succeeded", "Failed"):
+            return replace(base, status="finished", summary=f"the pod has finished ({pod.phase})"
+                           + (f" on {pod.node_name}" if pod.node_name else ""))
+        if pod.node_name:
+            where = " > ".join(self._path(pod.node_name, gangs))
+            others = [p for p in base.pods if p.key != pod.key and p.node]
+            also = f"; {len(others)} other member(s) of its job are bound too" if others else ""
+            state: Status = "terminating" if pod.deleting else "bound"
+            return replace(base, status=state, summary=f"bound to {pod.node_name} ({where}){also}"
+                           + (", and being deleted" if pod.deleting else ""))
+        if pod.deleting:
+            return replace(base, status="terminating", summary="the pod is being deleted")
+        if pod.scheduler_name not in self.snapshot.scheduler_names:
+            names = ", ".join(sorted(self.snapshot.scheduler_names))
+            return replace(base, status="not-ours", summary=f"its spec.schedulerName is {pod.scheduler_name!r}, "
+                           f"not one koordpy schedules ({names})",
+                           changes=(f"set spec.schedulerName to {sorted(self.snapshot.scheduler_names)[0]!r} "
+                                    "(or run koordpy with --scheduler-name for it)",))
+        return self._dry(base, pod.key, gangs)
+
+    def podgroup(self, key: str) -> Explanation | None:
+        gang = self.gangs.get(key)
+        if gang is None:
+            return None
+        gangs = self._group(gang)
+        job = self.groups.get(gang.key, gang.key)
+        pods = sorted(gang.pods, key=lambda p: p.key)
+        prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
+        base = Explanation("podgroup", key, "pending", "", job, self._job_kind(gangs), prio,
+                           gangs=tuple(self._gang_facts(g) for g in gangs),
+                           pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, None)),
+                           topology=self._topology(gangs))
+        pending = [p for p in pods if self.snapshot.claims(p)]
+        if pending:
+            return self._dry(base, pending[0].key, gangs)
+        facts = base.gangs[gangs.index(gang)]
+        if gang.error is not None:
+            return replace(base, summary=gang.error, changes=(f"fix the gang: {gang.error}",))
+        if facts.min_member is not None and facts.members < facts.min_member:
+            return replace(base, summary=f"minMember {facts.min_member} but only {facts.members} pod(s) exist",
+                           changes=tuple(self._short_changes(gangs)))
+        nodes = sorted({p.node_name for p in pods if p.node_name})
+        if not pods:
+            return replace(base, summary="the gang has no live pods")
+        if all(p.node_name for p in pods):
+            return replace(base, status="bound", summary=f"all {len(pods)} pod(s) are bound, on "
+                           f"{', '.join(nodes)}")
+        return replace(base, summary=f"{facts.bound} of {len(pods)} pod(s) are bound; the others are not "
+                       "koordpy's to place (another schedulerName, or being deleted)")
+
+    # -- the dry run -----------------------------------------------------------------------
+
+    def _dry(self, base: Explanation, key: str, gangs: list[Gang]) -> Explanation:
+        run = dry_run(self.snapshot, self.state, self.now, key)
+        if run is None:  # claimed pods are always in the queue; a job the core cannot form says so
+            return replace(base, summary="koordpy does not queue this pod", messages={})
+        binds = tuple((d.pod, d.node) for d in run.decisions if isinstance(d, Bind))
+        pods = set(run.pods)
+        messages = {k: v for k, v in run.messages.items() if k in pods}
+        exp = replace(base, would_place=binds, messages=messages, job=run.job)
+        target = key if base.kind == "pod" else next(iter(sorted(pods)), key)
+        if binds and (base.kind == "podgroup" or any(p == target for p, _ in binds)):
+            where = ", ".join(sorted({n for _, n in binds}))
+            return replace(exp, status="schedulable", summary=f"it fits now: the next cycle would bind "
+                           f"{len(binds)} pod(s) on {where}", changes=(
+                               "nothing stands in the way now; if it stays pending, check that koordpy runs "
+                               "(and is the leader) and claims this schedulerName",))
+        diagnosis = self._diagnosis(run, gangs)
+        preemption = self._preemption(run, gangs)
+        # The member that failed carries the reason; the others only quote it.
+        reason = run.failure.reason if run.failure is not None else messages.get(target, "")
+        if run.failure is not None and run.plan is not None and run.plan.message:
+            reason = f"{reason} {run.plan.message}"
+        exp = replace(exp, diagnosis=diagnosis, preemption=preemption,
+                      summary=reason or "it waits")
+        return replace(exp, changes=self._changes(exp, run, gangs))
+
+    def _diagnosis(self, run: DryRun, gangs: list[Gang]) -> Diagnosis | None:
+        f = run.failure
+        if f is None:
+            return None
+        domains = tuple(sorted(f.domains, key=lambda d: -d[1]))[:SHOWN_DOMAINS]
+        fits_empty = None
+        if f.resolvable:
+            again = self._empty_run(run, gangs)
+            fits_empty = again is not None and again.failure is None and any(
+                isinstance(d, Bind) for d in again.decisions)
+        return Diagnosis(f.pod.key, f.reason, f.resolvable, len(self.snapshot.nodes), f.filtered, f.desired,
+                         domains, fits_empty)
+
+    def _empty_run(self, run: DryRun, gangs: list[Gang]) -> DryRun | None:
+        """The job tried again with every pod outside its gangs gone: whether it fits then is the
+        difference between waiting for room and never fitting as asked."""
+        if self._empty is None:
+            keep = set(run.pods) | {p.key for g in gangs for p in g.pods}
+            empty = replace(self.snapshot, pods=[p for p in self.snapshot.pods if p.key in keep])
+            self._empty = dry_run(empty, SchedulerState(), self.now, run.pods[0])
+        return self._empty
+
+    def _preemption(self, run: DryRun, gangs: list[Gang]) -> PreemptionFacts | None:
+        by_key = {p.key: p for p in self.snapshot.pods}
+        pods = [by_key[k] for k in run.pods if k in by_key]
+        if not pods:
+            return None
+        first = run.failure.pod if run.failure is not None else pods[0]
+        nominated = tuple((p.key, p.nominated_node_name) for p in pods if p.nominated_node_name)
+        where = {n for _, n in nominated}
+        terminating = tuple(sorted(p.key for p in self.snapshot.pods
+                                   if p.deleting and p.preempted and p.node_name in where))
+        plan = run.plan
+        names = self.cluster.nodes
+        return PreemptionFacts(
+            policy=preemption_policy(first, self.snapshot.priority_classes),
+            priority=max(effective_priority(p, self.snapshot.priority_classes) for p in pods),
+            nominated=nominated, terminating=terminating,
+            outcome=plan.outcome if plan is not None else "not-tried",
+            message=plan.message.removeprefix("preemption: ") if plan is not None else "",
+            would_evict=plan.victims if plan is not None else (),
+            would_release=plan.released if plan is not None else (),
+            would_nominate=tuple(sorted((k, names[n].name) for k, n in plan.nominated.items()))
+            if plan is not None else (),
+            where=plan.where if plan is not None else "")
+
+    # -- what would change the answer --------------------------------------------------------
+
+    def _changes(self, exp: Explanation, run: DryRun, gangs: list[Gang]) -> tuple[str, ...]:
+        out: list[str] = []
+        for g in gangs:
+            if g.error is not None:
+                out.append(f"fix the gang {g.key}: {g.error}")
+        out.extend(self._short_changes(gangs))
+        for facts in exp.gangs:
+            if facts.timed_out:
+                out.append(f"gang {facts.key} timed out waiting for its members: delete and recreate its pods "
+                           "to try again")
+        d, p = exp.diagnosis, exp.preemption
+        if p is not None and p.outcome == "nominated" and p.would_evict:
+            out.append(f"preemption makes room: evicting {', '.join(p.would_evict)} in {p.where}; the job binds "
+                       "there once they terminate")
+        elif p is not None and p.outcome == "waiting":
+            out.append("victims are terminating on the nominated nodes: it binds once they are gone")
+        if d is not None and not d.resolvable:
+            if d.filtered:
+                why = ", ".join(f"{n} {r}" for r, n in d.filtered)
+                out.append(f"fix the pod's node selector, affinity or tolerations (or the nodes): no node passes "
+                           f"the filters ({why}); preemption cannot help")
+            else:
+                out.append(f"fix the job's topology request: {d.reason}; preemption cannot help")
+        elif d is not None and d.fits_empty is False:
+            best = f" (the most any domain offers even empty is {self._empty_best(run, gangs)})" if d.domains else ""
+            out.append(f"the job does not fit as asked even with every other pod gone{best}: make it smaller, "
+                       "relax its topology requirement, or add nodes; preemption cannot help")
+        elif d is not None and d.domains:
+            name, slots = d.domains[0]
+            short = d.desired - slots
+            out.append(f"room for {short} more pod(s) in {name}: it offers {slots} of the {d.desired} needed "
+                       f"(the best of {len(d.domains)} domain(s))")
+        elif d is not None and d.filtered:
+            why = ", ".join(f"{n} {r}" for r, n in d.filtered)
+            out.append(f"free room on some node for {d.desired} pod(s): {why}")
+        if p is not None and d is not None and d.resolvable and d.fits_empty is not False:
+            if p.policy == "Never":
+                out.append("its preemptionPolicy is Never: it never evicts others; only room freed by others helps")
+            elif p.outcome == "none" and p.message:
+                out.append(f"preemption cannot help: {p.message.removeprefix('not helpful: ')}")
+            elif p.outcome == "none":
+                out.append(f"preemption cannot help: no pod of lower priority than {p.priority} can be evicted "
+                           "where the job could go; a higher priority would let it preempt")
+        if not out and exp.summary:
+            out.append(exp.summary)
+        return tuple(out)
+
+    def _empty_best(self, run: DryRun, gangs: list[Gang]) -> str:
+        again = self._empty_run(run, gangs)
+        if again is None or again.failure is None or not again.failure.domains:
+            return "unknown"
+        name, slots = max(again.failure.domains, key=lambda d: d[1])
+        return f"{slots} of {again.failure.desired}, in {name}"
+
+    def _short_changes(self, gangs: list[Gang]) -> list[str]:
+        out = []
+        for g in gangs:
+            if g.config is not None and len(g.pods) < g.config.min_member:
+                missing = g.config.min_member - len(g.pods)
+                out.append(f"minMember {g.config.min_member} but only {len(g.pods)} pod(s) of gang {g.key} exist: "
+                           f"create {missing} more (or lower minMember)")
+        return out
+
+    # -- facts -------------------------------------------------------------------------------
+
+    def _group(self, gang: Gang | None) -> list[Gang]:
+        if gang is None:
+            return []
+        gid = self.groups.get(gang.key, gang.key)
+        return [self.gangs[k] for k in gid.split(",") if k in self.gangs]
+
+    def _members(self, gangs: list[Gang], pod: Pod | None) -> list[Pod]:
+        pods = {p.key: p for g in gangs for p in g.pods}
+        if pod is not None:
+            pods.setdefault(pod.key, pod)
+        return sorted(pods.values(), key=lambda p: p.key)
+
+    def _job_kind(self, gangs: list[Gang]) -> str:
+        if not gangs:
+            return "pod"
+        kinds = sorted({self._declared_by(g) for g in gangs})
+        if len(gangs) > 1:
+            return f"GangGroup of {len(gangs)} gangs ({', '.join(kinds)})"
+        return f"gang ({kinds[0]})"
+
+    def _declared_by(self, gang: Gang) -> str:
+        key = gang.key
+        if key in self.snapshot.podgroups or key in self.snapshot.invalid_podgroups:
+            return "PodGroup scheduling.sigs.k8s.io"
+        if key in self.snapshot.volcano_podgroups:
+            return "PodGroup scheduling.volcano.sh"
+        if key in self.snapshot.kai_podgroups:
+            return "PodGroup scheduling.run.ai"
+        if key.count("/") > 1:
+            _, kind, name = key.split("/", 2)
+            return f"the pods of {kind} {name}"
+        return "gang annotations"
+
+    def _gang_facts(self, gang: Gang) -> GangFacts:
+        cfg = gang.config
+        bound = sum(1 for p in gang.pods if p.node_name)
+        waiting = sum(1 for p in gang.pods if p.key in self.state.reserved)
+        return GangFacts(gang.key, self._declared_by(gang), cfg.min_member if cfg is not None else None,
+                         len(gang.pods), bound, len(gang.pods) - bound, waiting,
+                         cfg.mode if cfg is not None else None, cfg.waiting_seconds if cfg is not None else None,
+                         gang.timed_out, gang.error)
+
+    def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
+        if pod.phase in ("Succeeded", "Failed"):
+            state = pod.phase
+        elif pod.deleting:
+            state = "Terminating"
+        else:
+            state = "Bound" if pod.node_name else "Pending"
+        path = self._path(pod.node_name, gangs) if pod.node_name else ()
+        return PodFacts(pod.key, state, pod.node_name, pod.nominated_node_name, path, pod.unschedulable_message)
+
+    def _tree_key(self, gangs: list[Gang]) -> str | None:
+        """The tree the job's topology requirement is written against, else the first one the
+        snapshot defines."""
+        for g in gangs:
+            if g.config is not None and g.config.topology is not None:
+                return "cnt"
+            if g.ask is not None and g.ask.is_volcano:
+                return "hypernodes"
+            if g.ask is not None:
+                name = dict(g.ask.kai).get(ANN_TOPOLOGY)
+                if name and name in self.snapshot.topologies:
+                    return f"topology/{name}"
+        if self.snapshot.topology is not None:
+            return "cnt"
+        if self.snapshot.hypernodes:
+            return "hypernodes"
+        return f"topology/{min(self.snapshot.topologies)}" if self.snapshot.topologies else None
+
+    def _path(self, node: str, gangs: list[Gang]) -> tuple[str, ...]:
+        key = self._tree_key(gangs)
+        n = self.cluster.node_index.get(node)
+        if key is None or n is None:
+            return (node,)
+        tree = self.cluster.trees[key]
+        return (*_ancestors(tree, int(tree.parent[tree.node_domain[n]]), key == "cnt"), node)
+
+    def _topology(self, gangs: list[Gang]) -> TopologyFacts | None:
+        for g in gangs:
+            cfg = g.config
+            if cfg is not None and cfg.topology is not None:
+                rules = cfg.topology.gather
+                return TopologyFacts("koordinator", tuple(_rule(r) for r in rules if r.strategy == "MustGather"),
+                                     tuple(_rule(r) for r in rules if r.strategy == "PreferGather"))
+            ask = g.ask
+            if ask is None:
+                continue
+            if ask.is_volcano:
+                hard: list[str] = []
+                soft: list[str] = []
+                if ask.volcano is not None:
+                    (hard if ask.volcano.mode == "hard" else soft).append(
+                        f"the job within one HyperNode up to {_tier_limit(ask.volcano)}")
+                for pol in ask.policies:
+                    if pol.network_topology is not None:
+                        size = f" of {pol.sub_group_size}" if pol.sub_group_size else ""
+                        (hard if pol.network_topology.mode == "hard" else soft).append(
+                            f"each sub-group{size} of policy {pol.name} within one HyperNode up to "
+                            f"{_tier_limit(pol.network_topology)}")
+                return TopologyFacts("volcano", tuple(hard), tuple(soft))
+            kai = dict(ask.kai)
+            topo = kai.get(ANN_TOPOLOGY, "")
+            req = kai.get(ANN_REQUIRED)
+            pref = kai.get(ANN_PREFERRED)
+            return TopologyFacts("kai", (f"{req} of Topology {topo}",) if req else (),
+                                 (f"{pref} of Topology {topo}",) if pref else ())
+        return None
+
+
+def _tier_limit(nt: NetworkTopology) -> str:
+    if nt.highest_tier_name:
+        return nt.highest_tier_name
+    return f"tier {nt.highest_tier}" if nt.highest_tier is not None else "any tier"
+
+
+def _rule(rule: GatherRule) -> str:
+    multiple = f" (podCountMultiple {rule.pod_count_multiple})" if rule.pod_count_multiple > 1 else ""
+    return f"{rule.strategy} {rule.layer}{multiple}"
+
+
+def _ancestors(tree: TopologyTree, d: int, labelled: bool) -> list[str]:
+    out: list[str] = []
+    while d > 0:
+        out.append(tree.label(d) if labelled else tree.name(d))
+        d = int(tree.parent[d])
+    return out[::-1]

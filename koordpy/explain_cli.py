@@ -1,0 +1,291 @@
+"""``koordpy explain``: why a pod or a PodGroup waits, or where it went.
+
+Reads the cluster (read-only: LIST calls only) or manifests (``-f``, as ``koordpy simulate``
+reads them), asks ``koordpy.core.explain`` and prints the answer as text or JSON. Kept apart from
+``koordpy.cli`` so that its imports are paid only by this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from koordpy.sim.errors import InputError
+
+if TYPE_CHECKING:
+    from koordpy.core.explain import Explanation
+    from koordpy.core.snapshot import Snapshot
+
+PROG = "koordpy explain"
+EXIT_INPUT = 2
+EXIT_NOT_FOUND = 1
+TARGET_KINDS = ("pod", "podgroup")
+MESSAGE_WIDTH = 110
+
+
+class ExplainUsageError(ValueError):
+    """Bad arguments or unreadable input (exit 2, one line)."""
+
+
+def parse_target(words: list[str]) -> tuple[str, str]:
+    """``[pod|podgroup] NAMESPACE/NAME`` as (kind, key)."""
+    if len(words) == 1:
+        kind, key = "pod", words[0]
+    elif len(words) == 2:
+        kind, key = words
+        if kind not in TARGET_KINDS:
+            raise ExplainUsageError(f"{kind!r}: expected pod or podgroup before {key}")
+    else:
+        raise ExplainUsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
+    ns, _, name = key.partition("/")
+    if not ns or not name or "/" in name:
+        raise ExplainUsageError(f"{key!r}: expected NAMESPACE/NAME")
+    return kind, key
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first: bool,
+                        notes: list[str]) -> tuple[Snapshot, float]:
+    """The snapshot the manifests describe (after scheduling them as ``simulate`` does, if asked)."""
+    from koordpy.cli import UsageError, load_documents
+    from koordpy.sim.simulator import World, simulate
+
+    try:
+        loaded = load_documents(paths)
+        world = World.from_objects(loaded.docs)
+    except (InputError, UsageError) as exc:
+        raise ExplainUsageError(str(exc)) from exc
+    notes.extend(loaded.notes)
+    notes.extend(f"not acted on: {line}" for line in world.ignored)
+    if simulate_first:
+        result = simulate(world, names)
+        if result.truncated:
+            notes.append(f"the simulation stopped at its limit of {result.rounds} rounds before it settled")
+    return world.snapshot(names), world.now
+
+
+async def _list_live(kubeconfig: str | None, names: frozenset[str],
+                     notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
+    """One LIST of every kind the scheduler reads, filed in the scheduler's own cache so that the
+    snapshot is the one ``koordpy run`` would schedule against (unreadable objects reported the
+    same way). Only LIST calls: nothing is written."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from koordpy.api.kinds import watched
+    from koordpy.controller.cache import Cache, cache_name
+    from koordpy.controller.listing import list_objects
+    from koordpy.controller.main import api_client
+
+    api = await api_client(kubeconfig, qps_unlimited=False)
+    cache = Cache()
+    try:
+        for kind in watched():
+            try:
+                items, version = await list_objects(api, kind.group, kind.version, kind.plural)
+            except ApiException as exc:
+                if exc.status in (403, 404) and kind.group not in ("", "scheduling.k8s.io"):
+                    notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
+                    continue
+                raise
+            cache.reconcile(cache_name(kind), items, version)
+    finally:
+        await api.close()
+    snapshot = cache.snapshot(names)
+    invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}
+    return snapshot, invalid
+
+
+def snapshot_from_cluster(kubeconfig: str | None, names: frozenset[str],
+                          notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
+    import asyncio
+
+    if kubeconfig and not os.path.exists(kubeconfig):
+        raise ExplainUsageError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        return asyncio.run(_list_live(kubeconfig, names, notes))
+    except Exception as exc:  # no config, no API server, no permission: one line, not a traceback
+        raise ExplainUsageError(f"cannot list the cluster: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+
+def _short(text: str, width: int = MESSAGE_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent) or [
+        indent.rstrip()]
+
+
+def render_text(exp: Explanation, out: TextIO) -> None:
+    w = out.write
+    w(f"{exp.kind} {exp.key}: {exp.status.upper()}\n")
+    for line in _wrap(exp.summary, "  "):
+        w(line + "\n")
+    w(f"\nJob         {exp.job}: {exp.job_kind}, priority {exp.priority}\n")
+    for g in exp.gangs:
+        if g.min_member is None:
+            w(f"  gang {g.key} ({g.declared_by}): invalid: {_short(g.error or '')}\n")
+            continue
+        short = f" (SHORT by {g.min_member - g.members})" if g.members < g.min_member else ""
+        timeout = f", timeout {g.timeout_seconds:g}s" if g.timeout_seconds is not None else ""
+        timed_out = ", TIMED OUT" if g.timed_out else ""
+        w(f"  gang {g.key} ({g.declared_by}): {g.members} pod(s) of minMember {g.min_member}{short}; "
+          f"{g.bound} bound, {g.pending} pending, {g.waiting} waiting; {g.mode}{timeout}{timed_out}\n")
+        if g.error:
+            w(f"    error: {_short(g.error)}\n")
+    if exp.topology is not None:
+        t = exp.topology
+        w(f"Topology    {t.source}: required {'; '.join(t.required) or '-'}; "
+          f"preferred {'; '.join(t.preferred) or '-'}\n")
+    if exp.pods:
+        width = max(len(p.key) for p in exp.pods)
+        w("Pods\n")
+        for p in exp.pods:
+            where = " > ".join(p.path) if p.path else (f"nominated {p.nominated_node}" if p.nominated_node else "-")
+            w(f"  {p.key:<{width}}  {p.state:<11}  {where}\n")
+    if exp.would_place:
+        w("Would place (dry run)\n")
+        for pod, node in exp.would_place:
+            w(f"  {pod} -> {node}\n")
+    d = exp.diagnosis
+    if d is not None:
+        w("Diagnosis   (dry run)\n")
+        if d.filtered:
+            w(f"  filters: {sum(n for _, n in d.filtered)} node removal(s) of {d.nodes} nodes\n")
+            width = max(len(str(n)) for _, n in d.filtered)
+            for why, n in d.filtered:
+                w(f"    {n:>{width}} node(s): {why}\n")
+        else:
+            w(f"  filters: none of the {d.nodes} nodes removed by selectors, taints or cordons\n")
+        if d.domains:
+            w(f"  offerslots per domain (desired {d.desired}), best first:\n")
+            width = max(len(name) for name, _ in d.domains)
+            for name, slots in d.domains[:8]:
+                gap = d.desired - slots
+                w(f"    {name:<{width}}  {slots:>4}  {'fits' if gap <= 0 else f'short {gap}'}\n")
+            if len(d.domains) > 8:
+                w(f"    ... {len(d.domains) - 8} more (see -o json)\n")
+        helps = d.resolvable and d.fits_empty is not False
+        w(f"  fits the nodes with every other pod gone: "
+          f"{'-' if d.fits_empty is None else 'yes' if d.fits_empty else 'no'}; "
+          f"preemption could help: {'yes' if helps else 'no'}\n")
+    p = exp.preemption
+    if p is not None:
+        nominated = ", ".join(f"{k}->{n}" for k, n in p.nominated) or "none"
+        w(f"Preemption  policy {p.policy}, priority {p.priority}; nominated: {nominated}\n")
+        if p.terminating:
+            w(f"  terminating victims: {', '.join(p.terminating)}\n")
+        said = p.message or ("nothing to evict where the job could go" if p.outcome == "none" else "")
+        w(f"  dry run: {p.outcome}{f' - {_short(said)}' if said else ''}\n")
+        if p.would_evict:
+            w(f"  would evict: {', '.join(p.would_evict)} (in {p.where})\n")
+        if p.would_release:
+            w(f"  would take back room nominated for: {', '.join(p.would_release)}\n")
+        if p.would_nominate:
+            w(f"  would nominate: {', '.join(f'{k}->{n}' for k, n in p.would_nominate)}\n")
+    if exp.changes:
+        w("What would change the answer\n")
+        for change in exp.changes:
+            lines = _wrap(change, "    ")
+            w("  - " + lines[0].lstrip() + "\n")
+            for line in lines[1:]:
+                w(line + "\n")
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    names = frozenset(args.scheduler_name or ["koordpy"])
+    notes: list[str] = []
+    invalid: dict[str, str] = {}
+    try:
+        kind, key = parse_target(args.target)
+        if args.file and args.kubeconfig:
+            raise ExplainUsageError("give -f files or --kubeconfig, not both")
+        if args.simulate and not args.file:
+            raise ExplainUsageError("--simulate needs -f files (a live cluster is explained as it stands)")
+        if args.file:
+            snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
+        else:
+            snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
+            now = time.time()
+    except ExplainUsageError as exc:
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_INPUT
+    for line in notes:
+        print(f"{PROG}: note: {line}", file=sys.stderr)
+    from koordpy.core.explain import explain_pod, explain_podgroup
+    from koordpy.core.gang import SchedulerState
+
+    # The running scheduler's memory (NonStrict reservations, gang waits) is not readable from
+    # outside; a fresh state is what a restarted scheduler would start from.
+    state = SchedulerState()
+    if kind == "pod":
+        exp = explain_pod(snapshot, state, now, key, invalid)
+    else:
+        exp = explain_podgroup(snapshot, state, now, key)
+    if exp is None:
+        where = "in the given files" if args.file else "in the cluster"
+        what = "pod" if kind == "pod" else "PodGroup (or gang)"
+        print(f"{PROG}: error: no {what} {key} {where}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if args.output == "json":
+        json.dump(exp.to_json(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        render_text(exp, sys.stdout)
+    return 0
+
+
+HELP = """\
+Why is my job stuck? Explains why a pod or a PodGroup waits, or where it went, from the
+scheduler's own diagnosis and a dry run that changes nothing: the job's gangs against their
+minimums, its topology requirement, the filters that removed nodes, the offerslots of each
+domain against the pods wanted, the preemption state, and what would change the answer.
+Reads the live cluster with LIST calls only, or manifests with -f.
+"""
+
+EPILOG = """\
+examples:
+  koordpy explain default/train-0
+  koordpy explain podgroup default/train --kubeconfig ~/.kube/config -o json
+  koordpy explain default/too-big-0 -f examples/spine-block --simulate
+  kubectl get nodes,pods,podgroups,clusternetworktopologies -A -o yaml | koordpy explain default/train-0 -f -
+
+exit status: 0 answered; 1 no such pod or PodGroup; 2 invalid arguments or input (one line on
+stderr naming the file, the object and the field).
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """``koordpy explain ...`` under the main parser's subcommands."""
+    raw = argparse.RawDescriptionHelpFormatter
+    cmd = sub.add_parser("explain", help="why is my job stuck? why a pod or PodGroup waits, or where it went",
+                         description=HELP, epilog=EPILOG, formatter_class=raw)
+    cmd.add_argument("target", nargs="+", metavar="[pod|podgroup] NAMESPACE/NAME",
+                     help="the pod (default) or the PodGroup to explain")
+    cmd.add_argument("-f", "--file", action="append", metavar="PATH",
+                     help="explain against manifests instead of the cluster (files, folders, - for standard "
+                          "input; repeatable, as for `simulate`)")
+    cmd.add_argument("--kubeconfig", metavar="PATH",
+                     help="the cluster to read (default: $KUBECONFIG, else in-cluster config)")
+    cmd.add_argument("--simulate", action="store_true",
+                     help="with -f: first schedule the manifests as `koordpy simulate` does, then explain "
+                          "where that leaves the pod")
+    cmd.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
+    cmd.add_argument("--scheduler-name", action="append", metavar="NAME",
+                     help="pods with this spec.schedulerName are koordpy's (default: koordpy); repeatable")
+    cmd.set_defaults(func=cmd_explain)
