@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from koordpy.sim.errors import InputError
 
 if TYPE_CHECKING:
-    from koordpy.core.explain import Explanation
+    from koordpy.core.explain import Explanation, PreemptionFacts
     from koordpy.core.snapshot import Snapshot
 
 PROG = "koordpy explain"
@@ -70,45 +70,14 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
     return world.snapshot(names), world.now
 
 
-async def _list_live(kubeconfig: str | None, names: frozenset[str],
-                     notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
-    """One LIST of every kind the scheduler reads, filed in the scheduler's own cache so that the
-    snapshot is the one ``koordpy run`` would schedule against (unreadable objects reported the
-    same way). Only LIST calls: nothing is written."""
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    from koordpy.api.kinds import watched
-    from koordpy.controller.cache import Cache, cache_name
-    from koordpy.controller.listing import list_objects
-    from koordpy.controller.main import api_client
-
-    api = await api_client(kubeconfig, qps_unlimited=False)
-    cache = Cache()
-    try:
-        for kind in watched():
-            try:
-                items, version = await list_objects(api, kind.group, kind.version, kind.plural)
-            except ApiException as exc:
-                if exc.status in (403, 404) and kind.group not in ("", "scheduling.k8s.io"):
-                    notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
-                    continue
-                raise
-            cache.reconcile(cache_name(kind), items, version)
-    finally:
-        await api.close()
-    snapshot = cache.snapshot(names)
-    invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}
-    return snapshot, invalid
-
-
 def snapshot_from_cluster(kubeconfig: str | None, names: frozenset[str],
                           notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
-    import asyncio
-
     if kubeconfig and not os.path.exists(kubeconfig):
         raise ExplainUsageError(f"--kubeconfig {kubeconfig}: no such file")
+    from koordpy.controller.oneshot import read_snapshot
+
     try:
-        return asyncio.run(_list_live(kubeconfig, names, notes))
+        return read_snapshot(kubeconfig, names, notes)
     except Exception as exc:  # no config, no API server, no permission: one line, not a traceback
         raise ExplainUsageError(f"cannot list the cluster: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
@@ -181,20 +150,9 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         w(f"  fits the nodes with every other pod gone: "
           f"{'-' if d.fits_empty is None else 'yes' if d.fits_empty else 'no'}; "
           f"preemption could help: {'yes' if helps else 'no'}\n")
-    p = exp.preemption
-    if p is not None:
-        nominated = ", ".join(f"{k}->{n}" for k, n in p.nominated) or "none"
-        w(f"Preemption  policy {p.policy}, priority {p.priority}; nominated: {nominated}\n")
-        if p.terminating:
-            w(f"  terminating victims: {', '.join(p.terminating)}\n")
-        said = p.message or ("nothing to evict where the job could go" if p.outcome == "none" else "")
-        w(f"  dry run: {p.outcome}{f' - {_short(said)}' if said else ''}\n")
-        if p.would_evict:
-            w(f"  would evict: {', '.join(p.would_evict)} (in {p.where})\n")
-        if p.would_release:
-            w(f"  would take back room nominated for: {', '.join(p.would_release)}\n")
-        if p.would_nominate:
-            w(f"  would nominate: {', '.join(f'{k}->{n}' for k, n in p.would_nominate)}\n")
+    pre = exp.preemption
+    if pre is not None:
+        _render_preemption(pre, out)
     if exp.changes:
         w("What would change the answer\n")
         for change in exp.changes:
@@ -202,6 +160,22 @@ def render_text(exp: Explanation, out: TextIO) -> None:
             w("  - " + lines[0].lstrip() + "\n")
             for line in lines[1:]:
                 w(line + "\n")
+
+
+def _render_preemption(p: PreemptionFacts, out: TextIO) -> None:
+    w = out.write
+    nominated = ", ".join(f"{k}->{n}" for k, n in p.nominated) or "none"
+    w(f"Preemption  policy {p.policy}, priority {p.priority}; nominated: {nominated}\n")
+    if p.terminating:
+        w(f"  terminating victims: {', '.join(p.terminating)}\n")
+    said = p.message or ("nothing to evict where the job could go" if p.outcome == "none" else "")
+    w(f"  dry run: {p.outcome}{f' - {_short(said)}' if said else ''}\n")
+    if p.would_evict:
+        w(f"  would evict: {', '.join(p.would_evict)} (in {p.where})\n")
+    if p.would_release:
+        w(f"  would take back room nominated for: {', '.join(p.would_release)}\n")
+    if p.would_nominate:
+        w(f"  would nominate: {', '.join(f'{k}->{n}' for k, n in p.would_nominate)}\n")
 
 
 # -- the command -------------------------------------------------------------------------
