@@ -376,7 +376,9 @@ class _Explainer:
             why = ", ".join(f"{n} {r}" for r, n in d.filtered)
             out.append(f"free room on some node for {d.desired} pod(s): {why}")
         if p is not None and d is not None and d.resolvable and d.fits_empty is not False:
-            if p.policy == "Never":
+            if not self.snapshot.preemption:
+                out.append("preemption is switched off in koordpy's configuration: only room freed by others helps")
+            elif p.policy == "Never":
                 out.append("its preemptionPolicy is Never: it never evicts others; only room freed by others helps")
             elif p.outcome == "none" and p.message:
                 out.append(f"preemption cannot help: {p.message.removeprefix('not helpful: ')}")

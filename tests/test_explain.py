@@ -1,0 +1,358 @@
+"""``koordpy explain`` offline on the seed examples, and its live path against a fake API server
+that records every request (so that explain is seen to read and never write)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import yaml
+
+from koordpy.cli import load_documents
+from koordpy.core.explain import explain_pod, explain_podgroup
+from koordpy.core.gang import SchedulerState
+from koordpy.sim.simulator import World
+from tests.builders import pod, podgroup
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SPINE_BLOCK = str(EXAMPLES / "spine-block")
+PREEMPTION = str(EXAMPLES / "preemption")
+
+
+def koordpy(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "koordpy", "explain", *args], capture_output=True, text=True,
+                          cwd=ROOT, check=False)
+
+
+def explain_json(*args: str) -> dict[str, Any]:
+    run = koordpy(*args, "-o", "json")
+    assert run.returncode == 0, run.stderr
+    out: dict[str, Any] = json.loads(run.stdout)
+    return out
+
+
+def write(tmp_path: Path, name: str, *objects: object) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objects))
+    return str(path)
+
+
+# -- offline on the examples ------------------------------------------------------------
+
+
+def test_must_gather_gang_that_cannot_fit_names_layer_offerslots_and_shortfall() -> None:
+    out = explain_json("default/too-big-0", "-f", SPINE_BLOCK)
+    assert out["status"] == "pending"
+    assert out["topology"] == {"source": "koordinator", "required": ["MustGather SpineLayer"], "preferred": []}
+    d = out["diagnosis"]
+    assert d["desired"] == 6
+    # The example's spines as given (nothing bound yet): 5, 4 and 3 nodes of 8 CPUs, best first.
+    assert d["domains"] == [{"name": "SpineLayer/spine-0", "offerslots": 5},
+                            {"name": "SpineLayer/spine-1", "offerslots": 4},
+                            {"name": "SpineLayer/spine-2", "offerslots": 3}]
+    assert d["resolvable"] is True
+    assert d["fitsEmptyCluster"] is False  # no spine has six nodes: waiting will not help
+    assert any("5 of 6, in SpineLayer/spine-0" in c and "preemption cannot help" in c for c in out["changes"])
+    g = out["job"]["gangs"][0]
+    assert (g["key"], g["minMember"], g["members"], g["bound"], g["pending"]) == ("default/too-big", 6, 6, 0, 6)
+
+
+def test_gang_waiting_for_room_says_how_much_more_is_needed_where() -> None:
+    # The preemption example: a MustGather gang of four 8-CPU pods where every spine has three free
+    # nodes; it fits an empty cluster, so the answer is the room missing in the best spine.
+    run = koordpy("default/train-0", "-f", PREEMPTION)
+    assert run.returncode == 0, run.stderr
+    assert "room for 1 more pod(s) in SpineLayer/spine-0: it offers 3 of the 4 needed" in " ".join(run.stdout.split())
+    assert "MustGather SpineLayer" in run.stdout
+
+
+def test_selector_nobody_matches_names_the_filter_and_count_and_preemption_cannot_help(tmp_path: Path) -> None:
+    lonely = pod("lonely", nodeSelector={"example.com/gpu": "h100"})
+    extra = write(tmp_path, "lonely.yaml", lonely)
+    out = explain_json("default/lonely", "-f", str(EXAMPLES / "spine-block" / "cluster.yaml"), "-f", extra)
+    d = out["diagnosis"]
+    assert d["resolvable"] is False
+    assert d["nodes"] == 12
+    assert d["filtered"] == [{"reason": "node(s) didn't match Pod's node affinity/selector", "nodes": 12}]
+    assert any("no node passes the filters (12 node(s) didn't match Pod's node affinity/selector)" in c
+               and "preemption cannot help" in c for c in out["changes"])
+    assert out["job"]["kind"] == "pod"
+    table = koordpy("default/lonely", "-f", str(EXAMPLES / "spine-block" / "cluster.yaml"), "-f", extra)
+    assert "12 node(s): node(s) didn't match Pod's node affinity/selector" in table.stdout
+    assert "preemption could help: no" in table.stdout
+
+
+def test_gang_short_of_min_member_says_so(tmp_path: Path) -> None:
+    objects = [podgroup("short", 8), *(pod(f"short-{i}", group="short") for i in range(6))]
+    extra = write(tmp_path, "short.yaml", *objects)
+    cluster = str(EXAMPLES / "spine-block" / "cluster.yaml")
+    out = explain_json("default/short-3", "-f", cluster, "-f", extra)
+    assert out["status"] == "pending"
+    assert out["diagnosis"] is None  # it is not tried at all: pre_filter stops it
+    assert "minMember: 8" in out["summary"]
+    assert out["changes"][0] == ("minMember 8 but only 6 pod(s) of gang default/short exist: create 2 more "
+                                 "(or lower minMember)")
+    group = explain_json("podgroup", "default/short", "-f", cluster, "-f", extra)
+    assert group["target"] == {"kind": "podgroup", "key": "default/short"}
+    assert group["job"]["gangs"][0]["members"] == 6
+    assert group["job"]["gangs"][0]["minMember"] == 8
+    assert group["changes"] == out["changes"]
+
+
+def test_bound_pod_says_where_it_went_and_where_its_gang_is() -> None:
+    out = explain_json("default/training-pod-0", "-f", SPINE_BLOCK, "--simulate")
+    assert out["status"] == "bound"
+    assert "node-5" in out["summary"]
+    pods = {p["key"]: p for p in out["pods"]}
+    assert pods["default/training-pod-0"]["path"] == ["SpineLayer/spine-1", "BlockLayer/block-2", "node-5"]
+    assert {p["node"] for p in pods.values()} == {"node-5", "node-6", "node-7", "node-8"}
+    assert out["diagnosis"] is None and out["preemption"] is None
+    table = koordpy("default/training-pod-0", "-f", SPINE_BLOCK, "--simulate")
+    assert table.stdout.startswith("pod default/training-pod-0: BOUND\n")
+    assert "SpineLayer/spine-1 > BlockLayer/block-3 > node-8" in table.stdout
+
+
+def test_bound_in_the_manifests_without_simulating() -> None:
+    out = explain_json("default/notebook", "-f", PREEMPTION)
+    assert out["status"] == "bound"
+    assert out["pods"][0]["path"] == ["SpineLayer/spine-1", "BlockLayer/block-2", "node-5"]
+
+
+def test_preemption_reports_what_would_be_evicted() -> None:
+    out = explain_json("default/train-2", "-f", PREEMPTION)
+    p = out["preemption"]
+    assert p["policy"] == "PreemptLowerPriority"
+    assert p["priority"] == 1000000
+    assert p["outcome"] == "nominated"
+    assert p["wouldEvict"] == ["default/notebook"]
+    assert p["where"] == "SpineLayer/spine-1"
+    assert p["wouldNominate"] == {f"default/train-{i}": f"node-{i + 5}" for i in range(4)}
+    assert p["nominated"] == {} and p["terminating"] == []
+    assert out["changes"][0].startswith("preemption makes room: evicting default/notebook in SpineLayer/spine-1")
+    table = koordpy("default/train-2", "-f", PREEMPTION)
+    assert "would evict: default/notebook (in SpineLayer/spine-1)" in table.stdout
+
+
+def test_preemption_policy_never_is_said(tmp_path: Path) -> None:
+    docs = yaml.safe_load_all((EXAMPLES / "preemption" / "jobs.yaml").read_text())
+    changed = []
+    for doc in docs:
+        if doc.get("kind") == "PriorityClass" and doc["metadata"]["name"] == "training-high":
+            doc["preemptionPolicy"] = "Never"
+        changed.append(doc)
+    jobs = write(tmp_path, "jobs.yaml", *changed)
+    out = explain_json("default/train-0", "-f", str(EXAMPLES / "preemption" / "cluster.yaml"), "-f", jobs)
+    assert out["preemption"]["policy"] == "Never"
+    assert out["preemption"]["outcome"] == "none"
+    assert out["preemption"]["wouldEvict"] == []
+    assert any("preemptionPolicy is Never" in c for c in out["changes"])
+
+
+def test_volcano_tier_failure_lists_hypernodes() -> None:
+    out = explain_json("podgroup", "default/within-tier-1", "-f", str(EXAMPLES / "volcano-tiers"), "--simulate")
+    assert out["topology"]["source"] == "volcano"
+    assert out["topology"]["required"] == ["the job within one HyperNode up to tier 1"]
+    names = [d["name"] for d in out["diagnosis"]["domains"]]
+    assert names == ["s0", "s1", "s2", "s3"]
+    assert out["diagnosis"]["desired"] == 3
+
+
+def test_kai_job_bound_in_its_zone() -> None:
+    out = explain_json("default/tune-0", "-f", str(EXAMPLES / "kai-rack"), "--simulate")
+    assert out["status"] == "bound"
+    assert out["topology"] == {"source": "kai", "required": ["zone of Topology network"],
+                               "preferred": ["rack of Topology network"]}
+    assert out["job"]["kind"] == "gang (the pods of Job tune)"
+    assert len(out["pods"][0]["path"]) == 3
+
+
+def test_a_pod_that_fits_now_is_schedulable() -> None:
+    out = explain_json("default/block-pod-0", "-f", SPINE_BLOCK)
+    assert out["status"] == "schedulable"
+    assert set(out["wouldPlace"]) == {f"default/block-pod-{i}" for i in range(6)}
+
+
+def test_json_shape() -> None:
+    out = explain_json("default/train-0", "-f", PREEMPTION)
+    assert out["apiVersion"] == "explain.koordpy.io/v1alpha1" and out["kind"] == "Explanation"
+    assert set(out) == {"apiVersion", "kind", "target", "status", "summary", "job", "pods", "topology",
+                        "diagnosis", "wouldPlace", "preemption", "changes", "messages"}
+    assert set(out["job"]) == {"id", "kind", "priority", "gangs"}
+    assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "members", "bound", "pending",
+                                           "waiting", "mode", "timeoutSeconds", "timedOut", "error"}
+    assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message"}
+    assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
+                                     "fitsEmptyCluster"}
+    assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
+                                      "wouldEvict", "wouldRelease", "wouldNominate", "where"}
+    assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}
+
+
+# -- bad input, unknown targets -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["nope"], "'nope': expected NAMESPACE/NAME"),
+    (["pods", "default/x"], "'pods': expected pod or podgroup"),
+    (["a", "b", "c"], "expected [pod|podgroup] NAMESPACE/NAME"),
+    (["default/x", "-f", PREEMPTION, "--kubeconfig", "/dev/null"], "not both"),
+    (["default/x", "--simulate", "--kubeconfig", "/nonexistent"], "--simulate needs -f"),
+    (["default/x", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig /nonexistent/kubeconfig: no such file"),
+    (["default/x", "-f", "/nonexistent.yaml"], "/nonexistent.yaml: no such file or folder"),
+])
+def test_bad_arguments_exit_2(args: list[str], needle: str) -> None:
+    run = koordpy(*args)
+    assert run.returncode == 2, run.stdout
+    assert needle in run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def test_bad_manifest_exit_2_names_file_object_and_field(tmp_path: Path) -> None:
+    bad = write(tmp_path, "bad.yaml", pod("p", cpu="many"))
+    run = koordpy("default/p", "-f", bad)
+    assert run.returncode == 2
+    assert bad in run.stderr and "Pod default/p" in run.stderr
+    assert "spec.containers[0].resources.requests.cpu" in run.stderr
+    assert run.stderr.count("\n") == 1
+
+
+def test_unknown_pod_or_podgroup_exit_1() -> None:
+    run = koordpy("default/ghost", "-f", PREEMPTION)
+    assert run.returncode == 1
+    assert run.stderr == "koordpy explain: error: no pod default/ghost in the given files\n"
+    run = koordpy("podgroup", "default/ghost", "-f", PREEMPTION)
+    assert run.returncode == 1
+    assert "no PodGroup (or gang) default/ghost" in run.stderr
+
+
+def test_pod_of_another_scheduler(tmp_path: Path) -> None:
+    other = write(tmp_path, "other.yaml", pod("other", scheduler="default-scheduler"))
+    out = explain_json("default/other", "-f", str(EXAMPLES / "spine-block" / "cluster.yaml"), "-f", other)
+    assert out["status"] == "not-ours"
+    assert "'default-scheduler'" in out["summary"]
+
+
+# -- nothing is changed -------------------------------------------------------------------
+
+
+def test_the_core_changes_neither_state_nor_snapshot() -> None:
+    world = World.from_objects(load_documents([PREEMPTION]).docs)
+    snapshot = world.snapshot(frozenset({"koordpy"}))
+    pods_before = list(snapshot.pods)
+    state = SchedulerState(reserved={"default/x": "node-0"}, wait_since={"default/y": 1.0})
+    exp = explain_pod(snapshot, state, world.now, "default/train-0")
+    assert exp is not None and exp.preemption is not None and exp.preemption.would_evict == ("default/notebook",)
+    assert state.reserved == {"default/x": "node-0"} and state.wait_since == {"default/y": 1.0}
+    assert state.view is None and not state.satisfied
+    assert snapshot.pods == pods_before and all(a is b for a, b in zip(snapshot.pods, pods_before, strict=True))
+    assert explain_pod(snapshot, state, world.now, "default/ghost") is None
+    assert explain_podgroup(snapshot, state, world.now, "default/ghost") is None
+
+
+def test_offline_leaves_the_files_as_they_were() -> None:
+    files = sorted((EXAMPLES / "preemption").iterdir())
+    before = [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+    assert koordpy("default/train-0", "-f", PREEMPTION).returncode == 0
+    assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in files] == before
+
+
+class _FakeApi(BaseHTTPRequestHandler):
+    """Serves LISTs of the example's objects; records every request; 404 for kinds it lacks."""
+
+    lists: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    requests: ClassVar[list[tuple[str, str]]] = []
+
+    def _record(self) -> None:
+        self.requests.append((self.command, self.path))
+
+    def do_GET(self) -> None:
+        self._record()
+        path = self.path.split("?")[0]
+        if path not in self.lists:
+            self._send(404, {"kind": "Status", "code": 404})
+            return
+        self._send(200, {"kind": "List", "metadata": {"resourceVersion": "7"}, "items": self.lists[path]})
+
+    def _refuse(self) -> None:
+        self._record()
+        self._send(405, {"kind": "Status", "code": 405})
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = _refuse
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_api(tmp_path: Path) -> Iterator[tuple[str, type[_FakeApi]]]:
+    from koordpy.api.kinds import kind_for
+
+    lists: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    for i, (_, raw) in enumerate(load_documents([PREEMPTION]).docs):
+        kind = kind_for(raw["apiVersion"], raw["kind"])
+        assert kind is not None
+        prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+        item = {k: v for k, v in raw.items() if k not in ("apiVersion", "kind")}  # as a list's items come
+        item["metadata"] = {**item["metadata"], "resourceVersion": str(i + 1), "uid": f"uid-{i}",
+                            "creationTimestamp": f"2026-01-01T00:00:{i:02d}Z"}
+        lists.setdefault(f"{prefix}/{kind.plural}", []).append(item)
+    handler = type("Api", (_FakeApi,), {"lists": lists, "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+              "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+              "users": [{"name": "fake", "user": {"token": "x"}}],
+              "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        yield str(path), handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_live_path_reads_with_get_only_and_answers(fake_api: tuple[str, type[_FakeApi]]) -> None:
+    kubeconfig, handler = fake_api
+    out = explain_json("default/train-0", "--kubeconfig", kubeconfig)
+    assert out["preemption"]["wouldEvict"] == ["default/notebook"]
+    assert out["diagnosis"]["domains"][0]["offerslots"] == 3
+    assert handler.requests, "the fake API server was never asked"
+    assert {method for method, _ in handler.requests} == {"GET"}
+    assert any(p.startswith("/api/v1/pods") for _, p in handler.requests)
+    bound = explain_json("podgroup", "default/batch", "--kubeconfig", kubeconfig)
+    assert bound["status"] == "bound"
+    missing = koordpy("default/ghost", "--kubeconfig", kubeconfig)
+    assert missing.returncode == 1 and "no pod default/ghost in the cluster" in missing.stderr
+    assert {method for method, _ in handler.requests} == {"GET"}
+
+
+def test_live_path_unreachable_is_one_line_exit_2(tmp_path: Path) -> None:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+              "users": [{"name": "u", "user": {"token": "x"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    run = koordpy("default/x", "--kubeconfig", str(path))
+    assert run.returncode == 2
+    assert run.stderr.startswith("koordpy explain: error: cannot list the cluster:")
+    assert run.stderr.count("\n") == 1
