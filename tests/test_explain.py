@@ -304,7 +304,7 @@ class _FakeApi(BaseHTTPRequestHandler):
 def fake_api(tmp_path: Path) -> Iterator[tuple[str, type[_FakeApi]]]:
     from koordpy.api.kinds import kind_for
 
-    lists: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    lists: dict[str, list[dict[str, Any]]] = {}
     for i, (_, raw) in enumerate(load_documents([PREEMPTION]).docs):
         kind = kind_for(raw["apiVersion"], raw["kind"])
         assert kind is not None
