@@ -224,6 +224,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+USAGE = ("koordpy explain [pod|podgroup] NAMESPACE/NAME [-f PATH]... [--kubeconfig PATH] [--simulate]\n"
+         "                       [-o {table,json}] [--scheduler-name NAME]...")
+
 HELP = """\
 Why is my job stuck? Explains why a pod or a PodGroup waits, or where it went, from the
 scheduler's own diagnosis and a dry run that changes nothing: the job's gangs against their
@@ -248,9 +251,9 @@ def add_parser(sub: Any) -> None:
     """``koordpy explain ...`` under the main parser's subcommands."""
     raw = argparse.RawDescriptionHelpFormatter
     cmd = sub.add_parser("explain", help="why is my job stuck? why a pod or PodGroup waits, or where it went",
-                         description=HELP, epilog=EPILOG, formatter_class=raw)
-    cmd.add_argument("target", nargs="+", metavar="[pod|podgroup] NAMESPACE/NAME",
-                     help="the pod (default) or the PodGroup to explain")
+                         description=HELP, epilog=EPILOG, formatter_class=raw, usage=USAGE)
+    cmd.add_argument("target", nargs="+", metavar="TARGET",
+                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`")
     cmd.add_argument("-f", "--file", action="append", metavar="PATH",
                      help="explain against manifests instead of the cluster (files, folders, - for standard "
                           "input; repeatable, as for `simulate`)")
