@@ -1,7 +1,8 @@
 """The ``koordpy`` command line: reads files, calls the simulator or the controller, prints.
 
-This module (with ``koordpy.topology_cli``, its ``topology`` commands) and ``koordpy.controller``
-are the only places that do I/O.
+This module (with ``koordpy.topology_cli``, its ``topology`` commands, and ``koordpy.explain_cli``,
+``explain``), ``koordpy.settings`` (which reads ``run``'s configuration file) and
+``koordpy.controller`` are the only places that do I/O.
 """
 
 from __future__ import annotations
