@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import pickle
+import shutil
 import sys
 import traceback
 from collections.abc import Callable
@@ -490,7 +491,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run(args.kubeconfig, settings)
 
 
+def seed_numba_cache() -> None:
+    """Copies the kernels compiled when the image was built ($KOORDPY_NUMBA_SEED) into numba's
+    cache directory ($NUMBA_CACHE_DIR) while that is empty. numba uses only a writable cache,
+    and in the container only the emptyDir it points at is writable. Nothing to do outside the
+    image (no seed), and never fatal: without the copy, the kernels compile once."""
+    seed, target = os.environ.get("KOORDPY_NUMBA_SEED"), os.environ.get("NUMBA_CACHE_DIR")
+    if not seed or not target or not os.path.isdir(seed):
+        return
+    try:
+        if os.path.isdir(target) and os.listdir(target):
+            return
+        shutil.copytree(seed, target, dirs_exist_ok=True)
+    except OSError as exc:
+        print(f"koordpy: the kernels will compile: cannot copy {seed} to {target}: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    seed_numba_cache()
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

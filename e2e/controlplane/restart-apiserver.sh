@@ -14,6 +14,7 @@ sleep "$pause"
 # The saved command line is shell-quoted; rebuild the array so that $! is kube-apiserver itself
 # (not a subshell around it, which down.sh would kill while the server lives on).
 eval "apiserver=($(cat "$dir/apiserver.cmd"))"
+# shellcheck disable=SC2154  # assigned by the eval above
 "${apiserver[@]}" >> "$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/apiserver.pid"
 for _ in $(seq 1 240); do

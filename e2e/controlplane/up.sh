@@ -76,6 +76,7 @@ POLICY
 # ServiceAccount and TaintNodesByCondition admission are off: without kube-controller-manager no
 # default ServiceAccount exists and nothing would lift the not-ready taint kwok's nodes get; the
 # tests' pods need neither. Priority admission stays on (it resolves PriorityClasses).
+# shellcheck disable=SC2054  # the commas are in flag values (Node,RBAC), not between elements
 apiserver=("$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --cert-dir "$dir/pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \

@@ -1,32 +1,96 @@
 #!/usr/bin/env bash
-# Creates a kind cluster, installs koordpy's CRDs and the spine/block topology, and runs
-# `koordpy run` against it from this checkout. Needs Docker, kind and kubectl on PATH.
+# koordpy on a local kind cluster, the way a user installs it: builds the image, loads it into
+# kind, installs the Helm chart, applies an example (its nodes become kwok fake nodes) and waits
+# until the pods koordpy should bind are bound where `koordpy simulate` says, printing where.
+# Needs docker, kind, kubectl and helm on PATH (and Python 3.11 for the example's expectations).
 #
-#   e2e/kind/run.sh            create (or reuse) the cluster "koordpy" and start the scheduler
-#   e2e/kind/run.sh delete     delete the cluster
+#   e2e/kind/run.sh [EXAMPLE]   create or reuse the cluster "koordpy"; EXAMPLE is a folder of
+#                               examples/ (default spine-block; also preemption, volcano-tiers)
+#   e2e/kind/run.sh delete      delete the cluster
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 name=koordpy
+image=koordpy:dev
+kwok_version=v0.7.0
+deadline_seconds=${KOORDPY_KIND_DEADLINE:-300}
 if [ "${1:-}" = delete ]; then exec kind delete cluster --name "$name"; fi
-for tool in docker kind kubectl; do
-  command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 1; }
+example=${1:-spine-block}
+[ -d "$root/examples/$example" ] || { echo "run.sh: no example $example in examples/" >&2; exit 2; }
+for tool in docker kind kubectl helm; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool is required on PATH" >&2; exit 1; }
 done
+
 kind get clusters | grep -qx "$name" || kind create cluster --name "$name" --config "$here/kind-config.yaml"
 kubeconfig=$(mktemp)
+trap 'rm -f "$kubeconfig"' EXIT
 kind get kubeconfig --name "$name" > "$kubeconfig"
-kubectl --kubeconfig "$kubeconfig" apply -f "$root/crds"
-kubectl --kubeconfig "$kubeconfig" wait --for=condition=Established crd --all --timeout=60s
-kubectl --kubeconfig "$kubeconfig" apply -f - <<'YAML'
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: ClusterNetworkTopology
-metadata: {name: default}
-spec:
-  networkTopologySpec:
-  - {topologyLayer: SpineLayer, labelKey: [network.topology.nvidia.com/spine]}
-  - {topologyLayer: BlockLayer, parentTopologyLayer: SpineLayer, labelKey: [network.topology.nvidia.com/block]}
-  - {topologyLayer: NodeTopologyLayer, parentTopologyLayer: BlockLayer}
-YAML
-"$root/scripts/bootstrap"
-echo "run.sh: koordpy is scheduling pods with schedulerName: koordpy (Ctrl-C stops it)" >&2
-exec "$root/.venv/bin/koordpy" run --kubeconfig "$kubeconfig"
+k() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+echo "run.sh: building $image" >&2
+docker build -t "$image" "$root"
+kind load docker-image "$image" --name "$name"
+
+echo "run.sh: installing kwok $kwok_version (fake kubelets for the example's nodes)" >&2
+k apply -f "https://github.com/kubernetes-sigs/kwok/releases/download/$kwok_version/kwok.yaml"
+k apply -f "https://github.com/kubernetes-sigs/kwok/releases/download/$kwok_version/stage-fast.yaml"
+toleration='[{"op":"add","path":"/spec/template/spec/tolerations","value":[{"key":"koordpy.io/system","operator":"Exists","effect":"NoSchedule"}]}]'
+k -n kube-system patch deployment kwok-controller --type json -p "$toleration"
+
+echo "run.sh: installing the chart" >&2
+helm --kubeconfig "$kubeconfig" upgrade --install koordpy "$root/charts/koordpy" \
+  --namespace koordpy-system --create-namespace \
+  --set image.repository=koordpy --set image.tag=dev --set image.pullPolicy=Never \
+  --set-json 'tolerations=[{"key":"koordpy.io/system","operator":"Exists","effect":"NoSchedule"}]' \
+  --wait --timeout 10m
+
+"$root/scripts/bootstrap" >/dev/null
+py=$root/.venv/bin/python
+echo "run.sh: applying examples/$example (its nodes as kwok fake nodes)" >&2
+# kwok runs the nodes annotated kwok.x-k8s.io/node=fake; the status the example gives them is
+# what kwok keeps reporting.
+"$py" - "$root/examples/$example" <<'PY' | k apply -f -
+import sys, pathlib, yaml
+docs = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.yaml")):
+    docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+for d in docs:
+    if d["kind"] == "Node":
+        d["metadata"].setdefault("annotations", {})["kwok.x-k8s.io/node"] = "fake"
+        d["status"]["capacity"] = dict(d["status"]["allocatable"])
+        d["status"].pop("conditions", None)
+print(yaml.safe_dump_all([d for d in docs if d["kind"] != "Pod"]))
+PY
+for f in "$root/examples/$example"/*.yaml; do
+  "$py" -c 'import sys, yaml; print(yaml.safe_dump_all([d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Pod"]))' "$f" | k apply -f -
+done
+
+expected=$("$root/.venv/bin/koordpy" simulate -f "$root/examples/$example" -o json)
+echo "run.sh: waiting up to ${deadline_seconds}s for the pods koordpy should bind" >&2
+end=$((SECONDS + deadline_seconds))
+while :; do
+  if "$py" - "$expected" "$(k get pods -A -o json)" <<'PY'
+import json, sys
+want = json.loads(sys.argv[1])["bound"]
+have = {f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}': p["spec"].get("nodeName")
+        for p in json.loads(sys.argv[2])["items"]}
+missing = {pod: node for pod, node in want.items() if have.get(pod) != node}
+if missing:
+    print(f"  {len(want) - len(missing)}/{len(want)} bound as expected; missing: "
+          + ", ".join(f"{p} -> {n} (now {have.get(p) or 'pending'})" for p, n in sorted(missing.items())[:5]),
+          file=sys.stderr)
+    sys.exit(1)
+for pod, node in sorted(want.items()):
+    print(f"  {pod} -> {node}")
+PY
+  then
+    echo "run.sh: done. Try: kubectl --kubeconfig <(kind get kubeconfig --name $name) get pods -o wide" >&2
+    exit 0
+  fi
+  if [ "$SECONDS" -ge "$end" ]; then
+    echo "run.sh: timed out; the scheduler's log:" >&2
+    k -n koordpy-system logs deployment/koordpy --tail 50 >&2 || true
+    exit 1
+  fi
+  sleep 5
+done
