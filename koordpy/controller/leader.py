@@ -92,24 +92,28 @@ class LeaderElector:
         self.lost.set()
         log.error("leadership lost: stopped writing", lease=f"{self.namespace}/{self.name}", identity=self.identity)
 
-    async def release(self) -> None:
-        """Gives the Lease up on a clean stop, so the standby need not wait for it to expire."""
+    async def release(self, budget: float = 2.0) -> None:
+        """Gives the Lease up on a clean stop, so the standby need not wait for it to expire;
+        best effort, within ``budget`` seconds (the lease expires anyway)."""
         if self.renewed_at is None:
             return
         self.renewed_at = None
         try:
-            lease = await asyncio.wait_for(self.api.read_namespaced_lease(self.name, self.namespace), 2.0)
-            if lease.spec is None or lease.spec.holder_identity != self.identity:
-                return
-            transitions = lease.spec.lease_transitions or 0
-            # No holder and a one-second lease: a standby takes it at its next retry.
-            body = {"metadata": {"name": self.name, "namespace": self.namespace,
-                                 "resourceVersion": lease.metadata.resource_version},
-                    "spec": {"leaseDurationSeconds": 1, "leaseTransitions": transitions}}
-            await asyncio.wait_for(self.api.replace_namespaced_lease(self.name, self.namespace, body), 2.0)
-            log.info("lease released", lease=f"{self.namespace}/{self.name}")
-        except Exception as exc:  # best effort: the lease expires anyway
-            log.info("lease not released", error=str(exc))
+            if await asyncio.wait_for(self._release(), budget):
+                log.info("lease released", lease=f"{self.namespace}/{self.name}")
+        except Exception as exc:
+            log.info("lease not released", error=str(exc) or type(exc).__name__)
+
+    async def _release(self) -> bool:
+        lease = await self.api.read_namespaced_lease(self.name, self.namespace)
+        if lease.spec is None or lease.spec.holder_identity != self.identity:
+            return False  # someone else holds it already
+        # No holder and a one-second lease: a standby takes it at its next retry.
+        body = {"metadata": {"name": self.name, "namespace": self.namespace,
+                             "resourceVersion": lease.metadata.resource_version},
+                "spec": {"leaseDurationSeconds": 1, "leaseTransitions": lease.spec.lease_transitions or 0}}
+        await self.api.replace_namespaced_lease(self.name, self.namespace, body)
+        return True
 
     async def _try(self) -> bool:
         """One try to take or renew the Lease: True when we hold it afterwards."""

@@ -35,7 +35,10 @@ from koordpy.settings import Settings, TopologySource, split_address
 log = structlog.get_logger("koordpy")
 
 RESYNC_SECONDS = 300.0
-STOP_GRACE = 2.0  # seconds a stop leaves binds in flight, and then kopf, to finish
+# A stop must end well within the 30 s Kubernetes gives, even with the API server unreachable:
+# binds in flight get STOP_GRACE, the Lease's release and kopf's own stop a second each.
+STOP_GRACE = 2.0
+STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
     (cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()]
@@ -262,10 +265,10 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
         await asyncio.gather(*ours, return_exceptions=True)
         await writer.drain(STOP_GRACE)
         if elector is not None and not elector.lost.is_set():
-            await elector.release()
+            await elector.release(STOP_STEP)
         stop_flag.set()
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(operator, STOP_GRACE)
+            await asyncio.wait_for(operator, STOP_STEP)
         signalled.cancel()
         await server.stop()
         await api.close()

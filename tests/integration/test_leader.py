@@ -245,3 +245,32 @@ def test_metrics_show_the_attempts_of_a_run(kube: Kube, scheduler: Scheduler) ->
     assert metric(text, "scheduler_pending_pods") == 1  # too-big, in one queue or the other
     assert metric(text, "koordpy_leader") == 1
     assert metric(text, "process_resident_memory_bytes") > 0
+
+
+def test_a_stop_with_the_api_server_unreachable_ends_within_5s(
+        controlplane: ControlPlane, kube: Kube, tmp_path: Path, replicas: list[Scheduler]) -> None:
+    # Writes are queued (pods the scheduler reports unschedulable) and a renewal is due when the
+    # API server stops answering; SIGTERM must still end the process well within Kubernetes' 30 s.
+    proxy = Proxy(int(controlplane.env["API_PORT"]))
+    kubeconfig = tmp_path / "via-proxy.kubeconfig"
+    kubeconfig.write_text(Path(controlplane.kubeconfig).read_text().replace(
+        controlplane.env["API_SERVER"], f"https://127.0.0.1:{proxy.port}"))
+    try:
+        kube.apply(fake([node("n0")]))
+        a = replica(controlplane, tmp_path, "a", replicas, kubeconfig=str(kubeconfig))
+        wait_for(lambda: logged(a.log, "leading"), "replica a leading")
+        kube.apply([pod(f"big-{i}", cpu="64") for i in range(50)])
+        wait_for(lambda: "Insufficient cpu" in kube.condition_message("big-0"), "the first reports written")
+        proxy.cut.set()
+        kube.apply([pod(f"fits-{i}", cpu="1") for i in range(4)])  # events a cut-off scheduler never sees
+        time.sleep(1.0)
+        assert a.proc is not None
+        a.proc.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        code = a.proc.wait(timeout=30)
+        took = time.monotonic() - stopped
+        print(f"stopped {took:.1f}s after SIGTERM with the API server unreachable (exit {code})")
+        assert took <= 5.0
+        assert code == 0
+    finally:
+        proxy.close()
