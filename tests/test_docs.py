@@ -1,0 +1,116 @@
+"""The user documentation cannot silently fall behind the code: every relative link in README.md
+and docs/*.md reaches an existing file (and heading, when it names one), and docs/reference.md
+names every flag of ``koordpy run``, every configuration key and every metric."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from koordpy.cli import build_parser
+from koordpy.controller.metrics import Metrics
+from koordpy.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS]
+REFERENCE = ROOT / "docs" / "reference.md"
+# [text](target) not preceded by "!" is a link; images are checked the same way. Code spans and
+# fenced blocks are removed first: a link shown as code is not a link.
+_LINK = re.compile(r"\[[^\]]*\]\(([^()\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+
+
+def _prose(text: str) -> str:
+    return _CODE.sub("", _FENCE.sub("", text))
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = heading.replace("`", "").lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    return {_slug(h) for h in _HEADING.findall(_FENCE.sub("", path.read_text()))}
+
+
+def _links(path: Path) -> list[str]:
+    return [t for t in _LINK.findall(_prose(path.read_text())) if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
+
+
+def test_the_docs_exist() -> None:
+    names = {p.name for p in DOCS}
+    for page in ("README.md", "getting-started.md", "concepts.md", "reference.md", "migration.md",
+                 "troubleshooting.md", "design.md", "benchmarks.md"):
+        assert page in names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / file_part).resolve() if file_part else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    assert broken == []
+
+
+def test_the_link_checker_sees_links() -> None:
+    # Guards the checker itself: a regex that matched nothing would pass every page.
+    assert len(_links(ROOT / "docs" / "README.md")) >= 7
+    assert _slug("Why is my job stuck? `koordpy explain`") == "why-is-my-job-stuck-koordpy-explain"
+    assert _slug("Kueue / KAI: Topology") == "kueue--kai-topology"
+
+
+def _run_flags() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run = sub.choices["run"]
+    return sorted(flag for action in run._actions for flag in action.option_strings
+                  if flag.startswith("--") and flag != "--help")
+
+
+def test_reference_names_every_run_flag() -> None:
+    flags = _run_flags()
+    assert "--config" in flags and "--no-leader-elect" in flags  # the parser was really read
+    text = REFERENCE.read_text()
+    assert [f for f in flags if f"`{f}" not in text] == []
+
+
+def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    out = []
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        out.append(key)
+        nested = field.annotation
+        if isinstance(nested, type) and issubclass(nested, BaseModel):
+            out += _keys(nested, key + ".")
+    return out
+
+
+def test_reference_names_every_configuration_key() -> None:
+    keys = _keys(Settings)
+    assert {"schedulerNames", "leaderElection", "leaderElection.leaseDurationSeconds"} <= set(keys)
+    text = REFERENCE.read_text()
+    assert [k for k in keys if f"`{k}`" not in text] == []
+
+
+def test_reference_names_every_metric() -> None:
+    names = set()
+    for metric in Metrics().registry.collect():
+        if metric.name.startswith(("scheduler_", "koordpy_")):
+            names.add(f"{metric.name}_total" if metric.type == "counter" else metric.name)
+    assert "scheduler_schedule_attempts_total" in names and "koordpy_leader" in names
+    text = REFERENCE.read_text()
+    assert sorted(n for n in names if f"`{n}`" not in text) == []
