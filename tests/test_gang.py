@@ -216,3 +216,14 @@ def test_only_waiting_gang_satisfied_before_still_needs_its_minimum_again() -> N
              pod("g-2", group="g"), pod("g-3", group="g")]
     assert schedule(snap(THREE, later, [pg]), state, 1.0).binds == []
     assert len(state.reserved) == 1
+
+
+def test_the_status_of_another_schedulers_podgroup_is_left_alone() -> None:
+    # Beside koord-scheduler or Volcano, a PodGroup whose pods another scheduler places is theirs
+    # to report on: two writers would fight over its status.
+    theirs = [pod(f"t-{i}", cpu="1", group="theirs", scheduler="koord-scheduler") for i in range(2)]
+    ours = [pod(f"o-{i}", cpu="1", group="ours") for i in range(2)]
+    result = schedule(snap([node("n0")], theirs + ours, [podgroup("theirs", 2), podgroup("ours", 2)]),
+                      SchedulerState(), 0.0)
+    updated = {d.podgroup for d in result.decisions if isinstance(d, PodGroupStatusUpdate)}
+    assert updated == {"default/ours"}

@@ -552,14 +552,18 @@ class Cycle:
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
         for key in dirty:
+            members = gangs[key].pods if key in gangs else []
+            if not any(p.scheduler_name in self.snapshot.scheduler_names for p in members):
+                # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
+                # yet: its status is not ours to write, and two writers would fight over it.
+                continue
             vpg = self.snapshot.volcano_podgroups.get(key)
             if vpg is not None and key not in self.snapshot.podgroups:
-                self._volcano_status(vpg, gangs[key].pods if key in gangs else [])
+                self._volcano_status(vpg, members)
             pg = self.snapshot.podgroups.get(key)
             if pg is None:
                 continue
-            status = podgroup_status(pg, gangs[key].pods if key in gangs else [], self.bound,
-                                     self.state.reserved, self.now)
+            status = podgroup_status(pg, members, self.bound, self.state.reserved, self.now)
             current = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
                        "running": pg.status.running, "succeeded": pg.status.succeeded,
                        "failed": pg.status.failed}
