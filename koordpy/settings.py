@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 API_VERSION = "config.koordpy.io/v1alpha1"
 KIND = "SchedulerConfiguration"
@@ -90,18 +98,12 @@ class Settings(_Strict):
                                             alias="leaderElection")
     server: Server = Field(default_factory=lambda: Server.model_validate({}))
 
-    @field_validator("api_version")
+    @field_validator("api_version", "kind")
     @classmethod
-    def _api_version(cls, value: str) -> str:
-        if value != API_VERSION:
-            raise ValueError(f"must be {API_VERSION}")
-        return value
-
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, value: str) -> str:
-        if value != KIND:
-            raise ValueError(f"must be {KIND}")
+    def _fixed(cls, value: str, info: ValidationInfo) -> str:
+        want = API_VERSION if info.field_name == "api_version" else KIND
+        if value != want:
+            raise ValueError(f"must be {want}")
         return value
 
     @field_validator("scheduler_names")

@@ -181,12 +181,18 @@ class Proxy:
         self.listener.close()
 
 
-def test_a_leader_cut_off_from_the_api_server_stops_before_another_starts(
-        controlplane: ControlPlane, kube: Kube, tmp_path: Path, replicas: list[Scheduler]) -> None:
+def proxied(controlplane: ControlPlane, tmp_path: Path) -> tuple[Proxy, Path]:
+    """A proxy to the API server, and a kubeconfig (the admin's) that goes through it."""
     proxy = Proxy(int(controlplane.env["API_PORT"]))
     kubeconfig = tmp_path / "via-proxy.kubeconfig"
     kubeconfig.write_text(Path(controlplane.kubeconfig).read_text().replace(
         controlplane.env["API_SERVER"], f"https://127.0.0.1:{proxy.port}"))
+    return proxy, kubeconfig
+
+
+def test_a_leader_cut_off_from_the_api_server_stops_before_another_starts(
+        controlplane: ControlPlane, kube: Kube, tmp_path: Path, replicas: list[Scheduler]) -> None:
+    proxy, kubeconfig = proxied(controlplane, tmp_path)
     try:
         kube.apply(fake([node(f"n{i}") for i in range(4)]))
         a = replica(controlplane, tmp_path, "a", replicas, kubeconfig=str(kubeconfig))
@@ -251,10 +257,7 @@ def test_a_stop_with_the_api_server_unreachable_ends_within_5s(
         controlplane: ControlPlane, kube: Kube, tmp_path: Path, replicas: list[Scheduler]) -> None:
     # Writes are queued (pods the scheduler reports unschedulable) and a renewal is due when the
     # API server stops answering; SIGTERM must still end the process well within Kubernetes' 30 s.
-    proxy = Proxy(int(controlplane.env["API_PORT"]))
-    kubeconfig = tmp_path / "via-proxy.kubeconfig"
-    kubeconfig.write_text(Path(controlplane.kubeconfig).read_text().replace(
-        controlplane.env["API_SERVER"], f"https://127.0.0.1:{proxy.port}"))
+    proxy, kubeconfig = proxied(controlplane, tmp_path)
     try:
         kube.apply(fake([node("n0")]))
         a = replica(controlplane, tmp_path, "a", replicas, kubeconfig=str(kubeconfig))
