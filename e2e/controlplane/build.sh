@@ -25,13 +25,20 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
+# Two builds at once (a test suite and a benchmark, say) must not trip over each other: one waits
+# for the other's lock, and each writes its own partial file, so neither can move the other's away.
+if command -v flock >/dev/null; then
+  exec 9>"$bindir/.build.lock"
+  flock 9
+fi
+
 build() {  # name module package ldflags
   local out="$bindir/$1"
   if [ -x "$out" ]; then return; fi
   echo "build.sh: building $1 (first time only; kube-apiserver takes several minutes)" >&2
   local start=$SECONDS
-  (cd "$here/$2" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $4" -o "$out.partial" "$3")
-  mv "$out.partial" "$out"
+  (cd "$here/$2" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $4" -o "$out.partial.$$" "$3")
+  mv -f "$out.partial.$$" "$out"
   echo "build.sh: built $1 in $((SECONDS - start))s" >&2
 }
 
