@@ -28,10 +28,12 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
-from koordpy.core.snapshot import Snapshot
+from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
+# The kinds that declare gangs: a change to one re-checks its pending pods' annotations.
+GANG_KINDS = frozenset({"PodGroup", "VolcanoPodGroup", "KaiPodGroup"})
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,14 @@ class Cache:
     # key -> (the cached pod, the copy the snapshot showed for it): the core finds changes by
     # identity, so an assumed pod is the same object from one snapshot to the next.
     _shown: dict[str, tuple[Pod, Pod]] = field(default_factory=dict)
+    # The pods as the last snapshot showed them, kept up to date key by key: a snapshot costs the
+    # pods that changed since the last one (``_dirty``), not the cluster's pods.
+    _visible: dict[str, Pod] = field(default_factory=dict)
+    _dirty: dict[str, None] = field(default_factory=dict)  # a dict: the core sees pods in arrival order
+    _pending: dict[str, str | None] = field(default_factory=dict)  # claimed pending pod -> its gang's name
+    _groups_changed: set[str] = field(default_factory=set)  # gangs whose declaration changed meanwhile
+    _names: frozenset[str] | None = None  # the scheduler names the last snapshot was for
+    _number: int = 0  # snapshots handed out
 
     def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object).
@@ -160,12 +170,15 @@ class Cache:
 
     def _store(self, kind: str, key: str, raw: dict[str, Any]) -> None:
         self.invalid.pop((kind, key), None)
+        if kind in GANG_KINDS:
+            self._groups_changed.add(key)
         try:
             if kind == "Node":
                 self.nodes[key] = Node.from_raw(raw)
                 self.topology_changed = True
                 self.hypernodes_changed = True
             elif kind == "Pod":
+                self._dirty[key] = None
                 pod = Pod.from_raw(raw)
                 self.pods[key] = pod
                 if pod.node_name or pod.terminal:
@@ -224,6 +237,8 @@ class Cache:
 
     def _remove(self, kind: str, key: str) -> None:
         self.invalid.pop((kind, key), None)
+        if kind in GANG_KINDS:
+            self._groups_changed.add(key)
         if kind == "HyperNode":
             self.hypernodes.pop(key, None)
             self.hypernodes_raw.pop(key, None)
@@ -241,6 +256,7 @@ class Cache:
             self.topology_changed = True
             self.hypernodes_changed = True
         elif kind == "Pod":
+            self._dirty[key] = None
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
             self.nominated.pop(key, None)
@@ -259,23 +275,29 @@ class Cache:
 
     def assume(self, pod: str, node: str) -> None:
         self.assumed[pod] = (node, time.monotonic())
+        self._dirty[pod] = None
 
     def forget(self, pod: str) -> None:
         self.assumed.pop(pod, None)
+        self._dirty[pod] = None
         self.changed.set()
 
     def assume_nominated(self, pod: str, node: str) -> None:
         self.nominated[pod] = (node, time.monotonic())
+        self._dirty[pod] = None
 
     def forget_nominated(self, pod: str) -> None:
         self.nominated.pop(pod, None)
+        self._dirty[pod] = None
         self.changed.set()
 
     def assume_preempted(self, pod: str) -> None:
         self.preempting[pod] = time.monotonic()
+        self._dirty[pod] = None
 
     def forget_preempted(self, pod: str) -> None:
         self.preempting.pop(pod, None)
+        self._dirty[pod] = None
         self.changed.set()
 
     def nominated_node(self, pod: str) -> str | None:
@@ -313,46 +335,72 @@ class Cache:
         return found[0] if found else None
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
+        """The cluster as the core sees it: the cached pods with what the scheduler wrote and the
+        watch has not shown yet, less the pending pods whose gang or topology annotations are
+        wrong (``rejected``), and what changed since the last snapshot (``Snapshot.changes``)."""
         now = time.monotonic()
         for overlay in (self.assumed, self.nominated):
             for key, (_, since) in list(overlay.items()):
                 if now - since > ASSUME_TTL:
                     del overlay[key]
+                    self._dirty[key] = None
         for key, since in list(self.preempting.items()):
             if now - since > ASSUME_TTL:
                 del self.preempting[key]
+                self._dirty[key] = None
         invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items()
                           if kind in ("PodGroup", "VolcanoPodGroup", "KaiPodGroup")}
         invalid_topologies = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "Topology"}
-        pods = []
-        self.rejected = {}
-        for key, pod in self.pods.items():
-            pod = self._shown_pod(key, pod)
-            if (pod.scheduler_name in scheduler_names and not pod.node_name and not pod.terminal
-                    and not pod.deleting):
-                err = self._annotation_error(key, pod, invalid_groups)
+        if scheduler_names != self._names:
+            self._names = scheduler_names
+            self._dirty.update(dict.fromkeys([*self.pods, *self._visible, *self.rejected]))
+        if self._groups_changed:  # a pending pod's annotations are checked against its gang's declaration
+            changed_groups, self._groups_changed = self._groups_changed, set()
+            self._dirty.update(dict.fromkeys(k for k, gang in self._pending.items() if gang in changed_groups))
+        delta: dict[str, Pod | None] = {}
+        for key in self._dirty:
+            pod = self.pods.get(key)
+            shown = None if pod is None else self._shown_pod(key, pod)
+            if shown is not None and (shown.scheduler_name in scheduler_names and not shown.node_name
+                                      and not shown.terminal and not shown.deleting):
+                gang, err = self._annotation_error(key, shown, invalid_groups)
+                self._pending[key] = gang
                 if err is not None:
                     self.rejected[key] = err
-                    continue
-            pods.append(pod)
-        return Snapshot(nodes=list(self.nodes.values()), pods=pods, podgroups=dict(self.podgroups),
+                    shown = None
+                else:
+                    self.rejected.pop(key, None)
+            else:
+                self._pending.pop(key, None)
+                self.rejected.pop(key, None)
+            if shown is None:
+                if self._visible.pop(key, None) is not None:
+                    delta[key] = None
+            elif self._visible.get(key) is not shown:
+                self._visible[key] = shown
+                delta[key] = shown
+        self._dirty.clear()
+        self._number += 1
+        return Snapshot(nodes=list(self.nodes.values()), pods=list(self._visible.values()),
+                        podgroups=dict(self.podgroups),
                         topology=self.topology, priority_classes=dict(self.priority_classes),
                         scheduler_names=scheduler_names, invalid_podgroups=invalid_groups,
                         topology_error=self.topology_error(), hypernodes=dict(self.hypernodes),
                         topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        owners=dict(self.owners))
+                        owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta))
 
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> str | None:
+    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
+        """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
         gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
         group = self.podgroups.get(gang) if gang else None
         group_invalid = gang in invalid_groups
         checked = self._checked.get(key)
         if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
-            return checked[3]
+            return gang, checked[3]
         err = annotation_error(pod, self.podgroups, invalid_groups)
         self._checked[key] = (pod, group, group_invalid, err)
-        return err
+        return gang, err
 
     def invalid_objects(self, scheduler_names: frozenset[str]) -> list[InvalidObject]:
         """Everything the last snapshot could not use, for the loop to report. Pods of other

@@ -23,6 +23,19 @@ from koordpy.core.naming import natural_key
 from koordpy.core.tree import TopologyTree
 
 
+@dataclass(frozen=True)
+class PodChanges:
+    """What a shell knows changed in ``Snapshot.pods`` since the last snapshot it handed out, so the
+    core's standing view applies a few changes instead of comparing every pod (kube-scheduler's
+    cache updates its snapshot by generation the same way). ``number`` counts the snapshots of one
+    ``source``; the view uses the changes only when its last snapshot was ``number - 1`` of the same
+    source, and otherwise compares the pods, which is always right."""
+
+    source: int
+    number: int
+    pods: dict[str, Pod | None]  # key -> the pod as this snapshot shows it; None: gone from it
+
+
 @dataclass
 class Snapshot:
     nodes: list[Node]
@@ -42,6 +55,7 @@ class Snapshot:
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True
+    changes: PodChanges | None = None
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place."""

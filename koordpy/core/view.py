@@ -27,6 +27,7 @@ from koordpy.core.gang import (
     Job,
     SchedulerState,
     build_gang,
+    claims,
     gang_member,
     group_job,
     group_of,
@@ -111,7 +112,8 @@ class View:
                                  hypernodes=dict(snapshot.hypernodes), topologies=dict(snapshot.topologies),
                                  invalid_topologies=dict(snapshot.invalid_topologies),
                                  volcano_podgroups=dict(snapshot.volcano_podgroups),
-                                 kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners))
+                                 kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners),
+                                 changes=snapshot.changes)
         # Trees and owner chains are rebuilt whole when they change: they are few and change rarely.
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
@@ -121,7 +123,7 @@ class View:
                  or not _same(snapshot.topologies, prev.topologies)
                  or snapshot.invalid_topologies != prev.invalid_topologies
                  or not _same(snapshot.owners, prev.owners))
-        changed, removed = self._pod_changes(snapshot.pods, [] if prev is None else prev.pods, whole)
+        changed, removed = self._pod_changes(snapshot, prev, whole)
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
@@ -153,8 +155,16 @@ class View:
         self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
         return cluster
 
-    def _pod_changes(self, pods: list[Pod], old: list[Pod], whole: bool) -> tuple[list[Pod], list[str]]:
-        """The pods that are new or different since the last snapshot (``old``), and the keys gone."""
+    def _pod_changes(self, snapshot: Snapshot, prev: Snapshot | None, whole: bool) -> tuple[list[Pod], list[str]]:
+        """The pods that are new or different since the last snapshot (``prev``), and the keys gone."""
+        told, before = snapshot.changes, None if prev is None else prev.changes
+        if (not whole and told is not None and before is not None and told.source == before.source
+                and told.number == before.number + 1):
+            # The shell says what changed since the snapshot this view last saw: no pod is compared.
+            by_key = self.by_key
+            return ([p for p in told.pods.values() if p is not None and by_key.get(p.key) is not p],
+                    [k for k, p in told.pods.items() if p is None and k in by_key])
+        pods, old = snapshot.pods, [] if prev is None else prev.pods
         if not whole and len(pods) == len(old):
             # The usual case: the same pods in the same order, a few replaced by newer objects.
             flags = list(map(operator.is_not, pods, old))
@@ -235,19 +245,30 @@ class View:
         if not touched and not single_keys:
             return
         self._queue = None
-        # GangGroups depend only on which gangs exist and whom they name.
+        # GangGroups depend only on which gangs exist and whom they name. A gang that names no other
+        # gang, coming or going, is a group of its own and changes no other group (a claim binds
+        # only when both sides make it): only a change in whom a gang names regroups them all.
         regrouped = False
         for key in touched:
             gang = self.gangs.get(key)
-            named = None if gang is None else gang.config.groups if gang.config else ()
-            if self._names.get(key) != named:
-                regrouped = True
+            named = None if gang is None else claims(gang)
+            old_named = self._names.get(key)
+            if old_named != named:
+                regrouped = regrouped or bool(named) or bool(old_named)
                 if named is None:
                     del self._names[key]
                 else:
                     self._names[key] = named
         self.regrouped = regrouped or whole
-        groups = group_of(self.gangs) if regrouped or whole else self.groups
+        if regrouped or whole:
+            groups = group_of(self.gangs)
+        else:
+            groups = dict(self.groups)
+            for key in touched:
+                if key in self.gangs:
+                    groups.setdefault(key, key)
+                else:
+                    groups.pop(key, None)
         regroup = whole or (regrouped and any(groups.get(k) != v for k, v in self.groups.items() if k not in touched))
         if regrouped:
             self.wait_limits.clear()
