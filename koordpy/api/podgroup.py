@@ -228,6 +228,11 @@ def pod_gang_name(pod_namespace: str, labels: dict[str, str], annotations: dict[
     return f"{pod_namespace}/{name}" if name else None
 
 
+GANG_KEYS = frozenset({ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH, ANN_TOPOLOGY_SPEC})
+# Everything of a pod's that ``gang_config_from_pod`` reads besides its namespace and PodGroup.
+GANG_DECLARATION = GANG_KEYS | {ANN_NAME, COMPAT_NAME}
+
+
 def gang_config_from_pod(pod_ref: str, namespace: str, annotations: dict[str, str],
                          podgroup: PodGroup | None) -> GangConfig | None:
     """The gang declared by a pod's annotations, layered over its PodGroup when there is one.
@@ -251,8 +256,7 @@ def gang_config_from_pod(pod_ref: str, namespace: str, annotations: dict[str, st
         return None
     # The topology spec counts like every other gang key: an annotation gang has nowhere else to
     # declare it, and on a PodGroup's pods it overrides the PodGroup's, as the other keys do.
-    gang_keys = {ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH, ANN_TOPOLOGY_SPEC}
-    relevant = {k: v for k, v in annotations.items() if k in gang_keys}
+    relevant = {k: v for k, v in annotations.items() if k in GANG_KEYS}
     return GangConfig(**_overrides(r, relevant, namespace, base))
 
 

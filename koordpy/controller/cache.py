@@ -25,7 +25,7 @@ from koordpy.api.kinds import Kind, watched
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
-from koordpy.api.podgroup import PodGroup, check_pod_annotations, pod_gang_name
+from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.snapshot import PodChanges, Snapshot
@@ -48,10 +48,11 @@ class InvalidObject:
     claimed: bool
 
 
-def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: dict[str, str]) -> str | None:
+def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: dict[str, str],
+                     gang_checked: bool = False) -> str | None:
     """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
     try:
-        check_pod_annotations(pod, podgroups, invalid_groups)
+        check_pod_annotations(pod, podgroups, invalid_groups, gang_checked)
     except ParseError as exc:
         return str(exc)
     return None
@@ -122,6 +123,10 @@ class Cache:
     _pending: dict[str, str | None] = field(default_factory=dict)  # claimed pending pod -> its gang's name
     _groups_changed: set[str] = field(default_factory=set)  # gangs whose declaration changed meanwhile
     _names: frozenset[str] | None = None  # the scheduler names the last snapshot was for
+    # A gang declaration (namespace, gang, whether its PodGroup is invalid, the pod's gang annotations)
+    # -> the PodGroup object it was accepted with.
+    _accepted: dict[tuple[str, str | None, bool, tuple[tuple[str, str], ...]], object] = \
+        field(default_factory=dict)
     _number: int = 0  # snapshots handed out
 
     def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
@@ -398,7 +403,16 @@ class Cache:
         checked = self._checked.get(key)
         if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
             return gang, checked[3]
-        err = annotation_error(pod, self.podgroups, invalid_groups)
+        # A gang's pods declare it alike: a declaration accepted against this PodGroup object is not
+        # parsed again for each member (only errors name the pod, and those are never reused).
+        decl = (pod.namespace, gang, group_invalid,
+                tuple(sorted((k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION)))
+        accepted = self._accepted.get(decl, self)  # self: never accepted (None is a PodGroup-less gang)
+        err = annotation_error(pod, self.podgroups, invalid_groups, gang_checked=accepted is group)
+        if err is None and accepted is not group:
+            if len(self._accepted) >= 10_000:  # declarations of gangs long gone are not kept forever
+                self._accepted.clear()
+            self._accepted[decl] = group
         self._checked[key] = (pod, group, group_invalid, err)
         return gang, err
 

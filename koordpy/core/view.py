@@ -282,16 +282,24 @@ class View:
             gids = {groups[k] for k in touched if k in groups} | {old_groups[k] for k in touched if k in old_groups}
             for key in touched:
                 single_keys.update(self.members.get(key, {}))
+        alone: dict[str, bool] = {}  # per gang: asked once, not once per member (it counts the members)
+
+        def holds(gang: Gang) -> bool:
+            found = alone.get(gang.key)
+            if found is None:
+                found = alone[gang.key] = holds_alone(gang, state)
+            return found
+
         for key in single_keys:
             pending = self.claimed.get(key)
             owner = self.gangs.get(self.member_of.get(key, "")) if pending is not None else None
-            if pending is not None and (owner is None or holds_alone(owner, state)):
+            if pending is not None and (owner is None or holds(owner)):
                 self.single_jobs[key] = single_job(pending, snapshot)
             else:
                 self.single_jobs.pop(key, None)
         for gid in gids:
             claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
-                       for k in gid.split(",") if k in self.gangs and not holds_alone(self.gangs[k], state)}
+                       for k in gid.split(",") if k in self.gangs and not holds(self.gangs[k])}
             # An old group id of a touched gang names a GangGroup that may no longer stand as one.
             job = group_job(gid, self.gangs, claimed, snapshot) \
                 if all(groups.get(k) == gid for k in gid.split(",")) else None
