@@ -249,7 +249,7 @@ class RecordingWriter:
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "") -> None:
         pass
 
-    def flush(self, still_pending: Any) -> None:
+    def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
         pass
 
     async def settle(self) -> None:

@@ -179,7 +179,7 @@ class FakeWriter:
     def unschedulable(self, pod_key: str, message: str) -> None:
         self.conditions[pod_key] = message
 
-    def flush(self, still_pending: Any) -> None:
+    def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
         pass
 
 

@@ -76,7 +76,7 @@ class SchedulerLoop:
             backing_off = self._retry_at - time.time()
             if backing_off > 0:  # changes wait too: they are what may keep the cycle failing
                 await asyncio.sleep(min(self.flush_every, backing_off))
-                self.writer.flush(self._pending_info)
+                self.writer.flush(self._pending_info, self._podgroup_now)
                 continue
             wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
             with contextlib.suppress(TimeoutError):
@@ -102,7 +102,7 @@ class SchedulerLoop:
                 # One line a cycle at debug level: what benchmarks read cycle times from (p99).
                 log.debug("cycle", seconds=round(took, 6), cycle=self.cycles)
                 self._last_cycle = min(took, 0.5)
-            self.writer.flush(self._pending_info)
+            self.writer.flush(self._pending_info, self._podgroup_now)
 
     def cycle_failed(self) -> float:
         """Counts a failed cycle and returns how long to wait before the next one. The core's
@@ -232,6 +232,21 @@ class SchedulerLoop:
     async def _nominate(self, d: Nominate, uid: str) -> None:
         if not await self.writer.nominate(d.pod, uid, d.node):
             self.cache.forget_nominated(d.pod)
+
+    def _podgroup_now(self, group: str, key: str) -> dict[str, object] | None:
+        """A PodGroup's status as the cache holds it, in the fields the core writes."""
+        if group == "scheduling.volcano.sh":
+            vpg = self.cache.volcano_podgroups.get(key)
+            if vpg is None:
+                return None
+            vs = vpg.status
+            return {"phase": vs.phase, "running": vs.running, "succeeded": vs.succeeded, "failed": vs.failed}
+        pg = self.cache.podgroups.get(key)
+        if pg is None:
+            return None
+        st = pg.status
+        return {"phase": st.phase, "scheduled": st.scheduled, "running": st.running, "succeeded": st.succeeded,
+                "failed": st.failed, "scheduleStartTime": st.schedule_start_time}
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)

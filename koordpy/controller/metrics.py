@@ -68,6 +68,10 @@ class Metrics:
         self.api_writes = Counter(
             "koordpy_api_writes", "Writes sent to the API server by kind and result (ok, failed).",
             ["kind", "result"], registry=r)
+        self.api_writes_skipped = Counter(
+            "koordpy_api_writes_skipped", "Writes not sent by kind and reason (unchanged: the object says so "
+            "already; coalesced: a later write carries it; spam: too many events for one object).",
+            ["kind", "reason"], registry=r)
         self.api_retries = Counter(
             "koordpy_api_retries", "Retried API calls by reason (status code, or unreachable).", ["reason"],
             registry=r)

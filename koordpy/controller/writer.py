@@ -39,6 +39,7 @@ MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "koordpy"
 CONDITION_LIMIT = 4096
 EVENT_LIMIT = 1024  # what the API server keeps of an event's note
+STATUS_INTERVAL = 1.0  # seconds between two status writes of one PodGroup in the same phase
 
 
 def cap(text: str, limit: int) -> str:
@@ -116,6 +117,21 @@ def _uid_mismatch(exc: ApiException) -> bool:
     return exc.status == 422 and "metadata.uid" in body
 
 
+def _says_already(current: dict[str, object], status: dict[str, object]) -> bool:
+    """Whether a PodGroup whose status is ``current`` needs no write of ``status`` (times are written,
+    and so read back, in whole seconds)."""
+    for field, value in status.items():
+        if value is None:
+            continue
+        have = current.get(field)
+        if field == "scheduleStartTime" and isinstance(value, int | float) and isinstance(have, int | float):
+            if int(value) != int(have):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
 PODGROUP_VERSIONS = {"scheduling.sigs.k8s.io": "v1alpha1", "scheduling.volcano.sh": "v1beta1"}
 
 
@@ -141,6 +157,8 @@ class ApiWriter:
         self._last_written: dict[str, float] = {}
         self._pruned = time.monotonic()
         self._statuses: dict[str, dict[str, object]] = {}
+        self._status_written: dict[str, tuple[float, object]] = {}  # PodGroup -> (when, phase) last written
+        self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
 
     async def _call(self, kind: str, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """One write, retried, fenced and counted by ``kind`` (bind, status, event...)."""
@@ -262,11 +280,22 @@ class ApiWriter:
         self._conditions.pop(pod_key, None)
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
+        """The status a PodGroup should have. Coalesced: the latest one is written, at most once per
+        STATUS_INTERVAL while its pods keep changing (a 20-pod gang goes 0, 1 ... 20 running in a
+        few seconds), at once when the phase changes, and not at all when the object says it already."""
         self._statuses[f"{group} {key}"] = status
 
-    def flush(self, still_pending: Callable[[str], dict[str, str] | None]) -> None:
+    def skip(self, kind: str, reason: str, count: int = 1) -> None:
+        """Counts writes not made (``reason``: unchanged, coalesced...)."""
+        self.skipped[(kind, reason)] = self.skipped.get((kind, reason), 0) + count
+        if self.metrics is not None:
+            self.metrics.api_writes_skipped.labels(kind, reason).inc(count)
+
+    def flush(self, still_pending: Callable[[str], dict[str, str] | None],
+              podgroup_now: Callable[[str, str], dict[str, object] | None] = lambda group, key: None) -> None:
         """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
-        pod's uid and current condition message while it waits, or None when it is bound or gone."""
+        pod's uid and current condition message while it waits, or None when it is bound or gone;
+        ``podgroup_now(group, key)`` the PodGroup's status as the cache holds it (None: unknown)."""
         now = time.monotonic()
         due = []
         for pod, pending in list(self._conditions.items()):
@@ -276,6 +305,7 @@ class ApiWriter:
                 continue
             if info["message"] == pending.message:
                 del self._conditions[pod]
+                self.skip("pod-status", "unchanged")
                 continue
             if now - pending.first_seen < self.settle or now - self._last_written.get(pod, -1e9) < self.cooldown:
                 continue
@@ -285,10 +315,21 @@ class ApiWriter:
         if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
             self._pruned = now
             self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
-        statuses, self._statuses = self._statuses, {}
-        for k, st in statuses.items():
+        for k, st in list(self._statuses.items()):
             group, key = k.split(" ", 1)
+            current = podgroup_now(group, key)
+            if current is not None and _says_already(current, st):
+                del self._statuses[k]  # the object says so already (a write in flight landed, say)
+                self.skip("podgroup-status", "unchanged")
+                continue
+            last = self._status_written.get(k)
+            if last is not None and now - last[0] < STATUS_INTERVAL and last[1] == st.get("phase"):
+                continue  # written a moment ago in the same phase: the latest is written when due
+            del self._statuses[k]
+            self._status_written[k] = (now, st.get("phase"))
             due.append(self._write_podgroup_status(group, key, st))
+        if len(self._status_written) > 1000:
+            self._status_written = {k: v for k, v in self._status_written.items() if now - v[0] < STATUS_INTERVAL}
         for coro in due:
             self.spawn(coro)
 

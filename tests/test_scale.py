@@ -1,0 +1,146 @@
+"""Issue 10's rules for the live shell: a snapshot says what changed, and writes that change
+nothing are not made (PodGroup statuses compared with the cache and coalesced)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from koordpy.controller.cache import Cache
+from koordpy.controller.writer import STATUS_INTERVAL, ApiWriter
+from koordpy.core.cycle import schedule
+from koordpy.core.gang import SchedulerState
+from tests.builders import node, pod, podgroup
+
+NAMES = frozenset({"koordpy"})
+
+
+def _rv(raw: dict[str, Any], rv: int) -> dict[str, Any]:
+    raw["metadata"]["resourceVersion"] = str(rv)
+    return raw
+
+
+def test_a_snapshot_carries_only_what_changed_since_the_last() -> None:
+    cache = Cache()
+    for i in range(3):
+        cache.observe("Node", None, _rv(node(f"n{i}"), 10 + i))
+    for i in range(4):
+        cache.observe("Pod", None, _rv(pod(f"p{i}", cpu="1"), 20 + i))
+    first = cache.snapshot(NAMES)
+    assert first.changes is not None and set(first.changes.pods) == {f"default/p{i}" for i in range(4)}
+    assert cache.snapshot(NAMES).changes.pods == {}  # type: ignore[union-attr]
+    cache.assume("default/p1", "n0")
+    cache.observe("Pod", "DELETED", _rv(pod("p2", cpu="1"), 30))
+    snap = cache.snapshot(NAMES)
+    assert snap.changes is not None and snap.changes.number == first.changes.number + 2
+    assert set(snap.changes.pods) == {"default/p1", "default/p2"}
+    assert snap.changes.pods["default/p2"] is None
+    shown = snap.changes.pods["default/p1"]
+    assert shown is not None and shown.node_name == "n0"  # the assumption shows
+    assert sorted(p.key for p in snap.pods) == ["default/p0", "default/p1", "default/p3"]
+
+
+def test_a_podgroup_change_rechecks_its_pending_pods_annotations() -> None:
+    cache = Cache()
+    cache.observe("Node", None, _rv(node("n0"), 1))
+    bad = pod("a-0", cpu="1", group="a", annotations={"gang.scheduling.koordinator.sh/network-topology-index": "x"})
+    cache.observe("Pod", None, _rv(bad, 2))
+    cache.observe("Pod", None, _rv(pod("b-0", cpu="1", group="b"), 3))
+    snap = cache.snapshot(NAMES)
+    assert "default/a-0" in cache.rejected and [p.key for p in snap.pods] == ["default/b-0"]
+    # PodGroup b appears: its pod is checked again (and still fine); a's pod is not touched.
+    cache.observe("PodGroup", None, _rv(podgroup("b", 1), 4))
+    snap = cache.snapshot(NAMES)
+    assert snap.changes is not None and set(snap.changes.pods) <= {"default/b-0"}
+    assert "default/a-0" in cache.rejected
+
+
+def test_incremental_snapshots_schedule_like_full_ones() -> None:
+    """The view fed with the cache's changes and one fed by comparing every pod agree, cycle by cycle."""
+    cache = Cache()
+    for i in range(4):
+        cache.observe("Node", None, _rv(node(f"n{i}", cpu="8"), 1 + i))
+    state_inc, state_full = SchedulerState(), SchedulerState()
+    rv = 100
+    for round_ in range(6):
+        cache.observe("PodGroup", None, _rv(podgroup(f"g{round_}", 2), rv))
+        for i in range(2):
+            rv += 1
+            cache.observe("Pod", None, _rv(pod(f"g{round_}-{i}", cpu="4", group=f"g{round_}"), rv))
+        if round_ == 4:  # a running pod goes away: room for the waiting gangs
+            rv += 1
+            cache.observe("Pod", "DELETED", _rv(pod("g0-0", cpu="4", group="g0"), rv))
+        snap = cache.snapshot(NAMES)
+        full = type(snap)(**{**snap.__dict__, "changes": None})
+        inc = schedule(snap, state_inc, 1000.0 + round_)
+        ref = schedule(full, state_full, 1000.0 + round_)
+        assert sorted((b.pod, b.node) for b in inc.binds) == sorted((b.pod, b.node) for b in ref.binds)
+        assert inc.waiting == ref.waiting
+        for b in inc.binds:
+            cache.assume(b.pod, b.node)
+
+
+class _Custom:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def patch_namespaced_custom_object_status(self, group: str, version: str, ns: str, plural: str,
+                                                    name: str, body: dict[str, Any], **_: Any) -> None:
+        self.patches.append((f"{ns}/{name}", body["status"]))
+
+
+@pytest.fixture
+async def writer() -> ApiWriter:
+    w = ApiWriter(api=object())  # type: ignore[arg-type]  # the API objects are replaced below
+    w.custom = _Custom()  # type: ignore[assignment]
+    return w
+
+
+async def _settle(w: ApiWriter) -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+    if w._tasks:
+        await asyncio.wait(set(w._tasks))
+
+
+def _pending(_: str) -> None:
+    return None
+
+
+async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_so(writer: ApiWriter) -> None:
+    custom: _Custom = writer.custom  # type: ignore[assignment]
+    cached: dict[str, object] = {"phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
+                                 "scheduleStartTime": None}
+
+    def now(group: str, key: str) -> dict[str, object]:
+        return cached
+
+    base = {"phase": "Scheduled", "scheduled": 20, "running": 0, "succeeded": 0, "failed": 0,
+            "scheduleStartTime": 1000.25}
+    writer.podgroup_status("default/g", base)
+    writer.flush(_pending, now)
+    await _settle(writer)
+    assert len(custom.patches) == 1  # a phase change is written at once
+    # Its pods start one by one: within STATUS_INTERVAL only the latest is kept, not written.
+    for running in range(1, 6):
+        writer.podgroup_status("default/g", {**base, "running": running})
+        writer.flush(_pending, now)
+    await _settle(writer)
+    assert len(custom.patches) == 1
+    writer._status_written = {k: (t - STATUS_INTERVAL, p) for k, (t, p) in writer._status_written.items()}
+    writer.flush(_pending, now)
+    await _settle(writer)
+    assert [p[1]["running"] for p in custom.patches] == [0, 5]
+    # What the cache already shows (the write landed; start times read back in whole seconds) is skipped.
+    cached = {**base, "running": 5, "scheduleStartTime": 1000.0}
+    writer.podgroup_status("default/g", {**base, "running": 5})
+    writer.flush(_pending, now)
+    await _settle(writer)
+    assert len(custom.patches) == 2 and writer.skipped[("podgroup-status", "unchanged")] == 1
+    # A new phase goes out at once, whenever the last write was.
+    writer.podgroup_status("default/g", {**base, "running": 20, "phase": "Running"})
+    writer.flush(_pending, now)
+    await _settle(writer)
+    assert [p[1]["phase"] for p in custom.patches] == ["Scheduled", "Scheduled", "Running"]
