@@ -93,8 +93,8 @@ class _Custom:
 
 @pytest.fixture
 async def writer() -> ApiWriter:
-    w = ApiWriter(api=object())  # type: ignore[arg-type]  # the API objects are replaced below
-    w.custom = _Custom()  # type: ignore[assignment]
+    w = ApiWriter(api=object())
+    w.custom = _Custom()
     return w
 
 
@@ -110,7 +110,7 @@ def _pending(_: str) -> None:
 
 
 async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_so(writer: ApiWriter) -> None:
-    custom: _Custom = writer.custom  # type: ignore[assignment]
+    custom: _Custom = writer.custom
     cached: dict[str, object] = {"phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
                                  "scheduleStartTime": None}
 
