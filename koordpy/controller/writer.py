@@ -110,6 +110,20 @@ class _Pending:
     first_seen: float
 
 
+async def raise_for_status(result: T) -> T:
+    """``result`` once it is known to be a success. With ``_preload_content=False`` the client hands
+    back the raw response without looking at its status, so a refused write (404, 409, 422, 5xx)
+    would pass for a written one and never be retried: here it raises ApiException as a preloaded
+    call does. Reading the body also frees the connection for the next write."""
+    if isinstance(result, aiohttp.ClientResponse):
+        body = await result.read()
+        if not 200 <= result.status <= 299:
+            exc = ApiException(status=result.status, reason=result.reason)
+            exc.body = body
+            raise exc
+    return result
+
+
 def _uid_mismatch(exc: ApiException) -> bool:
     """A patch naming the pod's UID was refused because the pod under that name is another one."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
@@ -145,8 +159,12 @@ class ApiWriter:
     async def _call(self, kind: str, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """One write, retried, fenced and counted by ``kind`` (bind, status, event...)."""
         retried = self.metrics.api_retries.labels if self.metrics is not None else None
+
+        async def checked() -> T:
+            return await raise_for_status(await op())
+
         try:
-            result = await with_retries(what, op, fence=self.fence,
+            result = await with_retries(what, checked, fence=self.fence,
                                         retried=(lambda reason: retried(reason).inc()) if retried else None)
         except NotLeader:
             if self.metrics is not None:
