@@ -68,6 +68,11 @@ class Metrics:
         self.api_writes = Counter(
             "koordpy_api_writes", "Writes sent to the API server by kind and result (ok, failed).",
             ["kind", "result"], registry=r)
+        # Writes not sent because they would have told nothing new or too much: by kind, as above,
+        # and reason (for events, "spam": beyond the per-object rate of client-go's spam filter).
+        self.api_writes_skipped = Counter(
+            "koordpy_api_writes_skipped", "Writes not sent, by kind and reason (spam: an Event beyond the "
+            "per-object rate).", ["kind", "reason"], registry=r)
         self.api_retries = Counter(
             "koordpy_api_retries", "Retried API calls by reason (status code, or unreachable).", ["reason"],
             registry=r)
