@@ -167,6 +167,7 @@ def test_cluster_role_grants_what_the_kinds_registry_reads_and_writes() -> None:
             want.add((kind.group, f"{kind.plural}/status", "patch"))
     want |= {("", "pods/binding", "create"), ("", "pods/status", "patch"), ("", "pods", "patch"),
              ("", "pods", "delete"), ("", "events", "create"),
+             ("", "events", "patch"),
              # kopf watches the CRDs to notice a kind installed after the start
              ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
              ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}

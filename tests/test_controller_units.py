@@ -1,4 +1,5 @@
-"""Unit tests of the live scheduler's shell pieces that need no API server: the cache and retries.
+"""Unit tests of the live scheduler's shell pieces that need no API server: the cache and retries
+(against a small HTTP server standing in for the API server where the client's handling matters).
 
 Everything that talks to an API server is tested in tests/integration on a real one.
 """
@@ -13,13 +14,16 @@ from typing import Any
 
 import pytest
 import structlog
+from aiohttp import web
+from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.podgroup import PodGroup
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
 from koordpy.controller.main import configure_logging
-from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, Conflict, Gone, cap, with_retries
+from koordpy.controller.metrics import Metrics
+from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
 from koordpy.core.view import View
 from tests.builders import node, pod, podgroup
 
@@ -298,3 +302,36 @@ async def test_every_few_minutes_a_cycle_is_computed_from_the_whole_cache() -> N
     loop._full_at = 0.0  # due
     await loop.cycle()
     assert loop.state.view is not view and loop._full_at > time.time()
+
+
+async def test_a_refused_write_is_seen_as_refused_through_the_real_client() -> None:
+    # Writes ask the client for the raw response (_preload_content=False), and then it raises on no
+    # status: without the writer's own check a 409 or 404 passed for a bind, and a 503 was not retried.
+    answers: list[int] = [409, 404, 503, 201]
+    seen: list[str] = []
+
+    async def binding(request: web.Request) -> web.Response:
+        seen.append(request.match_info["name"])
+        status = answers.pop(0)
+        return web.json_response({"kind": "Status", "code": status}, status=status)
+
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", binding)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server: Any = site._server
+    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
+    metrics = Metrics()
+    try:
+        writer = ApiWriter(api, metrics=metrics)
+        assert await writer.bind("default/taken", "u1", "n1") is False  # 409: bound already
+        assert await writer.bind("default/gone", "u2", "n1") is False  # 404
+        assert await writer.bind("default/p", "u3", "n1") is True  # 503, retried, then 201
+    finally:
+        await api.close()
+        await runner.cleanup()
+    assert seen == ["taken", "gone", "p", "p"]
+    assert metrics.registry.get_sample_value("koordpy_api_retries_total", {"reason": "503"}) == 1
+    assert metrics.registry.get_sample_value("koordpy_api_writes_total", {"kind": "bind", "result": "failed"}) == 2

@@ -31,6 +31,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.objects import PREEMPTION_REASON
+from koordpy.controller.events import EventRecorder, Involved, Outcome, Outgoing, Patched, Report
 from koordpy.controller.metrics import Metrics
 
 log = structlog.get_logger("koordpy.writer")
@@ -111,6 +112,20 @@ class _Pending:
     first_seen: float
 
 
+async def raise_for_status(result: T) -> T:
+    """``result`` once it is known to be a success. With ``_preload_content=False`` the client hands
+    back the raw response without looking at its status, so a refused write (404, 409, 422, 5xx)
+    would pass for a written one and never be retried: here it raises ApiException as a preloaded
+    call does. Reading the body also frees the connection for the next write."""
+    if isinstance(result, aiohttp.ClientResponse):
+        body = await result.read()
+        if not 200 <= result.status <= 299:
+            exc = ApiException(status=result.status, reason=result.reason)
+            exc.body = body
+            raise exc
+    return result
+
+
 def _uid_mismatch(exc: ApiException) -> bool:
     """A patch naming the pod's UID was refused because the pod under that name is another one."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
@@ -159,12 +174,17 @@ class ApiWriter:
         self._statuses: dict[str, dict[str, object]] = {}
         self._status_written: dict[str, tuple[float, object]] = {}  # PodGroup -> (when, phase) last written
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
+        self.events = EventRecorder()
 
     async def _call(self, kind: str, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """One write, retried, fenced and counted by ``kind`` (bind, status, event...)."""
         retried = self.metrics.api_retries.labels if self.metrics is not None else None
+
+        async def checked() -> T:
+            return await raise_for_status(await op())
+
         try:
-            result = await with_retries(what, op, fence=self.fence,
+            result = await with_retries(what, checked, fence=self.fence,
                                         retried=(lambda reason: retried(reason).inc()) if retried else None)
         except NotLeader:
             if self.metrics is not None:
@@ -398,6 +418,8 @@ class ApiWriter:
             name, ns, body, _preload_content=False), kind="pod")
 
     async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
+        """Reports an Event; a repeat of one written before raises its count instead (see
+        controller/events.py). A failure is logged, never raised."""
         # Events of cluster-scoped objects live in "default", as kubectl describe expects.
         ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
         api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
@@ -410,19 +432,61 @@ class ApiWriter:
                        "StatefulSet": "apps/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}.get(kind, "v1")
         if kind in ("VolcanoPodGroup", "KaiPodGroup"):
             kind = "PodGroup"  # the cache's name for it; the object's kind is PodGroup
-        involved: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
-        if "/" in obj:
-            involved["namespace"] = ns
-        if uid:
-            involved["uid"] = uid
-        now = now_rfc3339()
+        # Capped before correlation, so that a repeat compares equal to what was written.
+        report = Report(ns, Involved(kind, name, ns if "/" in obj else "", uid, api_version), type_, reason,
+                        cap(message, EVENT_LIMIT), COMPONENT)
+        try:
+            outcome = await self.events.record(report, self)
+        except Exception as exc:  # like any report: a lost Event must not stop the scheduler
+            log.error("cannot write", what=f"{reason} event of {kind} {obj}", error=str(exc))
+            return
+        if outcome is Outcome.SKIPPED:
+            log.debug("event dropped: too many about the object", reason=reason, kind=kind, object=obj)
+            self.skip("event", "spam")
+
+    async def create_event(self, report: Report, out: Outgoing) -> str | None:
+        involved: dict[str, Any] = {"kind": report.involved.kind, "name": report.involved.name,
+                                    "apiVersion": report.involved.api_version}
+        if report.involved.namespace:
+            involved["namespace"] = report.involved.namespace
+        if report.involved.uid:
+            involved["uid"] = report.involved.uid
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{name}.", "namespace": ns},
-                "involvedObject": involved, "reason": reason, "message": cap(message, EVENT_LIMIT), "type": type_,
-                "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-                "reportingInstance": self.instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
-        await self._report(f"{reason} event of {kind} {obj}", lambda: self.core.create_namespaced_event(
-            ns, body, _preload_content=False), kind="event")
+                "metadata": {"generateName": f"{report.involved.name}.", "namespace": report.namespace},
+                "involvedObject": involved, "reason": report.reason, "message": cap(out.message, EVENT_LIMIT),
+                "type": report.type, "source": {"component": report.component},
+                "reportingComponent": report.component, "reportingInstance": self.instance,
+                "firstTimestamp": rfc3339(out.first), "lastTimestamp": rfc3339(out.last), "count": out.count}
+        what = f"{report.reason} event of {report.involved.kind} {report.involved.name}"
+        async with self.report_sem:
+            try:
+                resp = await self._call("event", what, lambda: self.core.create_namespaced_event(
+                    report.namespace, body, _preload_content=False))
+                created = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else resp
+            except (Gone, NotLeader):  # Gone: its namespace is being deleted
+                return None
+            except Exception as exc:
+                log.error("cannot write", what=what, error=str(exc))
+                return None
+        name = ((created or {}).get("metadata") or {}).get("name") if isinstance(created, dict) else None
+        return str(name) if name else None
+
+    async def patch_event(self, report: Report, out: Outgoing, name: str) -> Patched:
+        # What a repeat changes; the message too, for the combined Event shows the latest one.
+        body = {"count": out.count, "lastTimestamp": rfc3339(out.last), "message": cap(out.message, EVENT_LIMIT)}
+        what = f"{report.reason} event {name} of {report.involved.kind} {report.involved.name}"
+        async with self.report_sem:
+            try:
+                await self._call("event", what, lambda: self.core.patch_namespaced_event(
+                    name, report.namespace, body, _content_type=MERGE_PATCH, _preload_content=False))
+            except Gone:
+                return Patched.GONE
+            except NotLeader:
+                return Patched.FAILED
+            except Exception as exc:
+                log.error("cannot write", what=what, error=str(exc))
+                return Patched.FAILED
+        return Patched.OK
 
     async def topology_status(self, status: dict[str, Any]) -> None:
         await self._report("status of ClusterNetworkTopology default",

@@ -276,10 +276,38 @@ def drive_every_write(kube: Kube) -> None:
                [pod(f"late-{i}", group="late") for i in range(3)])
     wait_for(lambda: all((kube.get("pod", f"late-{i}")["metadata"].get("annotations") or {}).get(
         "gang.scheduling.koordinator.sh/timeout") == "true" for i in range(3)), "the timed-out gang annotated", 60)
+    # The same FailedScheduling Event twice (patch events): a pod that fits nowhere, told A; a second
+    # node that does not fit either changes the message to B; that node gone, A again. The writer
+    # waits out its settle and cooldown between the condition writes, each followed by its Event.
+    repeated_event_is_counted(kube)
     # Leader election: the Lease was created, and renewed (get, update) meanwhile.
     lease = wait_for(lambda: kube.get("lease", "", NAMESPACE)["items"] or None, "the Lease")
     [lease_obj] = lease
     assert POD_NAME in lease_obj["spec"]["holderIdentity"], lease_obj["spec"]
+
+
+def repeated_event_is_counted(kube: Kube) -> None:
+    kube.reset()
+    kube.apply(fake([node("n0", cpu="2")]), pod("big", cpu="4"))
+    uid = kube.get("pod", "big")["metadata"]["uid"]
+
+    def failed_scheduling() -> list[dict[str, Any]]:
+        return [e for e in kube.events() if e["reason"] == "FailedScheduling"
+                and (e.get("involvedObject") or {}).get("uid") == uid]
+
+    a = wait_for(lambda: kube.condition_message("big"), "big's first PodScheduled=False condition")
+    wait_for(lambda: [e for e in failed_scheduling() if e["message"] == a], f"a FailedScheduling event: {a}")
+    kube.apply(fake([node("n1", cpu="2")]))
+    b = wait_for(lambda: when(kube.condition_message("big") not in ("", a), kube.condition_message("big")),
+                 "big's condition to change with a second node")
+    wait_for(lambda: [e for e in failed_scheduling() if e["message"] == b], f"a FailedScheduling event: {b}")
+    kube.kubectl("delete", "node", "n1")
+    wait_for(lambda: kube.condition_message("big") == a, "big's condition back to the first message", 60)
+    again = wait_for(lambda: when(any(e.get("count") == 2 for e in failed_scheduling() if e["message"] == a),
+                                  failed_scheduling()), "the first FailedScheduling event counted twice", 60)
+    assert sorted((e["message"], e.get("count")) for e in again) == sorted([(a, 2), (b, 1)]), again
+    [twice] = [e for e in again if e["message"] == a]
+    assert twice["lastTimestamp"] > twice["firstTimestamp"], twice
 
 
 def test_a_trimmed_configuration_needs_no_more_than_its_trimmed_role(
