@@ -10,6 +10,7 @@ from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult
 from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.view import BACKOFF_MAX
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup
 
@@ -80,7 +81,15 @@ def test_a_parked_gang_of_unlike_pods_is_retried_when_room_is_taken() -> None:
             podgroup("g", 2), pod("a", cpu="4", memory="0", group="g", index=0),
             pod("b", cpu="8", memory="0", group="g", index=1)]
     foreign = add_pod(pod("r2", cpu="3", memory="0", node_name="n1", scheduler="other"))
-    assert_same(objs, [idle, idle, foreign, idle])
+    # Woken by the foreign pod, it is tried once its backoff has passed (the full cycle knows no backoff).
+    assert_same(objs, [idle, idle, then_later(foreign, BACKOFF_MAX), idle])
+
+
+def then_later(change: Step, seconds: float) -> Step:
+    def step(world: World) -> None:
+        change(world)
+        world.now += seconds
+    return step
 
 
 def clobber(key: str) -> Step:

@@ -76,10 +76,15 @@ class Cycle:
         view.new_cycle()
         for job in view.queue():
             parked = view.still_parked(job, self.now)
-            if parked is not None:  # nothing it depends on changed: it would fail the same way
+            if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
+                if job.id in view.backing_off:
+                    self.result.queues["backoff"] += len(parked.pending)
+                else:
+                    self.result.queues["unschedulable"] += len(parked.pending)
                 continue
-            view.parked.pop(job.id, None)
+            self.result.queues["active"] += len(job.pods)
+            before = view.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
             wake = self._isolated(job)
@@ -87,9 +92,10 @@ class Cycle:
                 since = self.state.wait_since.get(job.id)
                 view.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
                           None if since is None else since + self._wait_limit(job.id, gangs), self.state.reserved,
-                          wake)
+                          wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
+        deadlines += view.backing_off.values()  # woken while backing off: tried when the backoff ends
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
 

@@ -83,6 +83,9 @@ class CycleResult:
     gangs_placed: list[str] = field(default_factory=list)
     gangs_timed_out: list[str] = field(default_factory=list)
     preemption_attempts: int = 0
+    # Pending pods by queue, as kube-scheduler counts them: tried this cycle (active), woken but
+    # backing off, parked until something they wait for happens (unschedulable).
+    queues: dict[str, int] = field(default_factory=lambda: {"active": 0, "backoff": 0, "unschedulable": 0})
 
     @property
     def pending(self) -> dict[str, str]:

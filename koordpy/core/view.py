@@ -44,6 +44,14 @@ from koordpy.kernels import node_offerslots
 # "any-room", room freed anywhere (minResources counts the whole cluster).
 Wake = Literal["changed", "room", "any-room"]
 
+# kube-scheduler's queue, by job: a job that failed for want of room and is woken by room freed
+# waits out a backoff first (1 s, doubling per failure, at most 10 s), so a job that keeps failing
+# cannot take every cycle; one that waits for its own gang ("changed") goes at once when it changes.
+# A job parked this long is tried again whatever happened (the unschedulable queue's flush).
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 10.0
+FLUSH_SECONDS = 300.0
+
 
 @dataclass
 class Parked:
@@ -59,6 +67,13 @@ class Parked:
     # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
     moves: int | None = None
     priority: int = 0  # room held by pods of lower priority counts as room: preemption can take it
+    since: float = 0.0  # when it was parked
+    attempts: int = 1  # failures in a row
+    backoff_until: float = 0.0  # woken before this, it waits in the backoff queue
+
+    @property
+    def backoff(self) -> float:
+        return float(min(BACKOFF_INITIAL * 2 ** min(self.attempts - 1, 16), BACKOFF_MAX))
 
 
 def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
@@ -79,6 +94,7 @@ class View:
         self.group_jobs: dict[str, Job] = {}
         self.single_jobs: dict[str, Job] = {}
         self.parked: dict[str, Parked] = {}
+        self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
         self.dirty: set[str] = set()  # gangs whose PodGroup status may have changed this cycle
         self._queue: list[Job] | None = None
         self._names: dict[str, tuple[str, ...]] = {}
@@ -344,7 +360,7 @@ class View:
     # -- parked jobs ---------------------------------------------------------------------------
 
     def park(self, job: Job, pending: dict[str, str], deadline: float | None, reserved: dict[str, str],
-             wake: Wake) -> None:
+             wake: Wake, now: float = 0.0, attempts: int = 1) -> None:
         cluster, filters = self.cluster, self.filters
         assert cluster is not None and filters is not None
         shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
@@ -353,26 +369,41 @@ class View:
                 continue  # placed already; only the members still to place can use new room
             vec, mask = cluster.request_vector(pod), filters.static(pod).mask
             shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
-        self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
-                                     cluster.moves if len(shapes) > 1 else None, job.priority)
+        parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
+                                              cluster.moves if len(shapes) > 1 else None, job.priority, now, attempts)
+        parked.backoff_until = now + parked.backoff
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
-        """The job's parked record when trying it again cannot change anything, else None."""
+        """The job's parked record while it stays in the unschedulable or backoff queue, else None
+        (it is active: tried this cycle). It becomes active when what it waits for happens: its own
+        pods or gangs change (at once), room appears where it could fit (after its backoff), its
+        NonStrict wait expires, or it has waited FLUSH_SECONDS."""
         parked = self.parked.get(job.id)
         if parked is None or parked.job is not job:
             return None
         if parked.deadline is not None and now >= parked.deadline:
             return None
+        if now - parked.since >= FLUSH_SECONDS:
+            return None
+        if not self._woken(parked):
+            return parked
+        if now < parked.backoff_until:
+            self.backing_off[job.id] = parked.backoff_until
+            return parked
+        return None
+
+    def _woken(self, parked: Parked) -> bool:
+        """Whether room that could let the parked job fit appeared since it was parked."""
         cluster = self.cluster
         assert cluster is not None
         if parked.wake == "changed":
-            return parked
+            return False
         if parked.moves is not None and parked.moves != cluster.moves:
-            return None
+            return True
         if cluster.tick == parked.tick:
-            return parked
+            return False
         if parked.wake == "any-room":
-            return None
+            return True
         for vec, mask in parked.shapes:
             key = (parked.tick, cluster.tick, vec.tobytes(), id(mask), parked.priority)
             fits = self._fits.get(key)
@@ -381,13 +412,14 @@ class View:
                 free = cluster.allocatable[nodes] - cluster.used[nodes] + cluster.reclaimable(nodes, parked.priority)
                 fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
             if fits:
-                return None
+                return True
         # Room freed so far does not fit it, and room is only taken until freed again (which cannot
         # help a job of one shape).
         parked.tick = cluster.tick
-        return parked
+        return False
 
     def new_cycle(self) -> None:
         self._fits.clear()
+        self.backing_off.clear()
         if self.cluster is not None:  # what no parked job can ask about any more is forgotten
             self.cluster.forget_freed(min((p.tick for p in self.parked.values()), default=self.cluster.tick))
