@@ -150,8 +150,8 @@ class Cache:
         if event_type == "DELETED":
             self._remove(kind, key)
             self.versions.pop((kind, key), None)
-        else:
-            self._store(kind, key, raw)
+        elif not self._store(kind, key, raw):
+            return  # a heartbeat: nothing scheduling reads changed, and no cycle is owed
         self.changed.set()
 
     def reconcile(self, kind: str, items: list[dict[str, Any]], list_version: int) -> int:
@@ -173,18 +173,26 @@ class Cache:
             self.changed.set()
         return len(stale)
 
-    def _store(self, kind: str, key: str, raw: dict[str, Any]) -> None:
-        self.invalid.pop((kind, key), None)
+    def _store(self, kind: str, key: str, raw: dict[str, Any]) -> bool:
+        """Files the object; False when it is a node or pod equal to the one held (a kubelet's
+        heartbeat, say), which is then kept as it was, object and all: downstream, unchanged is
+        told by identity."""
+        was_invalid = self.invalid.pop((kind, key), None) is not None
         if kind in GANG_KINDS:
             self._groups_changed.add(key)
         try:
             if kind == "Node":
-                self.nodes[key] = Node.from_raw(raw)
+                node = Node.from_raw(raw)
+                if not was_invalid and self.nodes.get(key) == node:
+                    return False
+                self.nodes[key] = node
                 self.topology_changed = True
                 self.hypernodes_changed = True
             elif kind == "Pod":
-                self._dirty[key] = None
                 pod = Pod.from_raw(raw)
+                if not was_invalid and self.pods.get(key) == pod:
+                    return False
+                self._dirty[key] = None
                 self.pods[key] = pod
                 if pod.node_name or pod.terminal:
                     self.assumed.pop(key, None)
@@ -220,6 +228,7 @@ class Cache:
             if kind == "ClusterNetworkTopology" and key == "default":
                 self.topology_raw = raw
                 self.topology_changed = True
+        return True
 
     def _store_other(self, kind: str, key: str, obj: object, raw: dict[str, Any]) -> None:
         if isinstance(obj, HyperNode):
