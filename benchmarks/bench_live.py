@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import statistics
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from benchmarks.live_harness import (
@@ -50,6 +52,7 @@ from benchmarks.live_harness import (
     CONCURRENCY,
     LIST_SECONDS,
     NS,
+    RETRIES,
     BenchError,
     Child,
     Pods,
@@ -216,7 +219,8 @@ class Bench:
         say(f"  {label}: {total:,} pods in {out['total_s']:.2f} s = {out['pods_per_s']:.0f} pods/s; completion after "
             f"a gang's last member p50 {out['gang_completion_p50_s']:.2f} s, p99 {out['gang_completion_p99_s']:.2f} s"
             f"; cross-check: the last PodScheduled=True at {by_condition:.0f} s (1 s resolution); "
-            f"{pods.from_list} bind times from a LIST, {pods.breaks} watch breaks, {pods.relists} relists")
+            f"{pods.from_list} bind times from a LIST, watch resumed after {pods.breaks} breaks and "
+            f"{pods.relists} relists; retried calls so far {dict(RETRIES) or 'none'}")
         return out
 
     async def parked(self) -> dict[str, Any]:
@@ -499,6 +503,8 @@ def main() -> None:
     ap.add_argument("--skip-kube-scheduler", action="store_true")
     ap.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     args = ap.parse_args()
+    # The retries' own warnings would be a line per call while the API server is away: counted instead.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
     state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-"))
     try:

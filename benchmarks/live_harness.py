@@ -80,7 +80,10 @@ async def call(what: str, op: Callable[[], Awaitable[Any]]) -> Any:
         finally:
             resp.release()
 
-    return await with_retries(what, once, attempts=ATTEMPTS)
+    return await with_retries(what, once, attempts=ATTEMPTS, retried=lambda reason: RETRIES.update([reason]))
+
+
+RETRIES: Counter[str] = Counter()  # retried calls by reason (status code or unreachable), for the progress lines
 
 
 @dataclass
@@ -124,7 +127,7 @@ class Pods:
         self.state: dict[str, PodState] = {}
         self.bound_at: dict[str, float] = {}
         self.from_list = 0
-        self.breaks = 0  # watches that broke (not the server's own timeout) and were resumed
+        self.breaks = 0  # watches that failed or ended early (not at the server's timeout) and were resumed
         self.relists = 0  # 410 Gone: the version was too old to resume from
         self.safety_lists = 0
         self.version = ""
@@ -176,12 +179,14 @@ class Pods:
                 if not self.version:
                     self.relists += 1
                     await self.refresh(for_watch=True)
+                opened = time.perf_counter()
                 resp = await self.core.list_namespaced_pod(
                     NS, label_selector=self.selector, watch=True, resource_version=self.version,
                     allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _preload_content=False,
                     _request_timeout=(10, WATCH_SECONDS + 30))
                 try:
                     if resp.status == 410:
+                        say(f"  (watch {self.selector}: resourceVersion {self.version} is gone (410); listing again)")
                         self.version = ""
                         continue
                     if resp.status != 200:
@@ -191,6 +196,8 @@ class Pods:
                         obj, kind = event.get("object") or {}, event.get("type")
                         if kind == "ERROR":
                             if obj.get("code") == 410:
+                                say(f"  (watch {self.selector}: resourceVersion {self.version} is gone (410); "
+                                    "listing again)")
                                 self.version = ""
                                 break
                             raise ApiException(status=obj.get("code"), reason=obj.get("message"))
@@ -202,6 +209,10 @@ class Pods:
                         delay = 0.5
                 finally:
                     resp.release()
+                if self.version and time.perf_counter() - opened < WATCH_SECONDS - 5:
+                    self.breaks += 1  # the server went away (a restart ends watches cleanly)
+                    say(f"  (watch {self.selector} ended after {time.perf_counter() - opened:.0f} s; resuming from "
+                        f"resourceVersion {self.version})")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -249,7 +260,8 @@ async def wait_for(what: str, count: Callable[[], int], total: int, missing: Cal
                     detail = await pods.describe(left)
                 except Exception as exc:
                     detail += f" (a LIST of them failed too: {exc!r})"
-            raise BenchError(f"{what}: {n:,} of {total:,} after {now - start:.0f} s ({why}); {detail}")
+            raise BenchError(f"{what}: {n:,} of {total:,} after {now - start:.0f} s ({why}); {detail}; "
+                             f"retried calls {dict(RETRIES) or 'none'}")
         if pods is not None and now - last_progress >= SAFETY_LIST_AFTER and now - last_list >= SAFETY_LIST_AFTER:
             try:
                 await pods.refresh()
