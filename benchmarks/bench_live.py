@@ -119,6 +119,8 @@ def stream(round_: str, gangs: int, size_: int, scheduler: str, cpu: int = 4, gr
 
 
 class Bench:
+    """The steps of a run, on one API client; ``children`` are stopped whatever happens."""
+
     def __init__(self, api: ApiClient, args: argparse.Namespace) -> None:
         self.api, self.args = api, args
         self.core, self.custom = CoreV1Api(api), CustomObjectsApi(api)
@@ -193,9 +195,10 @@ class Bench:
         pods = Pods(self.api, round_, binder)
         await pods.start()
         try:
-            say(f"{label}: creating {a.gangs:,} x {a.size} pods" + (" with their PodGroups" if grouped else ""))
+            say(f"{label}: creating {a.gangs:,} x {a.size} pods" + (" after their PodGroups" if grouped else ""))
+            await self.create_stream([], groups_b)  # before the clock starts: a round is timed from its first pod
             t0, w0 = time.perf_counter(), time.time()
-            created = await self.create_stream(pods_b, groups_b)
+            created = await self.create_stream(pods_b, [])
             create_s = time.perf_counter() - t0
             say(f"  created in {create_s:.1f} s ({total / create_s:.0f} pods/s); {len(pods.bound_at):,} bound so far")
             await wait_for(f"{label}: pods bound", lambda: len(pods.bound_at), total,
@@ -352,7 +355,8 @@ def run(argv: list[str], timeout: float) -> str:
     return done.stdout
 
 
-async def bench(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
+    """Runs every round, putting each figure in ``fig`` as soon as it is measured."""
     t0 = time.perf_counter()
     run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
     env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
@@ -366,7 +370,7 @@ async def bench(args: argparse.Namespace, state: Path) -> dict[str, Any]:
     api = await api_client(env["KUBECONFIG"])
     b = Bench(api, args)
     a = args
-    fig: dict[str, Any] = {"nodes": a.nodes, "gangs": a.gangs, "size": a.size, "parked_gangs": a.parked}
+    fig.update({"nodes": a.nodes, "gangs": a.gangs, "size": a.size, "parked_gangs": a.parked})
     try:
         for create_one in (lambda: b.core.create_namespace({"metadata": {"name": NS}}, _preload_content=False,
                                                            _request_timeout=CALL_SECONDS),
@@ -402,7 +406,13 @@ async def bench(args: argparse.Namespace, state: Path) -> dict[str, Any]:
             say(f"  cycles: {c['count']} (p50 {c['p50_s'] * 1000:.0f} ms, p99 {c['p99_s'] * 1000:.0f} ms, "
                 f"max {c['max_s'] * 1000:.0f} ms); koordpy's own count of its writes {r['koordpy_api_writes']}")
 
-        say(f"steady state: {a.quiet:.0f} s of quiet, then {a.steady:.0f} s of counting writes")
+        park = Pods(api, "park")
+        await park.refresh()
+        parked = sum(1 for st in park.state.values() if not st.node and st.scheduled == "False")
+        say(f"steady state with {parked:,} pods parked: {a.quiet:.0f} s of quiet, then {a.steady:.0f} s of "
+            "counting writes")
+        if parked != fig["parked"]["pods"]:
+            raise BenchError(f"{fig['parked']['pods'] - parked:,} of the parked pods are no longer parked")
         await asyncio.sleep(a.quiet)
         koordpy.check()
         s0, w0, m0 = await apiserver_writes(api), time.time(), await koordpy_metrics(port)
@@ -456,7 +466,6 @@ async def bench(args: argparse.Namespace, state: Path) -> dict[str, Any]:
                 "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default",
                 _preload_content=False, _request_timeout=CALL_SECONDS))
         say(f"done in {time.perf_counter() - t0:.0f} s")
-        return fig
     finally:
         for c in list(b.children):
             c.stop()
@@ -507,10 +516,14 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
     state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-"))
+    fig: dict[str, Any] = {}
     try:
-        fig = asyncio.run(bench(args, state))
+        asyncio.run(bench(args, state, fig))
     except BenchError as exc:
-        say(f"bench_live: error: {exc}")
+        fig["error"] = str(exc)
+        if args.json:
+            Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
+        say(f"bench_live: error: {exc}\nthe figures measured before it: {json.dumps(fig, sort_keys=True)}")
         sys.exit(1)
     finally:
         if not reuse:
