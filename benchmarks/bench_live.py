@@ -61,6 +61,7 @@ from benchmarks.live_harness import (
     call,
     create,
     cycle_seconds,
+    dropped_watchers,
     empty,
     in_window,
     list_names,
@@ -193,6 +194,7 @@ class Bench:
         total = len(pods_b)
         binder = Binder(self.api, bind_to) if bind_to else None
         pods = Pods(self.api, round_, binder)
+        dropped = await dropped_watchers(self.api)
         await pods.start()
         try:
             say(f"{label}: creating {a.gangs:,} x {a.size} pods" + (" after their PodGroups" if grouped else ""))
@@ -207,7 +209,8 @@ class Bench:
             end = max(pods.bound_at.values())
             out = {"pods": total, "create_s": create_s, "total_s": end - t0, "pods_per_s": total / (end - t0),
                    "bind_times_from_list": pods.from_list, "watch_breaks": pods.breaks, "relists": pods.relists,
-                   "safety_lists": pods.safety_lists}
+                   "safety_lists": pods.safety_lists,
+                   "pod_watchers_dropped_by_apiserver": await dropped_watchers(self.api) - dropped}
             await pods.refresh()  # the cross-check: the pods' own PodScheduled=True times (1 s resolution)
             by_condition = max((s.scheduled_at for s in pods.state.values()), default=0.0) - w0
         finally:
@@ -223,7 +226,8 @@ class Bench:
             f"a gang's last member p50 {out['gang_completion_p50_s']:.2f} s, p99 {out['gang_completion_p99_s']:.2f} s"
             f"; cross-check: the last PodScheduled=True at {by_condition:.0f} s (1 s resolution); "
             f"{pods.from_list} bind times from a LIST, watch resumed after {pods.breaks} breaks and "
-            f"{pods.relists} relists; retried calls so far {dict(RETRIES) or 'none'}")
+            f"{pods.relists} relists; the API server dropped {out['pod_watchers_dropped_by_apiserver']} slow pod "
+            f"watchers (any client's); retried calls so far {dict(RETRIES) or 'none'}")
         return out
 
     async def parked(self) -> dict[str, Any]:
