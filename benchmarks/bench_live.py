@@ -1,45 +1,84 @@
-"""Live throughput on the local control plane; prints figures, asserts nothing about time.
+"""Live figures on the local control plane (issue 10): throughput, cycle times, writes, memory.
 
-    .venv/bin/python -m benchmarks.bench_live [--nodes 1000] [--gangs 100] [--size 10]
+    .venv/bin/python -m benchmarks.bench_live [--nodes 5000] [--gangs 500] [--size 20] [--parked 300]
+        [--skip-kube-scheduler] [--json PATH]
 
-Starts (or reuses, with KOORDPY_TEST_CONTROLPLANE) etcd + kube-apiserver + kwok, creates
-KWOK nodes with spine/block labels, then runs three rounds of the same pod stream, each
-created as fast as the API server takes it (64 requests in flight):
+Starts etcd + kube-apiserver + kwok (``KOORDPY_TEST_CONTROLPLANE=DIR`` reuses one, and whatever a
+run before left in its namespace is deleted first), creates KWOK nodes (8 CPUs, 64Gi, 10 nodes a
+block, 10 blocks a spine) and runs, in namespace bench-live, pods created 64 requests in flight:
 
-1. the raw ceiling: a tight loop that binds each pod directly the moment it appears;
-2. koordpy: ``koordpy run`` scheduling the pods as gangs (one PodGroup per gang,
-   PreferGather on blocks);
-3. upstream kube-scheduler (default profile, client QPS lifted) scheduling the same
-   number of plain pods.
+1. raw ceiling: gangs x size plain pods, each bound by this script as soon as it is seen;
+2. koordpy round 1: ``koordpy run`` (started once for rounds 2-4, under its own identity
+   ``koordpy-bench`` so that the audit log tells its requests apart) places gangs of 4-CPU pods,
+   one PodGroup each (minMember = size, PreferGather on block, then spine);
+3. koordpy round 2: ``--parked`` gangs of 9-CPU pods that never fit are created and left
+   parked (PodScheduled=False), then the same gangs as round 1;
+4. steady state: nothing changes for ``--steady`` seconds; the writes the API server received;
+5. writes per bound pod in round 1, from the audit log;
+6. memory (VmRSS, VmHWM) of koordpy after round 2, and of kube-scheduler after its own round of
+   the same plain pods.
 
-Each round is timed from the first pod created to the last binding seen on a watch.
+A round is timed from its first pod created to its last bind seen on a watch. Every wait has a
+deadline (``--deadline``, ``--stall`` without progress) and ends in an error naming what is
+missing; a run that ends so leaves its pods for a look (the next run deletes them).
+``KOORDPY_BENCH_WRAP`` prefixes koordpy's command line (e.g. with a profiler).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import logging
 import os
-import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from benchmarks.live_harness import (
+    CALL_SECONDS,
+    CONCURRENCY,
+    LIST_SECONDS,
+    NS,
+    RETRIES,
+    BenchError,
+    Child,
+    Pods,
+    apiserver_writes,
+    audited_writes,
+    call,
+    create,
+    cycle_seconds,
+    dropped_watchers,
+    empty,
+    in_window,
+    list_names,
+    samples,
+    say,
+    size,
+    wait_for,
+)
 from koordpy.controller.main import api_client
-from koordpy.controller.podwatch import lines
-from koordpy.controller.writer import with_retries
+from koordpy.controller.writer import Conflict, Gone
 
 ROOT = Path(__file__).resolve().parent.parent
-CONCURRENCY = 64
-ROUND_DEADLINE = 600.0  # seconds a round may take before it ends saying what is missing
-NS = "default"
+USER = "koordpy-bench"
+PG = ("scheduling.sigs.k8s.io", "v1alpha1")
+SETTLE = 5.0  # seconds after a round's last bind whose writes (PodGroup status...) still count for it
+GATHER = json.dumps({"gatherStrategy": [{"layer": "BlockLayer", "strategy": "PreferGather"},
+                                        {"layer": "SpineLayer", "strategy": "PreferGather"}]})
 TOPOLOGY = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
             "metadata": {"name": "default"}, "spec": {"networkTopologySpec": [
                 {"topologyLayer": "SpineLayer", "labelKey": ["network.topology.nvidia.com/spine"]},
@@ -48,251 +87,463 @@ TOPOLOGY = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Cluster
                 {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"}]}}
 
 
-def read_env(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-
-
-async def gather_limited(coros: list[Any], limit: int = CONCURRENCY) -> list[Any]:
-    sem = asyncio.Semaphore(limit)
-
-    async def one(c: Any) -> Any:
-        async with sem:
-            return await c
-
-    return await asyncio.gather(*(one(c) for c in coros))
-
-
-class BindWatch:
-    """Records when each pod is first seen bound, from a raw pod watch."""
-
-    def __init__(self, api: ApiClient, expected: int, bind_to: list[str] | None = None) -> None:
-        self.api = api
-        self.expected = expected
-        self.bound: dict[str, float] = {}
-        self.bind_to = bind_to  # the ceiling round binds what it sees
-        self.done = asyncio.Event()
-        self._next = 0
-        self._binds: set[asyncio.Task[Any]] = set()
-        self._sem = asyncio.Semaphore(CONCURRENCY)
-
-    async def run(self) -> None:
-        """Watches until every expected pod was seen bound. A watch the API server ends (or that
-        breaks) is opened again; its first events list the pods as they are, so nothing is lost."""
-        core = CoreV1Api(self.api)
-        while not self.done.is_set():
-            try:
-                resp = await core.list_namespaced_pod(NS, watch=True, _preload_content=False, timeout_seconds=600)
-                try:
-                    async for line in lines(resp):
-                        self._seen(core, json.loads(line))
-                        if self.done.is_set():
-                            return
-                finally:
-                    resp.release()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                print(f"  (bench watch ended: {exc!r}; watching again)", flush=True)
-                await asyncio.sleep(0.2)
-
-    def _seen(self, core: CoreV1Api, event: dict[str, Any]) -> None:
-        pod = event.get("object") or {}
-        name = (pod.get("metadata") or {}).get("name")
-        if event.get("type") not in ("ADDED", "MODIFIED") or not name:
-            return
-        if (pod.get("spec") or {}).get("nodeName"):
-            if name not in self.bound:
-                self.bound[name] = time.perf_counter()
-                if len(self.bound) >= self.expected:
-                    self.done.set()
-        elif self.bind_to is not None and event["type"] == "ADDED":
-            node = self.bind_to[self._next % len(self.bind_to)]
-            self._next += 1
-            task = asyncio.ensure_future(self._bind(core, name, node))
-            self._binds.add(task)
-            task.add_done_callback(self._binds.discard)
-
-    async def missing(self, names: list[str]) -> str:
-        """What the watch has not seen bound, and what a LIST says of those pods, for the message
-        a round that misses its deadline ends with."""
-        resp = await CoreV1Api(self.api).list_namespaced_pod(NS, _preload_content=False)
-        try:
-            items = {p["metadata"]["name"]: p for p in (await resp.json()).get("items") or []}
-        finally:
-            resp.release()
-        gone = [n for n in names if n not in self.bound]
-        bound_per_list = sum(1 for n in gone if (items.get(n, {}).get("spec") or {}).get("nodeName"))
-        return (f"{len(gone)} of {len(names)} pods never seen bound on the watch (first: {', '.join(gone[:5])}); "
-                f"a LIST shows {bound_per_list} of them bound and {sum(1 for n in gone if n not in items)} absent")
-
-
-    async def _bind(self, core: CoreV1Api, name: str, node: str) -> None:
-        # As many binds in flight as koordpy allows itself, retried the same way.
-        async with self._sem:
-            await with_retries(f"bind {name}", lambda: core.create_namespaced_pod_binding(
-                name, NS, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
-                _preload_content=False))
-
-
-def node_body(i: int, per_block: int = 10, blocks_per_spine: int = 10) -> dict[str, Any]:
-    b = i // per_block
+def node_body(i: int) -> dict[str, Any]:
+    block = i // 10
     alloc = {"cpu": "8", "memory": "64Gi", "pods": "110"}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": f"bench-node-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": {"network.topology.nvidia.com/block": f"block-{b}",
-                   "network.topology.nvidia.com/spine": f"spine-{b // blocks_per_spine}"}},
+        "labels": {"network.topology.nvidia.com/block": f"block-{block}",
+                   "network.topology.nvidia.com/spine": f"spine-{block // 10}"}},
         "status": {"allocatable": alloc, "capacity": alloc}}
 
 
-def pod_body(name: str, scheduler: str, gang: str | None, index: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": NS}
-    if gang:
-        meta["labels"] = {"pod-group.scheduling.sigs.k8s.io": gang}
-        meta["annotations"] = {"gang.scheduling.koordinator.sh/network-topology-index": str(index)}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
-        "schedulerName": scheduler, "containers": [{"name": "main", "image": "busybox",
-                                                    "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}]}}
-
-
-async def delete_pods(api: ApiClient) -> None:
-    core = CoreV1Api(api)
-    await core.delete_collection_namespaced_pod(NS, grace_period_seconds=0, _preload_content=False)
-    while True:
-        resp = await core.list_namespaced_pod(NS, _preload_content=False)
-        items = (await resp.json())["items"]
-        resp.release()
-        if not items:
-            return
-        await asyncio.sleep(0.5)
-
-
-async def round_(api: ApiClient, label: str, scheduler: str, gangs: int, size: int,
-                 bind_to: list[str] | None = None, with_groups: bool = False) -> dict[str, float]:
-    core = CoreV1Api(api)
-    total = gangs * size
-    if with_groups:
-        custom = CustomObjectsApi(api)
-        gather = json.dumps({"gatherStrategy": [{"layer": "BlockLayer", "strategy": "PreferGather"},
-                                                {"layer": "SpineLayer", "strategy": "PreferGather"}]})
-        await gather_limited([custom.create_namespaced_custom_object(
-            "scheduling.sigs.k8s.io", "v1alpha1", NS, "podgroups",
-            {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": f"gang-{g}", "annotations": {
-                 "gang.scheduling.koordinator.sh/network-topology-spec": gather}},
-             "spec": {"minMember": size}}, _preload_content=False) for g in range(gangs)])
-    watch = BindWatch(api, total, bind_to)
-    watcher = asyncio.ensure_future(watch.run())
-    await asyncio.sleep(0.5)
-    created: dict[str, float] = {}
-
-    async def create(g: int, i: int) -> None:
-        name = f"gang-{g}-{i}"
-        await core.create_namespaced_pod(NS, pod_body(name, scheduler, f"gang-{g}" if with_groups else None, i),
-                                         _preload_content=False)
-        created[name] = time.perf_counter()
-
-    start = time.perf_counter()
-    await gather_limited([create(g, i) for g in range(gangs) for i in range(size)])
-    created_all = time.perf_counter()
-    try:
-        await asyncio.wait_for(watch.done.wait(), timeout=ROUND_DEADLINE)
-    except TimeoutError:
-        names = [f"gang-{g}-{i}" for g in range(gangs) for i in range(size)]
-        raise SystemExit(f"  {label}: not done after {ROUND_DEADLINE:.0f} s: {await watch.missing(names)}") from None
-    end = max(watch.bound.values())
-    watcher.cancel()
-    completion = []
+def stream(round_: str, gangs: int, size_: int, scheduler: str, cpu: int = 4, grouped: bool = False
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A round's pods (``ROUND-G-I``), and its PodGroups (``ROUND-G``) when ``grouped``."""
+    pods, groups = [], []
     for g in range(gangs):
-        names = [f"gang-{g}-{i}" for i in range(size)]
-        completion.append(max(watch.bound[n] for n in names) - max(created[n] for n in names))
-    completion.sort()
-    out = {"pods": float(total), "create_s": created_all - start, "total_s": end - start,
-           "pods_per_s": total / (end - start),
-           "gang_p50_ms": statistics.median(completion) * 1000,
-           "gang_p99_ms": completion[min(len(completion) - 1, int(len(completion) * 0.99))] * 1000}
-    print(f"  {label:15s} {total} pods in {out['total_s']:.2f}s = {out['pods_per_s']:.0f} pods/s "
-          f"(creating took {out['create_s']:.2f}s); completion after the last member p50 "
-          f"{out['gang_p50_ms']:.0f} ms, p99 {out['gang_p99_ms']:.0f} ms", flush=True)
-    await delete_pods(api)
-    if with_groups:
-        await CustomObjectsApi(api).delete_collection_namespaced_custom_object(
-            "scheduling.sigs.k8s.io", "v1alpha1", NS, "podgroups", _preload_content=False)
+        gang = f"{round_}-{g}"
+        if grouped:
+            groups.append({"apiVersion": "/".join(PG), "kind": "PodGroup", "metadata": {
+                "name": gang, "annotations": {"gang.scheduling.koordinator.sh/network-topology-spec": GATHER}},
+                "spec": {"minMember": size_}})
+        for i in range(size_):
+            meta: dict[str, Any] = {"name": f"{gang}-{i}", "labels": {"bench-round": round_}}
+            if grouped:
+                meta["labels"]["pod-group.scheduling.sigs.k8s.io"] = gang
+                meta["annotations"] = {"gang.scheduling.koordinator.sh/network-topology-index": str(i)}
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+                "schedulerName": scheduler, "terminationGracePeriodSeconds": 0, "containers": [{
+                    "name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}}}]}})
+    return pods, groups
+
+
+class Bench:
+    """The steps of a run, on one API client; ``children`` are stopped whatever happens."""
+
+    def __init__(self, api: ApiClient, args: argparse.Namespace) -> None:
+        self.api, self.args = api, args
+        self.core, self.custom = CoreV1Api(api), CustomObjectsApi(api)
+        self.children: list[Child] = []
+
+    async def create_stream(self, pods: list[dict[str, Any]], groups: list[dict[str, Any]]) -> dict[str, float]:
+        await create("PodGroups", groups, lambda b: self.custom.create_namespaced_custom_object(
+            *PG, NS, "podgroups", b, _preload_content=False, _request_timeout=CALL_SECONDS))
+        return await create("pods", pods, lambda b: self.core.create_namespaced_pod(
+            NS, b, _preload_content=False, _request_timeout=CALL_SECONDS))
+
+    async def clean(self, pass_seconds: float = 300.0) -> None:
+        """Empties the namespace of pods, then of PodGroups."""
+        t0 = time.perf_counter()
+        pods = await empty("pods", lambda: list_names(lambda: self.core.list_namespaced_pod(
+            NS, _preload_content=False, _request_timeout=LIST_SECONDS)),
+            lambda n: self.core.delete_namespaced_pod(n, NS, grace_period_seconds=0, _preload_content=False,
+                                                      _request_timeout=CALL_SECONDS), pass_seconds)
+        groups = await empty("PodGroups", lambda: list_names(lambda: self.custom.list_namespaced_custom_object(
+            *PG, NS, "podgroups", _preload_content=False, _request_timeout=LIST_SECONDS)),
+            lambda n: self.custom.delete_namespaced_custom_object(
+                *PG, NS, "podgroups", n, _preload_content=False, _request_timeout=CALL_SECONDS), pass_seconds)
+        if pods or groups:
+            say(f"  namespace {NS} emptied of {pods:,} pods and {groups:,} PodGroups in "
+                f"{time.perf_counter() - t0:.1f} s")
+
+    async def nodes(self) -> list[str]:
+        """The bench's nodes, created where missing (those over the count deleted), all Ready."""
+        t0 = time.perf_counter()
+        want = [f"bench-node-{i}" for i in range(self.args.nodes)]
+        have = set(await self.bench_nodes())
+        extra = await self.delete_nodes(keep=set(want))
+        have -= set(extra)
+        await create("nodes", [node_body(i) for i in range(self.args.nodes) if want[i] not in have],
+                     lambda b: self.core.create_node(b, _preload_content=False, _request_timeout=CALL_SECONDS))
+        say(f"{len(want) - len(have):,} nodes created ({len(have):,} there already, {len(extra):,} deleted) in "
+            f"{time.perf_counter() - t0:.1f} s; waiting until kwok has them Ready")
+        start = time.perf_counter()
+        while True:
+            data = await call("LIST nodes", lambda: self.core.list_node(
+                _preload_content=False, _request_timeout=LIST_SECONDS))
+            ready = {n["metadata"]["name"] for n in data.get("items") or [] if any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in (n.get("status") or {}).get(
+                    "conditions") or [])}
+            missing = [n for n in want if n not in ready]
+            if not missing:
+                break
+            if time.perf_counter() - start > self.args.deadline:
+                raise BenchError(f"{len(missing):,} of {len(want):,} nodes not Ready after {self.args.deadline:.0f} s "
+                                 f"(is kwok running? see its log); first: {', '.join(missing[:5])}")
+            await asyncio.sleep(2)
+        say(f"  all {len(want):,} nodes Ready after {time.perf_counter() - start:.1f} s")
+        return want
+
+    async def bench_nodes(self, keep: AbstractSet[str] = frozenset()) -> list[str]:
+        return [n for n in await list_names(lambda: self.core.list_node(
+            _preload_content=False, _request_timeout=LIST_SECONDS)) if n.startswith("bench-node-") and n not in keep]
+
+    async def delete_nodes(self, keep: AbstractSet[str] = frozenset()) -> list[str]:
+        """Deletes the bench's nodes but ``keep``; returns their names."""
+        gone = await self.bench_nodes(keep)
+        await empty("nodes", lambda: self.bench_nodes(keep), lambda n: self.core.delete_node(
+            n, _preload_content=False, _request_timeout=CALL_SECONDS), 300.0)
+        return gone
+
+    async def timed_round(self, label: str, round_: str, scheduler: str, grouped: bool = False,
+                          bind_to: list[str] | None = None) -> dict[str, Any]:
+        a = self.args
+        pods_b, groups_b = stream(round_, a.gangs, a.size, scheduler, grouped=grouped)
+        total = len(pods_b)
+        binder = Binder(self.api, bind_to) if bind_to else None
+        pods = Pods(self.api, round_, binder)
+        dropped = await dropped_watchers(self.api)
+        await pods.start()
+        try:
+            say(f"{label}: creating {a.gangs:,} x {a.size} pods" + (" after their PodGroups" if grouped else ""))
+            await self.create_stream([], groups_b)  # before the clock starts: a round is timed from its first pod
+            t0, w0 = time.perf_counter(), time.time()
+            created = await self.create_stream(pods_b, [])
+            create_s = time.perf_counter() - t0
+            say(f"  created in {create_s:.1f} s ({total / create_s:.0f} pods/s); {len(pods.bound_at):,} bound so far")
+            await wait_for(f"{label}: pods bound", lambda: len(pods.bound_at), total,
+                           lambda: [n for n in created if n not in pods.bound_at],
+                           a.deadline, a.stall, pods, self.children)
+            end = max(pods.bound_at.values())
+            out = {"pods": total, "create_s": create_s, "total_s": end - t0, "pods_per_s": total / (end - t0),
+                   "bind_times_from_list": pods.from_list, "watch_breaks": pods.breaks, "relists": pods.relists,
+                   "safety_lists": pods.safety_lists,
+                   "pod_watchers_dropped_by_apiserver": await dropped_watchers(self.api) - dropped}
+            await pods.refresh()  # the cross-check: the pods' own PodScheduled=True times (1 s resolution)
+            by_condition = max((s.scheduled_at for s in pods.state.values()), default=0.0) - w0
+        finally:
+            await pods.stop()
+        names = [p["metadata"]["name"] for p in pods_b]
+        completion = sorted(max(pods.bound_at[n] for n in gang) - max(created[n] for n in gang)
+                            for gang in (names[g * a.size:(g + 1) * a.size] for g in range(a.gangs)))
+        out.update({"gang_completion_p50_s": statistics.median(completion),
+                    "gang_completion_p99_s": pct(completion, 99), "last_bind_by_condition_s": by_condition})
+        if binder is not None:
+            out["bind_errors"] = len(binder.errors)
+        say(f"  {label}: {total:,} pods in {out['total_s']:.2f} s = {out['pods_per_s']:.0f} pods/s; completion after "
+            f"a gang's last member p50 {out['gang_completion_p50_s']:.2f} s, p99 {out['gang_completion_p99_s']:.2f} s"
+            f"; cross-check: the last PodScheduled=True at {by_condition:.0f} s (1 s resolution); "
+            f"{pods.from_list} bind times from a LIST, watch resumed after {pods.breaks} breaks and "
+            f"{pods.relists} relists; the API server dropped {out['pod_watchers_dropped_by_apiserver']} slow pod "
+            f"watchers (any client's); retried calls so far {dict(RETRIES) or 'none'}")
+        return out
+
+    async def parked(self) -> dict[str, Any]:
+        a = self.args
+        pods_b, groups_b = stream("park", a.parked, a.size, "koordpy", cpu=9, grouped=True)
+        pods = Pods(self.api, "park")
+        await pods.start()
+        try:
+            say(f"parking {a.parked:,} x {a.size} pods of 9 CPUs (never fit on 8-CPU nodes)")
+            t0 = time.perf_counter()
+            await self.create_stream(pods_b, groups_b)
+            say(f"  created in {time.perf_counter() - t0:.1f} s; waiting for PodScheduled=False on each")
+
+            def parked() -> list[str]:
+                return [n for n, s in pods.state.items() if not s.node and s.scheduled == "False"]
+
+            names = [p["metadata"]["name"] for p in pods_b]
+            took = await wait_for("parked pods", lambda: len(parked()), len(names),
+                                  lambda: sorted(set(names) - set(parked())), a.deadline, a.stall, pods, self.children)
+            bound = [n for n, s in pods.state.items() if s.node]
+            if bound:
+                raise BenchError(f"{len(bound)} pods of 9 CPUs were bound to 8-CPU nodes: {', '.join(bound[:5])}")
+        finally:
+            await pods.stop()
+        say(f"  all {len(names):,} parked {time.perf_counter() - t0:.1f} s after the first was created")
+        return {"pods": len(names), "parked_s": took}
+
+    def child(self, name: str, argv: list[str], log: Path) -> Child:
+        log.unlink(missing_ok=True)
+        c = Child(name, argv, log, ROOT)
+        self.children.append(c)
+        return c
+
+    def stop(self, c: Child) -> None:
+        c.stop()
+        self.children.remove(c)
+
+
+class Binder:
+    """The raw ceiling: binds each pod the moment it is seen pending, round-robin over the nodes, as
+    many in flight as koordpy allows itself and retried the same way. A bind that failed is
+    forgotten, so the next LIST that sees the pod pending binds it again."""
+
+    def __init__(self, api: ApiClient, nodes: list[str]) -> None:
+        self.core, self.nodes = CoreV1Api(api), nodes
+        self.sent: set[str] = set()
+        self.errors: list[str] = []
+        self._next = 0
+        self._sem = asyncio.Semaphore(CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __call__(self, name: str) -> None:
+        if name in self.sent:
+            return
+        self.sent.add(name)
+        node = self.nodes[self._next % len(self.nodes)]
+        self._next += 1
+        task = asyncio.ensure_future(self._bind(name, node))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bind(self, name: str, node: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        async with self._sem:
+            try:
+                await call(f"bind {name}", lambda: self.core.create_namespaced_pod_binding(
+                    name, NS, body, _preload_content=False, _request_timeout=CALL_SECONDS))
+            except Conflict:
+                pass  # bound already
+            except Exception as exc:
+                self.sent.discard(name)
+                self.errors.append(f"{name}: {exc!r}")
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * p / 100))] if s else 0.0
+
+
+def cycle_stats(values: list[float]) -> dict[str, float]:
+    return {"count": len(values), "p50_s": pct(values, 50), "p99_s": pct(values, 99), "max_s": max(values, default=0)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def koordpy_metrics(port: int) -> dict[str, float]:
+    """koordpy's own write counters: ``koordpy_api_writes_total`` by kind and result, and the
+    skipped-writes counter if it has one."""
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/metrics",
+                                                   timeout=aiohttp.ClientTimeout(total=30)) as r:
+        text = await r.text()
+    out = {}
+    for name in ("koordpy_api_writes_total", "koordpy_api_writes_skipped_total"):
+        for labels, value in samples(text, name).items():
+            out[" ".join([name.removesuffix("_total").removeprefix("koordpy_api_"), *(v for _, v in labels)])] = value
     return out
 
 
-def kube_scheduler(env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
-    cfg = workdir / "kube-scheduler.yaml"
-    cfg.write_text(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-        f"clientConnection:\n  kubeconfig: {env['KUBECONFIG']}\n  qps: 5000\n  burst: 5000\n"
-        "leaderElection:\n  leaderElect: false\n")
-    log = open(workdir / "kube-scheduler.log", "wb")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen([env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0"],
-                            stdout=log, stderr=subprocess.STDOUT)
+async def koordpy_ready(port: int, child: Child, deadline: float) -> float:
+    start = time.perf_counter()
+    async with aiohttp.ClientSession() as s:
+        while True:
+            child.check()
+            try:
+                async with s.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - start
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            if time.perf_counter() - start > deadline:
+                raise BenchError(f"koordpy not ready after {deadline:.0f} s (GET :{port}/readyz); see {child.log}")
+            await asyncio.sleep(0.5)
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
-    state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-"))
-    subprocess.run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], check=True, stdout=subprocess.DEVNULL)
-    env = read_env(state / "env")
-    subprocess.run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", "-f", str(ROOT / "crds")],
-                   check=True, stdout=subprocess.DEVNULL)
+def delta(after: dict[str, float] | Counter[str], before: dict[str, float] | Counter[str]) -> dict[str, float]:
+    return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v != before.get(k, 0)}
+
+
+def run(argv: list[str], timeout: float) -> str:
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
+    if done.returncode:
+        raise BenchError(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-1500:]}")
+    return done.stdout
+
+
+async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
+    """Runs every round, putting each figure in ``fig`` as soon as it is measured."""
+    t0 = time.perf_counter()
+    run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
+    env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
+    run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", "-f", str(ROOT / "crds")], timeout=120)
+    # koordpy's own identity: system:masters for rights, system:serviceaccounts for the audit policy
+    kubeconfig = state / f"{USER}.kubeconfig"
+    kubeconfig.write_text(run([str(ROOT / "e2e/controlplane/mint-user.sh"), str(state), USER, "system:masters",
+                               "system:serviceaccounts"], timeout=60))
+    audit, audit_from = state / "logs/audit.log", size(state / "logs/audit.log")
+    say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     api = await api_client(env["KUBECONFIG"])
-    core = CoreV1Api(api)
+    b = Bench(api, args)
+    a = args
+    fig.update({"nodes": a.nodes, "gangs": a.gangs, "size": a.size, "parked_gangs": a.parked})
     try:
-        await delete_pods(api)
-        t0 = time.perf_counter()
-        await gather_limited([core.create_node(node_body(i), _preload_content=False) for i in range(args.nodes)])
-        print(f"== {args.nodes} KWOK nodes created in {time.perf_counter() - t0:.1f}s; "
-              f"{args.gangs} gangs x {args.size} pods of 4 CPUs (2 per node)", flush=True)
-        nodes = [f"bench-node-{i}" for i in range(args.nodes)]
-        await CustomObjectsApi(api).create_cluster_custom_object(
-            "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", TOPOLOGY, _preload_content=False)
-        results = {"ceiling": await round_(api, "raw ceiling", "nobody", args.gangs, args.size, bind_to=nodes)}
-        # KOORDPY_BENCH_WRAP prefixes the scheduler's command line, e.g. with a profiler.
+        for create_one in (lambda: b.core.create_namespace({"metadata": {"name": NS}}, _preload_content=False,
+                                                           _request_timeout=CALL_SECONDS),
+                           lambda: b.custom.create_cluster_custom_object(
+                               "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", TOPOLOGY,
+                               _preload_content=False, _request_timeout=CALL_SECONDS)):
+            with contextlib.suppress(Conflict):
+                await call("create", create_one)
+        await b.clean()
+        nodes = await b.nodes()
+        fig["ceiling"] = await b.timed_round("raw ceiling", "ceiling", "nobody", bind_to=nodes)
+        await b.clean()
+
+        port, klog = free_port(), state / "bench-koordpy.log"
         wrap = os.environ.get("KOORDPY_BENCH_WRAP", "").split()
-        with open(state / "bench-koordpy.log", "wb") as out:
-            sched = subprocess.Popen([*wrap, sys.executable, "-m", "koordpy", "run", "--kubeconfig",
-                                      env["KUBECONFIG"], "--log-level", "INFO", "--bind-address", "127.0.0.1:0"],
-                                     cwd=ROOT, stdout=out,
-                                     stderr=subprocess.STDOUT)
-        await asyncio.sleep(6)  # imports and the initial list
-        try:
-            results["koordpy"] = await round_(api, "koordpy gangs", "koordpy", args.gangs, args.size,
-                                              with_groups=True)
-        finally:
-            sched.send_signal(signal.SIGINT)
-            sched.wait(30)
-        if args.skip_kube_scheduler:
-            return
-        ks = kube_scheduler(env, state)
-        await asyncio.sleep(5)
-        try:
-            results["kube-scheduler"] = await round_(api, "kube-scheduler", "default-scheduler", args.gangs, args.size)
-        finally:
-            ks.terminate()
-            ks.wait(30)
-        ratio = results["koordpy"]["pods_per_s"] / results["ceiling"]["pods_per_s"]
-        vs = results["koordpy"]["pods_per_s"] / results["kube-scheduler"]["pods_per_s"]
-        print(f"== koordpy at {ratio:.0%} of the ceiling; {vs:.2f}x kube-scheduler's plain-pod throughput")
-        await gather_limited([core.delete_node(n, _preload_content=False) for n in nodes])
-        await CustomObjectsApi(api).delete_cluster_custom_object(
-            "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default", _preload_content=False)
+        koordpy = b.child("koordpy", [*wrap, sys.executable, "-m", "koordpy", "run", "--kubeconfig", str(kubeconfig),
+                                      "--log-level", "DEBUG", "--log-format", "json",
+                                      "--bind-address", f"127.0.0.1:{port}"], klog)
+        say(f"koordpy (pid {koordpy.proc.pid}, log {klog}) ready after "
+            f"{await koordpy_ready(port, koordpy, a.deadline):.1f} s")
+        windows: dict[str, tuple[float, float]] = {}
+        for n in (1, 2):
+            if n == 2:
+                await b.clean()
+                fig["parked"] = await b.parked()
+            w0, log0, m0 = time.time(), size(klog), await koordpy_metrics(port)
+            r = fig[f"koordpy{n}"] = await b.timed_round(f"koordpy round {n}", f"r{n}", "koordpy", grouped=True)
+            await asyncio.sleep(SETTLE)
+            windows[f"koordpy{n}"] = (w0, time.time())
+            r["cycles"] = cycle_stats(cycle_seconds(klog, log0, size(klog)))
+            r["koordpy_api_writes"] = delta(await koordpy_metrics(port), m0)
+            c = r["cycles"]
+            say(f"  cycles: {c['count']} (p50 {c['p50_s'] * 1000:.0f} ms, p99 {c['p99_s'] * 1000:.0f} ms, "
+                f"max {c['max_s'] * 1000:.0f} ms); koordpy's own count of its writes {r['koordpy_api_writes']}")
+
+        park = Pods(api, "park")
+        await park.refresh()
+        parked = sum(1 for st in park.state.values() if not st.node and st.scheduled == "False")
+        say(f"steady state with {parked:,} pods parked: {a.quiet:.0f} s of quiet, then {a.steady:.0f} s of "
+            "counting writes")
+        if parked != fig["parked"]["pods"]:
+            raise BenchError(f"{fig['parked']['pods'] - parked:,} of the parked pods are no longer parked")
+        await asyncio.sleep(a.quiet)
+        koordpy.check()
+        s0, w0, m0 = await apiserver_writes(api), time.time(), await koordpy_metrics(port)
+        await asyncio.sleep(a.steady)
+        koordpy.check()
+        s1, w1, m1 = await apiserver_writes(api), time.time(), await koordpy_metrics(port)
+        windows["steady"] = (w0, w1)
+        fig["koordpy_memory_mib"] = koordpy.memory()
+        await asyncio.sleep(1)  # the audit log's last lines
+        writes = audited_writes(audit, audit_from, USER)
+        mine = {k: dict(in_window(writes, *w)) for k, w in windows.items()}
+        fig["steady"] = {"seconds": w1 - w0, "apiserver_writes": delta(s1, s0),
+                         "koordpy_writes_audited": mine["steady"], "koordpy_writes_own_count": delta(m1, m0)}
+        fig["koordpy1"]["writes_audited"] = mine["koordpy1"]
+        fig["koordpy2"]["writes_audited"] = mine["koordpy2"]
+        say(f"  API server write counters that moved in {w1 - w0:.0f} s (every client, kwok's too): "
+            f"{fig['steady']['apiserver_writes']}")
+        say(f"  koordpy's writes in the audit log: {mine['steady'] or 'none'}; its own count: "
+            f"{fig['steady']['koordpy_writes_own_count'] or 'none'}")
+        say(f"  koordpy memory: {fig['koordpy_memory_mib']['VmRSS']:.0f} MiB RSS, "
+            f"{fig['koordpy_memory_mib']['VmHWM']:.0f} MiB peak")
+        b.stop(koordpy)
+        await b.clean()
+
+        if not a.skip_kube_scheduler:
+            cfg = state / "bench-kube-scheduler.yaml"
+            cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                           f"clientConnection:\n  kubeconfig: {env['KUBECONFIG']}\n  qps: 5000\n  burst: 5000\n"
+                           "leaderElection:\n  leaderElect: false\n")
+            ks = b.child("kube-scheduler", [env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0"],
+                         state / "bench-kube-scheduler.log")
+            probe = Pods(api, "probe")
+            await probe.start()
+            try:  # ready once it binds a probe pod
+                await b.create_stream(stream("probe", 1, 1, "default-scheduler")[0], [])
+                took = await wait_for("kube-scheduler's probe pod", lambda: len(probe.bound_at), 1,
+                                      lambda: ["probe-0-0"], a.deadline, a.stall, probe, b.children)
+            finally:
+                await probe.stop()
+            say(f"kube-scheduler (pid {ks.proc.pid}) bound a probe pod after {took:.1f} s")
+            await b.clean()
+            fig["kube_scheduler"] = await b.timed_round("kube-scheduler", "ks", "default-scheduler")
+            fig["kube_scheduler_memory_mib"] = ks.memory()
+            say(f"  kube-scheduler memory: {fig['kube_scheduler_memory_mib']['VmRSS']:.0f} MiB RSS, "
+                f"{fig['kube_scheduler_memory_mib']['VmHWM']:.0f} MiB peak")
+            b.stop(ks)
+            await b.clean()
+        await b.delete_nodes()
+        with contextlib.suppress(Gone):  # integration tests on the same control plane bring their own
+            await call("delete topology", lambda: b.custom.delete_cluster_custom_object(
+                "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default",
+                _preload_content=False, _request_timeout=CALL_SECONDS))
+        say(f"done in {time.perf_counter() - t0:.0f} s")
     finally:
+        for c in list(b.children):
+            c.stop()
         await api.close()
-        if not reuse:
-            subprocess.run([str(ROOT / "e2e/controlplane/down.sh"), str(state)], check=False)
+
+
+def summary(fig: dict[str, Any]) -> list[dict[str, Any]]:
+    """The six live figures with their goals (met is None where a figure to compare with is missing)."""
+    ceil, r1, r2 = fig["ceiling"]["pods_per_s"], fig["koordpy1"]["pods_per_s"], fig["koordpy2"]["pods_per_s"]
+    ks = fig.get("kube_scheduler", {}).get("pods_per_s")
+    p99_1, p99_2 = fig["koordpy1"]["cycles"]["p99_s"], fig["koordpy2"]["cycles"]["p99_s"]
+    steady = sum(fig["steady"]["koordpy_writes_audited"].values())
+    allowed = fig["steady"]["seconds"] / 10
+    per_pod = sum(fig["koordpy1"]["writes_audited"].values()) / fig["koordpy1"]["pods"]
+    rss = fig["koordpy_memory_mib"]["VmRSS"]
+    ks_rss = fig.get("kube_scheduler_memory_mib", {}).get("VmRSS")
+    rows = [
+        ("1 raw ceiling", f"{ceil:.0f} pods/s", "-", None),
+        ("2 koordpy round 1 vs ceiling", f"{r1:.0f} pods/s = {r1 / ceil:.0%}", ">= 85%", r1 >= 0.85 * ceil),
+        ("2 koordpy round 1 vs kube-scheduler",
+         f"{r1 / ks:.2f}x ({ks:.0f} pods/s)" if ks else "not run", ">= 1.5x", r1 >= 1.5 * ks if ks else None),
+        ("3 round 2 (parked) vs round 1 throughput", f"{r2:.0f} pods/s = {r2 / r1:.0%}", ">= 90%", r2 >= 0.9 * r1),
+        ("3 round 2 vs round 1 cycle p99", f"{p99_2 * 1000:.0f} ms vs {p99_1 * 1000:.0f} ms = {p99_2 / p99_1:.2f}x",
+         "<= 1.2x", p99_2 <= 1.2 * p99_1),
+        ("4 steady-state writes from koordpy", f"{steady} in {fig['steady']['seconds']:.0f} s",
+         f"<= {allowed:.0f} (1 per 10 s)", steady <= allowed),
+        ("5 koordpy writes per bound pod, round 1", f"{per_pod:.2f}", "<= 2.5", per_pod <= 2.5),
+        ("6 RSS koordpy vs kube-scheduler",
+         f"{rss:.0f} MiB vs {ks_rss:.0f} MiB" if ks_rss else f"{rss:.0f} MiB (kube-scheduler not run)",
+         "koordpy <=", rss <= ks_rss if ks_rss else None)]
+    return [{"figure": f, "value": v, "goal": g, "met": m} for f, v, g, m in rows]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gangs", type=int, default=100)
-    ap.add_argument("--size", type=int, default=10)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--gangs", type=int, default=500)
+    ap.add_argument("--size", type=int, default=20)
+    ap.add_argument("--parked", type=int, default=300, help="gangs that never fit, parked in round 2")
+    ap.add_argument("--quiet", type=float, default=10.0, help="seconds after round 2 before counting writes")
+    ap.add_argument("--steady", type=float, default=60.0, help="seconds of counting writes in the steady state")
+    ap.add_argument("--deadline", type=float, default=1200.0, help="seconds any one wait may take")
+    ap.add_argument("--stall", type=float, default=180.0, help="seconds a wait may go without progress")
     ap.add_argument("--skip-kube-scheduler", action="store_true")
-    asyncio.run(main_async(ap.parse_args()))
+    ap.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
+    args = ap.parse_args()
+    # The retries' own warnings would be a line per call while the API server is away: counted instead.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
+    state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-"))
+    fig: dict[str, Any] = {}
+    try:
+        asyncio.run(bench(args, state, fig))
+    except BenchError as exc:
+        fig["error"] = str(exc)
+        if args.json:
+            Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
+        say(f"bench_live: error: {exc}\nthe figures measured before it: {json.dumps(fig, sort_keys=True)}")
+        sys.exit(1)
+    finally:
+        if not reuse:
+            subprocess.run([str(ROOT / "e2e/controlplane/down.sh"), str(state)], check=False, timeout=120)
+    fig["summary"] = summary(fig)
+    width = max(len(r["figure"]) for r in fig["summary"])
+    vwidth = max(len(r["value"]) for r in fig["summary"])
+    print(f"\n{'figure':{width}}  {'value':{vwidth}}  {'goal':24}  result")
+    for r in fig["summary"]:
+        met = "-" if r["met"] is None else "met" if r["met"] else "MISSED"
+        print(f"{r['figure']:{width}}  {r['value']:{vwidth}}  {r['goal']:24}  {met}")
+    w = fig["koordpy1"]["writes_audited"]
+    print(f"\nround 1 writes by koordpy (audit log): {w}\nround 1 koordpy's own count: "
+          f"{fig['koordpy1']['koordpy_api_writes']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
