@@ -144,3 +144,27 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
     writer.flush(_pending, now)
     await _settle(writer)
     assert [p[1]["phase"] for p in custom.patches] == ["Scheduled", "Scheduled", "Running"]
+
+
+async def test_a_bind_whose_retries_run_out_puts_the_pod_back_in_the_queue() -> None:
+    """The API server unreachable past the bind's retries: the pod must not stay assumed (with no
+    cycle to notice its assumption expire) but be pending again, with a cycle owed."""
+    from koordpy.controller.loop import SchedulerLoop
+    from koordpy.core.decisions import Bind
+
+    class Unreachable:
+        async def bind(self, pod_key: str, uid: str, node: str) -> bool:
+            raise OSError("connection refused")
+
+    cache = Cache()
+    cache.observe("Node", None, _rv(node("n0"), 1))
+    cache.observe("Pod", None, _rv(pod("p", cpu="1"), 2))
+    cache.snapshot(NAMES)
+    loop = SchedulerLoop(cache, Unreachable(), NAMES)  # type: ignore[arg-type]
+    cache.assume("default/p", "n0")
+    assert cache.snapshot(NAMES).pods[0].node_name == "n0"  # the cycle after the bind went out
+    cache.changed.clear()
+    await loop._bind(Bind("default/p", "n0"), "uid")
+    assert "default/p" not in cache.assumed and cache.changed.is_set()
+    shown = cache.snapshot(NAMES).changes
+    assert shown is not None and shown.pods["default/p"] is not None and not shown.pods["default/p"].node_name

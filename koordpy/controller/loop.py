@@ -219,9 +219,16 @@ class SchedulerLoop:
             log.info("binding", job=job, pods=len(binds), **context)
 
     async def _bind(self, d: Bind, uid: str) -> None:
-        if await self.writer.bind(d.pod, uid, d.node):
+        try:
+            bound = await self.writer.bind(d.pod, uid, d.node)
+        except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
+            log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
+            bound = False
+        if bound:
             self.writer.bound(d.pod)
         else:
+            # Forgotten, the pod is pending again in the next snapshot and the cache's change
+            # brings that cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
             self.cache.forget(d.pod)
 
     async def _preempt(self, d: Preempt, uid: str) -> None:
