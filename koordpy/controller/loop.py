@@ -127,7 +127,12 @@ class SchedulerLoop:
         self.cycles += 1
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
             log.error("job skipped: its evaluation raised", job=job, traceback=trace)
-        uids = {p.key: p.uid for p in snap.pods}
+        pods = self.cache.pods
+
+        def uid(key: str) -> str:  # looked up per decision: a map of every pod would cost the cluster
+            found = pods.get(key)
+            return found.uid if found is not None else ""
+
         if self.metrics is not None:
             self._count(snap, result, time.perf_counter() - started)
         self._log_jobs(result)
@@ -135,12 +140,12 @@ class SchedulerLoop:
         # background: the next cycle sees the room as taken and need not wait for the API server.
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
-            self.writer.spawn(self._bind(bind, uids.get(bind.pod, "")))
+            self.writer.spawn(self._bind(bind, uid(bind.pod)))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
         for victim in result.preempted:
             self.cache.assume_preempted(victim.pod)
-            self.writer.spawn(self._preempt(victim, uids.get(victim.pod, "")))
+            self.writer.spawn(self._preempt(victim, uid(victim.pod)))
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
@@ -148,7 +153,7 @@ class SchedulerLoop:
             if self.cache.nominated_node(nomination.pod) in (None, nomination.node):
                 continue  # gone, or it says so already (or will, once a write in flight lands)
             self.cache.assume_nominated(nomination.pod, nomination.node)
-            self.writer.spawn(self._nominate(nomination, uids.get(nomination.pod, "")))
+            self.writer.spawn(self._nominate(nomination, uid(nomination.pod)))
         for d in result.decisions:
             if isinstance(d, SetPodScheduledFalse):
                 self.writer.unschedulable(d.pod, d.message)
@@ -157,7 +162,7 @@ class SchedulerLoop:
             elif isinstance(d, Annotate):
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
-                self.writer.spawn(self.writer.event(d.kind, d.obj, uids.get(d.obj, ""), d.type, d.reason, d.message))
+                self.writer.spawn(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
@@ -169,13 +174,18 @@ class SchedulerLoop:
     def _count(self, snap: Snapshot, result: CycleResult, seconds: float) -> None:
         m = self.metrics
         assert m is not None
-        profile = {p.key: p.scheduler_name for p in snap.pods}
+        pods = self.cache.pods
+
+        def profile(key: str) -> str:
+            found = pods.get(key)
+            return found.scheduler_name if found is not None else ""
+
         tried: dict[tuple[str, str], int] = {}
         for bind in result.binds:
-            key = ("scheduled", profile.get(bind.pod, ""))
+            key = ("scheduled", profile(bind.pod))
             tried[key] = tried.get(key, 0) + 1
         for pod in result.waiting:
-            key = ("unschedulable", profile.get(pod, ""))
+            key = ("unschedulable", profile(pod))
             tried[key] = tried.get(key, 0) + 1
         for (outcome, name), count in tried.items():
             m.attempts.labels(outcome, name).inc(count)
