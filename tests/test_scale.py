@@ -168,3 +168,21 @@ async def test_a_bind_whose_retries_run_out_puts_the_pod_back_in_the_queue() -> 
     assert "default/p" not in cache.assumed and cache.changed.is_set()
     shown = cache.snapshot(NAMES).changes
     assert shown is not None and shown.pods["default/p"] is not None and not shown.pods["default/p"].node_name
+
+
+def test_a_heartbeat_keeps_the_object_and_owes_no_cycle() -> None:
+    cache = Cache()
+    raw = node("n0")
+    cache.observe("Node", None, _rv(raw, 1))
+    held = cache.nodes["n0"]
+    cache.snapshot(NAMES)
+    cache.changed.clear()
+    cache.topology_changed = cache.hypernodes_changed = False
+    beat = _rv(node("n0"), 2)
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-23T10:00:00Z"}]
+    cache.observe("Node", "MODIFIED", beat)
+    assert cache.nodes["n0"] is held and not cache.changed.is_set() and not cache.topology_changed
+    cordoned = _rv(node("n0"), 3)
+    cordoned.setdefault("spec", {})["unschedulable"] = True
+    cache.observe("Node", "MODIFIED", cordoned)
+    assert cache.nodes["n0"] is not held and cache.changed.is_set() and cache.topology_changed
