@@ -186,3 +186,39 @@ def test_a_heartbeat_keeps_the_object_and_owes_no_cycle() -> None:
     cordoned.setdefault("spec", {})["unschedulable"] = True
     cache.observe("Node", "MODIFIED", cordoned)
     assert cache.nodes["n0"] is not held and cache.changed.is_set() and cache.topology_changed
+
+
+class _Core:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, str]] = []
+
+    async def patch_namespaced_pod_status(self, name: str, ns: str, body: dict[str, Any], **_: Any) -> None:
+        self.patches.append((f"{ns}/{name}", body["status"]["conditions"][0]["message"]))
+
+
+async def test_a_condition_in_flight_is_not_sent_again_but_another_writers_is_put_right(writer: ApiWriter) -> None:
+    core = writer.core = _Core()
+    writer.event = lambda *a, **k: asyncio.sleep(0)  # type: ignore[method-assign]
+    writer.settle = writer.cooldown = 0.0
+    on_pod = {"uid": "u", "message": ""}  # what the cache shows
+
+    def pending(_: str) -> dict[str, str]:
+        return on_pod
+
+    writer.unschedulable("default/p", "no room")
+    writer.flush(pending)
+    await _settle(writer)
+    # The watch has not shown the write yet (a backlog of reports): the same message again is not sent.
+    for _ in range(3):
+        writer.unschedulable("default/p", "no room")
+        writer.flush(pending)
+        await _settle(writer)
+    assert core.patches == [("default/p", "no room")]
+    on_pod["message"] = "no room"  # landed
+    writer.unschedulable("default/p", "no room")
+    writer.flush(pending)
+    on_pod["message"] = "someone else's"  # another writer; the scheduler's message is put back
+    writer.unschedulable("default/p", "no room")
+    writer.flush(pending)
+    await _settle(writer)
+    assert core.patches == [("default/p", "no room")] * 2

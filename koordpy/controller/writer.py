@@ -173,6 +173,11 @@ class ApiWriter:
         self._pruned = time.monotonic()
         self._statuses: dict[str, dict[str, object]] = {}
         self._status_written: dict[str, tuple[float, object]] = {}  # PodGroup -> (when, phase) last written
+        # What was last sent, with what the cache showed then: while the cache still shows that,
+        # the write is in flight and the same one is not sent again; once the cache shows anything
+        # else (another writer's message, say), the cache is what counts. A failed write forgets it.
+        self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
+        self._status_sent: dict[str, tuple[dict[str, object], dict[str, object] | None]] = {}
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
         self.events = EventRecorder()
 
@@ -298,6 +303,7 @@ class ApiWriter:
 
     def bound(self, pod_key: str) -> None:
         self._conditions.pop(pod_key, None)
+        self._sent.pop(pod_key, None)
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
         """The status a PodGroup should have. Coalesced: the latest one is written, at most once per
@@ -322,8 +328,12 @@ class ApiWriter:
             info = still_pending(pod)
             if info is None:
                 del self._conditions[pod]
+                self._sent.pop(pod, None)
                 continue
-            if info["message"] == pending.message:
+            if info["message"] == pending.message or self._sent.get(pod) == (pending.message, info["message"]):
+                # On the pod already, or sent and not yet back on the watch: under a backlog of
+                # reports a write can take longer than the cooldown to land, and the same message
+                # went out again and again.
                 del self._conditions[pod]
                 self.skip("pod-status", "unchanged")
                 continue
@@ -331,6 +341,7 @@ class ApiWriter:
                 continue
             del self._conditions[pod]
             self._last_written[pod] = now
+            self._sent[pod] = (pending.message, info["message"])
             due.append(self._write_condition(pod, info["uid"], pending.message))
         if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
             self._pruned = now
@@ -342,14 +353,21 @@ class ApiWriter:
                 del self._statuses[k]  # the object says so already (a write in flight landed, say)
                 self.skip("podgroup-status", "unchanged")
                 continue
+            if self._status_sent.get(k) == (st, current):
+                del self._statuses[k]  # sent already, not yet back on the watch
+                self.skip("podgroup-status", "unchanged")
+                continue
             last = self._status_written.get(k)
             if last is not None and now - last[0] < STATUS_INTERVAL and last[1] == st.get("phase"):
                 continue  # written a moment ago in the same phase: the latest is written when due
             del self._statuses[k]
             self._status_written[k] = (now, st.get("phase"))
+            self._status_sent[k] = (st, current)
             due.append(self._write_podgroup_status(group, key, st))
         if len(self._status_written) > 1000:
             self._status_written = {k: v for k, v in self._status_written.items() if now - v[0] < STATUS_INTERVAL}
+        if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
+            self._status_sent.clear()
         for coro in due:
             self.spawn(coro)
 
@@ -366,6 +384,8 @@ class ApiWriter:
             task.cancel()
         self._conditions.clear()
         self._statuses.clear()
+        self._sent.clear()
+        self._status_sent.clear()
 
     def spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -394,15 +414,20 @@ class ApiWriter:
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                 name, ns, body, _preload_content=False), kind="pod-status"):
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
+        elif (self._sent.get(pod_key) or ("",))[0] == message:
+            del self._sent[pod_key]
 
     async def _write_podgroup_status(self, group: str, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
         version = PODGROUP_VERSIONS[group]
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
-        await self._report(f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-            group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
+        written = await self._report(
+            f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+                group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
             kind="podgroup-status")
+        if not written and (self._status_sent.get(f"{group} {key}") or (None,))[0] is status:
+            del self._status_sent[f"{group} {key}"]
 
     async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
         await self._report(f"status of HyperNode {name}", lambda: self.custom.patch_cluster_custom_object_status(
