@@ -159,11 +159,19 @@ class Cache:
         cache holds from before that list but the list no longer has (a deletion whose watch
         event was never seen, say between the first list and the first watch). Returns how
         many were dropped."""
+        return self.drop_unlisted(kind, self.observe_listed(kind, items), list_version)
+
+    def observe_listed(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
+        """Stores listed objects (a page of a LIST); returns their keys."""
         listed = set()
         for raw in items:
-            key = _key(kind, raw)
-            listed.add(key)
+            listed.add(_key(kind, raw))
             self.observe(kind, None, raw)
+        return listed
+
+    def drop_unlisted(self, kind: str, listed: set[str], list_version: int) -> int:
+        """After a whole LIST at ``list_version`` that had ``listed``: drops what the cache holds
+        of ``kind`` from before the list and not in it. Returns how many were dropped."""
         stale = [key for (k, key), version in self.versions.items()
                  if k == kind and key not in listed and version <= list_version]
         for key in stale:

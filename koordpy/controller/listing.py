@@ -3,34 +3,76 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+if TYPE_CHECKING:
+    from koordpy.controller.cache import Cache
+
+
+# Objects a LIST page asks for. A LIST of every pod at once held all of them as JSON and as
+# decoded dicts (managedFields included) at the same moment: at 16,000 pods the periodic resync
+# took the scheduler's memory from ~650 MiB to 1.1 GiB, and Python keeps what it grew into.
+PAGE = 500
+
+
+async def list_pages(api: ApiClient, group: str, version: str, plural: str,
+                     page: int | None = None) -> AsyncIterator[tuple[list[dict[str, Any]], int]]:
+    """One LIST in pages of ``page`` objects, decoded as plain JSON: each page's items with the
+    list's resourceVersion (0 if none; every page of one list has the same)."""
+    cont: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": page or PAGE, "_preload_content": False}
+        if cont:
+            kwargs["_continue"] = cont
+        if group == "":
+            core = CoreV1Api(api)
+            call = core.list_node if plural == "nodes" else core.list_pod_for_all_namespaces
+            resp = await call(**kwargs)
+        elif group == "scheduling.k8s.io":
+            resp = await SchedulingV1Api(api).list_priority_class(**kwargs)
+        else:
+            resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, **kwargs)
+        try:
+            if resp.status >= 400:  # unread, a raw response does not raise: a kind not served is a 404 here
+                raise ApiException(status=resp.status, reason=str(resp.reason))
+            data = await resp.json()
+        finally:
+            resp.release()
+        meta = data.get("metadata") or {}
+        try:
+            list_version = int(meta.get("resourceVersion") or 0)
+        except ValueError:
+            list_version = 0
+        yield data.get("items") or [], list_version
+        cont = meta.get("continue")
+        if not cont:
+            return
+
 
 async def list_objects(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
-    """One LIST, decoded as plain JSON: the items and the list's resourceVersion (0 if none)."""
-    if group == "":
-        core = CoreV1Api(api)
-        call = core.list_node if plural == "nodes" else core.list_pod_for_all_namespaces
-        resp = await call(_preload_content=False)
-    elif group == "scheduling.k8s.io":
-        resp = await SchedulingV1Api(api).list_priority_class(_preload_content=False)
-    else:
-        resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, _preload_content=False)
-    try:
-        if resp.status >= 400:  # unread, a raw response does not raise: a kind not served is a 404 here
-            raise ApiException(status=resp.status, reason=str(resp.reason))
-        data = await resp.json()
-    finally:
-        resp.release()
-    items: list[dict[str, Any]] = data.get("items") or []
-    try:
-        list_version = int((data.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        list_version = 0
+    """One whole LIST (for one-off looks): every item and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    list_version = 0
+    async for page, page_version in list_pages(api, group, version, plural):
+        items += page
+        list_version = list_version or page_version
     return items, list_version
+
+
+async def list_into(cache: Cache, kind: str, api: ApiClient, group: str, version: str, plural: str) -> tuple[int, int]:
+    """One LIST of ``kind`` into the cache page by page, then what the cache holds from before the
+    list but the list no longer has is dropped. Returns the list's resourceVersion and how many
+    were dropped."""
+    listed: set[str] = set()
+    list_version = 0
+    async for page, page_version in list_pages(api, group, version, plural):
+        list_version = list_version or page_version
+        listed |= cache.observe_listed(kind, page)
+    return list_version, cache.drop_unlisted(kind, listed, list_version)
 
 
 async def list_everything(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:

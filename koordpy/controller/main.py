@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from koordpy.api.kinds import watched
 from koordpy.controller.cache import Cache, cache_name
 from koordpy.controller.leader import LeaderElector
-from koordpy.controller.listing import list_objects
+from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics, Server
 from koordpy.controller.podwatch import watch_pods
@@ -95,7 +95,7 @@ async def sync(api: ApiClient, cache: Cache,
         try:
             for kind, group, version, plural in RESOURCES if kinds is None else kinds:
                 try:
-                    items, list_version = await list_objects(api, group, version, plural)
+                    list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
                     if exc.status in (403, 404) and group not in ("", "scheduling.k8s.io"):
                         log.warning("kind not served or not readable (CRD not installed?); its objects are "
@@ -103,7 +103,6 @@ async def sync(api: ApiClient, cache: Cache,
                         continue
                     raise
                 versions[kind] = list_version
-                dropped = cache.reconcile(kind, items, list_version)
                 if dropped:
                     log.info("resync dropped objects the watches had not reported deleted", kind=kind,
                              count=dropped)

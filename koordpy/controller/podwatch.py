@@ -22,7 +22,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from koordpy.controller.cache import Cache
-from koordpy.controller.listing import list_objects
+from koordpy.controller.listing import list_into
 
 log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
@@ -43,8 +43,7 @@ async def lines(resp: Any) -> AsyncIterator[bytes]:
 
 
 async def relist(api: ApiClient, cache: Cache) -> str:
-    items, version = await list_objects(api, "", "v1", "pods")
-    cache.reconcile("Pod", items, version)
+    version, _ = await list_into(cache, "Pod", api, "", "v1", "pods")
     return str(version) if version else ""
 
 
