@@ -43,6 +43,7 @@ LIST_SECONDS = 120.0
 WATCH_SECONDS = 60  # the server ends the watch then; a silent connection is given up 30 s later
 SAFETY_LIST_AFTER = 3.0  # seconds without progress before a LIST looks for what a watch missed
 STARTED = time.perf_counter()
+START = time.time()  # wall clock, for the audit logs rotated during the run
 
 
 class BenchError(Exception):
@@ -423,7 +424,17 @@ class Audited:
 
 
 def audited_writes(log: Path, offset: int, user: str) -> list[Audited]:
-    """The write requests ``user`` made, from the audit log past byte ``offset``."""
+    """The write requests ``user`` made, from the audit log past byte ``offset`` and from the logs
+    the API server rotated it into meanwhile (it rotates at 100 MB: a run writes more than that,
+    and a figure read from the current file alone came out empty)."""
+    out: list[Audited] = []
+    rotated = sorted(p for p in log.parent.glob(f"{log.stem}-*{log.suffix}") if p.stat().st_mtime >= START)
+    for path in [*rotated, log]:
+        out += _audited(path, offset if path == log and not rotated else 0, user)
+    return out
+
+
+def _audited(log: Path, offset: int, user: str) -> list[Audited]:
     out = []
     with open(log, "rb") as f:
         f.seek(offset)
