@@ -419,6 +419,10 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
             if n == 2:
                 await b.clean()
                 fig["parked"] = await b.parked()
+                # Parked first: their conditions and events written, not still queued behind round 2.
+                fig["parked"]["writes_drained_s"] = await writes_settled(port, koordpy, SETTLE)
+                say(f"  koordpy's writes settled {fig['parked']['writes_drained_s']:.1f} s after the last "
+                    "pod was seen parked")
             w0, log0, m0 = time.time(), size(klog), await koordpy_metrics(port)
             r = fig[f"koordpy{n}"] = await b.timed_round(f"koordpy round {n}", f"r{n}", "koordpy", grouped=True)
             # The round's writes include its events and statuses written after the last bind.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -113,10 +114,25 @@ async def sync(api: ApiClient, cache: Cache,
             delay = min(delay * 2, 10.0)
 
 
+def settle_memory(full: bool = False) -> None:
+    """Moves what is alive now (the cache's nodes and pods, mostly) out of the cyclic garbage
+    collector's reach: a full collection walks every tracked object, a few hundred milliseconds at
+    5,000 nodes and 16,000 pods, stalling the event loop and the cycle with it. The cache's objects
+    hold no reference cycles, so reference counting frees them when replaced. ``full`` first
+    collects everything once, so cycles among objects frozen earlier are not kept forever."""
+    if full:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
 async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[str, str, str, str]]) -> None:
+    resyncs = 0
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         await sync(api, cache, kinds)
+        resyncs += 1
+        settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -221,6 +237,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     api = await api_client(kubeconfig)
     cache = Cache()
     versions = await sync(api, cache, kinds)
+    settle_memory()
     synced = True
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
              schedulers=sorted(names), preemption=settings.preemption, sources=list(settings.topology_sources))
