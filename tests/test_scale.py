@@ -222,3 +222,24 @@ async def test_a_condition_in_flight_is_not_sent_again_but_another_writers_is_pu
     writer.flush(pending)
     await _settle(writer)
     assert core.patches == [("default/p", "no room")] * 2
+
+
+def test_a_resync_does_not_parse_again_what_it_holds_at_that_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from koordpy.api.objects import Pod
+
+    cache = Cache()
+    cache.observe("Pod", None, _rv(pod("p", cpu="1"), 7))
+    parsed: list[str] = []
+    real = Pod.from_raw
+
+    def counted(raw: dict[str, Any]) -> Pod:
+        parsed.append("p")
+        return real(raw)
+
+    monkeypatch.setattr(Pod, "from_raw", counted)
+    assert cache.reconcile("Pod", [_rv(pod("p", cpu="1"), 7)], 9) == 0
+    assert parsed == [] and "default/p" in cache.pods
+    cache.observe("Pod", "MODIFIED", _rv(pod("p", cpu="2"), 8))
+    assert parsed == ["p"]
+    cache.observe("Pod", "DELETED", _rv(pod("p", cpu="2"), 8))  # a deletion carries the version held
+    assert "default/p" not in cache.pods

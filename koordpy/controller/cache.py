@@ -144,8 +144,11 @@ class Cache:
         key = _key(kind, raw)
         rv = _rv(raw)
         seen = self.versions.get((kind, key), -1)
-        if rv and rv < seen:
-            return  # a replay of something older than what we hold
+        if rv and (rv < seen or (rv == seen and event_type != "DELETED")):
+            # A replay of something older than what we hold, or the very version we hold (a resync's
+            # LIST brings every object again: parsing 16,000 unchanged pods to compare them cost the
+            # event loop seconds every 5 minutes).
+            return
         self.versions[(kind, key)] = rv
         if event_type == "DELETED":
             self._remove(kind, key)
