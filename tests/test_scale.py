@@ -102,7 +102,8 @@ async def _settle(w: ApiWriter) -> None:
     for _ in range(5):
         await asyncio.sleep(0)
     if w._tasks:
-        await asyncio.wait(set(w._tasks))
+        _, left = await asyncio.wait(set(w._tasks), timeout=10)
+        assert not left, f"{len(left)} writes still running after 10 s"
 
 
 def _pending(_: str) -> None:

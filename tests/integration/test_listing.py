@@ -33,7 +33,7 @@ def test_a_list_in_pages_fills_the_cache_and_drops_what_is_gone(controlplane: Co
         finally:
             await api.close()
 
-    listed, n_pages, held, dropped, dropped_after = asyncio.run(go())
+    listed, n_pages, held, dropped, dropped_after = asyncio.run(asyncio.wait_for(go(), 120))
     assert listed == 7 and n_pages == 3  # 3 + 3 + 1
     assert held == 7 and dropped == 0
     assert dropped_after == 2
