@@ -373,8 +373,7 @@ class Cache:
             if now - since > ASSUME_TTL:
                 del self.preempting[key]
                 self._dirty[key] = None
-        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items()
-                          if kind in ("PodGroup", "VolcanoPodGroup", "KaiPodGroup")}
+        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items() if kind in GANG_KINDS}
         invalid_topologies = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "Topology"}
         if scheduler_names != self._names:
             self._names = scheduler_names

@@ -172,12 +172,12 @@ class ApiWriter:
         self._last_written: dict[str, float] = {}
         self._pruned = time.monotonic()
         self._statuses: dict[str, dict[str, object]] = {}
-        self._status_written: dict[str, tuple[float, object]] = {}  # PodGroup -> (when, phase) last written
         # What was last sent, with what the cache showed then: while the cache still shows that,
         # the write is in flight and the same one is not sent again; once the cache shows anything
         # else (another writer's message, say), the cache is what counts. A failed write forgets it.
         self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
-        self._status_sent: dict[str, tuple[dict[str, object], dict[str, object] | None]] = {}
+        # PodGroup -> (when, the status, the cache's before): also what paces a group's writes.
+        self._status_sent: dict[str, tuple[float, dict[str, object], dict[str, object] | None]] = {}
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
         self.events = EventRecorder()
 
@@ -353,21 +353,18 @@ class ApiWriter:
                 del self._statuses[k]  # the object says so already (a write in flight landed, say)
                 self.skip("podgroup-status", "unchanged")
                 continue
-            if self._status_sent.get(k) == (st, current):
+            last = self._status_sent.get(k)
+            if last is not None and last[1:] == (st, current):
                 del self._statuses[k]  # sent already, not yet back on the watch
                 self.skip("podgroup-status", "unchanged")
                 continue
-            last = self._status_written.get(k)
-            if last is not None and now - last[0] < STATUS_INTERVAL and last[1] == st.get("phase"):
+            if last is not None and now - last[0] < STATUS_INTERVAL and last[1].get("phase") == st.get("phase"):
                 continue  # written a moment ago in the same phase: the latest is written when due
             del self._statuses[k]
-            self._status_written[k] = (now, st.get("phase"))
-            self._status_sent[k] = (st, current)
+            self._status_sent[k] = (now, st, current)
             due.append(self._write_podgroup_status(group, key, st))
-        if len(self._status_written) > 1000:
-            self._status_written = {k: v for k, v in self._status_written.items() if now - v[0] < STATUS_INTERVAL}
         if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
-            self._status_sent.clear()
+            self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}
         for coro in due:
             self.spawn(coro)
 
@@ -426,7 +423,7 @@ class ApiWriter:
             f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
                 group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
             kind="podgroup-status")
-        if not written and (self._status_sent.get(f"{group} {key}") or (None,))[0] is status:
+        if not written and (self._status_sent.get(f"{group} {key}") or (0.0, None))[1] is status:
             del self._status_sent[f"{group} {key}"]
 
     async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
