@@ -59,6 +59,11 @@ class PodGroupStatus(_Model):
     failed: int = 0
     schedule_start_time: float | None = None
 
+    def counts(self) -> dict[str, object]:
+        """The phase and member counts, keyed as the status is written."""
+        return {"phase": self.phase, "scheduled": self.scheduled, "running": self.running,
+                "succeeded": self.succeeded, "failed": self.failed}
+
     @classmethod
     def from_api(cls, r: Reader, status: dict[str, Any]) -> PodGroupStatus:
         """``status`` as the API (or the core's PodGroupStatusUpdate) spells it."""

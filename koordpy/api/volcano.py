@@ -249,6 +249,10 @@ class VolcanoPodGroupStatus(_Model):
     succeeded: int = 0
     failed: int = 0
 
+    def counts(self) -> dict[str, object]:
+        """The phase and member counts, keyed as the status is written."""
+        return {"phase": self.phase, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
+
 
 class VolcanoPodGroup(_Model):
     namespace: str

@@ -256,16 +256,9 @@ class SchedulerLoop:
         """A PodGroup's status as the cache holds it, in the fields the core writes."""
         if group == "scheduling.volcano.sh":
             vpg = self.cache.volcano_podgroups.get(key)
-            if vpg is None:
-                return None
-            vs = vpg.status
-            return {"phase": vs.phase, "running": vs.running, "succeeded": vs.succeeded, "failed": vs.failed}
+            return None if vpg is None else vpg.status.counts()
         pg = self.cache.podgroups.get(key)
-        if pg is None:
-            return None
-        st = pg.status
-        return {"phase": st.phase, "scheduled": st.scheduled, "running": st.running, "succeeded": st.succeeded,
-                "failed": st.failed, "scheduleStartTime": st.schedule_start_time}
+        return None if pg is None else {**pg.status.counts(), "scheduleStartTime": pg.status.schedule_start_time}
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)

@@ -550,9 +550,7 @@ class Cycle:
 
     def _volcano_status(self, pg: VolcanoPodGroup, members: list[Pod]) -> None:
         status = volcano_status(pg, members, self.bound)
-        current = {"phase": pg.status.phase, "running": pg.status.running, "succeeded": pg.status.succeeded,
-                   "failed": pg.status.failed}
-        if status != current:
+        if status != pg.status.counts():
             self.result.decisions.append(PodGroupStatusUpdate(pg.key, status, group="scheduling.volcano.sh"))
 
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
@@ -570,9 +568,7 @@ class Cycle:
             if pg is None:
                 continue
             status = podgroup_status(pg, members, self.bound, self.state.reserved, self.now)
-            current = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
-                       "running": pg.status.running, "succeeded": pg.status.succeeded,
-                       "failed": pg.status.failed}
+            current = pg.status.counts()
             if {k: status[k] for k in current} != current:
                 self.result.decisions.append(PodGroupStatusUpdate(key, status))
 
