@@ -29,7 +29,7 @@ done
 # for the other's lock, and each writes its own partial file, so neither can move the other's away.
 if command -v flock >/dev/null; then
   exec 9>"$bindir/.build.lock"
-  flock 9
+  flock -w 3600 9 || { echo "build.sh: another build has held $bindir/.build.lock for an hour; giving up" >&2; exit 1; }
 fi
 
 build() {  # name module package ldflags
