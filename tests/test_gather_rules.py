@@ -228,3 +228,20 @@ def test_must_gather_with_no_labelled_node_says_so() -> None:
               [pod(f"p-{i}", group="g") for i in range(2)])
     assert out.pending["default/p-0"] == ("0/2 nodes are available: MustGather on BlockLayer, but no node carries "
                                           "its label network.topology.nvidia.com/block.")
+
+
+# -- candidate tie-break: the whole ancestor chain ----------------------------------------------
+
+
+def test_tied_candidates_compare_every_ancestor_layer_before_the_name() -> None:
+    # n1 and n5 each offer 2 slots, and so do their blocks b1 and b3; the tie is broken one layer
+    # further up: spine s1 offers 8, s2 only 4, so the job goes to n5 and keeps the big spine whole.
+    def at(name: str, cpu: str, spine: str, block: str) -> dict[str, Any]:
+        return node(name, cpu=cpu, labels={"network.topology.nvidia.com/spine": spine,
+                                           "network.topology.nvidia.com/block": block})
+
+    nodes = [at("n1", "8", "s1", "b1"), at("n2", "12", "s1", "b2"), at("n3", "12", "s1", "b2"),
+             at("n5", "8", "s2", "b3"), at("n6", "4", "s2", "b4"), at("n7", "4", "s2", "b4")]
+    prefer = [{"layer": "BlockLayer", "strategy": "PreferGather"}, {"layer": "SpineLayer", "strategy": "PreferGather"}]
+    out = run(nodes, SPINE_BLOCK_CNT, gang("job", 2, prefer, cpu="4"))
+    assert set(out.bound.values()) == {"n5"}

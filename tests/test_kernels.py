@@ -166,3 +166,25 @@ def test_choose_prefers_deepest_then_tightest_then_smaller_parent() -> None:
     # Three pods: no block fits; s0 offers exactly 3.
     assert tree.label(choose_candidate(sums, tree.depth, everywhere, 3, tree.parent, tree.name_rank)) == "S/s0"
     assert choose_candidate(sums, tree.depth, everywhere, 8, tree.parent, tree.name_rank) == -1
+
+
+def test_choose_breaks_ties_layer_by_layer_up_to_the_root() -> None:
+    # Three layers: nodes n0 and n2 tie on their own offerslot (2) and on their racks' (2); their
+    # pods' spines differ (s0: 2 + 3 + 3 = 8 under z0, s1: 2 + 1 + 1 = 4 under z0): n2 wins. When the
+    # spines tie too, the zones decide (z1 offers less than z0).
+    tree = TopologyTree.build(["Z", "S", "R"], [f"n{i}" for i in range(6)],
+                              {"n0": ["z0", "s0", "r0"], "n1": ["z0", "s0", "r1"],
+                               "n2": ["z0", "s1", "r2"], "n3": ["z0", "s1", "r3"],
+                               "n4": ["z1", "s2", "r4"], "n5": ["z1", "s2", "r5"]})
+    everywhere = np.ones(len(tree.order), dtype=np.bool_)
+    ones = np.ones(len(tree.order), dtype=np.int64)
+
+    def pick(slots: list[int]) -> str:
+        sums = subtree_sums(np.array(slots, dtype=np.int64), tree.node_domain, tree.parent, ones)
+        chosen = choose_candidate(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank)
+        assert chosen == choose_candidate_py(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank)
+        return tree.label(chosen)
+
+    assert pick([2, 6, 2, 2, 0, 0]) == "NodeTopologyLayer/n2"  # spine s1 (4) under s0 (8)
+    assert pick([2, 6, 2, 6, 2, 6]) == "NodeTopologyLayer/n4"  # racks tie, spines tie (8), zone z1 (8) under z0 (16)
+    assert pick([2, 0, 2, 0, 0, 0]) == "NodeTopologyLayer/n0"  # ties all the way to the root: the name

@@ -94,12 +94,27 @@ def subtree_sums_py(node_slots: I64, node_domain: I64, parent: I64, multiple: I6
 
 
 @njit(cache=True, nogil=True)
+def _ancestors_first_smaller(sums: I64, parent: I64, a: int, b: int) -> int:
+    """Compares two domains' ancestor chains layer by layer from their parents up: -1 when ``a``'s
+    first differing ancestor offers less, 1 when more, 0 when the chains meet (or end) tied."""
+    pa = parent[a]
+    pb = parent[b]
+    while pa >= 0 and pb >= 0 and pa != pb:
+        if sums[pa] != sums[pb]:
+            return -1 if sums[pa] < sums[pb] else 1
+        pa = parent[pa]
+        pb = parent[pb]
+    return 0
+
+
+@njit(cache=True, nogil=True)
 def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
     """The binpack choice among domains that can take the whole job.
 
     Deepest domains first (the tightest network scope); among them the smallest offerslot
-    (least waste), then the smallest parent offerslot (keep big domains whole), then name.
-    Returns -1 when no allowed domain offers ``desired``.
+    (least waste); then, layer by layer up the ancestor chain, the smaller ancestor offerslot
+    (keep the biggest domains whole at every layer, as Koordinator's node ordering does); then
+    the name. Returns -1 when no allowed domain offers ``desired``.
     """
     best = -1
     for d in range(sums.shape[0]):
@@ -116,10 +131,9 @@ def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I6
             if sums[d] < sums[best]:
                 best = d
             continue
-        pd = sums[parent[d]] if parent[d] >= 0 else 0
-        pb = sums[parent[best]] if parent[best] >= 0 else 0
-        if pd != pb:
-            if pd < pb:
+        up = _ancestors_first_smaller(sums, parent, d, best)
+        if up != 0:
+            if up < 0:
                 best = d
             continue
         if name_rank[d] < name_rank[best]:
@@ -127,13 +141,23 @@ def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I6
     return best
 
 
+def ancestor_sums_py(sums: I64, parent: I64, d: int) -> tuple[int, ...]:
+    """The offerslots of ``d``'s ancestors, its parent first, up to the root."""
+    out = []
+    p = int(parent[d])
+    while p >= 0:
+        out.append(int(sums[p]))
+        p = int(parent[p])
+    return tuple(out)
+
+
 def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
     fits = [d for d in range(len(sums)) if allowed[d] and sums[d] >= desired]
     if not fits:
         return -1
 
-    def key(d: int) -> tuple[int, int, int, int]:
-        p = int(parent[d])
-        return (-int(depth[d]), int(sums[d]), int(sums[p]) if p >= 0 else 0, int(name_rank[d]))
+    def key(d: int) -> tuple[int, int, tuple[int, ...], int]:
+        # Equal depths give equal-length chains; once two chains meet they agree to the root.
+        return (-int(depth[d]), int(sums[d]), ancestor_sums_py(sums, parent, d), int(name_rank[d]))
 
     return min(fits, key=key)
