@@ -19,7 +19,15 @@ from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
-from koordpy.kernels import achievable, allocate, choose_candidate, contains, node_offerslots, subtree_sums
+from koordpy.kernels import (
+    achievable,
+    allocate,
+    ancestor_sums_py,
+    choose_candidate,
+    contains,
+    node_offerslots,
+    subtree_sums,
+)
 from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 MAX_LISTED_DOMAINS = 16
@@ -436,8 +444,8 @@ class Placer:
         sums = subtree_sums(node_offerslots(self.cluster.free(), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
-        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]),
-                                 int(sums[tree.parent[d]]) if tree.parent[d] >= 0 else 0, int(tree.name_rank[d])))
+        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]), ancestor_sums_py(sums, tree.parent, d),
+                                 int(tree.name_rank[d])))
         for domain in fits[: self.MAX_EXACT_TRIES]:
             mark = stmt.savepoint()
             if self._first_fit(pods, tree.subtree_nodes(domain), tree, stmt):

@@ -10,6 +10,7 @@ objects or I/O.
 """
 
 from koordpy.kernels.offerslot import (
+    ancestor_sums_py,
     choose_candidate,
     choose_candidate_py,
     node_offerslots,
@@ -35,6 +36,7 @@ __all__ = [
     "add_usage",
     "allocate",
     "allocate_py",
+    "ancestor_sums_py",
     "as_sets",
     "choose_candidate",
     "choose_candidate_py",
