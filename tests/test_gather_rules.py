@@ -245,3 +245,38 @@ def test_tied_candidates_compare_every_ancestor_layer_before_the_name() -> None:
     prefer = [{"layer": "BlockLayer", "strategy": "PreferGather"}, {"layer": "SpineLayer", "strategy": "PreferGather"}]
     out = run(nodes, SPINE_BLOCK_CNT, gang("job", 2, prefer, cpu="4"))
     assert set(out.bound.values()) == {"n5"}
+
+
+# -- running members anchor PreferGather ---------------------------------------------------------
+
+
+def test_a_replacement_rejoins_the_block_where_its_peers_run() -> None:
+    # Three members run in block-0, which has three free nodes left; block-1 has exactly one free node.
+    # One pod alone fits block-1 most tightly, but PreferGather keeps the job in one block when it can.
+    layout = {"spine-0": {"block-0": [0, 1, 2, 3, 4, 5], "block-1": [6]}}
+    running = [pod(f"job-{i}", group="job", index=i, node_name=f"node-{i}") for i in range(3)]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, podgroup("job", 4, gather=block_rule(1)), *running,
+              pod("job-3", group="job", index=3))
+    assert out.bound["default/job-3"] in {"node-3", "node-4", "node-5"}
+
+
+def test_peers_in_a_full_block_keep_the_replacement_in_their_spine() -> None:
+    # block-0 is full; the spine that holds the peers still has room (block-1) and beats the tighter
+    # block-2 of another spine.
+    layout = {"spine-0": {"block-0": [0, 1, 2], "block-1": [3, 4]}, "spine-1": {"block-2": [5]}}
+    running = [pod(f"job-{i}", group="job", index=i, node_name=f"node-{i}") for i in range(3)]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, podgroup("job", 4, gather=block_rule(1)), *running,
+              pod("job-3", group="job", index=3))
+    assert out.bound["default/job-3"] in {"node-3", "node-4"}
+
+
+def test_must_gather_keeps_later_members_in_the_block_of_the_running_ones() -> None:
+    # MustGather block: all of the job in one block, running members included; block-0 has no room
+    # left, so the replacement waits rather than going to block-1.
+    must = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    layout = {"spine-0": {"block-0": [0, 1, 2], "block-1": [3, 4, 5, 6]}}
+    running = [pod(f"job-{i}", group="job", index=i, node_name=f"node-{i}") for i in range(3)]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, podgroup("job", 4, gather=must), *running,
+              pod("job-3", group="job", index=3))
+    assert out.bound == {}
+    assert "block-0" in out.pending["default/job-3"]

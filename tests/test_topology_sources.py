@@ -576,3 +576,22 @@ def test_a_node_claimed_by_hypernodes_that_do_not_nest_is_reported() -> None:
     hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
     assert any("node node3 is claimed by s1 (tier 1) and by side (tier 2)" in p for p in hn.problems["side"])
     assert hn.node_count("s1") == 2 and hn.node_count("side") == 0
+
+
+def test_a_replacement_rejoins_its_running_peers_at_the_preferred_level() -> None:
+    # Three members run in rack a0, which has three more free nodes; rack a1 has exactly one. The
+    # tightest fit for one pod is a1, but preferred means the whole job in one rack when it can be:
+    # the replacement goes to a0, beside its peers.
+    job = batch_job("r", 4, kai("network", preferred="rack"))
+    running = [gpu_pod(f"r-{i}", job, node_name=f"n-a0-{i}") for i in range(3)]
+    out = run(zoned({"a0": ("za", 6), "a1": ("za", 1)}), NET, job, *running, gpu_pod("r-3", job))
+    assert out.bound["default/r-3"].startswith("n-a0-")
+
+
+def test_a_full_rack_of_peers_keeps_the_replacement_in_their_zone() -> None:
+    # Rack a0 is full around the running members: the next smallest domain holding them is zone za,
+    # so the replacement goes to rack a1 there, not to the tighter rack b1 of the other zone.
+    job = batch_job("f", 4, kai("network", preferred="rack"))
+    running = [gpu_pod(f"f-{i}", job, node_name=f"n-a0-{i}") for i in range(3)]
+    out = run(zoned({"a0": ("za", 3), "a1": ("za", 2), "b1": ("zb", 1)}), NET, job, *running, gpu_pod("f-3", job))
+    assert out.bound["default/f-3"].startswith("n-a1-")

@@ -282,8 +282,10 @@ class Cycle:
         for gang in job.gangs:
             cfg = gang.config
             if cfg is not None and cfg.topology is not None:
-                return koordinator.requirement(cfg.topology, self.cluster.tree, self.cluster.layer_labels,
-                                               self.cluster.topology_error, len(self.cluster.nodes))
+                gather = koordinator.requirement(cfg.topology, self.cluster.tree, self.cluster.layer_labels,
+                                                 self.cluster.topology_error, len(self.cluster.nodes))
+                return self._with_peers(self._anchored(gather, job, "network topology: the job's running members "
+                                                                 "span {where}, wider than its MustGather layer"), job)
             ask = gang.ask
             if ask is None:
                 continue
@@ -291,8 +293,8 @@ class Cycle:
                 return self._volcano_requirement(gang, ask, pods)
             req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
             if req is not None:
-                return self._anchored(req, gang, "topology: the job's running members span {where}, wider than "
-                                                 "its required level")
+                return self._with_peers(self._anchored(req, gang, "topology: the job's running members span "
+                                                                 "{where}, wider than its required level"), job)
         return None
 
     def _volcano_requirement(self, gang: Gang, ask: TopologyAsk, pods: list[Pod]) -> Requirement:
@@ -318,11 +320,32 @@ class Cycle:
         return self._anchored(req, gang, "network topology: the job's running members span {where}, above its "
                                          "highest tier {scope}")
 
-    def _anchored(self, req: Requirement, gang: Gang, message: str) -> Requirement:
+    def _members_placed(self, gangs: list[Gang]) -> list[int]:
+        """The nodes of the gangs' members that run or are reserved (bound at the end of their wait)."""
+        index = self.cluster.node_index
+        out = []
+        for gang in gangs:
+            for p in gang.pods:
+                name = p.node_name or self.state.reserved.get(p.key)
+                if name and name in index:
+                    out.append(index[name])
+        return out
+
+    def _with_peers(self, req: Requirement, job: Job) -> Requirement:
+        """Where the job's running and reserved members are (their lowest common domain), so that its
+        pending pods join them when there is room (``Requirement.peers``)."""
+        placed = self._members_placed(job.gangs)
+        if req.failure is not None or not placed:
+            return req
+        tree = self.cluster.trees[req.tree]
+        return replace(req, peers=tree.lca(int(tree.node_domain[n]) for n in placed))
+
+    def _anchored(self, req: Requirement, of: Gang | Job, message: str) -> Requirement:
         """A job with members running grows only inside the domain of its scope around them (Volcano's
-        allocated HyperNode, recovered from where they run; KAI's required domain)."""
-        bound = [self.cluster.node_index[p.node_name] for p in gang.pods
-                 if p.node_name and p.node_name in self.cluster.node_index]
+        allocated HyperNode, recovered from where they run; KAI's required domain; Koordinator's
+        MustGather domain)."""
+        bound = [self.cluster.node_index[p.node_name] for g in (of.gangs if isinstance(of, Job) else [of])
+                 for p in g.pods if p.node_name and p.node_name in self.cluster.node_index]
         if req.failure is not None or not req.hard or req.scope is None or not bound:
             return req
         tree = self.cluster.trees[req.tree]

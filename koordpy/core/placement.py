@@ -144,7 +144,7 @@ class Placer:
         # whole multiples per layer, which its offerslot alone does not say.
         sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
         splits = contains(*sets, desired)
-        chosen = int(choose_candidate(sums, tree.depth, allowed & splits, desired, tree.parent, tree.name_rank))
+        chosen = self._near_peers(tree, req, sums, allowed & splits, desired)
         if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
@@ -289,6 +289,23 @@ class Placer:
     WORK_PER_DOMAIN = 64
 
     @staticmethod
+    def _near_peers(tree: TopologyTree, req: Requirement, sums: npt.NDArray[np.int64],
+                    candidates: npt.NDArray[np.bool_], desired: int) -> int:
+        """The binpack choice, first inside the domain of the job's running members, then inside each
+        of its ancestors in turn (the root last, which is every candidate)."""
+        around = req.peers if req.peers is not None else 0
+        while around >= 0:
+            inside = candidates
+            if around > 0:
+                inside = np.zeros_like(candidates)
+                inside[around: tree.end[around]] = candidates[around: tree.end[around]]
+            chosen = int(choose_candidate(sums, tree.depth, inside, desired, tree.parent, tree.name_rank))
+            if chosen >= 0 or around == 0:
+                return chosen
+            around = int(tree.parent[around])
+        return -1
+
+    @staticmethod
     def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """Only the domains inside the job's anchor (where its running members keep it), if any."""
         if req.anchor is None:
@@ -388,11 +405,19 @@ class Placer:
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         chosen = -1
+        # Running members first: the lowest domain at or above the preferred level that holds them
+        # and takes the pending pods too (all of the job in one domain when possible).
+        around = -1 if req.peers is None else req.peers
+        while around >= 0 and int(tree.rank[around]) <= scope:
+            if int(tree.rank[around]) >= req.preferred and inside[around] and sums[around] >= desired:
+                chosen = around
+                break
+            around = int(tree.parent[around])
         for rank in range(req.preferred, scope + 1):
-            chosen = int(choose_candidate(sums, tree.depth, inside & (tree.rank == rank), desired, tree.parent,
-                                          tree.name_rank))
             if chosen >= 0:
                 break
+            chosen = int(choose_candidate(sums, tree.depth, inside & (tree.rank == rank), desired, tree.parent,
+                                          tree.name_rank))
         if chosen < 0:
             names = dict(req.labels)
             listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]

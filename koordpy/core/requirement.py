@@ -55,4 +55,9 @@ class Requirement:
     # A job with members running stays where they run: its scope is the domain of at most
     # ``scope`` rank around them (Volcano's allocated HyperNode), set by the cycle.
     anchor: int | None = None
+    # The smallest domain holding the job's running (and reserved) members, set by the cycle: a
+    # preference, for every style. The pending pods go into it when it has room, else into its
+    # lowest ancestor that has, before anywhere else, so that all of the job shares the smallest
+    # domain it can (a replacement rejoins its peers rather than taking the tightest fit elsewhere).
+    peers: int | None = None
     labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level
