@@ -146,7 +146,10 @@ def render_text(exp: Explanation, out: TextIO) -> None:
                 w(f"    {name:<{width}}  {slots:>4}  {'fits' if gap <= 0 else f'short {gap}'}\n")
             if len(d.domains) > 8:
                 w(f"    ... {len(d.domains) - 8} more (see -o json)\n")
-        helps = d.resolvable and d.fits_empty is not False
+        # The preemption dry run, when it ran, is the answer; the diagnosis alone only bounds it.
+        pre_run = exp.preemption is not None and exp.preemption.outcome != "not-tried"
+        helps = (exp.preemption is not None and exp.preemption.outcome in ("nominated", "waiting")) if pre_run else (
+            d.resolvable and d.fits_empty is not False)
         w(f"  fits the nodes with every other pod gone: "
           f"{'-' if d.fits_empty is None else 'yes' if d.fits_empty else 'no'}; "
           f"preemption could help: {'yes' if helps else 'no'}\n")

@@ -356,3 +356,58 @@ def test_live_path_unreachable_is_one_line_exit_2(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.startswith("koordpy explain: error: cannot list the cluster:")
     assert run.stderr.count("\n") == 1
+
+
+# -- explain agrees with the scheduler ----------------------------------------------------------
+
+
+def _explain(objects: list[dict[str, Any]], key: str) -> Any:
+    world = World.from_objects([("test", o) for o in objects])
+    exp = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, key)
+    assert exp is not None
+    return exp
+
+
+def test_explain_says_preemption_helps_a_job_of_unlike_pods_and_names_its_victims(tmp_path: Path) -> None:
+    from tests.builders import node, priority_class
+
+    def at(name: str, cpu: str, spine: str) -> dict[str, Any]:
+        return node(name, cpu=cpu, labels={"network.topology.nvidia.com/spine": spine,
+                                           "network.topology.nvidia.com/block": f"blk-{spine}"})
+
+    from tests.builders import SPINE_BLOCK_CNT
+    must = [{"layer": "SpineLayer", "strategy": "MustGather"}]
+    groups = ["default/master", "default/worker"]
+    objects = [at("w0", "4", "a"), at("w1", "4", "a"), at("m0", "2", "a"), at("b0", "4", "b"), SPINE_BLOCK_CNT,
+               priority_class("high", 1000), priority_class("low", 10),
+               pod("low-w0", cpu="4", node_name="w0", priority_class="low", scheduler="other"),
+               pod("low-w1", cpu="4", node_name="w1", priority_class="low", scheduler="other"),
+               pod("low-m0", cpu="2", node_name="m0", priority_class="low", scheduler="other"),
+               podgroup("master", 1, gather=must, groups=groups), podgroup("worker", 2, gather=must, groups=groups),
+               pod("master-0", cpu="1", group="master", index=0, priority_class="high"),
+               *[pod(f"worker-{i}", cpu="4", group="worker", index=i + 1, priority_class="high") for i in range(2)]]
+    exp = _explain(objects, "default/master-0")
+    assert exp.preemption is not None and exp.preemption.outcome == "nominated"
+    assert set(exp.preemption.would_evict) == {"default/low-w0", "default/low-w1", "default/low-m0"}
+    assert not any("preemption cannot help" in c for c in exp.changes)
+    run = koordpy("default/master-0", "-f", write(tmp_path, "unlike.yaml", *objects))
+    assert run.returncode == 0, run.stderr
+    assert "preemption could help: yes" in run.stdout and "not helpful" not in run.stdout
+
+
+def test_explain_does_not_promise_room_that_a_job_ahead_takes(tmp_path: Path) -> None:
+    from tests.builders import node, priority_class
+
+    # One free node; "first" (higher priority) is ahead of "second" in the queue and takes it.
+    objects = [node("n0"), priority_class("high", 1000), priority_class("low", 10),
+               pod("first", cpu="8", priority_class="high", preemptionPolicy="Never"),
+               pod("second", cpu="8", priority_class="low")]
+    exp = _explain(objects, "default/second")
+    assert exp.status == "pending" and exp.would_place == ()
+    assert "ahead of it in the queue" in exp.summary and "default/first" in exp.summary
+    assert "next cycle would bind" not in exp.summary
+    first = _explain(objects, "default/first")
+    assert first.status == "schedulable" and first.would_place == (("default/first", "n0"),)
+    run = koordpy("default/second", "-f", write(tmp_path, "queue.yaml", *objects))
+    assert run.returncode == 0, run.stderr
+    assert "ahead of it in the queue" in run.stdout and "next cycle would bind" not in run.stdout

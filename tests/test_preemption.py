@@ -304,3 +304,50 @@ def test_preemption_switched_off_evicts_nobody_and_the_job_waits() -> None:
     assert "Insufficient cpu" in off.pending["default/p"] and "preemption" not in off.pending["default/p"]
     on = schedule(Snapshot(nodes=nodes, pods=pods, priority_classes=classes), SchedulerState(), 0.0)
     assert [d.pod for d in on.preempted] == ["default/victim"] and on.preemption_attempts == 1
+
+
+# -- jobs of unlike pods -----------------------------------------------------------------------------
+
+
+def _unlike_cluster() -> list[dict[str, Any]]:
+    """Spine a: four 4-CPU workers' nodes and one 2-CPU node, all full of low-priority pods; spine b:
+    one free 8-CPU node, too small for the whole job."""
+    def at(name: str, cpu: str, spine: str) -> dict[str, Any]:
+        return node(name, cpu=cpu, labels={"network.topology.nvidia.com/spine": spine,
+                                           "network.topology.nvidia.com/block": f"blk-{spine}"})
+
+    nodes = [*(at(f"w{i}", "4", "a") for i in range(4)), at("m0", "2", "a"), at("b0", "8", "b")]
+    busy = [running(f"low-w{i}", f"w{i}", cpu="4") for i in range(4)] + [running("low-m0", "m0", cpu="2")]
+    return [*nodes, *busy]
+
+
+def test_a_ganggroup_of_unlike_pods_preempts_what_its_real_placement_needs() -> None:
+    # One 1-CPU master and four 4-CPU workers MustGather a spine. Priced at the largest request the
+    # 2-CPU node offers nothing and spine a only 4 slots for 5 pods: "not helpful". Really the master
+    # fits on m0 and the workers on w0..w3 once the low-priority pods are gone.
+    groups = ["default/master", "default/worker"]
+    out = run(_unlike_cluster(), SPINE_BLOCK_CNT, HIGH, LOW,
+              podgroup("master", 1, gather=MUST_SPINE, groups=groups),
+              podgroup("worker", 4, gather=MUST_SPINE, groups=groups),
+              pod("master-0", cpu="1", group="master", index=0, priority_class="high"),
+              *[pod(f"worker-{i}", cpu="4", group="worker", index=i + 1, priority_class="high") for i in range(4)])
+    assert out.bound["default/master-0"] == "m0"
+    assert {out.bound[f"default/worker-{i}"] for i in range(4)} == {f"w{i}" for i in range(4)}
+    assert sorted(out.preempted) == sorted([f"default/low-w{i}" for i in range(4)] + ["default/low-m0"])
+
+
+def test_a_volcano_job_with_a_small_launcher_preempts_for_its_workers() -> None:
+    # The same cluster as HyperNodes: a (tier 1) holds w0..w3 and m0, b holds b0; a hard tier-1 job of
+    # a 1-CPU launcher and four 4-CPU workers.
+    hns = [{"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in ns]}}
+           for name, ns in (("hn-a", ["w0", "w1", "w2", "w3", "m0"]), ("hn-b", ["b0"]))]
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": "mpi", "namespace": "default"},
+          "spec": {"minMember": 5, "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}
+    ann = {"scheduling.k8s.io/group-name": "mpi"}
+    pods = [pod("mpi-launcher", cpu="1", annotations=ann, priority_class="high"),
+            *[pod(f"mpi-worker-{i}", cpu="4", annotations=ann, priority_class="high") for i in range(4)]]
+    out = run(_unlike_cluster(), *hns, HIGH, LOW, pg, *pods)
+    assert len(out.bound) == 5 and "b0" not in out.bound.values()
+    assert out.bound["default/mpi-launcher"] == "m0"

@@ -661,20 +661,39 @@ class DryRun:
     messages: dict[str, str]  # pod -> why it would wait
     failure: Failure | None  # the structured diagnosis, when it would not fit
     plan: Plan | None  # what preemption would do
+    ahead: tuple[str, ...] = ()  # jobs tried before it (``in_queue``) that took room: bound, reserved or preempted
 
 
-def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str) -> DryRun | None:
-    """Tries the job of the pending pod ``pod_key`` against ``snapshot`` as if it were next in the
-    queue, on copies: ``state`` is left as it was, nothing times out in it and nothing is written.
-    None when the pod is not pending for this scheduler. For ``koordpy explain`` and tests."""
+def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
+            in_queue: bool = False) -> DryRun | None:
+    """Tries the job of the pending pod ``pod_key`` against ``snapshot`` on copies: ``state`` is left
+    as it was, nothing times out in it and nothing is written. As if it were next in the queue, or,
+    ``in_queue``, after the jobs ahead of it have been tried as a cycle would try them first (so the
+    room they take is not promised to it). None when the pod is not pending for this scheduler. For
+    ``koordpy explain`` and tests."""
     copy = SchedulerState(reserved=dict(state.reserved), wait_since=dict(state.wait_since),
                           satisfied=set(state.satisfied))
     cycle = Cycle(snapshot, copy, now)
     cycle.gangs = cycle.view.gangs
-    job = next((j for j in cycle.view.queue() if any(p.key == pod_key for p in j.pods)), None)
+    job = None
+    ahead: list[str] = []
+    for candidate in cycle.view.queue():
+        if any(p.key == pod_key for p in candidate.pods):
+            job = candidate
+            break
+        if in_queue:
+            mark, reserved = len(cycle.result.decisions), len(copy.reserved)
+            cycle._isolated(candidate)
+            took = len(copy.reserved) != reserved or any(
+                isinstance(d, Bind | Preempt) or (isinstance(d, Nominate) and d.node)
+                for d in cycle.result.decisions[mark:])
+            if took:
+                ahead.append(candidate.id)
     if job is None:
         return None
+    mark = len(cycle.result.decisions)
     cycle._isolated(job)
     failure, plan = cycle.diagnoses.get(job.id, (None, None))
-    return DryRun(job.id, [p.key for p in job.pods], list(cycle.result.decisions), dict(cycle.result.waiting),
-                  failure, plan)
+    mine = {p.key for p in job.pods}
+    return DryRun(job.id, [p.key for p in job.pods], cycle.result.decisions[mark:],
+                  {k: v for k, v in cycle.result.waiting.items() if k in mine}, failure, plan, tuple(ahead))

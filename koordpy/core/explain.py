@@ -273,15 +273,32 @@ class _Explainer:
             return replace(base, summary="koordpy does not queue this pod", messages={})
         binds = tuple((d.pod, d.node) for d in run.decisions if isinstance(d, Bind))
         pods = set(run.pods)
-        messages = {k: v for k, v in run.messages.items() if k in pods}
-        exp = replace(base, would_place=binds, messages=messages, job=run.job)
         target = key if base.kind == "pod" else next(iter(sorted(pods)), key)
         if binds and (base.kind == "podgroup" or any(p == target for p, _ in binds)):
-            where = ", ".join(sorted({n for _, n in binds}))
-            return replace(exp, status="schedulable", summary=f"it fits now: the next cycle would bind "
-                           f"{len(binds)} pod(s) on {where}", changes=(
-                               "nothing stands in the way now; if it stays pending, check that koordpy runs "
-                               "(and is the leader) and claims this schedulerName",))
+            # It fits the free room as the next job; a cycle tries the jobs ahead of it first, and
+            # room they take is not this job's to promise.
+            queued = dry_run(self.snapshot, self.state, self.now, key, in_queue=True)
+            assert queued is not None
+            queued_binds = tuple((d.pod, d.node) for d in queued.decisions if isinstance(d, Bind))
+            if queued_binds and (base.kind == "podgroup" or any(p == target for p, _ in queued_binds)):
+                where = ", ".join(sorted({n for _, n in queued_binds}))
+                behind = f", after the {len(queued.ahead)} job(s) ahead of it in the queue" if queued.ahead else ""
+                return replace(base, would_place=queued_binds, messages={}, job=queued.job, status="schedulable",
+                               summary=f"it fits now: the next cycle would bind {len(queued_binds)} pod(s) on "
+                                       f"{where}{behind}", changes=(
+                                   "nothing stands in the way now; if it stays pending, check that koordpy runs "
+                                   "(and is the leader) and claims this schedulerName",))
+            shown = ", ".join(queued.ahead[:3]) + (f" and {len(queued.ahead) - 3} more"
+                                                   if len(queued.ahead) > 3 else "")
+            exp = replace(base, messages={k: v for k, v in queued.messages.items() if k in pods}, job=queued.job,
+                          summary=f"it fits the free room now, but {len(queued.ahead)} job(s) ahead of it in the "
+                                  f"queue take that room first ({shown}); it waits for room after them",
+                          diagnosis=self._diagnosis(queued, gangs), preemption=self._preemption(queued, gangs))
+            return replace(exp, changes=(
+                f"room beyond what the jobs ahead of it take ({shown}): they go first by priority, then by "
+                "age; a higher priority puts this job ahead of them", *self._changes(exp, queued, gangs)))
+        messages = {k: v for k, v in run.messages.items() if k in pods}
+        exp = replace(base, would_place=binds, messages=messages, job=run.job)
         diagnosis = self._diagnosis(run, gangs)
         preemption = self._preemption(run, gangs)
         # The member that failed carries the reason; the others only quote it.

@@ -122,8 +122,7 @@ class Preemptor:
         if not len(rows):
             return Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
-        vec = np.max(np.stack([cluster.request_vector(p) for p in pods]), axis=0)
-        feasible = self.placer.feasible(pods, tree)
+        vec, feasible = self._loose(pods, tree)
         v_node = idx.node[rows]
         reclaim = reclaimable_free(cluster.free(), v_node, idx.req[rows])
         slots = node_offerslots(reclaim, vec, feasible)
@@ -178,6 +177,19 @@ class Preemptor:
                     return plan
         return Plan("none", f"preemption: not helpful: no candidate takes all {desired} pods once its "
                             "lower-priority pods are gone.")
+
+    def _loose(self, pods: list[Pod], tree: TopologyTree) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """The request and the nodes that price the candidates: the smallest request of each resource
+        and every node some pod may use. Offerslots counted so never underestimate what a candidate
+        can take, whatever mix of unlike pods (a small master beside big workers) the job holds; for
+        a job of like pods they are exact. The verifying placement gives the real answer."""
+        cluster = self.cluster
+        vec = np.min(np.stack([cluster.request_vector(p) for p in pods]), axis=0)
+        distinct = {id(self.placer.filters.static(p)): p for p in pods}
+        feasible = np.zeros(len(cluster.nodes), dtype=np.bool_)
+        for p in distinct.values():
+            feasible |= self.placer.feasible([p], tree)
+        return np.asarray(vec, dtype=np.int64), feasible
 
     def _verify(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
                 victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_],
