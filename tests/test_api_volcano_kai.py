@@ -248,8 +248,12 @@ def test_the_seed_volcano_podgroup_parses() -> None:
     task0, task1 = pg.sub_group_policy
     assert task0.sub_group_size == 3 and task0.match_label_keys == ("volcano.sh/partition-id",)
     assert task0.network_topology == NetworkTopology(highest_tier=1)
-    assert task0.matches({"volcano.sh/task-spec": "task0"}) and not task0.matches({"volcano.sh/task-spec": "task1"})
-    assert task1.min_sub_groups == 2 and task1.label_selector is None and task1.matches({})
+    part = {"volcano.sh/partition-id": "1"}
+    assert task0.match_values({"volcano.sh/task-spec": "task0", **part}) == ["1"]
+    assert task0.match_values({"volcano.sh/task-spec": "task1", **part}) is None
+    assert task0.match_values({"volcano.sh/task-spec": "task0"}) is None  # no partition: not this policy's
+    # No matchLabelKeys: as in Volcano, the policy takes no pod (they stay in the job's default group).
+    assert task1.min_sub_groups == 2 and task1.label_selector is None and task1.match_values({"a": "b"}) is None
     assert pg.status.phase == "Inqueue" and pg.status.running == 1
 
 

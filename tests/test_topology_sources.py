@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.selectors import LabelSelector
+from koordpy.api.volcano import SubGroupPolicy
 from koordpy.core.snapshot import Cluster
+from koordpy.core.sources.volcano import membership
 from koordpy.sim.simulator import SimulationResult, World, simulate
 from tests.builders import node, pod, podgroup
 
@@ -231,6 +234,37 @@ def test_sub_group_order_follows_the_partition_number() -> None:
     out = run(objs)
     assert len(out.bound) == 4
     assert {out.bound["default/b-0"], out.bound["default/b-1"]} == {"node0", "node1"}
+
+
+def test_a_pod_lacking_a_match_label_key_joins_no_sub_group_of_that_policy() -> None:
+    # Volcano's membership: a pod without (or with an empty value for) one of a policy's
+    # matchLabelKeys does not belong to the policy. The two unlabelled workers are the job's default
+    # group (no tier-1 limit of their own), not a sub-group "worker-" that needs a tier-1 HyperNode
+    # with two free nodes, which no HyperNode but s3 has and partition 0 takes.
+    objs = [*seed_004(), busy("node0"), busy("node2"), busy("node4"),
+            volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 3}, PARTITIONS),
+            vc_pod("train-0", "train", 0), vc_pod("train-1", "train", 0), vc_pod("train-2", "train"),
+            {**vc_pod("train-3", "train"), "metadata": {**vc_pod("train-3", "train")["metadata"], "labels": {
+                "volcano.sh/task-spec": "worker", "volcano.sh/partition-id": ""}}}]
+    out = run(objs)
+    assert {out.bound["default/train-0"], out.bound["default/train-1"]} == {"node6", "node7"}
+    assert len(out.bound) == 4, out.pending
+
+
+def test_sub_group_membership_tries_the_next_policy_then_the_default_group() -> None:
+    by_partition = SubGroupPolicy(name="partition", label_selector=LabelSelector(match_labels={"role": "worker"}),
+                                  match_label_keys=("partition",))
+    by_rack = SubGroupPolicy(name="rack", match_label_keys=("rack", "row"))
+    keyless = SubGroupPolicy(name="all")  # lists no keys: Volcano puts no pod in it
+    policies = [keyless, by_partition, by_rack]
+    assert membership({"role": "worker", "partition": "3"}, policies) == (by_partition, ["3"])
+    # No partition (or an empty one): the next policy, whose keys the pod has.
+    assert membership({"role": "worker", "rack": "a", "row": "1"}, policies) == (by_rack, ["a", "1"])
+    assert membership({"role": "worker", "partition": "", "rack": "a", "row": "1"}, policies) == (
+        by_rack, ["a", "1"])
+    # One key of several missing or empty: no policy; the default group.
+    assert membership({"role": "worker", "rack": "a"}, policies) is None
+    assert membership({"rack": "a", "row": ""}, policies) is None
 
 
 def test_volcano_podgroup_status_is_written() -> None:

@@ -213,9 +213,15 @@ class SubGroupPolicy(_Model):
     match_label_keys: tuple[str, ...] = ()
     network_topology: NetworkTopology | None = None
 
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Whether a pod with these labels falls under this policy (no selector: every pod)."""
-        return self.label_selector is None or self.label_selector.matches(labels)
+    def match_values(self, labels: dict[str, str]) -> list[str] | None:
+        """A pod's values of ``matchLabelKeys`` when this policy claims the pod, else None.
+
+        As Volcano reads a policy: the pod must match the selector (none: every pod) and carry
+        every one of the keys with a non-empty value; a policy that lists no keys claims no pod."""
+        if self.label_selector is not None and not self.label_selector.matches(labels):
+            return None
+        values = [labels.get(k, "") for k in self.match_label_keys]
+        return values if values and all(values) else None
 
 
 def _sub_group_policy(r: Reader, raw: Any, field: str) -> SubGroupPolicy:

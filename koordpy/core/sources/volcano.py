@@ -212,6 +212,17 @@ def subgroup_limit(topology: NetworkTopology | None, hn: HyperNodeTree) -> tuple
     return scope, topology.mode == "hard", error
 
 
+def membership(labels: dict[str, str], policies: Sequence[SubGroupPolicy]) -> tuple[SubGroupPolicy, list[str]] | None:
+    """The first policy that claims a pod with these labels, with the pod's values of its
+    ``matchLabelKeys`` (``SubGroupPolicy.match_values``); None for the job's default group. A pod one
+    policy does not claim is tried against the next, as Volcano does."""
+    for policy in policies:
+        values = policy.match_values(labels)
+        if values is not None:
+            return policy, values
+    return None
+
+
 def subgroups_of(job_key: str, members: Sequence[Pod], pending: set[str], policies: Sequence[SubGroupPolicy],
                  hn: HyperNodeTree, node_index: Mapping[str, int]) -> tuple[tuple[SubGroup, ...], str | None]:
     """The job's sub-groups in Volcano's order (first match value as a number, then id), built from
@@ -219,16 +230,14 @@ def subgroups_of(job_key: str, members: Sequence[Pod], pending: set[str], polici
     sub-group: it grows only inside the HyperNode of its own limit around them), or an error."""
     grouped: dict[str, tuple[SubGroupPolicy, int, list[Pod]]] = {}
     for pod in members:
-        policy = next((p for p in policies if p.label_selector is None or p.label_selector.matches(pod.labels)),
-                      None)
-        if policy is None:
-            continue
-        values = [pod.labels.get(k, "") for k in policy.match_label_keys]
-        sid = f"{job_key}/{policy.name}" + "".join(f"-{v}" for v in values)
-        try:
-            index = int(values[0]) if values else 0
-        except ValueError:
-            index = 0
+        found = membership(pod.labels, policies)
+        if found is None:
+            continue  # the job's default group: placed inside the job's HyperNode, in no sub-group
+        policy, values = found
+        sid = f"{job_key}/{policy.name}-" + "-".join(values)
+        # Volcano's MatchIndex: the first value read as Go's strconv.Atoi reads it, else 0.
+        digits = values[0][1:] if values[0][:1] in "+-" else values[0]
+        index = int(values[0]) if digits.isascii() and digits.isdigit() else 0
         grouped.setdefault(sid, (policy, index, []))[2].append(pod)
     tree = hn.tree
     out = []
