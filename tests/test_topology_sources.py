@@ -13,6 +13,7 @@ import pytest
 
 from koordpy.api.selectors import LabelSelector
 from koordpy.api.volcano import SubGroupPolicy
+from koordpy.core.placement import Placer
 from koordpy.core.snapshot import Cluster
 from koordpy.core.sources.volcano import membership
 from koordpy.sim.simulator import SimulationResult, World, simulate
@@ -225,6 +226,72 @@ def test_min_sub_groups_lets_part_of_the_job_start() -> None:
     # 1 fits no tier-1 HyperNode and waits, although the job has started.
     assert out.bound == {"default/train-0": "node6", "default/train-1": "node7"}
     assert "train/worker-1" in out.pending["default/train-2"]
+
+
+def partitioned(busy_nodes: tuple[int, ...], min_sub_groups: int | None,
+                job: dict[str, Any] | None) -> SimulationResult:
+    """Seed 004's cluster with four partitions of two, each within tier 1."""
+    policy = [{**PARTITIONS[0], **({"minSubGroups": min_sub_groups} if min_sub_groups is not None else {})}]
+    return run(seed_004(), [busy(f"node{i}") for i in busy_nodes], volcano_pg("train", 2, job, policy),
+               [vc_pod(f"train-{i}", "train", i // 2) for i in range(8)])
+
+
+@pytest.mark.parametrize("job", [{"mode": "hard", "highestTierAllowed": 3}, None,
+                                 {"mode": "soft", "highestTierAllowed": 1}],
+                         ids=["hard-tier-3", "no-limit", "soft-tier-1"])
+def test_sub_groups_beyond_the_minimum_are_placed_where_the_jobs_limit_allows(job: dict[str, Any] | None) -> None:
+    # minSubGroups 1 is met by partition 0 alone inside the first tier-1 HyperNode; the other three do
+    # not fit in it, but they go on to the other tier-1 HyperNodes, all within the job's limit (s6).
+    out = partitioned((), 1, job)
+    assert len(out.bound) == 8, out.pending
+    for i in range(4):
+        pair = {out.bound[f"default/train-{2 * i}"], out.bound[f"default/train-{2 * i + 1}"]}
+        assert pair in [{f"node{2 * h}", f"node{2 * h + 1}"} for h in range(4)]
+
+
+def test_sub_groups_beyond_the_minimum_stay_within_the_jobs_limit() -> None:
+    # The job may span tier 2 only: partitions 0 and 1 fill s4, the others do not go to s5.
+    out = partitioned((), 1, {"mode": "hard", "highestTierAllowed": 2})
+    used = set(out.bound.values())
+    assert len(out.bound) == 4 and (used == {f"node{i}" for i in range(4)} or used == {f"node{i}" for i in range(4, 8)})
+    assert "does not fit inside one HyperNode of its tier limit within HyperNode s" in out.pending[
+        next(p for p in ("default/train-4", "default/train-0") if p in out.pending)]
+
+
+@pytest.mark.parametrize("busy_nodes", [(), (0,), (3,), (5,), (0, 2), (1, 6), (0, 2, 4)], ids=str)
+def test_asking_for_fewer_sub_groups_never_binds_less_than_asking_for_all(busy_nodes: tuple[int, ...]) -> None:
+    job = {"mode": "hard", "highestTierAllowed": 3}
+    every = partitioned(busy_nodes, None, job)
+    for fewer in (1, 2, 3):
+        assert len(partitioned(busy_nodes, fewer, job).bound) >= len(every.bound)
+
+
+def test_no_sub_group_count_is_too_large_for_an_empty_cluster() -> None:
+    # 100 sub-groups of one pod, within tier 3 (s6, 128 slots). The work bound is looked at only
+    # after a try, so the first candidate is tried however many sub-groups the job has.
+    policy = [{"name": "one", "subGroupSize": 1, "matchLabelKeys": ["volcano.sh/partition-id"],
+               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]
+    out = run(seed_004(cpu="64"), volcano_pg("many", 100, {"mode": "hard", "highestTierAllowed": 3}, policy),
+              [vc_pod(f"many-{i}", "many", i) for i in range(100)])
+    assert len(out.bound) == 100, next(iter(out.pending.values()), "")
+
+
+def test_a_search_cut_short_by_its_work_bound_does_not_claim_that_nothing_fits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three partitions of two within tier 1, the job within tier 2. s4 (node0 and node2 half used)
+    # offers six slots but no third tier-1 pair, and is tried first (the fuller); s5 holds the job.
+    objs = [*seed_004(cpu="8"), busy("node0"), busy("node2"),
+            volcano_pg("train", 6, {"mode": "hard", "highestTierAllowed": 2}, PARTITIONS),
+            *[vc_pod(f"train-{i}", "train", i // 2) for i in range(6)]]
+    out = run(objs)
+    assert len(out.bound) == 6 and set(out.bound.values()) <= {f"node{i}" for i in range(4, 8)}
+    monkeypatch.setattr(Placer, "WORK_PER_DOMAIN", 0)  # a bound spent by the first try
+    out = run(objs)
+    message = out.pending["default/train-0"]
+    assert not out.bound
+    assert "no HyperNode" not in message
+    assert "none of the first 1 candidate HyperNodes" in message
+    assert "stopped at its work bound after 1 of 2 candidate HyperNodes" in message
 
 
 def test_sub_group_order_follows_the_partition_number() -> None:
