@@ -13,6 +13,9 @@ import pytest
 
 from koordpy.api.selectors import LabelSelector
 from koordpy.api.volcano import SubGroupPolicy
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Event
+from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import Placer
 from koordpy.core.snapshot import Cluster
 from koordpy.core.sources.volcano import membership
@@ -98,8 +101,48 @@ def test_lowest_tier_first() -> None:
 def test_highest_tier_name_resolves_to_its_tier() -> None:
     out = run(seed_004(), vc_job("named", 4, tier_name="leaf-pair"))
     assert nodes_of(out, "named") in ({f"node{i}" for i in range(4)}, {f"node{i}" for i in range(4, 8)})
-    out = run(seed_004(), vc_job("bad", 2, tier_name="nowhere"))
-    assert "highestTierName 'nowhere' is the tierName of no HyperNode" in out.pending["default/bad-0"]
+    assert not [e for e in out.events if e.reason == "TopologyLimitDropped"]
+
+
+def test_a_highest_tier_name_of_no_tier_drops_the_limit_and_says_so() -> None:
+    # As Volcano does (a warning, then no tier limit): the 6-pod job spans s6, which a limit would
+    # not allow if "nowhere" were a tier, and one Event on the PodGroup names the tier and the dropped
+    # limit, however many times the job is tried.
+    objs = [*seed_004(), *vc_job("bad", 6, tier_name="nowhere"), *vc_job("big", 4, tier=1)]
+    out = run(objs)
+    assert len(nodes_of(out, "bad")) == 6
+    told = [e for e in out.events if e.reason == "TopologyLimitDropped"]
+    assert [(e.kind, e.obj, e.type) for e in told] == [("PodGroup", "default/bad", "Warning")]
+    assert "highestTierName 'nowhere' is the tierName of no HyperNode (tier names: leaf-pair, spine)" in told[0].message
+    assert "scheduled with no tier limit" in told[0].message
+
+
+def test_a_dropped_limit_is_told_once_while_the_job_waits() -> None:
+    # 9 pods cannot fit 8 nodes: the job is tried every cycle (the standing view dropped, as after
+    # any change that wakes it), the Event is written once.
+    world = World.from_objects([("t", o) for o in [*seed_004(), *vc_job("bad", 9, tier_name="nowhere")]])
+    state = SchedulerState()
+    snap = world.snapshot(frozenset({"koordpy"}))
+    events = []
+    for now in (0.0, 100.0, 200.0):
+        state.view = None
+        result = schedule(snap, state, now)
+        assert "default/bad-0" in result.waiting
+        events += [d for d in result.decisions if isinstance(d, Event) and d.reason == "TopologyLimitDropped"]
+    assert len(events) == 1
+
+
+def test_a_sub_group_policy_tier_name_of_no_tier_drops_its_limit() -> None:
+    policy = [{**PARTITIONS[0], "networkTopology": {"mode": "hard", "highestTierName": "rack"}}]
+    # Four pods of one partition: within tier 1 they could not go (s0..s3 hold two each); without a
+    # limit of its own the partition spans s4, inside the job's limit.
+    objs = [*seed_004(), volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 2}, policy),
+            *[vc_pod(f"train-{i}", "train", 0) for i in range(4)]]
+    out = run(objs)
+    assert len(out.bound) == 4
+    told = [e for e in out.events if e.reason == "TopologyLimitDropped"]
+    assert [(e.kind, e.obj) for e in told] == [("VolcanoPodGroup", "default/train")]
+    assert told[0].message.startswith("subGroupPolicy worker: highestTierName 'rack' is the tierName of no HyperNode")
 
 
 def test_soft_goes_above_its_limit_rather_than_wait() -> None:

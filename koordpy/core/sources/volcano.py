@@ -177,20 +177,46 @@ def _in_cycle(problems: Mapping[str, list[str]], name: str) -> bool:
 
 
 def _limit(topology: NetworkTopology, hn: HyperNodeTree) -> tuple[int | None, str | None]:
-    """The highest tier a constraint allows (None: no limit), or why it names none."""
+    """The highest tier a constraint allows (None: no limit), or why it names none. A
+    ``highestTierName`` that is the tierName of no HyperNode sets no limit, as in Volcano, which
+    logs a warning and schedules without one (``unknown_tier_name`` says so)."""
     if topology.highest_tier is not None:
         return topology.highest_tier, None
     if topology.highest_tier_name:
         tiers = hn.tiers.get(topology.highest_tier_name)
         if not tiers:
-            known = ", ".join(sorted(hn.tiers)) or "none"
-            return None, (f"highestTierName {topology.highest_tier_name!r} is the tierName of no HyperNode; "
-                          f"tier names: {known}")
+            return None, None
         if len(tiers) > 1:
             return None, (f"highestTierName {topology.highest_tier_name!r} names tiers "
                           f"{', '.join(map(str, sorted(tiers)))}; a tier name must name one tier")
         return next(iter(tiers)), None
     return None, None
+
+
+def unknown_tier_name(topology: NetworkTopology | None, hn: HyperNodeTree) -> str | None:
+    """Why a constraint's tier limit is dropped: its ``highestTierName`` names no tier; else None."""
+    if topology is None or topology.highest_tier is not None or not topology.highest_tier_name:
+        return None
+    if hn.tiers.get(topology.highest_tier_name):
+        return None
+    known = ", ".join(sorted(hn.tiers)) or "none"
+    return f"highestTierName {topology.highest_tier_name!r} is the tierName of no HyperNode (tier names: {known})"
+
+
+def dropped_limits(topology: NetworkTopology | None, policies: Sequence[SubGroupPolicy],
+                   hn: HyperNodeTree) -> tuple[str, ...]:
+    """What a job is told when a tier name it gives names no tier: the limit is dropped, as Volcano
+    drops it (a warning in its log; here an Event on the PodGroup)."""
+    out = []
+    why = unknown_tier_name(topology, hn)
+    if why is not None:
+        out.append(f"networkTopology: {why}; the job is scheduled with no tier limit, as Volcano does")
+    for policy in policies:
+        why = unknown_tier_name(policy.network_topology, hn)
+        if why is not None:
+            out.append(f"subGroupPolicy {policy.name}: {why}; its sub-groups are placed with no tier limit of their "
+                       "own, as Volcano does")
+    return tuple(out)
 
 
 def requirement(topology: NetworkTopology | None, hn: HyperNodeTree, subgroups: tuple[SubGroup, ...] = (),
