@@ -183,6 +183,10 @@ def test_member_matching() -> None:
     assert loose.matches_node("a-gpu-1", {}) and not loose.matches_node("cpu-1", {})
     anchored = HyperNode.from_raw(hypernode("c", 1, member("Node", regexMatch={"pattern": "^gpu-[0-9]$"})))
     assert not anchored.members[0].matches_node("gpu-12", {})
+    # RE2's syntax, as Go reads it: \pL is any letter, \z the end of the text (Python's re refuses both).
+    letters = HyperNode.from_raw(hypernode("f", 1, member("Node", regexMatch={"pattern": r"^\pL+-[0-9]\z"})))
+    assert letters.members[0].matches_node("gpu-1", {}) and not letters.members[0].matches_node("gpu-12", {})
+    assert not letters.members[0].matches_node("10-1", {})
     labels = HyperNode.from_raw(hypernode("d", 1, member("Node", labelMatch={"matchLabels": {"rack": "r1"}})))
     assert labels.members[0].matches_node("x", {"rack": "r1"}) and not labels.members[0].matches_node("x", {})
     child = HyperNode.from_raw(hypernode("e", 2, member("HyperNode", exactMatch={"name": "n1"}))).members[0]
@@ -201,6 +205,15 @@ def test_member_matching() -> None:
     (hypernode("h", 1, member("Node", exactMatch={"name": "n"}), member("Node", regexMatch={"pattern": "(n"})),
      "spec.members[1].selector.regexMatch.pattern", "invalid regular expression"),
     (hypernode("h", 1, member("Node", regexMatch={})), "spec.members[0].selector.regexMatch.pattern", "is required"),
+    # What Go's regexp (RE2) refuses, as Volcano's webhook does, though Python's re would take it.
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": "^gpu-(?!0)"})),
+     "spec.members[0].selector.regexMatch.pattern", "invalid perl operator: (?!"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": "(?<=rack)-1"})),
+     "spec.members[0].selector.regexMatch.pattern", "Go's RE2 syntax"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": r"(a)-\1"})),
+     "spec.members[0].selector.regexMatch.pattern", "invalid escape sequence"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": r"gpu\C"})),
+     "spec.members[0].selector.regexMatch.pattern", "any-byte"),
     (hypernode("h", 1, member("Node", exactMatch={})), "spec.members[0].selector.exactMatch.name", "is required"),
     (hypernode("h", 1, member("Node", exactMatch={"name": "Bad_Name"})),
      "spec.members[0].selector.exactMatch.name", "RFC 1123"),
