@@ -175,6 +175,13 @@ def test_the_seed_hypernodes_parse() -> None:
     assert rgx.conditions[0]["status"] == "True" and rgx.conditions[0]["observedGeneration"] == "3"
 
 
+def test_a_hypernode_without_members_is_valid_and_empty() -> None:
+    absent = hypernode("empty", 2)
+    del absent["spec"]["members"]
+    assert HyperNode.from_raw(absent).members == ()
+    assert HyperNode.from_raw(hypernode("none", 1)).members == ()  # members: []
+
+
 def test_member_matching() -> None:
     exact = HyperNode.from_raw(hypernode("a", 0, member("Node", exactMatch={"name": "n1"}))).members[0]
     assert exact.matches_node("n1", {}) and not exact.matches_node("n10", {})
@@ -195,7 +202,6 @@ def test_member_matching() -> None:
 
 
 @pytest.mark.parametrize(("raw", "field", "words"), [
-    (hypernode("h", 1), "spec.members", "at least one member"),
     (hypernode("h", None, member("Node", exactMatch={"name": "n"})), "spec.tier", "is required"),
     (hypernode("h", -1, member("Node", exactMatch={"name": "n"})), "spec.tier", "must not be negative"),
     (hypernode("h", "1", member("Node", exactMatch={"name": "n"})), "spec.tier", "expected an integer"),

@@ -198,6 +198,20 @@ def test_hypernode_problems_are_reported_and_the_rest_works() -> None:
     assert len(nodes_of(out, "job")) == 3
 
 
+def test_a_hypernode_without_members_is_an_empty_hypernode() -> None:
+    bare = hypernode("bare", 2, tier_name="pod")
+    del bare["spec"]["members"]
+    objs = [*seed_004(), bare, hypernode("none", 1)]
+    world = World.from_objects([("t", o) for o in objs])
+    hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
+    assert hn.node_count("bare") == 0 and hn.node_count("none") == 0 and hn.node_count("s6") == 8
+    assert "bare" not in hn.problems and "none" not in hn.problems
+    out = run(objs, vc_job("job", 3, tier=2))
+    assert len(nodes_of(out, "job")) == 3
+    sim = simulate(world)
+    assert sim.hypernodes["bare"]["nodeCount"] == 0 and sim.hypernodes["none"]["nodeCount"] == 0
+
+
 def test_regex_and_label_members() -> None:
     objs = [node("gpu-1", labels={"rack": "r1"}), node("gpu-2", labels={"rack": "r1"}), node("gpu-3"),
             hypernode("by-regex", 1, extra=[{"type": "Node",

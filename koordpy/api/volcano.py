@@ -201,9 +201,9 @@ class HyperNode(_Model):
             raise r.fail("spec.tier", "is required")
         if tier < 0:
             raise r.fail("spec.tier", f"must not be negative, got {tier}")
+        # No members (or an empty list) is an empty HyperNode of 0 nodes: Volcano's API declares
+        # members optional, and its scheduler takes such a HyperNode as it is.
         raw_members = r.seq(spec.get("members"), "spec.members")
-        if not raw_members:
-            raise r.fail("spec.members", "must list at least one member")
         members = tuple(_member(r, m, f"spec.members[{i}]") for i, m in enumerate(raw_members))
         node_count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64)
         if node_count is not None and node_count < 0:
