@@ -315,6 +315,16 @@ def test_sub_groups_beyond_the_minimum_stay_within_the_jobs_limit() -> None:
         next(p for p in ("default/train-4", "default/train-0") if p in out.pending)]
 
 
+def test_a_sub_group_short_of_its_size_waits_whole_beyond_the_minimum_too() -> None:
+    # Partition 3 has one pod of its two: it is not placed, neither inside the first candidate nor
+    # where the job's limit allows once partition 0 met minSubGroups.
+    policy = [{**PARTITIONS[0], "minSubGroups": 1}]
+    out = run(seed_004(), volcano_pg("train", 2, {"mode": "hard", "highestTierAllowed": 3}, policy),
+              [vc_pod(f"train-{i}", "train", i // 2) for i in range(7)])
+    assert set(out.bound) == {f"default/train-{i}" for i in range(6)}
+    assert "train/worker-3" in out.pending["default/train-6"]
+
+
 @pytest.mark.parametrize("busy_nodes", [(), (0,), (3,), (5,), (0, 2), (1, 6), (0, 2, 4)], ids=str)
 def test_asking_for_fewer_sub_groups_never_binds_less_than_asking_for_all(busy_nodes: tuple[int, ...]) -> None:
     job = {"mode": "hard", "highestTierAllowed": 3}

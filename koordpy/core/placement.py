@@ -258,7 +258,7 @@ class Placer:
             if region != cand:
                 for g, members in missed:
                     inside = self._subgroup_scope(tree, region, g.anchor)
-                    if inside >= 0:
+                    if inside >= 0 and g.bound + len(members) >= g.min_pods:
                         self._tier_group(members, tree, local_free, alloc, local_used, inside, lo,
                                          self._subgroup_hi(tree, g, region), stmt)
             placed = stmt.placed
