@@ -175,6 +175,13 @@ def test_the_seed_hypernodes_parse() -> None:
     assert rgx.conditions[0]["status"] == "True" and rgx.conditions[0]["observedGeneration"] == "3"
 
 
+def test_a_hypernode_without_members_is_valid_and_empty() -> None:
+    absent = hypernode("empty", 2)
+    del absent["spec"]["members"]
+    assert HyperNode.from_raw(absent).members == ()
+    assert HyperNode.from_raw(hypernode("none", 1)).members == ()  # members: []
+
+
 def test_member_matching() -> None:
     exact = HyperNode.from_raw(hypernode("a", 0, member("Node", exactMatch={"name": "n1"}))).members[0]
     assert exact.matches_node("n1", {}) and not exact.matches_node("n10", {})
@@ -183,6 +190,10 @@ def test_member_matching() -> None:
     assert loose.matches_node("a-gpu-1", {}) and not loose.matches_node("cpu-1", {})
     anchored = HyperNode.from_raw(hypernode("c", 1, member("Node", regexMatch={"pattern": "^gpu-[0-9]$"})))
     assert not anchored.members[0].matches_node("gpu-12", {})
+    # RE2's syntax, as Go reads it: \pL is any letter, \z the end of the text (Python's re refuses both).
+    letters = HyperNode.from_raw(hypernode("f", 1, member("Node", regexMatch={"pattern": r"^\pL+-[0-9]\z"})))
+    assert letters.members[0].matches_node("gpu-1", {}) and not letters.members[0].matches_node("gpu-12", {})
+    assert not letters.members[0].matches_node("10-1", {})
     labels = HyperNode.from_raw(hypernode("d", 1, member("Node", labelMatch={"matchLabels": {"rack": "r1"}})))
     assert labels.members[0].matches_node("x", {"rack": "r1"}) and not labels.members[0].matches_node("x", {})
     child = HyperNode.from_raw(hypernode("e", 2, member("HyperNode", exactMatch={"name": "n1"}))).members[0]
@@ -191,7 +202,6 @@ def test_member_matching() -> None:
 
 
 @pytest.mark.parametrize(("raw", "field", "words"), [
-    (hypernode("h", 1), "spec.members", "at least one member"),
     (hypernode("h", None, member("Node", exactMatch={"name": "n"})), "spec.tier", "is required"),
     (hypernode("h", -1, member("Node", exactMatch={"name": "n"})), "spec.tier", "must not be negative"),
     (hypernode("h", "1", member("Node", exactMatch={"name": "n"})), "spec.tier", "expected an integer"),
@@ -201,6 +211,15 @@ def test_member_matching() -> None:
     (hypernode("h", 1, member("Node", exactMatch={"name": "n"}), member("Node", regexMatch={"pattern": "(n"})),
      "spec.members[1].selector.regexMatch.pattern", "invalid regular expression"),
     (hypernode("h", 1, member("Node", regexMatch={})), "spec.members[0].selector.regexMatch.pattern", "is required"),
+    # What Go's regexp (RE2) refuses, as Volcano's webhook does, though Python's re would take it.
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": "^gpu-(?!0)"})),
+     "spec.members[0].selector.regexMatch.pattern", "invalid perl operator: (?!"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": "(?<=rack)-1"})),
+     "spec.members[0].selector.regexMatch.pattern", "Go's RE2 syntax"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": r"(a)-\1"})),
+     "spec.members[0].selector.regexMatch.pattern", "invalid escape sequence"),
+    (hypernode("h", 1, member("Node", regexMatch={"pattern": r"gpu\C"})),
+     "spec.members[0].selector.regexMatch.pattern", "any-byte"),
     (hypernode("h", 1, member("Node", exactMatch={})), "spec.members[0].selector.exactMatch.name", "is required"),
     (hypernode("h", 1, member("Node", exactMatch={"name": "Bad_Name"})),
      "spec.members[0].selector.exactMatch.name", "RFC 1123"),
@@ -248,8 +267,12 @@ def test_the_seed_volcano_podgroup_parses() -> None:
     task0, task1 = pg.sub_group_policy
     assert task0.sub_group_size == 3 and task0.match_label_keys == ("volcano.sh/partition-id",)
     assert task0.network_topology == NetworkTopology(highest_tier=1)
-    assert task0.matches({"volcano.sh/task-spec": "task0"}) and not task0.matches({"volcano.sh/task-spec": "task1"})
-    assert task1.min_sub_groups == 2 and task1.label_selector is None and task1.matches({})
+    part = {"volcano.sh/partition-id": "1"}
+    assert task0.match_values({"volcano.sh/task-spec": "task0", **part}) == ["1"]
+    assert task0.match_values({"volcano.sh/task-spec": "task1", **part}) is None
+    assert task0.match_values({"volcano.sh/task-spec": "task0"}) is None  # no partition: not this policy's
+    # No matchLabelKeys: as in Volcano, the policy takes no pod (they stay in the job's default group).
+    assert task1.min_sub_groups == 2 and task1.label_selector is None and task1.match_values({"a": "b"}) is None
     assert pg.status.phase == "Inqueue" and pg.status.running == 1
 
 

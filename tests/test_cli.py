@@ -54,6 +54,9 @@ def write(tmp_path: Path, name: str, *objects: object) -> str:
     ([pod("p", annotations={"gang.scheduling.koordinator.sh/name": "g"})],
      ["Pod default/p", "metadata.annotations[gang.scheduling.koordinator.sh/min-available]"]),
     ([{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}], ["Service s", "unsupported v1/Service"]),
+    ([{"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "rack"},
+       "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "^n(?=$)"}}}]}}],
+     ["HyperNode rack", "spec.members[0].selector.regexMatch.pattern", "RE2"]),
     ([{"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
        "metadata": {"name": "default"}, "spec": {"networkTopologySpec": [
            {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": ["b"]}]}}],

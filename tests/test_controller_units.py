@@ -71,6 +71,20 @@ def test_invalid_objects_are_kept_as_errors_for_reporting() -> None:
     assert "default/bad" in cache.podgroups and not cache.snapshot(frozenset()).invalid_podgroups
 
 
+def test_a_hypernode_pattern_go_would_refuse_is_reported_as_invalid_naming_the_field() -> None:
+    # Volcano's webhook compiles regexMatch.pattern with Go's regexp, which has no look-ahead: the
+    # live scheduler reports the HyperNode (an InvalidHyperNode Event) and keeps it out of the tree.
+    cache = Cache()
+    raw = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+           "metadata": {"name": "rack", "uid": "h1"},
+           "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "^n(?=1)"}}}]}}
+    cache.observe("HyperNode", "ADDED", rv(raw, 1))
+    assert "rack" not in cache.hypernodes
+    [bad] = cache.invalid_objects(NAMES)
+    assert (bad.kind, bad.key, bad.uid) == ("HyperNode", "rack", "h1")
+    assert "spec.members[0].selector.regexMatch.pattern" in bad.error and "RE2" in bad.error
+
+
 def test_an_invalid_cluster_network_topology_is_reported_not_used() -> None:
     cache = Cache()
     bad = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.selectors import LabelSelector
+from koordpy.api.volcano import SubGroupPolicy
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Event
+from koordpy.core.gang import SchedulerState
+from koordpy.core.placement import Placer
 from koordpy.core.snapshot import Cluster
+from koordpy.core.sources.volcano import membership
 from koordpy.sim.simulator import SimulationResult, World, simulate
 from tests.builders import node, pod, podgroup
 
@@ -94,8 +101,48 @@ def test_lowest_tier_first() -> None:
 def test_highest_tier_name_resolves_to_its_tier() -> None:
     out = run(seed_004(), vc_job("named", 4, tier_name="leaf-pair"))
     assert nodes_of(out, "named") in ({f"node{i}" for i in range(4)}, {f"node{i}" for i in range(4, 8)})
-    out = run(seed_004(), vc_job("bad", 2, tier_name="nowhere"))
-    assert "highestTierName 'nowhere' is the tierName of no HyperNode" in out.pending["default/bad-0"]
+    assert not [e for e in out.events if e.reason == "TopologyLimitDropped"]
+
+
+def test_a_highest_tier_name_of_no_tier_drops_the_limit_and_says_so() -> None:
+    # As Volcano does (a warning, then no tier limit): the 6-pod job spans s6, which a limit would
+    # not allow if "nowhere" were a tier, and one Event on the PodGroup names the tier and the dropped
+    # limit, however many times the job is tried.
+    objs = [*seed_004(), *vc_job("bad", 6, tier_name="nowhere"), *vc_job("big", 4, tier=1)]
+    out = run(objs)
+    assert len(nodes_of(out, "bad")) == 6
+    told = [e for e in out.events if e.reason == "TopologyLimitDropped"]
+    assert [(e.kind, e.obj, e.type) for e in told] == [("PodGroup", "default/bad", "Warning")]
+    assert "highestTierName 'nowhere' is the tierName of no HyperNode (tier names: leaf-pair, spine)" in told[0].message
+    assert "scheduled with no tier limit" in told[0].message
+
+
+def test_a_dropped_limit_is_told_once_while_the_job_waits() -> None:
+    # 9 pods cannot fit 8 nodes: the job is tried every cycle (the standing view dropped, as after
+    # any change that wakes it), the Event is written once.
+    world = World.from_objects([("t", o) for o in [*seed_004(), *vc_job("bad", 9, tier_name="nowhere")]])
+    state = SchedulerState()
+    snap = world.snapshot(frozenset({"koordpy"}))
+    events = []
+    for now in (0.0, 100.0, 200.0):
+        state.view = None
+        result = schedule(snap, state, now)
+        assert "default/bad-0" in result.waiting
+        events += [d for d in result.decisions if isinstance(d, Event) and d.reason == "TopologyLimitDropped"]
+    assert len(events) == 1
+
+
+def test_a_sub_group_policy_tier_name_of_no_tier_drops_its_limit() -> None:
+    policy = [{**PARTITIONS[0], "networkTopology": {"mode": "hard", "highestTierName": "rack"}}]
+    # Four pods of one partition: within tier 1 they could not go (s0..s3 hold two each); without a
+    # limit of its own the partition spans s4, inside the job's limit.
+    objs = [*seed_004(), volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 2}, policy),
+            *[vc_pod(f"train-{i}", "train", 0) for i in range(4)]]
+    out = run(objs)
+    assert len(out.bound) == 4
+    told = [e for e in out.events if e.reason == "TopologyLimitDropped"]
+    assert [(e.kind, e.obj) for e in told] == [("VolcanoPodGroup", "default/train")]
+    assert told[0].message.startswith("subGroupPolicy worker: highestTierName 'rack' is the tierName of no HyperNode")
 
 
 def test_soft_goes_above_its_limit_rather_than_wait() -> None:
@@ -149,6 +196,20 @@ def test_hypernode_problems_are_reported_and_the_rest_works() -> None:
     assert hn.node_count("s6") == 8 and hn.node_count("s4") == 4 and hn.node_count("s0") == 2
     out = run(objs, vc_job("job", 3, tier=2))
     assert len(nodes_of(out, "job")) == 3
+
+
+def test_a_hypernode_without_members_is_an_empty_hypernode() -> None:
+    bare = hypernode("bare", 2, tier_name="pod")
+    del bare["spec"]["members"]
+    objs = [*seed_004(), bare, hypernode("none", 1)]
+    world = World.from_objects([("t", o) for o in objs])
+    hn = Cluster(world.snapshot(frozenset({"koordpy"}))).trees.hypernode_tree()
+    assert hn.node_count("bare") == 0 and hn.node_count("none") == 0 and hn.node_count("s6") == 8
+    assert "bare" not in hn.problems and "none" not in hn.problems
+    out = run(objs, vc_job("job", 3, tier=2))
+    assert len(nodes_of(out, "job")) == 3
+    sim = simulate(world)
+    assert sim.hypernodes["bare"]["nodeCount"] == 0 and sim.hypernodes["none"]["nodeCount"] == 0
 
 
 def test_regex_and_label_members() -> None:
@@ -224,6 +285,82 @@ def test_min_sub_groups_lets_part_of_the_job_start() -> None:
     assert "train/worker-1" in out.pending["default/train-2"]
 
 
+def partitioned(busy_nodes: tuple[int, ...], min_sub_groups: int | None,
+                job: dict[str, Any] | None) -> SimulationResult:
+    """Seed 004's cluster with four partitions of two, each within tier 1."""
+    policy = [{**PARTITIONS[0], **({"minSubGroups": min_sub_groups} if min_sub_groups is not None else {})}]
+    return run(seed_004(), [busy(f"node{i}") for i in busy_nodes], volcano_pg("train", 2, job, policy),
+               [vc_pod(f"train-{i}", "train", i // 2) for i in range(8)])
+
+
+@pytest.mark.parametrize("job", [{"mode": "hard", "highestTierAllowed": 3}, None,
+                                 {"mode": "soft", "highestTierAllowed": 1}],
+                         ids=["hard-tier-3", "no-limit", "soft-tier-1"])
+def test_sub_groups_beyond_the_minimum_are_placed_where_the_jobs_limit_allows(job: dict[str, Any] | None) -> None:
+    # minSubGroups 1 is met by partition 0 alone inside the first tier-1 HyperNode; the other three do
+    # not fit in it, but they go on to the other tier-1 HyperNodes, all within the job's limit (s6).
+    out = partitioned((), 1, job)
+    assert len(out.bound) == 8, out.pending
+    for i in range(4):
+        pair = {out.bound[f"default/train-{2 * i}"], out.bound[f"default/train-{2 * i + 1}"]}
+        assert pair in [{f"node{2 * h}", f"node{2 * h + 1}"} for h in range(4)]
+
+
+def test_sub_groups_beyond_the_minimum_stay_within_the_jobs_limit() -> None:
+    # The job may span tier 2 only: partitions 0 and 1 fill s4, the others do not go to s5.
+    out = partitioned((), 1, {"mode": "hard", "highestTierAllowed": 2})
+    used = set(out.bound.values())
+    assert len(out.bound) == 4 and (used == {f"node{i}" for i in range(4)} or used == {f"node{i}" for i in range(4, 8)})
+    assert "does not fit inside one HyperNode of its tier limit within HyperNode s" in out.pending[
+        next(p for p in ("default/train-4", "default/train-0") if p in out.pending)]
+
+
+def test_a_sub_group_short_of_its_size_waits_whole_beyond_the_minimum_too() -> None:
+    # Partition 3 has one pod of its two: it is not placed, neither inside the first candidate nor
+    # where the job's limit allows once partition 0 met minSubGroups.
+    policy = [{**PARTITIONS[0], "minSubGroups": 1}]
+    out = run(seed_004(), volcano_pg("train", 2, {"mode": "hard", "highestTierAllowed": 3}, policy),
+              [vc_pod(f"train-{i}", "train", i // 2) for i in range(7)])
+    assert set(out.bound) == {f"default/train-{i}" for i in range(6)}
+    assert "train/worker-3" in out.pending["default/train-6"]
+
+
+@pytest.mark.parametrize("busy_nodes", [(), (0,), (3,), (5,), (0, 2), (1, 6), (0, 2, 4)], ids=str)
+def test_asking_for_fewer_sub_groups_never_binds_less_than_asking_for_all(busy_nodes: tuple[int, ...]) -> None:
+    job = {"mode": "hard", "highestTierAllowed": 3}
+    every = partitioned(busy_nodes, None, job)
+    for fewer in (1, 2, 3):
+        assert len(partitioned(busy_nodes, fewer, job).bound) >= len(every.bound)
+
+
+def test_no_sub_group_count_is_too_large_for_an_empty_cluster() -> None:
+    # 100 sub-groups of one pod, within tier 3 (s6, 128 slots). The work bound is looked at only
+    # after a try, so the first candidate is tried however many sub-groups the job has.
+    policy = [{"name": "one", "subGroupSize": 1, "matchLabelKeys": ["volcano.sh/partition-id"],
+               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]
+    out = run(seed_004(cpu="64"), volcano_pg("many", 100, {"mode": "hard", "highestTierAllowed": 3}, policy),
+              [vc_pod(f"many-{i}", "many", i) for i in range(100)])
+    assert len(out.bound) == 100, next(iter(out.pending.values()), "")
+
+
+def test_a_search_cut_short_by_its_work_bound_does_not_claim_that_nothing_fits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three partitions of two within tier 1, the job within tier 2. s4 (node0 and node2 half used)
+    # offers six slots but no third tier-1 pair, and is tried first (the fuller); s5 holds the job.
+    objs = [*seed_004(cpu="8"), busy("node0"), busy("node2"),
+            volcano_pg("train", 6, {"mode": "hard", "highestTierAllowed": 2}, PARTITIONS),
+            *[vc_pod(f"train-{i}", "train", i // 2) for i in range(6)]]
+    out = run(objs)
+    assert len(out.bound) == 6 and set(out.bound.values()) <= {f"node{i}" for i in range(4, 8)}
+    monkeypatch.setattr(Placer, "WORK_PER_DOMAIN", 0)  # a bound spent by the first try
+    out = run(objs)
+    message = out.pending["default/train-0"]
+    assert not out.bound
+    assert "no HyperNode" not in message
+    assert "none of the first 1 candidate HyperNodes" in message
+    assert "stopped at its work bound after 1 of 2 candidate HyperNodes" in message
+
+
 def test_sub_group_order_follows_the_partition_number() -> None:
     # Partition 1's pods come first by name but partition 0 is placed first (Volcano's MatchIndex).
     objs = [*seed_004(), volcano_pg("order", 4, None, PARTITIONS),
@@ -231,6 +368,37 @@ def test_sub_group_order_follows_the_partition_number() -> None:
     out = run(objs)
     assert len(out.bound) == 4
     assert {out.bound["default/b-0"], out.bound["default/b-1"]} == {"node0", "node1"}
+
+
+def test_a_pod_lacking_a_match_label_key_joins_no_sub_group_of_that_policy() -> None:
+    # Volcano's membership: a pod without (or with an empty value for) one of a policy's
+    # matchLabelKeys does not belong to the policy. The two unlabelled workers are the job's default
+    # group (no tier-1 limit of their own), not a sub-group "worker-" that needs a tier-1 HyperNode
+    # with two free nodes, which no HyperNode but s3 has and partition 0 takes.
+    objs = [*seed_004(), busy("node0"), busy("node2"), busy("node4"),
+            volcano_pg("train", 4, {"mode": "hard", "highestTierAllowed": 3}, PARTITIONS),
+            vc_pod("train-0", "train", 0), vc_pod("train-1", "train", 0), vc_pod("train-2", "train"),
+            {**vc_pod("train-3", "train"), "metadata": {**vc_pod("train-3", "train")["metadata"], "labels": {
+                "volcano.sh/task-spec": "worker", "volcano.sh/partition-id": ""}}}]
+    out = run(objs)
+    assert {out.bound["default/train-0"], out.bound["default/train-1"]} == {"node6", "node7"}
+    assert len(out.bound) == 4, out.pending
+
+
+def test_sub_group_membership_tries_the_next_policy_then_the_default_group() -> None:
+    by_partition = SubGroupPolicy(name="partition", label_selector=LabelSelector(match_labels={"role": "worker"}),
+                                  match_label_keys=("partition",))
+    by_rack = SubGroupPolicy(name="rack", match_label_keys=("rack", "row"))
+    keyless = SubGroupPolicy(name="all")  # lists no keys: Volcano puts no pod in it
+    policies = [keyless, by_partition, by_rack]
+    assert membership({"role": "worker", "partition": "3"}, policies) == (by_partition, ["3"])
+    # No partition (or an empty one): the next policy, whose keys the pod has.
+    assert membership({"role": "worker", "rack": "a", "row": "1"}, policies) == (by_rack, ["a", "1"])
+    assert membership({"role": "worker", "partition": "", "rack": "a", "row": "1"}, policies) == (
+        by_rack, ["a", "1"])
+    # One key of several missing or empty: no policy; the default group.
+    assert membership({"role": "worker", "rack": "a"}, policies) is None
+    assert membership({"rack": "a", "row": ""}, policies) is None
 
 
 def test_volcano_podgroup_status_is_written() -> None:

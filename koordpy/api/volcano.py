@@ -9,10 +9,10 @@ builder's to report.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
+import re2
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import ParseError, object_ref
@@ -88,9 +88,30 @@ def network_topology_from_annotations(ref: str, annotations: dict[str, str]) -> 
                            highest_tier_name=name or None)
 
 
+class _Pattern(Protocol):
+    def search(self, text: str) -> object | None: ...
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is reported as a ParseError, not on stderr
+
+
 @lru_cache(maxsize=1024)  # thousands of nodes are tested against the same few patterns
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _compiled(pattern: str) -> _Pattern:
+    """``pattern`` compiled by RE2, the engine of Go's regexp that Volcano compiles it with: what RE2
+    refuses (look-around, backreferences) raises ``re2.error``, and what it accepts matches as in
+    Volcano (``\\pL``, ``\\z`` and the other constructs Python's ``re`` reads otherwise)."""
+    if _ANY_BYTE.search(pattern):  # the one escape RE2's C++ engine takes and Go's regexp refuses
+        raise re2.error("invalid escape sequence: \\C (Go's regexp has no any-byte class)")
+    return cast(_Pattern, re2.compile(pattern, _RE2_OPTIONS))
+
+
+_ANY_BYTE = re2.compile(r"(?:^|[^\\])(?:\\\\)*\\C")  # \C after an even number of backslashes
+
+
+def _re2_error(exc: Exception) -> str:
+    text = exc.args[0] if exc.args else exc
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
 
 
 class MemberSelector(_Model):
@@ -149,13 +170,12 @@ def _member(r: Reader, raw: Any, field: str) -> Member:
     if kind == "regexMatch":
         pf = f"{sf}.regexMatch.pattern"
         pattern = r.string(r.mapping(sel[kind], f"{sf}.regexMatch").get("pattern"), pf, required=True)
-        # Volcano compiles with Go's RE2; Python's re accepts the same everyday syntax (classes,
-        # anchors, repetition, groups). The rare constructs only one of them knows (look-around,
-        # backreferences in Python; \z, \pN in Go) are not worth a second engine.
+        # Volcano's webhook compiles it with Go's regexp (RE2 syntax) and refuses what does not compile.
         try:
             _compiled(pattern)
-        except re.error as exc:
-            raise r.fail(pf, f"invalid regular expression {pattern!r}: {exc}") from exc
+        except re2.error as exc:
+            raise r.fail(pf, f"invalid regular expression {pattern!r} (Go's RE2 syntax, as Volcano compiles it; "
+                             f"no look-around or backreferences): {_re2_error(exc)}") from exc
         return Member(type=mtype, selector=MemberSelector(regex=pattern))  # type: ignore[arg-type]
     return Member(type=mtype,  # type: ignore[arg-type]
                   selector=MemberSelector(label=LabelSelector.from_raw(r, sel[kind], f"{sf}.labelMatch")))
@@ -181,9 +201,9 @@ class HyperNode(_Model):
             raise r.fail("spec.tier", "is required")
         if tier < 0:
             raise r.fail("spec.tier", f"must not be negative, got {tier}")
+        # No members (or an empty list) is an empty HyperNode of 0 nodes: Volcano's API declares
+        # members optional, and its scheduler takes such a HyperNode as it is.
         raw_members = r.seq(spec.get("members"), "spec.members")
-        if not raw_members:
-            raise r.fail("spec.members", "must list at least one member")
         members = tuple(_member(r, m, f"spec.members[{i}]") for i, m in enumerate(raw_members))
         node_count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64)
         if node_count is not None and node_count < 0:
@@ -213,9 +233,15 @@ class SubGroupPolicy(_Model):
     match_label_keys: tuple[str, ...] = ()
     network_topology: NetworkTopology | None = None
 
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Whether a pod with these labels falls under this policy (no selector: every pod)."""
-        return self.label_selector is None or self.label_selector.matches(labels)
+    def match_values(self, labels: dict[str, str]) -> list[str] | None:
+        """A pod's values of ``matchLabelKeys`` when this policy claims the pod, else None.
+
+        As Volcano reads a policy: the pod must match the selector (none: every pod) and carry
+        every one of the keys with a non-empty value; a policy that lists no keys claims no pod."""
+        if self.label_selector is not None and not self.label_selector.matches(labels):
+            return None
+        values = [labels.get(k, "") for k in self.match_label_keys]
+        return values if values and all(values) else None
 
 
 def _sub_group_policy(r: Reader, raw: Any, field: str) -> SubGroupPolicy:

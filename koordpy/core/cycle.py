@@ -73,6 +73,8 @@ class Cycle:
             current = set(view.groups.values())
             for gid in [g for g in self.state.wait_since if g not in current]:
                 del self.state.wait_since[gid]
+            for key in [k for k in self.state.told if k not in gangs]:
+                del self.state.told[key]
         view.new_cycle()
         for job in view.queue():
             parked = view.still_parked(job, self.now)
@@ -149,6 +151,8 @@ class Cycle:
         pending = [p for p in job.pods if p.key not in self.state.reserved]
         pods = rank_order(pending) if job.is_gang else pending
         req = self.requirement(job, pods) if job.is_gang else None
+        if job.is_gang:
+            self._report_dropped_limits(job, req.dropped if req is not None else ())
         stmt = Statement(self.cluster)
         # The room nominated for the job's own pods is theirs: lifted while they are placed again.
         for pod in pods:
@@ -273,6 +277,28 @@ class Cycle:
                 self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLayerIgnored",
                                                    "; ".join(notes)))
 
+    def _report_dropped_limits(self, job: Job, dropped: tuple[str, ...]) -> None:
+        """An Event on the PodGroup (else the first pod) of the gang whose Volcano constraint had a
+        limit dropped, saying which and why; once for as long as it stays the same, since a job is
+        tried again every time the cluster changes."""
+        message = "; ".join(dropped)
+        # Only a Volcano ask drops limits, and the requirement is the first such gang's.
+        asking = next((g for g in job.gangs if g.ask is not None and g.ask.is_volcano), None) if message else None
+        for gang in job.gangs:
+            if gang is not asking:
+                self.state.told.pop(gang.key, None)
+            elif self.state.told.get(gang.key) != message:
+                self.state.told[gang.key] = message
+                if gang.key in self.snapshot.volcano_podgroups:
+                    self.result.decisions.append(Event("VolcanoPodGroup", gang.key, "Warning", "TopologyLimitDropped",
+                                                       message))
+                elif gang.key in self.snapshot.podgroups:
+                    self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "TopologyLimitDropped",
+                                                       message))
+                elif gang.pods:
+                    self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLimitDropped",
+                                                       message))
+
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
         return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
 
@@ -317,6 +343,7 @@ class Cycle:
                     return Requirement(volcano.TREE, "tiers", failure=(
                         f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups"))
         req = volcano.requirement(ask.volcano, hn, subgroups, minimums)
+        req = replace(req, dropped=volcano.dropped_limits(ask.volcano, ask.policies, hn))
         return self._anchored(req, gang, "network topology: the job's running members span {where}, above its "
                                          "highest tier {scope}")
 
@@ -672,7 +699,7 @@ def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
     room they take is not promised to it). None when the pod is not pending for this scheduler. For
     ``koordpy explain`` and tests."""
     copy = SchedulerState(reserved=dict(state.reserved), wait_since=dict(state.wait_since),
-                          satisfied=set(state.satisfied))
+                          satisfied=set(state.satisfied), told=dict(state.told))
     cycle = Cycle(snapshot, copy, now)
     cycle.gangs = cycle.view.gangs
     job = None

@@ -54,6 +54,9 @@ class SchedulerState:
     reserved: dict[str, str] = field(default_factory=dict)  # pod -> node
     wait_since: dict[str, float] = field(default_factory=dict)  # GangGroup id -> first reservation
     satisfied: set[str] = field(default_factory=set)  # gangs that met their minimum once
+    # What was last said about each gang's dropped limits (Requirement.dropped): the Event is written
+    # when it changes, not each time the job is tried.
+    told: dict[str, str] = field(default_factory=dict)
     # The cycle's standing view of the cluster (koordpy.core.view); rebuilt when missing.
     view: View | None = field(default=None, repr=False, compare=False)
 

@@ -235,58 +235,112 @@ class Placer:
             util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
         score = util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order))
         cands.sort(key=lambda d: (int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
-        # Work, not a count of candidates, bounds the search: each try costs its subtree per sub-group.
-        budget = self.WORK_PER_DOMAIN * len(tree.order)
+        # Work, not a count of candidates, bounds the search: a try costs the subtrees it searched.
+        # The bound is as much as WORK_PER_DOMAIN tries of the whole job over the whole tree, and is
+        # only looked at after a try, so the first candidate is always tried whatever the job's size.
+        budget = self.WORK_PER_DOMAIN * len(tree.order) * (len(groups) + 1)
+        tried = 0
         for cand in cands:
-            budget -= (int(tree.end[cand]) - cand) * (len(groups) + 1)
-            if budget < 0:
+            if tried and budget <= 0:
                 break
+            tried += 1
             mark = stmt.savepoint()
             local_free, local_used = free.copy(), used.copy()
-            done = dict.fromkeys(wanted, 0)
-            for g, members in zip(subgroups, groups, strict=True):
-                if not members or g.bound + len(members) < g.min_pods:
-                    continue  # cannot reach its size now: it waits whole
-                inside = self._subgroup_scope(tree, cand, g.anchor)
-                if inside < 0:
-                    continue
-                ghi = int(tree.rank[cand]) if g.scope is None or not g.hard else min(g.scope, int(tree.rank[cand]))
-                if self._tier_group(members, tree, local_free, alloc, local_used, inside, lo, ghi, stmt):
-                    done[g.policy] = done.get(g.policy, 0) + 1
-            if rest and not self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo,
-                                             int(tree.rank[cand]), stmt):
+            fits, missed, work = self._subgroups_inside(cand, subgroups, groups, wanted, tree, local_free, alloc,
+                                                        local_used, lo, stmt)
+            if fits and rest:
+                work += int(tree.end[cand]) - cand
+                fits = self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo, int(tree.rank[cand]),
+                                        stmt)
+            budget -= work
+            if not fits:
                 stmt.rollback(mark)
                 continue
-            if all(done.get(policy, 0) >= n for policy, n in wanted.items()):
-                # Enough sub-groups are placed; the others wait, each whole, and say where it looked.
-                placed = stmt.placed
-                left = next((g for g, members in zip(subgroups, groups, strict=True)
-                             if members and not any(p.key in placed for p in members)), None)
-                if left is None:
-                    return None
-                where = "the cluster" if cand == 0 else f"HyperNode {tree.name(cand)}"
-                return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
-                               f"sub-group {left.id} ({len(left.pods)} pending pods, size {left.min_pods}) does not "
-                               f"fit inside one HyperNode of its tier limit within {where}, where the job's other "
-                               "sub-groups went")
-            stmt.rollback(mark)
+            # Enough sub-groups are placed. As Volcano goes on placing the job once it is ready, the
+            # others go wherever the job's limit allows: any HyperNode whose lowest common ancestor
+            # with the job's allocation (inside ``cand``) is within the limit, i.e. inside the highest
+            # ancestor of ``cand`` within it (never above the job's anchor).
+            region = tree.ancestor_at_most(cand, hi)
+            if region < scope:
+                region = scope
+            if region != cand:
+                for g, members in missed:
+                    inside = self._subgroup_scope(tree, region, g.anchor)
+                    if inside >= 0 and g.bound + len(members) >= g.min_pods:
+                        self._tier_group(members, tree, local_free, alloc, local_used, inside, lo,
+                                         self._subgroup_hi(tree, g, region), stmt)
+            placed = stmt.placed
+            left = next((g for g, members in zip(subgroups, groups, strict=True)
+                         if members and not any(p.key in placed for p in members)), None)
+            if left is None:
+                return None
+            # The rest wait, each whole, and say where they looked.
+            where = "the cluster" if region == 0 else f"HyperNode {tree.name(region)}"
+            return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
+                           f"sub-group {left.id} ({len(left.pods)} pending pods, size {left.min_pods}) does not "
+                           f"fit inside one HyperNode of its tier limit within {where}, the job's limit around "
+                           "where its other sub-groups went")
+        # A search the work bound cut short does not claim that no HyperNode holds the job.
+        cut = (f" (the search stopped at its work bound after {tried} of {len(cands)} candidate HyperNodes; "
+               "the others were not tried)") if tried < len(cands) else ""
         listed = self._tier_domains(tree, sums, scope, lo, hi)
         resolvable = bool(mask.any())
         if not req.subgroups:
-            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no "
-                                    f"HyperNode within tier {hi} takes all {len(pods)} pods, each kind of pod where "
-                                    f"it fits{self._tier_offers(tree, sums, scope, lo, hi)}.",
+            what = f"none of the first {tried} candidate HyperNodes" if cut else "no HyperNode"
+            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: {what} "
+                                    f"within tier {hi} takes all {len(pods)} pods, each kind of pod where "
+                                    f"it fits{cut}{self._tier_offers(tree, sums, scope, lo, hi)}.",
                            resolvable=resolvable, domains=listed, desired=need)
         sub = ", ".join(f"{g.id} ({len(g.pods)} pods, highest tier {g.scope if g.scope is not None else 'any'})"
                         for g in subgroups[:8])
         counts = ", ".join(f"{n} of policy {p}" for p, n in wanted.items() if n)
-        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: no HyperNode "
+        what = f"none of the first {tried} candidate HyperNodes" if cut else "no HyperNode"
+        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: {what} "
                                 f"within tier {hi} holds {counts or 'the'} sub-groups the job needs, each inside "
-                                f"one HyperNode of its own tier limit: {sub}"
+                                f"one HyperNode of its own tier limit: {sub}{cut}"
                                 f"{self._tier_offers(tree, sums, scope, lo, hi)}.",
                        resolvable=resolvable, domains=listed, desired=need)
 
     WORK_PER_DOMAIN = 64
+
+    def _subgroups_inside(self, cand: int, subgroups: tuple[SubGroup, ...], groups: list[list[Pod]],
+                          wanted: dict[str, int], tree: TopologyTree, free: npt.NDArray[np.int64],
+                          alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], lo: int,
+                          stmt: Statement) -> tuple[bool, list[tuple[SubGroup, list[Pod]]], int]:
+        """Places every sub-group that can, in order, each inside one HyperNode of its own limit
+        within ``cand``: whether each policy got the sub-groups it wants (the try ends as soon as it
+        no longer can, which changes nothing but its cost), the sub-groups left out, and the work
+        done (the subtrees searched)."""
+        done = dict.fromkeys(wanted, 0)
+        untried: dict[str, int] = {}
+        for g, members in zip(subgroups, groups, strict=True):
+            if members:
+                untried[g.policy] = untried.get(g.policy, 0) + 1
+        missed: list[tuple[SubGroup, list[Pod]]] = []
+        work = 0
+        for g, members in zip(subgroups, groups, strict=True):
+            if not members:
+                continue
+            untried[g.policy] -= 1
+            # One that cannot reach its size now (running and pending members together) waits whole.
+            if g.bound + len(members) >= g.min_pods:
+                inside = self._subgroup_scope(tree, cand, g.anchor)
+                if inside >= 0:
+                    work += int(tree.end[inside]) - inside
+                    if self._tier_group(members, tree, free, alloc, used, inside, lo,
+                                        self._subgroup_hi(tree, g, cand), stmt):
+                        done[g.policy] = done.get(g.policy, 0) + 1
+                        continue
+            missed.append((g, members))
+            if done.get(g.policy, 0) + untried[g.policy] < wanted.get(g.policy, 0):
+                return False, missed, work
+        return all(done.get(policy, 0) >= n for policy, n in wanted.items()), missed, work
+
+    @staticmethod
+    def _subgroup_hi(tree: TopologyTree, g: SubGroup, within: int) -> int:
+        """The highest rank a sub-group may take inside ``within``: its own hard limit, if lower."""
+        top = int(tree.rank[within])
+        return top if g.scope is None or not g.hard else min(g.scope, top)
 
     @staticmethod
     def _near_peers(tree: TopologyTree, req: Requirement, sums: npt.NDArray[np.int64],

@@ -48,6 +48,9 @@ class Requirement:
     preferred: int | None = None  # "levels": the rank tried first
     multiples: tuple[tuple[int, int], ...] = ()  # (rank, podCountMultiple)
     notes: tuple[str, ...] = ()  # preferences the topology cannot express, said in the pending message
+    # Limits dropped because the names given for them name nothing (a Volcano highestTierName of no
+    # tier), said in an Event on the job's PodGroup.
+    dropped: tuple[str, ...] = ()
     failure: str | None = None  # set when the job can never be placed as asked (an unknown hard layer)
     listed: tuple[int, ...] = ()  # domains a "gather" failure message lists
     subgroups: tuple[SubGroup, ...] = ()

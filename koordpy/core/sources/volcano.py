@@ -177,20 +177,46 @@ def _in_cycle(problems: Mapping[str, list[str]], name: str) -> bool:
 
 
 def _limit(topology: NetworkTopology, hn: HyperNodeTree) -> tuple[int | None, str | None]:
-    """The highest tier a constraint allows (None: no limit), or why it names none."""
+    """The highest tier a constraint allows (None: no limit), or why it names none. A
+    ``highestTierName`` that is the tierName of no HyperNode sets no limit, as in Volcano, which
+    logs a warning and schedules without one (``unknown_tier_name`` says so)."""
     if topology.highest_tier is not None:
         return topology.highest_tier, None
     if topology.highest_tier_name:
         tiers = hn.tiers.get(topology.highest_tier_name)
         if not tiers:
-            known = ", ".join(sorted(hn.tiers)) or "none"
-            return None, (f"highestTierName {topology.highest_tier_name!r} is the tierName of no HyperNode; "
-                          f"tier names: {known}")
+            return None, None
         if len(tiers) > 1:
             return None, (f"highestTierName {topology.highest_tier_name!r} names tiers "
                           f"{', '.join(map(str, sorted(tiers)))}; a tier name must name one tier")
         return next(iter(tiers)), None
     return None, None
+
+
+def unknown_tier_name(topology: NetworkTopology | None, hn: HyperNodeTree) -> str | None:
+    """Why a constraint's tier limit is dropped: its ``highestTierName`` names no tier; else None."""
+    if topology is None or topology.highest_tier is not None or not topology.highest_tier_name:
+        return None
+    if hn.tiers.get(topology.highest_tier_name):
+        return None
+    known = ", ".join(sorted(hn.tiers)) or "none"
+    return f"highestTierName {topology.highest_tier_name!r} is the tierName of no HyperNode (tier names: {known})"
+
+
+def dropped_limits(topology: NetworkTopology | None, policies: Sequence[SubGroupPolicy],
+                   hn: HyperNodeTree) -> tuple[str, ...]:
+    """What a job is told when a tier name it gives names no tier: the limit is dropped, as Volcano
+    drops it (a warning in its log; here an Event on the PodGroup)."""
+    out = []
+    why = unknown_tier_name(topology, hn)
+    if why is not None:
+        out.append(f"networkTopology: {why}; the job is scheduled with no tier limit, as Volcano does")
+    for policy in policies:
+        why = unknown_tier_name(policy.network_topology, hn)
+        if why is not None:
+            out.append(f"subGroupPolicy {policy.name}: {why}; its sub-groups are placed with no tier limit of their "
+                       "own, as Volcano does")
+    return tuple(out)
 
 
 def requirement(topology: NetworkTopology | None, hn: HyperNodeTree, subgroups: tuple[SubGroup, ...] = (),
@@ -212,6 +238,17 @@ def subgroup_limit(topology: NetworkTopology | None, hn: HyperNodeTree) -> tuple
     return scope, topology.mode == "hard", error
 
 
+def membership(labels: dict[str, str], policies: Sequence[SubGroupPolicy]) -> tuple[SubGroupPolicy, list[str]] | None:
+    """The first policy that claims a pod with these labels, with the pod's values of its
+    ``matchLabelKeys`` (``SubGroupPolicy.match_values``); None for the job's default group. A pod one
+    policy does not claim is tried against the next, as Volcano does."""
+    for policy in policies:
+        values = policy.match_values(labels)
+        if values is not None:
+            return policy, values
+    return None
+
+
 def subgroups_of(job_key: str, members: Sequence[Pod], pending: set[str], policies: Sequence[SubGroupPolicy],
                  hn: HyperNodeTree, node_index: Mapping[str, int]) -> tuple[tuple[SubGroup, ...], str | None]:
     """The job's sub-groups in Volcano's order (first match value as a number, then id), built from
@@ -219,16 +256,14 @@ def subgroups_of(job_key: str, members: Sequence[Pod], pending: set[str], polici
     sub-group: it grows only inside the HyperNode of its own limit around them), or an error."""
     grouped: dict[str, tuple[SubGroupPolicy, int, list[Pod]]] = {}
     for pod in members:
-        policy = next((p for p in policies if p.label_selector is None or p.label_selector.matches(pod.labels)),
-                      None)
-        if policy is None:
-            continue
-        values = [pod.labels.get(k, "") for k in policy.match_label_keys]
-        sid = f"{job_key}/{policy.name}" + "".join(f"-{v}" for v in values)
-        try:
-            index = int(values[0]) if values else 0
-        except ValueError:
-            index = 0
+        found = membership(pod.labels, policies)
+        if found is None:
+            continue  # the job's default group: placed inside the job's HyperNode, in no sub-group
+        policy, values = found
+        sid = f"{job_key}/{policy.name}-" + "-".join(values)
+        # Volcano's MatchIndex: the first value read as Go's strconv.Atoi reads it, else 0.
+        digits = values[0][1:] if values[0][:1] in "+-" else values[0]
+        index = int(values[0]) if digits.isascii() and digits.isdigit() else 0
         grouped.setdefault(sid, (policy, index, []))[2].append(pod)
     tree = hn.tree
     out = []
