@@ -349,6 +349,31 @@ def test_nodes_missing_a_level_label_are_outside_the_topology() -> None:
     assert not out.bound  # only n-a0-0 is in the topology; stray would have fit both
 
 
+def test_a_node_missing_the_hostname_level_label_is_outside_the_topology() -> None:
+    # Issue 17 item 6: every level counts, the hostname level too (Kueue reads only nodes that carry
+    # all of a Topology's labels), though that level adds no domain of its own.
+    stray = node("stray", cpu="32", labels={"example.com/zone": "za", "example.com/rack": "a0"},
+                 extra={"nvidia.com/gpu": "8"})
+    del stray["metadata"]["labels"]["kubernetes.io/hostname"]
+    job = batch_job("h", 2, kai("network", required="zone"))
+    out = run(zoned({"a0": ("za", 1)}), stray, NET, job, gpu_pod("h-0", job), gpu_pod("h-1", job))
+    assert not out.bound  # only n-a0-0 is in the topology; stray, in rack a0 too, would have fit both
+    # With the label it is inside the same rack and takes the job.
+    stray["metadata"]["labels"]["kubernetes.io/hostname"] = "stray"
+    out = run(zoned({"a0": ("za", 1)}), stray, NET, job, gpu_pod("h-0", job), gpu_pod("h-1", job))
+    assert sorted(out.bound.values()) == ["stray", "stray"]
+
+
+def test_hostname_only_topology_leaves_out_nodes_without_the_label() -> None:
+    hosts = topology("hosts", "kubernetes.io/hostname")
+    bare = node("bare", cpu="32", extra={"nvidia.com/gpu": "8"})
+    del bare["metadata"]["labels"]["kubernetes.io/hostname"]
+    job = batch_job("o", 1, kai("hosts", required="kubernetes.io/hostname"))
+    out = run(zoned({"a0": ("za", 1)}, gpus="0"), bare, hosts, job, gpu_pod("o-0", job))
+    assert not out.bound  # bare is the only node with GPUs, and it is outside "hosts"
+    assert "Topology hosts" in out.pending["default/o-0"]
+
+
 def test_several_topologies_at_once_and_pod_annotations_win() -> None:
     by_zone = topology("zones", "example.com/zone", api="kai.scheduler/v1alpha1")
     job = batch_job("two", 2, kai("network", required="rack"))
