@@ -12,6 +12,7 @@ the cycle can report them where the user looks.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -280,6 +281,29 @@ def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
     asks = any(pod.annotations.get(k) for k in KAI_KEYS) or (
         owner is not None and any(owner.annotations.get(k) for k in KAI_KEYS))
     return f"{pod.namespace}/{ref.kind}/{ref.name}" if asks else None
+
+
+def gangs_named(keys: Iterable[str], target: str) -> list[str]:
+    """The gang keys a user may mean by ``target``: the key itself when it is one; else, for
+    ``namespace/name``, the implicit groups of that name (``namespace/Kind/name``, as messages call
+    an owner's or a lone pod's group), and for ``namespace/kind/name`` the group whose kind matches
+    regardless of case (``job`` for ``Job``, as kubectl takes it). More than one means ambiguous."""
+    keys = list(keys)
+    if target in keys:
+        return [target]
+    parts = target.split("/")
+    if len(parts) == 2:
+        ns, name = parts
+        return sorted(k for k in keys if k.count("/") == 2 and k.startswith(f"{ns}/") and k.endswith(f"/{name}"))
+    if len(parts) == 3:
+        want = (parts[0], parts[1].lower(), parts[2])
+        return sorted(k for k in keys if k.count("/") == 2 and _kind_folded(k) == want)
+    return []
+
+
+def _kind_folded(key: str) -> tuple[str, str, str]:
+    ns, kind, name = key.split("/")
+    return ns, kind.lower(), name
 
 
 def top_owner(pod: Pod, owners: dict[str, Owner]) -> Owner | None:
