@@ -282,3 +282,53 @@ def test_manifests_read_aside_or_in_line_give_the_same_result_and_errors(
     bad.write_text("a: 1\na: 2\n")
     assert cli.main(["simulate", "-f", str(bad)]) == 2
     assert capsys.readouterr().err == f"koordpy simulate: error: {bad}:2:1: duplicate key 'a' (first at line 1)\n"
+
+
+# --- pods already terminating ------------------------------------------------------------------
+
+
+def mid_preemption(**victim_meta: Any) -> list[dict[str, Any]]:
+    """One 8-CPU node whose low-priority pod is being evicted (deletionTimestamp, DisruptionTarget)
+    for a pending high-priority pod nominated to it: a snapshot taken mid-preemption."""
+    victim = pod("victim", cpu="8", node_name="n1", scheduler="default-scheduler", priority=0,
+                 terminationGracePeriodSeconds=45)
+    victim["metadata"].update(victim_meta)
+    victim["status"] = {"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}
+    urgent = pod("urgent", cpu="8", priority=1000)
+    urgent["status"] = {"nominatedNodeName": "n1"}
+    return [node("n1"), victim, urgent]
+
+
+@pytest.mark.parametrize(("victim_meta", "grace"), [
+    ({"deletionTimestamp": "2030-01-01T00:00:00Z", "deletionGracePeriodSeconds": 5}, 5.0),
+    ({"deletionTimestamp": "2030-01-01T00:00:00Z"}, 45.0),  # no deletion grace: the pod's own
+])
+def test_a_pod_given_terminating_leaves_after_its_grace_period(victim_meta: dict[str, Any], grace: float) -> None:
+    # Issue 17 item 13: a terminating pod leaves as an evicted victim does, so the pending pod that
+    # waits for its room binds and the snapshot completes instead of waiting forever.
+    world = World.from_objects([("test", o) for o in mid_preemption(**victim_meta)])
+    start = world.now
+    assert world.next_deletion() == start + grace
+    out = simulate(world)
+    assert out.bound == {"default/urgent": "n1"} and not out.pending
+    assert "default/victim" not in world.pods and out.preempted == []  # it was not ours to evict
+    assert world.now == start + grace
+
+
+def test_a_terminating_pod_goes_by_its_deletion_timestamp_when_that_comes_first() -> None:
+    objects = mid_preemption(deletionTimestamp="2030-01-01T00:00:00Z", deletionGracePeriodSeconds=30)
+    for o in objects:  # the snapshot's times: created 10 s before the deletion deadline
+        o["metadata"]["creationTimestamp"] = "2029-12-31T23:59:50Z"
+    world = World.from_objects([("test", o) for o in objects])
+    deadline = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
+    assert world.now < deadline < world.now + 30
+    assert world.next_deletion() == deadline
+    assert simulate(world).bound == {"default/urgent": "n1"}
+
+
+def test_bad_deletion_grace_names_the_field() -> None:
+    objects = mid_preemption(deletionTimestamp="2030-01-01T00:00:00Z", deletionGracePeriodSeconds=-1)
+    with pytest.raises(InputError) as err:
+        World.from_objects([("f.yaml", o) for o in objects])
+    assert "Pod default/victim" in str(err.value) and "metadata.deletionGracePeriodSeconds" in str(err.value)

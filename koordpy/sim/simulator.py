@@ -113,6 +113,7 @@ class World:
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         valid: set[tuple[object, ...]] = set()
+        terminating: dict[str, tuple[float, float | None]] = {}
         for source, raw in pending_pods:
             try:
                 pod = Pod.from_raw(raw)
@@ -120,10 +121,18 @@ class World:
                 pod = world._admit(pod)
                 _validate_annotations(pod, world.podgroups, valid)
                 pod_owner_refs(pod)  # refused here; the live scheduler treats such a pod as one of its own
+                if pod.deleting:
+                    terminating[pod.key] = _deletion(raw, pod)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
         world.now = base + len(docs) * CREATION_STEP
+        for key, (grace, deadline) in terminating.items():
+            # Already being deleted when the snapshot was taken: it goes when its grace period
+            # ends, as a victim the simulation evicts does, or at its deletionTimestamp if that
+            # comes first (that time already counts the grace period from the deletion request).
+            ends = world.now + grace
+            world.gone_at[key] = ends if deadline is None else max(world.now, min(ends, deadline))
         return world
 
     def _add(self, kind: Kind, obj: object, raw: dict[str, Any], source: str,
@@ -338,6 +347,19 @@ def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[t
            tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
     check_pod_annotations(pod, podgroups, gang_checked=key in valid)
     valid.add(key)
+
+
+def _deletion(raw: dict[str, Any], pod: Pod) -> tuple[float, float | None]:
+    """A terminating pod's grace period (``metadata.deletionGracePeriodSeconds``, which the API
+    server sets on deletion, else the pod's ``terminationGracePeriodSeconds``, else 30 s) and its
+    ``deletionTimestamp``."""
+    meta = raw["metadata"]
+    r = Reader(f"Pod {pod.key}")
+    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64)
+    if grace is not None and grace < 0:
+        raise r.fail("metadata.deletionGracePeriodSeconds", f"must not be negative, got {grace}")
+    deadline = r.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    return (pod.grace_period if grace is None else float(grace)), deadline
 
 
 def _check_range(reader: Reader, ts: float) -> None:
