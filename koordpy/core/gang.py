@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
+from koordpy.api.kinds import KINDS
 from koordpy.api.kueue import KaiPodGroup
 from koordpy.api.objects import Pod
 from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
@@ -304,6 +305,26 @@ def gangs_named(keys: Iterable[str], target: str) -> list[str]:
 def _kind_folded(key: str) -> tuple[str, str, str]:
     ns, kind, name = key.split("/")
     return ns, kind.lower(), name
+
+
+# The owner kinds koordpy lists and reads topology annotations from (``koordpy.api.kinds``), by
+# API group and kind: a pod naming one that is not known yet may be placed too early without them.
+OWNER_KINDS = frozenset((k.group, k.kind) for k in KINDS if k.role == "owner")
+# How long a pod waits, from its creation, for such an owner to appear before it is placed without
+# it. Watches of different kinds arrive in no set order, and a Job controller creates pods
+# moments after their Job; a few seconds covers that lag, and an owner that never comes (deleted,
+# or a manifest's made-up uid) costs only this much.
+OWNER_GRACE_SECONDS = 5.0
+
+
+def missing_owner(pod: Pod, owners: dict[str, Owner]) -> OwnerRef | None:
+    """The controller reference in the pod's owner chain that names an owner of a kind koordpy reads
+    topology from but that ``owners`` does not hold (by uid, or by kind and name for manifests
+    without uids), else None."""
+    ref, owner = _chain(pod, owners)
+    if ref is None or owner is not None:
+        return None
+    return ref if (ref.api_version.rpartition("/")[0], ref.kind) in OWNER_KINDS else None
 
 
 def top_owner(pod: Pod, owners: dict[str, Owner]) -> Owner | None:
