@@ -68,6 +68,7 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
         raise ExplainUsageError(str(exc)) from exc
     notes.extend(loaded.notes)
     notes.extend(f"not acted on: {line}" for line in world.ignored)
+    notes.extend(world.created)
     if simulate_first:
         result = simulate(world, names)
         if result.truncated:

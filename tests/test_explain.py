@@ -194,8 +194,8 @@ def test_explain_podgroup_short_name_shared_by_two_groups_lists_them(tmp_path: P
     extra = write(tmp_path, "lone.yaml", lone)  # its own group: default/Pod/tune
     run = koordpy("podgroup", "default/tune", "-f", KAI_RACK, "-f", extra)
     assert run.returncode == 2, run.stdout
-    assert run.stderr == ("koordpy explain: error: default/tune names 2 groups: default/Job/tune, "
-                          "default/Pod/tune; give one of them\n")
+    assert run.stderr.splitlines()[-1] == ("koordpy explain: error: default/tune names 2 groups: default/Job/tune, "
+                                           "default/Pod/tune; give one of them")
     run = koordpy("podgroup", "default/Pod/tune", "-f", KAI_RACK, "-f", extra)
     assert run.returncode == 0, run.stderr
     world = World.from_objects(load_documents([KAI_RACK, extra]).docs)

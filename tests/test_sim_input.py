@@ -332,3 +332,59 @@ def test_bad_deletion_grace_names_the_field() -> None:
     with pytest.raises(InputError) as err:
         World.from_objects([("f.yaml", o) for o in objects])
     assert "Pod default/victim" in str(err.value) and "metadata.deletionGracePeriodSeconds" in str(err.value)
+
+
+# --- Jobs given without their pods --------------------------------------------------------------
+
+
+def gpu_job(name: str, parallelism: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default",
+                         "annotations": {"kai.scheduler/topology": "hosts",
+                                         "kai.scheduler/topology-required-placement": "kubernetes.io/hostname"}},
+            "spec": {"parallelism": parallelism, **spec, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "koordpy", "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "2"}}}]}}}}
+
+
+HOSTS = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "hosts"},
+         "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}
+
+
+def test_a_job_given_without_its_pods_gets_them_as_the_job_controller_would() -> None:
+    # Issue 17 item 14: an example's Job is valid for the API server and its pods come from its
+    # template (live, from the Job controller); simulate does the same for a Job not yet started.
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), node("n2"), HOSTS,
+                                                        gpu_job("t", 3, completions=2, completionMode="Indexed"))])
+    assert sorted(world.pods) == ["default/t-0", "default/t-1"]  # min(parallelism, completions)
+    p = world.pods["default/t-1"]
+    assert p.labels["app"] == "t" and p.labels["batch.kubernetes.io/job-name"] == "t"
+    assert p.annotations["batch.kubernetes.io/job-completion-index"] == "1"
+    assert p.owner_references[0]["kind"] == "Job" and p.owner_references[0]["name"] == "t"
+    assert world.created and "Job default/t" in world.created[0] and "t-0, t-1" in world.created[0]
+    out = simulate(world)
+    assert set(out.bound) == {"default/t-0", "default/t-1"}
+    assert len(set(out.bound.values())) == 1  # the Job's own constraint (one host) was read
+
+
+@pytest.mark.parametrize("change", [
+    {"status": {"startTime": "2026-01-01T00:00:00Z"}},  # the controller started it: its pods are elsewhere or gone
+    {"spec": {"suspend": True}},
+])
+def test_a_started_or_suspended_job_gets_no_pods(change: dict[str, Any]) -> None:
+    job = gpu_job("t", 2)
+    for k, v in change.items():
+        job.setdefault(k, {}).update(v)
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), HOSTS, job)])
+    assert world.pods == {} and world.created == []
+
+
+def test_a_job_given_with_a_pod_of_its_own_gets_no_more() -> None:
+    job = gpu_job("t", 2)
+    mine = pod("t-abcde", cpu="2")
+    mine["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "t", "uid": "u",
+                                           "controller": True}]
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), HOSTS, job, mine)])
+    assert list(world.pods) == ["default/t-abcde"]
