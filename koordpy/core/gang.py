@@ -321,6 +321,8 @@ def missing_owner(pod: Pod, owners: dict[str, Owner]) -> OwnerRef | None:
     """The controller reference in the pod's owner chain that names an owner of a kind koordpy reads
     topology from but that ``owners`` does not hold (by uid, or by kind and name for manifests
     without uids), else None."""
+    if not pod.owner_references:  # most pods of a large gang: asked every cycle, so kept cheap
+        return None
     ref, owner = _chain(pod, owners)
     if ref is None or owner is not None:
         return None
