@@ -334,6 +334,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.ignored:
         print(f"koordpy simulate: note: not acted on: {line}", file=sys.stderr)
+    for line in world.created:
+        print(f"koordpy simulate: note: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
     for name, status in result.hypernodes.items():  # the live scheduler sets Valid=False on these
         for problem in status.get("problems", ()):

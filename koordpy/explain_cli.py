@@ -41,9 +41,14 @@ def parse_target(words: list[str]) -> tuple[str, str]:
             raise ExplainUsageError(f"{kind!r}: expected pod or podgroup before {key}")
     else:
         raise ExplainUsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
-    ns, _, name = key.partition("/")
-    if not ns or not name or "/" in name:
-        raise ExplainUsageError(f"{key!r}: expected NAMESPACE/NAME")
+    parts = key.split("/")
+    # A podgroup may also be named as messages name an implicit group: NAMESPACE/KIND/NAME
+    # (the pods of Job t in default are the group default/Job/t).
+    if kind == "podgroup" and len(parts) == 3 and all(parts):
+        return kind, key
+    if len(parts) != 2 or not all(parts):
+        shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"
+        raise ExplainUsageError(f"{key!r}: expected {shape}")
     return kind, key
 
 
@@ -63,6 +68,7 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
         raise ExplainUsageError(str(exc)) from exc
     notes.extend(loaded.notes)
     notes.extend(f"not acted on: {line}" for line in world.ignored)
+    notes.extend(world.created)
     if simulate_first:
         result = simulate(world, names)
         if result.truncated:
@@ -204,7 +210,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     for line in notes:
         print(f"{PROG}: note: {line}", file=sys.stderr)
-    from koordpy.core.explain import explain_pod, explain_podgroup
+    from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
     from koordpy.core.gang import SchedulerState
 
     # The running scheduler's memory (NonStrict reservations, gang waits) is not readable from
@@ -213,7 +219,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if kind == "pod":
         exp = explain_pod(snapshot, state, now, key, invalid)
     else:
-        exp = explain_podgroup(snapshot, state, now, key)
+        try:
+            exp = explain_podgroup(snapshot, state, now, key)
+        except AmbiguousGang as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
     if exp is None:
         where = "in the given files" if args.file else "in the cluster"
         what = "pod" if kind == "pod" else "PodGroup (or gang)"
@@ -227,7 +237,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-USAGE = ("koordpy explain [pod|podgroup] NAMESPACE/NAME [-f PATH]... [--kubeconfig PATH] [--simulate]\n"
+USAGE = ("koordpy explain [pod|podgroup] NAMESPACE/[KIND/]NAME [-f PATH]... [--kubeconfig PATH] [--simulate]\n"
          "                       [-o {table,json}] [--scheduler-name NAME]...")
 
 HELP = """\
@@ -242,11 +252,12 @@ EPILOG = """\
 examples:
   koordpy explain default/train-0
   koordpy explain podgroup default/train --kubeconfig ~/.kube/config -o json
+  koordpy explain podgroup default/Job/tune -f examples/kai-rack --simulate
   koordpy explain default/too-big-0 -f examples/spine-block --simulate
   kubectl get nodes,pods,podgroups,clusternetworktopologies -A -o yaml | koordpy explain default/train-0 -f -
 
 exit status: 0 answered; 1 no such pod or PodGroup; 2 invalid arguments or input (one line on
-stderr naming the file, the object and the field).
+stderr naming the file, the object and the field), or a short group name several groups share.
 """
 
 
@@ -256,7 +267,9 @@ def add_parser(sub: Any) -> None:
     cmd = sub.add_parser("explain", help="why is my job stuck? why a pod or PodGroup waits, or where it went",
                          description=HELP, epilog=EPILOG, formatter_class=raw, usage=USAGE)
     cmd.add_argument("target", nargs="+", metavar="TARGET",
-                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`")
+                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`; a group "
+                          "koordpy forms from an owner's pods is `podgroup NAMESPACE/KIND/NAME` as messages "
+                          "name it (or NAMESPACE/NAME when no other group has that name)")
     cmd.add_argument("-f", "--file", action="append", metavar="PATH",
                      help="explain against manifests instead of the cluster (files, folders, - for standard "
                           "input; repeatable, as for `simulate`)")

@@ -157,8 +157,8 @@ def _kueue_topology(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Ge
     levels = [*keys, *([] if keys[-1] == HOSTNAME else [HOSTNAME])]
     doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
            "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
-    inner = [k for k in keys if k != HOSTNAME]
-    warnings = _missing_warnings(nodes, inner, lambda _: "such a node is outside this topology")
+    # The hostname level too: a node without that label is outside the Topology like any other.
+    warnings = _missing_warnings(nodes, levels, lambda _: "such a node is outside this topology")
     return Generated([doc], warnings)
 
 

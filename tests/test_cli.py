@@ -229,3 +229,30 @@ def test_list_kind_and_folder_order(tmp_path: Path) -> None:
     assert json.loads(run.stdout)["bound"] == {"default/p": "n"}
     assert run.stderr == (f"koordpy simulate: note: {tmp_path}/: skipped expected.json "
                           "(only *.yaml/*.yml are read from folders)\n")
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir()))
+def test_every_example_is_written_for_a_real_api_server(folder: str) -> None:
+    # Issue 17 item 14, offline: what the API server and kwok need (tests/integration/test_examples.py
+    # applies them for real). kwok adopts only annotated nodes and initializes only those not Ready;
+    # the API server refuses a Job without containers or restartPolicy and assigns every uid.
+    docs = [d for path in sorted((ROOT / "examples" / folder).glob("*.yaml"))
+            for d in yaml.safe_load_all(path.read_text()) if d]
+    for d in docs:
+        meta, what = d["metadata"], f"{folder}: {d['kind']} {d['metadata']['name']}"
+        assert "uid" not in meta and "ownerReferences" not in meta, what
+        if d["kind"] == "Node":
+            assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake", what
+            assert "conditions" not in d["status"] and d["status"]["capacity"] == d["status"]["allocatable"], what
+        spec = d["spec"]["template"]["spec"] if d["kind"] == "Job" else d.get("spec")
+        if d["kind"] == "Job":
+            assert spec["restartPolicy"] in ("Never", "OnFailure"), what
+        if d["kind"] in ("Pod", "Job"):
+            assert spec["containers"], what
+            for c in spec["containers"]:
+                requests = (c.get("resources") or {}).get("requests") or {}
+                extended = {k: v for k, v in requests.items() if "/" in k}
+                assert all(c["resources"]["limits"][k] == v for k, v in extended.items()), what
+    run = koordpy("simulate", "-f", str(ROOT / "examples" / folder), "-o", "json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["bound"]

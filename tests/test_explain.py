@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from koordpy.cli import load_documents
-from koordpy.core.explain import explain_pod, explain_podgroup
+from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
 from koordpy.core.gang import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import pod, podgroup
@@ -173,6 +173,44 @@ def test_kai_job_bound_in_its_zone() -> None:
                                "preferred": ["rack of Topology network"]}
     assert out["job"]["kind"] == "gang (the pods of Job tune)"
     assert len(out["pods"][0]["path"]) == 3
+
+
+KAI_RACK = str(EXAMPLES / "kai-rack")
+
+
+@pytest.mark.parametrize("name", ["default/Job/tune", "default/job/tune", "default/tune"])
+def test_explain_podgroup_takes_the_names_messages_give_an_owner_group(name: str) -> None:
+    # Issue 17 item 12: the KAI group of Job tune's pods has no PodGroup object; messages call it
+    # default/Job/tune, and explain podgroup takes that, the kind in any case, or the short name.
+    out = explain_json("podgroup", name, "-f", KAI_RACK, "--simulate")
+    assert out["target"] == {"kind": "podgroup", "key": "default/Job/tune"}
+    assert out["status"] == "bound"
+    assert [g["key"] for g in out["job"]["gangs"]] == ["default/Job/tune"]
+
+
+def test_explain_podgroup_short_name_shared_by_two_groups_lists_them(tmp_path: Path) -> None:
+    lone = pod("tune", annotations={"kai.scheduler/topology": "network",
+                                    "kai.scheduler/topology-required-placement": "rack"})
+    extra = write(tmp_path, "lone.yaml", lone)  # its own group: default/Pod/tune
+    run = koordpy("podgroup", "default/tune", "-f", KAI_RACK, "-f", extra)
+    assert run.returncode == 2, run.stdout
+    assert run.stderr.splitlines()[-1] == ("koordpy explain: error: default/tune names 2 groups: default/Job/tune, "
+                                           "default/Pod/tune; give one of them")
+    run = koordpy("podgroup", "default/Pod/tune", "-f", KAI_RACK, "-f", extra)
+    assert run.returncode == 0, run.stderr
+    world = World.from_objects(load_documents([KAI_RACK, extra]).docs)
+    with pytest.raises(AmbiguousGang) as err:
+        explain_podgroup(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/tune")
+    assert err.value.candidates == ["default/Job/tune", "default/Pod/tune"]
+
+
+def test_a_pod_is_not_named_with_a_kind() -> None:
+    run = koordpy("pod", "default/Job/tune", "-f", KAI_RACK)
+    assert run.returncode == 2
+    assert "expected NAMESPACE/NAME" in run.stderr
+    run = koordpy("podgroup", "default/Job/", "-f", KAI_RACK)
+    assert run.returncode == 2
+    assert "expected NAMESPACE/NAME or NAMESPACE/KIND/NAME" in run.stderr
 
 
 def test_a_pod_that_fits_now_is_schedulable() -> None:

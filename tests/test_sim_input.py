@@ -282,3 +282,109 @@ def test_manifests_read_aside_or_in_line_give_the_same_result_and_errors(
     bad.write_text("a: 1\na: 2\n")
     assert cli.main(["simulate", "-f", str(bad)]) == 2
     assert capsys.readouterr().err == f"koordpy simulate: error: {bad}:2:1: duplicate key 'a' (first at line 1)\n"
+
+
+# --- pods already terminating ------------------------------------------------------------------
+
+
+def mid_preemption(**victim_meta: Any) -> list[dict[str, Any]]:
+    """One 8-CPU node whose low-priority pod is being evicted (deletionTimestamp, DisruptionTarget)
+    for a pending high-priority pod nominated to it: a snapshot taken mid-preemption."""
+    victim = pod("victim", cpu="8", node_name="n1", scheduler="default-scheduler", priority=0,
+                 terminationGracePeriodSeconds=45)
+    victim["metadata"].update(victim_meta)
+    victim["status"] = {"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}
+    urgent = pod("urgent", cpu="8", priority=1000)
+    urgent["status"] = {"nominatedNodeName": "n1"}
+    return [node("n1"), victim, urgent]
+
+
+@pytest.mark.parametrize(("victim_meta", "grace"), [
+    ({"deletionTimestamp": "2030-01-01T00:00:00Z", "deletionGracePeriodSeconds": 5}, 5.0),
+    ({"deletionTimestamp": "2030-01-01T00:00:00Z"}, 45.0),  # no deletion grace: the pod's own
+])
+def test_a_pod_given_terminating_leaves_after_its_grace_period(victim_meta: dict[str, Any], grace: float) -> None:
+    # Issue 17 item 13: a terminating pod leaves as an evicted victim does, so the pending pod that
+    # waits for its room binds and the snapshot completes instead of waiting forever.
+    world = World.from_objects([("test", o) for o in mid_preemption(**victim_meta)])
+    start = world.now
+    assert world.next_deletion() == start + grace
+    out = simulate(world)
+    assert out.bound == {"default/urgent": "n1"} and not out.pending
+    assert "default/victim" not in world.pods and out.preempted == []  # it was not ours to evict
+    assert world.now == start + grace
+
+
+def test_a_terminating_pod_goes_by_its_deletion_timestamp_when_that_comes_first() -> None:
+    objects = mid_preemption(deletionTimestamp="2030-01-01T00:00:00Z", deletionGracePeriodSeconds=30)
+    for o in objects:  # the snapshot's times: created 10 s before the deletion deadline
+        o["metadata"]["creationTimestamp"] = "2029-12-31T23:59:50Z"
+    world = World.from_objects([("test", o) for o in objects])
+    deadline = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
+    assert world.now < deadline < world.now + 30
+    assert world.next_deletion() == deadline
+    assert simulate(world).bound == {"default/urgent": "n1"}
+
+
+def test_bad_deletion_grace_names_the_field() -> None:
+    objects = mid_preemption(deletionTimestamp="2030-01-01T00:00:00Z", deletionGracePeriodSeconds=-1)
+    with pytest.raises(InputError) as err:
+        World.from_objects([("f.yaml", o) for o in objects])
+    assert "Pod default/victim" in str(err.value) and "metadata.deletionGracePeriodSeconds" in str(err.value)
+
+
+# --- Jobs given without their pods --------------------------------------------------------------
+
+
+def gpu_job(name: str, parallelism: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default",
+                         "annotations": {"kai.scheduler/topology": "hosts",
+                                         "kai.scheduler/topology-required-placement": "kubernetes.io/hostname"}},
+            "spec": {"parallelism": parallelism, **spec, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "koordpy", "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "2"}}}]}}}}
+
+
+HOSTS = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "hosts"},
+         "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}
+
+
+def test_a_job_given_without_its_pods_gets_them_as_the_job_controller_would() -> None:
+    # Issue 17 item 14: an example's Job is valid for the API server and its pods come from its
+    # template (live, from the Job controller); simulate does the same for a Job not yet started.
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), node("n2"), HOSTS,
+                                                        gpu_job("t", 3, completions=2, completionMode="Indexed"))])
+    assert sorted(world.pods) == ["default/t-0", "default/t-1"]  # min(parallelism, completions)
+    p = world.pods["default/t-1"]
+    assert p.labels["app"] == "t" and p.labels["batch.kubernetes.io/job-name"] == "t"
+    assert p.annotations["batch.kubernetes.io/job-completion-index"] == "1"
+    assert p.owner_references[0]["kind"] == "Job" and p.owner_references[0]["name"] == "t"
+    assert world.created and "Job default/t" in world.created[0] and "t-0, t-1" in world.created[0]
+    out = simulate(world)
+    assert set(out.bound) == {"default/t-0", "default/t-1"}
+    assert len(set(out.bound.values())) == 1  # the Job's own constraint (one host) was read
+
+
+@pytest.mark.parametrize("change", [
+    {"status": {"startTime": "2026-01-01T00:00:00Z"}},  # the controller started it: its pods are elsewhere or gone
+    {"spec": {"suspend": True}},
+])
+def test_a_started_or_suspended_job_gets_no_pods(change: dict[str, Any]) -> None:
+    job = gpu_job("t", 2)
+    for k, v in change.items():
+        job.setdefault(k, {}).update(v)
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), HOSTS, job)])
+    assert world.pods == {} and world.created == []
+
+
+def test_a_job_given_with_a_pod_of_its_own_gets_no_more() -> None:
+    job = gpu_job("t", 2)
+    mine = pod("t-abcde", cpu="2")
+    mine["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "t", "uid": "u",
+                                           "controller": True}]
+    world = World.from_objects([("f.yaml", o) for o in (node("n1"), HOSTS, job, mine)])
+    assert list(world.pods) == ["default/t-abcde"]

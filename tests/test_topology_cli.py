@@ -149,6 +149,17 @@ def test_generate_kueue_topology(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert [lv["nodeLabel"] for lv in doc["spec"]["levels"]] == [RACK, "kubernetes.io/hostname"]
 
 
+def test_generate_topology_warns_about_nodes_without_the_hostname_label(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 17 item 6: a node without kubernetes.io/hostname is outside the Topology, so say so.
+    nodes = racks()
+    del nodes[0]["metadata"]["labels"]["kubernetes.io/hostname"]
+    code, _, err = cli(capsys, "topology", "generate", "--levels", f"{ZONE},{RACK}", "-f",
+                       write(tmp_path, "nodes.yaml", nodes), "--format", "topology")
+    assert code == 0
+    assert "no label kubernetes.io/hostname (n1)" in err and "outside this topology" in err
+
+
 def test_generated_manifests_are_accepted_by_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nodes = write(tmp_path, "nodes.yaml", racks())
     for fmt in ("hypernode", "cnt", "topology"):

@@ -517,6 +517,81 @@ def test_nodes_missing_a_level_label_are_outside_the_topology() -> None:
     assert not out.bound  # only n-a0-0 is in the topology; stray would have fit both
 
 
+def test_a_node_missing_the_hostname_level_label_is_outside_the_topology() -> None:
+    # Issue 17 item 6: every level counts, the hostname level too (Kueue reads only nodes that carry
+    # all of a Topology's labels), though that level adds no domain of its own.
+    stray = node("stray", cpu="32", labels={"example.com/zone": "za", "example.com/rack": "a0"},
+                 extra={"nvidia.com/gpu": "8"})
+    del stray["metadata"]["labels"]["kubernetes.io/hostname"]
+    job = batch_job("h", 2, kai("network", required="zone"))
+    out = run(zoned({"a0": ("za", 1)}), stray, NET, job, gpu_pod("h-0", job), gpu_pod("h-1", job))
+    assert not out.bound  # only n-a0-0 is in the topology; stray, in rack a0 too, would have fit both
+    # With the label it is inside the same rack and takes the job.
+    stray["metadata"]["labels"]["kubernetes.io/hostname"] = "stray"
+    out = run(zoned({"a0": ("za", 1)}), stray, NET, job, gpu_pod("h-0", job), gpu_pod("h-1", job))
+    assert sorted(out.bound.values()) == ["stray", "stray"]
+
+
+def test_hostname_only_topology_leaves_out_nodes_without_the_label() -> None:
+    hosts = topology("hosts", "kubernetes.io/hostname")
+    bare = node("bare", cpu="32", extra={"nvidia.com/gpu": "8"})
+    del bare["metadata"]["labels"]["kubernetes.io/hostname"]
+    job = batch_job("o", 1, kai("hosts", required="kubernetes.io/hostname"))
+    out = run(zoned({"a0": ("za", 1)}, gpus="0"), bare, hosts, job, gpu_pod("o-0", job))
+    assert not out.bound  # bare is the only node with GPUs, and it is outside "hosts"
+    assert "Topology hosts" in out.pending["default/o-0"]
+
+
+def _objects(*objects: dict[str, Any] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    flat: list[dict[str, Any]] = []
+    for o in objects:
+        flat.extend(o if isinstance(o, list) else [o])
+    return flat
+
+
+def test_a_pod_whose_owner_is_not_seen_yet_waits_for_it_then_keeps_its_constraint() -> None:
+    # Issue 17 item 14: the pods arrive before their Job (watches race); placed at once they would
+    # ignore the Job's required rack. They wait (saying so), and the Job, once it comes, is obeyed.
+    from koordpy.core.cycle import schedule
+    from koordpy.core.gang import OWNER_GRACE_SECONDS, SchedulerState
+
+    job = batch_job("train", 2, kai("network", required="rack"))
+    pods = [gpu_pod("train-0", job), gpu_pod("train-1", job)]
+    world = World.from_objects([("t", o) for o in _objects(zoned(RACKS), NET, job, *pods)])
+    with_job = world.snapshot(frozenset({"koordpy"}))
+    without = world.snapshot(frozenset({"koordpy"}))
+    without.owners = {}
+    state = SchedulerState()
+    start = max(p.creation or 0 for p in with_job.pods)
+    early = schedule(without, state, start + 1)
+    assert not early.binds
+    message = early.pending["default/train-0"]
+    assert "waiting for its owner Job default/train to appear" in message and f"{OWNER_GRACE_SECONDS:g}s" in message
+    assert early.next_deadline is not None and early.next_deadline <= start + OWNER_GRACE_SECONDS
+    later = schedule(with_job, state, start + 2)
+    assert {d.node for d in later.binds} == {"n-a2-0", "n-a2-1"}  # rack a2: the Job's constraint holds
+
+
+def test_a_pod_whose_owner_never_comes_is_placed_after_the_grace_with_a_warning() -> None:
+    job = batch_job("ghost", 2, kai("network", required="rack"))
+    pods = [gpu_pod("ghost-0", job), gpu_pod("ghost-1", job)]  # the Job itself is not given
+    out = run(zoned(RACKS), NET, *pods)
+    assert len(out.bound) == 2
+    warnings = [e for e in out.events if e.reason == "OwnerNotFound"]
+    assert sorted(e.obj for e in warnings) == ["default/ghost-0", "default/ghost-1"]
+    assert all(e.type == "Warning" and "owner Job default/ghost" in e.message for e in warnings)
+    waited = [e for e in out.events if e.reason == "FailedScheduling" and e.obj == "default/ghost-0"]
+    assert waited and "waiting for its owner Job default/ghost" in waited[0].message
+
+
+def test_owners_koordpy_does_not_read_are_not_waited_for() -> None:
+    p = gpu_pod("ds-0")
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "example.com/v1", "kind": "Trainer", "name": "t",
+                                         "uid": "u1", "controller": True}]
+    out = run(zoned(RACKS), NET, p)
+    assert len(out.bound) == 1 and not [e for e in out.events if e.reason in ("OwnerNotFound", "FailedScheduling")]
+
+
 def test_several_topologies_at_once_and_pod_annotations_win() -> None:
     by_zone = topology("zones", "example.com/zone", api="kai.scheduler/v1alpha1")
     job = batch_job("two", 2, kai("network", required="rack"))

@@ -30,7 +30,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.gang import Gang, Job, SchedulerState, TopologyAsk, claims
+from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, SchedulerState, TopologyAsk, claims, missing_owner
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.requirement import Requirement, SubGroup
@@ -60,6 +60,7 @@ class Cycle:
         self.result = CycleResult()
         self.bound: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
+        self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -98,6 +99,7 @@ class Cycle:
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
         deadlines += view.backing_off.values()  # woken while backing off: tried when the backoff ends
+        deadlines += self.owner_waits
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
 
@@ -455,6 +457,9 @@ class Cycle:
     def pre_filter(self, job: Job) -> tuple[str, Wake | Literal["timed-out"] | None] | None:
         """Why the job cannot be tried this cycle, and what could change that (see ``View.park``),
         or None to go on; "timed-out" when its wait expired. Changes nothing."""
+        waiting = self._owner_wait(job)
+        if waiting is not None:
+            return waiting, None  # tried again every cycle; the cycle's deadline wakes it when the grace ends
         for gang in job.gangs:
             if gang.error:
                 return gang.error, "changed"
@@ -498,6 +503,22 @@ class Cycle:
                 return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
         return None
 
+    def _owner_wait(self, job: Job) -> str | None:
+        """Why the job waits for a pod's owner, while a pod names an owner koordpy reads topology
+        from that it has not seen and the pod's grace (``OWNER_GRACE_SECONDS`` from its creation)
+        runs: placed now, the pod would ignore whatever constraint that owner declares."""
+        for pod in job.pods:
+            ref = missing_owner(pod, self.snapshot.owners)
+            if ref is None or pod.creation is None:
+                continue
+            until = pod.creation + OWNER_GRACE_SECONDS
+            if self.now < until:
+                self.owner_waits.append(until)
+                return (f"waiting for its owner {ref.kind} {pod.namespace}/{ref.name} to appear (koordpy reads "
+                        f"topology constraints from it): pod {pod.key} is not placed without it for "
+                        f"{OWNER_GRACE_SECONDS:g}s after its creation")
+        return None
+
     def _satisfied(self, gang: Gang) -> bool:
         cfg = gang.config
         return cfg is not None and (gang.key in self.state.satisfied or len(gang.bound()) >= cfg.min_member)
@@ -525,6 +546,14 @@ class Cycle:
             self.result.decisions.append(Bind(pod, node))
             self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
                                                f"Successfully assigned {pod} to {node}"))
+            obj = self.view.by_key.get(pod)
+            ref = missing_owner(obj, self.snapshot.owners) if obj is not None else None
+            if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
+                self.result.decisions.append(Event(
+                    "Pod", pod, "Warning", "OwnerNotFound",
+                    f"bound without its owner {ref.kind} {obj.namespace}/{ref.name}, which koordpy did not see "
+                    f"within {OWNER_GRACE_SECONDS:g}s of the pod's creation: no topology constraint the owner "
+                    "declares was applied"))
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:

@@ -23,13 +23,22 @@ from koordpy.api.topology import GatherRule
 from koordpy.api.volcano import NetworkTopology
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
-from koordpy.core.gang import Gang, SchedulerState, group_of, resolve_gangs
+from koordpy.core.gang import Gang, SchedulerState, gangs_named, group_of, resolve_gangs
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
 from koordpy.core.tree import TopologyTree
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
 SHOWN_DOMAINS = 16
+
+class AmbiguousGang(LookupError):
+    """A short PodGroup name that several implicit groups share; the caller lists them."""
+
+    def __init__(self, key: str, candidates: list[str]) -> None:
+        super().__init__(f"{key} names {len(candidates)} groups: {', '.join(candidates)}; give one of them")
+        self.key = key
+        self.candidates = candidates
+
 
 Status = Literal["bound", "pending", "schedulable", "finished", "terminating", "not-ours", "invalid"]
 
@@ -183,8 +192,10 @@ def explain_pod(snapshot: Snapshot, state: SchedulerState, now: float, key: str,
 
 
 def explain_podgroup(snapshot: Snapshot, state: SchedulerState, now: float, key: str) -> Explanation | None:
-    """Why the gang ``key`` (namespace/name of its PodGroup, or of an annotation gang) waits, or
-    where its pods went; None when nothing declares such a gang."""
+    """Why the gang ``key`` waits, or where its pods went; None when nothing declares such a gang.
+    ``key`` is namespace/name of its PodGroup or annotation gang, or an implicit group's name as
+    messages give it (``namespace/Job/name``), or that group's short ``namespace/name`` when only
+    one group has that name (``AmbiguousGang`` otherwise)."""
     return _Explainer(snapshot, state, now).podgroup(key)
 
 
@@ -236,9 +247,13 @@ class _Explainer:
         return self._dry(base, pod.key, gangs)
 
     def podgroup(self, key: str) -> Explanation | None:
-        gang = self.gangs.get(key)
-        if gang is None:
+        named = gangs_named(self.gangs, key)
+        if len(named) > 1:
+            raise AmbiguousGang(key, named)
+        if not named:
             return None
+        key = named[0]
+        gang = self.gangs[key]
         gangs = self._group(gang)
         job = self.groups.get(gang.key, gang.key)
         pods = sorted(gang.pods, key=lambda p: p.key)

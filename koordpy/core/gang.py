@@ -12,11 +12,13 @@ the cycle can report them where the user looks.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
+from koordpy.api.kinds import KINDS
 from koordpy.api.kueue import KaiPodGroup
 from koordpy.api.objects import Pod
 from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
@@ -283,6 +285,51 @@ def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
     asks = any(pod.annotations.get(k) for k in KAI_KEYS) or (
         owner is not None and any(owner.annotations.get(k) for k in KAI_KEYS))
     return f"{pod.namespace}/{ref.kind}/{ref.name}" if asks else None
+
+
+def gangs_named(keys: Iterable[str], target: str) -> list[str]:
+    """The gang keys a user may mean by ``target``: the key itself when it is one; else, for
+    ``namespace/name``, the implicit groups of that name (``namespace/Kind/name``, as messages call
+    an owner's or a lone pod's group), and for ``namespace/kind/name`` the group whose kind matches
+    regardless of case (``job`` for ``Job``, as kubectl takes it). More than one means ambiguous."""
+    keys = list(keys)
+    if target in keys:
+        return [target]
+    parts = target.split("/")
+    if len(parts) == 2:
+        ns, name = parts
+        return sorted(k for k in keys if k.count("/") == 2 and k.startswith(f"{ns}/") and k.endswith(f"/{name}"))
+    if len(parts) == 3:
+        want = (parts[0], parts[1].lower(), parts[2])
+        return sorted(k for k in keys if k.count("/") == 2 and _kind_folded(k) == want)
+    return []
+
+
+def _kind_folded(key: str) -> tuple[str, str, str]:
+    ns, kind, name = key.split("/")
+    return ns, kind.lower(), name
+
+
+# The owner kinds koordpy lists and reads topology annotations from (``koordpy.api.kinds``), by
+# API group and kind: a pod naming one that is not known yet may be placed too early without them.
+OWNER_KINDS = frozenset((k.group, k.kind) for k in KINDS if k.role == "owner")
+# How long a pod waits, from its creation, for such an owner to appear before it is placed without
+# it. Watches of different kinds arrive in no set order, and a Job controller creates pods
+# moments after their Job; a few seconds covers that lag, and an owner that never comes (deleted,
+# or a manifest's made-up uid) costs only this much.
+OWNER_GRACE_SECONDS = 5.0
+
+
+def missing_owner(pod: Pod, owners: dict[str, Owner]) -> OwnerRef | None:
+    """The controller reference in the pod's owner chain that names an owner of a kind koordpy reads
+    topology from but that ``owners`` does not hold (by uid, or by kind and name for manifests
+    without uids), else None."""
+    if not pod.owner_references:  # most pods of a large gang: asked every cycle, so kept cheap
+        return None
+    ref, owner = _chain(pod, owners)
+    if ref is None or owner is not None:
+        return None
+    return ref if (ref.api_version.rpartition("/")[0], ref.kind) in OWNER_KINDS else None
 
 
 def top_owner(pod: Pod, owners: dict[str, Owner]) -> Owner | None:

@@ -1,4 +1,9 @@
-"""Runs the core to quiescence over an in-memory world of Kubernetes objects."""
+"""Runs the core to quiescence over an in-memory world of Kubernetes objects.
+
+No controller runs beside it, with one exception: a batch/v1 Job given with none of its pods and
+not started yet gets its pods from its template, as kube-controller-manager's Job controller
+would create them (``job_pods``), so that a Job manifest alone can be simulated as it would run.
+"""
 
 from __future__ import annotations
 
@@ -64,6 +69,7 @@ class World:
     gone_at: dict[str, float] = field(default_factory=dict)  # pod being deleted -> when its grace period ends
     preempted: list[str] = field(default_factory=list)  # victims, in the order they were evicted
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
+    created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
 
     @classmethod
     def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
@@ -87,6 +93,7 @@ class World:
                 stamped.append(ts)
         base = max([DEFAULT_EPOCH, *(t + 1 for t in stamped)])
         pending_pods: list[tuple[str, dict[str, Any]]] = []
+        jobs: list[tuple[str, dict[str, Any]]] = []
         first_seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first defined
 
         def once(kind: str, key: str, source: str) -> None:
@@ -110,9 +117,23 @@ class World:
                     pending_pods.append((source, raw))
                 else:
                     world._add(kind, kind.parse(raw), raw, source, once)
+                    if kind_key == ("batch/v1", "Job"):
+                        jobs.append((source, raw))
             except ParseError as exc:
                 raise InputError(source, exc) from exc
+        stamp = base + len(docs) * CREATION_STEP
+        for source, raw in jobs:
+            made = [_with_creation(p, stamp + i * CREATION_STEP) for i, p in enumerate(_unstarted_job_pods(
+                raw, [r for _, r in pending_pods]))]
+            stamp += len(made) * CREATION_STEP
+            pending_pods += [(source, p) for p in made]
+            if made:
+                names = ", ".join(p["metadata"]["name"] for p in made)
+                world.created.append(f"{source}: {object_ref(raw)} has none of its pods and has not started: "
+                                     f"its {len(made)} pod(s) were created from its template ({names}), as "
+                                     "the Job controller would")
         valid: set[tuple[object, ...]] = set()
+        terminating: dict[str, tuple[float, float | None]] = {}
         for source, raw in pending_pods:
             try:
                 pod = Pod.from_raw(raw)
@@ -120,10 +141,18 @@ class World:
                 pod = world._admit(pod)
                 _validate_annotations(pod, world.podgroups, valid)
                 pod_owner_refs(pod)  # refused here; the live scheduler treats such a pod as one of its own
+                if pod.deleting:
+                    terminating[pod.key] = _deletion(raw, pod)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
-        world.now = base + len(docs) * CREATION_STEP
+        world.now = stamp
+        for key, (grace, deadline) in terminating.items():
+            # Already being deleted when the snapshot was taken: it goes when its grace period
+            # ends, as a victim the simulation evicts does, or at its deletionTimestamp if that
+            # comes first (that time already counts the grace period from the deletion request).
+            ends = world.now + grace
+            world.gone_at[key] = ends if deadline is None else max(world.now, min(ends, deadline))
         return world
 
     def _add(self, kind: Kind, obj: object, raw: dict[str, Any], source: str,
@@ -338,6 +367,63 @@ def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[t
            tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
     check_pod_annotations(pod, podgroups, gang_checked=key in valid)
     valid.add(key)
+
+
+def job_pods(job: dict[str, Any], uid: str = "") -> list[dict[str, Any]]:
+    """The pods the Job controller creates for a new batch/v1 Job: ``min(parallelism, completions)``
+    of them from ``spec.template``, with the controller's labels (and the completion index of an
+    Indexed Job), owned by the Job (``uid``: the Job's, else its own ``metadata.uid``). The
+    controller names them ``<job>-<random>``; here they are ``<job>-<i>``, so that a simulation and
+    a live run (``tests/integration``, ``e2e/controlplane/job-pods.py``) name the same pods."""
+    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace") or "default")
+    count = Owner.from_raw(job, "batch/v1", "Job").replicas or 0
+    template = spec.get("template") or {}
+    tmeta = template.get("metadata") or {}
+    out = []
+    for i in range(count):
+        labels = {**(tmeta.get("labels") or {}), "batch.kubernetes.io/job-name": name, "job-name": name}
+        annotations = dict(tmeta.get("annotations") or {})
+        if spec.get("completionMode") == "Indexed":
+            annotations["batch.kubernetes.io/job-completion-index"] = str(i)
+            labels["batch.kubernetes.io/job-completion-index"] = str(i)
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"{name}-{i}", "namespace": namespace, "labels": labels, "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                 "uid": uid or str(meta.get("uid") or ""), "controller": True,
+                                 "blockOwnerDeletion": True}]},
+            "spec": dict(template.get("spec") or {})})
+    return out
+
+
+def _unstarted_job_pods(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``job_pods`` for a Job the controller has not started (no ``status.startTime``, not
+    suspended) when no given pod names it as its owner; else none (its pods are given, or gone)."""
+    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
+    if (job.get("status") or {}).get("startTime") or spec.get("suspend") is True:
+        return []
+    namespace = meta.get("namespace") or "default"
+    for p in pods:
+        pmeta: dict[str, Any] = p["metadata"] if isinstance(p.get("metadata"), dict) else {}
+        if (pmeta.get("namespace") or "default") != namespace:
+            continue
+        for ref in pmeta.get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("name") == meta.get("name"):
+                return []
+    return job_pods(job)
+
+
+def _deletion(raw: dict[str, Any], pod: Pod) -> tuple[float, float | None]:
+    """A terminating pod's grace period (``metadata.deletionGracePeriodSeconds``, which the API
+    server sets on deletion, else the pod's ``terminationGracePeriodSeconds``, else 30 s) and its
+    ``deletionTimestamp``."""
+    meta = raw["metadata"]
+    r = Reader(f"Pod {pod.key}")
+    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64)
+    if grace is not None and grace < 0:
+        raise r.fail("metadata.deletionGracePeriodSeconds", f"must not be negative, got {grace}")
+    deadline = r.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    return (pod.grace_period if grace is None else float(grace)), deadline
 
 
 def _check_range(reader: Reader, ts: float) -> None:

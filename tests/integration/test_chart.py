@@ -34,8 +34,8 @@ from tests.test_chart import CHART, Grant, grants, rbac_rules
 NAMESPACE = "koordpy-system"
 RELEASE = "koordpy"
 POD_NAME = "koordpy-test-0"  # the leader identity the chart's pod would get from the downward API
-# The seed examples whose manifests the API server takes as they are (kai-rack's pods ask for GPUs
-# without limits, which it refuses), in the order they run.
+# The seed examples whose pods are in their manifests (kai-rack's come from its Jobs, which need a
+# Job controller: tests/integration/test_examples.py plays it), in the order they run.
 EXAMPLES = ("spine-block", "volcano-tiers", "preemption")
 
 

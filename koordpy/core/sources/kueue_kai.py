@@ -2,10 +2,12 @@
 required / preferred levels turned into a ``Requirement``.
 
 A Topology lists node labels top level first; a node's domains are the values of those labels,
-and a node missing one of them is outside that topology (it hangs from the root and no
-requirement on the tree uses it). ``kubernetes.io/hostname`` may only be the lowest level: it
-names the node itself. Constraint keys are looked up on the pod, then its PodGroup, then its
-top-level owner; the first that sets a key wins.
+and a node missing one of them, ``kubernetes.io/hostname`` included, is outside that topology (it
+hangs from the root and no requirement on the tree uses it), as Kueue only reads nodes that carry
+every level's label. ``kubernetes.io/hostname`` may only be the lowest level: it names the node
+itself, so it adds no inner domain, but a node without it is still outside. Constraint keys
+are looked up on the pod, then its PodGroup, then its top-level owner; the first that sets a key
+wins.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ _CACHE: dict[object, TopologyTree] = {}
 
 def topology_tree(topology: Topology, nodes: Sequence[Node]) -> TopologyTree:
     inner_levels = topology.levels[:-1] if topology.levels[-1] == HOSTNAME else topology.levels
-    key = (topology.name, inner_levels, tuple((n.name, tuple(n.labels.get(k) for k in inner_levels)) for n in nodes))
+    levels = topology.levels
+    key = (topology.name, levels, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
@@ -39,10 +42,12 @@ def topology_tree(topology: Topology, nodes: Sequence[Node]) -> TopologyTree:
     outside = []
     height = len(inner_levels)
     for n in nodes:
-        values = [n.labels.get(k) for k in inner_levels]
-        if any(v is None or v == "" for v in values):
+        # Every level counts for membership, the hostname level too: the leaf is the node itself,
+        # but a node that lacks the label is one Kueue never sees in this topology.
+        if any(not n.labels.get(k) for k in levels):
             outside.append(n.name)
             continue
+        values = [n.labels.get(k) for k in inner_levels]
         prefix: DomainId = ROOT
         for i, value in enumerate(values):
             assert value is not None
