@@ -53,20 +53,40 @@ def resources(sources: tuple[TopologySource, ...]) -> list[tuple[str, str, str, 
             if kind.role not in SOURCE_OF_ROLE or SOURCE_OF_ROLE[kind.role] in wanted]
 
 
+LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
-    logging.basicConfig(level=getattr(logging, level), format="%(message)s")
-    logging.getLogger("kopf").setLevel(logging.WARNING)
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    """structlog for koordpy's own lines, and the same renderer for every stdlib logger (kopf's,
+    aiohttp's, asyncio's): in JSON mode each line on standard error is one JSON object, so a strict
+    log pipeline never meets kopf's plain-text warnings (an optional CRD not installed, say)."""
     console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     renderer: Any = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console \
         else structlog.processors.JSONRenderer()
+    # format_exc_info: a logged exception carries its traceback as text in the JSON line
+    # ("exception"); without it, the line said exc_info=true and nothing more. The console
+    # renderer prints tracebacks itself.
+    tail: list[Any] = [*([] if console else [structlog.processors.format_exc_info]), renderer]
+    shared: list[Any] = [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+              structlog.processors.TimeStamper(fmt="iso")]
+    handler = logging.StreamHandler(sys.stderr)
+    # A stdlib record becomes an event dict ("event": its message, "logger": its name) and goes
+    # through the renderer structlog's own lines use.
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail]))
+    handler.set_name(LOG_HANDLER)
+    root = logging.getLogger()
+    for old in list(root.handlers):  # a previous call's: each line would be written twice
+        if old.get_name() == LOG_HANDLER:
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level))
+    logging.captureWarnings(True)  # a Python warning too is a line of the log, not text of its own
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
     structlog.configure(
-        # format_exc_info: a logged exception carries its traceback as text in the JSON line
-        # ("exception"); without it, the line said exc_info=true and nothing more. The console
-        # renderer prints tracebacks itself.
-        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso"),
-                    *([] if console else [structlog.processors.format_exc_info]), renderer],
+        processors=[*shared, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -345,5 +365,8 @@ def run(kubeconfig: str | None, settings: Settings) -> int:
         return 1
     except OSError as exc:  # the metrics port taken, say: say so in one line
         log.error("cannot start", error=str(exc))
+        return 1
+    except Exception:  # a log line with its traceback, not the interpreter's plain-text one
+        log.exception("exiting: unexpected error")
         return 1
     return 0
