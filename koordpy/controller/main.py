@@ -37,8 +37,11 @@ log = structlog.get_logger("koordpy")
 
 RESYNC_SECONDS = 300.0
 # A stop must end well within the 30 s Kubernetes gives, even with the API server unreachable:
-# binds in flight get STOP_GRACE, the Lease's release and kopf's own stop a second each.
+# binds in flight get STOP_GRACE, the Events owed (a Scheduled Event for each pod bound) up to
+# STOP_EVENTS in all while they are being written (writer.FLUSH_STALL: not at all once none gets
+# through), the Lease's release and kopf's own stop a second each.
 STOP_GRACE = 2.0
+STOP_EVENTS = 10.0
 STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
@@ -294,12 +297,14 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
             if not task.cancelled():
                 task.result()  # re-raise what ended it, if anything did
     finally:
-        # Scheduling stops at once; writes in flight get a moment, queued ones are dropped: the
-        # next leader rebuilds them from the API server.
+        # Scheduling stops at once; writes in flight get a moment, queued ones are dropped (the
+        # next leader rebuilds them from the API server), except Events about binds and preemptions
+        # made, which only we can write: they are flushed first, still under the Lease (renewals go
+        # on meanwhile), and the Lease is released after them.
         for task in ours:
             task.cancel()
         await asyncio.gather(*ours, return_exceptions=True)
-        await writer.drain(STOP_GRACE)
+        await writer.drain(STOP_GRACE, STOP_EVENTS)
         if elector is not None and not elector.lost.is_set():
             await elector.release(STOP_STEP)
         stop_flag.set()
@@ -336,7 +341,9 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
     await elector.acquire()
     metrics.leader.set(1)
     scheduling = asyncio.ensure_future(loop.run())
-    keeping = asyncio.ensure_future(elector.keep())
+    # Renewals outlive this task on a stop: the writer flushes the Events it owes under the Lease,
+    # and elector.release() ends them.
+    keeping = elector.start_keeping()
     try:
         done, _ = await asyncio.wait({scheduling, keeping}, return_when=asyncio.FIRST_COMPLETED)
         if not elector.lost.is_set():
@@ -346,9 +353,8 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
                     task.result()
             return
     finally:
-        for task in (scheduling, keeping):
-            task.cancel()
-        await asyncio.gather(scheduling, keeping, return_exceptions=True)
+        scheduling.cancel()
+        await asyncio.gather(scheduling, return_exceptions=True)
     metrics.leader.set(0)
     raise LeadershipLost(f"lease {elector.namespace}/{elector.name} not renewed within "
                          f"{elector.renew_deadline:g}s")
