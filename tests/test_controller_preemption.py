@@ -232,7 +232,7 @@ class RecordingWriter:
     def spawn(self, what: Coroutine[Any, Any, None]) -> None:
         self.tasks.append(asyncio.ensure_future(what))
 
-    spawn_event = spawn
+    spawn_owed = spawn
 
     async def preempt(self, pod_key: str, uid: str, message: str) -> bool:
         self.preempts.append((pod_key, uid, message))

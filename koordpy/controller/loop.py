@@ -152,7 +152,7 @@ class SchedulerLoop:
             event = scheduled.get(bind.pod)
             if event is not None:
                 with_bind.add(id(event))
-            self.writer.spawn(self._bind(bind, uid(bind.pod), started, event))
+            self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, event))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
         for victim in result.preempted:
@@ -175,7 +175,7 @@ class SchedulerLoop:
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             elif isinstance(d, Event) and d.reason != "FailedScheduling" and id(d) not in with_bind:
                 # FailedScheduling goes with its condition; Scheduled with its bind.
-                self.writer.spawn_event(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
+                self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
@@ -261,7 +261,7 @@ class SchedulerLoop:
         if bound:
             self.writer.bound(d.pod)
             if event is not None:
-                self.writer.spawn_event(self.writer.event(event.kind, event.obj, uid, event.type, event.reason,
+                self.writer.spawn_owed(self.writer.event(event.kind, event.obj, uid, event.type, event.reason,
                                                           event.message))
         else:
             # Forgotten, the pod is pending again in the next snapshot and the cache's change
@@ -271,7 +271,7 @@ class SchedulerLoop:
     async def _preempt(self, d: Preempt, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message):
             # What kube-scheduler tells a victim's owner, besides the condition.
-            self.writer.spawn_event(self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message))
+            self.writer.spawn_owed(self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message))
         else:
             self.cache.forget_preempted(d.pod)
 

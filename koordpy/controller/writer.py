@@ -9,8 +9,8 @@ they quote user input, and a pod may carry a gang name of 100 KB.
 
 Events have their own, larger share of connections (EVENT_CONCURRENCY): a gang of thousands of pods
 is thousands of ``Scheduled`` Events, which must follow their binds within a second or two, not
-queue behind conditions and statuses. They are the writes a stop flushes (``drain``): each says
-what was done already (a bind, a preemption), and no later leader could write them for us.
+queue behind conditions and statuses. They and the binds decided are the writes a stop finishes
+(``drain``): an Event says what was done (a bind, a preemption), and no later leader would write it.
 
 Preemption's writes (a victim's DisruptionTarget condition and its deletion, a pending pod's
 nominatedNodeName) are one-off, never coalesced, and have connections of their own: a flood of
@@ -177,9 +177,10 @@ class ApiWriter:
         self.report_sem = asyncio.Semaphore(report_concurrency)
         self.preempt_sem = asyncio.Semaphore(report_concurrency)  # victims and nominations
         self.event_sem = asyncio.Semaphore(event_concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()  # every write in the background, events included
-        self._events: set[asyncio.Task[None]] = set()  # the events among them: what a stop flushes
-        self._event_written_at = time.monotonic()  # when an event write last succeeded
+        self._tasks: set[asyncio.Task[None]] = set()  # every write in the background
+        # Those a stop finishes (``drain``): binds decided, whose Events follow them, and Events.
+        self._owed: set[asyncio.Task[None]] = set()
+        self._owed_written_at = time.monotonic()  # when one of them last got a write through
         self.settle = settle
         self.cooldown = cooldown
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
@@ -242,6 +243,7 @@ class ApiWriter:
                 return False
             if self.metrics is not None:
                 self.metrics.bind_duration.observe(time.perf_counter() - started)
+        self._owed_written_at = time.monotonic()
         self._conditions.pop(pod_key, None)
         return True
 
@@ -384,26 +386,27 @@ class ApiWriter:
             self.spawn(coro)
 
     async def drain(self, grace: float, flush: float = FLUSH_LIMIT, stall: float = FLUSH_STALL) -> None:
-        """On a stop: waits up to ``grace`` seconds for every write in flight (binds, whose Events
-        follow them, included), then drops all but the Events, which are written on for up to
-        ``flush`` seconds from the start (less once none has been written for ``stall`` seconds),
-        and finally cancels what is left. The caller still holds the Lease meanwhile: an Event
-        owed is one no other replica would write, while conditions and statuses are rebuilt
-        from the API server by whoever schedules next."""
+        """On a stop: waits up to ``grace`` seconds for every write in flight, then drops all but
+        the owed ones (binds decided, and Events: see ``spawn_owed``), which are written on for up
+        to ``flush`` seconds from the start (less once none has got through for ``stall``
+        seconds), and finally cancels what is left. The caller still holds the Lease meanwhile.
+        Conditions and statuses are rebuilt from the API server by whoever schedules next; an
+        Event about a bind is not, and a bind cut off mid-request may have landed without its
+        Event."""
         started = time.monotonic()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
-        for task in self._tasks - self._events:
+        for task in self._tasks - self._owed:
             task.cancel()
-        owed = len(self._events)
-        while self._events:
+        owed = len(self._owed)
+        while self._owed:
             now = time.monotonic()
             left = started + flush - now
-            if left <= 0 or now - self._event_written_at >= stall:
+            if left <= 0 or now - self._owed_written_at >= stall:
                 break
-            await asyncio.wait(set(self._events), timeout=min(left, stall), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(set(self._owed), timeout=min(left, stall), return_when=asyncio.FIRST_COMPLETED)
         if owed:
-            log.info("events flushed on stop", written=owed - len(self._events), dropped=len(self._events),
+            log.info("owed writes flushed on stop", after_grace=owed, dropped=len(self._owed),
                      seconds=round(time.monotonic() - started, 3))
         self.cancel()
 
@@ -422,13 +425,14 @@ class ApiWriter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def spawn_event(self, coro: Awaitable[None]) -> None:
-        """Like ``spawn``, for an Event's write: one a stop flushes (``drain``)."""
+    def spawn_owed(self, coro: Awaitable[None]) -> None:
+        """Like ``spawn``, for a write a stop finishes rather than drops (``drain``): a bind decided
+        (and assumed), whose Event only this replica would write, or an Event about what was done."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        self._events.add(task)
+        self._owed.add(task)
         task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(self._events.discard)
+        task.add_done_callback(self._owed.discard)
 
     async def _report(self, what: str, call: Callable[[], Awaitable[object]], kind: str = "status") -> bool:
         """One report write; a failure is logged, never raised: a lost report must not stop
@@ -531,7 +535,7 @@ class ApiWriter:
             except Exception as exc:
                 log.error("cannot write", what=what, error=str(exc))
                 return None
-        self._event_written_at = time.monotonic()
+        self._owed_written_at = time.monotonic()
         name = ((created or {}).get("metadata") or {}).get("name") if isinstance(created, dict) else None
         return str(name) if name else None
 
@@ -550,7 +554,7 @@ class ApiWriter:
             except Exception as exc:
                 log.error("cannot write", what=what, error=str(exc))
                 return Patched.FAILED
-        self._event_written_at = time.monotonic()
+        self._owed_written_at = time.monotonic()
         return Patched.OK
 
     async def topology_status(self, status: dict[str, Any]) -> None:

@@ -63,11 +63,11 @@ def test_a_sigterm_after_binding_a_300_pod_gang_flushes_its_scheduled_events(
         s.kill()
     lines = json_lines(s.log)
     events = [line.get("event") for line in lines]
-    flushed = next(line for line in lines if line.get("event") == "events flushed on stop")
+    flushed = next(line for line in lines if line.get("event") == "owed writes flushed on stop")
     print(f"stopped {took:.1f}s after SIGTERM; {flushed}")
     assert flushed["dropped"] == 0
     # Flushed under the Lease, then released.
-    assert events.index("events flushed on stop") < events.index("lease released")
+    assert events.index("owed writes flushed on stop") < events.index("lease released")
     assert took < 15.0
     bound = kube.bound()
     assert len(bound) == 300
