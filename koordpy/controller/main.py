@@ -103,7 +103,9 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
                                            client_configuration=cfg)
     else:
         kube_config.load_incluster_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = 128 if qps_unlimited else 16
+    # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
+    # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
+    cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
     return ApiClient(cfg)
 
 
