@@ -9,6 +9,7 @@ tests/integration/test_chart.py installs it on the local control plane.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -89,8 +90,8 @@ def test_helm_lint_is_clean() -> None:
 def test_default_render_has_every_object_and_no_service() -> None:
     docs = objects()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding",
-                     "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role",
+                     "RoleBinding", "ServiceAccount"]
     assert all(d["metadata"]["namespace"] == NAMESPACE for d in docs
                if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"))
     service = one(objects("metricsService.enabled=true", "config.server.port=9100"), "Service")
@@ -141,6 +142,48 @@ def test_the_deployment() -> None:
     other = one(objects("config.logging.level=DEBUG"), "Deployment")
     assert (other["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
             != deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+
+def test_the_replicas_prefer_different_nodes_and_a_disruption_budget_keeps_one() -> None:
+    # As HA control-plane components run: the leader and its standby on different nodes when the
+    # cluster allows (preferred: a one-node cluster still runs both), and a drain evicts one at a time.
+    docs = objects()
+    deploy = one(docs, "Deployment")
+    selector = deploy["spec"]["selector"]["matchLabels"]
+    template = deploy["spec"]["template"]
+    assert selector.items() <= template["metadata"]["labels"].items()
+    affinity = template["spec"]["affinity"]
+    assert set(affinity) == {"podAntiAffinity"}
+    [term] = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity["podAntiAffinity"]
+    assert term["weight"] == 100
+    assert term["podAffinityTerm"] == {"labelSelector": {"matchLabels": selector},
+                                       "topologyKey": "kubernetes.io/hostname"}
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1" and pdb["metadata"]["namespace"] == NAMESPACE
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+
+    # One replica: no budget (minAvailable 1 would forbid every drain); both can be turned off.
+    assert not [d for d in objects("replicaCount=1") if d["kind"] == "PodDisruptionBudget"]
+    assert not [d for d in objects("podDisruptionBudget.enabled=false") if d["kind"] == "PodDisruptionBudget"]
+    assert "affinity" not in one(objects("podAntiAffinity.enabled=false"), "Deployment")["spec"]["template"]["spec"]
+    assert one(objects("podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == "50%"
+    zone = one(objects("podAntiAffinity.topologyKey=topology.kubernetes.io/zone", "podAntiAffinity.weight=50"),
+               "Deployment")["spec"]["template"]["spec"]["affinity"]
+    [term] = zone["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["weight"] == 50 and term["podAffinityTerm"]["topologyKey"] == "topology.kubernetes.io/zone"
+
+    # The user's affinity is kept beside it; a podAntiAffinity of the user's replaces it.
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}]}}
+    merged = one(objects("json:affinity=" + json.dumps({"nodeAffinity": node_affinity})),
+                 "Deployment")["spec"]["template"]["spec"]["affinity"]
+    assert merged["nodeAffinity"] == node_affinity and "podAntiAffinity" in merged
+    own = {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}
+    replaced = one(objects("json:affinity=" + json.dumps({"podAntiAffinity": own})),
+                   "Deployment")["spec"]["template"]["spec"]["affinity"]
+    assert replaced == {"podAntiAffinity": own}
 
 
 @pytest.mark.parametrize("sets", [(), ("config.topologySources={koordinator}", "config.preemption=false"),
@@ -211,6 +254,8 @@ def test_lease_role_only_with_leader_election() -> None:
     (("config.leaderElection.renewDeadlineSeconds=20",),
      "config.leaderElection.renewDeadlineSeconds must be less than leaseDurationSeconds"),
     (("serviceAccount.create=false",), "serviceAccount.name is required when serviceAccount.create is false"),
+    (("podDisruptionBudget.minAvailable=most",), "/podDisruptionBudget/minAvailable"),
+    (("podAntiAffinity.weight=101",), "/podAntiAffinity/weight"),
 ])
 def test_bad_values_are_refused_with_a_message_naming_the_key(sets: tuple[str, ...], error: str) -> None:
     run = render(*sets, check=False)

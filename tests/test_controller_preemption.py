@@ -232,6 +232,8 @@ class RecordingWriter:
     def spawn(self, what: Coroutine[Any, Any, None]) -> None:
         self.tasks.append(asyncio.ensure_future(what))
 
+    spawn_owed = spawn
+
     async def preempt(self, pod_key: str, uid: str, message: str) -> bool:
         self.preempts.append((pod_key, uid, message))
         return self.ok
@@ -253,8 +255,9 @@ class RecordingWriter:
         pass
 
     async def settle(self) -> None:
-        await asyncio.gather(*self.tasks)
-        self.tasks = []
+        while self.tasks:  # what a write spawns (a victim's Event) too
+            tasks, self.tasks = self.tasks, []
+            await asyncio.gather(*tasks)
 
 
 def preemption_cycle(monkeypatch: pytest.MonkeyPatch, decisions: list[Any]) -> None:

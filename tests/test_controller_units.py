@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -21,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from koordpy.api.podgroup import PodGroup
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
-from koordpy.controller.main import configure_logging
+from koordpy.controller.main import LOG_HANDLER, configure_logging
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
 from koordpy.core.view import View
@@ -291,6 +292,8 @@ def test_a_logged_exception_carries_its_traceback(capsys: pytest.CaptureFixture[
         line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     finally:
         structlog.configure(**saved)
+        for handler in [h for h in logging.getLogger().handlers if h.get_name() == LOG_HANDLER]:
+            logging.getLogger().removeHandler(handler)
     assert line["event"] == "cycle failed" and line["level"] == "error"
     assert "Traceback" in line["exception"] and "ZeroDivisionError: the divisor was zero" in line["exception"]
 

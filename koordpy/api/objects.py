@@ -168,6 +168,8 @@ class Pod(_Model):
     # DisruptionTarget=True with reason PreemptionByScheduler: a scheduler is evicting it to make room.
     preempted: bool = False
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
+    # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
+    scheduling_gates: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -224,6 +226,10 @@ class Pod(_Model):
         grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64)
         if grace is not None and grace < 0:
             raise r.fail("spec.terminationGracePeriodSeconds", f"must not be negative, got {grace}")
+        gates = tuple(
+            r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name",
+                     required=True)
+            for i, g in enumerate(r.seq(spec.get("schedulingGates"), "spec.schedulingGates")))
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
@@ -250,6 +256,7 @@ class Pod(_Model):
             unschedulable_message=unschedulable_message,
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
+            scheduling_gates=gates,
         )
 
 

@@ -105,6 +105,8 @@ class Cache:
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
     preempting: dict[str, float] = field(default_factory=dict)  # victim -> when
+    # Unbound pods with spec.schedulingGates -> their schedulerName: the metrics' gated queue.
+    gated: dict[str, str] = field(default_factory=dict)
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     topology_changed: bool = True
@@ -205,6 +207,10 @@ class Cache:
                     return False
                 self._dirty[key] = None
                 self.pods[key] = pod
+                if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
+                    self.gated[key] = pod.scheduler_name
+                else:
+                    self.gated.pop(key, None)
                 if pod.node_name or pod.terminal:
                     self.assumed.pop(key, None)
                     self.nominated.pop(key, None)
@@ -283,6 +289,7 @@ class Cache:
         elif kind == "Pod":
             self._dirty[key] = None
             self.pods.pop(key, None)
+            self.gated.pop(key, None)
             self.assumed.pop(key, None)
             self.nominated.pop(key, None)
             self.preempting.pop(key, None)

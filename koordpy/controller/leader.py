@@ -47,6 +47,7 @@ class LeaderElector:
         self._observed: tuple[str, str, int] | None = None  # holder, renewTime, transitions
         self._observed_at = 0.0
         self.lost = asyncio.Event()
+        self._keeping: asyncio.Task[None] | None = None
 
     def may_write(self) -> bool:
         """True while this replica leads and its last renewal is younger than the renew deadline."""
@@ -68,6 +69,11 @@ class LeaderElector:
                 log.info("standing by", lease=f"{self.namespace}/{self.name}", leader=self._observed[0])
                 logged = True
             await asyncio.sleep(max(0.0, self.retry_period - (self.clock() - started)))
+
+    def start_keeping(self) -> asyncio.Task[None]:
+        """``keep()`` in a task of its own, which ``release()`` ends."""
+        self._keeping = asyncio.ensure_future(self.keep())
+        return self._keeping
 
     async def keep(self) -> None:
         """Renews every retry period; returns (with ``lost`` set) once the renew deadline passes
@@ -94,7 +100,11 @@ class LeaderElector:
 
     async def release(self, budget: float = 2.0) -> None:
         """Gives the Lease up on a clean stop, so the standby need not wait for it to expire;
-        best effort, within ``budget`` seconds (the lease expires anyway)."""
+        best effort, within ``budget`` seconds (the lease expires anyway). Renewals stop first."""
+        keeping, self._keeping = self._keeping, None
+        if keeping is not None:
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
         if self.renewed_at is None:
             return
         self.renewed_at = None

@@ -42,6 +42,9 @@ FAILURE_BACKOFF_MAX = 30.0
 # parked that long; a rebuild costs the whole cluster (2.5 s at 5,000 nodes and 50,000 pods), so it
 # is rarer.
 FULL_CYCLE_SECONDS = 1800.0
+# How the core's message to the pods of a job whose evaluation raised begins: their attempt is an
+# error, not an unschedulable one (kube-scheduler's "error" result: an internal problem).
+JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 
 class SchedulerLoop:
@@ -96,7 +99,8 @@ class SchedulerLoop:
                     self.failures = 0
                 except Exception:  # one bad cycle must not stop the scheduler
                     if self.metrics is not None:
-                        self.metrics.attempt_duration.labels("error", "").observe(time.perf_counter() - started)
+                        # No pod's attempt ended: the cycle's pods are tried again in the next one.
+                        self.metrics.cycle_duration.labels("error").observe(time.perf_counter() - started)
                     delay = self.cycle_failed()
                     log.exception("scheduling cycle failed", failures=self.failures, retry_in=delay)
                     self._retry_at = deadline = time.time() + delay
@@ -118,11 +122,11 @@ class SchedulerLoop:
         if time.time() >= self._full_at:
             self.state.view = None
             self._full_at = time.time() + FULL_CYCLE_SECONDS
+        started = time.perf_counter()  # each pod's attempt starts here, as kube-scheduler's starts at its pop
         snap = self.cache.snapshot(self.names)
         snap.preemption = self.preemption
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
-        started = time.perf_counter()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
@@ -138,9 +142,17 @@ class SchedulerLoop:
         self._log_jobs(result)
         # The pods are assumed on their nodes before the binds go out, and the binds run in the
         # background: the next cycle sees the room as taken and need not wait for the API server.
+        # A pod's Scheduled Event is written once its bind is, as kube-scheduler's is: never for a
+        # bind the API server refused.
+        scheduled = {d.obj: d for d in result.decisions
+                     if isinstance(d, Event) and d.kind == "Pod" and d.reason == "Scheduled"}
+        with_bind: set[int] = set()  # those Events, by identity
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
-            self.writer.spawn(self._bind(bind, uid(bind.pod)))
+            event = scheduled.get(bind.pod)
+            if event is not None:
+                with_bind.add(id(event))
+            self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, event))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
         for victim in result.preempted:
@@ -161,8 +173,9 @@ class SchedulerLoop:
                 self.writer.podgroup_status(d.podgroup, d.status, d.group)
             elif isinstance(d, Annotate):
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
-            elif isinstance(d, Event) and d.reason != "FailedScheduling":  # those go with their condition
-                self.writer.spawn(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
+            elif isinstance(d, Event) and d.reason != "FailedScheduling" and id(d) not in with_bind:
+                # FailedScheduling goes with its condition; Scheduled with its bind.
+                self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
@@ -180,24 +193,24 @@ class SchedulerLoop:
             found = pods.get(key)
             return found.scheduler_name if found is not None else ""
 
-        tried: dict[tuple[str, str], int] = {}
-        for bind in result.binds:
-            key = ("scheduled", profile(bind.pod))
-            tried[key] = tried.get(key, 0) + 1
-        for pod in result.waiting:
-            key = ("unschedulable", profile(pod))
-            tried[key] = tried.get(key, 0) + 1
-        for (outcome, name), count in tried.items():
+        # Each pod tried and left pending ends its attempt with the cycle; a bound pod's attempt
+        # ends when its bind is written (``_bind``), as kube-scheduler's includes the binding.
+        outcomes: dict[tuple[str, str], int] = {}
+        for pod, message in result.waiting.items():
+            key = ("error" if message.startswith(JOB_ERROR_PREFIX) else "unschedulable", profile(pod))
+            outcomes[key] = outcomes.get(key, 0) + 1
+        for (outcome, name), count in outcomes.items():
             m.attempts.labels(outcome, name).inc(count)
-        if result.job_errors:
-            m.attempts.labels("error", "").inc(len(result.job_errors))
-        outcome = "scheduled" if result.binds else "error" if result.job_errors else "unschedulable"
-        names = {name for _, name in tried} or {""}
-        for name in names:
-            m.attempt_duration.labels(outcome, name).observe(seconds)
+            child = m.attempt_duration.labels(outcome, name)
+            for _ in range(count):
+                child.observe(seconds)
+        m.cycle_duration.labels("scheduled" if result.binds else "unschedulable").observe(seconds)
         m.cycles.inc()
         for queue, count in result.queues.items():
             m.pending.labels(queue).set(count)
+        # Gates are not honoured yet (a gated pod is tried, and counted in its queue, too): counted
+        # so that a dashboard of kube-scheduler's queues reads the same.
+        m.pending.labels("gated").set(sum(1 for name in self.cache.gated.values() if name in self.names))
         pending = result.pending
         m.preemption_attempts.inc(result.preemption_attempts)
         victims: dict[str, int] = {}
@@ -228,14 +241,28 @@ class SchedulerLoop:
                 context["pod"] = binds[0].pod
             log.info("binding", job=job, pods=len(binds), **context)
 
-    async def _bind(self, d: Bind, uid: str) -> None:
+    async def _bind(self, d: Bind, uid: str, started: float | None = None, event: Event | None = None) -> None:
+        """Writes a bind, and then ``event`` (the pod's Scheduled Event) if it was written.
+        ``started``: when the cycle that chose it began (perf_counter), the start of the pod's
+        attempt for the metrics."""
+        failed = False
         try:
             bound = await self.writer.bind(d.pod, uid, d.node)
         except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
             log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
-            bound = False
+            bound, failed = False, True
+        if self.metrics is not None and started is not None and (bound or failed):
+            # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
+            found = self.cache.pods.get(d.pod)
+            profile = found.scheduler_name if found is not None else ""
+            outcome = "scheduled" if bound else "error"
+            self.metrics.attempts.labels(outcome, profile).inc()
+            self.metrics.attempt_duration.labels(outcome, profile).observe(time.perf_counter() - started)
         if bound:
             self.writer.bound(d.pod)
+            if event is not None:
+                self.writer.spawn_owed(self.writer.event(event.kind, event.obj, uid, event.type, event.reason,
+                                                          event.message))
         else:
             # Forgotten, the pod is pending again in the next snapshot and the cache's change
             # brings that cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
@@ -244,7 +271,7 @@ class SchedulerLoop:
     async def _preempt(self, d: Preempt, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message):
             # What kube-scheduler tells a victim's owner, besides the condition.
-            await self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message)
+            self.writer.spawn_owed(self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message))
         else:
             self.cache.forget_preempted(d.pod)
 

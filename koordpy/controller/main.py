@@ -37,8 +37,11 @@ log = structlog.get_logger("koordpy")
 
 RESYNC_SECONDS = 300.0
 # A stop must end well within the 30 s Kubernetes gives, even with the API server unreachable:
-# binds in flight get STOP_GRACE, the Lease's release and kopf's own stop a second each.
+# binds in flight get STOP_GRACE, the Events owed (a Scheduled Event for each pod bound) up to
+# STOP_EVENTS in all while they are being written (writer.FLUSH_STALL: not at all once none gets
+# through), the Lease's release and kopf's own stop a second each.
 STOP_GRACE = 2.0
+STOP_EVENTS = 10.0
 STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
@@ -53,20 +56,40 @@ def resources(sources: tuple[TopologySource, ...]) -> list[tuple[str, str, str, 
             if kind.role not in SOURCE_OF_ROLE or SOURCE_OF_ROLE[kind.role] in wanted]
 
 
+LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
-    logging.basicConfig(level=getattr(logging, level), format="%(message)s")
-    logging.getLogger("kopf").setLevel(logging.WARNING)
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    """structlog for koordpy's own lines, and the same renderer for every stdlib logger (kopf's,
+    aiohttp's, asyncio's): in JSON mode each line on standard error is one JSON object, so a strict
+    log pipeline never meets kopf's plain-text warnings (an optional CRD not installed, say)."""
     console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     renderer: Any = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console \
         else structlog.processors.JSONRenderer()
+    # format_exc_info: a logged exception carries its traceback as text in the JSON line
+    # ("exception"); without it, the line said exc_info=true and nothing more. The console
+    # renderer prints tracebacks itself.
+    tail: list[Any] = [*([] if console else [structlog.processors.format_exc_info]), renderer]
+    shared: list[Any] = [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+              structlog.processors.TimeStamper(fmt="iso")]
+    handler = logging.StreamHandler(sys.stderr)
+    # A stdlib record becomes an event dict ("event": its message, "logger": its name) and goes
+    # through the renderer structlog's own lines use.
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail]))
+    handler.set_name(LOG_HANDLER)
+    root = logging.getLogger()
+    for old in list(root.handlers):  # a previous call's: each line would be written twice
+        if old.get_name() == LOG_HANDLER:
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level))
+    logging.captureWarnings(True)  # a Python warning too is a line of the log, not text of its own
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
     structlog.configure(
-        # format_exc_info: a logged exception carries its traceback as text in the JSON line
-        # ("exception"); without it, the line said exc_info=true and nothing more. The console
-        # renderer prints tracebacks itself.
-        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso"),
-                    *([] if console else [structlog.processors.format_exc_info]), renderer],
+        processors=[*shared, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -80,7 +103,9 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
                                            client_configuration=cfg)
     else:
         kube_config.load_incluster_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = 128 if qps_unlimited else 16
+    # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
+    # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
+    cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
     return ApiClient(cfg)
 
 
@@ -274,12 +299,14 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
             if not task.cancelled():
                 task.result()  # re-raise what ended it, if anything did
     finally:
-        # Scheduling stops at once; writes in flight get a moment, queued ones are dropped: the
-        # next leader rebuilds them from the API server.
+        # Scheduling stops at once; writes in flight get a moment, queued ones are dropped (the
+        # next leader rebuilds them from the API server), except Events about binds and preemptions
+        # made, which only we can write: they are flushed first, still under the Lease (renewals go
+        # on meanwhile), and the Lease is released after them.
         for task in ours:
             task.cancel()
         await asyncio.gather(*ours, return_exceptions=True)
-        await writer.drain(STOP_GRACE)
+        await writer.drain(STOP_GRACE, STOP_EVENTS)
         if elector is not None and not elector.lost.is_set():
             await elector.release(STOP_STEP)
         stop_flag.set()
@@ -316,7 +343,9 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
     await elector.acquire()
     metrics.leader.set(1)
     scheduling = asyncio.ensure_future(loop.run())
-    keeping = asyncio.ensure_future(elector.keep())
+    # Renewals outlive this task on a stop: the writer flushes the Events it owes under the Lease,
+    # and elector.release() ends them.
+    keeping = elector.start_keeping()
     try:
         done, _ = await asyncio.wait({scheduling, keeping}, return_when=asyncio.FIRST_COMPLETED)
         if not elector.lost.is_set():
@@ -326,9 +355,8 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
                     task.result()
             return
     finally:
-        for task in (scheduling, keeping):
-            task.cancel()
-        await asyncio.gather(scheduling, keeping, return_exceptions=True)
+        scheduling.cancel()
+        await asyncio.gather(scheduling, return_exceptions=True)
     metrics.leader.set(0)
     raise LeadershipLost(f"lease {elector.namespace}/{elector.name} not renewed within "
                          f"{elector.renew_deadline:g}s")
@@ -345,5 +373,8 @@ def run(kubeconfig: str | None, settings: Settings) -> int:
         return 1
     except OSError as exc:  # the metrics port taken, say: say so in one line
         log.error("cannot start", error=str(exc))
+        return 1
+    except Exception:  # a log line with its traceback, not the interpreter's plain-text one
+        log.exception("exiting: unexpected error")
         return 1
     return 0

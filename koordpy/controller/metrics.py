@@ -41,13 +41,22 @@ class Metrics:
             "scheduler_schedule_attempts", "Pods the scheduler tried to place, by result "
             "(scheduled, unschedulable, error) and profile (the pod's schedulerName).",
             ["result", "profile"], registry=r)
+        # As kube-scheduler's: one pod's attempt, from the start of the cycle that tried it to its
+        # outcome (its bind written, or the cycle leaving it pending), labelled with that pod's profile.
         self.attempt_duration = Histogram(
-            "scheduler_scheduling_attempt_duration_seconds", "Time of one scheduling cycle (every active "
-            "job is tried in a cycle), by its result: scheduled if it bound a pod, else unschedulable, or error.",
+            "scheduler_scheduling_attempt_duration_seconds", "Scheduling attempt latency of one pod in "
+            "seconds (the scheduling cycle that tried it + its bind), by result (scheduled, unschedulable, "
+            "error) and profile (the pod's schedulerName).",
             ["result", "profile"], buckets=DURATION_BUCKETS, registry=r)
+        self.cycle_duration = Histogram(
+            "koordpy_scheduling_cycle_duration_seconds", "Time of one scheduling cycle (every active job is "
+            "tried in a cycle; binds are written after it), by result: scheduled if it chose a node for a "
+            "pod, unschedulable if it chose none, error if the cycle raised.",
+            ["result"], buckets=DURATION_BUCKETS, registry=r)
         self.pending = Gauge(
-            "scheduler_pending_pods", "Pending pods of this scheduler by queue: active (tried in the next "
-            "cycle) or unschedulable (parked until an event could make them fit).", ["queue"], registry=r)
+            "scheduler_pending_pods", "Pending pods of this scheduler by queue: active (tried in the last "
+            "cycle), backoff (woken, waiting out a backoff), unschedulable (parked until an event could make "
+            "them fit) or gated (spec.schedulingGates not yet empty).", ["queue"], registry=r)
         self.victims = Histogram(
             "scheduler_preemption_victims", "Victims chosen by one preemption.", buckets=VICTIM_BUCKETS,
             registry=r)

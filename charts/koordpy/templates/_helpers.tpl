@@ -30,6 +30,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: scheduler
 {{- end -}}
 
+{{/*
+The pods' affinity: .Values.affinity, plus a preferred anti-affinity between the chart's own pods on
+podAntiAffinity.topologyKey unless that is off or .Values.affinity has a podAntiAffinity of its own.
+*/}}
+{{- define "koordpy.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- $anti := .Values.podAntiAffinity | default dict -}}
+{{- if and $anti.enabled (not (hasKey $affinity "podAntiAffinity")) -}}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "koordpy.selectorLabels" . | fromYaml))
+      "topologyKey" ($anti.topologyKey | default "kubernetes.io/hostname") -}}
+{{- $preferred := list (dict "weight" (int ($anti.weight | default 100)) "podAffinityTerm" $term) -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" $preferred) -}}
+{{- end -}}
+{{- toYaml $affinity -}}
+{{- end -}}
+
 {{- define "koordpy.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "koordpy.fullname" .) .Values.serviceAccount.name -}}
