@@ -20,11 +20,10 @@ that each partition sits inside one tier-1 HyperNode.
 from __future__ import annotations
 
 import gc
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
+from benchmarks.bench_topology import best_of
+from benchmarks.bench_topology import hypernodes as tiered_hypernodes
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import rank_order
@@ -48,22 +47,7 @@ def nodes() -> list[dict[str, Any]]:
 
 
 def hypernodes() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    level = [f"node-{i}" for i in range(N_NODES)]
-    member_type = "Node"
-    for tier, fan in enumerate(FANOUT, start=1):
-        names = []
-        for j in range(0, len(level), fan):
-            name = f"t{tier}-{j // fan}"
-            out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
-                        "spec": {"tier": tier, "members": [{"type": member_type, "selector": {"exactMatch": {
-                            "name": m}}} for m in level[j:j + fan]]}})
-            names.append(name)
-        level, member_type = names, "HyperNode"
-    out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "spine"},
-                "spec": {"tier": len(FANOUT) + 1, "members": [{"type": "HyperNode", "selector": {"exactMatch": {
-                    "name": m}}} for m in level]}})
-    return out
+    return tiered_hypernodes(N_NODES, FANOUT)
 
 
 def job(min_sub_groups: int | None) -> list[dict[str, Any]]:
@@ -82,15 +66,6 @@ def job(min_sub_groups: int | None) -> list[dict[str, Any]]:
         "spec": {"schedulerName": "koordpy", "containers": [{"name": "main", "image": "x", "resources": {
             "requests": {"cpu": "1", "memory": "1Gi", GPU: "8"}}}]}} for i in range(PARTITIONS * SIZE)]
     return [pg, *pods]
-
-
-def best_of(fn: Callable[[], Any], n: int) -> tuple[float, float]:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), statistics.median(times)
 
 
 def main() -> None:

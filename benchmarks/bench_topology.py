@@ -47,11 +47,13 @@ def nodes() -> list[dict[str, Any]]:
         "status": {"allocatable": {"cpu": "128", "memory": "1Ti", GPU: "8", "pods": "110"}}} for i in range(N_NODES)]
 
 
-def hypernodes() -> list[dict[str, Any]]:
+def hypernodes(n_nodes: int = N_NODES, fanout: tuple[int, ...] = FANOUT) -> list[dict[str, Any]]:
+    """Tier 1 groups ``fanout[0]`` nodes, each tier above groups ``fanout[t]`` HyperNodes of the tier
+    below; one spine one tier higher holds the top ones."""
     out: list[dict[str, Any]] = []
-    level = [f"node-{i}" for i in range(N_NODES)]
+    level = [f"node-{i}" for i in range(n_nodes)]
     member_type = "Node"
-    for tier, fan in enumerate(FANOUT, start=1):
+    for tier, fan in enumerate(fanout, start=1):
         names = []
         for j in range(0, len(level), fan):
             name = f"t{tier}-{j // fan}"
@@ -61,7 +63,7 @@ def hypernodes() -> list[dict[str, Any]]:
             names.append(name)
         level, member_type = names, "HyperNode"
     out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "spine"},
-                "spec": {"tier": len(FANOUT) + 1, "members": [{"type": "HyperNode", "selector": {"exactMatch": {
+                "spec": {"tier": len(fanout) + 1, "members": [{"type": "HyperNode", "selector": {"exactMatch": {
                     "name": m}}} for m in level]}})
     return out
 
