@@ -188,3 +188,14 @@ def test_choose_breaks_ties_layer_by_layer_up_to_the_root() -> None:
     assert pick([2, 6, 2, 2, 0, 0]) == "NodeTopologyLayer/n2"  # spine s1 (4) under s0 (8)
     assert pick([2, 6, 2, 6, 2, 6]) == "NodeTopologyLayer/n4"  # racks tie, spines tie (8), zone z1 (8) under z0 (16)
     assert pick([2, 0, 2, 0, 0, 0]) == "NodeTopologyLayer/n0"  # ties all the way to the root: the name
+
+
+def test_choose_and_its_twin_agree_on_chains_of_unlike_length() -> None:
+    # A node missing its block label hangs under its spine at the same depth as a node with the full
+    # path, so their ancestor chains differ in length: the shorter chain comes first in both.
+    tree = TopologyTree.build(["S", "B"], ["za", "zb"], {"za": ["s1", "b1"], "zb": ["s1"]})
+    sums = np.full(len(tree.order), 4, dtype=np.int64)
+    nodes = tree.domain_node >= 0
+    chosen = choose_candidate(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank)
+    assert chosen == choose_candidate_py(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank)
+    assert tree.label(chosen).endswith("/zb")

@@ -351,3 +351,32 @@ def test_a_volcano_job_with_a_small_launcher_preempts_for_its_workers() -> None:
     out = run(_unlike_cluster(), *hns, HIGH, LOW, pg, *pods)
     assert len(out.bound) == 5 and "b0" not in out.bound.values()
     assert out.bound["default/mpi-launcher"] == "m0"
+
+
+def test_candidates_with_room_only_for_the_small_pods_do_not_use_up_the_verified_tries() -> None:
+    # Nine CPU-only blocks offer room for a 1-CPU master and need no victims; only block gpu (four
+    # 8-GPU nodes full of low-priority GPU pods) can hold the three GPU workers. The CPU-only blocks are
+    # no candidates at all: each kind of pod must find room for all its members in the candidate.
+    must_block = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+
+    def at(name: str, block: str, **kw: Any) -> dict[str, Any]:
+        return node(name, cpu="16", labels={"network.topology.nvidia.com/spine": "s",
+                                            "network.topology.nvidia.com/block": block}, **kw)
+
+    def gpu(p: dict[str, Any]) -> dict[str, Any]:
+        p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "8"
+        return p
+
+    nodes = [*(at(f"g{i}", "gpu", extra={"nvidia.com/gpu": "8"}) for i in range(4)),
+             *(at(f"c{i}", f"cpu{i}") for i in range(9))]
+    low = [gpu(pod(f"low-{i}", cpu="1", node_name=f"g{i}", priority_class="low", scheduler="other"))
+           for i in range(4)]
+    groups = ["default/master", "default/worker"]
+    out = run(nodes, SPINE_BLOCK_CNT, HIGH, LOW, *low,
+              podgroup("master", 1, gather=must_block, groups=groups),
+              podgroup("worker", 3, gather=must_block, groups=groups),
+              pod("master-0", cpu="1", group="master", index=0, priority_class="high"),
+              *[gpu(pod(f"worker-{i}", cpu="1", group="worker", index=i + 1, priority_class="high"))
+                for i in range(3)])
+    assert len(out.bound) == 4 and set(out.bound.values()) <= {f"g{i}" for i in range(4)}
+    assert len(out.preempted) == 3

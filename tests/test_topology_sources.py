@@ -838,3 +838,32 @@ def test_a_full_rack_of_peers_keeps_the_replacement_in_their_zone() -> None:
     running = [gpu_pod(f"f-{i}", job, node_name=f"n-a0-{i}") for i in range(3)]
     out = run(zoned({"a0": ("za", 3), "a1": ("za", 2), "b1": ("zb", 1)}), NET, job, *running, gpu_pod("f-3", job))
     assert out.bound["default/f-3"].startswith("n-a1-")
+
+
+def test_peers_spread_over_the_cluster_leave_the_preferred_search_as_it_is() -> None:
+    # The running members span both zones, so no domain below the cluster holds them: the pending
+    # pods get the ordinary preferred-level search (the smallest rack that takes both, b1), not a
+    # split from the cluster down.
+    job = batch_job("r", 4, kai("network", preferred="rack"))
+    running = [gpu_pod("r-0", job, node_name="n-a0-0"), gpu_pod("r-1", job, node_name="n-b0-0")]
+    layout = {"a0": ("za", 2), "a1": ("za", 1), "a2": ("za", 1), "b0": ("zb", 1), "b1": ("zb", 2), "b2": ("zb", 5)}
+    out = run(zoned(layout), NET, job, *running, gpu_pod("r-2", job), gpu_pod("r-3", job))
+    assert racks_of(out) == Counter({"b1": 2})
+
+
+def test_inside_the_peers_zone_a_rack_that_takes_all_beats_a_split() -> None:
+    # Three levels above the nodes (zone, block, rack); the running member is in zone za, block k0,
+    # whose racks are full. In za, block k1's racks hold 1 and 1 free nodes and block k2 has one rack
+    # of 2: the pending pair goes to that rack, not split over k1's racks.
+    topo = topology("deep", "example.com/zone", "example.com/block", "example.com/rack", "kubernetes.io/hostname")
+
+    def at(name: str, zone: str, block: str, rack: str) -> dict[str, Any]:
+        return node(name, cpu="32", labels={"example.com/zone": zone, "example.com/block": block,
+                                            "example.com/rack": rack}, extra={"nvidia.com/gpu": "4"})
+
+    nodes = [at("n-r0-0", "za", "k0", "r0"), at("n-r1-0", "za", "k1", "r1"), at("n-r2-0", "za", "k1", "r2"),
+             at("n-r3-0", "za", "k2", "r3"), at("n-r3-1", "za", "k2", "r3"), at("n-r4-0", "zb", "k3", "r4"),
+             at("n-r4-1", "zb", "k3", "r4")]
+    job = batch_job("d", 3, kai("deep", preferred="rack"))
+    out = run(nodes, topo, job, gpu_pod("d-0", job, node_name="n-r0-0"), gpu_pod("d-1", job), gpu_pod("d-2", job))
+    assert racks_of(out) == Counter({"r3": 2})

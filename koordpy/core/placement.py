@@ -458,20 +458,29 @@ class Placer:
         scope = top if req.scope is None else req.scope
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
+
+        preferred = req.preferred
+
+        def search(mask: npt.NDArray[np.bool_], highest: int) -> int:
+            for rank in range(preferred, highest + 1):
+                found = int(choose_candidate(sums, tree.depth, mask & (tree.rank == rank), desired, tree.parent,
+                                             tree.name_rank))
+                if found >= 0:
+                    return found
+            return -1
+
         chosen = -1
-        # Running members first: the lowest domain at or above the preferred level that holds them
-        # and takes the pending pods too (all of the job in one domain when possible).
+        # Running members first: the same search inside the smallest domain that holds them, then
+        # inside each of its ancestors below the root in turn (all of the job in one domain when
+        # possible); the root's search is the ordinary one.
         around = -1 if req.peers is None else req.peers
-        while around >= 0 and int(tree.rank[around]) <= scope:
-            if int(tree.rank[around]) >= req.preferred and inside[around] and sums[around] >= desired:
-                chosen = around
-                break
+        while chosen < 0 and around > 0 and int(tree.rank[around]) <= scope:
+            near = np.zeros_like(inside)
+            near[around: tree.end[around]] = inside[around: tree.end[around]]
+            chosen = search(near, int(tree.rank[around]))
             around = int(tree.parent[around])
-        for rank in range(req.preferred, scope + 1):
-            if chosen >= 0:
-                break
-            chosen = int(choose_candidate(sums, tree.depth, inside & (tree.rank == rank), desired, tree.parent,
-                                          tree.name_rank))
+        if chosen < 0:
+            chosen = search(inside, scope)
         if chosen < 0:
             names = dict(req.labels)
             listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]

@@ -128,7 +128,8 @@ class Preemptor:
         slots = node_offerslots(reclaim, vec, feasible)
         desired = len(pods)
         ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
-        if not any(bool(np.any(c.totals >= desired)) for c in ranks):
+        fits = self._fits(pods, tree, reclaim, ranks)
+        if not any(bool(np.any(f)) for f in fits):
             best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
             return Plan("none", f"preemption: not helpful: even without every lower-priority pod, no candidate can "
@@ -141,15 +142,15 @@ class Preemptor:
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
         scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_]]] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
-        for cands in ranks:
-            if not bool(np.any(cands.totals >= desired)):
+        for cands, fit in zip(ranks, fits, strict=True):
+            if not bool(np.any(fit)):
                 continue
             evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req)
             v_cand = cands.of_node[v_node]
             by = np.lexsort((gang_ids, job_ids, v_cand))
             top, jobs, npods = candidate_costs(evicted[by], v_cand[by], v_prio[by], job_ids[by], gang_ids[by],
                                                ~v_held[by], gang_bound, gang_min, len(cands.domains))
-            for c in np.flatnonzero(cands.totals >= desired).tolist():
+            for c in np.flatnonzero(fit).tolist():
                 scored.append((cands, c, evicted & (v_cand == c)))
                 tops.append(int(top[c]))
                 jobs_n.append(int(jobs[c]))
@@ -190,6 +191,31 @@ class Preemptor:
         for p in distinct.values():
             feasible |= self.placer.feasible([p], tree)
         return np.asarray(vec, dtype=np.int64), feasible
+
+    def _fits(self, pods: list[Pod], tree: TopologyTree, reclaim: npt.NDArray[np.int64],
+              ranks: list[_Candidates]) -> list[npt.NDArray[np.bool_]]:
+        """Per candidate, whether it may hold the job once its lower-priority pods are gone: its
+        offerslots reach the job's size, and each kind of pod (request and the nodes it may use) finds
+        room for all of its members on its own. Both are necessary, so no candidate the real placement
+        would use is dropped; the second keeps a candidate with room only for the small pods (a
+        CPU-only domain for a job of GPU workers) from taking the few verifying placements."""
+        desired = len(pods)
+        out = [c.totals >= desired for c in ranks]
+        kinds: dict[tuple[bytes, int], list[Pod]] = {}
+        for p in pods:
+            kinds.setdefault((self.cluster.request_vector(p).tobytes(), id(self.placer.filters.static(p))),
+                             []).append(p)
+        if len(kinds) < 2:
+            return out  # one kind: the loose offerslot is exact already
+        for members in kinds.values():
+            need = len(members)
+            slots = node_offerslots(reclaim, self.cluster.request_vector(members[0]),
+                                    self.placer.feasible(members, tree)).astype(np.float64)
+            for i, cands in enumerate(ranks):
+                inside = cands.of_node >= 0
+                room = np.bincount(cands.of_node[inside], weights=slots[inside], minlength=len(cands.domains))
+                out[i] &= room >= need
+        return out
 
     def _verify(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
                 victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_],

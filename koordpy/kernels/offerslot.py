@@ -96,10 +96,16 @@ def subtree_sums_py(node_slots: I64, node_domain: I64, parent: I64, multiple: I6
 @njit(cache=True, nogil=True)
 def _ancestors_first_smaller(sums: I64, parent: I64, a: int, b: int) -> int:
     """Compares two domains' ancestor chains layer by layer from their parents up: -1 when ``a``'s
-    first differing ancestor offers less, 1 when more, 0 when the chains meet (or end) tied."""
+    first differing ancestor offers less, 1 when more, 0 when the chains meet tied. A chain that ends
+    first (a node hanging higher for a missing label has fewer ancestors at the same depth) comes
+    first, as a shorter tuple does."""
     pa = parent[a]
     pb = parent[b]
-    while pa >= 0 and pb >= 0 and pa != pb:
+    while pa != pb:
+        if pa < 0:
+            return -1
+        if pb < 0:
+            return 1
         if sums[pa] != sums[pb]:
             return -1 if sums[pa] < sums[pb] else 1
         pa = parent[pa]
@@ -157,7 +163,7 @@ def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent:
         return -1
 
     def key(d: int) -> tuple[int, int, tuple[int, ...], int]:
-        # Equal depths give equal-length chains; once two chains meet they agree to the root.
+        # Once two chains meet they agree to the root; a chain that ends first compares smaller.
         return (-int(depth[d]), int(sums[d]), ancestor_sums_py(sums, parent, d), int(name_rank[d]))
 
     return min(fits, key=key)
