@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.podgroup import PodGroup
 from koordpy.controller.cache import Cache
-from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
+from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop, invalid_reason
 from koordpy.controller.main import LOG_HANDLER, configure_logging
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
@@ -74,7 +74,8 @@ def test_invalid_objects_are_kept_as_errors_for_reporting() -> None:
 
 def test_a_hypernode_pattern_go_would_refuse_is_reported_as_invalid_naming_the_field() -> None:
     # Volcano's webhook compiles regexMatch.pattern with Go's regexp, which has no look-ahead: the
-    # live scheduler reports the HyperNode (an InvalidHyperNode Event) and keeps it out of the tree.
+    # live scheduler reports the HyperNode (an InvalidMembers Event, as for every bad member) and keeps
+    # it out of the tree.
     cache = Cache()
     raw = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
            "metadata": {"name": "rack", "uid": "h1"},
@@ -84,6 +85,10 @@ def test_a_hypernode_pattern_go_would_refuse_is_reported_as_invalid_naming_the_f
     [bad] = cache.invalid_objects(NAMES)
     assert (bad.kind, bad.key, bad.uid) == ("HyperNode", "rack", "h1")
     assert "spec.members[0].selector.regexMatch.pattern" in bad.error and "RE2" in bad.error
+    assert invalid_reason(bad.kind, bad.error) == "InvalidMembers"
+    # Other faults of a HyperNode, and of other kinds, keep Invalid<Kind>.
+    assert invalid_reason("HyperNode", "HyperNode r2: spec.tier: expected an integer") == "InvalidHyperNode"
+    assert invalid_reason("PodGroup", "PodGroup default/g: spec.members: odd") == "InvalidPodGroup"
 
 
 def test_an_invalid_cluster_network_topology_is_reported_not_used() -> None:

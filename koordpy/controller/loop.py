@@ -47,6 +47,16 @@ FULL_CYCLE_SECONDS = 1800.0
 JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 
+def invalid_reason(kind: str, error: str) -> str:
+    """The Event reason for an object that does not parse: ``Invalid<Kind>``, except a HyperNode whose
+    members are wrong (a selector, a pattern RE2 refuses), which says ``InvalidMembers`` as the
+    problems only the whole tree shows do, so one reason covers every bad member."""
+    field = error.split(": ", 1)[-1]  # the error names the object first, then the field
+    if kind == "HyperNode" and field.startswith("spec.members"):
+        return "InvalidMembers"
+    return f"Invalid{kind}"
+
+
 class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
@@ -313,8 +323,8 @@ class SchedulerLoop:
             if self._reported.get(ident) == bad.error:
                 continue
             log.warning("invalid object", kind=bad.kind, object=bad.key, uid=bad.uid, error=cap(bad.error, 1024))
-            self.writer.spawn(self.writer.event(bad.kind, bad.key, bad.uid, "Warning", f"Invalid{bad.kind}",
-                                                bad.error))
+            self.writer.spawn(self.writer.event(bad.kind, bad.key, bad.uid, "Warning",
+                                                invalid_reason(bad.kind, bad.error), bad.error))
         self._reported = reported
 
     def _hypernode_statuses(self, snap: Snapshot) -> None:
