@@ -357,3 +357,20 @@ async def test_a_refused_write_is_seen_as_refused_through_the_real_client() -> N
     assert seen == ["taken", "gone", "p", "p"]
     assert metrics.registry.get_sample_value("koordpy_api_retries_total", {"reason": "503"}) == 1
     assert metrics.registry.get_sample_value("koordpy_api_writes_total", {"kind": "bind", "result": "failed"}) == 2
+
+
+async def test_the_loop_ends_when_cancelled_as_a_change_arrives() -> None:
+    # A stop cancels the loop while a burst of watch events keeps setting ``changed``: the cancel and
+    # the wake-up land together. Python 3.11's wait_for returned the wake-up and dropped the cancel
+    # (the loop ran on and a SIGTERM'd scheduler never stopped); the loop must end every time.
+    loop, _ = make_loop(Cache())
+    loop.debounce = 3600.0  # woken, it would sleep rather than run a cycle
+    for _ in range(20):
+        task = asyncio.ensure_future(loop.run())
+        await asyncio.sleep(0.01)  # waiting for a change
+        loop.cache.changed.set()
+        task.cancel()
+        done, _pending = await asyncio.wait({task}, timeout=2.0)
+        assert done, "the loop went on after its cancel"
+        assert task.cancelled()
+        loop.cache.changed.clear()

@@ -88,7 +88,9 @@ class LeaderElector:
             try:
                 # The renewal may not outlive the deadline: a request stuck on a dead connection
                 # must not keep us "leading" past it.
-                ok = await asyncio.wait_for(self._try(), timeout=max(0.01, deadline - self.clock()))
+                # asyncio.timeout, not wait_for, which on Python 3.11 can lose release()'s cancel.
+                async with asyncio.timeout(max(0.01, deadline - self.clock())):
+                    ok = await self._try()
             except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("lease renewal failed", error=str(getattr(exc, "reason", None) or exc))
                 continue

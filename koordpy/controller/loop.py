@@ -94,8 +94,12 @@ class SchedulerLoop:
                 self.writer.flush(self._pending_info, self._podgroup_now)
                 continue
             wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that comes as
+            # the wait ends (python/cpython#86296), and with the cache changing under a burst of binds
+            # a stop's cancel landed there, so the loop ran on and the stop never ended.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.cache.changed.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await self.cache.changed.wait()
             due = deadline is not None and time.time() >= deadline
             if self.cache.changed.is_set() or due:
                 self.cache.changed.clear()

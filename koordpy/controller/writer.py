@@ -395,6 +395,7 @@ class ApiWriter:
         Event about a bind is not, and a bind cut off mid-request may have landed without its
         Event."""
         started = time.monotonic()
+        at_stop = len(self._owed)
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         for task in self._tasks - self._owed:
@@ -406,8 +407,8 @@ class ApiWriter:
             if left <= 0 or now - self._owed_written_at >= stall:
                 break
             await asyncio.wait(set(self._owed), timeout=min(left, stall), return_when=asyncio.FIRST_COMPLETED)
-        if owed:
-            log.info("owed writes flushed on stop", after_grace=owed, dropped=len(self._owed),
+        if at_stop:  # said whenever the stop found writes owed, even if the grace saw them all through
+            log.info("owed writes flushed on stop", at_stop=at_stop, after_grace=owed, dropped=len(self._owed),
                      seconds=round(time.monotonic() - started, 3))
         self.cancel()
 

