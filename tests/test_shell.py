@@ -178,7 +178,7 @@ async def test_attempt_duration_is_one_pods_attempt_labelled_with_its_profile() 
     total = "scheduler_scheduling_attempt_duration_seconds_sum"
     # The cycle is over; the binds are not written yet, so no pod's attempt has ended as scheduled.
     assert sample(metrics, count, result="scheduled", profile="koordpy") == 0
-    assert sample(metrics, count, result="unschedulable", profile="koordpy") == 2  # too-big, gated
+    assert sample(metrics, count, result="unschedulable", profile="koordpy") == 1  # too-big; the gated pod is not tried
     assert sample(metrics, "koordpy_scheduling_cycle_duration_seconds_count", result="scheduled") == 1
     cycle_seconds = sample(metrics, "koordpy_scheduling_cycle_duration_seconds_sum", result="scheduled")
     await writer.drain(2.0)
@@ -186,12 +186,13 @@ async def test_attempt_duration_is_one_pods_attempt_labelled_with_its_profile() 
     assert sample(metrics, count, result="scheduled", profile="koordpy") == 2
     assert sample(metrics, count, result="scheduled", profile="gang") == 1
     assert sample(metrics, "scheduler_schedule_attempts_total", result="scheduled", profile="gang") == 1
-    assert sample(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="koordpy") == 2
+    assert sample(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="koordpy") == 1
     for result in ("scheduled", "unschedulable", "error"):
         assert sample(metrics, count, result=result, profile="") == 0
     # A bound pod's attempt includes its bind (50 ms here), as kube-scheduler's does.
     assert sample(metrics, total, result="scheduled", profile="gang") >= cycle_seconds + 0.05
     assert sample(metrics, "scheduler_pending_pods", queue="gated") == 1  # not the other scheduler's
+    assert sample(metrics, "scheduler_pending_pods", queue="active") == 4  # fits-0, fits-1, too-big, other
     # Gone or ungated, it leaves the queue.
     ungated = pod("gated", cpu="64")
     ungated["metadata"]["resourceVersion"] = "100"

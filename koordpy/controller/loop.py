@@ -222,8 +222,8 @@ class SchedulerLoop:
         m.cycles.inc()
         for queue, count in result.queues.items():
             m.pending.labels(queue).set(count)
-        # Gates are not honoured yet (a gated pod is tried, and counted in its queue, too): counted
-        # so that a dashboard of kube-scheduler's queues reads the same.
+        # Gated pods are never tried (the core does not claim them): counted here, as kube-scheduler
+        # counts its gated queue.
         m.pending.labels("gated").set(sum(1 for name in self.cache.gated.values() if name in self.names))
         pending = result.pending
         m.preemption_attempts.inc(result.preemption_attempts)

@@ -480,6 +480,12 @@ class Cycle:
             if len(gang.pods) < cfg.min_member:
                 return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {len(gang.pods)}, "
                         f"minMember: {cfg.min_member}"), "changed"
+            gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
+            if gated and len(gang.pods) - gated < cfg.min_member:
+                # Removing a gate changes the pod, which wakes the job.
+                return (f"gang {gang.key} waits for its gated members: {gated} of its {len(gang.pods)} pods still "
+                        f"have spec.schedulingGates, and the others cannot reach minMember {cfg.min_member}"), \
+                    "changed"
         for gang in job.gangs:
             for other in claims(gang):
                 if other in job.id.split(","):

@@ -58,8 +58,16 @@ class Snapshot:
     changes: PodChanges | None = None
 
     def claims(self, pod: Pod) -> bool:
-        """Pending pods this scheduler must place."""
+        """Pending pods this scheduler must place. A pod with ``spec.schedulingGates`` is not one yet:
+        whoever set a gate (Kueue, say) holds it until admission, the API server itself reports it
+        (``PodScheduled=False``, reason ``SchedulingGated``) and refuses its binding; it is still a
+        member of its gang, only never attempted."""
         return (pod.scheduler_name in self.scheduler_names and not pod.node_name
+                and not pod.terminal and not pod.deleting and not pod.scheduling_gates)
+
+    def gated(self, pod: Pod) -> bool:
+        """Pods this scheduler will place once their scheduling gates are removed."""
+        return (bool(pod.scheduling_gates) and pod.scheduler_name in self.scheduler_names and not pod.node_name
                 and not pod.terminal and not pod.deleting)
 
 

@@ -332,6 +332,9 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     claimed = world.snapshot(scheduler_names)
     last = result.pending
     pending = {p.key: last.get(p.key, p.unschedulable_message) for p in claimed.pods if claimed.claims(p)}
+    # What the API server says of a gated pod (PodScheduled=False, reason SchedulingGated).
+    pending.update({p.key: f"SchedulingGated: Scheduling is blocked due to non-empty scheduling gates "
+                           f"({', '.join(p.scheduling_gates)})" for p in claimed.pods if claimed.gated(p)})
     scheduled: dict[str, int] = {}
     for p in claimed.pods:
         group = p.annotations.get(GROUP_NAME_ANN)

@@ -187,3 +187,21 @@ def test_the_scheduler_survives_an_apiserver_restart(kube: Kube, scheduler: Sche
     wait_for(lambda: sum(k.startswith("after-") for k in kube.bound()) == 3, "a gang bound after the restart",
              timeout=90)
     assert scheduler.alive()
+
+
+def test_a_gated_gang_member_waits_and_the_gang_binds_once_its_gate_is_removed(kube: Kube,
+                                                                               scheduler: Scheduler) -> None:
+    kube.apply(fake([node("n0")]))
+    held = pod("g-2", cpu="1", group="g")
+    held["spec"]["schedulingGates"] = [{"name": "example.com/admission"}]
+    kube.apply(podgroup("g", 3), pod("g-0", cpu="1", group="g"), pod("g-1", cpu="1", group="g"), held,
+               pod("solo", cpu="1"))
+    wait_for(lambda: "solo" in kube.bound(), "solo bound")
+    # The gang waits for its gated member; the gated pod is reported by the API server, not by us.
+    settle(lambda: kube.bound())
+    assert sorted(kube.bound()) == ["solo"]
+    assert "gated members" in wait_for(lambda: kube.condition_message("g-0"), "g-0's condition")
+    assert not [e for e in kube.events() if e["involvedObject"]["name"] == "g-2"]
+    kube.kubectl("patch", "pod", "g-2", "-n", "default", "--type=json",
+                 "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+    wait_for(lambda: {"g-0", "g-1", "g-2"} <= set(kube.bound()), "the gang bound once the gate is gone")
