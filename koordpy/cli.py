@@ -330,11 +330,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         gc.freeze()
         gc.enable()
-    for line in loaded.notes:
-        print(f"koordpy simulate: note: {line}", file=sys.stderr)
-    for line in world.ignored:
-        print(f"koordpy simulate: note: not acted on: {line}", file=sys.stderr)
-    for line in world.created:
+    for line in (*loaded.notes, *(f"not acted on: {x}" for x in world.ignored), *world.created):
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
     for name, status in result.hypernodes.items():  # the live scheduler sets Valid=False on these

@@ -153,9 +153,11 @@ def render_text(exp: Explanation, out: TextIO) -> None:
             if len(d.domains) > 8:
                 w(f"    ... {len(d.domains) - 8} more (see -o json)\n")
         # The preemption dry run, when it ran, is the answer; the diagnosis alone only bounds it.
-        pre_run = exp.preemption is not None and exp.preemption.outcome != "not-tried"
-        helps = (exp.preemption is not None and exp.preemption.outcome in ("nominated", "waiting")) if pre_run else (
-            d.resolvable and d.fits_empty is not False)
+        pre = exp.preemption
+        if pre is not None and pre.outcome != "not-tried":
+            helps = pre.outcome in ("nominated", "waiting")
+        else:
+            helps = d.resolvable and d.fits_empty is not False
         w(f"  fits the nodes with every other pod gone: "
           f"{'-' if d.fits_empty is None else 'yes' if d.fits_empty else 'no'}; "
           f"preemption could help: {'yes' if helps else 'no'}\n")

@@ -20,7 +20,7 @@ import sys
 
 import yaml
 
-from koordpy.sim.simulator import job_pods
+from koordpy.sim.simulator import job_pods, job_started
 
 
 def main() -> int:
@@ -28,7 +28,7 @@ def main() -> int:
     jobs = doc.get("items", []) if doc.get("kind") == "List" or "items" in doc else [doc]
     pods = []
     for job in jobs:
-        if (job.get("status") or {}).get("startTime") or (job.get("spec") or {}).get("suspend") is True:
+        if job_started(job):
             continue
         uid = (job.get("metadata") or {}).get("uid")
         if not uid:

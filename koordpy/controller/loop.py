@@ -17,7 +17,7 @@ import structlog
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
-from koordpy.core.cycle import schedule
+from koordpy.core.cycle import JOB_ERROR_PREFIX, schedule
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -42,9 +42,11 @@ FAILURE_BACKOFF_MAX = 30.0
 # parked that long; a rebuild costs the whole cluster (2.5 s at 5,000 nodes and 50,000 pods), so it
 # is rarer.
 FULL_CYCLE_SECONDS = 1800.0
-# How the core's message to the pods of a job whose evaluation raised begins: their attempt is an
-# error, not an unschedulable one (kube-scheduler's "error" result: an internal problem).
-JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
+
+
+def _is_scheduled(d: object) -> bool:
+    """A pod's Scheduled Event, which is written after its bind (never for a refused one)."""
+    return isinstance(d, Event) and d.kind == "Pod" and d.reason == "Scheduled"
 
 
 def invalid_reason(kind: str, error: str) -> str:
@@ -158,15 +160,11 @@ class SchedulerLoop:
         # background: the next cycle sees the room as taken and need not wait for the API server.
         # A pod's Scheduled Event is written once its bind is, as kube-scheduler's is: never for a
         # bind the API server refused.
-        scheduled = {d.obj: d for d in result.decisions
-                     if isinstance(d, Event) and d.kind == "Pod" and d.reason == "Scheduled"}
-        with_bind: set[int] = set()  # those Events, by identity
+        # (The core decides each Scheduled Event together with its Bind.)
+        scheduled = {d.obj: d for d in result.decisions if _is_scheduled(d)}
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
-            event = scheduled.get(bind.pod)
-            if event is not None:
-                with_bind.add(id(event))
-            self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, event))
+            self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, scheduled.get(bind.pod)))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
         for victim in result.preempted:
@@ -187,7 +185,7 @@ class SchedulerLoop:
                 self.writer.podgroup_status(d.podgroup, d.status, d.group)
             elif isinstance(d, Annotate):
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
-            elif isinstance(d, Event) and d.reason != "FailedScheduling" and id(d) not in with_bind:
+            elif isinstance(d, Event) and d.reason != "FailedScheduling" and not _is_scheduled(d):
                 # FailedScheduling goes with its condition; Scheduled with its bind.
                 self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
         if self.cache.topology_changed:

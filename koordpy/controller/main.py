@@ -30,7 +30,7 @@ from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics, Server
 from koordpy.controller.podwatch import watch_pods
-from koordpy.controller.writer import ApiWriter
+from koordpy.controller.writer import FLUSH_LIMIT, ApiWriter
 from koordpy.settings import Settings, TopologySource, split_address
 
 log = structlog.get_logger("koordpy")
@@ -41,7 +41,7 @@ RESYNC_SECONDS = 300.0
 # STOP_EVENTS in all while they are being written (writer.FLUSH_STALL: not at all once none gets
 # through), the Lease's release and kopf's own stop a second each.
 STOP_GRACE = 2.0
-STOP_EVENTS = 10.0
+STOP_EVENTS = FLUSH_LIMIT
 STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural

@@ -39,6 +39,10 @@ from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.statement import Statement
 from koordpy.core.view import View, Wake
 
+# How the message to the pods of a job whose evaluation raised begins: the shell counts their
+# attempt as an error (kube-scheduler's "error" result), not as unschedulable.
+JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
+
 
 class Cycle:
     def __init__(self, snapshot: Snapshot, state: SchedulerState, now: float) -> None:
@@ -132,7 +136,7 @@ class Cycle:
             self.result.gangs_placed = [j for j in self.result.gangs_placed if j != job.id]
             self.result.gangs_timed_out = [j for j in self.result.gangs_timed_out if j != job.id]
             self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
-            message = (f"koordpy failed while scheduling this job and skipped it: {type(exc).__name__}: {exc}; "
+            message = (f"{JOB_ERROR_PREFIX} and skipped it: {type(exc).__name__}: {exc}; "
                        "the rest of the queue was scheduled")
             for pod in job.pods:
                 self._say(pod, message)
@@ -268,16 +272,24 @@ class Cycle:
                 if self.cluster.is_held(pod.key) and pod.key not in self.state.reserved:
                     self.cluster.count(pod.key, None)
 
+    def _gang_warning(self, gang: Gang, reason: str, message: str) -> None:
+        """A Warning Event about a gang, on what declares it: its Volcano or scheduler-plugins
+        PodGroup, else its first pod (an annotation gang has no object of its own)."""
+        if gang.key in self.snapshot.volcano_podgroups:
+            kind, key = "VolcanoPodGroup", gang.key
+        elif gang.key in self.snapshot.podgroups:
+            kind, key = "PodGroup", gang.key
+        elif gang.pods:
+            kind, key = "Pod", gang.pods[0].key
+        else:
+            return
+        self.result.decisions.append(Event(kind, key, "Warning", reason, message))
+
     def _report_ignored_layers(self, job: Job, notes: tuple[str, ...]) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
         that waits carries it in its message instead, written only when it changes)."""
         for gang in job.gangs:
-            if gang.key in self.snapshot.podgroups:
-                self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "TopologyLayerIgnored",
-                                                   "; ".join(notes)))
-            elif gang.pods:
-                self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLayerIgnored",
-                                                   "; ".join(notes)))
+            self._gang_warning(gang, "TopologyLayerIgnored", "; ".join(notes))
 
     def _report_dropped_limits(self, job: Job, dropped: tuple[str, ...]) -> None:
         """An Event on the PodGroup (else the first pod) of the gang whose Volcano constraint had a
@@ -291,15 +303,7 @@ class Cycle:
                 self.state.told.pop(gang.key, None)
             elif self.state.told.get(gang.key) != message:
                 self.state.told[gang.key] = message
-                if gang.key in self.snapshot.volcano_podgroups:
-                    self.result.decisions.append(Event("VolcanoPodGroup", gang.key, "Warning", "TopologyLimitDropped",
-                                                       message))
-                elif gang.key in self.snapshot.podgroups:
-                    self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "TopologyLimitDropped",
-                                                       message))
-                elif gang.pods:
-                    self.result.decisions.append(Event("Pod", gang.pods[0].key, "Warning", "TopologyLimitDropped",
-                                                       message))
+                self._gang_warning(gang, "TopologyLimitDropped", message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
         return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
@@ -312,7 +316,7 @@ class Cycle:
             if cfg is not None and cfg.topology is not None:
                 gather = koordinator.requirement(cfg.topology, self.cluster.tree, self.cluster.layer_labels,
                                                  self.cluster.topology_error, len(self.cluster.nodes))
-                return self._with_peers(self._anchored(gather, job, "network topology: the job's running members "
+                return self._with_peers(self._anchored(gather, job.gangs, "network topology: the job's running members "
                                                                  "span {where}, wider than its MustGather layer"), job)
             ask = gang.ask
             if ask is None:
@@ -321,7 +325,7 @@ class Cycle:
                 return self._volcano_requirement(gang, ask, pods)
             req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
             if req is not None:
-                return self._with_peers(self._anchored(req, gang, "topology: the job's running members span "
+                return self._with_peers(self._anchored(req, [gang], "topology: the job's running members span "
                                                                  "{where}, wider than its required level"), job)
         return None
 
@@ -346,16 +350,17 @@ class Cycle:
                         f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups"))
         req = volcano.requirement(ask.volcano, hn, subgroups, minimums)
         req = replace(req, dropped=volcano.dropped_limits(ask.volcano, ask.policies, hn))
-        return self._anchored(req, gang, "network topology: the job's running members span {where}, above its "
+        return self._anchored(req, [gang], "network topology: the job's running members span {where}, above its "
                                          "highest tier {scope}")
 
-    def _members_placed(self, gangs: list[Gang]) -> list[int]:
-        """The nodes of the gangs' members that run or are reserved (bound at the end of their wait)."""
+    def _members_placed(self, gangs: list[Gang], reserved: bool = True) -> list[int]:
+        """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
+        bind there at the end of their wait."""
         index = self.cluster.node_index
         out = []
         for gang in gangs:
             for p in gang.pods:
-                name = p.node_name or self.state.reserved.get(p.key)
+                name = p.node_name or (self.state.reserved.get(p.key) if reserved else None)
                 if name and name in index:
                     out.append(index[name])
         return out
@@ -369,12 +374,11 @@ class Cycle:
         tree = self.cluster.trees[req.tree]
         return replace(req, peers=tree.lca(int(tree.node_domain[n]) for n in placed))
 
-    def _anchored(self, req: Requirement, of: Gang | Job, message: str) -> Requirement:
+    def _anchored(self, req: Requirement, gangs: list[Gang], message: str) -> Requirement:
         """A job with members running grows only inside the domain of its scope around them (Volcano's
         allocated HyperNode, recovered from where they run; KAI's required domain; Koordinator's
         MustGather domain)."""
-        bound = [self.cluster.node_index[p.node_name] for g in (of.gangs if isinstance(of, Job) else [of])
-                 for p in g.pods if p.node_name and p.node_name in self.cluster.node_index]
+        bound = self._members_placed(gangs, reserved=False)
         if req.failure is not None or not req.hard or req.scope is None or not bound:
             return req
         tree = self.cluster.trees[req.tree]
@@ -514,11 +518,11 @@ class Cycle:
         from that it has not seen and the pod's grace (``OWNER_GRACE_SECONDS`` from its creation)
         runs: placed now, the pod would ignore whatever constraint that owner declares."""
         for pod in job.pods:
+            if pod.creation is None or self.now >= pod.creation + OWNER_GRACE_SECONDS:
+                continue  # no grace left to wait out: the owner chain need not be walked
             ref = missing_owner(pod, self.snapshot.owners)
-            if ref is None or pod.creation is None:
-                continue
             until = pod.creation + OWNER_GRACE_SECONDS
-            if self.now < until:
+            if ref is not None:
                 self.owner_waits.append(until)
                 return (f"waiting for its owner {ref.kind} {pod.namespace}/{ref.name} to appear (koordpy reads "
                         f"topology constraints from it): pod {pod.key} is not placed without it for "

@@ -286,16 +286,23 @@ class _Explainer:
         run = dry_run(self.snapshot, self.state, self.now, key)
         if run is None:  # claimed pods are always in the queue; a job the core cannot form says so
             return replace(base, summary="koordpy does not queue this pod", messages={})
-        binds = tuple((d.pod, d.node) for d in run.decisions if isinstance(d, Bind))
         pods = set(run.pods)
         target = key if base.kind == "pod" else next(iter(sorted(pods)), key)
-        if binds and (base.kind == "podgroup" or any(p == target for p, _ in binds)):
+
+        def binds_of(r: DryRun) -> tuple[tuple[str, str], ...]:
+            return tuple((d.pod, d.node) for d in r.decisions if isinstance(d, Bind))
+
+        def places_target(binding: tuple[tuple[str, str], ...]) -> bool:
+            return bool(binding) and (base.kind == "podgroup" or any(p == target for p, _ in binding))
+
+        binds = binds_of(run)
+        if places_target(binds):
             # It fits the free room as the next job; a cycle tries the jobs ahead of it first, and
             # room they take is not this job's to promise.
             queued = dry_run(self.snapshot, self.state, self.now, key, in_queue=True)
             assert queued is not None
-            queued_binds = tuple((d.pod, d.node) for d in queued.decisions if isinstance(d, Bind))
-            if queued_binds and (base.kind == "podgroup" or any(p == target for p, _ in queued_binds)):
+            queued_binds = binds_of(queued)
+            if places_target(queued_binds):
                 where = ", ".join(sorted({n for _, n in queued_binds}))
                 behind = f", after the {len(queued.ahead)} job(s) ahead of it in the queue" if queued.ahead else ""
                 return replace(base, would_place=queued_binds, messages={}, job=queued.job, status="schedulable",

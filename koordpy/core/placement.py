@@ -7,6 +7,7 @@ place with the reason; the caller decides whether to commit or discard.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -48,6 +49,13 @@ class Failure:
     filtered: tuple[tuple[str, int], ...] = ()
     domains: tuple[tuple[str, int], ...] = ()
     desired: int = 0
+
+
+def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """``mask`` kept only inside ``d``'s subtree."""
+    out = np.zeros_like(mask)
+    out[d: tree.end[d]] = mask[d: tree.end[d]]
+    return out
 
 
 def rank_order(pods: list[Pod]) -> list[Pod]:
@@ -144,7 +152,8 @@ class Placer:
         # whole multiples per layer, which its offerslot alone does not say.
         sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
         splits = contains(*sets, desired)
-        chosen = self._near_peers(tree, req, sums, allowed & splits, desired)
+        chosen = self._near_peers(tree, req.peers, allowed & splits, int(tree.rank[0]), lambda mask, _: int(
+            choose_candidate(sums, tree.depth, mask, desired, tree.parent, tree.name_rank)))
         if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
@@ -193,7 +202,7 @@ class Placer:
         free = self.cluster.free().copy()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
-        classes = self._classes(pods)
+        classes = self.kinds(pods)
         if not req.subgroups and len(classes) == 1:
             if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
                 return None
@@ -260,9 +269,7 @@ class Placer:
             # others go wherever the job's limit allows: any HyperNode whose lowest common ancestor
             # with the job's allocation (inside ``cand``) is within the limit, i.e. inside the highest
             # ancestor of ``cand`` within it (never above the job's anchor).
-            region = tree.ancestor_at_most(cand, hi)
-            if region < scope:
-                region = scope
+            region = max(tree.ancestor_at_most(cand, hi), scope)  # preorder: an ancestor has the smaller index
             if region != cand:
                 for g, members in missed:
                     inside = self._subgroup_scope(tree, region, g.anchor)
@@ -343,30 +350,23 @@ class Placer:
         return top if g.scope is None or not g.hard else min(g.scope, top)
 
     @staticmethod
-    def _near_peers(tree: TopologyTree, req: Requirement, sums: npt.NDArray[np.int64],
-                    candidates: npt.NDArray[np.bool_], desired: int) -> int:
-        """The binpack choice, first inside the domain of the job's running members, then inside each
-        of its ancestors in turn (the root last, which is every candidate)."""
-        around = req.peers if req.peers is not None else 0
-        while around >= 0:
-            inside = candidates
-            if around > 0:
-                inside = np.zeros_like(candidates)
-                inside[around: tree.end[around]] = candidates[around: tree.end[around]]
-            chosen = int(choose_candidate(sums, tree.depth, inside, desired, tree.parent, tree.name_rank))
-            if chosen >= 0 or around == 0:
+    def _near_peers(tree: TopologyTree, peers: int | None, mask: npt.NDArray[np.bool_], highest: int,
+                    search: Callable[[npt.NDArray[np.bool_], int], int]) -> int:
+        """``search`` (a choice among ``mask``'s domains up to rank ``highest``) first inside the domain
+        of the job's running members, then inside each of its ancestors below the root in turn, and
+        last over all of ``mask``: all of a job in one domain when it can be."""
+        around = -1 if peers is None else peers
+        while around > 0 and int(tree.rank[around]) <= highest:
+            chosen = search(_subtree(tree, around, mask), int(tree.rank[around]))
+            if chosen >= 0:
                 return chosen
             around = int(tree.parent[around])
-        return -1
+        return search(mask, highest)
 
     @staticmethod
     def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """Only the domains inside the job's anchor (where its running members keep it), if any."""
-        if req.anchor is None:
-            return allowed
-        out = np.zeros_like(allowed)
-        out[req.anchor: tree.end[req.anchor]] = allowed[req.anchor: tree.end[req.anchor]]
-        return out
+        return allowed if req.anchor is None else _subtree(tree, req.anchor, allowed)
 
     @staticmethod
     def _subgroup_scope(tree: TopologyTree, cand: int, anchor: int | None) -> int:
@@ -375,8 +375,8 @@ class Placer:
             return cand
         return anchor if cand <= anchor < tree.end[cand] else -1
 
-    def _classes(self, pods: list[Pod]) -> list[list[Pod]]:
-        """Pods by request and by the nodes their filters allow."""
+    def kinds(self, pods: list[Pod]) -> list[list[Pod]]:
+        """Pods by request and by the nodes their filters allow: the kinds of pod of a job."""
         out: dict[tuple[bytes, int], list[Pod]] = {}
         for p in pods:
             out.setdefault((self.cluster.request_vector(p).tobytes(), id(self.filters.static(p))), []).append(p)
@@ -458,7 +458,6 @@ class Placer:
         scope = top if req.scope is None else req.scope
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
-
         preferred = req.preferred
 
         def search(mask: npt.NDArray[np.bool_], highest: int) -> int:
@@ -469,18 +468,7 @@ class Placer:
                     return found
             return -1
 
-        chosen = -1
-        # Running members first: the same search inside the smallest domain that holds them, then
-        # inside each of its ancestors below the root in turn (all of the job in one domain when
-        # possible); the root's search is the ordinary one.
-        around = -1 if req.peers is None else req.peers
-        while chosen < 0 and around > 0 and int(tree.rank[around]) <= scope:
-            near = np.zeros_like(inside)
-            near[around: tree.end[around]] = inside[around: tree.end[around]]
-            chosen = search(near, int(tree.rank[around]))
-            around = int(tree.parent[around])
-        if chosen < 0:
-            chosen = search(inside, scope)
+        chosen = self._near_peers(tree, req.peers, inside, scope, search)
         if chosen < 0:
             names = dict(req.labels)
             listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]

@@ -122,13 +122,14 @@ class Preemptor:
         if not len(rows):
             return Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
-        vec, feasible = self._loose(pods, tree)
+        kinds = self.placer.kinds(pods)
+        vec, feasible = self._loose(kinds, tree)
         v_node = idx.node[rows]
         reclaim = reclaimable_free(cluster.free(), v_node, idx.req[rows])
         slots = node_offerslots(reclaim, vec, feasible)
         desired = len(pods)
         ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
-        fits = self._fits(pods, tree, reclaim, ranks)
+        fits = self._fits(kinds, desired, tree, reclaim, ranks)
         if not any(bool(np.any(f)) for f in fits):
             best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
@@ -179,42 +180,34 @@ class Preemptor:
         return Plan("none", f"preemption: not helpful: no candidate takes all {desired} pods once its "
                             "lower-priority pods are gone.")
 
-    def _loose(self, pods: list[Pod], tree: TopologyTree) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    def _loose(self, kinds: list[list[Pod]], tree: TopologyTree) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """The request and the nodes that price the candidates: the smallest request of each resource
-        and every node some pod may use. Offerslots counted so never underestimate what a candidate
-        can take, whatever mix of unlike pods (a small master beside big workers) the job holds; for
-        a job of like pods they are exact. The verifying placement gives the real answer."""
-        cluster = self.cluster
-        vec = np.min(np.stack([cluster.request_vector(p) for p in pods]), axis=0)
-        distinct = {id(self.placer.filters.static(p)): p for p in pods}
-        feasible = np.zeros(len(cluster.nodes), dtype=np.bool_)
-        for p in distinct.values():
-            feasible |= self.placer.feasible([p], tree)
+        and every node some kind of pod may use. Offerslots counted so never underestimate what a
+        candidate can take, whatever mix of unlike pods (a small master beside big workers) the job
+        holds; for a job of like pods they are exact. The verifying placement gives the real answer."""
+        vec = np.min(np.stack([self.cluster.request_vector(members[0]) for members in kinds]), axis=0)
+        feasible = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        for members in kinds:
+            feasible |= self.placer.feasible(members[:1], tree)
         return np.asarray(vec, dtype=np.int64), feasible
 
-    def _fits(self, pods: list[Pod], tree: TopologyTree, reclaim: npt.NDArray[np.int64],
+    def _fits(self, kinds: list[list[Pod]], desired: int, tree: TopologyTree, reclaim: npt.NDArray[np.int64],
               ranks: list[_Candidates]) -> list[npt.NDArray[np.bool_]]:
         """Per candidate, whether it may hold the job once its lower-priority pods are gone: its
         offerslots reach the job's size, and each kind of pod (request and the nodes it may use) finds
         room for all of its members on its own. Both are necessary, so no candidate the real placement
         would use is dropped; the second keeps a candidate with room only for the small pods (a
         CPU-only domain for a job of GPU workers) from taking the few verifying placements."""
-        desired = len(pods)
         out = [c.totals >= desired for c in ranks]
-        kinds: dict[tuple[bytes, int], list[Pod]] = {}
-        for p in pods:
-            kinds.setdefault((self.cluster.request_vector(p).tobytes(), id(self.placer.filters.static(p))),
-                             []).append(p)
         if len(kinds) < 2:
             return out  # one kind: the loose offerslot is exact already
-        for members in kinds.values():
-            need = len(members)
+        for members in kinds:
             slots = node_offerslots(reclaim, self.cluster.request_vector(members[0]),
-                                    self.placer.feasible(members, tree)).astype(np.float64)
+                                    self.placer.feasible(members[:1], tree)).astype(np.float64)
             for i, cands in enumerate(ranks):
                 inside = cands.of_node >= 0
                 room = np.bincount(cands.of_node[inside], weights=slots[inside], minlength=len(cands.domains))
-                out[i] &= room >= need
+                out[i] &= room >= len(members)
         return out
 
     def _verify(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,

@@ -7,7 +7,7 @@ would create them (``job_pods``), so that a Job manifest alone can be simulated 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -122,9 +122,10 @@ class World:
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         stamp = base + len(docs) * CREATION_STEP
+        owned = _jobs_named_by(r for _, r in pending_pods)
         for source, raw in jobs:
             made = [_with_creation(p, stamp + i * CREATION_STEP) for i, p in enumerate(_unstarted_job_pods(
-                raw, [r for _, r in pending_pods]))]
+                raw, owned))]
             stamp += len(made) * CREATION_STEP
             pending_pods += [(source, p) for p in made]
             if made:
@@ -399,20 +400,29 @@ def job_pods(job: dict[str, Any], uid: str = "") -> list[dict[str, Any]]:
     return out
 
 
-def _unstarted_job_pods(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``job_pods`` for a Job the controller has not started (no ``status.startTime``, not
-    suspended) when no given pod names it as its owner; else none (its pods are given, or gone)."""
-    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
-    if (job.get("status") or {}).get("startTime") or spec.get("suspend") is True:
-        return []
-    namespace = meta.get("namespace") or "default"
+def job_started(job: dict[str, Any]) -> bool:
+    """Whether the Job controller has started the Job (``status.startTime``) or holds it suspended:
+    then it has made its pods already, or makes none."""
+    return bool((job.get("status") or {}).get("startTime")) or (job.get("spec") or {}).get("suspend") is True
+
+
+def _jobs_named_by(pods: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(namespace, name) of every Job a given pod names as its owner."""
+    out = set()
     for p in pods:
         pmeta: dict[str, Any] = p["metadata"] if isinstance(p.get("metadata"), dict) else {}
-        if (pmeta.get("namespace") or "default") != namespace:
-            continue
         for ref in pmeta.get("ownerReferences") or []:
-            if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("name") == meta.get("name"):
-                return []
+            if isinstance(ref, dict) and ref.get("kind") == "Job":
+                out.add((str(pmeta.get("namespace") or "default"), str(ref.get("name"))))
+    return out
+
+
+def _unstarted_job_pods(job: dict[str, Any], owned: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """``job_pods`` for a Job the controller has not started when no given pod names it as its owner
+    (``owned``, from ``_jobs_named_by``); else none (its pods are given, or gone)."""
+    meta = job.get("metadata") or {}
+    if job_started(job) or (str(meta.get("namespace") or "default"), str(meta.get("name"))) in owned:
+        return []
     return job_pods(job)
 
 
