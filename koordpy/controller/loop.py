@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 import structlog
 
@@ -44,7 +44,7 @@ FAILURE_BACKOFF_MAX = 30.0
 FULL_CYCLE_SECONDS = 1800.0
 
 
-def _is_scheduled(d: object) -> bool:
+def _is_scheduled(d: object) -> TypeGuard[Event]:
     """A pod's Scheduled Event, which is written after its bind (never for a refused one)."""
     return isinstance(d, Event) and d.kind == "Pod" and d.reason == "Scheduled"
 
