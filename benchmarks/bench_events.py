@@ -51,6 +51,7 @@ class Seen:
         self.bound: dict[str, float] = {}
         self.event: dict[str, float] = {}
         self.events_per_pod: dict[str, int] = {}
+        self._event_uids: set[str] = set()  # a watch started again replays every Event as ADDED
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -92,6 +93,10 @@ class Seen:
             involved = obj.get("involvedObject") or {}
             if ev.get("type") != "ADDED" or obj.get("reason") != "Scheduled" or involved.get("kind") != "Pod":
                 continue
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            if uid in self._event_uids:
+                continue
+            self._event_uids.add(uid)
             name = str(involved.get("name"))
             self.event.setdefault(name, time.monotonic())
             self.events_per_pod[name] = self.events_per_pod.get(name, 0) + 1
