@@ -170,7 +170,7 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
                     lambda: a.log.read_text(errors="replace").count('"binding"') > cycles_before, args.deadline, [a])
         a.proc.send_signal(signal.SIGTERM)
         stopped = time.monotonic()
-        a.proc.wait(60)
+        await asyncio.to_thread(a.proc.wait, 60)  # the watches go on meanwhile
         fig["stop"] = {"exit": a.proc.returncode, "stop_seconds": round(time.monotonic() - stopped, 2)}
         b.stop(a)
         await until("every pod of the second gang bound", lambda: all(n in seen.bound for n in names),
