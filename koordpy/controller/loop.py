@@ -199,11 +199,7 @@ class SchedulerLoop:
     def _count(self, snap: Snapshot, result: CycleResult, seconds: float) -> None:
         m = self.metrics
         assert m is not None
-        pods = self.cache.pods
-
-        def profile(key: str) -> str:
-            found = pods.get(key)
-            return found.scheduler_name if found is not None else ""
+        profile = self._profile
 
         # Each pod tried and left pending ends its attempt with the cycle; a bound pod's attempt
         # ends when its bind is written (``_bind``), as kube-scheduler's includes the binding.
@@ -253,6 +249,11 @@ class SchedulerLoop:
                 context["pod"] = binds[0].pod
             log.info("binding", job=job, pods=len(binds), **context)
 
+    def _profile(self, key: str) -> str:
+        """The profile (schedulerName) a pod's metrics are labelled with; "" for a pod gone."""
+        found = self.cache.pods.get(key)
+        return found.scheduler_name if found is not None else ""
+
     async def _bind(self, d: Bind, uid: str, started: float | None = None, event: Event | None = None) -> None:
         """Writes a bind, and then ``event`` (the pod's Scheduled Event) if it was written.
         ``started``: when the cycle that chose it began (perf_counter), the start of the pod's
@@ -265,8 +266,7 @@ class SchedulerLoop:
             bound, failed = False, True
         if self.metrics is not None and started is not None and (bound or failed):
             # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
-            found = self.cache.pods.get(d.pod)
-            profile = found.scheduler_name if found is not None else ""
+            profile = self._profile(d.pod)
             outcome = "scheduled" if bound else "error"
             self.metrics.attempts.labels(outcome, profile).inc()
             self.metrics.attempt_duration.labels(outcome, profile).observe(time.perf_counter() - started)
