@@ -116,3 +116,10 @@ def run(*objects: dict[str, Any] | list[dict[str, Any]]) -> SimulationResult:
     for o in objects:
         flat.extend(o if isinstance(o, list) else [o])
     return simulate(World.from_objects([("test", o) for o in flat]))
+
+
+class FakeApiClient:
+    """Enough of an ApiClient for the generated API classes' constructors (unit tests of the shell)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)

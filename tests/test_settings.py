@@ -12,6 +12,7 @@ from koordpy.cli import build_parser, main, run_settings
 from koordpy.controller.main import resources
 from koordpy.controller.writer import ApiWriter, NotLeader, with_retries
 from koordpy.settings import Settings, SettingsError, load, parse
+from tests.builders import FakeApiClient
 
 
 def test_defaults() -> None:
@@ -144,7 +145,7 @@ class _Core:
 
 async def test_a_fenced_writer_sends_nothing() -> None:
     writer = ApiWriter.__new__(ApiWriter)
-    ApiWriter.__init__(writer, api=_FakeApi(), fence=lambda: False)
+    ApiWriter.__init__(writer, api=FakeApiClient(), fence=lambda: False)
     core = _Core()
     writer.core = core
     assert await writer.bind("default/p", "uid", "n0") is False
@@ -154,8 +155,3 @@ async def test_a_fenced_writer_sends_nothing() -> None:
     assert core.calls == ["bind"]
 
 
-class _FakeApi:
-    """Enough of an ApiClient for the generated API classes' constructors."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(name)

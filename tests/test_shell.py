@@ -18,16 +18,9 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import EVENT_CONCURRENCY, ApiWriter
-from tests.builders import node, pod, podgroup
+from tests.builders import FakeApiClient, node, pod, podgroup
 
 NAMES = frozenset({"koordpy", "gang"})
-
-
-class _FakeApi:
-    """Enough of an ApiClient for the generated API classes' constructors."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(name)
 
 
 class FakeCore:
@@ -71,7 +64,7 @@ class FakeCore:
 
 
 def make_writer(core: FakeCore, metrics: Metrics | None = None, fence: Any = None) -> ApiWriter:
-    writer = ApiWriter(_FakeApi(), metrics=metrics, fence=fence)
+    writer = ApiWriter(FakeApiClient(), metrics=metrics, fence=fence)
     writer.core = core
     return writer
 
