@@ -56,6 +56,9 @@ class Snapshot:
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True
     changes: PodChanges | None = None
+    # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
+    # listed has no labels as far as the core knows.
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place. A pod with ``spec.schedulingGates`` is not one yet:
