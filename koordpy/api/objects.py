@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
 from koordpy.api.raw import Reader
+from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
 PODS = "pods"
@@ -139,6 +140,67 @@ def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
+class PodSelector(_Model):
+    """A label selector over pods as a tuple of requirements (``matchLabels`` become ``In``), so
+    terms hash and compare by value. ``nothing``: the selector was absent, which in an affinity term
+    or a spread constraint matches no pod (an empty selector matches every pod)."""
+
+    requirements: tuple[SelectorRequirement, ...] = ()
+    nothing: bool = False
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return not self.nothing and all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(r.key for r in self.requirements)
+
+
+class PodAffinityTerm(_Model):
+    """A required (or, with a weight, preferred) inter-pod affinity or anti-affinity term.
+
+    ``namespaces`` is what the term's namespaces resolve to without the selector: the listed ones,
+    or the pod's own when neither a list nor a selector is given. ``namespace_selector`` None: not
+    given; an empty selector selects every namespace."""
+
+    selector: PodSelector
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: PodSelector | None = None
+    topology_key: str
+    weight: int = 0
+
+    def selects_namespace(self, namespace: str, labels: dict[str, str] | None) -> bool:
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(labels or {})
+
+    def matches(self, pod: Pod, namespace_labels: dict[str, dict[str, str]]) -> bool:
+        return self.selects_namespace(pod.namespace, namespace_labels.get(pod.namespace)) \
+            and self.selector.matches(pod.labels)
+
+
+class SpreadConstraint(_Model):
+    """One ``topologySpreadConstraints`` entry (matchLabelKeys merged into the selector)."""
+
+    max_skew: int
+    topology_key: str
+    hard: bool  # whenUnsatisfiable: DoNotSchedule (a filter), else ScheduleAnyway (a score)
+    selector: PodSelector
+    min_domains: int | None = None
+    honor_node_affinity: bool = True  # nodeAffinityPolicy: Honor (the default) or Ignore
+    honor_node_taints: bool = False  # nodeTaintsPolicy: Ignore (the default) or Honor
+
+
+class HostPort(_Model):
+    protocol: str
+    port: int
+    ip: str  # "0.0.0.0" when unset: every address
+
+    def conflicts(self, other: HostPort) -> bool:
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.ip == other.ip or "0.0.0.0" in (self.ip, other.ip)))
+
+
 PREEMPTION_REASON = "PreemptionByScheduler"
 # A pod so labelled is never chosen as a victim of preemption (Koordinator's label).
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
@@ -170,6 +232,19 @@ class Pod(_Model):
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
     # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
     scheduling_gates: tuple[str, ...] = ()
+    # Inter-pod affinity and anti-affinity: required terms, and preferred ones (with weights).
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+
+    @property
+    def has_pod_rules(self) -> bool:
+        """Whether where other pods run matters to where this one may go (a filter, not a score)."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.host_ports
+                    or any(c.hard for c in self.spread))
 
     @property
     def key(self) -> str:
@@ -257,7 +332,144 @@ class Pod(_Model):
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
+            **_pod_rules(r, spec, meta),
         )
+
+
+_AFFINITY = "spec.affinity"
+
+
+def _pod_rules(r: Reader, spec: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inter-pod affinity and anti-affinity, topology spread constraints and host ports."""
+    namespace = r.namespace(meta.get("namespace"))
+    labels = r.str_map(meta.get("labels"), "metadata.labels")
+    affinity = r.mapping(spec.get("affinity"), _AFFINITY)
+    out: dict[str, Any] = {}
+    for kind, name in (("podAffinity", "pod_affinity"), ("podAntiAffinity", "pod_anti_affinity")):
+        field = f"{_AFFINITY}.{kind}"
+        section = r.mapping(affinity.get(kind), field)
+        req = f"{field}.requiredDuringSchedulingIgnoredDuringExecution"
+        out[name] = tuple(_term(r, t, f"{req}[{i}]", namespace, labels)
+                          for i, t in enumerate(r.seq(section.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                                      req)))
+        pref = f"{field}.preferredDuringSchedulingIgnoredDuringExecution"
+        weighted = []
+        for i, w in enumerate(r.seq(section.get("preferredDuringSchedulingIgnoredDuringExecution"), pref)):
+            wm = r.mapping(w, f"{pref}[{i}]")
+            weight = r.integer(wm.get("weight"), f"{pref}[{i}].weight")
+            if weight is None or not 1 <= weight <= 100:
+                raise r.fail(f"{pref}[{i}].weight", f"must be in the range 1-100, got {weight}")
+            term = _term(r, wm.get("podAffinityTerm"), f"{pref}[{i}].podAffinityTerm", namespace, labels)
+            weighted.append(term.model_copy(update={"weight": weight}))
+        out["preferred_" + name[4:]] = tuple(weighted)
+    spread = []
+    for i, c in enumerate(r.seq(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")):
+        spread.append(_spread(r, c, f"spec.topologySpreadConstraints[{i}]", labels))
+    out["spread"] = tuple(spread)
+    out["host_ports"] = _host_ports(r, spec)
+    return out
+
+
+def _selector(r: Reader, raw: Any, field: str) -> PodSelector:
+    if raw is None:
+        return PodSelector(nothing=True)
+    sel = LabelSelector.from_raw(r, raw, field)
+    reqs = [SelectorRequirement(key=k, operator="In", values=(v,)) for k, v in sorted(sel.match_labels.items())]
+    return PodSelector(requirements=(*reqs, *sel.match_expressions))
+
+
+def _label_keys(r: Reader, raw: Any, field: str) -> tuple[str, ...]:
+    return tuple(r.string(k, f"{field}[{i}]", required=True) for i, k in enumerate(r.seq(raw, field)))
+
+
+def _merge_label_keys(selector: PodSelector, labels: dict[str, str], match: tuple[str, ...],
+                      mismatch: tuple[str, ...]) -> PodSelector:
+    """``matchLabelKeys`` / ``mismatchLabelKeys``: the pod's own value of each key joins the selector
+    (``In`` / ``NotIn``); a key the pod lacks is ignored. The API server merges them the same way at
+    creation, so merging again changes nothing."""
+    if selector.nothing:
+        return selector
+    extra = [SelectorRequirement(key=k, operator="In", values=(labels[k],)) for k in match if k in labels]
+    extra += [SelectorRequirement(key=k, operator="NotIn", values=(labels[k],)) for k in mismatch if k in labels]
+    merged = tuple(dict.fromkeys((*selector.requirements, *extra)))
+    return PodSelector(requirements=merged)
+
+
+def _term(r: Reader, raw: Any, field: str, namespace: str, labels: dict[str, str]) -> PodAffinityTerm:
+    t = r.mapping(raw, field)
+    key = r.string(t.get("topologyKey"), f"{field}.topologyKey")
+    if not key:
+        raise r.fail(f"{field}.topologyKey", "must not be empty")
+    selector = _selector(r, t.get("labelSelector"), f"{field}.labelSelector")
+    match = _label_keys(r, t.get("matchLabelKeys"), f"{field}.matchLabelKeys")
+    mismatch = _label_keys(r, t.get("mismatchLabelKeys"), f"{field}.mismatchLabelKeys")
+    if set(match) & set(mismatch):
+        raise r.fail(f"{field}.mismatchLabelKeys", "must not share a key with matchLabelKeys")
+    namespaces = tuple(r.string(n, f"{field}.namespaces[{i}]", required=True)
+                       for i, n in enumerate(r.seq(t.get("namespaces"), f"{field}.namespaces")))
+    ns_raw = t.get("namespaceSelector")
+    ns_selector = None if ns_raw is None else _selector(r, ns_raw, f"{field}.namespaceSelector")
+    if not namespaces and ns_selector is None:
+        namespaces = (namespace,)
+    return PodAffinityTerm(selector=_merge_label_keys(selector, labels, match, mismatch), namespaces=namespaces,
+                           namespace_selector=ns_selector, topology_key=key)
+
+
+def _spread(r: Reader, raw: Any, field: str, labels: dict[str, str]) -> SpreadConstraint:
+    c = r.mapping(raw, field)
+    skew = r.integer(c.get("maxSkew"), f"{field}.maxSkew")
+    if skew is None or skew <= 0:
+        raise r.fail(f"{field}.maxSkew", f"must be greater than zero, got {skew}")
+    key = r.string(c.get("topologyKey"), f"{field}.topologyKey", required=True)
+    when = r.string(c.get("whenUnsatisfiable"), f"{field}.whenUnsatisfiable", required=True)
+    if when not in ("DoNotSchedule", "ScheduleAnyway"):
+        raise r.fail(f"{field}.whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {when!r}")
+    min_domains = r.integer(c.get("minDomains"), f"{field}.minDomains")
+    if min_domains is not None and min_domains <= 0:
+        raise r.fail(f"{field}.minDomains", f"must be greater than zero, got {min_domains}")
+    if min_domains is not None and when != "DoNotSchedule":
+        raise r.fail(f"{field}.minDomains", "may only be set with whenUnsatisfiable: DoNotSchedule")
+    policies = {}
+    for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+        value = r.string(c.get(name), f"{field}.{name}") or default
+        if value not in ("Honor", "Ignore"):
+            raise r.fail(f"{field}.{name}", f"must be Honor or Ignore, got {value!r}")
+        policies[name] = value == "Honor"
+    selector = _selector(r, c.get("labelSelector"), f"{field}.labelSelector")
+    match = _label_keys(r, c.get("matchLabelKeys"), f"{field}.matchLabelKeys")
+    return SpreadConstraint(max_skew=skew, topology_key=key, hard=when == "DoNotSchedule",
+                            selector=_merge_label_keys(selector, labels, match, ()), min_domains=min_domains,
+                            honor_node_affinity=policies["nodeAffinityPolicy"],
+                            honor_node_taints=policies["nodeTaintsPolicy"])
+
+
+def _host_ports(r: Reader, spec: dict[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports the pod takes on its node: each container's, and each sidecar's (an init
+    container with restartPolicy Always runs beside them); with hostNetwork a container port is a
+    host port (the API server defaults hostPort to it)."""
+    host_network = r.boolean(spec.get("hostNetwork"), "spec.hostNetwork")
+    out: dict[tuple[str, int, str], HostPort] = {}
+    for section in ("containers", "initContainers"):
+        for i, c in enumerate(r.seq(spec.get(section), f"spec.{section}")):
+            cm = r.mapping(c, f"spec.{section}[{i}]")
+            if section == "initContainers" and cm.get("restartPolicy") != "Always":
+                continue
+            for j, port in enumerate(r.seq(cm.get("ports"), f"spec.{section}[{i}].ports")):
+                f = f"spec.{section}[{i}].ports[{j}]"
+                pm = r.mapping(port, f)
+                host = r.integer(pm.get("hostPort"), f"{f}.hostPort") or 0
+                if not host and host_network:
+                    host = r.integer(pm.get("containerPort"), f"{f}.containerPort") or 0
+                if host <= 0:
+                    continue
+                if host > 65535:
+                    raise r.fail(f"{f}.hostPort", f"must be between 1 and 65535, got {host}")
+                proto = r.string(pm.get("protocol"), f"{f}.protocol") or "TCP"
+                if proto not in ("TCP", "UDP", "SCTP"):
+                    raise r.fail(f"{f}.protocol", f"must be TCP, UDP or SCTP, got {proto!r}")
+                ip = r.string(pm.get("hostIP"), f"{f}.hostIP") or "0.0.0.0"
+                out.setdefault((proto, host, ip), HostPort(protocol=proto, port=host, ip=ip))
+    return tuple(out.values())
 
 
 def _resource_list(r: Reader, raw: Any, field: str) -> dict[str, int]:

@@ -228,7 +228,7 @@ class Cycle:
             node = self.cluster.node_index[pod.nominated_node_name]
             vec = self.cluster.request_vector(pod)
             free = self.cluster.allocatable[node] - self.cluster.used[node]
-            if not (self.filters.static(pod).mask[node] and bool(np.all((vec == 0) | (free >= vec)))):
+            if not (self.filters.mask(pod)[node] and bool(np.all((vec == 0) | (free >= vec)))):
                 stmt.rollback(mark)
                 return False
             stmt.assume(pod.key, node, vec)
@@ -306,7 +306,7 @@ class Cycle:
                 self._gang_warning(gang, "TopologyLimitDropped", message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
-        return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
+        return self.placer.place_job(pods, req, stmt)
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,

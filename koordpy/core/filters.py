@@ -2,7 +2,9 @@
 
 Static filters (unschedulable, not ready, taints, nodeSelector, required node affinity)
 depend only on the pod's scheduling constraints and the node, so they are computed once
-per distinct set of constraints and cached; resource fit is a numpy comparison.
+per distinct set of constraints and cached; resource fit is a numpy comparison. The rules
+between pods (host ports, topology spread, inter-pod affinity) depend on where other pods are
+at the moment asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
 from koordpy.core.snapshot import Cluster
 
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -56,6 +59,18 @@ class Filters:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._static: dict[tuple[object, ...], StaticFit] = {}
+        self.rules = PodRules(cluster.presence)
+
+    def mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """The nodes ``pod`` may use now: the static filters', less what the rules between pods
+        remove given where pods are at this moment (the static mask itself when no rule applies)."""
+        static = self.static(pod).mask
+        if not self.rules.applies(pod):
+            return static
+        return static & self.rules.check(pod).mask
+
+    def check(self, pod: Pod) -> Check | None:
+        return self.rules.check(pod) if self.rules.applies(pod) else None
 
     def static(self, pod: Pod) -> StaticFit:
         key = constraints_key(pod)
@@ -68,8 +83,24 @@ class Filters:
         return fit
 
     def static_counts(self, pods: list[Pod]) -> Counter[str]:
-        """Per static reason, how many nodes it rules out for at least one of ``pods``."""
+        """Per reason, how many nodes it rules out for at least one of ``pods``: the static filters,
+        then the rules between pods among the nodes the static filters leave."""
         fits = list({id(f): f for f in (self.static(p) for p in pods)}.values())
+        counts = self._static_counts(fits)
+        passed = np.logical_and.reduce([f.mask for f in fits])
+        seen: set[tuple[object, ...]] = set()
+        for p in pods:
+            key = rules_key(p, self.rules.presence)
+            if key in seen:
+                continue
+            seen.add(key)
+            check = self.check(p)
+            if check is not None:
+                for why, n in check.counts(passed).items():
+                    counts[why] = max(counts[why], n)
+        return counts
+
+    def _static_counts(self, fits: list[StaticFit]) -> Counter[str]:
         if len(fits) == 1:
             return Counter(fits[0].counts)
         counts: Counter[str] = Counter()
@@ -84,18 +115,35 @@ class Filters:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
         return nodes_unavailable(len(self.cluster.nodes), self.explain_counts(pod, request))
 
-    def explain_counts(self, pod: Pod, request: npt.NDArray[np.int64]) -> Counter[str]:
-        """Per reason, how many nodes it rules out for ``pod`` (a static reason first, then each
-        resource short)."""
+    def explain_counts(self, pod: Pod, request: npt.NDArray[np.int64],
+                       only: npt.NDArray[np.bool_] | None = None) -> Counter[str]:
+        """Per reason, how many nodes it rules out for ``pod``, each node under the first filter
+        it fails in kube-scheduler's order: a static reason, host ports, each resource short, then
+        topology spread and inter-pod affinity. ``only``: the nodes to count (others are not
+        looked at, e.g. outside the domain a job is confined to)."""
         static = self.static(pod)
-        counts: Counter[str] = Counter(static.counts)
+        counts: Counter[str] = Counter(static.counts) if only is None else Counter(
+            r for r, keep in zip(static.reasons, only.tolist(), strict=True) if r is not None and keep)
+        left = static.mask.copy() if only is None else static.mask & only
+        check = self.check(pod)
+        if check is not None and PORTS in check.reasons:
+            counts[PORTS] += int(np.count_nonzero(check.reasons[PORTS] & left))
+            left &= ~check.reasons[PORTS]
         free = self.cluster.free()
+        short_any = np.zeros_like(left)
         for j, res in enumerate(self.cluster.resources):
             if request[j] <= 0:
                 continue
-            short = int(np.count_nonzero(static.mask & (free[:, j] < request[j])))
+            short_nodes = left & (free[:, j] < request[j])
+            short = int(np.count_nonzero(short_nodes))
+            short_any |= short_nodes
             if short:
                 counts["Too many pods" if res == PODS else f"Insufficient {res}"] += short
+        left &= ~short_any
+        if check is not None:
+            for why, n in check.counts(left).items():
+                if why != PORTS:
+                    counts[why] += n
         return counts
 
 

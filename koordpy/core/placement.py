@@ -7,6 +7,7 @@ place with the reason; the caller decides whether to commit or discard.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -17,6 +18,7 @@ from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
 from koordpy.core.filters import Filters, constraints_key, nodes_unavailable
 from koordpy.core.naming import natural_key
+from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
@@ -74,23 +76,146 @@ class Placer:
         self.cluster = filters.cluster
         # Nodes a preemption dry run confines the job to (one candidate), else None.
         self.only: npt.NDArray[np.bool_] | None = None
+        # At most this many of the job's pods per node (members that repel each other per node).
+        self.cap: int | None = None
 
     def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         return mask if self.only is None else mask & self.only
+
+    def _free(self) -> npt.NDArray[np.int64]:
+        """Free room per node as the job's offerslots see it: with a per-node cap, the pods column
+        says no more than the cap, so every offerslot (the kernels' too) is at most the cap."""
+        free = self.cluster.free()
+        if self.cap is not None:
+            col = self.cluster.res_index[PODS]
+            free[:, col] = np.minimum(free[:, col], self.cap)
+        return free
+
+    # -- the job: rules between its members ------------------------------------------------
+
+    def place_job(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
+        """Places a job (``req``: its topology requirement, None for plain binpacking) so that the
+        rules between pods hold for every member against the pods already there and against the
+        members placed before it, in rank order, so that any prefix a Strict gang binds holds too.
+        Members that repel each other per node (self anti-affinity on the hostname, a shared host
+        port) cap every node's offerslot at one; members bound by wider rules (spread, affinity,
+        anti-affinity over zones) are placed one by one inside the domain the topology search
+        chose, each on the node the search proposed when the rules allow it."""
+        play = self.filters.rules.interplay(pods) if len(pods) > 1 else "none"
+        if play == "one-per-node":
+            self.cap = 1
+        try:
+            mark = stmt.savepoint()
+            failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
+        finally:
+            self.cap = None
+        if play != "sequential":
+            return failure
+        if failure is not None and req is not None:
+            return failure
+        proposed = {k: n for k, n in stmt.placed.items() if k in {p.key for p in pods}}
+        stmt.rollback(mark)
+        if req is not None and req.subgroups:
+            # Sub-groups keep their own HyperNodes: the proposal is kept only if every member passes.
+            return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
+                                    strict=True, where="")
+        if req is not None:
+            tree = self.cluster.trees[req.tree]
+            region_domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
+            region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+            region[tree.subtree_nodes(region_domain)] = True
+            where = f" inside {tree.name(region_domain) or 'the cluster'}, where the job's topology " \
+                    "requirement puts it" if region_domain > 0 else ""
+            return self._sequential(pods, proposed, region, stmt, strict=False, where=where)
+        return self._regions(pods, proposed, stmt)
+
+    MAX_REGIONS = 8
+
+    def _regions(self, pods: list[Pod], proposed: dict[str, int], stmt: Statement) -> Failure | None:
+        """Members affine to each other go together into one domain of the affinity's key: each
+        domain is tried, the roomiest first; other jobs get the whole cluster."""
+        everywhere = np.ones(len(self.cluster.nodes), dtype=np.bool_)
+        rules = self.filters.rules
+        key = next((t.topology_key for a in pods for t in a.pod_affinity
+                    if any(rules.presence.term_matches(t, b) for b in pods[:64])), None)
+        if key is None:
+            return self._sequential(pods, proposed, everywhere, stmt, strict=False, where="")
+        dom, ndom, _ = rules.presence.domains(key)
+        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        slots = node_offerslots(self._free(), vec, self._mask(self.filters.static(pods[0]).mask))
+        has = dom >= 0
+        room = np.bincount(dom[has], weights=slots[has], minlength=ndom)
+        first: Failure | None = None
+        for d in np.argsort(-room, kind="stable")[: self.MAX_REGIONS].tolist():
+            mark = stmt.savepoint()
+            failure = self._sequential(pods, proposed, dom == d, stmt, strict=False, where="")
+            if failure is None:
+                return None
+            stmt.rollback(mark)
+            first = first or failure
+        return first or self._sequential(pods, proposed, everywhere, stmt, strict=False, where="")
+
+    def _sequential(self, pods: list[Pod], proposed: dict[str, int], region: npt.NDArray[np.bool_],
+                    stmt: Statement, strict: bool, where: str) -> Failure | None:
+        """Each pod in turn on a node every filter allows now (the members before it placed): the
+        proposed node when it passes, else (unless ``strict``) the best node of ``region``: the
+        domain its hard spread constraint fills least, then the most allocated."""
+        free = self.cluster.free()
+        for pod in pods:
+            vec = self.cluster.request_vector(pod)
+            mask = self._mask(self.filters.mask(pod)) & region
+            want = proposed.get(pod.key)
+            fits_at = (vec == 0) | (free >= vec)
+            if want is not None and mask[want] and bool(np.all(fits_at[want])):
+                node = want
+            elif strict:
+                node = -1
+            else:
+                ok = np.flatnonzero(mask & np.all(fits_at, axis=1))
+                node = self._best(pod, ok, vec) if len(ok) else -1
+            if node < 0:
+                counts = self.filters.explain_counts(pod, vec, only=region)
+                return Failure(pod, nodes_unavailable(len(self.cluster.nodes), counts).rstrip(".") + where + ".",
+                               resolvable=bool(self._mask(self.filters.static(pod).mask).any())
+                               and not set(counts) <= UNRESOLVABLE,
+                               filtered=tuple(sorted(counts.items())), desired=len(pods))
+            stmt.assume(pod.key, node, vec)
+            free[node] -= vec
+        return None
+
+    def _best(self, pod: Pod, ok: npt.NDArray[np.int64], vec: npt.NDArray[np.int64]) -> int:
+        rules = self.filters.rules
+        keys: list[npt.NDArray[np.float64]] = [ok.astype(np.float64)]
+        keys.append(-self._most_allocated(vec)[ok])
+        score = rules.score(pod, ok)
+        if score is not None:
+            keys[-1] = keys[-1] * 100.0 - 2.0 * score
+        hard = [c for c in pod.spread if c.hard]
+        if hard:
+            dom, _, _ = rules.presence.domains(hard[0].topology_key)
+            counts, _ = rules.spread_counts(pod, hard[0], dom >= 0)
+            keys.append(counts[dom[ok]].astype(np.float64))
+        return int(ok[np.lexsort(keys)[0]])
 
     # -- plain binpacking (no topology spec) ---------------------------------------------
 
     def binpack(self, pods: list[Pod], stmt: Statement) -> Failure | None:
         """Fills the most allocated nodes first, shape by shape, pods in rank order."""
         shapes: dict[tuple[object, ...], list[Pod]] = {}
+        presence = self.filters.rules.presence
         for p in pods:
             req = self.cluster.request_vector(p)
-            shapes.setdefault((req.tobytes(), constraints_key(p)), []).append(p)
+            shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence)), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
-            mask = self._mask(self.filters.static(members[0]).mask)
-            slots = node_offerslots(self.cluster.free(), req, mask)
-            order = np.lexsort((np.arange(len(slots)), -self._most_allocated(req)))
+            mask = self._mask(self.filters.mask(members[0]))
+            slots = node_offerslots(self._free(), req, mask)
+            most = self._most_allocated(req)
+            score = self.filters.rules.score(members[0], np.arange(len(slots), dtype=np.int64))
+            # kube-scheduler weighs InterPodAffinity and PodTopologySpread 2 each against 1 for
+            # resource fit; binpacking (0..1 here) is that 1, on the same 0..100 scale.
+            rank = -most if score is None else -(100.0 * most + 2.0 * score)
+            order = np.lexsort((np.arange(len(slots)), rank))
             ordered = slots[order]
             before = np.cumsum(ordered) - ordered
             take = np.clip(len(members) - before, 0, ordered)
@@ -99,10 +224,11 @@ class Placer:
             stmt.assume_many([p.key for p in members[:placed]], nodes.astype(np.int64), req)
             if placed < len(members):
                 failed = members[placed]
-                counts = self.filters.explain_counts(failed, req)
+                counts = self.filters.explain_counts(failed, req, only=self.only)
                 return Failure(failed, nodes_unavailable(len(self.cluster.nodes), counts),
-                               resolvable=bool(mask.any()), filtered=tuple(sorted(counts.items())),
-                               desired=len(members))
+                               resolvable=bool(self._mask(self.filters.static(failed).mask).any())
+                               and not set(counts) <= UNRESOLVABLE,
+                               filtered=tuple(sorted(counts.items())), desired=len(members))
         return None
 
     def _most_allocated(self, req: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -144,7 +270,7 @@ class Placer:
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
         distinct = list({constraints_key(p): p for p in pods}.values())  # one pod per set of constraints
         feasible = self.feasible(distinct, tree)
-        slots = node_offerslots(self.cluster.free(), vec, feasible)
+        slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         allowed = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
@@ -175,7 +301,8 @@ class Placer:
             if filtered:
                 reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
             return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.",
-                           resolvable=bool(feasible.any()), filtered=tuple(sorted(filtered.items())),
+                           resolvable=self._resolvable(distinct, tree, filtered),
+                           filtered=tuple(sorted(filtered.items())),
                            domains=tuple((tree.label(d) if req.tree == "cnt" else tree.name(d), int(sums[d]))
                                          for d in listed[:MAX_LISTED_DOMAINS]), desired=desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
@@ -199,7 +326,7 @@ class Placer:
         lo = int(tree.rank[tree.domain_node < 0].min())
         hi = top if req.scope is None or not req.hard else min(req.scope, top)
         scope = 0 if req.anchor is None else req.anchor
-        free = self.cluster.free().copy()
+        free = self._free()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
         classes = self.kinds(pods)
@@ -291,7 +418,7 @@ class Placer:
         cut = (f" (the search stopped at its work bound after {tried} of {len(cands)} candidate HyperNodes; "
                "the others were not tried)") if tried < len(cands) else ""
         listed = self._tier_domains(tree, sums, scope, lo, hi)
-        resolvable = bool(mask.any())
+        resolvable = self._resolvable(pods, tree, None)
         if not req.subgroups:
             what = f"none of the first {tried} candidate HyperNodes" if cut else "no HyperNode"
             return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: {what} "
@@ -377,9 +504,11 @@ class Placer:
 
     def kinds(self, pods: list[Pod]) -> list[list[Pod]]:
         """Pods by request and by the nodes their filters allow: the kinds of pod of a job."""
-        out: dict[tuple[bytes, int], list[Pod]] = {}
+        out: dict[tuple[bytes, int, object], list[Pod]] = {}
         for p in pods:
-            out.setdefault((self.cluster.request_vector(p).tobytes(), id(self.filters.static(p))), []).append(p)
+            key = (self.cluster.request_vector(p).tobytes(), id(self.filters.static(p)),
+                   rules_key(p, self.filters.rules.presence) if self.filters.rules.applies(p) else None)
+            out.setdefault(key, []).append(p)
         return list(out.values())
 
     def _tier_group(self, pods: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
@@ -406,7 +535,7 @@ class Placer:
                       hi: int) -> Failure:
         vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
         feasible = self.feasible(pods, tree)
-        slots = node_offerslots(self.cluster.free(), vec, feasible)
+        slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         mode = "hard" if req.hard else "soft"
         limit = f", highest tier {hi}" if req.hard and req.scope is not None else ""
@@ -414,7 +543,7 @@ class Placer:
         offers = self._tier_offers(tree, sums, scope, lo, hi)
         return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology ({mode}{limit}): "
                                 f"no HyperNode can take all {len(pods)} pods{offers}.",
-                       resolvable=bool(feasible.any()), filtered=tuple(sorted(filtered.items())),
+                       resolvable=self._resolvable(pods, tree, filtered), filtered=tuple(sorted(filtered.items())),
                        domains=self._tier_domains(tree, sums, scope, lo, hi), desired=len(pods))
 
     @staticmethod
@@ -451,7 +580,7 @@ class Placer:
         assert req.preferred is not None
         shapes = self._shapes(pods)
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
-        slots = node_offerslots(self.cluster.free(), vec, self.feasible(pods, tree))
+        slots = node_offerslots(self._free(), vec, self.feasible(pods, tree))
         ones = np.ones(len(tree.order), dtype=np.int64)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
         top = int(tree.rank[0])
@@ -517,7 +646,7 @@ class Placer:
             return False
         vec, members = max(shapes.values(), key=lambda s: len(s[1]))
         mask = self.feasible([pods[i] for i in members], tree)
-        sums = subtree_sums(node_offerslots(self.cluster.free(), vec, mask), tree.node_domain, tree.parent,
+        sums = subtree_sums(node_offerslots(self._free(), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
         fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]), ancestor_sums_py(sums, tree.parent, d),
@@ -535,20 +664,37 @@ class Placer:
             vec = self.cluster.request_vector(pod)
             free = self.cluster.allocatable[nodes] - self.cluster.used[nodes]
             fits = np.all((vec == 0) | (free >= vec), axis=1)
-            ok = self._mask(self.filters.static(pod).mask)[nodes] & ~tree.outside[nodes] & fits
+            ok = self._mask(self.filters.mask(pod))[nodes] & ~tree.outside[nodes] & fits
             hit = np.flatnonzero(ok)
             if hit.size == 0:
                 return False
             stmt.assume(pod.key, int(nodes[hit[0]]), vec)
         return True
 
-    def feasible(self, pods: list[Pod], tree: TopologyTree) -> npt.NDArray[np.bool_]:
-        """Nodes every one of ``pods`` may use and that the tree's topology holds."""
+    def feasible(self, pods: list[Pod], tree: TopologyTree, rules: bool = True) -> npt.NDArray[np.bool_]:
+        """Nodes every one of ``pods`` may use and that the tree's topology holds (``rules``: the
+        rules between pods too, given where pods are now; preemption prices candidates without
+        them, as removing pods may lift them)."""
         masks = {id(m): m for m in (self.filters.static(p).mask for p in pods)}
         mask = self._mask(~tree.outside)
         for m in masks.values():
             mask = mask & m
+        ruled = {rules_key(p, self.filters.rules.presence): p for p in pods if rules and self.filters.rules.applies(p)}
+        for p in ruled.values():
+            check = self.filters.check(p)
+            if check is not None:
+                mask = mask & check.mask
         return np.asarray(mask, dtype=np.bool_)
+
+    def _resolvable(self, pods: list[Pod], tree: TopologyTree, filtered: Counter[str] | None) -> bool:
+        """Whether removing pods could let the job fit: some node passes the node-only filters, and
+        the rules between pods that removed nodes are not only those no removal lifts (a missing
+        affinity match, a missing label)."""
+        kinds = {id(self.filters.static(p)): p for p in pods}.values()
+        if not any(bool(self.feasible([p], tree, rules=False).any()) for p in kinds):
+            return False
+        ruled = set(filtered or ()) & {*UNRESOLVABLE, *RULE_REASONS}
+        return not ruled or not ruled <= UNRESOLVABLE
 
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""

@@ -164,7 +164,9 @@ class Preemptor:
         # The offerslot test is exact for one request shape without sub-groups or multiples; else the
         # victims are put back one by one against the real placement.
         shapes = {cluster.request_vector(p).tobytes() for p in pods}
-        inexact = (req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
+        # The rules between pods (affinity, spread, ports) are not in the offerslots either.
+        inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
+                   or any(self.placer.filters.rules.applies(p) for p in pods))
         stmt = Statement(cluster)
         for i in ranking.tolist():
             cands, c, chosen = scored[i]
@@ -188,7 +190,7 @@ class Preemptor:
         vec = np.min(np.stack([self.cluster.request_vector(members[0]) for members in kinds]), axis=0)
         feasible = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
         for members in kinds:
-            feasible |= self.placer.feasible(members[:1], tree)
+            feasible |= self.placer.feasible(members[:1], tree, rules=False)
         return np.asarray(vec, dtype=np.int64), feasible
 
     def _fits(self, kinds: list[list[Pod]], desired: int, tree: TopologyTree, reclaim: npt.NDArray[np.int64],
@@ -203,7 +205,7 @@ class Preemptor:
             return out  # one kind: the loose offerslot is exact already
         for members in kinds:
             slots = node_offerslots(reclaim, self.cluster.request_vector(members[0]),
-                                    self.placer.feasible(members[:1], tree)).astype(np.float64)
+                                    self.placer.feasible(members[:1], tree, rules=False)).astype(np.float64)
             for i, cands in enumerate(ranks):
                 inside = cands.of_node >= 0
                 room = np.bincount(cands.of_node[inside], weights=slots[inside], minlength=len(cands.domains))

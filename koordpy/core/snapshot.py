@@ -20,6 +20,7 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.naming import natural_key
+from koordpy.core.podrules import Presence
 from koordpy.core.tree import TopologyTree
 
 
@@ -187,6 +188,9 @@ class Cluster:
         self._freed_base = 0
         # Open while one job is evaluated, so a job that raises can be undone (Cycle._isolated).
         self.journal: list[Callable[[], None]] | None = None
+        self.objects: dict[str, Pod] = {}  # every pod the cluster was told of, for the rules between pods
+        self.presence = Presence(self.nodes, self.objects)
+        self.presence.set_namespaces(snapshot.namespaces)
         assumed = assumed or {}
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
@@ -225,6 +229,10 @@ class Cluster:
             self._requests.pop(key, None)  # gone: its cached vector would outlive it
             self.meta.pop(key, None)
         else:
+            old = self.objects.get(key)
+            if old is not None and old is not pod:
+                self.presence.replace(key, old, pod)  # where it is counted, its labels may have changed
+            self.objects[key] = pod
             meta = self.meta[key] = pod_meta(pod, self.classes)
             row = self.index.row.get(key)
             if row is not None:
@@ -236,6 +244,8 @@ class Cluster:
         if node is None:
             if have is not None:
                 self.count(key, None)
+            if pod is None:
+                self.objects.pop(key, None)
             return
         assert pod is not None
         vec = self.request_vector(pod)
@@ -251,9 +261,9 @@ class Cluster:
         """Moves the pod's usage to ``entry`` (node, request), or ends it."""
         old = self.counted.get(key)
         if old is not None:
-            self.change(old[0], old[1], -1, frees=True)
+            self.change(old[0], old[1], -1, frees=True, pods=key)
         if entry is not None:
-            self.change(entry[0], entry[1], 1)
+            self.change(entry[0], entry[1], 1, pods=key)
         self.adopt(key, entry, held)
 
     def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool = False) -> None:
@@ -296,19 +306,25 @@ class Cluster:
                 self.index.describe(row, meta)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
-               frees: bool = False) -> None:
+               frees: bool = False, pods: str | list[str] | None = None) -> None:
         """Adds (sign 1) or removes (sign -1) ``request`` on one node or on each of ``nodes``
         (repeats count). ``frees``: room that other jobs may now use appeared (a trial move
-        undone is not that: nobody else ever saw it taken)."""
+        undone is not that: nobody else ever saw it taken). ``pods``: whose move it is (one key,
+        or one per node), which the rules between pods follow."""
         if isinstance(nodes, int):
             self.used[nodes] += sign * request
         else:
             np.add.at(self.used, nodes, sign * request)
+        if isinstance(pods, str):
+            self.presence.move(pods, nodes, sign)
+        elif pods is not None:
+            assert not isinstance(nodes, int)
+            self.presence.move_many(pods, nodes, sign)
         if frees:
             self.tick += 1
             self._freed.append(nodes)
         if self.journal is not None:
-            self.journal.append(lambda: self.change(nodes, request, -sign))
+            self.journal.append(lambda: self.change(nodes, request, -sign, pods=pods))
 
     def undo(self) -> None:
         """Reverts, last first, every change made since the journal was opened."""

@@ -35,12 +35,12 @@ class Statement:
     _ops: list[Op] = field(default_factory=list)
 
     def assume(self, pod: str, node: int, request: npt.NDArray[np.int64]) -> None:
-        self.cluster.change(node, request, 1)
+        self.cluster.change(node, request, 1, pods=pod)
         self._ops.append(Op("assume", pod, node, request))
 
     def assume_many(self, pods: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
         """One vectorised update for many pods of the same request (a gang's usual case)."""
-        self.cluster.change(nodes, request, 1)
+        self.cluster.change(nodes, request, 1, pods=pods)
         self._ops.extend(Op("assume", p, int(n), request) for p, n in zip(pods, nodes.tolist(), strict=True))
 
     def evict(self, pod: str) -> bool:
@@ -48,12 +48,12 @@ class Statement:
         entry = self.cluster.counted.get(pod)
         if entry is None:
             return False
-        self.cluster.change(entry[0], entry[1], -1)
+        self.cluster.change(entry[0], entry[1], -1, pods=pod)
         self._ops.append(Op("evict", pod, entry[0], entry[1]))
         return True
 
     def nominate(self, pod: str, node: int, request: npt.NDArray[np.int64]) -> None:
-        self.cluster.change(node, request, 1)
+        self.cluster.change(node, request, 1, pods=pod)
         self._ops.append(Op("nominate", pod, node, request))
 
     def ops(self) -> list[Op]:
@@ -74,7 +74,7 @@ class Statement:
         """Undoes, last first, the moves made since ``savepoint``."""
         while len(self._ops) > savepoint:
             op = self._ops.pop()
-            self.cluster.change(op.node, op.request, 1 if op.kind == "evict" else -1)
+            self.cluster.change(op.node, op.request, 1 if op.kind == "evict" else -1, pods=op.pod)
 
     def discard(self) -> None:
         self.rollback(0)
@@ -86,7 +86,7 @@ class Statement:
         placed = self.placed
         for op in self._ops:
             if op.kind == "evict" and op.pod not in placed:
-                self.cluster.change(op.node, op.request, 1)
+                self.cluster.change(op.node, op.request, 1, pods=op.pod)
         for op in self._ops:
             if op.kind == "assume":
                 self.cluster.adopt(op.pod, (op.node, op.request), held=False)

@@ -168,6 +168,7 @@ class View:
         else:
             for key in recount:
                 cluster.recount(key, self.by_key.get(key), state.reserved)
+            cluster.presence.set_namespaces(snapshot.namespaces)
         self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
         return cluster
 
@@ -369,8 +370,11 @@ class View:
                 continue  # placed already; only the members still to place can use new room
             vec, mask = cluster.request_vector(pod), filters.static(pod).mask
             shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
+        # A job of unlike pods, or one the rules between pods hold back, may fit after any move (a pod
+        # that started, moved or ended), not only where room appeared.
+        moves = len(shapes) > 1 or any(filters.rules.applies(p) for p in job.pods)
         parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
-                                              cluster.moves if len(shapes) > 1 else None, job.priority, now, attempts)
+                                              cluster.moves if moves else None, job.priority, now, attempts)
         parked.backoff_until = now + parked.backoff
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
