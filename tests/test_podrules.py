@@ -15,7 +15,7 @@ import pytest
 from koordpy.core.cycle import schedule
 from koordpy.core.gang import SchedulerState
 from koordpy.sim.simulator import World
-from tests.builders import node, pod, podgroup, priority_class, run
+from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -414,6 +414,32 @@ def test_a_gangs_anti_affinity_respects_pods_already_running() -> None:
     out = run(*[node(f"n{i}") for i in range(3)], running("old", "n0", {"app": "train"}), podgroup("g", 2),
               *gang(2, affinity=anti))
     assert sorted(out.bound.values()) == ["n1", "n2"]
+
+
+def blocks_in_zones() -> list[dict[str, Any]]:
+    # Two blocks of one spine, each block one zone: gathering and spreading pull apart.
+    nodes = spine_block_nodes({"s0": {"b0": [0, 1], "b1": [2, 3]}})
+    for n in nodes:
+        n["metadata"]["labels"][ZONE] = "z1" if n["metadata"]["name"] in ("node-0", "node-1") else "z2"
+    return [SPINE_BLOCK_CNT, *nodes]
+
+
+def test_a_gathered_gang_widens_to_the_domain_its_spread_needs() -> None:
+    prefer = [{"layer": "BlockLayer", "strategy": "PreferGather"}]
+    out = run(*blocks_in_zones(), podgroup("g", 2, gather=prefer),
+              *gang(2, topologySpreadConstraints=[spread({"app": "train"})]))
+    assert len(out.bound) == 2
+    assert len({"z1" if n in ("node-0", "node-1") else "z2" for n in out.bound.values()}) == 2
+
+
+def test_must_gather_and_spread_that_cannot_hold_together_wait_naming_both() -> None:
+    must = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    out = run(*blocks_in_zones(), podgroup("g", 2, gather=must),
+              *gang(2, topologySpreadConstraints=[spread({"app": "train"})]))
+    assert out.bound == {}
+    message = next(m for m in out.pending.values() if "topology spread" in m)
+    assert "didn't match pod topology spread constraints inside b" in message
+    assert "the widest domain the job's topology requirement allows" in message
 
 
 # -- preemption ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
 from koordpy.core.filters import Filters, constraints_key, nodes_unavailable
 from koordpy.core.naming import natural_key
-from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, rules_key
+from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
@@ -101,33 +101,50 @@ class Placer:
         port) cap every node's offerslot at one; members bound by wider rules (spread, affinity,
         anti-affinity over zones) are placed one by one inside the domain the topology search
         chose, each on the node the search proposed when the rules allow it."""
-        play = self.filters.rules.interplay(pods) if len(pods) > 1 else "none"
-        if play == "one-per-node":
+        play = self.filters.rules.interplay(pods) if len(pods) > 1 else Interplay()
+        if play.one_per_node:
             self.cap = 1
         try:
             mark = stmt.savepoint()
             failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
+            if not play.sequential or (failure is not None and req is not None):
+                return failure
+            keys = {p.key for p in pods}
+            proposed = {k: n for k, n in stmt.placed.items() if k in keys}
+            stmt.rollback(mark)
+            if req is None:
+                return self._regions(pods, proposed, stmt)
+            if req.subgroups:
+                # Sub-groups keep their own HyperNodes: the proposal stands only if every member passes.
+                return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
+                                        strict=True, where="")
+            return self._widening(pods, req, proposed, stmt)
         finally:
             self.cap = None
-        if play != "sequential":
-            return failure
-        if failure is not None and req is not None:
-            return failure
-        proposed = {k: n for k, n in stmt.placed.items() if k in {p.key for p in pods}}
-        stmt.rollback(mark)
-        if req is not None and req.subgroups:
-            # Sub-groups keep their own HyperNodes: the proposal is kept only if every member passes.
-            return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
-                                    strict=True, where="")
-        if req is not None:
-            tree = self.cluster.trees[req.tree]
-            region_domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
+
+    def _widening(self, pods: list[Pod], req: Requirement, proposed: dict[str, int],
+                  stmt: Statement) -> Failure | None:
+        """One by one inside the smallest domain holding the proposal, then inside each ancestor the
+        requirement still allows (its scope, its anchor): the rules between members may need more
+        room than the offerslots showed, and a job waits only when no allowed domain holds it."""
+        tree = self.cluster.trees[req.tree]
+        domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
+        top = int(tree.rank[0]) if req.scope is None else req.scope
+        last: Failure | None = None
+        while domain >= 0 and int(tree.rank[domain]) <= top and (req.anchor is None or domain >= req.anchor):
             region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
-            region[tree.subtree_nodes(region_domain)] = True
-            where = f" inside {tree.name(region_domain) or 'the cluster'}, where the job's topology " \
-                    "requirement puts it" if region_domain > 0 else ""
-            return self._sequential(pods, proposed, region, stmt, strict=False, where=where)
-        return self._regions(pods, proposed, stmt)
+            region[tree.subtree_nodes(domain)] = True
+            region &= ~tree.outside
+            where = f" inside {tree.name(domain)}, the widest domain the job's topology requirement allows" \
+                if domain > 0 else ""
+            mark = stmt.savepoint()
+            failure = self._sequential(pods, proposed, region, stmt, strict=False, where=where)
+            if failure is None:
+                return None
+            stmt.rollback(mark)
+            last = failure
+            domain = int(tree.parent[domain])
+        return last
 
     MAX_REGIONS = 8
 

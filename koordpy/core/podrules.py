@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -75,7 +74,14 @@ class Check:
                         if np.any(m & among)})
 
 
-Interplay = Literal["none", "one-per-node", "sequential"]
+@dataclass(frozen=True)
+class Interplay:
+    """How a job's members constrain each other: ``one_per_node``, every pair repels per node (an
+    offerslot cap of one is exact for that); ``sequential``, some rule between members only placing
+    them one by one keeps."""
+
+    one_per_node: bool = False
+    sequential: bool = False
 
 
 class Presence:
@@ -361,35 +367,31 @@ class PodRules:
         rules' masks against the pods already there are exact), at most one member per node (every
         pair of members repels on a per-node key or a shared host port: an offerslot cap of one is
         exact), or in ways only placing them one by one can keep (affinity or spread between
-        members, anti-affinity over wider domains)."""
+        members, anti-affinity over wider domains), with or without the cap of one per node."""
         kinds = list({_member_view(p): p for p in pods}.values())
         if not any(k.has_pod_rules for k in kinds):
-            return "none"
+            return Interplay()
         p = self.presence
         every_pair_per_node = True
         any_pair = False
+        sequential = False
         for i, a in enumerate(kinds):
             for b in kinds[i:]:
                 node_level = False
                 for x, y in ((a, b), (b, a)):
                     for t in x.pod_anti_affinity:
                         if p.term_matches(t, y):
-                            if not p.domains(t.topology_key)[2]:
-                                return "sequential"
                             node_level = True
-                    for t in x.pod_affinity:
-                        if p.term_matches(t, y):
-                            return "sequential"
-                    for c in x.spread:
-                        if c.hard and x.namespace == y.namespace and c.selector.matches(y.labels):
-                            return "sequential"
+                            sequential = sequential or not p.domains(t.topology_key)[2]
+                    sequential = sequential or any(p.term_matches(t, y) for t in x.pod_affinity)
+                    sequential = sequential or any(
+                        c.hard and x.namespace == y.namespace and c.selector.matches(y.labels) for c in x.spread)
                     if any(hp.conflicts(hq) for hp in x.host_ports for hq in y.host_ports):
                         node_level = True
                 any_pair = any_pair or node_level
                 every_pair_per_node = every_pair_per_node and node_level
-        if not any_pair:
-            return "none"
-        return "one-per-node" if every_pair_per_node else "sequential"
+        return Interplay(one_per_node=any_pair and every_pair_per_node,
+                         sequential=sequential or (any_pair and not every_pair_per_node))
 
     # -- preferred terms and ScheduleAnyway spread: a score -------------------------------------
 
