@@ -458,3 +458,28 @@ def test_preemption_does_not_evict_for_a_missing_affinity_match() -> None:
     out = run(priority_class("low", 1), priority_class("high", 100), node("a"), low,
               pod("p", cpu="1", priority_class="high", affinity=affine(term({"app": "cache"}))))
     assert out.preempted == [] or "default/low" not in out.preempted
+
+
+def test_preemption_keeps_the_victim_the_preemptors_affinity_needs() -> None:
+    # Room on a needs one low pod gone; the cache pod, of the lowest priority and so the first victim
+    # by priority alone, is the one the preemptor's affinity wants beside it.
+    nodes = [zoned("a", "z1", cpu="2"), zoned("b", "z2", cpu="2")]
+    cache = running("cache", "a", {"app": "cache"}, priority_class="lowest")
+    filler = running("filler", "a", {}, priority_class="low")
+    busy = running("busy", "b", {}, cpu="2", priority_class="high")
+    out = run(priority_class("lowest", 1), priority_class("low", 5), priority_class("high", 100), *nodes, cache,
+              filler, busy,
+              pod("p", cpu="1", priority_class="high", affinity=affine(term({"app": "cache"}, ZONE))))
+    assert out.preempted == ["default/filler"]
+    assert out.bound.get("default/p") == "a"
+
+
+def test_explain_lists_the_rules_in_its_filter_table() -> None:
+    from koordpy.core.explain import explain_pod
+
+    world = World.from_objects([("t", o) for o in (
+        node("a"), node("b"), running("x", "a", {"app": "web"}), running("y", "b", {"app": "web"}),
+        pod("p", cpu="1", affinity=affine(term({"app": "web"}), anti=True)))])
+    got = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/p")
+    assert got.diagnosis is not None
+    assert dict(got.diagnosis.filtered) == {"node(s) didn't match pod anti-affinity rules": 2}

@@ -168,10 +168,18 @@ class Preemptor:
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
                    or any(self.placer.filters.rules.applies(p) for p in pods))
         stmt = Statement(cluster)
+        # Victims the job's own required affinity wants beside it: evicting them can only hurt, so
+        # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives
+        # up on it; koordpy keeps the pods the preemptor is affine to).
+        wanted = self._wanted(pods, rows)
         for i in ranking.tolist():
             cands, c, chosen = scored[i]
             only = cands.of_node == c
-            for attempt in (chosen, (cands.of_node[v_node] == c)):
+            inside = cands.of_node[v_node] == c
+            attempts = [chosen, inside]
+            if wanted is not None and bool(np.any(inside & wanted)):
+                attempts.append(inside & ~wanted)
+            for attempt in attempts:
                 plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
                 if plan is not None:
                     if inexact:
@@ -181,6 +189,18 @@ class Preemptor:
                     return plan
         return Plan("none", f"preemption: not helpful: no candidate takes all {desired} pods once its "
                             "lower-priority pods are gone.")
+
+    def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+        """Per victim row, whether some required affinity term of the job's pods matches it (None:
+        the job states no pod affinity)."""
+        terms = {t for p in pods for t in p.pod_affinity}
+        if not terms:
+            return None
+        presence = self.placer.filters.rules.presence
+        objects = self.cluster.objects
+        keys = [self.cluster.index.keys[i] for i in rows.tolist()]
+        return np.array([k in objects and any(presence.term_matches(t, objects[k]) for t in terms) for k in keys],
+                        dtype=np.bool_)
 
     def _loose(self, kinds: list[list[Pod]], tree: TopologyTree) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """The request and the nodes that price the candidates: the smallest request of each resource
