@@ -481,5 +481,5 @@ def test_explain_lists_the_rules_in_its_filter_table() -> None:
         node("a"), node("b"), running("x", "a", {"app": "web"}), running("y", "b", {"app": "web"}),
         pod("p", cpu="1", affinity=affine(term({"app": "web"}), anti=True)))])
     got = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/p")
-    assert got.diagnosis is not None
+    assert got is not None and got.diagnosis is not None
     assert dict(got.diagnosis.filtered) == {"node(s) didn't match pod anti-affinity rules": 2}
