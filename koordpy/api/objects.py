@@ -1,4 +1,4 @@
-"""Core Kubernetes kinds as koordpy sees them: Node, Pod and PriorityClass."""
+"""Core Kubernetes kinds as koordpy sees them: Node, Pod, PriorityClass and Namespace."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
-from koordpy.api.raw import Reader
+from koordpy.api.raw import Reader, label_problem
 
 DEFAULT_MAX_PODS = 110
 PODS = "pods"
@@ -346,3 +346,27 @@ class PriorityClass(_Model):
             raise r.fail("preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
         return cls(name=r.name(meta.get("name")), value=value,
                    global_default=r.boolean(raw.get("globalDefault"), "globalDefault"), preemption_policy=policy)
+
+
+# The label the API server puts on every Namespace, its own name as value (and which it will not let
+# anyone change): what a namespaceSelector matches a namespace by name with.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class Namespace(_Model):
+    """A Namespace's name and labels, which inter-pod affinity's ``namespaceSelector`` reads."""
+
+    name: str
+    labels: dict[str, str] = {}
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> Namespace:
+        r = Reader(object_ref(raw, "Namespace"))
+        meta = r.mapping(raw.get("metadata"), "metadata")
+        text = r.string(meta.get("name"), "metadata.name", required=True)
+        problem = label_problem(text)
+        if problem:
+            raise r.fail("metadata.name", problem)
+        labels = r.str_map(meta.get("labels"), "metadata.labels")
+        # A manifest written by hand lacks the label; the API server would have added it.
+        return cls(name=text, labels={**labels, NAMESPACE_NAME_LABEL: text})
