@@ -11,7 +11,9 @@ import pytest
 
 from koordpy.controller.cache import Cache
 from koordpy.controller.main import RESOURCES, _NoDiffBase, _NoProgress, api_client, build_registry, sync
-from tests.integration.kube import ControlPlane, Kube
+from koordpy.core.refusals import CLAIMS
+from tests.builders import node, pod, podgroup
+from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for
 
 NAMES = frozenset({"koordpy"})
 
@@ -61,3 +63,22 @@ def test_namespace_labels_are_listed_then_watched_into_the_snapshot(controlplane
     assert listed == {"team": "a", "kubernetes.io/metadata.name": ns}
     assert watched == {"team": "b", "kubernetes.io/metadata.name": ns}
     assert still
+
+
+def test_pods_with_resource_claims_stay_pending_saying_why(kube: Kube, scheduler: Scheduler) -> None:
+    kube.apply(fake([node("n0")]))
+    dra = pod("dra", cpu="1")
+    dra["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    member = pod("g-1", cpu="1", group="g")
+    member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    kube.apply(dra, podgroup("g", 2), pod("g-0", cpu="1", group="g"), member, pod("plain", cpu="1"))
+    wait_for(lambda: "plain" in kube.bound(), "the plain pod bound")
+    message = wait_for(lambda: kube.condition_message("dra"), "dra's condition")
+    assert message.startswith(f"{CLAIMS}: pod default/dra has spec.resourceClaims (gpu)")
+    for name in ("g-0", "g-1"):
+        gang = wait_for(lambda n=name: kube.condition_message(n), f"{name}'s condition")  # type: ignore[misc]
+        assert gang.startswith('GangGroup "default/g" waits as a whole: ') and CLAIMS in gang
+    events = wait_for(lambda: [e for e in kube.events() if e["reason"] == "FailedScheduling"
+                               and e["involvedObject"]["name"] == "dra"], "dra's FailedScheduling Event")
+    assert events[0]["type"] == "Warning" and events[0]["message"] == message
+    assert settle(lambda: sorted(kube.bound())) == ["plain"]
