@@ -93,3 +93,63 @@ def test_a_scheduling_group_named_by_another_field_is_refused_too() -> None:
     p["spec"]["schedulingGroup"] = {"compositePodGroupName": "x"}
     assert Pod.from_raw(p).scheduling_group == "compositePodGroupName"
     assert SCHEDULING_GROUP in run(node("n0"), p).pending["default/w-0"]
+
+
+# -- honoured, with a test here because the audit (docs/reference.md) names them ----------------
+
+def _featured(p: dict[str, Any], how: str) -> dict[str, Any]:
+    c = p["spec"]["containers"][0]
+    if how == "restart-all":
+        c["restartPolicyRules"] = [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]
+    elif how == "userns-host-network":
+        p["spec"].update(hostNetwork=True, hostUsers=False)
+    elif how == "bind-mount-options":
+        c["volumeMounts"] = [{"name": "data", "mountPath": "/data", "bindMountOptions": ["nosuid"]}]
+    return p
+
+
+def _declaring(n: dict[str, Any], *features: str) -> dict[str, Any]:
+    n["status"]["declaredFeatures"] = list(features)
+    return n
+
+
+@pytest.mark.parametrize(("how", "feature"), [("restart-all", "RestartAllContainersOnContainerExits"),
+                                              ("userns-host-network", "UserNamespacesHostNetworkSupport"),
+                                              ("bind-mount-options", "VolumeBindMountOptions")])
+def test_node_declared_features_a_pod_needs_filter_nodes(how: str, feature: str) -> None:
+    # kube-scheduler v1.37's NodeDeclaredFeatures (GA, on by default): a pod whose spec needs a node
+    # feature goes only where status.declaredFeatures lists it.
+    assert Pod.from_raw(_featured(pod("p"), how)).required_features == (feature,)
+    out = run(node("old", cpu="64"), _declaring(node("new", cpu="1"), feature, "Other"),
+              _featured(pod("needs", cpu="1"), how), pod("plain", cpu="1"))
+    assert out.bound["default/needs"] == "new"
+    out = run(node("old"), _featured(pod("needs", cpu="1"), how))
+    assert out.pending["default/needs"] == "0/1 nodes are available: 1 node(s) didn't match Pod's required features."
+
+
+def test_a_pod_needing_no_feature_needs_none() -> None:
+    p = pod("p")
+    p["spec"]["hostNetwork"] = True  # host network alone, user namespaces not asked for
+    p["spec"]["containers"][0]["restartPolicyRules"] = [{"action": "Restart", "exitCodes": {"operator": "In",
+                                                                                            "values": [1]}}]
+    assert Pod.from_raw(p).required_features == ()
+
+
+def test_a_pod_already_given_a_node_name_is_not_ours_to_place_and_counts_there() -> None:
+    # kube-scheduler never queues a pod whose spec.nodeName is set, whatever its schedulerName: the
+    # kubelet admits or rejects it. koordpy leaves it alone too and counts its requests on that node.
+    world = World.from_objects([("t", o) for o in (node("n0", cpu="2"), pod("preset", cpu="2", node_name="n0"),
+                                                   pod("new", cpu="1"))])
+    result = schedule(world.snapshot(NAMES), SchedulerState(), world.now)
+    assert not [d for d in result.decisions if getattr(d, "pod", None) == "default/preset"
+                or getattr(d, "obj", None) == "default/preset"]
+    assert "Insufficient cpu" in result.waiting["default/new"]
+
+
+def test_a_toleration_operator_koordpy_does_not_know_makes_the_pod_invalid_not_tolerant() -> None:
+    # Lt / Gt (TaintTolerationComparisonOperators, alpha in v1.37): refused with the field named,
+    # never read as Equal.
+    p = pod("p")
+    p["spec"]["tolerations"] = [{"key": "tier", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
+    with pytest.raises(ParseError, match=r"spec.tolerations\[0\].operator.*unknown operator 'Gt'"):
+        Pod.from_raw(p)

@@ -84,6 +84,8 @@ class Node(_Model):
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     creation: float | None = None
+    # status.declaredFeatures: what the kubelet says it supports, for pods that need it (NodeDeclaredFeatures).
+    declared_features: frozenset[str] = frozenset()
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Node:
@@ -113,6 +115,9 @@ class Node(_Model):
             taints=taints,
             ready=ready,
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            declared_features=frozenset(
+                r.string(f, f"status.declaredFeatures[{i}]")
+                for i, f in enumerate(r.seq(status.get("declaredFeatures"), "status.declaredFeatures"))),
         )
 
 
@@ -170,6 +175,8 @@ class Pod(_Model):
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
     # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
     scheduling_gates: tuple[str, ...] = ()
+    # The node features the pod needs (kube-scheduler's NodeDeclaredFeatures infers them from its spec).
+    required_features: tuple[str, ...] = ()
     # spec.resourceClaims' names (DRA): koordpy allocates no claims, so such a pod is refused.
     resource_claims: tuple[str, ...] = ()
     # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
@@ -267,11 +274,37 @@ class Pod(_Model):
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
             resource_claims=claims,
+            required_features=_required_features(r, spec),
             # A group given by a field other than podGroupName (the API's union may grow) is still a
             # group koordpy does not read: named by that field.
             scheduling_group=(r.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
                               or ", ".join(sorted(str(k) for k in group))),
         )
+
+
+# The node features kube-scheduler v1.37 infers a pod needs, each from what in its spec uses it
+# (k8s.io/component-helpers/nodedeclaredfeatures); a node must list them in status.declaredFeatures.
+FEATURE_RESTART_ALL = "RestartAllContainersOnContainerExits"
+FEATURE_USERNS_HOST_NETWORK = "UserNamespacesHostNetworkSupport"
+FEATURE_BIND_MOUNT_OPTIONS = "VolumeBindMountOptions"
+
+
+def _required_features(r: Reader, spec: dict[str, Any]) -> tuple[str, ...]:
+    out = []
+    lists = ("containers", "initContainers", "ephemeralContainers")
+    containers = [(f"spec.{name}[{i}]", r.mapping(c, f"spec.{name}[{i}]"))
+                  for name in lists for i, c in enumerate(r.seq(spec.get(name), f"spec.{name}"))]
+    if any(isinstance(rule, dict) and rule.get("action") == "RestartAllContainers"
+           for field, c in containers if not field.startswith("spec.ephemeral")
+           for rule in r.seq(c.get("restartPolicyRules"), f"{field}.restartPolicyRules")):
+        out.append(FEATURE_RESTART_ALL)
+    host_users = r.boolean(spec.get("hostUsers"), "spec.hostUsers", default=True)
+    if r.boolean(spec.get("hostNetwork"), "spec.hostNetwork") and not host_users:
+        out.append(FEATURE_USERNS_HOST_NETWORK)
+    if any(isinstance(m, dict) and m.get("bindMountOptions")
+           for field, c in containers for m in r.seq(c.get("volumeMounts"), f"{field}.volumeMounts")):
+        out.append(FEATURE_BIND_MOUNT_OPTIONS)
+    return tuple(out)
 
 
 def _resource_list(r: Reader, raw: Any, field: str) -> dict[str, int]:
