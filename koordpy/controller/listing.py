@@ -54,7 +54,9 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
 def _core_list(core: CoreV1Api, plural: str) -> Any:
     """The LIST call of a core-API kind (each has its own method); a kind without one is a bug here,
     said as such rather than listed as some other kind."""
-    calls = {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace}
+    calls = {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace,
+             "persistentvolumes": core.list_persistent_volume,
+             "persistentvolumeclaims": core.list_persistent_volume_claim_for_all_namespaces}
     if plural not in calls:
         raise ValueError(f"koordpy.controller.listing has no LIST call for the core kind {plural!r}")
     return calls[plural]

@@ -15,6 +15,10 @@ from koordpy.api.objects import Pod
 CLAIMS = "koordpy does not allocate ResourceClaims yet"
 SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet"
 
+# Each refused field and the words its message starts with (docs/reference.md's list is checked
+# against this by tests/test_docs.py).
+REFUSED_FIELDS = {"spec.resourceClaims": CLAIMS, "spec.schedulingGroup": SCHEDULING_GROUP}
+
 
 def refusal(pod: Pod) -> str | None:
     """Why koordpy will not place ``pod``, or None."""
