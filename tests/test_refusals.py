@@ -153,3 +153,25 @@ def test_a_toleration_operator_koordpy_does_not_know_makes_the_pod_invalid_not_t
     p["spec"]["tolerations"] = [{"key": "tier", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
     with pytest.raises(ParseError, match=r"spec.tolerations\[0\].operator.*unknown operator 'Gt'"):
         Pod.from_raw(p)
+
+
+def test_koordpy_simulate_reads_namespaces_and_reports_a_refused_pod(tmp_path: Any) -> None:
+    # The command a user runs, end to end: exit 0, the refused pod pending with its reason and
+    # FailedScheduling Event, and the Namespace read, not listed as "not acted on".
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}}
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([ns, node("n0"), claiming(pod("dra", cpu="1")), pod("plain", cpu="1")]))
+    done = subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", str(path), "-o", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["bound"] == {"default/plain": "n0"}
+    assert out["pending"]["default/dra"].startswith(CLAIMS)
+    assert [e["reason"] for e in out["events"] if e["object"] == "default/dra"] == ["FailedScheduling"]
+    assert "not acted on" not in done.stderr
