@@ -17,6 +17,7 @@ from koordpy.api.kueue import (
     TopologyConstraint,
     kai_constraint_from_annotations,
 )
+from koordpy.api.objects import Namespace
 from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
 from koordpy.api.raw import Reader
 from koordpy.api.selectors import LabelSelector
@@ -514,6 +515,7 @@ def test_pod_owner_refs_name_the_pod() -> None:
 MINIMAL: dict[str, Raw] = {
     "Node": node("n1"),
     "Pod": pod("p1"),
+    "Namespace": {"metadata": {"name": "team-a", "labels": {"team": "a"}}},
     "PriorityClass": {"metadata": {"name": "high"}, "value": 1000},
     "PodGroup.scheduling.sigs.k8s.io": {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}},
     "ClusterNetworkTopology": {"metadata": {"name": "default"}, "spec": {"networkTopologySpec": [
@@ -533,7 +535,7 @@ MINIMAL: dict[str, Raw] = {
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
-    "kai-podgroup": KaiPodGroup, "owner": Owner,
+    "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace,
 }
 
 

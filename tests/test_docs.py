@@ -114,3 +114,43 @@ def test_reference_names_every_metric() -> None:
     assert "scheduler_schedule_attempts_total" in names and "koordpy_leader" in names
     text = REFERENCE.read_text()
     assert sorted(n for n in names if f"`{n}`" not in text) == []
+
+
+# kube-scheduler v1.37's plugins that act on a pending pod's spec (its default profile, plus those the
+# control plane's feature gates add): each must be named in the reference's honoured-or-refused list.
+KUBE_SCHEDULER_FILTERS = ("SchedulingGates", "PrioritySort", "NodeName", "NodeUnschedulable", "TaintToleration",
+                          "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
+                          "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DefaultPreemption",
+                          "DynamicResources", "NodeDeclaredFeatures", "GangScheduling")
+STATUSES = {"honoured", "refused", "honoured (issue 18, to verify)"}
+
+
+def _field_rows() -> list[list[str]]:
+    text = REFERENCE.read_text()
+    section = text.split("### Pod-spec fields kube-scheduler filters on", 1)[1].split("\n#", 1)[0]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0] == ["field", "status", "kube-scheduler plugin", "what koordpy does"]
+    return [r for r in rows[1:] if set(r[0]) != {"-"}]  # the header's rule is no row
+
+
+def test_the_field_list_names_every_filter_plugin_and_a_status_for_each_field() -> None:
+    rows = _field_rows()
+    assert len(rows) >= 15 and all(len(r) == 4 for r in rows), rows
+    assert {r[1] for r in rows} <= STATUSES, {r[1] for r in rows} - STATUSES
+    plugins = " ".join(r[2] for r in rows)
+    assert [p for p in KUBE_SCHEDULER_FILTERS if p not in plugins] == []
+
+
+def test_the_field_list_refuses_what_koordpy_refuses_in_its_own_words() -> None:
+    from koordpy.core.filters import AFFINITY, FEATURES
+    from koordpy.core.refusals import REFUSED_FIELDS
+
+    rows = _field_rows()
+    refused = [r for r in rows if r[1] == "refused"]
+    for field, words in REFUSED_FIELDS.items():
+        assert [r for r in refused if f"`{field}`" in r[0] and words in r[3]], field
+    # A refused row is one of those, or a pod that does not parse (reported as invalid).
+    assert all(any(f"`{f}`" in r[0] for f in REFUSED_FIELDS) or "invalid" in r[3] for r in refused), refused
+    said = " ".join(r[3] for r in rows)
+    assert AFFINITY in said and FEATURES in said

@@ -351,6 +351,11 @@ def fake_api(tmp_path: Path) -> Iterator[tuple[str, type[_FakeApi]]]:
         item["metadata"] = {**item["metadata"], "resourceVersion": str(i + 1), "uid": f"uid-{i}",
                             "creationTimestamp": f"2026-01-01T00:00:{i:02d}Z"}
         lists.setdefault(f"{prefix}/{kind.plural}", []).append(item)
+    from koordpy.api.kinds import watched
+
+    for kind in watched():  # a real API server serves every core kind, if only as an empty list
+        if not kind.group:
+            lists.setdefault(f"/api/{kind.version}/{kind.plural}", [])
     handler = type("Api", (_FakeApi,), {"lists": lists, "requests": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

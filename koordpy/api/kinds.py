@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
-               "kai-podgroup", "owner"]
+               "kai-podgroup", "owner", "namespace"]
 ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
-                           "topology", "kai-podgroup", "owner")
+                           "topology", "kai-podgroup", "owner", "namespace")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ def _owner(api_version: str, kind: str) -> Callable[[dict[str, Any]], object]:
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, Node.from_raw, "node"),
     Kind("Pod", "", "v1", "pods", True, Pod.from_raw, "pod"),
+    Kind("Namespace", "", "v1", "namespaces", False, Namespace.from_raw, "namespace"),  # labels, for namespaceSelector
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, PriorityClass.from_raw,
          "priorityclass"),
     Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, PodGroup.from_raw, "podgroup",

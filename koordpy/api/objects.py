@@ -1,4 +1,4 @@
-"""Core Kubernetes kinds as koordpy sees them: Node, Pod and PriorityClass."""
+"""Core Kubernetes kinds as koordpy sees them: Node, Pod, PriorityClass and Namespace."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
-from koordpy.api.raw import Reader
+from koordpy.api.raw import Reader, label_problem
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
@@ -85,6 +85,8 @@ class Node(_Model):
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     creation: float | None = None
+    # status.declaredFeatures: what the kubelet says it supports, for pods that need it (NodeDeclaredFeatures).
+    declared_features: frozenset[str] = frozenset()
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Node:
@@ -114,6 +116,9 @@ class Node(_Model):
             taints=taints,
             ready=ready,
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            declared_features=frozenset(
+                r.string(f, f"status.declaredFeatures[{i}]")
+                for i, f in enumerate(r.seq(status.get("declaredFeatures"), "status.declaredFeatures"))),
         )
 
 
@@ -245,6 +250,12 @@ class Pod(_Model):
         """Whether where other pods run matters to where this one may go (a filter, not a score)."""
         return bool(self.pod_affinity or self.pod_anti_affinity or self.host_ports
                     or any(c.hard for c in self.spread))
+    # The node features the pod needs (kube-scheduler's NodeDeclaredFeatures infers them from its spec).
+    required_features: tuple[str, ...] = ()
+    # spec.resourceClaims' names (DRA): koordpy allocates no claims, so such a pod is refused.
+    resource_claims: tuple[str, ...] = ()
+    # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
+    scheduling_group: str = ""
 
     @property
     def key(self) -> str:
@@ -305,6 +316,11 @@ class Pod(_Model):
             r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name",
                      required=True)
             for i, g in enumerate(r.seq(spec.get("schedulingGates"), "spec.schedulingGates")))
+        claims = tuple(
+            r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
+                     required=True)
+            for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
+        group = r.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
@@ -332,8 +348,39 @@ class Pod(_Model):
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
+            resource_claims=claims,
+            required_features=_required_features(r, spec),
+            # A group given by a field other than podGroupName (the API's union may grow) is still a
+            # group koordpy does not read: named by that field.
+            scheduling_group=(r.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
+                              or ", ".join(sorted(str(k) for k in group))),
             **_pod_rules(r, spec, meta),
         )
+
+
+# The node features kube-scheduler v1.37 infers a pod needs, each from what in its spec uses it
+# (k8s.io/component-helpers/nodedeclaredfeatures); a node must list them in status.declaredFeatures.
+FEATURE_RESTART_ALL = "RestartAllContainersOnContainerExits"
+FEATURE_USERNS_HOST_NETWORK = "UserNamespacesHostNetworkSupport"
+FEATURE_BIND_MOUNT_OPTIONS = "VolumeBindMountOptions"
+
+
+def _required_features(r: Reader, spec: dict[str, Any]) -> tuple[str, ...]:
+    out = []
+    lists = ("containers", "initContainers", "ephemeralContainers")
+    containers = [(f"spec.{name}[{i}]", r.mapping(c, f"spec.{name}[{i}]"))
+                  for name in lists for i, c in enumerate(r.seq(spec.get(name), f"spec.{name}"))]
+    if any(isinstance(rule, dict) and rule.get("action") == "RestartAllContainers"
+           for field, c in containers if not field.startswith("spec.ephemeral")
+           for rule in r.seq(c.get("restartPolicyRules"), f"{field}.restartPolicyRules")):
+        out.append(FEATURE_RESTART_ALL)
+    host_users = r.boolean(spec.get("hostUsers"), "spec.hostUsers", default=True)
+    if r.boolean(spec.get("hostNetwork"), "spec.hostNetwork") and not host_users:
+        out.append(FEATURE_USERNS_HOST_NETWORK)
+    if any(isinstance(m, dict) and m.get("bindMountOptions")
+           for field, c in containers for m in r.seq(c.get("volumeMounts"), f"{field}.volumeMounts")):
+        out.append(FEATURE_BIND_MOUNT_OPTIONS)
+    return tuple(out)
 
 
 _AFFINITY = "spec.affinity"
@@ -558,3 +605,27 @@ class PriorityClass(_Model):
             raise r.fail("preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
         return cls(name=r.name(meta.get("name")), value=value,
                    global_default=r.boolean(raw.get("globalDefault"), "globalDefault"), preemption_policy=policy)
+
+
+# The label the API server puts on every Namespace, its own name as value (and which it will not let
+# anyone change): what a namespaceSelector matches a namespace by name with.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class Namespace(_Model):
+    """A Namespace's name and labels, which inter-pod affinity's ``namespaceSelector`` reads."""
+
+    name: str
+    labels: dict[str, str] = {}
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> Namespace:
+        r = Reader(object_ref(raw, "Namespace"))
+        meta = r.mapping(raw.get("metadata"), "metadata")
+        text = r.string(meta.get("name"), "metadata.name", required=True)
+        problem = label_problem(text)
+        if problem:
+            raise r.fail("metadata.name", problem)
+        labels = r.str_map(meta.get("labels"), "metadata.labels")
+        # A manifest written by hand lacks the label; the API server would have added it.
+        return cls(name=text, labels={**labels, NAMESPACE_NAME_LABEL: text})

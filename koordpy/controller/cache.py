@@ -23,7 +23,7 @@ import structlog
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, watched
 from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.topology import ClusterNetworkTopology
@@ -101,6 +101,9 @@ class Cache:
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> owner
     owner_uids: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, ns/name) -> uid
+    # Namespace name -> its labels. Replaced, never changed in place, so that a snapshot handed out
+    # keeps the labels it was taken with.
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
@@ -258,6 +261,9 @@ class Cache:
             self.volcano_podgroups[key] = obj
         elif isinstance(obj, KaiPodGroup):
             self.kai_podgroups[key] = obj
+        elif isinstance(obj, Namespace):
+            if self.namespaces.get(key) != obj.labels:
+                self.namespaces = {**self.namespaces, key: obj.labels}
         elif isinstance(obj, Owner):
             old = self.owner_uids.pop((kind, key), None)
             if old is not None:
@@ -280,6 +286,8 @@ class Cache:
             self.volcano_podgroups.pop(key, None)
         elif kind == "KaiPodGroup":
             self.kai_podgroups.pop(key, None)
+        elif kind == "Namespace" and key in self.namespaces:
+            self.namespaces = {k: v for k, v in self.namespaces.items() if k != key}
         elif (kind, key) in self.owner_uids:
             self.owners.pop(self.owner_uids.pop((kind, key)), None)
         if kind == "Node":
@@ -419,7 +427,8 @@ class Cache:
                         topology_error=self.topology_error(), hypernodes=dict(self.hypernodes),
                         topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta))
+                        owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta),
+                        namespaces=self.namespaces)
 
     def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""

@@ -33,6 +33,7 @@ from koordpy.core.decisions import (
 from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, SchedulerState, TopologyAsk, claims, missing_owner
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.sources import koordinator, kueue_kai, volcano
@@ -511,6 +512,10 @@ class Cycle:
             limit = self._wait_limit(job.id, self.gangs)
             if self.now - since >= limit:
                 return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
+        # After the timeout: members a NonStrict gang holds room for are still released in time.
+        refused = job_refusal(job.id, job.pods, job.is_gang)
+        if refused is not None:
+            return refused, "changed"  # the fields are immutable: only a new pod (a change) can go on
         return None
 
     def _owner_wait(self, job: Job) -> str | None:

@@ -1,10 +1,10 @@
 """The filter extension point: which nodes a pod may run on, and kube-scheduler's words for why not.
 
-Static filters (unschedulable, not ready, taints, nodeSelector, required node affinity)
-depend only on the pod's scheduling constraints and the node, so they are computed once
-per distinct set of constraints and cached; resource fit is a numpy comparison. The rules
-between pods (host ports, topology spread, inter-pod affinity) depend on where other pods are
-at the moment asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
+Static filters (unschedulable, not ready, taints, nodeSelector, required node affinity, the node
+features a pod needs) depend only on the pod's scheduling constraints and the node, so they are
+computed once per distinct set of constraints and cached; resource fit is a numpy comparison.
+The rules between pods (host ports, topology spread, inter-pod affinity) depend on where other
+pods are at the moment asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from koordpy.core.snapshot import Cluster
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+FEATURES = "node(s) didn't match Pod's required features"
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 _NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
 
 
 def constraints_key(pod: Pod) -> tuple[object, ...]:
     """Pods with equal keys pass the static filters on exactly the same nodes."""
-    return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations, pod.required_features)
 
 
 @dataclass
@@ -50,6 +51,8 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
         return AFFINITY
     if pod.affinity_terms and not any(t.matches(node.name, node.labels) for t in pod.affinity_terms):
         return AFFINITY
+    if pod.required_features and not node.declared_features.issuperset(pod.required_features):
+        return FEATURES  # kube-scheduler's NodeDeclaredFeatures
     return None
 
 

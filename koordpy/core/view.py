@@ -129,7 +129,7 @@ class View:
                                  invalid_topologies=dict(snapshot.invalid_topologies),
                                  volcano_podgroups=dict(snapshot.volcano_podgroups),
                                  kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners),
-                                 changes=snapshot.changes)
+                                 changes=snapshot.changes, namespaces=dict(snapshot.namespaces))
         # Trees and owner chains are rebuilt whole when they change: they are few and change rarely.
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
@@ -138,7 +138,9 @@ class View:
                               {k: spec_of(h) for k, h in prev.hypernodes.items()})
                  or not _same(snapshot.topologies, prev.topologies)
                  or snapshot.invalid_topologies != prev.invalid_topologies
-                 or not _same(snapshot.owners, prev.owners))
+                 or not _same(snapshot.owners, prev.owners)
+                 # A namespace's labels decide which pods a namespaceSelector counts; they change rarely.
+                 or not _same(snapshot.namespaces, prev.namespaces))
         changed, removed = self._pod_changes(snapshot, prev, whole)
         for key in removed:
             self.by_key.pop(key, None)

@@ -15,7 +15,7 @@ from typing import Any
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, kind_for
 from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Node, Pod, PriorityClass
+from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
@@ -48,8 +48,8 @@ CREATION_STEP = 0.001
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 MAX_ROUNDS = 10_000
 
-# Kinds a user's manifests may carry that this simulation does not act on.
-PASSIVE_KINDS = {("v1", "Namespace")}
+# Kinds a user's manifests may carry that this simulation does not act on (none at present).
+PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass
@@ -64,6 +64,7 @@ class World:
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)  # by uid
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
     ignored: list[str] = field(default_factory=list)
     now: float = DEFAULT_EPOCH
     gone_at: dict[str, float] = field(default_factory=dict)  # pod being deleted -> when its grace period ends
@@ -147,6 +148,10 @@ class World:
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
+        for ns in sorted({p.namespace for p in world.pods.values()} - world.namespaces.keys()):
+            # The pod's namespace exists in any cluster that holds the pod; given no manifest for it,
+            # it has only the label the API server gives every namespace.
+            world.namespaces[ns] = {NAMESPACE_NAME_LABEL: ns}
         world.now = stamp
         for key, (grace, deadline) in terminating.items():
             # Already being deleted when the snapshot was taken: it goes when its grace period
@@ -186,6 +191,9 @@ class World:
         elif isinstance(obj, KaiPodGroup):
             once("PodGroup", obj.key, source)
             self.kai_podgroups[obj.key] = obj
+        elif isinstance(obj, Namespace):
+            once("Namespace", obj.name, source)
+            self.namespaces[obj.name] = obj.labels
         elif isinstance(obj, Owner):
             once(f"{kind.kind}", f"{obj.namespace}/{obj.name}", source)
             # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
@@ -215,7 +223,7 @@ class World:
                         priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names,
                         hypernodes=dict(self.hypernodes), topologies=dict(self.topologies),
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        owners=dict(self.owners))
+                        owners=dict(self.owners), namespaces=dict(self.namespaces))
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""

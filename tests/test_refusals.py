@@ -1,0 +1,177 @@
+"""Pod-spec fields kube-scheduler acts on that koordpy does not honour yet are refused, never dropped:
+the pod stays pending with a condition and a FailedScheduling Event naming the field, and a gang
+holding such a pod waits as a whole (koordpy.core.refusals; docs/reference.md lists every field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koordpy.api.errors import ParseError
+from koordpy.api.objects import Pod
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Event, SetPodScheduledFalse
+from koordpy.core.gang import SchedulerState
+from koordpy.core.refusals import CLAIMS, SCHEDULING_GROUP
+from koordpy.sim.simulator import World
+from tests.builders import node, pod, podgroup, run
+
+NAMES = frozenset({"koordpy"})
+
+
+def claiming(p: dict[str, Any], *names: str) -> dict[str, Any]:
+    p["spec"]["resourceClaims"] = [{"name": n, "resourceClaimTemplateName": f"{n}-template"} for n in names or ("gpu",)]
+    return p
+
+
+def grouped(p: dict[str, Any], group: str = "workers") -> dict[str, Any]:
+    p["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return p
+
+
+# -- ResourceClaims (kube-scheduler's DynamicResources) -------------------------------------------
+
+def test_a_pod_with_resource_claims_is_never_bound_and_says_why() -> None:
+    out = run(node("n0"), claiming(pod("dra", cpu="1"), "gpu", "nic"), pod("plain", cpu="1"))
+    assert out.bound == {"default/plain": "n0"}
+    assert out.pending["default/dra"].startswith(f"{CLAIMS}: pod default/dra has spec.resourceClaims (gpu, nic)")
+
+
+def test_a_refused_pod_gets_a_condition_and_a_failed_scheduling_event_once() -> None:
+    world = World.from_objects([("t", o) for o in (node("n0"), claiming(pod("dra", cpu="1")))])
+    state = SchedulerState()
+    first = schedule(world.snapshot(NAMES), state, world.now)
+    conditions = [d for d in first.decisions if isinstance(d, SetPodScheduledFalse)]
+    events = [d for d in first.decisions if isinstance(d, Event)]
+    assert [c.pod for c in conditions] == ["default/dra"] and CLAIMS in conditions[0].message
+    assert [(e.obj, e.type, e.reason) for e in events] == [("default/dra", "Warning", "FailedScheduling")]
+    assert events[0].message == conditions[0].message
+    assert first.binds == []
+    # Once written, the same message is not written again; the pod stays parked.
+    world.apply(first)
+    second = schedule(world.snapshot(NAMES), state, world.now + 1)
+    assert second.decisions == [] and second.binds == []
+
+
+def test_a_gang_holding_a_pod_with_claims_waits_as_a_whole() -> None:
+    pods = [pod(f"g-{i}", cpu="1", group="g") for i in range(3)] + [claiming(pod("g-3", cpu="1", group="g"))]
+    out = run(node("n0"), podgroup("g", 3), *pods)
+    assert out.bound == {}  # three members would meet minMember 3, but the gang is refused whole
+    for i in range(4):
+        message = out.pending[f"default/g-{i}"]
+        assert message.startswith('GangGroup "default/g" waits as a whole: ') and CLAIMS in message
+        assert "pod default/g-3 has spec.resourceClaims" in message
+
+
+def test_claims_are_parsed_and_a_nameless_claim_is_refused_naming_the_field() -> None:
+    assert Pod.from_raw(claiming(pod("p"), "a", "b")).resource_claims == ("a", "b")
+    bad = pod("p")
+    bad["spec"]["resourceClaims"] = [{"resourceClaimName": "x"}]
+    with pytest.raises(ParseError, match=r"spec.resourceClaims\[0\].name.*required"):
+        Pod.from_raw(bad)
+
+
+def test_a_running_pod_with_claims_counts_on_its_node_as_any_other() -> None:
+    # Bound by someone else (kube-scheduler allocated its claims): its requests hold room.
+    out = run(node("n0", cpu="2"), claiming(pod("bound", cpu="2", node_name="n0")), pod("new", cpu="1"))
+    assert out.bound == {}
+    assert "Insufficient cpu" in out.pending["default/new"]
+
+
+# -- Workload PodGroups (kube-scheduler's GangScheduling, spec.schedulingGroup) -------------------
+
+def test_a_pod_in_a_workload_podgroup_is_refused_not_scheduled_alone() -> None:
+    out = run(node("n0"), grouped(pod("w-0", cpu="1")), pod("plain", cpu="1"))
+    assert out.bound == {"default/plain": "n0"}
+    assert out.pending["default/w-0"].startswith(f"{SCHEDULING_GROUP}: pod default/w-0 belongs to PodGroup "
+                                                 "'workers'")
+
+
+def test_a_scheduling_group_named_by_another_field_is_refused_too() -> None:
+    p = pod("w-0", cpu="1")
+    p["spec"]["schedulingGroup"] = {"compositePodGroupName": "x"}
+    assert Pod.from_raw(p).scheduling_group == "compositePodGroupName"
+    assert SCHEDULING_GROUP in run(node("n0"), p).pending["default/w-0"]
+
+
+# -- honoured, with a test here because the audit (docs/reference.md) names them ----------------
+
+def _featured(p: dict[str, Any], how: str) -> dict[str, Any]:
+    c = p["spec"]["containers"][0]
+    if how == "restart-all":
+        c["restartPolicyRules"] = [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]
+    elif how == "userns-host-network":
+        p["spec"].update(hostNetwork=True, hostUsers=False)
+    elif how == "bind-mount-options":
+        c["volumeMounts"] = [{"name": "data", "mountPath": "/data", "bindMountOptions": ["nosuid"]}]
+    return p
+
+
+def _declaring(n: dict[str, Any], *features: str) -> dict[str, Any]:
+    n["status"]["declaredFeatures"] = list(features)
+    return n
+
+
+@pytest.mark.parametrize(("how", "feature"), [("restart-all", "RestartAllContainersOnContainerExits"),
+                                              ("userns-host-network", "UserNamespacesHostNetworkSupport"),
+                                              ("bind-mount-options", "VolumeBindMountOptions")])
+def test_node_declared_features_a_pod_needs_filter_nodes(how: str, feature: str) -> None:
+    # kube-scheduler v1.37's NodeDeclaredFeatures (GA, on by default): a pod whose spec needs a node
+    # feature goes only where status.declaredFeatures lists it.
+    assert Pod.from_raw(_featured(pod("p"), how)).required_features == (feature,)
+    out = run(node("old", cpu="64"), _declaring(node("new", cpu="1"), feature, "Other"),
+              _featured(pod("needs", cpu="1"), how), pod("plain", cpu="1"))
+    assert out.bound["default/needs"] == "new"
+    out = run(node("old"), _featured(pod("needs", cpu="1"), how))
+    assert out.pending["default/needs"] == "0/1 nodes are available: 1 node(s) didn't match Pod's required features."
+
+
+def test_a_pod_needing_no_feature_needs_none() -> None:
+    p = pod("p")
+    p["spec"]["hostNetwork"] = True  # host network alone, user namespaces not asked for
+    p["spec"]["containers"][0]["restartPolicyRules"] = [{"action": "Restart", "exitCodes": {"operator": "In",
+                                                                                            "values": [1]}}]
+    assert Pod.from_raw(p).required_features == ()
+
+
+def test_a_pod_already_given_a_node_name_is_not_ours_to_place_and_counts_there() -> None:
+    # kube-scheduler never queues a pod whose spec.nodeName is set, whatever its schedulerName: the
+    # kubelet admits or rejects it. koordpy leaves it alone too and counts its requests on that node.
+    world = World.from_objects([("t", o) for o in (node("n0", cpu="2"), pod("preset", cpu="2", node_name="n0"),
+                                                   pod("new", cpu="1"))])
+    result = schedule(world.snapshot(NAMES), SchedulerState(), world.now)
+    assert not [d for d in result.decisions if getattr(d, "pod", None) == "default/preset"
+                or getattr(d, "obj", None) == "default/preset"]
+    assert "Insufficient cpu" in result.waiting["default/new"]
+
+
+def test_a_toleration_operator_koordpy_does_not_know_makes_the_pod_invalid_not_tolerant() -> None:
+    # Lt / Gt (TaintTolerationComparisonOperators, alpha in v1.37): refused with the field named,
+    # never read as Equal.
+    p = pod("p")
+    p["spec"]["tolerations"] = [{"key": "tier", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
+    with pytest.raises(ParseError, match=r"spec.tolerations\[0\].operator.*unknown operator 'Gt'"):
+        Pod.from_raw(p)
+
+
+def test_koordpy_simulate_reads_namespaces_and_reports_a_refused_pod(tmp_path: Any) -> None:
+    # The command a user runs, end to end: exit 0, the refused pod pending with its reason and
+    # FailedScheduling Event, and the Namespace read, not listed as "not acted on".
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}}
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([ns, node("n0"), claiming(pod("dra", cpu="1")), pod("plain", cpu="1")]))
+    done = subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", str(path), "-o", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["bound"] == {"default/plain": "n0"}
+    assert out["pending"]["default/dra"].startswith(CLAIMS)
+    assert [e["reason"] for e in out["events"] if e["object"] == "default/dra"] == ["FailedScheduling"]
+    assert "not acted on" not in done.stderr
