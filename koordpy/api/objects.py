@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
+from koordpy.api.podvolumes import PodVolume, pod_volumes
 from koordpy.api.raw import Reader
 
 DEFAULT_MAX_PODS = 110
@@ -170,6 +171,7 @@ class Pod(_Model):
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
     # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
     scheduling_gates: tuple[str, ...] = ()
+    volumes: tuple[PodVolume, ...] = ()  # spec.volumes as the volume rules read them (see podvolumes)
 
     @property
     def key(self) -> str:
@@ -257,6 +259,7 @@ class Pod(_Model):
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
+            volumes=pod_volumes(r, str(meta.get("name") or ""), spec),
         )
 
 
@@ -346,3 +349,14 @@ class PriorityClass(_Model):
             raise r.fail("preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
         return cls(name=r.name(meta.get("name")), value=value,
                    global_default=r.boolean(raw.get("globalDefault"), "globalDefault"), preemption_policy=policy)
+
+
+def node_selector_terms(r: Reader, raw: Any, field: str) -> tuple[NodeSelectorTerm, ...]:
+    """A ``nodeSelectorTerms`` list (a PersistentVolume's node affinity, say), checked like a pod's."""
+    out = []
+    for i, t in enumerate(r.seq(raw, field)):
+        tm = r.mapping(t, f"{field}[{i}]")
+        out.append(NodeSelectorTerm(
+            match_expressions=_requirements(r, tm.get("matchExpressions"), f"{field}[{i}].matchExpressions"),
+            match_fields=_requirements(r, tm.get("matchFields"), f"{field}[{i}].matchFields")))
+    return tuple(out)

@@ -549,11 +549,23 @@ class Cycle:
         return True
 
     def bind(self, placed: dict[str, int]) -> None:
+        rules = self.filters.volumes
         for pod, node_idx in placed.items():
             node = self.cluster.nodes[node_idx].name
+            obj = self.view.by_key.get(pod)
+            volumes = None
+            if rules is not None and obj is not None and obj.volumes:
+                try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
+                    volumes = rules.prebind(obj, self.cluster.nodes[node_idx])
+                except LookupError as exc:
+                    # Only a member of a job placed together can meet this: a member before it took the
+                    # PV its claim matched on that node. It is not bound, and tries again.
+                    self.cluster.count(pod, None)
+                    self._say(obj, f"0/{len(self.cluster.nodes)} nodes are available: {exc}.")
+                    continue
             self.bound[pod] = node
             self.cluster.bound(pod)
-            self.result.decisions.append(Bind(pod, node))
+            self.result.decisions.append(Bind(pod, node, volumes))
             self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
                                                f"Successfully assigned {pod} to {node}"))
             obj = self.view.by_key.get(pod)
