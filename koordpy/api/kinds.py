@@ -37,6 +37,7 @@ class Kind:
     parse: Callable[[dict[str, Any]], object]
     role: Role
     writes_status: bool = False  # koordpy writes this kind's status subresource
+    patches: bool = False  # koordpy patches objects of this kind (PreBind's claimRef and selected-node)
 
     @property
     def api_version(self) -> str:
@@ -94,8 +95,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("StatefulSet", "apps", "v1", "statefulsets", True, _owner("apps/v1", "StatefulSet"), "owner"),
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, _owner("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "owner"),
-    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, PersistentVolumeClaim.from_raw, "pvc"),
-    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, PersistentVolume.from_raw, "pv"),
+    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, PersistentVolumeClaim.from_raw, "pvc",
+         patches=True),
+    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, PersistentVolume.from_raw, "pv", patches=True),
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, StorageClass.from_raw, "storageclass"),
     Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, CSINode.from_raw, "csinode"),
 )

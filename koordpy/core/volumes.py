@@ -115,11 +115,11 @@ class VolumeRules:
         disks = [v.disk for v in pod.volumes if v.disk is not None]
         on_node: dict[int, list[Pod]] = {}
         if disks or self.limited:
-            for other, node in placed.values():
+            for other, at in placed.values():
                 if other.volumes:
-                    on_node.setdefault(node, []).append(other)
+                    on_node.setdefault(at, []).append(other)
         out: list[str | None] = []
-        new = self._attachable(pod, True) if self.limited else {}
+        new = self._attachable(pod) if self.limited else {}
         for i, node in enumerate(nodes):
             why = None
             if disks and any(d.conflicts(o.disk) for other in on_node.get(i, ()) for o in other.volumes
@@ -199,7 +199,7 @@ class VolumeRules:
 
     # NodeVolumeLimits ---------------------------------------------------------------------
 
-    def _attachable(self, pod: Pod, new: bool) -> dict[str, str]:
+    def _attachable(self, pod: Pod) -> dict[str, str]:
         """The pod's volumes that count against a CSI driver's attach limit: unique name -> driver.
         A claim not yet bound counts under its class's provisioner, as one volume of its own."""
         out: dict[str, str] = {}
@@ -229,7 +229,7 @@ class VolumeRules:
         # In-tree volumes count only where CSI migration is on: wherever the node has a CSINode.
         attached: dict[str, str] = {}
         for other in others:
-            attached.update(self._attachable(other, False))
+            attached.update(self._attachable(other))
         counts: dict[str, int] = {}
         for driver in attached.values():
             counts[driver] = counts.get(driver, 0) + 1
