@@ -406,3 +406,26 @@ def test_explain_counts_volume_reasons() -> None:
     exp = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), 0.0, "default/p")
     assert exp is not None
     assert exp.to_json()["diagnosis"]["filtered"] == [{"reason": NODE_CONFLICT, "nodes": 2}]
+
+
+def test_csi_limits_hold_between_members_of_one_gang() -> None:
+    """Members of one gang placed at once are held to a node's attach limit together: a gang of 3
+    with a CSI volume each, on one node whose limit is 2, waits rather than exceeding it."""
+    objs: list[dict[str, Any]] = [node("a"), csinode("a", ebs_csi_aws_com=2), sc("gp3", provisioner=DRIVER),
+                                  podgroup("g", 3)]
+    for i in range(3):
+        objs += [pv(f"v{i}", cls="gp3", claim=f"c{i}", phase="Bound", csi=DRIVER),
+                 pvc(f"c{i}", cls="gp3", volume=f"v{i}"),
+                 using(f"w{i}", f"c{i}", labels={"pod-group.scheduling.sigs.k8s.io": "g"})]
+    out = run(objs)
+    assert out.bound == {}
+    assert any(MAX_VOLUME_COUNT in m for m in out.pending.values())
+
+
+def test_read_write_once_pod_claim_is_not_shared_inside_a_gang() -> None:
+    objs: list[dict[str, Any]] = [*TWO, sc("local"), pv("vol", claim="data", phase="Bound"),
+                                  pvc("data", volume="vol", modes=("ReadWriteOncePod",)), podgroup("g", 2)]
+    objs += [using(f"w{i}", "data", labels={"pod-group.scheduling.sigs.k8s.io": "g"}) for i in range(2)]
+    out = run(objs)
+    assert out.bound == {}
+    assert any(RWOP_CONFLICT in m for m in out.pending.values())

@@ -306,7 +306,25 @@ class Cycle:
                 self._gang_warning(gang, "TopologyLimitDropped", message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
-        return self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
+        mark = stmt.savepoint()
+        failure = self.placer.place(pods, req, stmt) if req else self.placer.binpack(pods, stmt)
+        rules = self.filters.volumes
+        if failure is None and rules is not None and sum(1 for p in pods if p.volumes) > 1:
+            # Each member's volume filters counted the pods placed before the job, not its fellow
+            # members: the ones that count other pods are checked for the members together. A job that
+            # breaks one waits (conservative: no other arrangement is searched).
+            by_key = {p.key: p for p in pods}
+            placing: dict[int, list[Pod]] = {}
+            for key, node in stmt.placed.items():
+                if key in by_key and by_key[key].volumes:
+                    placing.setdefault(node, []).append(by_key[key])
+            broken = rules.together(placing, self.cluster.nodes, self.filters.placed())
+            if broken is not None:
+                stmt.rollback(mark)
+                pod, why = broken
+                return Failure(pod, f"0/{len(self.cluster.nodes)} nodes are available: {why} (with the other "
+                                    "members of its job placed together).", resolvable=False)
+        return failure
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,

@@ -132,6 +132,38 @@ class VolumeRules:
             out.append(why)
         return out
 
+    def together(self, placing: Mapping[int, list[Pod]], nodes: list[Node],
+                 placed: Mapping[str, tuple[Pod, int]]) -> tuple[Pod, str] | None:
+        """For the pods of one job placed at once (node index -> pods): each passed the volume filters
+        alone, against the pods placed before; here they are held to them together. Returns a pod and
+        the rule they break together: a ReadWriteOncePod claim used twice, two disks in conflict, or a
+        node's attach limit exceeded."""
+        users: set[str] = set()
+        for pods in placing.values():
+            for pod in pods:
+                for v in pod.volumes:
+                    claim = self.claims.get(f"{pod.namespace}/{v.claim}") if v.claim and not v.ephemeral else None
+                    if claim is not None and READ_WRITE_ONCE_POD in claim.access_modes:
+                        if claim.key in users:
+                            return pod, RWOP_CONFLICT
+                        users.add(claim.key)
+        for at, pods in placing.items():
+            if len(pods) < 2:
+                continue
+            here = [p for p, where in placed.values() if where == at and p.volumes]
+            csinode = self.csinodes.get(nodes[at].name)
+            for pod in pods:
+                disks = [v.disk for v in pod.volumes if v.disk is not None]
+                if disks and any(d.conflicts(o.disk) for other in here for o in other.volumes
+                                 if o.disk is not None for d in disks):
+                    return pod, DISK_CONFLICT
+                if csinode is not None and csinode.limits:
+                    new = self._attachable(pod)
+                    if new and self._over_limit(nodes[at], new, here):
+                        return pod, MAX_VOLUME_COUNT
+                here.append(pod)
+        return None
+
     def _sort(self, pod: Pod) -> _Claims:
         bound: list[PersistentVolumeClaim] = []
         delayed: list[PersistentVolumeClaim] = []
