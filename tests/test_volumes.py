@@ -429,3 +429,44 @@ def test_read_write_once_pod_claim_is_not_shared_inside_a_gang() -> None:
     out = run(objs)
     assert out.bound == {}
     assert any(RWOP_CONFLICT in m for m in out.pending.values())
+
+
+# -- the live cache ------------------------------------------------------------------------------
+
+
+def test_cache_keeps_the_storage_kinds_and_reports_an_invalid_claim() -> None:
+    from koordpy.api.storage import PersistentVolume
+    from koordpy.controller.cache import Cache
+    cache = Cache()
+    cache.observe("StorageClass", "ADDED", sc("local"))
+    cache.observe("PersistentVolume", "ADDED", pv("vol", on="a"))
+    cache.observe("CSINode", "ADDED", csinode("a", ebs_csi_aws_com=3))
+    cache.observe("PersistentVolumeClaim", "ADDED", pvc("bad", modes=("Sometimes",)))
+    cache.observe("PersistentVolumeClaim", "ADDED", pvc("data"))
+    snap = cache.snapshot(frozenset({"koordpy"}))
+    assert set(snap.storage.claims) == {"default/data"} and set(snap.storage.volumes) == {"vol"}
+    assert snap.storage.csinodes["a"].limits == {DRIVER: 3}
+    assert "accessModes" in snap.storage.invalid["PersistentVolumeClaim default/bad"]
+    # PreBind's write is shown at once and undone if it fails; the watch's object replaces it.
+    before = cache.storage.volumes["vol"]
+    undo = cache.assume_storage(before.model_copy(update={"claim_ref": None, "phase": "Bound"}))
+    assert cache.snapshot(frozenset({"koordpy"})).storage.volumes["vol"].phase == "Bound"
+    undo()
+    assert cache.storage.volumes["vol"] is before
+    cache.observe("PersistentVolume", "DELETED", pv("vol"))
+    assert not cache.snapshot(frozenset({"koordpy"})).storage.volumes
+    assert isinstance(before, PersistentVolume)
+
+
+def test_a_pod_naming_an_invalid_claim_says_why() -> None:
+    from koordpy.api.objects import Pod
+    from koordpy.controller.cache import Cache
+    cache = Cache()
+    cache.observe("Node", "ADDED", node("a"))
+    cache.observe("PersistentVolumeClaim", "ADDED", pvc("bad", modes=("Sometimes",)))
+    cache.observe("Pod", "ADDED", using("p", "bad"))
+    result = schedule(cache.snapshot(frozenset({"koordpy"})), SchedulerState(), 0.0)
+    assert result.waiting["default/p"].startswith('0/1 nodes are available: persistentvolumeclaim "bad" cannot be '
+                                                  "read: PersistentVolumeClaim default/bad: spec.accessModes[0]")
+    with pytest.raises(ParseError, match="claimName"):
+        Pod.from_raw(pod("q", volumes=[{"name": "v", "persistentVolumeClaim": {}}]))
