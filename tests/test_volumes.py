@@ -470,3 +470,25 @@ def test_a_pod_naming_an_invalid_claim_says_why() -> None:
                                                   "read: PersistentVolumeClaim default/bad: spec.accessModes[0]")
     with pytest.raises(ParseError, match="claimName"):
         Pod.from_raw(pod("q", volumes=[{"name": "v", "persistentVolumeClaim": {}}]))
+
+
+def test_two_members_of_a_gang_never_share_one_static_volume() -> None:
+    """Both claims match the one local volume on n0 alone; placed together, the gang would bind one
+    member and strand the other: it waits instead, whole."""
+    objs: list[dict[str, Any]] = [node("n0"), node("n1"), sc("local"), pv("only", on="n0"), podgroup("g", 2)]
+    for i in range(2):
+        objs += [pvc(f"data-{i}"), using(f"w{i}", f"data-{i}", labels={"pod-group.scheduling.sigs.k8s.io": "g"})]
+    out = run(objs)
+    assert out.bound == {} and out.volumes == {}
+    assert any(BIND_CONFLICT in m for m in out.pending.values())
+
+
+def test_a_gang_over_an_attach_limit_on_one_node_is_spread_member_by_member() -> None:
+    objs: list[dict[str, Any]] = [node("a"), node("b"), csinode("a", ebs_csi_aws_com=1),
+                                  csinode("b", ebs_csi_aws_com=1), sc("gp3", provisioner=DRIVER), podgroup("g", 2)]
+    for i in range(2):
+        objs += [pv(f"v{i}", cls="gp3", claim=f"c{i}", phase="Bound", csi=DRIVER),
+                 pvc(f"c{i}", cls="gp3", volume=f"v{i}"),
+                 using(f"w{i}", f"c{i}", labels={"pod-group.scheduling.sigs.k8s.io": "g"})]
+    out = run(objs)
+    assert sorted(out.bound.values()) == ["a", "b"]

@@ -311,8 +311,9 @@ class Cycle:
         rules = self.filters.volumes
         if failure is None and rules is not None and sum(1 for p in pods if p.volumes) > 1:
             # Each member's volume filters counted the pods placed before the job, not its fellow
-            # members: the ones that count other pods are checked for the members together. A job that
-            # breaks one waits (conservative: no other arrangement is searched).
+            # members: the ones that count other pods, and the static volumes their claims take, are
+            # checked for the members together. A job that breaks one waits (conservative: no other
+            # arrangement is searched), so a Strict gang is never bound in part.
             by_key = {p.key: p for p in pods}
             placing: dict[int, list[Pod]] = {}
             for key, node in stmt.placed.items():
@@ -321,10 +322,39 @@ class Cycle:
             broken = rules.together(placing, self.cluster.nodes, self.filters.placed())
             if broken is not None:
                 stmt.rollback(mark)
+                if req is None and self._one_by_one(pods, stmt) is None:
+                    return None  # binpacked member by member, each where the ones before leave it room
+                stmt.rollback(mark)
                 pod, why = broken
                 return Failure(pod, f"0/{len(self.cluster.nodes)} nodes are available: {why} (with the other "
                                     "members of its job placed together).", resolvable=False)
         return failure
+
+    def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """Binpacks a job without a topology request one member at a time, each confined to the nodes
+        where its volumes still pass together with the members placed before it (kube-scheduler's
+        order for a gang: pod by pod)."""
+        rules = self.filters.volumes
+        assert rules is not None
+        before = self.filters.placed()
+        placing: dict[int, list[Pod]] = {}
+        saved = self.placer.only
+        try:
+            for pod in pods:
+                ok = self.filters.static(pod).mask.copy()
+                if pod.volumes:
+                    for i in np.flatnonzero(ok).tolist():
+                        trial = {**placing, i: [*placing.get(i, []), pod]}
+                        ok[i] = rules.together(trial, self.cluster.nodes, before) is None
+                self.placer.only = ok if saved is None else ok & saved
+                failure = self.placer.binpack([pod], stmt)
+                if failure is not None:
+                    return failure
+                if pod.volumes:
+                    placing.setdefault(stmt.placed[pod.key], []).append(pod)
+        finally:
+            self.placer.only = saved
+        return None
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,

@@ -136,8 +136,8 @@ class VolumeRules:
                  placed: Mapping[str, tuple[Pod, int]]) -> tuple[Pod, str] | None:
         """For the pods of one job placed at once (node index -> pods): each passed the volume filters
         alone, against the pods placed before; here they are held to them together. Returns a pod and
-        the rule they break together: a ReadWriteOncePod claim used twice, two disks in conflict, or a
-        node's attach limit exceeded."""
+        the rule they break together: one static PersistentVolume for two claims, a ReadWriteOncePod claim
+        used twice, two disks in conflict, or a node's attach limit exceeded."""
         users: set[str] = set()
         for pods in placing.values():
             for pod in pods:
@@ -147,6 +147,14 @@ class VolumeRules:
                         if claim.key in users:
                             return pod, RWOP_CONFLICT
                         users.add(claim.key)
+        taken: set[str] = set()  # static PVs the members before took: one PV binds one claim
+        for at, pods in placing.items():
+            for pod in pods:
+                delayed = self._sort(pod).delayed
+                found = self._bindings(delayed, nodes[at], taken) if delayed else ([], [])
+                if found is None:
+                    return pod, BIND_CONFLICT
+                taken.update(name for _, name in found[0])
         for at, pods in placing.items():
             if len(pods) < 2:
                 continue
@@ -292,15 +300,15 @@ class VolumeRules:
                 self._by_class.setdefault(pv.class_name, []).append(pv)
         return self._by_class.get(name, [])
 
-    def _bindings(self, delayed: tuple[PersistentVolumeClaim, ...],
-                  node: Node) -> tuple[list[tuple[str, str]], list[str]] | None:
+    def _bindings(self, delayed: tuple[PersistentVolumeClaim, ...], node: Node,
+                  taken: set[str] | None = None) -> tuple[list[tuple[str, str]], list[str]] | None:
         """For unbound WaitForFirstConsumer claims on ``node``: the static PV each takes, and the claims
         to provision; None when some claim can have neither there."""
         if any(c.selected_node is not None and c.selected_node != node.name for c in delayed):
             return None  # its provisioner works for another node already
         static: list[tuple[str, str]] = []
         provision: list[str] = []
-        chosen: set[str] = set()
+        chosen: set[str] = set(taken or ())
         for claim in sorted(delayed, key=lambda c: c.request):  # the smallest claims choose first
             if claim.selected_node is None:
                 pv = self._match(claim, node, chosen)
