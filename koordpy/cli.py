@@ -252,7 +252,8 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     rows = [(pod, node, "Bound", "") for pod, node in sorted(result.bound.items())]
     rows += [(pod, "-", "Pending", msg) for pod, msg in sorted(result.pending.items())]
     rows += [(pod, "-", "Preempted", "") for pod in result.preempted]
-    width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.podgroups)])
+    width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.podgroups),
+                 *(len(k) for k in result.volumes)])
     nwidth = max([len("NODE"), *(len(r[1]) for r in rows)])
     out.write(f"{'POD':<{width}}  {'NODE':<{nwidth}}  {'STATUS':<9}  MESSAGE\n")
     for pod, node, status, msg in rows:
@@ -262,6 +263,12 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
         out.write(f"\n{'PODGROUP':<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n")
         for key, st in sorted(result.podgroups.items()):
             out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
+    if result.volumes:  # what PreBind wrote on claims before their pods' bindings
+        out.write(f"\n{'CLAIM':<{width}}  PREBIND\n")
+        for key, wrote in sorted(result.volumes.items()):
+            what = (f"volume.kubernetes.io/selected-node={wrote['selectedNode']}" if "selectedNode" in wrote
+                    else f"bound to PersistentVolume {wrote['volume']}")
+            out.write(f"{key:<{width}}  {what}\n")
     out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
 
 

@@ -21,6 +21,7 @@ from koordpy.api.objects import Namespace
 from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
 from koordpy.api.raw import Reader
 from koordpy.api.selectors import LabelSelector
+from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import (
     ANN_HIGHEST_TIER,
@@ -531,11 +532,18 @@ MINIMAL: dict[str, Raw] = {
     "StatefulSet": {"metadata": {"name": "ss", "namespace": "ns"}, "spec": {"replicas": 3}},
     "JobSet": {"metadata": {"name": "js", "namespace": "ns"}, "spec": {"replicatedJobs": [
         {"replicas": 3, "template": {"spec": {}}}]}},
+    "PersistentVolumeClaim": {"metadata": {"name": "data", "namespace": "ns"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+    "PersistentVolume": {"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"},
+                                                             "accessModes": ["ReadWriteOnce"]}},
+    "StorageClass": {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"},
+    "CSINode": {"metadata": {"name": "n1"}, "spec": {"drivers": []}},
 }
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
-    "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace,
+    "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
+    "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode,
 }
 
 

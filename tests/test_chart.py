@@ -208,6 +208,8 @@ def test_cluster_role_grants_what_the_kinds_registry_reads_and_writes() -> None:
         want |= {(kind.group, kind.plural, "list"), (kind.group, kind.plural, "watch")}
         if kind.writes_status:
             want.add((kind.group, f"{kind.plural}/status", "patch"))
+        if kind.patches:
+            want.add((kind.group, kind.plural, "patch"))
     want |= {("", "pods/binding", "create"), ("", "pods/status", "patch"), ("", "pods", "patch"),
              ("", "pods", "delete"), ("", "events", "create"),
              ("", "events", "patch"),

@@ -122,7 +122,7 @@ KUBE_SCHEDULER_FILTERS = ("SchedulingGates", "PrioritySort", "NodeName", "NodeUn
                           "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
                           "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DefaultPreemption",
                           "DynamicResources", "NodeDeclaredFeatures", "GangScheduling")
-STATUSES = {"honoured", "refused", "honoured (issue 18, to verify)"}
+STATUSES = {"honoured", "refused"}
 
 
 def _field_rows() -> list[list[str]]:

@@ -15,13 +15,16 @@ from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
+from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
-               "kai-podgroup", "owner", "namespace"]
+               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode"]
 ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
-                           "topology", "kai-podgroup", "owner", "namespace")
+                           "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode")
+# The storage roles: their objects make up ``Snapshot.storage`` (read by koordpy.core.volumes).
+STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Kind:
     parse: Callable[[dict[str, Any]], object]
     role: Role
     writes_status: bool = False  # koordpy writes this kind's status subresource
+    patches: bool = False  # koordpy patches objects of this kind (PreBind's claimRef and selected-node)
 
     @property
     def api_version(self) -> str:
@@ -92,6 +96,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("StatefulSet", "apps", "v1", "statefulsets", True, _owner("apps/v1", "StatefulSet"), "owner"),
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, _owner("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "owner"),
+    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, PersistentVolumeClaim.from_raw, "pvc",
+         patches=True),
+    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, PersistentVolume.from_raw, "pv", patches=True),
+    Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, StorageClass.from_raw, "storageclass"),
+    Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, CSINode.from_raw, "csinode"),
 )
 
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}

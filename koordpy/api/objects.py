@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import object_ref
+from koordpy.api.podvolumes import PodVolume, pod_volumes
 from koordpy.api.raw import Reader, label_problem
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
@@ -237,6 +238,7 @@ class Pod(_Model):
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
     # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
     scheduling_gates: tuple[str, ...] = ()
+    volumes: tuple[PodVolume, ...] = ()  # spec.volumes as the volume rules read them (see podvolumes)
     # Inter-pod affinity and anti-affinity: required terms, and preferred ones (with weights).
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
@@ -355,6 +357,7 @@ class Pod(_Model):
             scheduling_group=(r.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
                               or ", ".join(sorted(str(k) for k in group))),
             **_pod_rules(r, spec, meta),
+            volumes=pod_volumes(r, str(meta.get("name") or ""), spec),
         )
 
 
@@ -629,3 +632,14 @@ class Namespace(_Model):
         labels = r.str_map(meta.get("labels"), "metadata.labels")
         # A manifest written by hand lacks the label; the API server would have added it.
         return cls(name=text, labels={**labels, NAMESPACE_NAME_LABEL: text})
+
+
+def node_selector_terms(r: Reader, raw: Any, field: str) -> tuple[NodeSelectorTerm, ...]:
+    """A ``nodeSelectorTerms`` list (a PersistentVolume's node affinity, say), checked like a pod's."""
+    out = []
+    for i, t in enumerate(r.seq(raw, field)):
+        tm = r.mapping(t, f"{field}[{i}]")
+        out.append(NodeSelectorTerm(
+            match_expressions=_requirements(r, tm.get("matchExpressions"), f"{field}[{i}].matchExpressions"),
+            match_fields=_requirements(r, tm.get("matchFields"), f"{field}[{i}].matchFields")))
+    return tuple(out)

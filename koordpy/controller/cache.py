@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
+from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.snapshot import PodChanges, Snapshot
@@ -34,6 +36,7 @@ log = structlog.get_logger("koordpy.cache")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
 # The kinds that declare gangs: a change to one re-checks its pending pods' annotations.
 GANG_KINDS = frozenset({"PodGroup", "VolcanoPodGroup", "KaiPodGroup"})
+STORAGE_KINDS = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"})
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,9 @@ class Cache:
     _accepted: dict[tuple[str, str | None, bool, tuple[tuple[str, str], ...]], object] = \
         field(default_factory=dict)
     _number: int = 0  # snapshots handed out
+    # Claims, volumes, classes and CSINodes (the volume rules' objects). PreBind's writes are assumed
+    # here at once (``assume_storage``) until the watch brings the objects as written.
+    storage: Storage = field(default_factory=Storage)
 
     def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object).
@@ -251,7 +257,9 @@ class Cache:
         return True
 
     def _store_other(self, kind: str, key: str, obj: object, raw: dict[str, Any]) -> None:
-        if isinstance(obj, HyperNode):
+        if kind in STORAGE_KINDS:
+            self._storage_of(kind)[key] = obj
+        elif isinstance(obj, HyperNode):
             self.hypernodes[key] = obj
             self.hypernodes_raw[key] = raw
             self.hypernodes_changed = True
@@ -272,8 +280,31 @@ class Cache:
             self.owners[uid] = obj
             self.owner_uids[(kind, key)] = uid
 
+    def _storage_of(self, kind: str) -> dict[str, Any]:
+        st = self.storage
+        stores: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": st.claims, "PersistentVolume": st.volumes,
+                                             "StorageClass": st.classes, "CSINode": st.csinodes}
+        return stores[kind]
+
+    def assume_storage(self, obj: PersistentVolumeClaim | PersistentVolume) -> Callable[[], None]:
+        """Shows ``obj`` (a claim or volume as PreBind writes it) until the watch brings the object
+        as written; returns what undoes it if the write fails (unless the watch replaced it since)."""
+        held: dict[str, Any] = self.storage.claims if isinstance(obj, PersistentVolumeClaim) else self.storage.volumes
+        key = obj.key if isinstance(obj, PersistentVolumeClaim) else obj.name
+        before = held.get(key)
+        held[key] = obj
+        self.changed.set()
+
+        def undo() -> None:
+            if held.get(key) is obj and before is not None:
+                held[key] = before
+                self.changed.set()
+        return undo
+
     def _remove(self, kind: str, key: str) -> None:
         self.invalid.pop((kind, key), None)
+        if kind in STORAGE_KINDS:
+            self._storage_of(kind).pop(key, None)
         if kind in GANG_KINDS:
             self._groups_changed.add(key)
         if kind == "HyperNode":
@@ -428,7 +459,11 @@ class Cache:
                         topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
                         owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta),
-                        namespaces=self.namespaces)
+                        namespaces=self.namespaces,
+                        storage=Storage(dict(self.storage.claims), dict(self.storage.volumes),
+                                        dict(self.storage.classes), dict(self.storage.csinodes),
+                                        {f"{kind} {key}": err for (kind, key), (err, _) in self.invalid.items()
+                                         if kind in STORAGE_KINDS}))
 
     def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 import structlog
 
+from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
@@ -27,6 +29,7 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
+    VolumeBinding,
 )
 from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
@@ -42,6 +45,10 @@ FAILURE_BACKOFF_MAX = 30.0
 # parked that long; a rebuild costs the whole cluster (2.5 s at 5,000 nodes and 50,000 pods), so it
 # is rarer.
 FULL_CYCLE_SECONDS = 1800.0
+# How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
+# VolumeBinding bindTimeoutSeconds default), and how often it looks.
+PREBIND_TIMEOUT = 600.0
+PREBIND_POLL = 0.5
 
 
 def _is_scheduled(d: object) -> TypeGuard[Event]:
@@ -164,6 +171,10 @@ class SchedulerLoop:
         scheduled = {d.obj: d for d in result.decisions if _is_scheduled(d)}
         for bind in result.binds:
             self.cache.assume(bind.pod, bind.node)
+            if bind.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
+                undo = self._assume_volumes(bind.volumes)
+                self.writer.spawn_owed(self._prebind(bind, uid(bind.pod), undo, started, scheduled.get(bind.pod)))
+                continue
             self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, scheduled.get(bind.pod)))
         # Victims and nominations are assumed like binds: the next cycle must already see the
         # victims terminating and the room reserved, or it would choose victims again.
@@ -279,6 +290,58 @@ class SchedulerLoop:
             # Forgotten, the pod is pending again in the next snapshot and the cache's change
             # brings that cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
             self.cache.forget(d.pod)
+
+    def _assume_volumes(self, vb: VolumeBinding) -> list[Callable[[], None]]:
+        """PreBind's writes shown in the cache at once, so the next cycle gives no other claim the same
+        PersistentVolume and sees the claim's node chosen (kube-scheduler's assume cache)."""
+        undo = []
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        for claim_key, pv_name in vb.static:
+            claim, pv = claims.get(claim_key), pvs.get(pv_name)
+            if claim is not None and pv is not None and not pv.bound_to(claim):
+                undo.append(self.cache.assume_storage(pv.model_copy(update={"claim_ref": ClaimRef(
+                    namespace=claim.namespace, name=claim.name, uid=claim.uid)})))
+        for claim_key in vb.provision:
+            claim = claims.get(claim_key)
+            if claim is not None and claim.selected_node != vb.node:
+                undo.append(self.cache.assume_storage(claim.model_copy(update={"annotations": {
+                    **claim.annotations, ANN_SELECTED_NODE: vb.node}})))
+        return undo
+
+    async def _prebind(self, d: Bind, uid: str, undo: list[Callable[[], None]], started: float | None,
+                       event: Event | None) -> None:
+        """kube-scheduler's VolumeBinding PreBind: writes the claimRefs and selected-nodes, waits (the
+        pod assumed on its node, its room held) until every claim is Bound by the PV controller or the
+        provisioner, then binds the pod. A failed write or a wait past PREBIND_TIMEOUT puts the pod back
+        in the queue, as kube-scheduler's Unreserve does."""
+        vb = d.volumes
+        assert vb is not None
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        try:
+            for claim_key, pv_name in vb.static:
+                claim = claims.get(claim_key)
+                pv = pvs.get(pv_name)
+                if claim is None or pv is None:
+                    raise LookupError(f"PersistentVolumeClaim {claim_key} or PersistentVolume {pv_name} is gone")
+                await self.writer.claim_volume(pv_name, claim.namespace, claim.name, claim.uid)
+            for claim_key in vb.provision:
+                await self.writer.select_node(claim_key, vb.node)
+            deadline = time.monotonic() + PREBIND_TIMEOUT
+            while not all(k in claims and claims[k].bound for k in vb.claims):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"claims {', '.join(vb.claims)} not bound within {PREBIND_TIMEOUT:g}s")
+                if d.pod not in self.cache.pods:
+                    raise LookupError("the pod is gone")
+                self.cache.assume(d.pod, d.node)  # held, whatever ASSUME_TTL says, while PreBind waits
+                await asyncio.sleep(PREBIND_POLL)
+        except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
+            log.error("volume binding failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
+            for revert in undo:
+                revert()
+            self.cache.forget(d.pod)
+            self.writer.unschedulable(d.pod, f"running PreBind plugin \"VolumeBinding\": {exc}")
+            return
+        await self._bind(d, uid, started, event)
 
     async def _preempt(self, d: Preempt, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message):

@@ -248,6 +248,32 @@ class ApiWriter:
         self._conditions.pop(pod_key, None)
         return True
 
+    # -- PreBind: volumes ---------------------------------------------------------------------
+
+    async def claim_volume(self, pv: str, claim_ns: str, claim: str, claim_uid: str) -> None:
+        """A static bind's first half, as kube-scheduler's VolumeBinding writes it: the PersistentVolume's
+        claimRef names the claim (and it says the controller bound it); the PV controller in
+        kube-controller-manager completes the bind. Raises when the write fails."""
+        ref: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": claim_ns,
+                               "name": claim}
+        if claim_uid:
+            ref["uid"] = claim_uid
+        body = {"metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+                "spec": {"claimRef": ref}}
+        async with self.sem:
+            await self._call("volume", f"claimRef of PersistentVolume {pv}", lambda: self.core.patch_persistent_volume(
+                pv, body, _content_type=MERGE_PATCH, _preload_content=False))
+
+    async def select_node(self, claim_key: str, node: str) -> None:
+        """Dynamic provisioning's trigger: the claim's ``volume.kubernetes.io/selected-node``, which
+        its provisioner reads to create a volume there. Raises when the write fails."""
+        ns, name = claim_key.split("/", 1)
+        body = {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}}
+        async with self.sem:
+            await self._call("volume", f"selected-node of PersistentVolumeClaim {claim_key}",
+                             lambda: self.core.patch_namespaced_persistent_volume_claim(
+                                 name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
+
     # -- preemption -----------------------------------------------------------------------
 
     async def preempt(self, pod_key: str, uid: str, message: str) -> bool:
@@ -498,7 +524,8 @@ class ApiWriter:
                        "VolcanoPodGroup": "scheduling.volcano.sh/v1beta1",
                        "KaiPodGroup": "scheduling.run.ai/v2alpha2", "Topology": "kueue.x-k8s.io/v1beta1",
                        "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1",
-                       "StatefulSet": "apps/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}.get(kind, "v1")
+                       "StatefulSet": "apps/v1", "JobSet": "jobset.x-k8s.io/v1alpha2",
+                       "StorageClass": "storage.k8s.io/v1", "CSINode": "storage.k8s.io/v1"}.get(kind, "v1")
         if kind in ("VolcanoPodGroup", "KaiPodGroup"):
             kind = "PodGroup"  # the cache's name for it; the object's kind is PodGroup
         # Capped before correlation, so that a repeat compares equal to what was written.

@@ -307,7 +307,55 @@ class Cycle:
                 self._gang_warning(gang, "TopologyLimitDropped", message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
-        return self.placer.place_job(pods, req, stmt)
+        mark = stmt.savepoint()
+        failure = self.placer.place_job(pods, req, stmt)
+        rules = self.filters.volumes
+        if failure is None and rules is not None and sum(1 for p in pods if p.volumes) > 1:
+            # Each member's volume filters counted the pods placed before the job, not its fellow
+            # members: the ones that count other pods, and the static volumes their claims take, are
+            # checked for the members together. A job that breaks one waits (conservative: no other
+            # arrangement is searched), so a Strict gang is never bound in part.
+            by_key = {p.key: p for p in pods}
+            placing: dict[int, list[Pod]] = {}
+            for key, node in stmt.placed.items():
+                if key in by_key and by_key[key].volumes:
+                    placing.setdefault(node, []).append(by_key[key])
+            broken = rules.together(placing, self.cluster.nodes, self.filters.placed())
+            if broken is not None:
+                stmt.rollback(mark)
+                if req is None and self._one_by_one(pods, stmt) is None:
+                    return None  # binpacked member by member, each where the ones before leave it room
+                stmt.rollback(mark)
+                pod, why = broken
+                return Failure(pod, f"0/{len(self.cluster.nodes)} nodes are available: {why} (with the other "
+                                    "members of its job placed together).", resolvable=False)
+        return failure
+
+    def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """Binpacks a job without a topology request one member at a time, each confined to the nodes
+        where its volumes still pass together with the members placed before it (kube-scheduler's
+        order for a gang: pod by pod)."""
+        rules = self.filters.volumes
+        assert rules is not None
+        before = self.filters.placed()
+        placing: dict[int, list[Pod]] = {}
+        saved = self.placer.only
+        try:
+            for pod in pods:
+                ok = self.filters.static(pod).mask.copy()
+                if pod.volumes:
+                    for i in np.flatnonzero(ok).tolist():
+                        trial = {**placing, i: [*placing.get(i, []), pod]}
+                        ok[i] = rules.together(trial, self.cluster.nodes, before) is None
+                self.placer.only = ok if saved is None else ok & saved
+                failure = self.placer.binpack([pod], stmt)
+                if failure is not None:
+                    return failure
+                if pod.volumes:
+                    placing.setdefault(stmt.placed[pod.key], []).append(pod)
+        finally:
+            self.placer.only = saved
+        return None
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,
@@ -554,11 +602,23 @@ class Cycle:
         return True
 
     def bind(self, placed: dict[str, int]) -> None:
+        rules = self.filters.volumes
         for pod, node_idx in placed.items():
             node = self.cluster.nodes[node_idx].name
+            obj = self.view.by_key.get(pod)
+            volumes = None
+            if rules is not None and obj is not None and obj.volumes:
+                try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
+                    volumes = rules.prebind(obj, self.cluster.nodes[node_idx])
+                except LookupError as exc:
+                    # Only a member of a job placed together can meet this: a member before it took the
+                    # PV its claim matched on that node. It is not bound, and tries again.
+                    self.cluster.count(pod, None)
+                    self._say(obj, f"0/{len(self.cluster.nodes)} nodes are available: {exc}.")
+                    continue
             self.bound[pod] = node
             self.cluster.bound(pod)
-            self.result.decisions.append(Bind(pod, node))
+            self.result.decisions.append(Bind(pod, node, volumes))
             self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
                                                f"Successfully assigned {pod} to {node}"))
             obj = self.view.by_key.get(pod)

@@ -10,9 +10,28 @@ from typing import Literal
 
 
 @dataclass(frozen=True)
+class VolumeBinding:
+    """What PreBind writes before the pod is bound, and the claims it then waits for: each static
+    PersistentVolume's claimRef set to its claim (the PV controller completes the bind), each claim
+    to provision annotated ``volume.kubernetes.io/selected-node`` (its provisioner creates the PV)."""
+
+    node: str
+    static: tuple[tuple[str, str], ...] = ()  # (claim namespace/name, PersistentVolume name)
+    provision: tuple[str, ...] = ()  # claim namespace/name
+    claims: tuple[str, ...] = ()  # every claim the pod waits for to be Bound before its binding
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.static or self.provision)
+
+
+@dataclass(frozen=True)
 class Bind:
     pod: str  # namespace/name
     node: str
+    # Kube-scheduler's PreBind for claims bound at scheduling time: written first, and the pod is
+    # bound only once every claim it names is Bound (None: nothing to wait for).
+    volumes: VolumeBinding | None = None
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 Static filters (unschedulable, not ready, taints, nodeSelector, required node affinity, the node
 features a pod needs) depend only on the pod's scheduling constraints and the node, so they are
-computed once per distinct set of constraints and cached; resource fit is a numpy comparison.
-The rules between pods (host ports, topology spread, inter-pod affinity) depend on where other
-pods are at the moment asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
+computed once per distinct set of constraints and cached; resource fit is a numpy comparison. A pod
+with volumes also gets the volume rules (koordpy.core.volumes) in its mask: its answer is cached
+until the storage state changes (``VolumeRules.version``) and, for rules that count other pods
+(ReadWriteOncePod, attach limits, disks), until any pod moves (``Cluster.moves``). The rules between
+pods (host ports, topology spread, inter-pod affinity) depend on where other pods are at the moment
+asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +22,7 @@ import numpy.typing as npt
 from koordpy.api.objects import PODS, Node, Pod, Taint
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
 from koordpy.core.snapshot import Cluster
+from koordpy.core.volumes import PreFilterReason, VolumeRules
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -59,9 +64,14 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
 class Filters:
     """Per-cycle filter cache over one ``Cluster``."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, volumes: VolumeRules | None = None) -> None:
         self.cluster = cluster
         self._static: dict[tuple[object, ...], StaticFit] = {}
+        self.volumes = volumes
+        # Pods with volumes: (constraints, volumes) -> (what the answer depended on, the answer).
+        self._volume_fits: dict[tuple[object, ...], tuple[tuple[int, int], StaticFit]] = {}
+        # Every pod counted on a node, for the volume rules that count other pods (set by the View).
+        self.placed: Callable[[], dict[str, tuple[Pod, int]]] = dict
         self.rules = PodRules(cluster.presence)
 
     def mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
@@ -76,6 +86,30 @@ class Filters:
         return self.rules.check(pod) if self.rules.applies(pod) else None
 
     def static(self, pod: Pod) -> StaticFit:
+        if pod.volumes and self.volumes is not None:
+            return self._with_volumes(pod, self.volumes)
+        return self._plain(pod)
+
+    def _with_volumes(self, pod: Pod, rules: VolumeRules) -> StaticFit:
+        base = self._plain(pod)
+        key = (constraints_key(pod), rules.key(pod))
+        epoch = (rules.version, self.cluster.moves if rules.dynamic(pod) else -1)
+        hit = self._volume_fits.get(key)
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        placed = self.placed()
+        placed.pop(pod.key, None)
+        volume = rules.reasons(pod, self.cluster.nodes, placed)
+        if volume and isinstance(volume[0], PreFilterReason):
+            reasons = volume  # kube-scheduler's PreFilter: no node is looked at
+        else:
+            reasons = [b if b is not None else v for b, v in zip(base.reasons, volume, strict=True)]
+        fit = StaticFit(mask=np.array([r is None for r in reasons], dtype=np.bool_), reasons=reasons,
+                        counts=Counter(r for r in reasons if r is not None))
+        self._volume_fits[key] = (epoch, fit)
+        return fit
+
+    def _plain(self, pod: Pod) -> StaticFit:
         key = constraints_key(pod)
         fit = self._static.get(key)
         if fit is None:
@@ -151,5 +185,9 @@ class Filters:
 
 
 def nodes_unavailable(total: int, counts: Counter[str] | dict[str, int]) -> str:
+    # A PreFilter reason rules out every node before any is looked at: kube-scheduler says it alone.
+    first = next((reason for reason in counts if isinstance(reason, PreFilterReason)), None)
+    if first is not None:
+        return f"0/{total} nodes are available: {first}."
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."

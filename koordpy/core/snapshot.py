@@ -17,6 +17,7 @@ from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
+from koordpy.api.storage import Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.core.naming import natural_key
@@ -60,6 +61,8 @@ class Snapshot:
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, for the volume rules.
+    storage: Storage = field(default_factory=Storage)
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place. A pod with ``spec.schedulingGates`` is not one yet:

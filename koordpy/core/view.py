@@ -36,6 +36,7 @@ from koordpy.core.gang import (
 )
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.volcano import spec_of
+from koordpy.core.volumes import VolumeRules
 from koordpy.kernels import node_offerslots
 
 # What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
@@ -103,6 +104,8 @@ class View:
         self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
         # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
         self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
+        self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
+        self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
 
     def queue(self) -> list[Job]:
         """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
@@ -129,7 +132,8 @@ class View:
                                  invalid_topologies=dict(snapshot.invalid_topologies),
                                  volcano_podgroups=dict(snapshot.volcano_podgroups),
                                  kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners),
-                                 changes=snapshot.changes, namespaces=dict(snapshot.namespaces))
+                                 changes=snapshot.changes, namespaces=dict(snapshot.namespaces),
+                                 storage=snapshot.storage.copy())
         # Trees and owner chains are rebuilt whole when they change: they are few and change rarely.
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
@@ -142,6 +146,25 @@ class View:
                  # A namespace's labels decide which pods a namespaceSelector counts; they change rarely.
                  or not _same(snapshot.namespaces, prev.namespaces))
         changed, removed = self._pod_changes(snapshot, prev, whole)
+        storage_changed = prev is None or self.volumes is None or snapshot.storage.changed_from(prev.storage)
+        # A pod with volumes that comes, goes or moves can free a ReadWriteOncePod claim, a disk or
+        # room under an attach limit: jobs parked for a volume rule are woken.
+        volume_pods_moved = any(p.volumes for p in changed) or any(
+            key in self.volume_pods for key in removed)
+        for key in removed:
+            self.volume_pods.pop(key, None)
+        for pod in changed:
+            if pod.volumes:
+                self.volume_pods[pod.key] = pod
+            else:
+                self.volume_pods.pop(pod.key, None)
+        if storage_changed:
+            self.volumes = VolumeRules(snapshot.storage)
+            if self.filters is not None:
+                self.filters.volumes = self.volumes
+        if storage_changed or volume_pods_moved:
+            for job_id in [j for j, p in self.parked.items() if any(pod.volumes for pod in p.job.pods)]:
+                del self.parked[job_id]
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
@@ -165,7 +188,8 @@ class View:
             for key in [k for k, node in state.reserved.items() if node not in names]:
                 del state.reserved[key]
             cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
-            self.filters = Filters(cluster)
+            self.filters = Filters(cluster, self.volumes)
+            self.filters.placed = self._placed
             self.parked.clear()  # their node masks and request vectors belong to the old arrays
         else:
             for key in recount:
@@ -173,6 +197,13 @@ class View:
             cluster.presence.set_namespaces(snapshot.namespaces)
         self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
         return cluster
+
+    def _placed(self) -> dict[str, tuple[Pod, int]]:
+        """Every pod with volumes counted on a node (running, bound this cycle, reserved or
+        nominated), with its node: what the volume rules that count other pods read."""
+        cluster = self.cluster
+        assert cluster is not None
+        return {k: (p, cluster.counted[k][0]) for k, p in self.volume_pods.items() if k in cluster.counted}
 
     def _pod_changes(self, snapshot: Snapshot, prev: Snapshot | None, whole: bool) -> tuple[list[Pod], list[str]]:
         """The pods that are new or different since the last snapshot (``prev``), and the keys gone."""

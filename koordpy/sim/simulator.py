@@ -1,8 +1,12 @@
 """Runs the core to quiescence over an in-memory world of Kubernetes objects.
 
-No controller runs beside it, with one exception: a batch/v1 Job given with none of its pods and
-not started yet gets its pods from its template, as kube-controller-manager's Job controller
-would create them (``job_pods``), so that a Job manifest alone can be simulated as it would run.
+No controller runs beside it, with these exceptions, each doing what kube-controller-manager would:
+a batch/v1 Job given with none of its pods and not started yet gets its pods from its template, as
+the Job controller would create them (``job_pods``), so that a Job manifest alone can be simulated
+as it would run; a pod's generic ephemeral volume gets its claim from its template when the claim
+is not given (the ephemeral volume controller); and a PersistentVolume whose claimRef koordpy sets
+before a binding is bound to that claim at once (the PV controller). No provisioner runs: a claim
+koordpy annotates with ``volume.kubernetes.io/selected-node`` stays unbound, and its pod pending.
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ from koordpy.api.podgroup import (
     pod_gang_name,
 )
 from koordpy.api.raw import Reader
+from koordpy.api.storage import (
+    ANN_BIND_COMPLETED,
+    ANN_SELECTED_NODE,
+    ClaimRef,
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Storage,
+    StorageClass,
+)
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
 from koordpy.core.cycle import schedule
@@ -71,6 +85,10 @@ class World:
     preempted: list[str] = field(default_factory=list)  # victims, in the order they were evicted
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
     created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
+    storage: Storage = field(default_factory=Storage)
+    # Claim -> what koordpy wrote before a binding: {"selectedNode": node} or {"volume": PV bound to it}.
+    volume_writes: dict[str, dict[str, str]] = field(default_factory=dict)
+    waiting_volumes: dict[str, str] = field(default_factory=dict)  # pod -> why its binding waits
 
     @classmethod
     def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
@@ -139,6 +157,11 @@ class World:
         for source, raw in pending_pods:
             try:
                 pod = Pod.from_raw(raw)
+                for claim in _ephemeral_claims(raw, pod, world.storage.claims):
+                    world.storage.claims[claim.key] = claim
+                    world.created.append(f"{source}: PersistentVolumeClaim {claim.key} was created from the "
+                                         f"ephemeral volume of Pod {pod.key}, as the ephemeral volume controller "
+                                         "would")
                 once("Pod", pod.key, source)
                 pod = world._admit(pod)
                 _validate_annotations(pod, world.podgroups, valid)
@@ -194,6 +217,18 @@ class World:
         elif isinstance(obj, Namespace):
             once("Namespace", obj.name, source)
             self.namespaces[obj.name] = obj.labels
+        elif isinstance(obj, PersistentVolumeClaim):
+            once("PersistentVolumeClaim", obj.key, source)
+            self.storage.claims[obj.key] = obj
+        elif isinstance(obj, PersistentVolume):
+            once("PersistentVolume", obj.name, source)
+            self.storage.volumes[obj.name] = obj
+        elif isinstance(obj, StorageClass):
+            once("StorageClass", obj.name, source)
+            self.storage.classes[obj.name] = obj
+        elif isinstance(obj, CSINode):
+            once("CSINode", obj.name, source)
+            self.storage.csinodes[obj.name] = obj
         elif isinstance(obj, Owner):
             once(f"{kind.kind}", f"{obj.namespace}/{obj.name}", source)
             # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
@@ -223,13 +258,18 @@ class World:
                         priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names,
                         hypernodes=dict(self.hypernodes), topologies=dict(self.topologies),
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        owners=dict(self.owners), namespaces=dict(self.namespaces))
+                        owners=dict(self.owners), namespaces=dict(self.namespaces), storage=self.storage.copy())
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
         changes = 0
         for d in result.decisions:
             if isinstance(d, Bind):
+                if d.volumes is not None:
+                    changes += self._prebind(d)
+                    if not all(self.storage.claims[c].bound for c in d.volumes.claims if c in self.storage.claims):
+                        continue  # kube-scheduler's PreBind waits for them: the pod is not bound
+                self.waiting_volumes.pop(d.pod, None)
                 self.pods[d.pod] = self.pods[d.pod].model_copy(update={"node_name": d.node})
                 changes += 1
             elif isinstance(d, Annotate):
@@ -262,6 +302,39 @@ class World:
                 self.podgroups[d.podgroup] = self.podgroups[d.podgroup].model_copy(update={"status": status})
         return changes
 
+    def _prebind(self, d: Bind) -> int:
+        """PreBind's writes, and what the PV controller does with a claimRef at once; no provisioner
+        runs, so a claim given a node stays unbound. Returns how many objects changed."""
+        assert d.volumes is not None
+        changes = 0
+        claims, pvs = self.storage.claims, self.storage.volumes
+        for claim_key, pv_name in d.volumes.static:
+            claim, pv = claims.get(claim_key), pvs.get(pv_name)
+            if claim is None or pv is None or claim.bound:
+                continue
+            pvs[pv_name] = pv.model_copy(update={"claim_ref": ClaimRef(namespace=claim.namespace, name=claim.name,
+                                                                       uid=claim.uid), "phase": "Bound"})
+            claims[claim_key] = claim.model_copy(update={
+                "volume_name": pv_name, "phase": "Bound",
+                "annotations": {**claim.annotations, ANN_BIND_COMPLETED: "yes"}})
+            self.volume_writes[claim_key] = {"volume": pv_name}
+            changes += 1
+        for claim_key in d.volumes.provision:
+            claim = claims.get(claim_key)
+            if claim is None or claim.selected_node == d.volumes.node:
+                continue
+            claims[claim_key] = claim.model_copy(update={"annotations": {**claim.annotations,
+                                                                          ANN_SELECTED_NODE: d.volumes.node}})
+            self.volume_writes[claim_key] = {"selectedNode": d.volumes.node}
+            changes += 1
+        unbound = [c for c in d.volumes.claims if c in claims and not claims[c].bound]
+        if unbound:
+            self.waiting_volumes[d.pod] = (
+                f"waiting for PersistentVolumeClaim(s) {', '.join(unbound)} to be bound: "
+                f"{ANN_SELECTED_NODE}={d.volumes.node} is set for their provisioner, which does not run in a "
+                "simulation")
+        return changes
+
     def next_deletion(self) -> float | None:
         return min(self.gone_at.values(), default=None)
 
@@ -286,6 +359,7 @@ class SimulationResult:
     # HyperNode -> its status as the live scheduler writes it: nodeCount and what is wrong with it.
     hypernodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> node, as nominated by preemption
+    volumes: dict[str, dict[str, str]] = field(default_factory=dict)  # claim -> what koordpy wrote on it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -300,6 +374,7 @@ class SimulationResult:
             "rounds": self.rounds,
             "truncated": self.truncated,
             **({"hypernodes": self.hypernodes} if self.hypernodes else {}),
+            **({"volumes": self.volumes} if self.volumes else {}),
         }
 
 
@@ -321,8 +396,10 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
             state.view = None
         result = schedule(world.snapshot(scheduler_names), state, world.now)
         events.extend(d for d in result.decisions if isinstance(d, Event))
-        bound.update({d.pod: d.node for d in result.binds})
-        if world.apply(result):
+        applied = world.apply(result)
+        # A bind whose PreBind still waits for a claim to be provisioned leaves the pod unbound.
+        bound.update({d.pod: d.node for d in result.binds if d.pod not in world.waiting_volumes})
+        if applied:
             continue
         # Nothing changes until a victim's grace period ends or a gang's wait expires: the clock
         # jumps to whichever comes first.
@@ -340,7 +417,8 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         truncated = True
     claimed = world.snapshot(scheduler_names)
     last = result.pending
-    pending = {p.key: last.get(p.key, p.unschedulable_message) for p in claimed.pods if claimed.claims(p)}
+    pending = {p.key: world.waiting_volumes.get(p.key) or last.get(p.key, p.unschedulable_message)
+               for p in claimed.pods if claimed.claims(p)}
     # What the API server says of a gated pod (PodScheduled=False, reason SchedulingGated).
     pending.update({p.key: f"SchedulingGated: Scheduling is blocked due to non-empty scheduling gates "
                            f"({', '.join(p.scheduling_gates)})" for p in claimed.pods if claimed.gated(p)})
@@ -360,7 +438,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         hypernodes=_hypernode_status(cluster) if world.hypernodes else {},
-        nominated=dict(world.nominated),
+        nominated=dict(world.nominated), volumes=dict(world.volume_writes),
     )
 
 
@@ -461,3 +539,26 @@ def _with_creation(raw: dict[str, Any], ts: float) -> dict[str, Any]:
         return raw
     stamp = datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
     return {**raw, "metadata": {**meta, "creationTimestamp": stamp}}
+
+
+def _ephemeral_claims(raw: dict[str, Any], pod: Pod,
+                      claims: dict[str, PersistentVolumeClaim]) -> list[PersistentVolumeClaim]:
+    """The claims the ephemeral volume controller would create for the pod's generic ephemeral
+    volumes (``<pod>-<volume>``, from ``volumeClaimTemplate``, owned by the pod), for those not given."""
+    spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
+    out = []
+    for v in (spec or {}).get("volumes") or []:
+        if not isinstance(v, dict) or not isinstance(v.get("ephemeral"), dict):
+            continue
+        name = f"{pod.name}-{v.get('name')}"
+        if f"{pod.namespace}/{name}" in claims:
+            continue
+        template = v["ephemeral"].get("volumeClaimTemplate") or {}
+        tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+        out.append(PersistentVolumeClaim.from_raw({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {**(tmeta or {}), "name": name, "namespace": pod.namespace,
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid,
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": template.get("spec") or {}}))
+    return out

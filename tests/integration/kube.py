@@ -28,7 +28,8 @@ T = TypeVar("T")
 PG = "podgroups.scheduling.sigs.k8s.io"
 # Every other kind the tests create, by full name, so that reset leaves nothing behind.
 OTHERS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai", "hypernodes.topology.volcano.sh",
-          "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "jobs.batch")
+          "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "jobs.batch", "persistentvolumeclaims",
+          "persistentvolumes", "storageclasses.storage.k8s.io")
 
 
 @dataclass
