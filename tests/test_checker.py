@@ -13,6 +13,7 @@ from tests.builders import node, pod
 from tests.integration.checker import (
     State,
     host_ports,
+    order_free_violations,
     pending_with_room,
     pod_requests,
     quantity,
@@ -304,3 +305,13 @@ def test_pending_with_room_finds_a_node_that_was_free() -> None:
     waiting = pod("w", cpu="4")
     assert pending_with_room([node("a", cpu="8")], {}, [bound("x", "a", cpu="4")], [waiting]) == {"default/w": ["a"]}
     assert pending_with_room([node("a", cpu="8")], {}, [bound("x", "a", cpu="5")], [waiting]) == {}
+
+
+def test_order_free_violations_see_pairs_whatever_the_order() -> None:
+    anti = affine(term({"app": "web"}), anti=True)
+    pair = [bound("r0", "a", {"app": "web"}, affinity=anti), bound("r1", "a", {"app": "web"})]
+    found = order_free_violations([node("a")], {}, pair)
+    assert [f.split(":")[0] for f in found] == ["default/r0 on a", "default/r1 on a"]
+    # A missing affinity partner is not one of them: a later pod may have brought it.
+    lonely = [bound("q", "a", {}, affinity=affine(term({"app": "db"})))]
+    assert order_free_violations([node("a")], {}, lonely) == []

@@ -534,3 +534,26 @@ def pending_with_room(nodes: list[Obj], namespaces: dict[str, dict[str, str]], b
         if ok:
             out[key_of(p)] = ok
     return out
+
+
+# Rules whose verdict a later pod can only make worse (or never change): whatever order the pods
+# were bound in, a pod that breaks one of them against all the others broke it when it or one of
+# those others was bound. Affinity and topology spread are left out (a later pod can satisfy them).
+ORDER_FREE = ("NodeUnschedulable", "NodeAffinity", "TaintToleration", "NodeResourcesFit", "NodePorts",
+              "InterPodAffinity: anti-affinity", "InterPodAffinity: existing pods' anti-affinity")
+
+
+def order_free_violations(nodes: list[Obj], namespaces: dict[str, dict[str, str]], bound: list[Obj]) -> list[str]:
+    """For a final state whose bind order is unknown (another scheduler's): each bound pod against
+    all the others, on the rules of ``ORDER_FREE`` only."""
+    problems = []
+    for i, pod in enumerate(bound):
+        state = State(nodes, namespaces)
+        for j, other in enumerate(bound):
+            if j != i:
+                state.add(other, other["spec"]["nodeName"])
+        node = pod["spec"]["nodeName"]
+        why = [w for w in _Check(state, pod).node(state.node(node)) if w.startswith(ORDER_FREE)]
+        if why:
+            problems.append(f"{key_of(pod)} on {node}: " + "; ".join(why))
+    return problems
