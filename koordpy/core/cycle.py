@@ -208,6 +208,8 @@ class Cycle:
         if not strict and not (plan is not None and plan.outcome == "nominated"):
             # NonStrict: what fits stays reserved while the GangGroup waits for the rest.
             for key, node, request in partial:
+                if self.cluster.is_held(key):
+                    stmt.evict(key)  # its nomination moves to the reservation: counted once, where it goes
                 stmt.assume(key, node, request)
             self.state.reserved.update({k: self.cluster.nodes[n].name for k, n in stmt.commit().items()})
             if any(p.key in self.state.reserved for p in job.pods):

@@ -76,8 +76,10 @@ class Placer:
         self.cluster = filters.cluster
         # Nodes a preemption dry run confines the job to (one candidate), else None.
         self.only: npt.NDArray[np.bool_] | None = None
-        # At most this many of the job's pods per node (members that repel each other per node).
-        self.cap: int | None = None
+        # At most one of the job's pods on each of these nodes (members that repel each other there).
+        self.cap: npt.NDArray[np.bool_] | None = None
+        # A proposal for members placed one by one: the rules between pods are left to that placement.
+        self.relaxed = False
 
     def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         return mask if self.only is None else mask & self.only
@@ -88,7 +90,7 @@ class Placer:
         free = self.cluster.free()
         if self.cap is not None:
             col = self.cluster.res_index[PODS]
-            free[:, col] = np.minimum(free[:, col], self.cap)
+            free[self.cap, col] = np.minimum(free[self.cap, col], 1)
         return free
 
     # -- the job: rules between its members ------------------------------------------------
@@ -102,11 +104,27 @@ class Placer:
         anti-affinity over zones) are placed one by one inside the domain the topology search
         chose, each on the node the search proposed when the rules allow it."""
         play = self.filters.rules.interplay(pods) if len(pods) > 1 else Interplay()
-        if play.one_per_node:
-            self.cap = 1
+        self.cap = play.cap_on
         try:
             mark = stmt.savepoint()
             failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
+            if failure is not None and play.sequential and req is not None:
+                # Each member's mask was its own against the pods already there (a spread's first member
+                # sees a skew the members fix together): the search proposes without the rules, and the
+                # members then go one by one with them.
+                stmt.rollback(mark)
+                self.relaxed = True
+                try:
+                    relaxed = self.place(pods, req, stmt)
+                finally:
+                    self.relaxed = False
+                if relaxed is not None:
+                    stmt.rollback(mark)
+                else:
+                    failure = None
+            if failure is not None and play.cap_on is not None:
+                failure = replace(failure, reason=f"{failure.reason.rstrip('.')}; at most one member per node, "
+                                                  f"as {play.cap_reason}.")
             if not play.sequential or (failure is not None and req is not None):
                 return failure
             keys = {p.key for p in pods}
@@ -225,7 +243,7 @@ class Placer:
             shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence)), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
-            mask = self._mask(self.filters.mask(members[0]))
+            mask = self._mask(self.filters.static(members[0]).mask if self.relaxed else self.filters.mask(members[0]))
             slots = node_offerslots(self._free(), req, mask)
             most = self._most_allocated(req)
             score = self.filters.rules.score(members[0], np.arange(len(slots), dtype=np.int64))
@@ -285,7 +303,10 @@ class Placer:
         # nodes every pod may use make an offerslot that holds for every member.
         shapes = self._shapes(pods)
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
-        distinct = list({constraints_key(p): p for p in pods}.values())  # one pod per set of constraints
+        presence = self.filters.rules.presence
+        # One pod per set of node constraints and rules between pods (each member's rules count).
+        distinct = list({(constraints_key(p), rules_key(p, presence) if self.filters.rules.applies(p) else None): p
+                         for p in pods}.values())
         feasible = self.feasible(distinct, tree)
         slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
@@ -696,7 +717,8 @@ class Placer:
         mask = self._mask(~tree.outside)
         for m in masks.values():
             mask = mask & m
-        ruled = {rules_key(p, self.filters.rules.presence): p for p in pods if rules and self.filters.rules.applies(p)}
+        ruled = {rules_key(p, self.filters.rules.presence): p for p in pods
+                 if rules and not self.relaxed and self.filters.rules.applies(p)}
         for p in ruled.values():
             check = self.filters.check(p)
             if check is not None:

@@ -16,7 +16,7 @@ asks and then follow every move, so a cycle of many like pods pays the scan of e
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +55,17 @@ class Match:
             return False
         return all(s.matches(pod.labels) for s in self.selectors)
 
+    def guard(self) -> tuple[str, tuple[str, ...]] | None:
+        """A label every matching pod has, with the values it may take (an ``In`` requirement), by
+        which moves find the trackers they may touch without asking every one; None: no such label."""
+        for sel in self.selectors:
+            if sel.nothing:
+                return ("", ())  # matches no pod: no move ever touches it
+            for r in sel.requirements:
+                if r.operator == "In":
+                    return (r.key, r.values)
+        return None
+
 
 @dataclass
 class Tracker:
@@ -76,12 +87,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Interplay:
-    """How a job's members constrain each other: ``one_per_node``, every pair repels per node (an
-    offerslot cap of one is exact for that); ``sequential``, some rule between members only placing
-    them one by one keeps."""
+    """How a job's members constrain each other: ``cap_on``, the nodes where every pair repels (an
+    offerslot cap of one there is exact; None: no cap); ``sequential``, some rule between members
+    only placing them one by one keeps; ``cap_reason``, why the cap, for messages."""
 
-    one_per_node: bool = False
+    cap_on: npt.NDArray[np.bool_] | None = None
     sequential: bool = False
+    cap_reason: str = ""
 
 
 class Presence:
@@ -95,12 +107,19 @@ class Presence:
         self.version = 0
         self.namespaces: dict[str, dict[str, str]] = {}
         self._trackers: dict[Match, Tracker] = {}
+        # Trackers by a (label, value) every pod they count has; the rest are asked on every move.
+        self._guarded: dict[tuple[str, str], list[Tracker]] = {}
+        self._unguarded: list[Tracker] = []
+        # The pending pods counted where they are nominated or reserved (set by the Cluster): kube-
+        # scheduler's filters must pass with and without them, so they never satisfy an affinity.
+        self.held: Callable[[], Iterable[tuple[str, int]]] = tuple
         # Pods with required anti-affinity, grouped by (namespace, terms): per-node counts.
         self._holders: dict[tuple[str, tuple[PodAffinityTerm, ...]], npt.NDArray[np.int64]] = {}
         self._ports: dict[HostPort, npt.NDArray[np.int64]] = {}
         self._at: dict[str, Counter[int]] = {}  # pod -> node -> count
         self.holding = 0  # how many present pods have required anti-affinity
         self.label_keys: frozenset[str] = frozenset()  # the pod label keys those pods' terms read
+        self._repelled: dict[tuple[object, ...], bool] = {}
         self._domains: dict[str, tuple[npt.NDArray[np.int64], int, bool]] = {}
 
     # -- following the cluster ----------------------------------------------------------------
@@ -118,10 +137,11 @@ class Presence:
             if pod is not None:
                 self._add(key, pod, int(node), sign)
 
-    def replace(self, key: str, old: Pod, new: Pod) -> None:
-        """The pod's object changed while it is counted: what the rules read of it may have too."""
+    def replace(self, key: str, old: Pod, new: Pod) -> bool:
+        """The pod's object changed: what the rules read of it may have too. True when that changed
+        for a pod that is counted somewhere (a move as far as the rules are concerned)."""
         if _rule_view(old) == _rule_view(new):
-            return
+            return False
         where = list(self._at.get(key, Counter()).items())
         for node, n in where:
             for _ in range(n):
@@ -130,6 +150,7 @@ class Presence:
         for node, n in where:
             for _ in range(n):
                 self._add(key, new, node, 1)
+        return bool(where)
 
     def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
         self.version += 1
@@ -139,15 +160,21 @@ class Presence:
             del at[node]
             if not at:
                 del self._at[key]
-        for t in self._trackers.values():
+        for t in self._unguarded:
             if t.match(pod):
                 t.per_node[node] += sign
+        if self._guarded:
+            for label in pod.labels.items():
+                for t in self._guarded.get(label, ()):
+                    if t.match(pod):
+                        t.per_node[node] += sign
         if pod.pod_anti_affinity:
             self.holding += sign
             hk = (pod.namespace, pod.pod_anti_affinity)
             counts = self._holders.get(hk)
             if counts is None:
                 counts = self._holders[hk] = np.zeros(self.n, dtype=np.int64)
+                self._repelled.clear()
                 for term in pod.pod_anti_affinity:
                     self.label_keys |= term.selector.keys
             counts[node] += sign
@@ -161,7 +188,8 @@ class Presence:
         """A namespace's labels changed: trackers resolved through namespace selectors are stale."""
         if namespaces != self.namespaces:
             self.namespaces = namespaces
-            self._trackers.clear()
+            self._forget_trackers()
+            self._repelled.clear()
             self.version += 1
 
     # -- what the rules read --------------------------------------------------------------------
@@ -170,7 +198,7 @@ class Presence:
         t = self._trackers.get(match)
         if t is None:
             if len(self._trackers) >= MAX_TRACKERS:
-                self._trackers.clear()
+                self._forget_trackers()
             per_node = np.zeros(self.n, dtype=np.int64)
             for key, at in self._at.items():
                 pod = self.objects.get(key)
@@ -178,7 +206,29 @@ class Presence:
                     for node, n in at.items():
                         per_node[node] += n
             t = self._trackers[match] = Tracker(match, per_node)
+            guard = match.guard()
+            if guard is None:
+                self._unguarded.append(t)
+            else:
+                for value in guard[1]:
+                    self._guarded.setdefault((guard[0], value), []).append(t)
         return t.per_node
+
+    def _forget_trackers(self) -> None:
+        self._trackers.clear()
+        self._guarded.clear()
+        self._unguarded.clear()
+
+    def held_counts(self, match: Match) -> npt.NDArray[np.int64] | None:
+        """Per node, the held (nominated or reserved) pods ``match`` counts; None when there are none."""
+        out = None
+        for key, node in self.held():
+            pod = self.objects.get(key)
+            if pod is not None and match(pod):
+                if out is None:
+                    out = np.zeros(self.n, dtype=np.int64)
+                out[node] += 1
+        return out
 
     def domains(self, key: str) -> tuple[npt.NDArray[np.int64], int, bool]:
         """Per node, the id of its value of label ``key`` (-1: no such label); how many values; and
@@ -207,6 +257,17 @@ class Presence:
     def term_matches(self, term: PodAffinityTerm, pod: Pod) -> bool:
         return term.matches(pod, self.namespaces)
 
+    def repelled(self, pod: Pod) -> bool:
+        """Whether the anti-affinity of some pod present (or once present) could match ``pod``."""
+        if self.holding <= 0:
+            return False
+        key = (pod.namespace, tuple(sorted((k, v) for k, v in pod.labels.items() if k in self.label_keys)))
+        got = self._repelled.get(key)
+        if got is None:
+            got = self._repelled[key] = any(self.term_matches(t, pod) for (_, terms) in self._holders
+                                            for t in terms)
+        return got
+
     def holders(self) -> list[tuple[tuple[str, tuple[PodAffinityTerm, ...]], npt.NDArray[np.int64]]]:
         return list(self._holders.items())
 
@@ -233,7 +294,7 @@ class PodRules:
 
     def applies(self, pod: Pod) -> bool:
         """Whether the rules could remove any node for ``pod`` (else its mask is all nodes)."""
-        return pod.has_pod_rules or self.presence.holding > 0
+        return pod.has_pod_rules or self.presence.repelled(pod)
 
     def check(self, pod: Pod) -> Check:
         """Nodes the rules allow ``pod`` on given where pods are now, in kube-scheduler's filter
@@ -286,10 +347,13 @@ class PodRules:
         set of pods affine to each other), any node with every term's label."""
         p = self.presence
         terms = pod.pod_affinity
-        namespaces = [p.namespaces_of(t) for t in terms]
-        common = None if any(n is None for n in namespaces) else frozenset.intersection(
-            *[n for n in namespaces if n is not None])
-        per_node = p.tracker(Match(common, tuple(t.selector for t in terms)))
+        named = [n for n in (p.namespaces_of(t) for t in terms) if n is not None]
+        common = frozenset.intersection(*named) if named else None  # "any" narrows nothing
+        match = Match(common, tuple(t.selector for t in terms))
+        per_node = p.tracker(match)
+        held = p.held_counts(match)
+        if held is not None:  # a pod only nominated there is not there yet
+            per_node = per_node - held
         ok = np.ones(p.n, dtype=np.bool_)
         labelled = np.ones(p.n, dtype=np.bool_)
         anywhere = False
@@ -337,25 +401,36 @@ class PodRules:
             labelled &= dom >= 0
         remove(~labelled, SPREAD_LABEL)
         for c, (dom, _, _) in zip(hard, doms, strict=True):
-            counts, present = self.spread_counts(pod, c, labelled)
-            if not np.any(present):
-                continue  # no domain to compare with: nothing is skewed
-            least = 0 if c.min_domains is not None and int(np.count_nonzero(present)) < c.min_domains \
-                else int(counts[present].min())
             self_match = 1 if c.selector.matches(pod.labels) else 0
-            skew = np.zeros(p.n, dtype=np.int64)
             has = dom >= 0
-            skew[has] = counts[dom[has]] + self_match - least
-            remove(has & (skew > c.max_skew), SPREAD)
+            # With the held (nominated, reserved) pods and without them: kube-scheduler's filters must
+            # pass both ways.
+            for held in (False, True):
+                counts, present = self.spread_counts(pod, c, labelled, without_held=held)
+                if not np.any(present):
+                    continue  # no domain to compare with: nothing is skewed
+                least = 0 if c.min_domains is not None and int(np.count_nonzero(present)) < c.min_domains \
+                    else int(counts[present].min())
+                skew = np.zeros(p.n, dtype=np.int64)
+                skew[has] = counts[dom[has]] + self_match - least
+                remove(has & (skew > c.max_skew), SPREAD)
 
-    def spread_counts(self, pod: Pod, c: SpreadConstraint,
-                      labelled: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    def spread_counts(self, pod: Pod, c: SpreadConstraint, labelled: npt.NDArray[np.bool_],
+                      without_held: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Per domain of the constraint's key: the matching pods on eligible nodes, and whether an
-        eligible node is in it (only such domains count toward the minimum)."""
+        eligible node is in it (only such domains count toward the minimum). An empty selector
+        counts no pod, as upstream. ``without_held``: the nominated and reserved pods left out."""
         p = self.presence
         dom, ndom, _ = p.domains(c.topology_key)
         eligible = self._eligible(pod, c) & labelled
-        per_node = p.tracker(Match(frozenset({pod.namespace}), (c.selector,), live=True))
+        if not c.selector.requirements:
+            per_node = np.zeros(p.n, dtype=np.int64)
+        else:
+            match = Match(frozenset({pod.namespace}), (c.selector,), live=True)
+            per_node = p.tracker(match)
+            held = p.held_counts(match) if without_held else None
+            if held is not None:
+                per_node = per_node - held
         counts = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom).astype(np.int64)
         present = np.bincount(dom[eligible], minlength=ndom) > 0
         return counts, present
@@ -365,33 +440,54 @@ class PodRules:
     def interplay(self, pods: list[Pod]) -> Interplay:
         """How the members of one job constrain each other as they are placed: not at all (the
         rules' masks against the pods already there are exact), at most one member per node (every
-        pair of members repels on a per-node key or a shared host port: an offerslot cap of one is
-        exact), or in ways only placing them one by one can keep (affinity or spread between
-        members, anti-affinity over wider domains), with or without the cap of one per node."""
-        kinds = list({_member_view(p): p for p in pods}.values())
-        if not any(k.has_pod_rules for k in kinds):
+        pair of members repels on a per-node key or a shared host port: an offerslot cap of one on
+        the nodes where that holds is exact), or in ways only placing them one by one can keep
+        (affinity or spread between members, anti-affinity over wider domains), with or without
+        the cap. Members are compared by kind: only the labels some member's rule reads tell kinds
+        apart, so a gang whose members differ by an index label is one kind."""
+        if not any(p.has_pod_rules for p in pods):
             return Interplay()
-        p = self.presence
+        read: set[str] = set()
+        for p in {(q.pod_affinity, q.pod_anti_affinity, q.spread): q for q in pods}.values():
+            for t in (*p.pod_affinity, *p.pod_anti_affinity):
+                read |= t.selector.keys
+            for c in p.spread:
+                read |= c.selector.keys
+        kinds = list({(p.namespace, tuple(sorted((k, v) for k, v in p.labels.items() if k in read)),
+                       p.pod_affinity, p.pod_anti_affinity, p.spread, p.host_ports): p for p in pods}.values())
+        pres = self.presence
         every_pair_per_node = True
         any_pair = False
         sequential = False
+        keys: set[str] = set()
+        ports = False
         for i, a in enumerate(kinds):
             for b in kinds[i:]:
                 node_level = False
                 for x, y in ((a, b), (b, a)):
                     for t in x.pod_anti_affinity:
-                        if p.term_matches(t, y):
+                        if pres.term_matches(t, y):
                             node_level = True
-                            sequential = sequential or not p.domains(t.topology_key)[2]
-                    sequential = sequential or any(p.term_matches(t, y) for t in x.pod_affinity)
+                            keys.add(t.topology_key)
+                            sequential = sequential or not pres.domains(t.topology_key)[2]
+                    sequential = sequential or any(pres.term_matches(t, y) for t in x.pod_affinity)
                     sequential = sequential or any(
                         c.hard and x.namespace == y.namespace and c.selector.matches(y.labels) for c in x.spread)
                     if any(hp.conflicts(hq) for hp in x.host_ports for hq in y.host_ports):
-                        node_level = True
+                        node_level = ports = True
                 any_pair = any_pair or node_level
                 every_pair_per_node = every_pair_per_node and node_level
-        return Interplay(one_per_node=any_pair and every_pair_per_node,
-                         sequential=sequential or (any_pair and not every_pair_per_node))
+        cap_on = None
+        if any_pair and every_pair_per_node:
+            # Where a pair conflicts: everywhere for a shared port, else on nodes with one of the keys.
+            cap_on = np.ones(pres.n, dtype=np.bool_)
+            if not ports:
+                cap_on[:] = False
+                for key in keys:
+                    cap_on |= pres.domains(key)[0] >= 0
+        return Interplay(cap_on=cap_on, sequential=sequential or (any_pair and not every_pair_per_node),
+                         cap_reason=("they share host ports" if ports else
+                                     f"anti-affinity between them on {', '.join(sorted(keys))}"))
 
     # -- preferred terms and ScheduleAnyway spread: a score -------------------------------------
 
@@ -429,11 +525,6 @@ def _scaled(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     if hi == lo:
         return np.zeros_like(raw)
     return (raw - lo) * 100.0 / (hi - lo)
-
-
-def _member_view(pod: Pod) -> tuple[object, ...]:
-    return (pod.namespace, tuple(sorted(pod.labels.items())), pod.pod_affinity, pod.pod_anti_affinity,
-            pod.spread, pod.host_ports)
 
 
 def rules_key(pod: Pod, presence: Presence) -> tuple[object, ...]:

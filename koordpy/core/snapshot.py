@@ -193,6 +193,7 @@ class Cluster:
         self.journal: list[Callable[[], None]] | None = None
         self.objects: dict[str, Pod] = {}  # every pod the cluster was told of, for the rules between pods
         self.presence = Presence(self.nodes, self.objects)
+        self.presence.held = self._held
         self.presence.set_namespaces(snapshot.namespaces)
         assumed = assumed or {}
         for p in snapshot.pods:
@@ -233,8 +234,8 @@ class Cluster:
             self.meta.pop(key, None)
         else:
             old = self.objects.get(key)
-            if old is not None and old is not pod:
-                self.presence.replace(key, old, pod)  # where it is counted, its labels may have changed
+            if old is not None and old is not pod and self.presence.replace(key, old, pod):
+                self.moves += 1  # a counted pod's labels changed: a job the rules hold back may go now
             self.objects[key] = pod
             meta = self.meta[key] = pod_meta(pod, self.classes)
             row = self.index.row.get(key)
@@ -255,6 +256,11 @@ class Cluster:
         held = not pod.node_name
         if have is None or have[0] != node or have[1] is not vec or self.is_held(key) != held:
             self.count(key, (node, vec), held=held)
+
+    def _held(self) -> list[tuple[str, int]]:
+        """The pending pods counted where they are nominated or reserved, with their nodes."""
+        idx = self.index
+        return [(idx.keys[i], int(idx.node[i])) for i in np.flatnonzero(idx.live & idx.held).tolist()]
 
     def is_held(self, key: str) -> bool:
         row = self.index.row.get(key)
