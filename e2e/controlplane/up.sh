@@ -124,13 +124,17 @@ done
 # kube-controller-manager with every default controller, as one identity in system:masters (no
 # per-controller ServiceAccounts). It signs ServiceAccount tokens with the API server's key. No
 # leader election: it is the only one, and restart-apiserver.sh would make it lose a lease and exit.
+# The node lifecycle controller waits an hour, not 50 s, before it calls a silent node unreachable
+# and taints it: kwok's default stages refresh a node's status only every 10 to 20 minutes and
+# renew no Lease, and some tests' nodes have no kubelet on purpose (test_preemption.py's held
+# nodes); nothing here is about nodes dying. It still taints cordoned nodes as in any cluster.
 "$here/mint-user.sh" "$dir" system:kube-controller-manager system:masters > "$dir/controller-manager.kubeconfig"
 "$bindir/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" --secure-port 0 \
   --leader-elect=false --use-service-account-credentials=false --controllers '*' \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
   --service-cluster-ip-range 10.96.0.0/16 --feature-gates "$gates" \
-  --flex-volume-plugin-dir "$dir/flexvolume" \
+  --flex-volume-plugin-dir "$dir/flexvolume" --node-monitor-grace-period 1h --node-startup-grace-period 1h \
   > "$dir/logs/kube-controller-manager.log" 2>&1 &
 echo $! > "$dir/controller-manager.pid"
 # Its controllers are running once the ServiceAccount controller has made default/default: tests
