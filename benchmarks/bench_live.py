@@ -3,9 +3,10 @@
     .venv/bin/python -m benchmarks.bench_live [--nodes 5000] [--gangs 500] [--size 20] [--parked 300]
         [--skip-kube-scheduler] [--json PATH]
 
-Starts etcd + kube-apiserver + kwok (``KOORDPY_TEST_CONTROLPLANE=DIR`` reuses one, and whatever a
-run before left in its namespace is deleted first), creates KWOK nodes (8 CPUs, 64Gi, 10 nodes a
-block, 10 blocks a spine) and runs, in namespace bench-live, pods created 64 requests in flight:
+Starts etcd + kube-apiserver + kube-controller-manager + kwok (``KOORDPY_TEST_CONTROLPLANE=DIR``
+reuses one, and whatever a run before left in its namespace is deleted first), creates KWOK nodes
+(8 CPUs, 64Gi, 10 nodes a block, 10 blocks a spine) and runs, in namespace bench-live, pods
+created 64 requests in flight:
 
 1. raw ceiling: gangs x size plain pods, each bound by this script as soon as it is seen;
 2. koordpy round 1: ``koordpy run`` (started once for rounds 2-4, under its own identity
@@ -470,7 +471,10 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
             cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                            f"clientConnection:\n  kubeconfig: {env['KUBECONFIG']}\n  qps: 5000\n  burst: 5000\n"
                            "leaderElection:\n  leaderElect: false\n")
-            ks = b.child("kube-scheduler", [env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0"],
+            # The control plane's feature gates (e2e/controlplane/up.sh), as a cluster's own
+            # kube-scheduler would have them.
+            gates = ["--feature-gates", env["FEATURE_GATES"]] if env.get("FEATURE_GATES") else []
+            ks = b.child("kube-scheduler", [env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0", *gates],
                          state / "bench-kube-scheduler.log")
             probe = Pods(api, "probe")
             await probe.start()

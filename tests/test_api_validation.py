@@ -1,4 +1,4 @@
-"""The API layer refuses what the API server refuses, and computes requests as kube-scheduler v1.34."""
+"""The API layer refuses what the API server refuses, and computes requests as kube-scheduler v1.37."""
 
 import json
 from datetime import UTC, datetime, timedelta, timezone

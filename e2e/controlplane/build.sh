@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler, kubectl, etcd, kwok and helm from the Go modules
-# pinned beside this script into a per-version cache folder, skipping what is there.
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok and helm
+# from the Go modules pinned beside this script into a per-version cache folder, skipping what is
+# there.
 # Prints the folder that holds the binaries (one line) on stdout; logs go to stderr.
 #
 #   KOORDPY_CACHE  cache root (default ~/.cache/koordpy)
@@ -44,6 +45,7 @@ build() {  # name module package ldflags
 
 build etcd etcd go.etcd.io/etcd/server/v3 "-X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd"
 build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
+build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
 build kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 build kubectl kube k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok ""

@@ -2,7 +2,7 @@
 # Stops the control plane that up.sh started in DIR and removes its etcd data.
 set -uo pipefail
 dir=${1:-${KOORDPY_CONTROLPLANE:-/tmp/koordpy-controlplane}}
-for name in kwok apiserver etcd; do
+for name in kwok controller-manager apiserver etcd; do
   pidfile="$dir/$name.pid"
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")

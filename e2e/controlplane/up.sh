@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts a local control plane: etcd, kube-apiserver (RBAC on, client-certificate identities)
-# and kwok (fake kubelets: fast node and pod stages, pod-delete so deletions complete).
-# Builds the binaries first if they are missing (./build.sh).
+# Starts a local control plane: etcd, kube-apiserver (RBAC on, client-certificate identities),
+# kube-controller-manager (the default controllers: ReplicaSet, Deployment, Job, PV binding,
+# garbage collector...) and kwok (fake kubelets: fast node and pod stages, pod-delete so deletions
+# complete). kube-scheduler is not started: tests and benchmarks run it when they compare against
+# it, with $FEATURE_GATES from DIR/env. Builds the binaries first if they are missing (./build.sh).
 #
 #   up.sh [DIR]      state folder (default $KOORDPY_CONTROLPLANE or /tmp/koordpy-controlplane)
 #
@@ -29,6 +31,14 @@ bindir=$("$here/build.sh")
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
 
+# The gates the workload-aware scheduling APIs need (k8s.io/kubernetes pkg/features, v1.37):
+# GenericWorkload (beta, off by default) serves Workload and PodGroup and a pod's schedulingGroup;
+# TopologyAwareWorkloadScheduling, WorkloadWithJob (the Job controller creates a Workload and a
+# PodGroup per Job), PodGroupPreemptionPolicy and CompositePodGroup are alpha. kube-apiserver,
+# kube-controller-manager and kube-scheduler must agree on them, so every one gets this list.
+gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true
+gates+=,PodGroupPreemptionPolicy=true,CompositePodGroup=true
+
 pki=$dir/pki
 if [ ! -f "$pki/ca.key" ]; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=koordpy-e2e-ca" \
@@ -47,6 +57,8 @@ BINDIR=$bindir
 KUBECTL=$bindir/kubectl
 HELM=$bindir/helm
 KUBE_SCHEDULER=$bindir/kube-scheduler
+KUBE_CONTROLLER_MANAGER=$bindir/kube-controller-manager
+FEATURE_GATES=$gates
 ETCD_PORT=$etcd_port
 API_PORT=$api_port
 API_SERVER=https://127.0.0.1:$api_port
@@ -73,9 +85,13 @@ rules:
 - level: None
 POLICY
 
-# ServiceAccount and TaintNodesByCondition admission are off: without kube-controller-manager no
-# default ServiceAccount exists and nothing would lift the not-ready taint kwok's nodes get; the
-# tests' pods need neither. Priority admission stays on (it resolves PriorityClasses).
+# ServiceAccount and TaintNodesByCondition admission are off: the first refuses a pod until the
+# controller manager has made its namespace's default ServiceAccount (tests create namespaces and
+# pods at once) and the second taints every new node not-ready until the node controller sees it
+# Ready, so a test's node would be unusable for a moment; the tests' pods need neither. Priority
+# admission stays on (it resolves PriorityClasses). A v1.37 kube-apiserver refuses a loopback
+# --advertise-address unless it stops reconciling the kubernetes Service's endpoints
+# (--endpoint-reconciler-type none): no pod here talks to that Service.
 # shellcheck disable=SC2054  # the commas are in flag values (Node,RBAC), not between elements
 apiserver=("$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -84,6 +100,8 @@ apiserver=("$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port"
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
   --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
   --disable-admission-plugins ServiceAccount,TaintNodesByCondition --max-requests-inflight 2000 \
+  --endpoint-reconciler-type none --feature-gates "$gates" \
+  --runtime-config scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true \
   --max-mutating-requests-inflight 1000 \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log")
 printf '%q ' "${apiserver[@]}" > "$dir/apiserver.cmd"  # for restart-apiserver.sh
@@ -102,6 +120,36 @@ for _ in $(seq 1 240); do
 done
 "$bindir/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null || {
   echo "up.sh: kube-apiserver not ready after 120s; see $dir/logs" >&2; exit 1; }
+
+# kube-controller-manager with every default controller, as one identity in system:masters (no
+# per-controller ServiceAccounts). It signs ServiceAccount tokens with the API server's key. No
+# leader election: it is the only one, and restart-apiserver.sh would make it lose a lease and exit.
+# The node lifecycle controller waits an hour, not 50 s, before it calls a silent node unreachable
+# and taints it: kwok's default stages refresh a node's status only every 10 to 20 minutes and
+# renew no Lease, and some tests' nodes have no kubelet on purpose (test_preemption.py's held
+# nodes); nothing here is about nodes dying. It still taints cordoned nodes as in any cluster.
+"$here/mint-user.sh" "$dir" system:kube-controller-manager system:masters > "$dir/controller-manager.kubeconfig"
+"$bindir/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" --secure-port 0 \
+  --leader-elect=false --use-service-account-credentials=false --controllers '*' \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+  --service-cluster-ip-range 10.96.0.0/16 --feature-gates "$gates" \
+  --flex-volume-plugin-dir "$dir/flexvolume" --node-monitor-grace-period 1h --node-startup-grace-period 1h \
+  > "$dir/logs/kube-controller-manager.log" 2>&1 &
+echo $! > "$dir/controller-manager.pid"
+# Its controllers are running once the ServiceAccount controller has made default/default: tests
+# that rely on a controller (a Deployment's pods, a Job's, a PV bind) may then start.
+for _ in $(seq 1 240); do
+  if "$bindir/kubectl" --kubeconfig "$dir/kubeconfig" get serviceaccount default -n default >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$(cat "$dir/controller-manager.pid")" 2>/dev/null; then
+    echo "up.sh: kube-controller-manager exited; see $dir/logs/kube-controller-manager.log" >&2
+    tail -20 "$dir/logs/kube-controller-manager.log" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+"$bindir/kubectl" --kubeconfig "$dir/kubeconfig" get serviceaccount default -n default >/dev/null || {
+  echo "up.sh: kube-controller-manager made no default ServiceAccount in 120s; see $dir/logs" >&2; exit 1; }
 
 # kwok manages the nodes annotated kwok.x-k8s.io/node=fake with its default fast stages
 # (nodes Ready, bound pods Running, deleted pods finalized at once).

@@ -548,7 +548,9 @@ def _pod_level_resource(name: str) -> bool:
 
 
 def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
-    """What the pod asks of a node, computed as kube-scheduler v1.34 computes it."""
+    """What the pod asks of a node, computed from its spec as kube-scheduler v1.37 computes it (the
+    same as v1.34 for a spec). kube-scheduler also takes the larger of a bound pod's
+    ``status.resources`` and allocated resources while it is resized in place: not read here."""
     total: dict[str, int] = {}
     for i, c in enumerate(r.seq(spec.get("containers"), "spec.containers")):
         _add(total, _container_requests(r, r.mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
@@ -570,7 +572,7 @@ def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
         _add(running, own)
         _raise_to(init_peak, running)
     _raise_to(total, init_peak)
-    # Pod-level resources (PodLevelResources, on by default in 1.34) replace the containers'
+    # Pod-level resources (PodLevelResources, on by default since 1.34) replace the containers'
     # sum for the resources they name; a pod-level limit stands in for a missing request unless
     # the containers request that overcommittable resource themselves.
     pod_res = r.mapping(spec.get("resources"), "spec.resources")

@@ -459,12 +459,12 @@ def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[t
     valid.add(key)
 
 
-def job_pods(job: dict[str, Any], uid: str = "") -> list[dict[str, Any]]:
+def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
     """The pods the Job controller creates for a new batch/v1 Job: ``min(parallelism, completions)``
     of them from ``spec.template``, with the controller's labels (and the completion index of an
-    Indexed Job), owned by the Job (``uid``: the Job's, else its own ``metadata.uid``). The
-    controller names them ``<job>-<random>``; here they are ``<job>-<i>``, so that a simulation and
-    a live run (``tests/integration``, ``e2e/controlplane/job-pods.py``) name the same pods."""
+    Indexed Job), owned by the Job (its ``metadata.uid``, if given). The controller names them
+    ``<job>-<random>``; here they are ``<job>-<i>``, so that a simulation's answer is the same every
+    time (``tests/integration`` compares a live Job's pods with them by the nodes they are on)."""
     meta, spec = job.get("metadata") or {}, job.get("spec") or {}
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace") or "default")
     count = Owner.from_raw(job, "batch/v1", "Job").replicas or 0
@@ -480,7 +480,7 @@ def job_pods(job: dict[str, Any], uid: str = "") -> list[dict[str, Any]]:
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"{name}-{i}", "namespace": namespace, "labels": labels, "annotations": annotations,
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                                 "uid": uid or str(meta.get("uid") or ""), "controller": True,
+                                 "uid": str(meta.get("uid") or ""), "controller": True,
                                  "blockOwnerDeletion": True}]},
             "spec": dict(template.get("spec") or {})})
     return out

@@ -26,10 +26,16 @@ T = TypeVar("T")
 
 # Three CRDs are called podgroups (scheduler-plugins, Volcano, KAI): kubectl must be told which.
 PG = "podgroups.scheduling.sigs.k8s.io"
-# Every other kind the tests create, by full name, so that reset leaves nothing behind.
+# Every other kind the tests create, by full name, so that reset leaves nothing behind; the
+# Workloads and PodGroups of scheduling.k8s.io are what the Job controller makes for each Job.
 OTHERS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai", "hypernodes.topology.volcano.sh",
-          "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "jobs.batch", "persistentvolumeclaims",
+          "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "workloads.scheduling.k8s.io",
+          "podgroups.scheduling.k8s.io", "compositepodgroups.scheduling.k8s.io", "persistentvolumeclaims",
           "persistentvolumes", "storageclasses.storage.k8s.io")
+# The kinds whose controllers (in kube-controller-manager) make pods. A test's own are deleted,
+# with their pods, before the pods are; what Helm installed (the chart's Deployment) stays with
+# its pods for the rest of the chart's tests.
+CONTROLLERS = "jobs.batch,deployments.apps,replicasets.apps,statefulsets.apps,daemonsets.apps"
 
 
 @dataclass
@@ -91,7 +97,12 @@ class Kube:
 
     def reset(self) -> None:
         """Leaves an empty cluster behind: no pods, PodGroups, nodes or topology, in any namespace
-        (namespaces themselves stay: no namespace controller runs to finish deleting one)."""
+        (namespaces themselves stay, as tests share them), and no controller of a test's that would
+        make pods again. The only pods left are those a Helm-installed controller keeps."""
+        # Foreground deletion returns once the owners' pods are gone, so none of a test's Jobs or
+        # ReplicaSets is still there to replace a pod deleted below.
+        self.kubectl("delete", CONTROLLERS, "--all-namespaces", "-l", "app.kubernetes.io/managed-by!=Helm",
+                     "--cascade=foreground", "--timeout=60s", check=False)
         self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=0", "--force",
                      "--wait=false", check=False)
         self.kubectl("delete", PG, "--all", "--all-namespaces", "--wait=false", check=False)
@@ -101,8 +112,16 @@ class Kube:
         self.kubectl("delete", "clusternetworktopologies", "--all", "--wait=false", check=False)
         self.kubectl("delete", "priorityclasses", "-l", "koordpy-test=true", "--wait=false", check=False)
         self.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
-        wait_for(lambda: not self.everywhere("pods") and not self.everywhere(PG)
+        wait_for(lambda: not self.unkept_pods() and not self.everywhere(PG)
                  and not self.get("nodes", namespace=None)["items"], "an empty cluster", timeout=60)
+
+    def unkept_pods(self) -> list[str]:
+        """The pods (namespace/name) that no ReplicaSet still there controls: after ``reset`` only a
+        Helm-installed Deployment's replicas may remain, as its ReplicaSet makes them again."""
+        sets = {r["metadata"]["uid"] for r in self.everywhere("replicasets.apps")}
+        return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.everywhere("pods")
+                if not any(ref.get("controller") and ref.get("kind") == "ReplicaSet" and ref.get("uid") in sets
+                           for ref in p["metadata"].get("ownerReferences") or [])]
 
 
 def fake(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

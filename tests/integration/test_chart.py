@@ -1,9 +1,10 @@
 """The Helm chart installed on the local control plane, and ``koordpy run`` working with its RBAC only.
 
-The chart goes in with the real ``helm``. No kube-controller-manager runs here, so its Deployment
-starts no pod: the tests run ``koordpy run`` themselves, as the chart's pod would, with the
-configuration file from the installed ConfigMap and a token of the chart's ServiceAccount minted
-through the TokenRequest API (``kubectl create token``): no admin credential, no client certificate.
+The chart goes in with the real ``helm``. kube-controller-manager makes its Deployment's pods, but
+no kubelet runs them (kwok plays kubelets, and no kube-scheduler places them): the tests run
+``koordpy run`` themselves, as the chart's pod would, with the configuration file from the
+installed ConfigMap and a token of the chart's ServiceAccount minted through the TokenRequest API
+(``kubectl create token``): no admin credential, no client certificate.
 
 The API server's audit log (e2e/controlplane/up.sh records every ServiceAccount request) says
 which calls that identity made: every verb the chart's roles grant must have been used, and none of
@@ -190,6 +191,17 @@ def test_install_renders_the_notes_and_a_configuration(chart: Installed, kube: K
     deploy = kube.get("deployment", chart.of_kind("Deployment")[0]["metadata"]["name"], NAMESPACE)
     assert deploy["spec"]["replicas"] == 2
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == chart.service_account
+
+    # The Deployment and ReplicaSet controllers make its two pods, owned through its ReplicaSet.
+    def replicas() -> list[dict[str, Any]] | None:
+        sets = {r["metadata"]["uid"] for r in kube.get("replicasets.apps", namespace=NAMESPACE)["items"]
+                if any(o["uid"] == deploy["metadata"]["uid"] for o in r["metadata"].get("ownerReferences") or [])}
+        pods = [p for p in kube.get("pods", namespace=NAMESPACE)["items"]
+                if any(o["uid"] in sets and o.get("controller") for o in p["metadata"].get("ownerReferences") or [])]
+        return when(len(pods) == 2, pods)
+
+    pods = wait_for(replicas, "the Deployment's two pods")
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {chart.service_account}
 
 
 def test_the_service_account_is_refused_what_its_role_does_not_grant(

@@ -66,24 +66,24 @@ def test_volcano_podgroup_with_two_partitions(kube: Kube, scheduler: Scheduler) 
 def test_kai_required_rack_job_owned_by_a_real_batch_job(kube: Kube, scheduler: Scheduler) -> None:
     kube.apply(fake([o for o in zoned(RACKS) if o["kind"] == "Node"]), NET)
     kube.apply(gpus(pod("busy", cpu="1", node_name="n-a1-0", scheduler="default-scheduler")))
+    # The Job controller of kube-controller-manager makes the pods from this template (named
+    # train-<random>, owned by the Job's uid), as in a real cluster.
+    template = gpus(pod("template", cpu="1"))["spec"] | {"restartPolicy": "Never"}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "train", "namespace": "default",
                         "annotations": kai("network", required="example.com/rack")},
-           "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
-               "schedulerName": "koordpy", "restartPolicy": "Never",
-               "containers": [{"name": "main", "image": "busybox"}]}}}}
+           "spec": {"parallelism": 2, "completions": 2, "template": {"spec": template}}}
     kube.apply(job)
     uid = kube.get("jobs.batch", "train")["metadata"]["uid"]
-    # No Job controller runs in this control plane: the pods are created as it would create them.
-    pods = []
-    for i in range(2):
-        p = gpus(pod(f"train-{i}", cpu="1"))
-        p["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid,
-                                             "controller": True}]
-        pods.append(p)
-    kube.apply(pods)
-    bound = wait_for(lambda: kube.bound() if {"train-0", "train-1"} <= set(kube.bound()) else None, "train bound")
-    assert {bound["train-0"], bound["train-1"]} == {"n-a2-0", "n-a2-1"}  # rack a2 is the exact fit
+
+    def train() -> dict[str, str] | None:
+        owned = [p for p in kube.pods().values()
+                 if any(r["uid"] == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
+        bound = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in owned}
+        return bound if len(bound) == 2 and all(bound.values()) else None
+
+    bound = wait_for(train, "the Job's two pods made by the Job controller and bound")
+    assert set(bound.values()) == {"n-a2-0", "n-a2-1"}  # rack a2 is the exact fit
 
 
 def test_hypernode_status_follows_nodes(kube: Kube, scheduler: Scheduler) -> None:
