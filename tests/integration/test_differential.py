@@ -315,8 +315,10 @@ def run_kube_scheduler(kube: Kube, controlplane: ControlPlane, pods: list[Obj], 
         "leaderElection": {"leaderElect": False}}))
     log = tmp_path / "kube-scheduler.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([controlplane.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT)
+        # The control plane's feature gates, as a real cluster's kube-scheduler would have them.
+        gates = ["--feature-gates", controlplane.env["FEATURE_GATES"]] if controlplane.env.get("FEATURE_GATES") else []
+        proc = subprocess.Popen([controlplane.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0",
+                                 *gates], stdout=out, stderr=subprocess.STDOUT)
     try:
         theirs = [{**p, "spec": {**p["spec"], "schedulerName": "default-scheduler"}} for p in pods]
         kube.kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(theirs))
