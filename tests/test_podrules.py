@@ -483,3 +483,24 @@ def test_explain_lists_the_rules_in_its_filter_table() -> None:
     got = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/p")
     assert got is not None and got.diagnosis is not None
     assert dict(got.diagnosis.filtered) == {"node(s) didn't match pod anti-affinity rules": 2}
+
+
+def test_a_self_affine_gangs_own_lifted_nominations_do_not_count_against_it() -> None:
+    # Members nominated on a (room made for them) are placed again with their nominations lifted;
+    # the nominated pods must not be subtracted from the affinity counts a second time.
+    from koordpy.core.cycle import Cycle
+    from koordpy.core.statement import Statement
+
+    aff = affine(term({"app": "train"}, ZONE))
+    members = gang(2, affinity=aff)
+    for m in members:
+        m["status"] = {"nominatedNodeName": "a"}
+    world = World.from_objects([("t", o) for o in (zoned("a", "z1"), zoned("b", "z2"), podgroup("g", 2), *members,
+                                                   running("r", "a", {"app": "train"}))])
+    cycle = Cycle(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    pods = [cycle.view.by_key[f"default/w-{i}"] for i in range(2)]
+    stmt = Statement(cycle.cluster)
+    stmt.evict(pods[0].key)  # w-0's nomination lifted, w-1's still held on a
+    check = cycle.filters.rules.check(pods[0])
+    assert check.mask.tolist() == [True, False]  # r runs in z1: only z1, counted once
+    stmt.discard()

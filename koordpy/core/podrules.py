@@ -224,7 +224,8 @@ class Presence:
         out = None
         for key, node in self.held():
             pod = self.objects.get(key)
-            if pod is not None and match(pod):
+            # Only where it is present now: a job's own nominations are lifted while it is placed.
+            if pod is not None and self._at.get(key, {}).get(node, 0) > 0 and match(pod):
                 if out is None:
                     out = np.zeros(self.n, dtype=np.int64)
                 out[node] += 1
