@@ -225,7 +225,8 @@ class Presence:
         for key, node in self.held():
             pod = self.objects.get(key)
             # Only where it is present now: a job's own nominations are lifted while it is placed.
-            if pod is not None and self._at.get(key, {}).get(node, 0) > 0 and match(pod):
+            at = self._at.get(key)
+            if pod is not None and at is not None and at[node] > 0 and match(pod):
                 if out is None:
                     out = np.zeros(self.n, dtype=np.int64)
                 out[node] += 1
