@@ -34,6 +34,7 @@ from koordpy.api.volcano import (
     network_topology_from_annotations,
     pod_volcano_group,
 )
+from koordpy.api.workload import WorkloadPodGroup
 from tests.builders import node, pod
 
 Raw = dict[str, Any]
@@ -525,6 +526,8 @@ MINIMAL: dict[str, Raw] = {
         {"type": "Node", "selector": {"exactMatch": {"name": "n1"}}}]}},
     "PodGroup.scheduling.volcano.sh": {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}},
     "Topology": {"metadata": {"name": "t"}, "spec": {"levels": [{"nodeLabel": "example.com/rack"}]}},
+    "PodGroup.scheduling.k8s.io": {"metadata": {"name": "g", "namespace": "ns"},
+                                   "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
     "PodGroup.scheduling.run.ai": {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}},
     "Job": {"metadata": {"name": "j", "namespace": "ns"}, "spec": {"parallelism": 3}},
     "ReplicaSet": {"metadata": {"name": "rs", "namespace": "ns"}, "spec": {"replicas": 3}},
@@ -543,7 +546,7 @@ ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
     "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
-    "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode,
+    "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
 }
 
 

@@ -82,7 +82,8 @@ def test_a_running_pod_with_claims_counts_on_its_node_as_any_other() -> None:
 # -- Workload PodGroups (kube-scheduler's GangScheduling, spec.schedulingGroup) -------------------
 
 def test_a_pod_in_a_workload_podgroup_is_refused_not_scheduled_alone() -> None:
-    out = run(node("n0"), grouped(pod("w-0", cpu="1")), pod("plain", cpu="1"))
+    out = run(node("n0"), workload_podgroup("workers", {"gang": {"minCount": 1}}), grouped(pod("w-0", cpu="1")),
+              pod("plain", cpu="1"))
     assert out.bound == {"default/plain": "n0"}
     assert out.pending["default/w-0"].startswith(f"{SCHEDULING_GROUP}: pod default/w-0 belongs to PodGroup "
                                                  "'workers'")
@@ -175,3 +176,34 @@ def test_koordpy_simulate_reads_namespaces_and_reports_a_refused_pod(tmp_path: A
     assert out["pending"]["default/dra"].startswith(CLAIMS)
     assert [e["reason"] for e in out["events"] if e["object"] == "default/dra"] == ["FailedScheduling"]
     assert "not acted on" not in done.stderr
+
+
+def workload_podgroup(name: str, policy: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"schedulingPolicy": policy, **spec}}
+
+
+def test_pods_of_a_basic_podgroup_are_lone_pods_as_for_kube_scheduler() -> None:
+    # What the Job controller makes for a plain Job (WorkloadWithJob): a basic PodGroup, no gang.
+    out = run(node("n0"), workload_podgroup("workers", {"basic": {}}), grouped(pod("w-0", cpu="1")),
+              grouped(pod("w-1", cpu="1")))
+    assert out.bound == {"default/w-0": "n0", "default/w-1": "n0"}
+
+
+def test_pods_of_a_gang_podgroup_are_refused_naming_the_policy() -> None:
+    out = run(node("n0"), workload_podgroup("workers", {"gang": {"minCount": 2}}), grouped(pod("w-0", cpu="1")))
+    assert out.pending["default/w-0"].startswith(f"{SCHEDULING_GROUP}: pod default/w-0 belongs to PodGroup "
+                                                 "'workers' with gang policy (minCount 2)")
+
+
+def test_a_basic_podgroup_with_constraints_is_refused_not_dropped() -> None:
+    constrained = workload_podgroup("workers", {"basic": {}}, schedulingConstraints={
+        "topology": [{"key": "topology.kubernetes.io/zone"}]})
+    out = run(node("n0"), constrained, grouped(pod("w-0", cpu="1")))
+    assert "spec.schedulingConstraints" in out.pending["default/w-0"]
+
+
+def test_a_pod_whose_podgroup_does_not_exist_waits_for_it() -> None:
+    out = run(node("n0"), grouped(pod("w-0", cpu="1")))
+    assert out.pending["default/w-0"] == ("waiting for PodGroup default/workers (scheduling.k8s.io), which pod "
+                                          "default/w-0 names in spec.schedulingGroup, to exist")

@@ -18,11 +18,13 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+from koordpy.api.workload import WorkloadPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
-               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode"]
+               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode", "workload-podgroup"]
 ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
-                           "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode")
+                           "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode",
+                           "workload-podgroup")
 # The storage roles: their objects make up ``Snapshot.storage`` (read by koordpy.core.volumes).
 STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 
@@ -89,6 +91,8 @@ KINDS: tuple[Kind, ...] = (
          "topology"),
     Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, _topology("kai.scheduler/v1alpha1"),
          "topology"),
+    Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, WorkloadPodGroup.from_raw,
+         "workload-podgroup"),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, KaiPodGroup.from_raw, "kai-podgroup"),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner"),
     Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner"),
@@ -107,6 +111,13 @@ _BY_API = {(k.api_version, k.kind): k for k in KINDS}
 _BY_ID: dict[str, Kind] = {}
 for _k in KINDS:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
     _BY_ID.setdefault(_k.id, _k)
+
+
+def optional(group: str, plural: str) -> bool:
+    """Whether a cluster may not serve the kind (a CRD not installed, an API not enabled, RBAC that
+    does not grant it): its objects are then left out. Nodes, pods, namespaces, the storage kinds of
+    the core API and PriorityClasses are always served."""
+    return group != "" and (group, plural) != ("scheduling.k8s.io", "priorityclasses")
 
 
 def kind_for(api_version: str, kind: str) -> Kind | None:

@@ -258,6 +258,7 @@ class Pod(_Model):
     resource_claims: tuple[str, ...] = ()
     # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
     scheduling_group: str = ""
+    scheduling_group_other: bool = False  # named by a field other than podGroupName
 
     @property
     def key(self) -> str:
@@ -356,6 +357,7 @@ class Pod(_Model):
             # group koordpy does not read: named by that field.
             scheduling_group=(r.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
                               or ", ".join(sorted(str(k) for k in group))),
+            scheduling_group_other=bool(group) and not group.get("podGroupName"),
             **_pod_rules(r, spec, meta),
             volumes=pod_volumes(r, str(meta.get("name") or ""), spec),
         )

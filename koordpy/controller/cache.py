@@ -30,6 +30,7 @@ from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotatio
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -72,7 +73,8 @@ def _rv(raw: dict[str, Any]) -> int:
 def cache_name(kind: Kind) -> str:
     """The name the cache files a kind under (and reports it by): its kind, the PodGroups of other
     schedulers told apart from the scheduler-plugins one."""
-    return {"volcano-podgroup": "VolcanoPodGroup", "kai-podgroup": "KaiPodGroup"}.get(kind.role, kind.kind)
+    return {"volcano-podgroup": "VolcanoPodGroup", "kai-podgroup": "KaiPodGroup",
+            "workload-podgroup": "WorkloadPodGroup"}.get(kind.role, kind.kind)
 
 
 KINDS_BY_NAME: dict[str, Kind] = {}
@@ -102,6 +104,7 @@ class Cache:
     topologies: dict[str, Topology] = field(default_factory=dict)
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> owner
     owner_uids: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, ns/name) -> uid
     # Namespace name -> its labels. Replaced, never changed in place, so that a snapshot handed out
@@ -269,6 +272,8 @@ class Cache:
             self.volcano_podgroups[key] = obj
         elif isinstance(obj, KaiPodGroup):
             self.kai_podgroups[key] = obj
+        elif isinstance(obj, WorkloadPodGroup):
+            self.workload_podgroups[key] = obj
         elif isinstance(obj, Namespace):
             if self.namespaces.get(key) != obj.labels:
                 self.namespaces = {**self.namespaces, key: obj.labels}
@@ -317,6 +322,8 @@ class Cache:
             self.volcano_podgroups.pop(key, None)
         elif kind == "KaiPodGroup":
             self.kai_podgroups.pop(key, None)
+        elif kind == "WorkloadPodGroup":
+            self.workload_podgroups.pop(key, None)
         elif kind == "Namespace" and key in self.namespaces:
             self.namespaces = {k: v for k, v in self.namespaces.items() if k != key}
         elif (kind, key) in self.owner_uids:
@@ -458,6 +465,7 @@ class Cache:
                         topology_error=self.topology_error(), hypernodes=dict(self.hypernodes),
                         topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
+                        workload_podgroups=dict(self.workload_podgroups),
                         owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta),
                         namespaces=self.namespaces,
                         storage=Storage(dict(self.storage.claims), dict(self.storage.volumes),

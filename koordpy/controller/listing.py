@@ -30,7 +30,7 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
             kwargs["_continue"] = cont
         if group == "":
             resp = await _core_list(CoreV1Api(api), plural)(**kwargs)
-        elif group == "scheduling.k8s.io":
+        elif (group, plural) == ("scheduling.k8s.io", "priorityclasses"):
             resp = await SchedulingV1Api(api).list_priority_class(**kwargs)
         else:
             resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, **kwargs)
@@ -91,7 +91,7 @@ async def list_everything(kubeconfig: str | None) -> list[tuple[str, dict[str, A
     installed is skipped."""
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    from koordpy.api.kinds import watched
+    from koordpy.api.kinds import optional, watched
     from koordpy.controller.main import api_client
 
     api = await api_client(kubeconfig, qps_unlimited=False)
@@ -101,7 +101,7 @@ async def list_everything(kubeconfig: str | None) -> list[tuple[str, dict[str, A
             try:
                 items, _ = await list_objects(api, kind.group, kind.version, kind.plural)
             except ApiException as exc:
-                if exc.status == 404 and kind.group not in ("", "scheduling.k8s.io"):
+                if exc.status == 404 and optional(kind.group, kind.plural):
                     continue
                 raise
             for raw in items:

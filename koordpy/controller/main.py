@@ -23,7 +23,7 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import watched
+from koordpy.api.kinds import optional, watched
 from koordpy.controller.cache import Cache, cache_name
 from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_into
@@ -123,7 +123,7 @@ async def sync(api: ApiClient, cache: Cache,
                 try:
                     list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
-                    if exc.status in (403, 404) and group not in ("", "scheduling.k8s.io"):
+                    if exc.status in (403, 404) and optional(group, plural):
                         log.warning("kind not served or not readable (CRD not installed?); its objects are "
                                     "ignored", kind=kind)
                         continue

@@ -10,7 +10,7 @@ import asyncio
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import watched
+from koordpy.api.kinds import optional, watched
 from koordpy.controller.cache import Cache, cache_name
 from koordpy.controller.listing import list_objects
 from koordpy.core.snapshot import Snapshot
@@ -27,7 +27,7 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
             try:
                 items, version = await list_objects(api, kind.group, kind.version, kind.plural)
             except ApiException as exc:
-                if exc.status in (403, 404) and kind.group not in ("", "scheduling.k8s.io"):
+                if exc.status in (403, 404) and optional(kind.group, kind.plural):
                     notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
                     continue
                 raise

@@ -563,9 +563,11 @@ class Cycle:
             if self.now - since >= limit:
                 return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
         # After the timeout: members a NonStrict gang holds room for are still released in time.
-        refused = job_refusal(job.id, job.pods, job.is_gang)
+        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot.workload_podgroups)
         if refused is not None:
-            return refused, "changed"  # the fields are immutable: only a new pod (a change) can go on
+            # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
+            # may appear or change, which is no change of the pods: such a job is looked at every cycle.
+            return refused, None if any(p.scheduling_group for p in job.pods) else "changed"
         return None
 
     def _owner_wait(self, job: Job) -> str | None:

@@ -20,6 +20,7 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.storage import Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import Presence
 from koordpy.core.tree import TopologyTree
@@ -61,6 +62,8 @@ class Snapshot:
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Kubernetes' own PodGroups (scheduling.k8s.io), which pods name in spec.schedulingGroup.
+    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, for the volume rules.
     storage: Storage = field(default_factory=Storage)
 

@@ -41,6 +41,7 @@ from koordpy.api.storage import (
 )
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
+from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -77,6 +78,7 @@ class World:
     topologies: dict[str, Topology] = field(default_factory=dict)
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)  # by uid
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
     ignored: list[str] = field(default_factory=list)
@@ -211,6 +213,9 @@ class World:
         elif isinstance(obj, VolcanoPodGroup):
             once("PodGroup", obj.key, source)
             self.volcano_podgroups[obj.key] = obj
+        elif isinstance(obj, WorkloadPodGroup):
+            once("PodGroup.scheduling.k8s.io", obj.key, source)
+            self.workload_podgroups[obj.key] = obj
         elif isinstance(obj, KaiPodGroup):
             once("PodGroup", obj.key, source)
             self.kai_podgroups[obj.key] = obj
@@ -258,6 +263,7 @@ class World:
                         priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names,
                         hypernodes=dict(self.hypernodes), topologies=dict(self.topologies),
                         volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
+                        workload_podgroups=dict(self.workload_podgroups),
                         owners=dict(self.owners), namespaces=dict(self.namespaces), storage=self.storage.copy())
 
     def apply(self, result: CycleResult) -> int:

@@ -30,6 +30,10 @@ import yaml
 
 from tests.builders import node, pod, podgroup
 from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.test_volumes_live import _claim as volume_claim
+from tests.integration.test_volumes_live import _class as volume_class
+from tests.integration.test_volumes_live import _user as volume_user
+from tests.integration.test_volumes_live import _volume as local_volume
 from tests.test_chart import CHART, Grant, grants, rbac_rules
 
 NAMESPACE = "koordpy-system"
@@ -288,6 +292,19 @@ def drive_every_write(kube: Kube) -> None:
                [pod(f"late-{i}", group="late") for i in range(3)])
     wait_for(lambda: all((kube.get("pod", f"late-{i}")["metadata"].get("annotations") or {}).get(
         "gang.scheduling.koordinator.sh/timeout") == "true" for i in range(3)), "the timed-out gang annotated", 60)
+    # PreBind's volume writes: a static volume's claimRef (patch persistentvolumes; kube-controller-manager
+    # completes the bind) and a provisioned claim's selected node (patch persistentvolumeclaims).
+    kube.reset()
+    kube.apply(fake([node("n0")]))
+    kube.apply(volume_class("static", "kubernetes.io/no-provisioner"),
+               volume_class("dynamic", "provisioner.koordpy.test"), volume_claim("s", "static"),
+               volume_claim("d", "dynamic"), local_volume("pv-s", "static", "n0"))
+    kube.apply(volume_user("su", "s"), volume_user("du", "d"))
+    wait_for(lambda: (kube.get("pv", "pv-s", None)["spec"].get("claimRef") or {}).get("name") == "s",
+             "the static volume's claimRef set", 60)
+    wait_for(lambda: (kube.get("pvc", "d")["metadata"].get("annotations") or {}).get(
+        "volume.kubernetes.io/selected-node") == "n0", "the provisioned claim's selected node", 60)
+    kube.reset()
     # The same FailedScheduling Event twice (patch events): a pod that fits nowhere, told A; a second
     # node that does not fit either changes the message to B; that node gone, A again. The writer
     # waits out its settle and cooldown between the condition writes, each followed by its Event.
