@@ -323,11 +323,16 @@ class SchedulerLoop:
                 pv = pvs.get(pv_name)
                 if claim is None or pv is None:
                     raise LookupError(f"PersistentVolumeClaim {claim_key} or PersistentVolume {pv_name} is gone")
-                await self.writer.claim_volume(pv_name, claim.namespace, claim.name, claim.uid)
+                version = self.cache.versions.get(("PersistentVolume", pv_name))
+                await self.writer.claim_volume(pv_name, claim.namespace, claim.name, claim.uid,
+                                               str(version) if version else "")
             for claim_key in vb.provision:
                 await self.writer.select_node(claim_key, vb.node)
             deadline = time.monotonic() + PREBIND_TIMEOUT
             while not all(k in claims and claims[k].bound for k in vb.claims):
+                given_up = self._binding_undone(vb)
+                if given_up:  # as kube-scheduler's checkBindings: no use waiting for a bind that was undone
+                    raise LookupError(given_up)
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"claims {', '.join(vb.claims)} not bound within {PREBIND_TIMEOUT:g}s")
                 if d.pod not in self.cache.pods:
@@ -342,6 +347,25 @@ class SchedulerLoop:
             self.writer.unschedulable(d.pod, f"running PreBind plugin \"VolumeBinding\": {exc}")
             return
         await self._bind(d, uid, started, event)
+
+    def _binding_undone(self, vb: VolumeBinding) -> str | None:
+        """Why a PreBind wait cannot succeed any more: a claim gone, a provisioner that reset the
+        claim's selected node (it gives the pod back to scheduling that way), or a static volume whose
+        claimRef no longer names its claim."""
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        for key in vb.claims:
+            if key not in claims:
+                return f"PersistentVolumeClaim {key} is gone"
+        for key in vb.provision:
+            claim = claims[key]
+            if not claim.bound and claim.selected_node != vb.node:
+                return (f"the provisioner of PersistentVolumeClaim {key} reset its selected node "
+                        f"(now {claim.selected_node or 'none'})")
+        for key, pv_name in vb.static:
+            claim, pv = claims[key], pvs.get(pv_name)
+            if not claim.bound and (pv is None or not pv.bound_to(claim)):
+                return f"PersistentVolume {pv_name} no longer names PersistentVolumeClaim {key}"
+        return None
 
     async def _preempt(self, d: Preempt, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message):

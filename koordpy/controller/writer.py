@@ -250,16 +250,21 @@ class ApiWriter:
 
     # -- PreBind: volumes ---------------------------------------------------------------------
 
-    async def claim_volume(self, pv: str, claim_ns: str, claim: str, claim_uid: str) -> None:
+    async def claim_volume(self, pv: str, claim_ns: str, claim: str, claim_uid: str,
+                           resource_version: str = "") -> None:
         """A static bind's first half, as kube-scheduler's VolumeBinding writes it: the PersistentVolume's
         claimRef names the claim (and it says the controller bound it); the PV controller in
-        kube-controller-manager completes the bind. Raises when the write fails."""
+        kube-controller-manager completes the bind. Conditional on ``resource_version`` (the PV as the
+        cache saw it), so a PV bound to another claim meanwhile is a Conflict, never taken over.
+        Raises when the write fails."""
         ref: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": claim_ns,
                                "name": claim}
         if claim_uid:
             ref["uid"] = claim_uid
-        body = {"metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
-                "spec": {"claimRef": ref}}
+        meta: dict[str, Any] = {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        body = {"metadata": meta, "spec": {"claimRef": ref}}
         async with self.sem:
             await self._call("volume", f"claimRef of PersistentVolume {pv}", lambda: self.core.patch_persistent_volume(
                 pv, body, _content_type=MERGE_PATCH, _preload_content=False))

@@ -146,7 +146,8 @@ class View:
                  # A namespace's labels decide which pods a namespaceSelector counts; they change rarely.
                  or not _same(snapshot.namespaces, prev.namespaces))
         changed, removed = self._pod_changes(snapshot, prev, whole)
-        storage_changed = prev is None or self.volumes is None or snapshot.storage.changed_from(prev.storage)
+        storage_changed = (prev is None or self.volumes is None or self.volumes.assumed
+                           or snapshot.storage.changed_from(prev.storage))
         # A pod with volumes that comes, goes or moves can free a ReadWriteOncePod claim, a disk or
         # room under an attach limit: jobs parked for a volume rule are woken.
         volume_pods_moved = any(p.volumes for p in changed) or any(

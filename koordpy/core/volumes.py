@@ -32,6 +32,8 @@ from koordpy.core.decisions import VolumeBinding
 # kube-scheduler v1.37's reasons, per node.
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+# Members of one job sharing an unbound WaitForFirstConsumer claim: it binds once, for one node.
+SHARED_CLAIM = "members sharing an unbound WaitForFirstConsumer claim must go to the node its volume is bound for"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
@@ -78,6 +80,9 @@ class VolumeRules:
         self.invalid = storage.invalid
         # New for every state (a new one, or an assume): the filters' cached answers for volume pods expire.
         self.version = next(_VERSIONS)
+        # PreBind's writes assumed here: the next snapshot's storage is what holds (the shell assumes
+        # the writes it makes and undoes those that fail), so the view builds the rules again from it.
+        self.assumed = False
         self._by_class: dict[str, list[PersistentVolume]] | None = None
         self.limited = any(c.limits for c in self.csinodes.values())
 
@@ -148,13 +153,18 @@ class VolumeRules:
                             return pod, RWOP_CONFLICT
                         users.add(claim.key)
         taken: set[str] = set()  # static PVs the members before took: one PV binds one claim
+        claim_at: dict[str, int] = {}  # an unbound claim members share is bound once, for one node
         for at, pods in placing.items():
             for pod in pods:
                 delayed = self._sort(pod).delayed
+                if any(claim_at.get(c.key, at) != at for c in delayed):
+                    return pod, SHARED_CLAIM
+                delayed = tuple(c for c in delayed if c.key not in claim_at)
                 found = self._bindings(delayed, nodes[at], taken) if delayed else ([], [])
                 if found is None:
                     return pod, BIND_CONFLICT
                 taken.update(name for _, name in found[0])
+                claim_at.update((c.key, at) for c in delayed)
         for at, pods in placing.items():
             if len(pods) < 2:
                 continue
@@ -386,5 +396,6 @@ class VolumeRules:
                                                                               ANN_SELECTED_NODE: node.name}})
         self.version = next(_VERSIONS)
         self._by_class = None
+        self.assumed = True
         return VolumeBinding(node.name, tuple(static), fresh, tuple(c.key for c in claims.delayed))
 

@@ -560,6 +560,9 @@ def _ephemeral_claims(raw: dict[str, Any], pod: Pod,
         if f"{pod.namespace}/{name}" in claims:
             continue
         template = v["ephemeral"].get("volumeClaimTemplate") or {}
+        if not isinstance(template, dict):
+            raise ParseError(f"Pod {pod.key}", f"spec.volumes[{v.get('name')}].ephemeral.volumeClaimTemplate",
+                             f"must be a mapping, got {type(template).__name__}")
         tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
         out.append(PersistentVolumeClaim.from_raw({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
