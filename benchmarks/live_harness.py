@@ -119,10 +119,13 @@ class Pods:
     is when each was first seen bound (perf_counter). A pod first seen bound on a LIST (its bind
     fell in a gap of the watch) gets the time of its ``PodScheduled=True`` condition instead
     (1 s resolution), and is counted in ``from_list``. ``on_unbound`` is told of each pod seen
-    pending: the raw ceiling binds it."""
+    pending: the raw ceiling binds it. ``namespace`` is bench_live's unless told (bench_rules
+    measures in its own)."""
 
-    def __init__(self, api: ApiClient, round_: str, on_unbound: Callable[[str], None] | None = None) -> None:
+    def __init__(self, api: ApiClient, round_: str, on_unbound: Callable[[str], None] | None = None,
+                 namespace: str = NS) -> None:
         self.core = CoreV1Api(api)
+        self.namespace = namespace
         self.selector = f"bench-round={round_}"
         self.on_unbound = on_unbound
         self.state: dict[str, PodState] = {}
@@ -161,7 +164,7 @@ class Pods:
 
     async def refresh(self, for_watch: bool = False) -> None:
         data = await call(f"LIST pods {self.selector}", lambda: self.core.list_namespaced_pod(
-            NS, label_selector=self.selector, _preload_content=False, _request_timeout=LIST_SECONDS))
+            self.namespace, label_selector=self.selector, _preload_content=False, _request_timeout=LIST_SECONDS))
         names = set()
         for pod in data.get("items") or []:
             self._record(pod, listed=True)
@@ -182,7 +185,7 @@ class Pods:
                     await self.refresh(for_watch=True)
                 opened = time.perf_counter()
                 resp = await self.core.list_namespaced_pod(
-                    NS, label_selector=self.selector, watch=True, resource_version=self.version,
+                    self.namespace, label_selector=self.selector, watch=True, resource_version=self.version,
                     allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _preload_content=False,
                     _request_timeout=(10, WATCH_SECONDS + 30))
                 try:
