@@ -37,7 +37,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Set as AbstractSet
@@ -66,6 +65,7 @@ from benchmarks.live_harness import (
     empty,
     in_window,
     list_names,
+    run_bench,
     samples,
     say,
     size,
@@ -547,20 +547,7 @@ def main() -> None:
     args = ap.parse_args()
     # The retries' own warnings would be a line per call while the API server is away: counted instead.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
-    state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-"))
-    fig: dict[str, Any] = {}
-    try:
-        asyncio.run(bench(args, state, fig))
-    except BenchError as exc:
-        fig["error"] = str(exc)
-        if args.json:
-            Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
-        say(f"bench_live: error: {exc}\nthe figures measured before it: {json.dumps(fig, sort_keys=True)}")
-        sys.exit(1)
-    finally:
-        if not reuse:
-            subprocess.run([str(ROOT / "e2e/controlplane/down.sh"), str(state)], check=False, timeout=120)
+    fig = run_bench("bench_live", lambda state, fig: bench(args, state, fig), args.json, ROOT)
     fig["summary"] = summary(fig)
     width = max(len(r["figure"]) for r in fig["summary"])
     vwidth = max(len(r["value"]) for r in fig["summary"])

@@ -46,9 +46,7 @@ import contextlib
 import json
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -71,6 +69,7 @@ from benchmarks.live_harness import (
     create,
     empty,
     list_names,
+    run_bench,
     say,
     wait_for,
 )
@@ -555,20 +554,7 @@ def main() -> None:
                 and scaled(s.init, args.scale) + scaled(s.measured, args.scale) > args.nodes:
             ap.error(f"{s.name} needs a node per pod: --nodes {args.nodes} is fewer than its pods")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
-    state = Path(reuse or tempfile.mkdtemp(prefix="koordpy-bench-rules-"))
-    fig: dict[str, Any] = {}
-    try:
-        asyncio.run(bench(args, state, fig))
-    except BenchError as exc:
-        fig["error"] = str(exc)
-        if args.json:
-            Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
-        say(f"bench_rules: error: {exc}\nthe figures measured before it: {json.dumps(fig, sort_keys=True)}")
-        sys.exit(1)
-    finally:
-        if not reuse:
-            subprocess.run([str(ROOT / "e2e/controlplane/down.sh"), str(state)], check=False, timeout=120)
+    fig = run_bench("bench_rules", lambda state, fig: bench(args, state, fig), args.json, ROOT)
     print("\n" + table(fig))
     if args.json:
         Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")

@@ -20,9 +20,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +50,28 @@ START = time.time()  # wall clock, for the audit logs rotated during the run
 
 class BenchError(Exception):
     """A step did not finish; the message says what was missing."""
+
+
+def run_bench(label: str, bench: Callable[[Path, dict[str, Any]], Coroutine[Any, Any, None]], json_path: str | None,
+              root: Path) -> dict[str, Any]:
+    """Runs ``bench(state, fig)`` on the control plane ``KOORDPY_TEST_CONTROLPLANE`` names (else on a
+    fresh one, stopped afterwards) and returns its figures; a ``BenchError`` writes the figures
+    measured before it (and to ``json_path``), says what was missing and exits 1."""
+    reuse = os.environ.get("KOORDPY_TEST_CONTROLPLANE")
+    state = Path(reuse or tempfile.mkdtemp(prefix=f"koordpy-{label}-"))
+    fig: dict[str, Any] = {}
+    try:
+        asyncio.run(bench(state, fig))
+    except BenchError as exc:
+        fig["error"] = str(exc)
+        if json_path:
+            Path(json_path).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
+        say(f"{label}: error: {exc}\nthe figures measured before it: {json.dumps(fig, sort_keys=True)}")
+        sys.exit(1)
+    finally:
+        if not reuse:
+            subprocess.run([str(root / "e2e/controlplane/down.sh"), str(state)], check=False, timeout=120)
+    return fig
 
 
 def say(message: str) -> None:
