@@ -247,6 +247,19 @@ class Pod(_Model):
     spread: tuple[SpreadConstraint, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
 
+    def selects_node(self, node: Node) -> bool:
+        """``nodeSelector`` and required node affinity (kube-scheduler's NodeAffinity filter)."""
+        if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        return not self.affinity_terms or any(t.matches(node.name, node.labels) for t in self.affinity_terms)
+
+    def untolerated_taint(self, node: Node) -> Taint | None:
+        """The first ``NoSchedule`` / ``NoExecute`` taint of the node the pod does not tolerate."""
+        for taint in node.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in self.tolerations):
+                return taint
+        return None
+
     @property
     def has_pod_rules(self) -> bool:
         """Whether where other pods run matters to where this one may go (a filter, not a score)."""

@@ -49,12 +49,10 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
         return UNSCHEDULABLE
     if not node.ready and not any(t.tolerates(_NOT_READY_TAINT) for t in pod.tolerations):
         return NOT_READY
-    for taint in node.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in pod.tolerations):
-            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
-        return AFFINITY
-    if pod.affinity_terms and not any(t.matches(node.name, node.labels) for t in pod.affinity_terms):
+    taint = pod.untolerated_taint(node)
+    if taint is not None:
+        return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    if not pod.selects_node(node):
         return AFFINITY
     if pod.required_features and not node.declared_features.issuperset(pod.required_features):
         return FEATURES  # kube-scheduler's NodeDeclaredFeatures

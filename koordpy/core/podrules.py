@@ -104,7 +104,6 @@ class Presence:
         self.nodes = nodes
         self.n = len(nodes)
         self.objects = objects  # every pod the cluster knows, by key (the Cluster's own dict)
-        self.version = 0
         self.namespaces: dict[str, dict[str, str]] = {}
         self._trackers: dict[Match, Tracker] = {}
         # Trackers by a (label, value) every pod they count has; the rest are asked on every move.
@@ -153,7 +152,6 @@ class Presence:
         return bool(where)
 
     def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
-        self.version += 1
         at = self._at.setdefault(key, Counter())
         at[node] += sign
         if at[node] <= 0:
@@ -190,7 +188,6 @@ class Presence:
             self.namespaces = namespaces
             self._forget_trackers()
             self._repelled.clear()
-            self.version += 1
 
     # -- what the rules read --------------------------------------------------------------------
 
@@ -379,18 +376,15 @@ class PodRules:
             key = (tuple(sorted(pod.node_selector.items())), pod.affinity_terms)
             m = self._node_affinity.get(key)
             if m is None:
-                m = self._node_affinity[key] = np.array([
-                    all(n.labels.get(k) == v for k, v in pod.node_selector.items())
-                    and (not pod.affinity_terms or any(t.matches(n.name, n.labels) for t in pod.affinity_terms))
-                    for n in self.presence.nodes], dtype=np.bool_)
+                m = self._node_affinity[key] = np.array([pod.selects_node(n) for n in self.presence.nodes],
+                                                        dtype=np.bool_)
             out &= m
         if c.honor_node_taints:
             tkey = (pod.tolerations,)
             m = self._taints.get(tkey)
             if m is None:
-                m = self._taints[tkey] = np.array([
-                    all(t.effect not in ("NoSchedule", "NoExecute") or any(tol.tolerates(t) for tol in pod.tolerations)
-                        for t in n.taints) for n in self.presence.nodes], dtype=np.bool_)
+                m = self._taints[tkey] = np.array([pod.untolerated_taint(n) is None for n in self.presence.nodes],
+                                                  dtype=np.bool_)
             out &= m
         return out
 
@@ -407,7 +401,7 @@ class PodRules:
             has = dom >= 0
             # With the held (nominated, reserved) pods and without them: kube-scheduler's filters must
             # pass both ways.
-            for held in (False, True):
+            for held in (False, True) if any(True for _ in p.held()) else (False,):
                 counts, present = self.spread_counts(pod, c, labelled, without_held=held)
                 if not np.any(present):
                     continue  # no domain to compare with: nothing is skewed
