@@ -361,7 +361,7 @@ class SchedulerLoop:
             if not claim.bound and claim.selected_node != vb.node:
                 return (f"the provisioner of PersistentVolumeClaim {key} reset its selected node "
                         f"(now {claim.selected_node or 'none'})")
-        for key, pv_name in vb.static:
+        for key, pv_name in (*vb.static, *vb.prebound):
             claim, pv = claims[key], pvs.get(pv_name)
             if not claim.bound and (pv is None or not pv.bound_to(claim)):
                 return f"PersistentVolume {pv_name} no longer names PersistentVolumeClaim {key}"

@@ -19,10 +19,9 @@ class VolumeBinding:
     static: tuple[tuple[str, str], ...] = ()  # (claim namespace/name, PersistentVolume name)
     provision: tuple[str, ...] = ()  # claim namespace/name
     claims: tuple[str, ...] = ()  # every claim the pod waits for to be Bound before its binding
-
-    @property
-    def writes(self) -> bool:
-        return bool(self.static or self.provision)
+    # Static PersistentVolumes whose claimRef names the claim already (pre-bound): nothing to write,
+    # the PV controller binds them unasked.
+    prebound: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

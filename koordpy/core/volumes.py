@@ -382,13 +382,13 @@ class VolumeRules:
         found = self._bindings(claims.delayed, node)
         if found is None:
             raise LookupError(BIND_CONFLICT)
-        static, provision = found
+        pairs, provision = found
+        static = [(k, n) for k, n in pairs if not self.pvs[n].bound_to(self.claims[k])]
+        prebound = tuple((k, n) for k, n in pairs if (k, n) not in static)
         for claim_key, pv_name in static:
             claim = self.claims[claim_key]
-            pv = self.pvs[pv_name]
-            if not pv.bound_to(claim):
-                self.pvs[pv_name] = pv.model_copy(update={"claim_ref": ClaimRef(
-                    namespace=claim.namespace, name=claim.name, uid=claim.uid)})
+            self.pvs[pv_name] = self.pvs[pv_name].model_copy(update={"claim_ref": ClaimRef(
+                namespace=claim.namespace, name=claim.name, uid=claim.uid)})
         fresh = tuple(k for k in provision if self.claims[k].selected_node != node.name)
         for claim_key in fresh:
             claim = self.claims[claim_key]
@@ -397,5 +397,5 @@ class VolumeRules:
         self.version = next(_VERSIONS)
         self._by_class = None
         self.assumed = True
-        return VolumeBinding(node.name, tuple(static), fresh, tuple(c.key for c in claims.delayed))
+        return VolumeBinding(node.name, tuple(static), fresh, tuple(c.key for c in claims.delayed), prebound)
 

@@ -314,7 +314,7 @@ class World:
         assert d.volumes is not None
         changes = 0
         claims, pvs = self.storage.claims, self.storage.volumes
-        for claim_key, pv_name in d.volumes.static:
+        for claim_key, pv_name in (*d.volumes.static, *d.volumes.prebound):
             claim, pv = claims.get(claim_key), pvs.get(pv_name)
             if claim is None or pv is None or claim.bound:
                 continue
