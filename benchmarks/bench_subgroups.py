@@ -25,9 +25,9 @@ from typing import Any
 from benchmarks.bench_topology import best_of
 from benchmarks.bench_topology import hypernodes as tiered_hypernodes
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import rank_order
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import warm_up
 from koordpy.sim.simulator import World

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import warm_up
 from koordpy.sim.simulator import World

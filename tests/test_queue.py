@@ -15,7 +15,8 @@ import pytest
 from koordpy.controller.cache import Cache
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.decisions import CycleResult
-from koordpy.core.gang import Job, SchedulerState
+from koordpy.core.gang import Job
+from koordpy.core.state import SchedulerState
 from koordpy.core.view import BACKOFF_INITIAL, BACKOFF_MAX, FLUSH_SECONDS, Wake
 from tests.builders import node, pod, podgroup
 

@@ -23,9 +23,10 @@ from koordpy.api.topology import GatherRule
 from koordpy.api.volcano import NetworkTopology
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
-from koordpy.core.gang import Gang, SchedulerState, gangs_named, group_of, resolve_gangs
+from koordpy.core.gang import Gang, GangGroupId, gangs_named, group_of, resolve_gangs
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
+from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TopologyTree
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
@@ -220,7 +221,7 @@ class _Explainer:
     def pod(self, pod: Pod) -> Explanation:
         gang = self.gangs.get(self.member_of.get(pod.key, ""))
         gangs = self._group(gang)
-        job = self.groups.get(gang.key, gang.key) if gang is not None else pod.key
+        job = str(self._gid(gang)) if gang is not None else pod.key
         prio = effective_priority(pod, self.snapshot.priority_classes)
         base = Explanation("pod", pod.key, "pending", "", job, self._job_kind(gangs), prio,
                            gangs=tuple(self._gang_facts(g) for g in gangs),
@@ -255,7 +256,7 @@ class _Explainer:
         key = named[0]
         gang = self.gangs[key]
         gangs = self._group(gang)
-        job = self.groups.get(gang.key, gang.key)
+        job = str(self._gid(gang))
         pods = sorted(gang.pods, key=lambda p: p.key)
         prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
         base = Explanation("podgroup", key, "pending", "", job, self._job_kind(gangs), prio,
@@ -446,11 +447,13 @@ class _Explainer:
 
     # -- facts -------------------------------------------------------------------------------
 
+    def _gid(self, gang: Gang) -> GangGroupId:
+        return self.groups.get(gang.key) or GangGroupId((gang.key,))
+
     def _group(self, gang: Gang | None) -> list[Gang]:
         if gang is None:
             return []
-        gid = self.groups.get(gang.key, gang.key)
-        return [self.gangs[k] for k in gid.split(",") if k in self.gangs]
+        return [self.gangs[k] for k in self._gid(gang) if k in self.gangs]
 
     def _members(self, gangs: list[Gang], pod: Pod | None) -> list[Pod]:
         pods = {p.key: p for g in gangs for p in g.pods}

@@ -12,10 +12,11 @@ cycle after a few changes costs a few changes, not the cluster. Does not belong 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import compress
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -24,16 +25,16 @@ from koordpy.api.objects import Node, Pod
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     Gang,
+    GangGroupId,
     Job,
-    SchedulerState,
     build_gang,
     claims,
     gang_member,
     group_job,
     group_of,
-    holds_alone,
     single_job,
 )
+from koordpy.core.gangrule import holds_alone
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.volcano import spec_of
 from koordpy.core.volumes import VolumeRules
@@ -77,6 +78,21 @@ class Parked:
         return float(min(BACKOFF_INITIAL * 2 ** min(self.attempts - 1, 16), BACKOFF_MAX))
 
 
+class Memory(Protocol):
+    """What the view reads of the scheduler's state and the two transitions it makes on it
+    (``koordpy.core.state.SchedulerState``, which carries the view: so the view names only this)."""
+
+    @property
+    def reserved(self) -> Mapping[str, str]: ...
+
+    @property
+    def satisfied(self) -> AbstractSet[str]: ...
+
+    def release(self, pod: str) -> str | None: ...
+
+    def keep_satisfied(self, gangs: Iterable[str]) -> None: ...
+
+
 def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     return a.keys() == b.keys() and all(v is b[k] or v == b[k] for k, v in a.items())
 
@@ -91,8 +107,8 @@ class View:
         self.member_of: dict[str, str] = {}
         self.members: dict[str, dict[str, Pod]] = {}
         self.gangs: dict[str, Gang] = {}
-        self.groups: dict[str, str] = {}
-        self.group_jobs: dict[str, Job] = {}
+        self.groups: dict[str, GangGroupId] = {}  # gang -> its GangGroup
+        self.group_jobs: dict[GangGroupId, Job] = {}
         self.single_jobs: dict[str, Job] = {}
         self.parked: dict[str, Parked] = {}
         self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
@@ -101,7 +117,7 @@ class View:
         self._names: dict[str, tuple[str, ...]] = {}
         self.gangs_gone = False  # a gang went away in the last refresh
         self.regrouped = False  # GangGroups were recomputed in the last refresh
-        self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
+        self.wait_limits: dict[GangGroupId, float] = {}  # GangGroup -> its waiting time, while its gangs stand
         # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
         self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
         self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
@@ -118,7 +134,7 @@ class View:
 
     # -- bringing the view up to date ------------------------------------------------------
 
-    def refresh(self, snapshot: Snapshot, state: SchedulerState) -> Cluster:
+    def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
         prev = self.snapshot
@@ -180,14 +196,14 @@ class View:
         # pod that changed can have stopped being claimed).
         for key in [k for k in (state.reserved if whole else recount) if k in state.reserved
                     and k not in self.claimed]:
-            del state.reserved[key]
+            state.release(key)
         cluster = self.cluster
         if (whole or cluster is None or prev is None or self._nodes_changed(snapshot.nodes, prev.nodes)
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
             names = {n.name for n in snapshot.nodes}
             for key in [k for k, node in state.reserved.items() if node not in names]:
-                del state.reserved[key]
+                state.release(key)
             cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
             self.filters = Filters(cluster, self.volumes)
             self.filters.placed = self._placed
@@ -238,7 +254,7 @@ class View:
             return False
         return any(a is not b and a != b for a, b in zip(nodes, old, strict=True))
 
-    def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
+    def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
                       changed: list[Pod], removed: list[str], whole: bool) -> None:
         self.gangs_gone = whole
         self.regrouped = whole
@@ -288,9 +304,9 @@ class View:
                 self.gangs[key] = gang
         self.dirty = set(touched)
         if self.gangs_gone:
-            state.satisfied &= self.gangs.keys()
+            state.keep_satisfied(self.gangs)
         for key in touched:  # a gang's waiting time may have changed with it
-            for gid in {self.groups.get(key), key}:
+            for gid in {self.groups.get(key), GangGroupId((key,))}:
                 if gid is not None:
                     self.wait_limits.pop(gid, None)
         if not touched and not single_keys:
@@ -317,7 +333,7 @@ class View:
             groups = dict(self.groups)
             for key in touched:
                 if key in self.gangs:
-                    groups.setdefault(key, key)
+                    groups.setdefault(key, GangGroupId((key,)))
                 else:
                     groups.pop(key, None)
         regroup = whole or (regrouped and any(groups.get(k) != v for k, v in self.groups.items() if k not in touched))
@@ -338,7 +354,7 @@ class View:
         def holds(gang: Gang) -> bool:
             found = alone.get(gang.key)
             if found is None:
-                found = alone[gang.key] = holds_alone(gang, state)
+                found = alone[gang.key] = holds_alone(gang, state.satisfied)
             return found
 
         for key in single_keys:
@@ -350,10 +366,10 @@ class View:
                 self.single_jobs.pop(key, None)
         for gid in gids:
             claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
-                       for k in gid.split(",") if k in self.gangs and not holds(self.gangs[k])}
+                       for k in gid if k in self.gangs and not holds(self.gangs[k])}
             # An old group id of a touched gang names a GangGroup that may no longer stand as one.
             job = group_job(gid, self.gangs, claimed, snapshot) \
-                if all(groups.get(k) == gid for k in gid.split(",")) else None
+                if all(groups.get(k) == gid for k in gid) else None
             if job is None:
                 self.group_jobs.pop(gid, None)
             else:
@@ -372,7 +388,8 @@ class View:
             return False
         if {**old.__dict__, "unschedulable_message": pod.unschedulable_message} != pod.__dict__:
             return False
-        for job_id in (self.groups.get(gang_key or ""), pod.key):
+        group = self.groups.get(gang_key) if gang_key is not None else None
+        for job_id in (None if group is None else str(group), pod.key):
             parked = self.parked.get(job_id) if job_id is not None else None
             if parked is not None and parked.pending.get(pod.key, pod.unschedulable_message) \
                     != pod.unschedulable_message:
@@ -381,7 +398,7 @@ class View:
         if members is not None and gang_key is not None:
             members[pod.key] = pod
             gang = self.gangs.get(gang_key)
-            job = self.group_jobs.get(self.groups.get(gang_key, ""))
+            job = self.group_jobs.get(group) if group is not None else None
             holders += [gang.pods] if gang is not None else []
             holders += [job.pods] if job is not None else []
         if pod.key in self.single_jobs:
