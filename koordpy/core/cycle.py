@@ -172,7 +172,7 @@ class Cycle:
         failure = None
         if pods and not self._on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
-        strict = not job.is_gang or any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+        strict = not job.is_gang or gangrule.strict(job)
         if failure and job.is_gang and (strict or req) and not (req and req.subgroups):
             # The attempt was all-or-nothing for every pending member, but the gang may need
             # fewer: the longest rank-order prefix that still meets the minimums goes instead.
@@ -613,8 +613,7 @@ class Cycle:
         self.preempted_jobs.add(job.id)
         self.result.preemption_attempts += 1
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
-        if plan.outcome == "none" and job.is_gang and any(g.config is not None and g.config.mode == "Strict"
-                                                          for g in job.gangs):
+        if plan.outcome == "none" and job.is_gang and gangrule.strict(job):
             least = gangrule.deficit(job, self.state.reserved, self.state.satisfied)
             if 0 < least < len(pods):  # room for the gang's minimum may be made where all of it cannot
                 smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)

@@ -21,6 +21,7 @@ from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY
 from koordpy.api.objects import Pod
 from koordpy.api.topology import GatherRule
 from koordpy.api.volcano import NetworkTopology
+from koordpy.core import gangrule
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import Gang, GangGroupId, gangs_named, group_of, resolve_gangs
@@ -439,7 +440,7 @@ class _Explainer:
     def _short_changes(self, gangs: list[Gang]) -> list[str]:
         out = []
         for g in gangs:
-            if g.config is not None and len(g.pods) < g.config.min_member:
+            if g.config is not None and gangrule.too_few(g):
                 missing = g.config.min_member - len(g.pods)
                 out.append(f"minMember {g.config.min_member} but only {len(g.pods)} pod(s) of gang {g.key} exist: "
                            f"create {missing} more (or lower minMember)")
@@ -485,7 +486,7 @@ class _Explainer:
     def _gang_facts(self, gang: Gang) -> GangFacts:
         cfg = gang.config
         bound = sum(1 for p in gang.pods if p.node_name)
-        waiting = sum(1 for p in gang.pods if p.key in self.state.reserved)
+        waiting = gangrule.waiting(gang, self.state.reserved)
         return GangFacts(gang.key, self._declared_by(gang), cfg.min_member if cfg is not None else None,
                          len(gang.pods), bound, len(gang.pods) - bound, waiting,
                          cfg.mode if cfg is not None else None, cfg.waiting_seconds if cfg is not None else None,

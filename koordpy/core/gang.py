@@ -114,7 +114,7 @@ class Job:
     @cached_property
     def group(self) -> GangGroupId:
         """The GangGroup this job places (empty for a lone pod); ``id`` is how it is shown."""
-        return GangGroupId(g.key for g in self.gangs)
+        return GangGroupId.of(*(g.key for g in self.gangs))
 
     @property
     def binding(self) -> bool:

@@ -78,6 +78,22 @@ def gated_short(gang: Gang, gated: int) -> bool:
     return bool(gated) and len(gang.pods) - gated < cfg.min_member
 
 
+def strict(job: Job) -> bool:
+    """Whether some gang of the GangGroup is Strict: the job binds its minimum whole or nothing, and
+    reserves nothing while it waits (a NonStrict GangGroup keeps what fits reserved)."""
+    return any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+
+
+def waiting(gang: Gang, reserved: Mapping[str, str]) -> int:
+    """The members held while the gang waits for the rest (reserved, not bound)."""
+    return sum(1 for p in gang.pods if p.key in reserved)
+
+
+def minimum(gang: Gang) -> tuple[int, int]:
+    """The gang's bound members and its minimum (what preemption must not break it below)."""
+    return len(gang.bound()), _minimum(gang)
+
+
 def permit(job: Job, placed: Collection[str], reserved: Mapping[str, str], satisfied: AbstractSet[str]) -> bool:
     """Whether every gang of the GangGroup reaches its minimum with what is placed now (a lone
     pod: whether it is placed)."""

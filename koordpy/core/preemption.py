@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
+from koordpy.core import gangrule
 from koordpy.core.gang import Gang, GangGroupId, Job
 from koordpy.core.placement import Failure, Placer
 from koordpy.core.requirement import Requirement
@@ -364,10 +365,7 @@ class Preemptor:
         bound = np.zeros(len(gang_of), dtype=np.int64)
         least = np.zeros(len(gang_of), dtype=np.int64)
         for key, g in gang_of.items():
-            gang = self.gangs[key]
-            assert gang.config is not None
-            bound[g] = sum(1 for p in gang.pods if p.node_name)
-            least[g] = gang.config.min_member
+            bound[g], least[g] = gangrule.minimum(self.gangs[key])
         return jobs, gangs, bound, least
 
 
