@@ -98,7 +98,7 @@ def main() -> None:
         c_best, c_med = best_of(cycle, RUNS)
 
         c = Cycle(snap, SchedulerState(), 0.0)
-        gang = c.view.queue()[0]
+        gang = c.view.queue.jobs()[0]
         pods = rank_order(gang.pods)
 
         def place(c: Cycle = c, gang: Any = gang, pods: list[Any] = pods) -> None:

@@ -141,7 +141,7 @@ def main() -> None:
     def placement(s: Snapshot, expect: int) -> Callable[[], None]:
         """Placement alone (requirement, sub-groups, kernels), on a cycle's view, discarded each time."""
         c = Cycle(s, SchedulerState(), 0.0)
-        job = c.view.queue()[0]
+        job = c.view.queue.jobs()[0]
         pods = rank_order(job.pods)
 
         def run() -> None:

@@ -298,7 +298,7 @@ def _attempts_after_an_unrelated_bind(holder_labels: dict[str, str], holder_affi
         world.pods[f"default/s{t}"] = Pod.from_raw(running(f"s{t}", "b", {"app": "web"}, cpu="100m"))
         schedule(world.snapshot(names), state, 30.0 * t)
     assert state.view is not None
-    parked = next(iter(state.view.parked.values()))
+    parked = next(iter(state.view.queue.parked.values()))
     return parked.attempts
 
 

@@ -9,9 +9,9 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult
 from koordpy.core.gang import GangGroupId
+from koordpy.core.queue import BACKOFF_MAX
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
-from koordpy.core.view import BACKOFF_MAX
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup
 

@@ -34,6 +34,7 @@ from koordpy.core.decisions import (
 from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, TopologyAsk, claims, missing_owner
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.queue import Wake
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
@@ -41,7 +42,7 @@ from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
-from koordpy.core.view import View, Wake
+from koordpy.core.view import View
 
 # How the message to the pods of a job whose evaluation raised begins: the shell counts their
 # attempt as an error (kube-scheduler's "error" result), not as unschedulable.
@@ -86,30 +87,31 @@ class Cycle:
             # group when it is tried). Forgetting them also keeps a long run's memory bounded.
             self.state.forget_waits(view.groups.values())
             self.state.forget_told(gangs)
-        view.new_cycle()
-        for job in view.queue():
-            parked = view.still_parked(job, self.now)
+        queue = view.queue
+        queue.new_cycle()
+        for job in queue.jobs():
+            parked = queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
-                if job.id in view.backing_off:
+                if job.id in queue.backing_off:
                     self.result.queues["backoff"] += len(parked.pending)
                 else:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             self.result.queues["active"] += len(job.pods)
-            before = view.parked.pop(job.id, None)
+            before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
             wake = self._isolated(job)
             if wake is not None:
                 since = self.state.wait_since.get(job.group)
-                view.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                          None if since is None else since + self._wait_limit(job), self.state.reserved,
-                          wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
+                queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
+                           None if since is None else since + self._wait_limit(job), self.state.reserved,
+                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
-        deadlines += view.backing_off.values()  # woken while backing off: tried when the backoff ends
+        deadlines += queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
@@ -500,7 +502,7 @@ class Cycle:
     # -- extension points ----------------------------------------------------------------
 
     def pre_filter(self, job: Job) -> tuple[str, Wake | Literal["timed-out"] | None] | None:
-        """Why the job cannot be tried this cycle, and what could change that (see ``View.park``),
+        """Why the job cannot be tried this cycle, and what could change that (see ``Queue.park``),
         or None to go on; "timed-out" when its wait expired. Changes nothing."""
         waiting = self._owner_wait(job)
         if waiting is not None:
@@ -770,7 +772,7 @@ def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
         cycle.gangs = cycle.view.gangs
         job = None
         ahead: list[str] = []
-        for candidate in cycle.view.queue():
+        for candidate in cycle.view.queue.jobs():
             if any(p.key == pod_key for p in candidate.pods):
                 job = candidate
                 break
