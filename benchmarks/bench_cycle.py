@@ -33,7 +33,7 @@ from benchmarks.bench_placement import GPU, LAYERS, cluster_objects
 from koordpy.controller.cache import Cache
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 
 NAMES = frozenset({"koordpy"})
 

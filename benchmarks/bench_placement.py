@@ -22,10 +22,10 @@ from koordpy.api import ClusterNetworkTopology, Node, Pod, PodGroup
 from koordpy.api.topology import parse_network_topology_spec
 from koordpy.core.cycle import schedule
 from koordpy.core.filters import Filters
-from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources import koordinator
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import (
     achievable,

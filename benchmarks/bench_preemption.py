@@ -31,8 +31,8 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.core import preemption as preemption_module
 from koordpy.core.cycle import schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.kernels import node_offerslots, warm_up
 from koordpy.kernels.preempt import (
     candidate_costs,

@@ -25,9 +25,9 @@ from typing import Any
 from benchmarks.bench_topology import best_of
 from benchmarks.bench_topology import hypernodes as tiered_hypernodes
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import rank_order
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import warm_up
 from koordpy.sim.simulator import World
@@ -98,7 +98,7 @@ def main() -> None:
         c_best, c_med = best_of(cycle, RUNS)
 
         c = Cycle(snap, SchedulerState(), 0.0)
-        gang = c.view.queue()[0]
+        gang = c.view.queue.jobs()[0]
         pods = rank_order(gang.pods)
 
         def place(c: Cycle = c, gang: Any = gang, pods: list[Any] = pods) -> None:

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import rank_order
 from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import warm_up
 from koordpy.sim.simulator import World
@@ -141,7 +141,7 @@ def main() -> None:
     def placement(s: Snapshot, expect: int) -> Callable[[], None]:
         """Placement alone (requirement, sub-groups, kernels), on a cycle's view, discarded each time."""
         c = Cycle(s, SchedulerState(), 0.0)
-        job = c.view.queue()[0]
+        job = c.view.queue.jobs()[0]
         pods = rank_order(job.pods)
 
         def run() -> None:

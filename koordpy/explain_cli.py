@@ -213,7 +213,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for line in notes:
         print(f"{PROG}: note: {line}", file=sys.stderr)
     from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
-    from koordpy.core.gang import SchedulerState
+    from koordpy.core.state import SchedulerState
 
     # The running scheduler's memory (NonStrict reservations, gang waits) is not readable from
     # outside; a fresh state is what a restarted scheduler would start from.

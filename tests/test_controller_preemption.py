@@ -19,8 +19,8 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import MERGE_PATCH, ApiWriter
 from koordpy.core.decisions import CycleResult, Nominate, Preempt
-from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from tests.builders import node, pod
 
 NAMES = frozenset({"koordpy"})

@@ -18,7 +18,8 @@ import yaml
 
 from koordpy.cli import load_documents
 from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
-from koordpy.core.gang import SchedulerState
+from koordpy.core.gang import GangGroupId
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import pod, podgroup
 
@@ -286,10 +287,10 @@ def test_the_core_changes_neither_state_nor_snapshot() -> None:
     world = World.from_objects(load_documents([PREEMPTION]).docs)
     snapshot = world.snapshot(frozenset({"koordpy"}))
     pods_before = list(snapshot.pods)
-    state = SchedulerState(reserved={"default/x": "node-0"}, wait_since={"default/y": 1.0})
+    state = SchedulerState(reserved={"default/x": "node-0"}, wait_since={GangGroupId.of("default/y"): 1.0})
     exp = explain_pod(snapshot, state, world.now, "default/train-0")
     assert exp is not None and exp.preemption is not None and exp.preemption.would_evict == ("default/notebook",)
-    assert state.reserved == {"default/x": "node-0"} and state.wait_since == {"default/y": 1.0}
+    assert state.reserved == {"default/x": "node-0"} and state.wait_since == {GangGroupId.of("default/y"): 1.0}
     assert state.view is None and not state.satisfied
     assert snapshot.pods == pods_before and all(a is b for a, b in zip(snapshot.pods, pods_before, strict=True))
     assert explain_pod(snapshot, state, world.now, "default/ghost") is None

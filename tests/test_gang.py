@@ -5,8 +5,9 @@ from typing import Any
 from koordpy.api import Node, Pod, PodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Annotate, Bind, PodGroupStatusUpdate
-from koordpy.core.gang import SchedulerState
+from koordpy.core.gang import GangGroupId
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World, simulate
 from tests.builders import node, pod, podgroup, run
 
@@ -199,7 +200,7 @@ def test_a_gang_left_half_bound_by_a_restart_goes_first_and_completes() -> None:
 
 
 def test_state_forgets_gangs_that_are_gone() -> None:
-    state = SchedulerState(satisfied={"default/old"}, wait_since={"default/old": 1.0})
+    state = SchedulerState(satisfied={"default/old"}, wait_since={GangGroupId.of("default/old"): 1.0})
     schedule(snap(THREE, [pod("p")], []), state, 2.0)
     assert state.satisfied == set() and state.wait_since == {}
 

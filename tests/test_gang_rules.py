@@ -9,8 +9,8 @@ from koordpy.api import Node, Pod, PodGroup
 from koordpy.core import cycle as cycle_module
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Event, SetPodScheduledFalse
-from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
 

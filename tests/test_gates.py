@@ -8,7 +8,7 @@ from typing import Any
 
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Bind, Event, SetPodScheduledFalse
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, run
 

@@ -12,8 +12,8 @@ from koordpy.api.kinds import kind_for, watched
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace
 from koordpy.controller.cache import Cache
 from koordpy.core.cycle import schedule
-from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from koordpy.core.cycle import schedule
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 

@@ -146,7 +146,7 @@ def test_a_nonstrict_reservation_does_not_leave_the_members_nomination_counted_t
     import numpy as np
 
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import SchedulerState
+    from koordpy.core.state import SchedulerState
     from koordpy.sim.simulator import World
     from tests.builders import priority_class
 
@@ -233,7 +233,7 @@ def test_a_running_pod_relabelled_to_match_wakes_a_pod_its_affinity_waits_for() 
     # label change is no move (Cluster.recount replaces the object in Presence, adopt() never runs),
     # so the pod stays parked for FLUSH_SECONDS although the node it needs is there now.
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import SchedulerState
+    from koordpy.core.state import SchedulerState
     from koordpy.sim.simulator import World
 
     names = frozenset({"koordpy"})
@@ -251,7 +251,7 @@ def test_control_a_new_matching_pod_does_wake_it() -> None:
     # Control for the test above: the same wait ends at once when the matching pod is a new one (a move).
     from koordpy.api.objects import Pod
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import SchedulerState
+    from koordpy.core.state import SchedulerState
     from koordpy.sim.simulator import World
 
     names = frozenset({"koordpy"})
@@ -283,7 +283,7 @@ def test_a_must_gather_gang_refused_by_its_anti_affinity_cap_says_so() -> None:
 def _attempts_after_an_unrelated_bind(holder_labels: dict[str, str], holder_affinity: Any) -> int:
     from koordpy.api.objects import Pod
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import SchedulerState
+    from koordpy.core.state import SchedulerState
     from koordpy.sim.simulator import World
 
     names = frozenset({"koordpy"})
@@ -298,7 +298,7 @@ def _attempts_after_an_unrelated_bind(holder_labels: dict[str, str], holder_affi
         world.pods[f"default/s{t}"] = Pod.from_raw(running(f"s{t}", "b", {"app": "web"}, cpu="100m"))
         schedule(world.snapshot(names), state, 30.0 * t)
     assert state.view is not None
-    parked = next(iter(state.view.parked.values()))
+    parked = next(iter(state.view.queue.parked.values()))
     return parked.attempts
 
 

@@ -8,8 +8,9 @@ from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.podgroup import PodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Nominate, Preempt
-from koordpy.core.gang import SchedulerState
+from koordpy.core.gang import GangGroupId
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 
 HIGH, LOW, MID = priority_class("high", 1000), priority_class("low", 10), priority_class("mid", 100)
@@ -248,13 +249,14 @@ def test_a_dry_run_says_what_would_happen_and_changes_nothing() -> None:
     raws = [node("n0"), HIGH, LOW, running("victim", "n0"), pod("p", priority_class="high")]
     nodes, pods, classes = _objs(raws)
     snap = Snapshot(nodes=nodes, pods=pods, priority_classes=classes)
-    state = SchedulerState(reserved={"default/other": "n0"}, wait_since={"g": 1.0})
+    state = SchedulerState(reserved={"default/other": "n0"}, wait_since={GangGroupId.of("g"): 1.0})
     out = dry_run(snap, state, 5.0, "default/p")
     assert out is not None and out.job == "default/p" and out.plan is not None
     assert out.plan.victims == ("default/victim",) and out.plan.nominated == {"default/p": 0}
     assert out.failure is not None and out.failure.resolvable and out.failure.filtered == (("Insufficient cpu", 1),)
     assert [d.pod for d in out.decisions if isinstance(d, Preempt)] == ["default/victim"]
-    assert state.reserved == {"default/other": "n0"} and state.wait_since == {"g": 1.0} and state.view is None
+    assert state.reserved == {"default/other": "n0"} and state.wait_since == {GangGroupId.of("g"): 1.0}
+    assert state.view is None
     assert dry_run(snap, state, 5.0, "default/victim") is None  # running: nothing to try
 
 

@@ -17,7 +17,7 @@ from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import ApiWriter
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Bind, CycleResult, VolumeBinding
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, priority_class, run
 from tests.test_volumes import csinode, pv, pvc, sc, using

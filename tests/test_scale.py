@@ -11,7 +11,7 @@ import pytest
 from koordpy.controller.cache import Cache
 from koordpy.controller.writer import STATUS_INTERVAL, ApiWriter
 from koordpy.core.cycle import schedule
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})

@@ -9,9 +9,10 @@ import pytest
 
 from koordpy.api import Node, Pod
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.gang import Job, SchedulerState
+from koordpy.core.gang import Job
+from koordpy.core.queue import Wake
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.view import Wake
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World, simulate
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
 
@@ -95,7 +96,7 @@ def test_what_is_parked_for_a_job_that_is_gone_is_forgotten() -> None:
     waiting = Pod.from_raw(pod("p", cpu="16"))
     state = SchedulerState()
     schedule(Snapshot(nodes=nodes, pods=[waiting]), state, 0.0)
-    assert state.view is not None and set(state.view.parked) == {"default/p"}
+    assert state.view is not None and set(state.view.queue.parked) == {"default/p"}
     schedule(Snapshot(nodes=nodes, pods=[]), state, 1.0)
-    assert state.view.parked == {}
+    assert state.view.queue.parked == {}
     assert state.view.cluster is not None and "default/p" not in state.view.cluster._requests

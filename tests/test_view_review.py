@@ -8,9 +8,10 @@ from koordpy.api import Node, Pod
 from koordpy.api.podgroup import PodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult
-from koordpy.core.gang import SchedulerState
+from koordpy.core.gang import GangGroupId
+from koordpy.core.queue import BACKOFF_MAX
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.view import BACKOFF_MAX
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup
 
@@ -148,11 +149,11 @@ def test_a_wait_is_forgotten_when_its_gang_joins_another_group() -> None:
     a = [Pod.from_raw(pod(f"a-{i}", group="a")) for i in range(2)]
     pgs = {"default/a": PodGroup.from_raw(podgroup("a", 2, annotations=NONSTRICT))}
     schedule(Snapshot(nodes=nodes, pods=a, podgroups=pgs), state, 0.0)
-    assert set(state.wait_since) == {"default/a"}
+    assert set(state.wait_since) == {GangGroupId.of("default/a")}
     # a and b now name each other: one GangGroup, whose wait starts when it is first tried.
     pgs["default/a"] = PodGroup.from_raw(podgroup("a", 2, groups=GROUPS, annotations=NONSTRICT))
     pgs["default/b"] = PodGroup.from_raw(podgroup("b", 1, groups=GROUPS, annotations=NONSTRICT))
     result = schedule(Snapshot(nodes=nodes, pods=[*a, Pod.from_raw(pod("b-0", group="b"))], podgroups=pgs),
                       state, 5.0)
-    assert set(state.wait_since) == {"default/a,default/b"}  # the new group's wait, from now
+    assert set(state.wait_since) == {GangGroupId.of("default/a", "default/b")}  # the new group's wait, from now
     assert result.next_deadline is not None and result.next_deadline > 5.0

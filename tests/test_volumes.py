@@ -11,7 +11,7 @@ import pytest
 from koordpy.api.errors import ParseError
 from koordpy.api.storage import PersistentVolumeClaim, StorageClass
 from koordpy.core.cycle import schedule
-from koordpy.core.gang import SchedulerState
+from koordpy.core.state import SchedulerState
 from koordpy.core.volumes import (
     BIND_CONFLICT,
     DISK_CONFLICT,

@@ -31,10 +31,10 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
     VolumeBinding,
 )
-from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
+from koordpy.core.state import SchedulerState
 
 log = structlog.get_logger("koordpy.loop")
 FAILURE_BACKOFF = 1.0

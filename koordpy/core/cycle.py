@@ -19,6 +19,7 @@ from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
 from koordpy.api.quantity import format_quantity
 from koordpy.api.volcano import VolcanoPodGroup
+from koordpy.core import gangrule
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -30,15 +31,18 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, SchedulerState, TopologyAsk, claims, missing_owner
+from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, TopologyAsk, claims, missing_owner
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.queue import Wake
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.sources import koordinator, kueue_kai, volcano
+from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
-from koordpy.core.view import View, Wake
+from koordpy.core.txn import Txn
+from koordpy.core.view import View
 
 # How the message to the pods of a job whose evaluation raised begins: the shell counts their
 # attempt as an error (kube-scheduler's "error" result), not as unschedulable.
@@ -46,14 +50,19 @@ JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 
 class Cycle:
-    def __init__(self, snapshot: Snapshot, state: SchedulerState, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, state: SchedulerState, now: float, view: View | None = None,
+                 txn: Txn | None = None) -> None:
+        """``view``: a view of its own instead of the state's standing one (a dry run's); ``txn``: a
+        transaction open on ``state`` that every job of this cycle records into (a dry run's, which
+        it discards), instead of one per job that is kept unless the job raises."""
         self.snapshot = snapshot
         self.state = state
         self.now = now
-        if state.view is None:
-            state.view = View()
-        self.view = state.view
+        self.view = view if view is not None else state.standing_view()
         self.cluster = self.view.refresh(snapshot, state)
+        self.txn = txn
+        if txn is not None:
+            txn.attach(self.cluster)
         assert self.view.filters is not None
         self.filters = self.view.filters
         self.placer = Placer(self.filters)
@@ -76,34 +85,33 @@ class Cycle:
             # A wait belongs to a GangGroup as it stood: one that is gone, or no longer stands as
             # that group, has nothing to wait for (its gangs' reservations start a wait of their new
             # group when it is tried). Forgetting them also keeps a long run's memory bounded.
-            current = set(view.groups.values())
-            for gid in [g for g in self.state.wait_since if g not in current]:
-                del self.state.wait_since[gid]
-            for key in [k for k in self.state.told if k not in gangs]:
-                del self.state.told[key]
-        view.new_cycle()
-        for job in view.queue():
-            parked = view.still_parked(job, self.now)
+            self.state.forget_waits(view.groups.values())
+            self.state.forget_told(gangs)
+        queue = view.queue
+        queue.new_cycle()
+        for job in queue.jobs():
+            parked = queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
-                if job.id in view.backing_off:
+                if job.id in queue.backing_off:
                     self.result.queues["backoff"] += len(parked.pending)
                 else:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             self.result.queues["active"] += len(job.pods)
-            before = view.parked.pop(job.id, None)
+            before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
             wake = self._isolated(job)
             if wake is not None:
-                since = self.state.wait_since.get(job.id)
-                view.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                          None if since is None else since + self._wait_limit(job.id, gangs), self.state.reserved,
-                          wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
+                since = self.state.wait_since.get(job.group)
+                queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
+                           None if since is None else since + self._wait_limit(job), self.state.reserved,
+                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
         self._podgroup_statuses(gangs, view.dirty)
-        deadlines = [since + self._wait_limit(gid, gangs) for gid, since in self.state.wait_since.items()]
-        deadlines += view.backing_off.values()  # woken while backing off: tried when the backoff ends
+        deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)
+                     for gid, since in self.state.wait_since.items()]
+        deadlines += queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
@@ -111,29 +119,23 @@ class Cycle:
     def _isolated(self, job: Job) -> Wake | None:
         """Runs one job so that a bug it triggers costs only that job: everything it changed is
         undone, its pods say why they wait, and the rest of the queue is scheduled. Returns, for a
-        job that waits, what could let it go on (it is parked until then), else None."""
+        job that waits, what could let it go on (it is parked until then), else None.
+
+        The job's changes to the cluster and to the scheduler state are one transaction, rolled back
+        whole if it raises. What it added to this cycle's result (decisions, messages, binds) is not
+        state: that is cut back to where it stood."""
         mark = len(self.result.decisions)
         keys = [p.key for p in job.pods]
-        saved = ({k: self.state.reserved[k] for k in keys if k in self.state.reserved},
-                 self.state.wait_since.get(job.id), {g.key for g in job.gangs} & self.state.satisfied)
-        self.cluster.journal = []
+        txn = self.txn if self.txn is not None else Txn(self.cluster, self.state)
+        savepoint = txn.savepoint()
         try:
-            wake = self._job(job)
-            self.cluster.journal = None
-            return wake
+            return self._job(job)
         except Exception as exc:  # a job's bug must not stop the queue
-            self.cluster.undo()
+            txn.rollback(savepoint)
             del self.result.decisions[mark:]
-            reserved, since, satisfied = saved
             for k in keys:
                 self.bound.pop(k, None)
                 self.result.waiting.pop(k, None)
-                self.state.reserved.pop(k, None)
-            self.state.reserved.update(reserved)
-            self.state.wait_since.pop(job.id, None)
-            if since is not None:
-                self.state.wait_since[job.id] = since
-            self.state.satisfied -= {g.key for g in job.gangs} - satisfied
             self.result.gangs_placed = [j for j in self.result.gangs_placed if j != job.id]
             self.result.gangs_timed_out = [j for j in self.result.gangs_timed_out if j != job.id]
             self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
@@ -142,6 +144,9 @@ class Cycle:
             for pod in job.pods:
                 self._say(pod, message)
             return None
+        finally:
+            if txn is not self.txn:
+                txn.close()  # kept: the next job starts a transaction of its own
 
     def _job(self, job: Job, preempt: bool = True) -> Wake | None:
         """One job, gang or lone pod (a job of one): pre_filter, then filter/score/reserve on a
@@ -150,7 +155,7 @@ class Cycle:
         if rejected is not None:
             reason, wake = rejected
             if wake == "timed-out":
-                reason, wake = self._time_out(job, self._wait_limit(job.id, self.gangs)), None
+                reason, wake = self._time_out(job, self._wait_limit(job)), None
                 self.result.gangs_timed_out.append(job.id)
             for pod in job.pods:
                 self._say(pod, reason)
@@ -169,7 +174,7 @@ class Cycle:
         failure = None
         if pods and not self._on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
-        strict = not job.is_gang or any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+        strict = not job.is_gang or gangrule.strict(job)
         if failure and job.is_gang and (strict or req) and not (req and req.subgroups):
             # The attempt was all-or-nothing for every pending member, but the gang may need
             # fewer: the longest rank-order prefix that still meets the minimums goes instead.
@@ -179,10 +184,11 @@ class Cycle:
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
             for pod in job.pods:
-                if pod.key in self.state.reserved:
-                    placed[pod.key] = self.cluster.node_index[self.state.reserved.pop(pod.key)]
-            self.state.wait_since.pop(job.id, None)
-            self.state.satisfied.update(g.key for g in job.gangs)
+                held_on = self.state.release(pod.key)  # a reserved member binds where it is held
+                if held_on is not None:
+                    placed[pod.key] = self.cluster.node_index[held_on]
+            self.state.end_wait(job.group)
+            self.state.mark_satisfied(g.key for g in job.gangs)
             self.bind(placed)
             if job.is_gang and placed:
                 self.result.gangs_placed.append(job.id)
@@ -211,9 +217,10 @@ class Cycle:
                 if self.cluster.is_held(key):
                     stmt.evict(key)  # its nomination moves to the reservation: counted once, where it goes
                 stmt.assume(key, node, request)
-            self.state.reserved.update({k: self.cluster.nodes[n].name for k, n in stmt.commit().items()})
+            for key, n in stmt.commit().items():
+                self.state.reserve(key, self.cluster.nodes[n].name)
             if any(p.key in self.state.reserved for p in job.pods):
-                self.state.wait_since.setdefault(job.id, self.now)
+                self.state.start_wait(job.group, self.now)
         self._reject(job, failure, plan)
         # A job with room nominated for it is tried every cycle until it binds there: the room it
         # waits for is counted as its own, so the freed-room test that wakes parked jobs cannot see it.
@@ -259,7 +266,7 @@ class Cycle:
     def _release(self, keys: tuple[str, ...]) -> None:
         """Pending pods of lower priority lose the room nominated or reserved for them."""
         for key in keys:
-            self.state.reserved.pop(key, None)
+            self.state.release(key)
             if self.cluster.is_held(key):
                 self.cluster.count(key, None)
             pod = self.view.by_key.get(key)
@@ -303,9 +310,8 @@ class Cycle:
         asking = next((g for g in job.gangs if g.ask is not None and g.ask.is_volcano), None) if message else None
         for gang in job.gangs:
             if gang is not asking:
-                self.state.told.pop(gang.key, None)
-            elif self.state.told.get(gang.key) != message:
-                self.state.told[gang.key] = message
+                self.state.untell(gang.key)
+            elif self.state.tell(gang.key, message):
                 self._gang_warning(gang, "TopologyLimitDropped", message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
@@ -446,7 +452,7 @@ class Cycle:
         """Places the longest rank-order prefix of ``pods`` that fits and is at least what the
         gangs still need, or nothing. Fitting is monotone in the prefix length (fewer pods never
         need more room), so a binary search finds it in a logarithmic number of attempts."""
-        lo, hi, best = max(1, self._deficit(job)), len(pods) - 1, 0
+        lo, hi, best = max(1, gangrule.deficit(job, self.state.reserved, self.state.satisfied)), len(pods) - 1, 0
         while lo <= hi:
             mid = (lo + hi) // 2
             fits = self._place(pods[:mid], spec, stmt) is None
@@ -457,20 +463,6 @@ class Cycle:
                 hi = mid - 1
         if best and self._place(pods[:best], spec, stmt) is not None:
             stmt.rollback(base)  # not monotone after all (podCountMultiple): place nothing
-
-    def _deficit(self, job: Job) -> int:
-        """How many more members the GangGroup's gangs need, beyond the bound and reserved ones."""
-        total = 0
-        for gang in job.gangs:
-            cfg = gang.config
-            assert cfg is not None
-            if cfg.match_policy == "once-satisfied" and gang.key in self.state.satisfied:
-                continue
-            have = sum(1 for p in gang.pods if p.key in self.state.reserved)
-            if cfg.match_policy != "only-waiting":
-                have += len(gang.bound())
-            total += max(0, cfg.min_member - have)
-        return total
 
     def _leftovers(self, job: Job, failure: Failure) -> None:
         """After a GangGroup met its minimums, the members that did not fit say so; they are
@@ -505,12 +497,12 @@ class Cycle:
                                f"alreadyWaitForBound: {already}{quoted}")
             else:
                 self._say(pod, f'GangGroup "{job.id}" is waiting for its members: '
-                               f"{self._counts(job)}, alreadyWaitForBound: {already}")
+                               f"{gangrule.counts(job, self.state.reserved)}, alreadyWaitForBound: {already}")
 
     # -- extension points ----------------------------------------------------------------
 
     def pre_filter(self, job: Job) -> tuple[str, Wake | Literal["timed-out"] | None] | None:
-        """Why the job cannot be tried this cycle, and what could change that (see ``View.park``),
+        """Why the job cannot be tried this cycle, and what could change that (see ``Queue.park``),
         or None to go on; "timed-out" when its wait expired. Changes nothing."""
         waiting = self._owner_wait(job)
         if waiting is not None:
@@ -530,38 +522,34 @@ class Cycle:
         for gang in job.gangs:
             cfg = gang.config
             assert cfg is not None
-            # Every live member counts here, whatever the match policy: it only asks whether the
-            # gang has enough pods at all (permit decides which of them count towards binding).
-            if len(gang.pods) < cfg.min_member:
+            if gangrule.too_few(gang):
                 return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {len(gang.pods)}, "
                         f"minMember: {cfg.min_member}"), "changed"
             gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
-            if gated and len(gang.pods) - gated < cfg.min_member:
+            if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
                 return (f"gang {gang.key} waits for its gated members: {gated} of its {len(gang.pods)} pods still "
                         f"have spec.schedulingGates, and the others cannot reach minMember {cfg.min_member}"), \
                     "changed"
         for gang in job.gangs:
             for other in claims(gang):
-                if other in job.id.split(","):
+                if other in job.group:
                     continue
                 peer = self.gangs.get(other)
                 # Another gang decides these, so they are asked again every cycle (never parked).
                 if peer is None or peer.config is None:
                     return (f'gang "{gang.key}" names "{other}" in its groups, but no PodGroup or pod declares '
                             f"that gang{f': {peer.error}' if peer is not None and peer.error else ''}"), None
-                if not self._satisfied(peer):
+                if not gangrule.has_minimum(peer, self.state.satisfied):
                     where = " in another namespace" if other.split("/")[0] != gang.key.split("/")[0] else ""
                     return (f'gang "{gang.key}" names "{other}"{where} in its groups, which does not name it '
                             f'back; it waits until "{other}" has its minimum bound'), None
         short = self._min_resources_short(job)
         if short:
             return short, "any-room"
-        since = self.state.wait_since.get(job.id)
-        if since is not None:
-            limit = self._wait_limit(job.id, self.gangs)
-            if self.now - since >= limit:
-                return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
+        since = self.state.wait_since.get(job.group)
+        if since is not None and gangrule.expired(since, self._wait_limit(job), self.now):
+            return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
         # After the timeout: members a NonStrict gang holds room for are still released in time.
         refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot.workload_podgroups)
         if refused is not None:
@@ -586,24 +574,9 @@ class Cycle:
                         f"{OWNER_GRACE_SECONDS:g}s after its creation")
         return None
 
-    def _satisfied(self, gang: Gang) -> bool:
-        cfg = gang.config
-        return cfg is not None and (gang.key in self.state.satisfied or len(gang.bound()) >= cfg.min_member)
-
     def permit(self, job: Job, placed: dict[str, int]) -> bool:
-        """Whether every gang of the GangGroup reaches its minimum with what is placed now (a lone
-        pod: whether it is placed)."""
-        if not job.is_gang:
-            return all(p.key in placed for p in job.pods)
-        for gang in job.gangs:
-            cfg = gang.config
-            assert cfg is not None
-            waiting = sum(1 for p in gang.pods if p.key in placed or p.key in self.state.reserved)
-            running = 0 if cfg.match_policy == "only-waiting" else len(gang.bound())
-            done = cfg.match_policy == "once-satisfied" and gang.key in self.state.satisfied
-            if not done and waiting + running < cfg.min_member:
-                return False
-        return True
+        """kube-scheduler's Permit: the gang rule (``gangrule.permit``) with what is placed now."""
+        return gangrule.permit(job, placed, self.state.reserved, self.state.satisfied)
 
     def bind(self, placed: dict[str, int]) -> None:
         rules = self.filters.volumes
@@ -642,9 +615,8 @@ class Cycle:
         self.preempted_jobs.add(job.id)
         self.result.preemption_attempts += 1
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
-        if plan.outcome == "none" and job.is_gang and any(g.config is not None and g.config.mode == "Strict"
-                                                          for g in job.gangs):
-            least = self._deficit(job)
+        if plan.outcome == "none" and job.is_gang and gangrule.strict(job):
+            least = gangrule.deficit(job, self.state.reserved, self.state.satisfied)
             if 0 < least < len(pods):  # room for the gang's minimum may be made where all of it cannot
                 smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)
                 if smaller.outcome != "none":
@@ -675,10 +647,10 @@ class Cycle:
 
     def _time_out(self, job: Job, limit: float) -> str:
         for pod in job.pods:
-            node = self.state.reserved.pop(pod.key, None)
+            node = self.state.release(pod.key)
             if node is not None:
                 self.cluster.count(pod.key, None)
-        self.state.wait_since.pop(job.id, None)
+        self.state.end_wait(job.group)
         for gang in job.gangs:
             for pod in gang.pods:
                 if not pod.node_name:
@@ -687,24 +659,10 @@ class Cycle:
                 self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "GangTimeout",
                                                    f"gang did not reach its minimum within {limit:g}s"))
         return (f'GangGroup "{job.id}" timed out after {limit:g}s waiting for its members '
-                f"({self._counts(job)}); reservations released")
+                f"({gangrule.counts(job, self.state.reserved)}); reservations released")
 
-    def _counts(self, job: Job) -> str:
-        parts = []
-        for g in job.gangs:
-            assert g.config is not None
-            counts_bound = g.config.match_policy != "only-waiting"
-            have = sum(1 for p in g.pods if p.key in self.state.reserved or (counts_bound and p.node_name))
-            parts.append(f"{g.key} {have}/{g.config.min_member}")
-        return ", ".join(parts)
-
-    def _wait_limit(self, gid: str, gangs: dict[str, Gang]) -> float:
-        limit = self.view.wait_limits.get(gid)
-        if limit is None:
-            configs = [gangs[k].config for k in gid.split(",") if k in gangs]
-            limit = self.view.wait_limits[gid] = min((c.waiting_seconds for c in configs if c is not None),
-                                                     default=0.0)
-        return limit
+    def _wait_limit(self, job: Job) -> float:
+        return gangrule.wait_limit(job.group, self.gangs, self.view.wait_limits)
 
     def _volcano_status(self, pg: VolcanoPodGroup, members: list[Pod]) -> None:
         status = volcano_status(pg, members, self.bound)
@@ -806,29 +764,33 @@ def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
     ``in_queue``, after the jobs ahead of it have been tried as a cycle would try them first (so the
     room they take is not promised to it). None when the pod is not pending for this scheduler. For
     ``koordpy explain`` and tests."""
-    copy = SchedulerState(reserved=dict(state.reserved), wait_since=dict(state.wait_since),
-                          satisfied=set(state.satisfied), told=dict(state.told))
-    cycle = Cycle(snapshot, copy, now)
-    cycle.gangs = cycle.view.gangs
-    job = None
-    ahead: list[str] = []
-    for candidate in cycle.view.queue():
-        if any(p.key == pod_key for p in candidate.pods):
-            job = candidate
-            break
-        if in_queue:
-            mark, reserved = len(cycle.result.decisions), len(copy.reserved)
-            cycle._isolated(candidate)
-            took = len(copy.reserved) != reserved or any(
-                isinstance(d, Bind | Preempt) or (isinstance(d, Nominate) and d.node)
-                for d in cycle.result.decisions[mark:])
-            if took:
-                ahead.append(candidate.id)
-    if job is None:
-        return None
-    mark = len(cycle.result.decisions)
-    cycle._isolated(job)
-    failure, plan = cycle.diagnoses.get(job.id, (None, None))
-    mine = {p.key for p in job.pods}
-    return DryRun(job.id, [p.key for p in job.pods], cycle.result.decisions[mark:],
-                  {k: v for k, v in cycle.result.waiting.items() if k in mine}, failure, plan, tuple(ahead))
+    # One transaction over the whole run, discarded at the end: every change it makes to ``state``
+    # (and to the view of its own, which the standing view never sees) is undone.
+    txn = Txn(state)
+    try:
+        cycle = Cycle(snapshot, state, now, view=View(), txn=txn)
+        cycle.gangs = cycle.view.gangs
+        job = None
+        ahead: list[str] = []
+        for candidate in cycle.view.queue.jobs():
+            if any(p.key == pod_key for p in candidate.pods):
+                job = candidate
+                break
+            if in_queue:
+                mark, reserved = len(cycle.result.decisions), len(state.reserved)
+                cycle._isolated(candidate)
+                took = len(state.reserved) != reserved or any(
+                    isinstance(d, Bind | Preempt) or (isinstance(d, Nominate) and d.node)
+                    for d in cycle.result.decisions[mark:])
+                if took:
+                    ahead.append(candidate.id)
+        if job is None:
+            return None
+        mark = len(cycle.result.decisions)
+        cycle._isolated(job)
+        failure, plan = cycle.diagnoses.get(job.id, (None, None))
+        mine = {p.key for p in job.pods}
+        return DryRun(job.id, [p.key for p in job.pods], cycle.result.decisions[mark:],
+                      {k: v for k, v in cycle.result.waiting.items() if k in mine}, failure, plan, tuple(ahead))
+    finally:
+        txn.discard()

@@ -21,11 +21,13 @@ from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY
 from koordpy.api.objects import Pod
 from koordpy.api.topology import GatherRule
 from koordpy.api.volcano import NetworkTopology
+from koordpy.core import gangrule
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
-from koordpy.core.gang import Gang, SchedulerState, gangs_named, group_of, resolve_gangs
+from koordpy.core.gang import Gang, GangGroupId, gangs_named, group_of, resolve_gangs
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
+from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TopologyTree
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
@@ -220,7 +222,7 @@ class _Explainer:
     def pod(self, pod: Pod) -> Explanation:
         gang = self.gangs.get(self.member_of.get(pod.key, ""))
         gangs = self._group(gang)
-        job = self.groups.get(gang.key, gang.key) if gang is not None else pod.key
+        job = str(self._gid(gang)) if gang is not None else pod.key
         prio = effective_priority(pod, self.snapshot.priority_classes)
         base = Explanation("pod", pod.key, "pending", "", job, self._job_kind(gangs), prio,
                            gangs=tuple(self._gang_facts(g) for g in gangs),
@@ -255,7 +257,7 @@ class _Explainer:
         key = named[0]
         gang = self.gangs[key]
         gangs = self._group(gang)
-        job = self.groups.get(gang.key, gang.key)
+        job = str(self._gid(gang))
         pods = sorted(gang.pods, key=lambda p: p.key)
         prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
         base = Explanation("podgroup", key, "pending", "", job, self._job_kind(gangs), prio,
@@ -438,7 +440,7 @@ class _Explainer:
     def _short_changes(self, gangs: list[Gang]) -> list[str]:
         out = []
         for g in gangs:
-            if g.config is not None and len(g.pods) < g.config.min_member:
+            if g.config is not None and gangrule.too_few(g):
                 missing = g.config.min_member - len(g.pods)
                 out.append(f"minMember {g.config.min_member} but only {len(g.pods)} pod(s) of gang {g.key} exist: "
                            f"create {missing} more (or lower minMember)")
@@ -446,11 +448,13 @@ class _Explainer:
 
     # -- facts -------------------------------------------------------------------------------
 
+    def _gid(self, gang: Gang) -> GangGroupId:
+        return self.groups.get(gang.key) or GangGroupId((gang.key,))
+
     def _group(self, gang: Gang | None) -> list[Gang]:
         if gang is None:
             return []
-        gid = self.groups.get(gang.key, gang.key)
-        return [self.gangs[k] for k in gid.split(",") if k in self.gangs]
+        return [self.gangs[k] for k in self._gid(gang) if k in self.gangs]
 
     def _members(self, gangs: list[Gang], pod: Pod | None) -> list[Pod]:
         pods = {p.key: p for g in gangs for p in g.pods}
@@ -482,7 +486,7 @@ class _Explainer:
     def _gang_facts(self, gang: Gang) -> GangFacts:
         cfg = gang.config
         bound = sum(1 for p in gang.pods if p.node_name)
-        waiting = sum(1 for p in gang.pods if p.key in self.state.reserved)
+        waiting = gangrule.waiting(gang, self.state.reserved)
         return GangFacts(gang.key, self._declared_by(gang), cfg.min_member if cfg is not None else None,
                          len(gang.pods), bound, len(gang.pods) - bound, waiting,
                          cfg.mode if cfg is not None else None, cfg.waiting_seconds if cfg is not None else None,

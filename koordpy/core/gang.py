@@ -1,11 +1,12 @@
-"""Gangs and GangGroups as the snapshot declares them, and the gang state kept between cycles.
+"""Gangs and GangGroups as the snapshot declares them (what the scheduler remembers of them between
+cycles is ``koordpy.core.state``; the rule that counts them, ``koordpy.core.gangrule``).
 
 Three gang sources produce the one ``Gang`` type: Koordinator's PodGroup (scheduler-plugins
 ``scheduling.sigs.k8s.io``) and gang annotations, Volcano's PodGroup (pods joined by the
 ``scheduling.k8s.io/group-name`` annotation, sub-groups from its ``subGroupPolicy``), and
 KAI's grouping (its PodGroup, joined by ``pod-group-name``, or else every pod of one
-top-level owner, found through the owner references). ``resolve_jobs`` groups the claimed
-pending pods into jobs: a GangGroup (every gang that names the others in its groups
+top-level owner, found through the owner references). ``group_of`` and ``group_job`` group the
+claimed pending pods into jobs: a GangGroup (every gang that names the others in its groups
 annotation, closed transitively) or a single pod. Config errors stay attached to the gang so
 the cycle can report them where the user looks.
 """
@@ -13,9 +14,8 @@ the cycle can report them where the user looks.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from koordpy.api.errors import ParseError
 from koordpy.api.kinds import KINDS
@@ -41,26 +41,23 @@ from koordpy.core.snapshot import Snapshot, effective_priority
 from koordpy.core.sources.kueue_kai import KEYS as KAI_KEYS
 from koordpy.core.sources.kueue_kai import layered
 
-if TYPE_CHECKING:
-    from koordpy.core.view import View
 
+class GangGroupId(tuple[str, ...]):
+    """A GangGroup's identity: the keys of its gangs, sorted (one key for a gang of its own). It is
+    compared and taken apart as a tuple; it is shown, in messages and as the job's id in decisions,
+    as the keys joined by commas (``str``)."""
 
-@dataclass
-class SchedulerState:
-    """What the scheduler remembers between cycles; all of it can be lost safely.
+    __slots__ = ()
 
-    ``reserved`` holds NonStrict members placed while their gang waits (kube-scheduler's
-    assumed pods in Permit); nothing is bound for them, so a restart only forgets a wait.
-    """
+    @classmethod
+    def of(cls, *keys: str) -> GangGroupId:
+        return cls(sorted(keys))
 
-    reserved: dict[str, str] = field(default_factory=dict)  # pod -> node
-    wait_since: dict[str, float] = field(default_factory=dict)  # GangGroup id -> first reservation
-    satisfied: set[str] = field(default_factory=set)  # gangs that met their minimum once
-    # What was last said about each gang's dropped limits (Requirement.dropped): the Event is written
-    # when it changes, not each time the job is tried.
-    told: dict[str, str] = field(default_factory=dict)
-    # The cycle's standing view of the cluster (koordpy.core.view); rebuilt when missing.
-    view: View | None = field(default=None, repr=False, compare=False)
+    def __str__(self) -> str:
+        return ",".join(self)
+
+    def __repr__(self) -> str:
+        return f"GangGroupId({str(self)!r})"
 
 
 KAI_GROUP_ANN = "pod-group-name"
@@ -113,6 +110,11 @@ class Job:
     @property
     def is_gang(self) -> bool:
         return bool(self.gangs)
+
+    @cached_property
+    def group(self) -> GangGroupId:
+        """The GangGroup this job places (empty for a lone pod); ``id`` is how it is shown."""
+        return GangGroupId.of(*(g.key for g in self.gangs))
 
     @property
     def binding(self) -> bool:
@@ -380,7 +382,7 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
     return gangs, member_of
 
 
-def group_of(gangs: dict[str, Gang]) -> dict[str, str]:
+def group_of(gangs: dict[str, Gang]) -> dict[str, GangGroupId]:
     """GangGroup id per gang: the sorted member keys, closed over mutual claims.
 
     A gang is tied only to the gangs its own ``groups`` list names, and two gangs are placed
@@ -406,7 +408,7 @@ def group_of(gangs: dict[str, Gang]) -> dict[str, str]:
     members: dict[str, list[str]] = {}
     for k in parent:
         members.setdefault(find(k), []).append(k)
-    return {k: ",".join(sorted(members[find(k)])) for k in parent}
+    return {k: GangGroupId.of(*members[find(k)]) for k in parent}
 
 
 def claims(gang: Gang) -> tuple[str, ...]:
@@ -414,54 +416,16 @@ def claims(gang: Gang) -> tuple[str, ...]:
     return tuple(k for k in gang.config.groups if k != gang.key) if gang.config else ()
 
 
-def resolve_jobs(snapshot: Snapshot, state: SchedulerState) -> tuple[list[Job], dict[str, Gang], dict[str, str]]:
-    gangs, member_of = resolve_gangs(snapshot)
-    groups = group_of(gangs)
-    claimed: dict[str, list[Pod]] = {}
-    singles: list[Job] = []
-    for pod in snapshot.pods:
-        if not snapshot.claims(pod):
-            continue
-        gang = gangs.get(member_of.get(pod.key, ""))
-        if gang is None or holds_alone(gang, state):
-            singles.append(single_job(pod, snapshot))
-        else:
-            claimed.setdefault(gang.key, []).append(pod)
-    jobs = {}
-    for key in claimed:
-        gid = groups[key]
-        if gid not in jobs:
-            job = group_job(gid, gangs, claimed, snapshot)
-            if job is not None:
-                jobs[gid] = job
-    return [*jobs.values(), *singles], gangs, groups
-
-
-def holds_alone(gang: Gang, state: SchedulerState) -> bool:
-    """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end.
-    Not for a job with a Volcano or KAI topology: a member added later must still land where the
-    topology allows, next to those running (and a later sub-group still binds whole)."""
-    if gang.ask is not None:
-        return False
-    return gang.config is not None and not gang.error and _satisfied_once(gang, state)
-
-
 def single_job(pod: Pod, snapshot: Snapshot) -> Job:
     return Job(pod.key, [], [pod], effective_priority(pod, snapshot.priority_classes), _creation(pod.creation))
 
 
-def group_job(gid: str, gangs: dict[str, Gang], claimed: dict[str, list[Pod]], snapshot: Snapshot) -> Job | None:
+def group_job(gid: GangGroupId, gangs: dict[str, Gang], claimed: dict[str, list[Pod]],
+              snapshot: Snapshot) -> Job | None:
     """The GangGroup ``gid``'s job: its gangs and their claimed pending pods (None without any)."""
-    member_gangs = [gangs[k] for k in gid.split(",")]
+    member_gangs = [gangs[k] for k in gid]
     pods = [p for g in member_gangs for p in claimed.get(g.key, ())]
     if not pods:
         return None
     prio = max(effective_priority(p, snapshot.priority_classes) for p in pods)
-    return Job(gid, member_gangs, pods, prio, min(g.creation for g in member_gangs))
-
-
-def _satisfied_once(gang: Gang, state: SchedulerState) -> bool:
-    cfg = gang.config
-    if cfg is None or cfg.match_policy != "once-satisfied":
-        return False
-    return gang.key in state.satisfied or len(gang.bound()) >= cfg.min_member
+    return Job(str(gid), member_gangs, pods, prio, min(g.creation for g in member_gangs))

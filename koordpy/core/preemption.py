@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
-from koordpy.core.gang import Gang, Job
+from koordpy.core import gangrule
+from koordpy.core.gang import Gang, GangGroupId, Job
 from koordpy.core.placement import Failure, Placer
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Cluster
@@ -79,7 +80,7 @@ class _Candidates:
 
 class Preemptor:
     def __init__(self, cluster: Cluster, placer: Placer, classes: Mapping[str, PriorityClass],
-                 member_of: Mapping[str, str], groups: Mapping[str, str], gangs: Mapping[str, Gang]) -> None:
+                 member_of: Mapping[str, str], groups: Mapping[str, GangGroupId], gangs: Mapping[str, Gang]) -> None:
         self.cluster = cluster
         self.placer = placer
         self.classes = classes
@@ -277,10 +278,15 @@ class Preemptor:
     def _message(self, plan: Plan, job: Job) -> str:
         if not plan.victims:
             return f"preemption: room taken back from lower-priority nominations in {plan.where}."
-        jobs = {self.groups.get(self.member_of.get(k, ""), k) for k in plan.victims}
+        jobs = {self._job_id(self.member_of.get(k, ""), k) for k in plan.victims}
         shown = ", ".join(plan.victims[:3]) + (f" and {len(plan.victims) - 3} more" if len(plan.victims) > 3 else "")
         return (f"preemption: preempting {len(plan.victims)} lower-priority pod(s) of {len(jobs)} job(s) in "
                 f"{plan.where} ({shown}); the job is nominated there and waits for them to terminate.")
+
+    def _job_id(self, gang: str, otherwise: str) -> str:
+        """The job a victim belongs to, as jobs are named: its gang's GangGroup, else ``otherwise``."""
+        group = self.groups.get(gang)
+        return otherwise if group is None else str(group)
 
     # -- candidates ----------------------------------------------------------------------------
 
@@ -354,15 +360,12 @@ class Preemptor:
             if gang is None or gang.config is None:
                 jobs[v] = job_of.setdefault(key, len(job_of))
                 continue
-            jobs[v] = job_of.setdefault(self.groups.get(gang.key, gang.key), len(job_of))
+            jobs[v] = job_of.setdefault(self._job_id(gang.key, gang.key), len(job_of))
             gangs[v] = gang_of.setdefault(gang.key, len(gang_of))
         bound = np.zeros(len(gang_of), dtype=np.int64)
         least = np.zeros(len(gang_of), dtype=np.int64)
         for key, g in gang_of.items():
-            gang = self.gangs[key]
-            assert gang.config is not None
-            bound[g] = sum(1 for p in gang.pods if p.node_name)
-            least[g] = gang.config.min_member
+            bound[g], least[g] = gangrule.minimum(self.gangs[key])
         return jobs, gangs, bound, least
 
 

@@ -7,7 +7,7 @@ resource order, with the node order of the topology tree's input (natural name o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +24,7 @@ from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import Presence
 from koordpy.core.tree import TopologyTree
+from koordpy.core.txn import Txn
 
 
 @dataclass(frozen=True)
@@ -162,13 +163,14 @@ def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
 class Cluster:
     """Resource arrays over the snapshot's nodes, and which pods are counted where.
 
-    ``used`` changes only through ``count`` (a pod's usage starts, moves or ends) and ``change``
-    (a Statement's trial moves), so that every change can be undone (``journal``) and every room
+    ``used`` changes only through ``count`` (a pod's usage starts, moves or ends), ``change`` and
+    ``shift`` (a Statement's trial moves, which the Statement records itself), so that every change
+    can be undone (recorded in the open transaction, ``txn``: ``koordpy.core.txn``) and every room
     freed is known (``freed_since(tick)``; a job that failed for want of room needs another look
     only where room appeared after it failed).
     """
 
-    def __init__(self, snapshot: Snapshot, assumed: dict[str, str] | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, assumed: Mapping[str, str] | None = None) -> None:
         self.nodes = sorted(snapshot.nodes, key=lambda n: natural_key(n.name))
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         resources = {PODS}
@@ -192,8 +194,8 @@ class Cluster:
         self.moves = 0  # usage changes kept (room taken as well as freed): what a job of unlike pods watches
         self._freed: list[int | npt.NDArray[np.int64]] = []  # where room appeared at ticks base+1, base+2...
         self._freed_base = 0
-        # Open while one job is evaluated, so a job that raises can be undone (Cycle._isolated).
-        self.journal: list[Callable[[], None]] | None = None
+        # Open while one job is evaluated (or a dry run), so what it changed can be undone.
+        self.txn: Txn | None = None
         self.objects: dict[str, Pod] = {}  # every pod the cluster was told of, for the rules between pods
         self.presence = Presence(self.nodes, self.objects)
         self.presence.held = self._held
@@ -228,7 +230,7 @@ class Cluster:
         """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
         return all(r in self.res_index for r in pod.requests)
 
-    def recount(self, key: str, pod: Pod | None, assumed: dict[str, str]) -> None:
+    def recount(self, key: str, pod: Pod | None, assumed: Mapping[str, str]) -> None:
         """Counts ``pod`` (None: gone) where it runs, is reserved or is nominated, if that changed.
         A nomination holds the room made for the pod against pods of lower or equal priority."""
         node = None
@@ -285,8 +287,8 @@ class Cluster:
         was_held = self.is_held(key)
         self.moves += 1
         self._restore(key, entry, held)
-        if self.journal is not None:
-            self.journal.append(lambda: self._restore(key, old, was_held))
+        if self.txn is not None:
+            self.txn.record(_Adopted(self, key, old, was_held))
 
     def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
         if entry is None:
@@ -297,32 +299,51 @@ class Cluster:
             meta = self.meta.get(key) or PodMeta(0, held, False, False)
             self.index.put(key, entry[0], entry[1], held, meta)
 
+    def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
+        """Sets the pod's metadata (and ``held``), recording what undoes it."""
+        row = self.index.row.get(key)
+        if self.txn is not None:
+            self.txn.record(_Described(self, key, self.meta.get(key),
+                                       None if row is None else bool(self.index.held[row])))
+        self._set_meta(key, meta, held)
+
+    def _set_meta(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
+        if meta is None:
+            self.meta.pop(key, None)
+        else:
+            self.meta[key] = meta
+        row = self.index.row.get(key)
+        if row is not None:
+            if held is not None:
+                self.index.held[row] = held
+            if meta is not None:
+                self.index.describe(row, meta)
+
     def bound(self, key: str) -> None:
         """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
         meta = self.meta.get(key)
-        if meta is not None:
-            self.meta[key] = meta = PodMeta(meta.priority, False, meta.protected, meta.doomed)
-        row = self.index.row.get(key)
-        if row is not None:
-            self.index.held[row] = False
-            if meta is not None:
-                self.index.describe(row, meta)
+        self._describe(key, None if meta is None else PodMeta(meta.priority, False, meta.protected, meta.doomed),
+                       held=False)
 
     def doom(self, key: str) -> None:
         """The pod is being preempted this cycle: no later job may count it as a victim again."""
         meta = self.meta.get(key)
         if meta is not None:
-            self.meta[key] = meta = PodMeta(meta.priority, meta.pending, True, True)
-            row = self.index.row.get(key)
-            if row is not None:
-                self.index.describe(row, meta)
+            self._describe(key, PodMeta(meta.priority, meta.pending, True, True), held=None)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False, pods: str | list[str] | None = None) -> None:
+        """``shift``, recorded in the open transaction (undone by the opposite shift)."""
+        self.shift(nodes, request, sign, frees, pods)
+        if self.txn is not None:
+            self.txn.record(_Changed(self, nodes, request, sign, pods))
+
+    def shift(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
+              frees: bool = False, pods: str | list[str] | None = None) -> None:
         """Adds (sign 1) or removes (sign -1) ``request`` on one node or on each of ``nodes``
-        (repeats count). ``frees``: room that other jobs may now use appeared (a trial move
-        undone is not that: nobody else ever saw it taken). ``pods``: whose move it is (one key,
-        or one per node), which the rules between pods follow."""
+        (repeats count), recording nothing. ``frees``: room that other jobs may now use appeared (a
+        trial move undone is not that: nobody else ever saw it taken). ``pods``: whose move it is
+        (one key, or one per node), which the rules between pods follow."""
         if isinstance(nodes, int):
             self.used[nodes] += sign * request
         else:
@@ -335,14 +356,6 @@ class Cluster:
         if frees:
             self.tick += 1
             self._freed.append(nodes)
-        if self.journal is not None:
-            self.journal.append(lambda: self.change(nodes, request, -sign, pods=pods))
-
-    def undo(self) -> None:
-        """Reverts, last first, every change made since the journal was opened."""
-        journal, self.journal = self.journal or [], None
-        for revert in reversed(journal):
-            revert()
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
         """The pod's requests in resource order; shared, so callers must not mutate it. The same
@@ -378,3 +391,40 @@ class Cluster:
     @staticmethod
     def natural_order(names: Iterable[str]) -> list[str]:
         return sorted(names, key=natural_key)
+
+
+# What the cluster records in an open transaction, each with what undoes it.
+
+
+@dataclass(frozen=True)
+class _Changed:
+    cluster: Cluster
+    nodes: int | npt.NDArray[np.int64]
+    request: npt.NDArray[np.int64]
+    sign: int
+    pods: str | list[str] | None
+
+    def undo(self) -> None:
+        self.cluster.shift(self.nodes, self.request, -self.sign, pods=self.pods)
+
+
+@dataclass(frozen=True)
+class _Adopted:
+    cluster: Cluster
+    key: str
+    old: tuple[int, npt.NDArray[np.int64]] | None
+    was_held: bool
+
+    def undo(self) -> None:
+        self.cluster._restore(self.key, self.old, self.was_held)
+
+
+@dataclass(frozen=True)
+class _Described:
+    cluster: Cluster
+    key: str
+    meta: PodMeta | None
+    held: bool | None
+
+    def undo(self) -> None:
+        self.cluster._set_meta(self.key, self.meta, self.held)

@@ -2,79 +2,56 @@
 
 Belongs here: what a cycle would otherwise rebuild from the whole snapshot every time (the
 resource arrays and topology tree in a ``Cluster``, the static filter cache, the pods counted on
-each node, the gangs and the queue's jobs), and the jobs parked after failing for want of room.
-Changes are found by object identity: the shells hand back the same immutable objects for what
-did not change (nodes and pods that differ only in ways scheduling ignores compare equal too), so a
-cycle after a few changes costs a few changes, not the cluster. Does not belong here: decisions
-(``koordpy.core.cycle``). Losing the view is always safe; the next cycle rebuilds it in full.
+each node, the gangs and the queue's jobs), brought up to date incrementally. Changes are found by
+object identity: the shells hand back the same immutable objects for what did not change (nodes
+and pods that differ only in ways scheduling ignores compare equal too), so a cycle after a few
+changes costs a few changes, not the cluster. Does not belong here: the queue's order, parked
+jobs, wake hints and backoff (``koordpy.core.queue``; the view holds its ``Queue`` and tells it
+what changed), decisions (``koordpy.core.cycle``). Losing the view is always safe; the next cycle
+rebuilds it in full.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from itertools import compress
-from typing import Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import Protocol
 
 from koordpy.api.objects import Node, Pod
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     Gang,
+    GangGroupId,
     Job,
-    SchedulerState,
     build_gang,
     claims,
     gang_member,
     group_job,
     group_of,
-    holds_alone,
     single_job,
 )
+from koordpy.core.gangrule import holds_alone
+from koordpy.core.queue import Queue
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.volcano import spec_of
 from koordpy.core.volumes import VolumeRules
-from koordpy.kernels import node_offerslots
-
-# What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
-# and the end of a NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too
-# few members); "room", room freed where one of its pod shapes fits (placement or permit failed);
-# "any-room", room freed anywhere (minResources counts the whole cluster).
-Wake = Literal["changed", "room", "any-room"]
-
-# kube-scheduler's queue, by job: a job that failed for want of room and is woken by room freed
-# waits out a backoff first (1 s, doubling per failure, at most 10 s), so a job that keeps failing
-# cannot take every cycle; one that waits for its own gang ("changed") goes at once when it changes.
-# A job parked this long is tried again whatever happened (the unschedulable queue's flush).
-BACKOFF_INITIAL = 1.0
-BACKOFF_MAX = 10.0
-FLUSH_SECONDS = 300.0
 
 
-@dataclass
-class Parked:
-    """A job that waits, as it was left: skipped, its messages kept, until what it waits for happens."""
-
-    job: Job
-    wake: Wake
-    tick: int  # the cluster's tick after the attempt
-    pending: dict[str, str]  # pod -> the message it was left with
-    shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
-    deadline: float | None  # when a NonStrict wait it holds reservations for expires
-    # For a job of several shapes, the cluster's moves after the attempt: placing unlike pods one
-    # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
-    moves: int | None = None
-    priority: int = 0  # room held by pods of lower priority counts as room: preemption can take it
-    since: float = 0.0  # when it was parked
-    attempts: int = 1  # failures in a row
-    backoff_until: float = 0.0  # woken before this, it waits in the backoff queue
+class Memory(Protocol):
+    """What the view reads of the scheduler's state and the two transitions it makes on it
+    (``koordpy.core.state.SchedulerState``, which carries the view: so the view names only this)."""
 
     @property
-    def backoff(self) -> float:
-        return float(min(BACKOFF_INITIAL * 2 ** min(self.attempts - 1, 16), BACKOFF_MAX))
+    def reserved(self) -> Mapping[str, str]: ...
+
+    @property
+    def satisfied(self) -> AbstractSet[str]: ...
+
+    def release(self, pod: str) -> str | None: ...
+
+    def keep_satisfied(self, gangs: Iterable[str]) -> None: ...
 
 
 def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
@@ -91,34 +68,22 @@ class View:
         self.member_of: dict[str, str] = {}
         self.members: dict[str, dict[str, Pod]] = {}
         self.gangs: dict[str, Gang] = {}
-        self.groups: dict[str, str] = {}
-        self.group_jobs: dict[str, Job] = {}
+        self.groups: dict[str, GangGroupId] = {}  # gang -> its GangGroup
+        self.group_jobs: dict[GangGroupId, Job] = {}
         self.single_jobs: dict[str, Job] = {}
-        self.parked: dict[str, Parked] = {}
-        self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
         self.dirty: set[str] = set()  # gangs whose PodGroup status may have changed this cycle
-        self._queue: list[Job] | None = None
         self._names: dict[str, tuple[str, ...]] = {}
         self.gangs_gone = False  # a gang went away in the last refresh
         self.regrouped = False  # GangGroups were recomputed in the last refresh
-        self.wait_limits: dict[str, float] = {}  # GangGroup id -> its waiting time, while its gangs stand
-        # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
-        self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
+        self.wait_limits: dict[GangGroupId, float] = {}  # GangGroup -> its waiting time, while its gangs stand
         self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
         self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
-
-    def queue(self) -> list[Job]:
-        """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
-        for a job that is gone is forgotten, lest its old tick keep the freed-room log forever)."""
-        if self._queue is None:
-            self._queue = sorted([*self.group_jobs.values(), *self.single_jobs.values()], key=Job.queue_key)
-            for gone in self.parked.keys() - {job.id for job in self._queue}:
-                del self.parked[gone]
-        return self._queue
+        # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
+        self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
 
     # -- bringing the view up to date ------------------------------------------------------
 
-    def refresh(self, snapshot: Snapshot, state: SchedulerState) -> Cluster:
+    def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
         prev = self.snapshot
@@ -164,8 +129,7 @@ class View:
             if self.filters is not None:
                 self.filters.volumes = self.volumes
         if storage_changed or volume_pods_moved:
-            for job_id in [j for j, p in self.parked.items() if any(pod.volumes for pod in p.job.pods)]:
-                del self.parked[job_id]
+            self.queue.unpark(lambda parked: any(pod.volumes for pod in parked.job.pods))
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
@@ -180,18 +144,18 @@ class View:
         # pod that changed can have stopped being claimed).
         for key in [k for k in (state.reserved if whole else recount) if k in state.reserved
                     and k not in self.claimed]:
-            del state.reserved[key]
+            state.release(key)
         cluster = self.cluster
         if (whole or cluster is None or prev is None or self._nodes_changed(snapshot.nodes, prev.nodes)
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
             names = {n.name for n in snapshot.nodes}
             for key in [k for k, node in state.reserved.items() if node not in names]:
-                del state.reserved[key]
+                state.release(key)
             cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
             self.filters = Filters(cluster, self.volumes)
             self.filters.placed = self._placed
-            self.parked.clear()  # their node masks and request vectors belong to the old arrays
+            self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
             for key in recount:
                 cluster.recount(key, self.by_key.get(key), state.reserved)
@@ -238,7 +202,7 @@ class View:
             return False
         return any(a is not b and a != b for a, b in zip(nodes, old, strict=True))
 
-    def _refresh_jobs(self, snapshot: Snapshot, state: SchedulerState, prev: Snapshot | None,
+    def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
                       changed: list[Pod], removed: list[str], whole: bool) -> None:
         self.gangs_gone = whole
         self.regrouped = whole
@@ -288,14 +252,14 @@ class View:
                 self.gangs[key] = gang
         self.dirty = set(touched)
         if self.gangs_gone:
-            state.satisfied &= self.gangs.keys()
+            state.keep_satisfied(self.gangs)
         for key in touched:  # a gang's waiting time may have changed with it
-            for gid in {self.groups.get(key), key}:
+            for gid in {self.groups.get(key), GangGroupId((key,))}:
                 if gid is not None:
                     self.wait_limits.pop(gid, None)
         if not touched and not single_keys:
             return
-        self._queue = None
+        self.queue.changed()
         # GangGroups depend only on which gangs exist and whom they name. A gang that names no other
         # gang, coming or going, is a group of its own and changes no other group (a claim binds
         # only when both sides make it): only a change in whom a gang names regroups them all.
@@ -317,7 +281,7 @@ class View:
             groups = dict(self.groups)
             for key in touched:
                 if key in self.gangs:
-                    groups.setdefault(key, key)
+                    groups.setdefault(key, GangGroupId((key,)))
                 else:
                     groups.pop(key, None)
         regroup = whole or (regrouped and any(groups.get(k) != v for k, v in self.groups.items() if k not in touched))
@@ -338,7 +302,7 @@ class View:
         def holds(gang: Gang) -> bool:
             found = alone.get(gang.key)
             if found is None:
-                found = alone[gang.key] = holds_alone(gang, state)
+                found = alone[gang.key] = holds_alone(gang, state.satisfied)
             return found
 
         for key in single_keys:
@@ -350,10 +314,10 @@ class View:
                 self.single_jobs.pop(key, None)
         for gid in gids:
             claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
-                       for k in gid.split(",") if k in self.gangs and not holds(self.gangs[k])}
+                       for k in gid if k in self.gangs and not holds(self.gangs[k])}
             # An old group id of a touched gang names a GangGroup that may no longer stand as one.
             job = group_job(gid, self.gangs, claimed, snapshot) \
-                if all(groups.get(k) == gid for k in gid.split(",")) else None
+                if all(groups.get(k) == gid for k in gid) else None
             if job is None:
                 self.group_jobs.pop(gid, None)
             else:
@@ -372,8 +336,9 @@ class View:
             return False
         if {**old.__dict__, "unschedulable_message": pod.unschedulable_message} != pod.__dict__:
             return False
-        for job_id in (self.groups.get(gang_key or ""), pod.key):
-            parked = self.parked.get(job_id) if job_id is not None else None
+        group = self.groups.get(gang_key) if gang_key is not None else None
+        for job_id in (None if group is None else str(group), pod.key):
+            parked = self.queue.parked.get(job_id) if job_id is not None else None
             if parked is not None and parked.pending.get(pod.key, pod.unschedulable_message) \
                     != pod.unschedulable_message:
                 return False  # not the message it was parked with: a full cycle would write that again
@@ -381,7 +346,7 @@ class View:
         if members is not None and gang_key is not None:
             members[pod.key] = pod
             gang = self.gangs.get(gang_key)
-            job = self.group_jobs.get(self.groups.get(gang_key, ""))
+            job = self.group_jobs.get(group) if group is not None else None
             holders += [gang.pods] if gang is not None else []
             holders += [job.pods] if job is not None else []
         if pod.key in self.single_jobs:
@@ -391,73 +356,3 @@ class View:
                 if p.key == pod.key:
                     pods[i] = pod
         return True
-
-    # -- parked jobs ---------------------------------------------------------------------------
-
-    def park(self, job: Job, pending: dict[str, str], deadline: float | None, reserved: dict[str, str],
-             wake: Wake, now: float = 0.0, attempts: int = 1) -> None:
-        cluster, filters = self.cluster, self.filters
-        assert cluster is not None and filters is not None
-        shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
-        for pod in job.pods:
-            if pod.key in reserved:
-                continue  # placed already; only the members still to place can use new room
-            vec, mask = cluster.request_vector(pod), filters.static(pod).mask
-            shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
-        # A job of unlike pods, or one the rules between pods hold back, may fit after any move (a pod
-        # that started, moved or ended), not only where room appeared.
-        moves = len(shapes) > 1 or any(filters.rules.applies(p) for p in job.pods)
-        parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
-                                              cluster.moves if moves else None, job.priority, now, attempts)
-        parked.backoff_until = now + parked.backoff
-
-    def still_parked(self, job: Job, now: float) -> Parked | None:
-        """The job's parked record while it stays in the unschedulable or backoff queue, else None
-        (it is active: tried this cycle). It becomes active when what it waits for happens: its own
-        pods or gangs change (at once), room appears where it could fit (after its backoff), its
-        NonStrict wait expires, or it has waited FLUSH_SECONDS."""
-        parked = self.parked.get(job.id)
-        if parked is None or parked.job is not job:
-            return None
-        if parked.deadline is not None and now >= parked.deadline:
-            return None
-        if now - parked.since >= FLUSH_SECONDS:
-            return None
-        if not self._woken(parked):
-            return parked
-        if now < parked.backoff_until:
-            self.backing_off[job.id] = parked.backoff_until
-            return parked
-        return None
-
-    def _woken(self, parked: Parked) -> bool:
-        """Whether room that could let the parked job fit appeared since it was parked."""
-        cluster = self.cluster
-        assert cluster is not None
-        if parked.wake == "changed":
-            return False
-        if parked.moves is not None and parked.moves != cluster.moves:
-            return True
-        if cluster.tick == parked.tick:
-            return False
-        if parked.wake == "any-room":
-            return True
-        for vec, mask in parked.shapes:
-            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask), parked.priority)
-            fits = self._fits.get(key)
-            if fits is None:  # parked jobs share ticks and shapes: each pair is asked once a cycle
-                nodes = cluster.freed_since(parked.tick)
-                free = cluster.allocatable[nodes] - cluster.used[nodes] + cluster.reclaimable(nodes, parked.priority)
-                fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
-            if fits:
-                return True
-        # Room freed so far does not fit it, and room is only taken until freed again (which cannot
-        # help a job of one shape).
-        parked.tick = cluster.tick
-        return False
-
-    def new_cycle(self) -> None:
-        self._fits.clear()
-        self.backing_off.clear()
-        if self.cluster is not None:  # what no parked job can ask about any more is forgotten
-            self.cluster.forget_freed(min((p.tick for p in self.parked.values()), default=self.cluster.tick))

@@ -53,9 +53,9 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.gang import SchedulerState
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.koordinator import detail_status
+from koordpy.core.state import SchedulerState
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
 # Objects without a creationTimestamp are created this far apart, in document order.

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from koordpy.controller.cache import Cache
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.decisions import CycleResult
-from koordpy.core.gang import Job, SchedulerState
-from koordpy.core.view import BACKOFF_INITIAL, BACKOFF_MAX, FLUSH_SECONDS, Wake
+from koordpy.core.gang import Job
+from koordpy.core.queue import BACKOFF_INITIAL, BACKOFF_MAX, FLUSH_SECONDS, Wake
+from koordpy.core.state import SchedulerState
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})
@@ -162,3 +164,30 @@ def test_a_job_parked_for_five_minutes_is_tried_again(q: Queue) -> None:
     assert q.tried == ["default/big"]
     q.cycle(after=1)
     assert q.tried == []  # and parked again
+
+
+def test_the_queue_is_its_own_room_and_reads_time_only_from_what_it_is_given() -> None:
+    """koordpy.core.queue on its own, with no cycle: a parked job stays parked while nothing it waits
+    for happens, waits out its backoff when woken, and is flushed after FLUSH_SECONDS, all by the
+    ``now`` passed in; the view's jobs are its jobs, in queue order."""
+    state = SchedulerState()
+    snap = Cache()
+    snap.observe("Node", "ADDED", {**node("n0", cpu="8"), "metadata": {"name": "n0", "resourceVersion": "1"}})
+    schedule(snap.snapshot(NAMES), state, 0.0)
+    view = state.view
+    assert view is not None and view.cluster is not None
+    jobs = [*view.group_jobs.values(), *view.single_jobs.values()]
+    assert view.queue.jobs() == sorted(jobs, key=Job.queue_key)
+    lone = Job("default/x", [], [], 0, 0.0)
+    view.queue.park(lone, {"default/x": "waits"}, None, {}, "any-room", now=T0)
+    assert view.queue.still_parked(lone, T0 + 1) is view.queue.parked["default/x"]
+    room = np.zeros(len(view.cluster.resources), dtype=np.int64)
+    view.cluster.change(0, room, 1)
+    view.cluster.change(0, room, -1, frees=True)  # room freed on n0
+    assert view.queue.still_parked(lone, T0 + BACKOFF_INITIAL / 2) is not None  # woken, backing off
+    assert view.queue.backing_off == {"default/x": T0 + BACKOFF_INITIAL}
+    assert view.queue.still_parked(lone, T0 + BACKOFF_INITIAL) is None  # the backoff ended: active
+    view.queue.park(lone, {}, None, {}, "changed", now=T0)
+    assert view.queue.still_parked(lone, T0 + FLUSH_SECONDS - 1) is not None
+    assert view.queue.still_parked(lone, T0 + FLUSH_SECONDS) is None  # flushed
+

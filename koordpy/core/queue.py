@@ -1,0 +1,172 @@
+"""The scheduling queue, by job: active, unschedulable (parked) and backoff, as kube-scheduler's
+``backend/queue``.
+
+Belongs here: the order jobs are tried in, the record of a job that failed (``Parked``: what it
+waits for, its wake hint, the messages its pods were left with), whether something that happened
+since could let it go on (its own change, room freed where one of its pod shapes fits, any move
+for a job of unlike pods or of rules between pods, the end of its NonStrict wait), its backoff
+and the flush of jobs parked too long. Time is passed in (``now``): the queue reads no clock. Does
+not belong here: which jobs exist (``koordpy.core.view`` builds them from the snapshot and tells
+the queue when they change), and why a job failed (``koordpy.core.cycle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.core.filters import Filters
+from koordpy.core.gang import Job
+from koordpy.core.snapshot import Cluster
+from koordpy.kernels import node_offerslots
+
+# What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
+# and the end of a NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too
+# few members); "room", room freed where one of its pod shapes fits (placement or permit failed);
+# "any-room", room freed anywhere (minResources counts the whole cluster).
+Wake = Literal["changed", "room", "any-room"]
+
+# kube-scheduler's queue, by job: a job that failed for want of room and is woken by room freed
+# waits out a backoff first (1 s, doubling per failure, at most 10 s), so a job that keeps failing
+# cannot take every cycle; one that waits for its own gang ("changed") goes at once when it changes.
+# A job parked this long is tried again whatever happened (the unschedulable queue's flush).
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 10.0
+FLUSH_SECONDS = 300.0
+
+
+@dataclass
+class Parked:
+    """A job that waits, as it was left: skipped, its messages kept, until what it waits for happens."""
+
+    job: Job
+    wake: Wake
+    tick: int  # the cluster's tick after the attempt
+    pending: dict[str, str]  # pod -> the message it was left with
+    shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
+    deadline: float | None  # when a NonStrict wait it holds reservations for expires
+    # For a job of several shapes, the cluster's moves after the attempt: placing unlike pods one
+    # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
+    moves: int | None = None
+    priority: int = 0  # room held by pods of lower priority counts as room: preemption can take it
+    since: float = 0.0  # when it was parked
+    attempts: int = 1  # failures in a row
+    backoff_until: float = 0.0  # woken before this, it waits in the backoff queue
+
+    @property
+    def backoff(self) -> float:
+        return float(min(BACKOFF_INITIAL * 2 ** min(self.attempts - 1, 16), BACKOFF_MAX))
+
+
+class Queue:
+    """The jobs in queue order and the parked ones. The view attaches the cluster arrays and filters
+    the parked records refer to (``attach``), and says when the jobs changed (``changed``)."""
+
+    def __init__(self, jobs: Callable[[], Iterable[Job]]) -> None:
+        self._jobs = jobs
+        self.cluster: Cluster | None = None
+        self.filters: Filters | None = None
+        self.parked: dict[str, Parked] = {}
+        self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
+        self._order: list[Job] | None = None
+        # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
+        self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
+
+    def jobs(self) -> list[Job]:
+        """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
+        for a job that is gone is forgotten, lest its old tick keep the freed-room log forever)."""
+        if self._order is None:
+            self._order = sorted(self._jobs(), key=Job.queue_key)
+            for gone in self.parked.keys() - {job.id for job in self._order}:
+                del self.parked[gone]
+        return self._order
+
+    def changed(self) -> None:
+        """The jobs changed: sorted again when next asked."""
+        self._order = None
+
+    def attach(self, cluster: Cluster, filters: Filters) -> None:
+        """New arrays: what is parked is forgotten (its node masks and request vectors belong to the
+        old ones), so every job is tried again."""
+        self.cluster, self.filters = cluster, filters
+        self.parked.clear()
+
+    def unpark(self, woken: Callable[[Parked], bool]) -> None:
+        """The parked jobs for which ``woken`` holds are tried again at once (no backoff)."""
+        for job_id in [j for j, p in self.parked.items() if woken(p)]:
+            del self.parked[job_id]
+
+
+    def park(self, job: Job, pending: dict[str, str], deadline: float | None, reserved: Mapping[str, str],
+             wake: Wake, now: float = 0.0, attempts: int = 1) -> None:
+        """Parks the job that failed at ``now`` with its pods' messages (``pending``): it is skipped
+        until ``wake`` happens, or its NonStrict wait ends (``deadline``), or it is flushed."""
+        cluster, filters = self.cluster, self.filters
+        assert cluster is not None and filters is not None
+        shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
+        for pod in job.pods:
+            if pod.key in reserved:
+                continue  # placed already; only the members still to place can use new room
+            vec, mask = cluster.request_vector(pod), filters.static(pod).mask
+            shapes.setdefault((vec.tobytes(), id(mask)), (vec, mask))
+        # A job of unlike pods, or one the rules between pods hold back, may fit after any move (a pod
+        # that started, moved or ended), not only where room appeared.
+        moves = len(shapes) > 1 or any(filters.rules.applies(p) for p in job.pods)
+        parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
+                                              cluster.moves if moves else None, job.priority, now, attempts)
+        parked.backoff_until = now + parked.backoff
+
+    def still_parked(self, job: Job, now: float) -> Parked | None:
+        """The job's parked record while it stays in the unschedulable or backoff queue, else None
+        (it is active: tried this cycle). It becomes active when what it waits for happens: its own
+        pods or gangs change (at once), room appears where it could fit (after its backoff), its
+        NonStrict wait expires, or it has waited FLUSH_SECONDS."""
+        parked = self.parked.get(job.id)
+        if parked is None or parked.job is not job:
+            return None
+        if parked.deadline is not None and now >= parked.deadline:
+            return None
+        if now - parked.since >= FLUSH_SECONDS:
+            return None
+        if not self._woken(parked):
+            return parked
+        if now < parked.backoff_until:
+            self.backing_off[job.id] = parked.backoff_until
+            return parked
+        return None
+
+    def _woken(self, parked: Parked) -> bool:
+        """Whether room that could let the parked job fit appeared since it was parked."""
+        cluster = self.cluster
+        assert cluster is not None
+        if parked.wake == "changed":
+            return False
+        if parked.moves is not None and parked.moves != cluster.moves:
+            return True
+        if cluster.tick == parked.tick:
+            return False
+        if parked.wake == "any-room":
+            return True
+        for vec, mask in parked.shapes:
+            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask), parked.priority)
+            fits = self._fits.get(key)
+            if fits is None:  # parked jobs share ticks and shapes: each pair is asked once a cycle
+                nodes = cluster.freed_since(parked.tick)
+                free = cluster.allocatable[nodes] - cluster.used[nodes] + cluster.reclaimable(nodes, parked.priority)
+                fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
+            if fits:
+                return True
+        # Room freed so far does not fit it, and room is only taken until freed again (which cannot
+        # help a job of one shape).
+        parked.tick = cluster.tick
+        return False
+
+    def new_cycle(self) -> None:
+        self._fits.clear()
+        self.backing_off.clear()
+        if self.cluster is not None:  # what no parked job can ask about any more is forgotten
+            self.cluster.forget_freed(min((p.tick for p in self.parked.values()), default=self.cluster.tick))
