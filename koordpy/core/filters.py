@@ -20,9 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.messages import render
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
 from koordpy.core.snapshot import Cluster
-from koordpy.core.volumes import PreFilterReason, VolumeRules
+from koordpy.core.verdicts import NodesFiltered, PreFilterReason
+from koordpy.core.volumes import VolumeRules
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -148,7 +150,7 @@ class Filters:
 
     def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
-        return nodes_unavailable(len(self.cluster.nodes), self.explain_counts(pod, request))
+        return render(NodesFiltered(len(self.cluster.nodes), tuple(self.explain_counts(pod, request).items())))
 
     def explain_counts(self, pod: Pod, request: npt.NDArray[np.int64],
                        only: npt.NDArray[np.bool_] | None = None) -> Counter[str]:
@@ -181,11 +183,3 @@ class Filters:
                     counts[why] += n
         return counts
 
-
-def nodes_unavailable(total: int, counts: Counter[str] | dict[str, int]) -> str:
-    # A PreFilter reason rules out every node before any is looked at: kube-scheduler says it alone.
-    first = next((reason for reason in counts if isinstance(reason, PreFilterReason)), None)
-    if first is not None:
-        return f"0/{total} nodes are available: {first}."
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
-    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."

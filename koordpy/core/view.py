@@ -15,7 +15,6 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,14 +35,9 @@ from koordpy.core.gang import (
 )
 from koordpy.core.snapshot import Cluster, Snapshot
 from koordpy.core.sources.volcano import spec_of
+from koordpy.core.verdicts import Wake as Wake
 from koordpy.core.volumes import VolumeRules
 from koordpy.kernels import node_offerslots
-
-# What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
-# and the end of a NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too
-# few members); "room", room freed where one of its pod shapes fits (placement or permit failed);
-# "any-room", room freed anywhere (minResources counts the whole cluster).
-Wake = Literal["changed", "room", "any-room"]
 
 # kube-scheduler's queue, by job: a job that failed for want of room and is woken by room freed
 # waits out a backoff first (1 s, doubling per failure, at most 10 s), so a job that keeps failing

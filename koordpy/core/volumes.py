@@ -28,6 +28,7 @@ from koordpy.api.storage import (
     Storage,
 )
 from koordpy.core.decisions import VolumeBinding
+from koordpy.core.verdicts import PreFilterReason
 
 # kube-scheduler v1.37's reasons, per node.
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -50,12 +51,6 @@ _GA = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
 
 
 _VERSIONS = itertools.count(1)
-
-
-class PreFilterReason(str):
-    """A reason that rules out every node before any is looked at (kube-scheduler's PreFilter)."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
