@@ -137,9 +137,12 @@ TABLE: list[tuple[Reason, str]] = [
     (Inside(INSUFFICIENT, "block-a"),
      "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable inside block-a, the widest domain "
      "the job's topology requirement allows."),
-    (OnePerNode(INSUFFICIENT, "they share host ports"),
+    (OnePerNode(INSUFFICIENT, True),
      "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; at most one member per node, as "
      "they share host ports."),
+    (OnePerNode(INSUFFICIENT, False, ("kubernetes.io/hostname", "rack")),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; at most one member per node, as "
+     "anti-affinity between them on kubernetes.io/hostname, rack."),
     (WithNotes(INSUFFICIENT, ("layer rack is ignored", "layer row is ignored")),
      "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; layer rack is ignored; layer row "
      "is ignored."),

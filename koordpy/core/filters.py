@@ -20,16 +20,16 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
-from koordpy.core.messages import render
+from koordpy.core.messages import AFFINITY as AFFINITY
+from koordpy.core.messages import FEATURES as FEATURES
+from koordpy.core.messages import NOT_READY as NOT_READY
+from koordpy.core.messages import TOO_MANY_PODS, insufficient, render, untolerated_taint
+from koordpy.core.messages import UNSCHEDULABLE as UNSCHEDULABLE
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
 from koordpy.core.snapshot import Cluster
 from koordpy.core.verdicts import NodesFiltered, PreFilterReason
 from koordpy.core.volumes import VolumeRules
 
-UNSCHEDULABLE = "node(s) were unschedulable"
-NOT_READY = "node(s) were not ready"
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-FEATURES = "node(s) didn't match Pod's required features"
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 _NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
 
@@ -53,7 +53,7 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
         return NOT_READY
     taint = pod.untolerated_taint(node)
     if taint is not None:
-        return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+        return untolerated_taint(taint.key, taint.value)
     if not pod.selects_node(node):
         return AFFINITY
     if pod.required_features and not node.declared_features.issuperset(pod.required_features):
@@ -175,7 +175,7 @@ class Filters:
             short = int(np.count_nonzero(short_nodes))
             short_any |= short_nodes
             if short:
-                counts["Too many pods" if res == PODS else f"Insufficient {res}"] += short
+                counts[TOO_MANY_PODS if res == PODS else insufficient(res)] += short
         left &= ~short_any
         if check is not None:
             for why, n in check.counts(left).items():

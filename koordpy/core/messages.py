@@ -7,11 +7,11 @@ kube-scheduler's ("0/N nodes are available: ..." with its counted reasons sorted
 eligible due to ...", "Successfully assigned ..."), Volcano's network-topology terms (tiers,
 HyperNodes), KAI's levels, and koordpy's own. Tests quote these texts byte for byte.
 
-Belongs here: ``render`` (one reason -> its text) and the text constants other modules match on.
-Does not belong here: deciding anything (the reason types are in ``koordpy.core.verdicts``); the
-per-node filter reasons each filter counts (``filters``, ``podrules``, ``volumes``: they are keys
-of ``NodesFiltered.counts``, produced by the filter that rules a node out); ``koordpy explain``'s
-advice, which is a report of its own.
+Belongs here: ``render`` (one reason -> its text), the text constants other modules match on, and
+kube-scheduler's per-node filter reasons (the keys of ``NodesFiltered.counts``: each filter module
+imports the words it counts from here). Does not belong here: deciding anything (the reason types
+are in ``koordpy.core.verdicts``; which filter rules a node out is in ``filters``, ``podrules``,
+``volumes``); ``koordpy explain``'s advice, which is a report of its own.
 """
 
 from __future__ import annotations
@@ -73,6 +73,46 @@ JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
 CLAIMS = "koordpy does not allocate ResourceClaims yet"
 SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet"
+
+# -- kube-scheduler v1.37's per-node filter reasons, counted in "0/N nodes are available" -------------
+
+# NodeUnschedulable, TaintToleration, NodeAffinity, NodeDeclaredFeatures (koordpy.core.filters).
+UNSCHEDULABLE = "node(s) were unschedulable"
+NOT_READY = "node(s) were not ready"
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+FEATURES = "node(s) didn't match Pod's required features"
+TOO_MANY_PODS = "Too many pods"
+
+# InterPodAffinity, PodTopologySpread, NodePorts (koordpy.core.podrules).
+AFFINITY_RULES = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+SPREAD = "node(s) didn't match pod topology spread constraints"
+SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+PORTS = "node(s) didn't have free ports for the requested pod ports"
+
+# VolumeBinding, VolumeRestrictions, NodeVolumeLimits, VolumeZone (koordpy.core.volumes).
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+# Members of one job sharing an unbound WaitForFirstConsumer claim: it binds once, for one node.
+SHARED_CLAIM = "members sharing an unbound WaitForFirstConsumer claim must go to the node its volume is bound for"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ZONE_CONFLICT = "node(s) had no available volume zone"
+RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
+                 "in-use by another pod")
+DISK_CONFLICT = "node(s) had no available disk"
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+
+def untolerated_taint(key: str, value: str) -> str:
+    return f"node(s) had untolerated taint {{{key}: {value}}}"
+
+
+def insufficient(resource: str) -> str:
+    """NodeResourcesFit's reason for a resource short on a node (the pods column: too many pods)."""
+    return f"Insufficient {resource}"
+
 
 # kube-scheduler's preemption words.
 NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
@@ -246,7 +286,8 @@ def render(reason: Reason) -> str:
                      if reason.domain is not None else "")
             return render(reason.inner).rstrip(".") + where + "."
         case OnePerNode():
-            return f"{render(reason.inner).rstrip('.')}; at most one member per node, as {reason.why}."
+            why = "they share host ports" if reason.ports else f"anti-affinity between them on {', '.join(reason.keys)}"
+            return f"{render(reason.inner).rstrip('.')}; at most one member per node, as {why}."
         case WithNotes():
             return f"{render(reason.inner).rstrip('.')}; {'; '.join(reason.notes)}."
         case NoCandidate():

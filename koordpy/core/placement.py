@@ -123,7 +123,7 @@ class Placer:
                 else:
                     failure = None
             if failure is not None and play.cap_on is not None:
-                failure = replace(failure, why=OnePerNode(failure.why, play.cap_reason))
+                failure = replace(failure, why=OnePerNode(failure.why, play.cap_ports, play.cap_keys))
             if not play.sequential or (failure is not None and req is not None):
                 return failure
             keys = {p.key for p in pods}

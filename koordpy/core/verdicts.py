@@ -216,10 +216,12 @@ class Inside:
 
 @dataclass(frozen=True)
 class OnePerNode:
-    """``inner`` where the members of a job repel each other per node (``why``: as podrules says)."""
+    """``inner`` where the members of a job repel each other per node: they share host ports
+    (``ports``), else their anti-affinity on ``keys``."""
 
     inner: Reason
-    why: str
+    ports: bool
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

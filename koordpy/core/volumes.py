@@ -28,20 +28,18 @@ from koordpy.api.storage import (
     Storage,
 )
 from koordpy.core.decisions import VolumeBinding
-from koordpy.core.verdicts import PreFilterReason
 
-# kube-scheduler v1.37's reasons, per node.
-NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
-BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-# Members of one job sharing an unbound WaitForFirstConsumer claim: it binds once, for one node.
-SHARED_CLAIM = "members sharing an unbound WaitForFirstConsumer claim must go to the node its volume is bound for"
-PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
-ZONE_CONFLICT = "node(s) had no available volume zone"
-RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
-                 "in-use by another pod")
-DISK_CONFLICT = "node(s) had no available disk"
-MAX_VOLUME_COUNT = "node(s) exceed max volume count"
-UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+# kube-scheduler v1.37's reasons, per node (worded in koordpy.core.messages).
+from koordpy.core.messages import BIND_CONFLICT as BIND_CONFLICT
+from koordpy.core.messages import DISK_CONFLICT as DISK_CONFLICT
+from koordpy.core.messages import MAX_VOLUME_COUNT as MAX_VOLUME_COUNT
+from koordpy.core.messages import NODE_CONFLICT as NODE_CONFLICT
+from koordpy.core.messages import PV_NOT_EXIST as PV_NOT_EXIST
+from koordpy.core.messages import RWOP_CONFLICT as RWOP_CONFLICT
+from koordpy.core.messages import SHARED_CLAIM as SHARED_CLAIM
+from koordpy.core.messages import UNBOUND_IMMEDIATE as UNBOUND_IMMEDIATE
+from koordpy.core.messages import ZONE_CONFLICT as ZONE_CONFLICT
+from koordpy.core.verdicts import PreFilterReason
 
 # The PV labels VolumeZone compares with the node's (the beta ones read as their GA twins too).
 ZONE_LABELS = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
