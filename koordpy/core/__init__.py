@@ -2,7 +2,8 @@
 
 Belongs here: the topology tree, gang state, the scheduling cycle named after
 kube-scheduler's extension points (pre_filter, filter, score, reserve, permit, bind,
-post_filter), the Statement that commits or discards trial changes, and the decisions
+post_filter), the verdicts they reach as typed values (``verdicts``) and the one place that
+words them (``messages``), the Statement that commits or discards trial changes, and the decisions
 (bind, condition, event, annotation, status) the cycle returns, and the standing view it
 keeps between cycles so that a cycle costs what changed (``view``), and the explanation of why
 a job waits or where it went, built from a dry run (``explain``). Does not belong here:
