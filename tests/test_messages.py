@@ -14,7 +14,20 @@ import pytest
 
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.gang import SchedulerState
-from koordpy.core.messages import group_name, nodes_unavailable, render
+from koordpy.core.messages import (
+    claim_deleting,
+    claim_lost,
+    claim_not_found,
+    claim_not_owned,
+    claim_unreadable,
+    ephemeral_claim_missing,
+    group_name,
+    insufficient,
+    nodes_unavailable,
+    render,
+    untolerated_taint,
+    volume_not_found,
+)
 from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
@@ -233,6 +246,35 @@ def test_each_reason_renders_its_one_wording(reason: Reason, text: str) -> None:
 def test_every_reason_has_a_wording() -> None:
     """A reason type added to the union gets its row in the table (and so its wording documented)."""
     assert set(get_args(Reason)) == {type(r) for r, _ in TABLE}
+
+
+# The per-node reasons built from a value (the constant ones are imported by tests of their filters).
+PER_NODE: list[tuple[str, str]] = [
+    (untolerated_taint("gpu", "true"), "node(s) had untolerated taint {gpu: true}"),
+    (insufficient("nvidia.com/gpu"), "Insufficient nvidia.com/gpu"),
+    (claim_unreadable("data", "spec.resources: bad"),
+     'persistentvolumeclaim "data" cannot be read: spec.resources: bad'),
+    (ephemeral_claim_missing("p-scratch"),
+     'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"'),
+    (claim_not_found("data"), 'persistentvolumeclaim "data" not found'),
+    (claim_lost("data", "pv-1"), 'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv-1"'),
+    (claim_deleting("data"), 'persistentvolumeclaim "data" is being deleted'),
+    (claim_not_owned("default/p-scratch", "default/p"),
+     "PVC default/p-scratch was not created for pod default/p (pod is not owner)"),
+    (volume_not_found("pv-1"), 'persistentvolume "pv-1" not found'),
+]
+
+
+@pytest.mark.parametrize(("reason", "text"), PER_NODE)
+def test_each_per_node_reason_has_its_wording(reason: str, text: str) -> None:
+    assert reason == text
+
+
+def test_volume_prefilter_reasons_are_said_alone() -> None:
+    for reason in (claim_unreadable("d", "x"), ephemeral_claim_missing("d"), claim_not_found("d"), claim_lost("d", "v"),
+                   claim_deleting("d"), claim_not_owned("n/d", "n/p"), volume_not_found("v")):
+        assert isinstance(reason, PreFilterReason)
+        assert nodes_unavailable(3, (("Insufficient cpu", 2), (reason, 3))) == f"0/3 nodes are available: {reason}."
 
 
 def test_node_counts_are_sorted_and_a_prefilter_reason_is_said_alone() -> None:

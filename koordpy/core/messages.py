@@ -105,6 +105,38 @@ MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 
+# VolumeBinding's and VolumeZone's PreFilter reasons: one of the pod's claims rules out every node.
+
+
+def claim_unreadable(claim: str, why: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" cannot be read: {why}')
+
+
+def ephemeral_claim_missing(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{claim}"')
+
+
+def claim_not_found(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" not found')
+
+
+def claim_lost(claim: str, volume: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" bound to non-existent persistentvolume "{volume}"')
+
+
+def claim_deleting(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" is being deleted')
+
+
+def claim_not_owned(claim: str, pod: str) -> PreFilterReason:
+    """A generic ephemeral volume's claim another pod's controller created (``claim``: ns/name)."""
+    return PreFilterReason(f"PVC {claim} was not created for pod {pod} (pod is not owner)")
+
+
+def volume_not_found(volume: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolume "{volume}" not found')
+
+
 def untolerated_taint(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 

@@ -39,6 +39,15 @@ from koordpy.core.messages import RWOP_CONFLICT as RWOP_CONFLICT
 from koordpy.core.messages import SHARED_CLAIM as SHARED_CLAIM
 from koordpy.core.messages import UNBOUND_IMMEDIATE as UNBOUND_IMMEDIATE
 from koordpy.core.messages import ZONE_CONFLICT as ZONE_CONFLICT
+from koordpy.core.messages import (
+    claim_deleting,
+    claim_lost,
+    claim_not_found,
+    claim_not_owned,
+    claim_unreadable,
+    ephemeral_claim_missing,
+    volume_not_found,
+)
 from koordpy.core.verdicts import PreFilterReason
 
 # The PV labels VolumeZone compares with the node's (the beta ones read as their GA twins too).
@@ -185,20 +194,18 @@ class VolumeRules:
             key = f"{pod.namespace}/{v.claim}"
             bad = self.invalid.get(f"PersistentVolumeClaim {key}")
             if bad is not None:
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" cannot be read: {bad}'))
+                return _Claims(claim_unreadable(v.claim, bad))
             claim = self.claims.get(key)
             if claim is None:
                 if v.ephemeral:
-                    return _Claims(PreFilterReason(
-                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{v.claim}"'))
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" not found'))
+                    return _Claims(ephemeral_claim_missing(v.claim))
+                return _Claims(claim_not_found(v.claim))
             if claim.phase == "Lost":
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" bound to non-existent '
-                                               f'persistentvolume "{claim.volume_name}"'))
+                return _Claims(claim_lost(v.claim, claim.volume_name))
             if claim.deleting:
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" is being deleted'))
+                return _Claims(claim_deleting(v.claim))
             if v.ephemeral and (claim.controller_uid is None or claim.controller_uid != pod.uid):
-                return _Claims(PreFilterReason(f"PVC {key} was not created for pod {pod.key} (pod is not owner)"))
+                return _Claims(claim_not_owned(key, pod.key))
             if claim.bound:
                 bound.append(claim)
             elif self._delayed(claim) and not claim.volume_name:
@@ -218,7 +225,7 @@ class VolumeRules:
                 continue  # unbound WaitForFirstConsumer: VolumeZone skips it
             pv = self.pvs.get(claim.volume_name)
             if pv is None:
-                return _Claims(PreFilterReason(f'persistentvolume "{claim.volume_name}" not found'))
+                return _Claims(volume_not_found(claim.volume_name))
             zone.append(pv)
         return _Claims(None, tuple(bound), tuple(delayed), tuple(zone))
 
