@@ -10,9 +10,9 @@ import pytest
 from koordpy.api import Node, Pod
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.gang import Job
-from koordpy.core.queue import Wake
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
+from koordpy.core.verdicts import Wake
 from koordpy.sim.simulator import World, simulate
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
 

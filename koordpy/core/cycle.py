@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
-from koordpy.api.quantity import format_quantity
 from koordpy.api.volcano import VolcanoPodGroup
 from koordpy.core import gangrule
 from koordpy.core.decisions import (
@@ -32,9 +30,10 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
 )
 from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, TopologyAsk, claims, missing_owner
-from koordpy.core.placement import Failure, Placer, rank_order
+from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
+from koordpy.core.messages import render
+from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
-from koordpy.core.queue import Wake
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
@@ -42,11 +41,33 @@ from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
+from koordpy.core.verdicts import (
+    Assigned,
+    BeyondMinimum,
+    BoundWithoutOwner,
+    Code,
+    Failure,
+    GangTimeoutEvent,
+    GatedMembers,
+    JobFailed,
+    MarkedTimedOut,
+    MemberRejected,
+    MinResourcesShort,
+    OwnerMissing,
+    PeerNotBack,
+    PeerUndeclared,
+    PreBindConflict,
+    PreemptedBy,
+    Text,
+    TimedOut,
+    TooFewMembers,
+    Verdict,
+    VolumesTogether,
+    WaitingForMembers,
+    Wake,
+    WithPreemption,
+)
 from koordpy.core.view import View
-
-# How the message to the pods of a job whose evaluation raised begins: the shell counts their
-# attempt as an error (kube-scheduler's "error" result), not as unschedulable.
-JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 
 class Cycle:
@@ -139,8 +160,7 @@ class Cycle:
             self.result.gangs_placed = [j for j in self.result.gangs_placed if j != job.id]
             self.result.gangs_timed_out = [j for j in self.result.gangs_timed_out if j != job.id]
             self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
-            message = (f"{JOB_ERROR_PREFIX} and skipped it: {type(exc).__name__}: {exc}; "
-                       "the rest of the queue was scheduled")
+            message = render(JobFailed(type(exc).__name__, str(exc)))
             for pod in job.pods:
                 self._say(pod, message)
             return None
@@ -153,12 +173,13 @@ class Cycle:
         Statement, permit and bind, or post_filter (preemption) when it does not fit."""
         rejected = self.pre_filter(job)
         if rejected is not None:
-            reason, wake = rejected
-            if wake == "timed-out":
-                reason, wake = self._time_out(job, self._wait_limit(job)), None
+            reason, wake = rejected.reason, rejected.wake
+            if rejected.code is Code.TIMED_OUT:
+                reason = self._time_out(job, self._wait_limit(job))
                 self.result.gangs_timed_out.append(job.id)
+            message = render(reason)
             for pod in job.pods:
-                self._say(pod, reason)
+                self._say(pod, message)
             return wake
         pending = [p for p in job.pods if p.key not in self.state.reserved]
         pods = rank_order(pending) if job.is_gang else pending
@@ -249,8 +270,7 @@ class Cycle:
         back, the job's pods nominated; the cluster counts it all so that later jobs of this cycle
         see the room as the job's."""
         trigger = failure.pod.key if failure is not None else job.pods[0].key
-        message = (f"koordpy: preempting to accommodate higher priority pods, preemptor: {job.id}, "
-                   f"triggerpod: {trigger}")
+        message = render(PreemptedBy(job.id, trigger))
         for key in plan.victims:
             self.result.decisions.append(Preempt(key, message, job.id, trigger))
             self.cluster.doom(key)
@@ -335,8 +355,7 @@ class Cycle:
                     return None  # binpacked member by member, each where the ones before leave it room
                 stmt.rollback(mark)
                 pod, why = broken
-                return Failure(pod, f"0/{len(self.cluster.nodes)} nodes are available: {why} (with the other "
-                                    "members of its job placed together).", resolvable=False)
+                return Failure(pod, VolumesTogether(len(self.cluster.nodes), why), code=Code.UNRESOLVABLE)
         return failure
 
     def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
@@ -468,69 +487,62 @@ class Cycle:
         """After a GangGroup met its minimums, the members that did not fit say so; they are
         no longer held to the gang (once satisfied) and keep trying."""
         bound = sum(1 for p in job.pods if p.key in self.bound)
+        own, others = render(failure.why), render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
         for pod in job.pods:
             if pod.key in self.bound:
                 continue
             if pod.key == failure.pod.key:
-                self._say(pod, failure.reason)
+                self._say(pod, own)
             else:
-                self._say(pod, f'GangGroup "{job.id}" reached its minimum with {bound} of {len(job.pods)} '
-                                      f'pending members bound; the rest wait: "{failure.reason}"')
+                self._say(pod, others)
 
     def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None) -> None:
         """The member that failed carries the reason (and what preemption did); the others quote it
         in the GangGroup's words."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
-        after = f" {plan.message}" if plan is not None and plan.message else ""
-        quoted = ""
-        if plan is not None and plan.message and failure is not None:
-            said = plan.message.removeprefix("preemption: ")
-            quoted = f". preemption: preemption already attempted by {failure.pod.key} with message {said}"
+        said = plan.message if plan is not None else ""
+        if failure:
+            own = render(WithPreemption(failure.why, said))
+            others = render(MemberRejected(job.id, failure.pod.key, failure.why, already, said))
+        else:
+            own = others = render(WaitingForMembers(job.id, gangrule.counts(job, self.state.reserved), already))
         for pod in job.pods:
             if pod.key in self.bound:
                 continue
             if failure and pod.key == failure.pod.key:
-                self._say(pod, f"{failure.reason}{after}")
-            elif failure:
-                self._say(pod, f'GangGroup "{job.id}" gets rejected due to member Pod "{failure.pod.key}" '
-                               f'is unschedulable with reason "{failure.reason}", '
-                               f"alreadyWaitForBound: {already}{quoted}")
+                self._say(pod, own)
             else:
-                self._say(pod, f'GangGroup "{job.id}" is waiting for its members: '
-                               f"{gangrule.counts(job, self.state.reserved)}, alreadyWaitForBound: {already}")
+                self._say(pod, others)
 
     # -- extension points ----------------------------------------------------------------
 
-    def pre_filter(self, job: Job) -> tuple[str, Wake | Literal["timed-out"] | None] | None:
+    def pre_filter(self, job: Job) -> Verdict | None:
         """Why the job cannot be tried this cycle, and what could change that (see ``Queue.park``),
-        or None to go on; "timed-out" when its wait expired. Changes nothing."""
+        or None to go on; a TIMED_OUT verdict when its wait expired. Changes nothing."""
         waiting = self._owner_wait(job)
         if waiting is not None:
-            return waiting, None  # tried again every cycle; the cycle's deadline wakes it when the grace ends
+            # Tried again every cycle; the cycle's deadline wakes it when the grace ends.
+            return Verdict(Code.WAIT, waiting, None)
         for gang in job.gangs:
             if gang.error:
-                return gang.error, "changed"
+                return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
         for pod in job.pods if job.is_gang else ():
             try:
                 topology_index(f"Pod {pod.key}", pod.annotations)
             except ParseError as exc:
-                return str(exc), "changed"
+                return Verdict(Code.UNRESOLVABLE, Text(str(exc)), "changed")
         for gang in job.gangs:
             if gang.timed_out:
-                return (f'gang "{gang.key}" timed out waiting for its members and will not be scheduled '
-                        f"({ANN_TIMEOUT}=true); delete and recreate its pods to try again"), "changed"
+                return Verdict(Code.UNRESOLVABLE, MarkedTimedOut(gang.key, ANN_TIMEOUT), "changed")
         for gang in job.gangs:
             cfg = gang.config
             assert cfg is not None
             if gangrule.too_few(gang):
-                return (f"gang child pod not collect enough, gangName: {gang.key}, podNum: {len(gang.pods)}, "
-                        f"minMember: {cfg.min_member}"), "changed"
+                return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member), "changed")
             gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
-                return (f"gang {gang.key} waits for its gated members: {gated} of its {len(gang.pods)} pods still "
-                        f"have spec.schedulingGates, and the others cannot reach minMember {cfg.min_member}"), \
-                    "changed"
+                return Verdict(Code.WAIT, GatedMembers(gang.key, gated, len(gang.pods), cfg.min_member), "changed")
         for gang in job.gangs:
             for other in claims(gang):
                 if other in job.group:
@@ -538,27 +550,29 @@ class Cycle:
                 peer = self.gangs.get(other)
                 # Another gang decides these, so they are asked again every cycle (never parked).
                 if peer is None or peer.config is None:
-                    return (f'gang "{gang.key}" names "{other}" in its groups, but no PodGroup or pod declares '
-                            f"that gang{f': {peer.error}' if peer is not None and peer.error else ''}"), None
+                    return Verdict(Code.UNRESOLVABLE,
+                                   PeerUndeclared(gang.key, other, peer.error if peer is not None else None), None)
                 if not gangrule.has_minimum(peer, self.state.satisfied):
-                    where = " in another namespace" if other.split("/")[0] != gang.key.split("/")[0] else ""
-                    return (f'gang "{gang.key}" names "{other}"{where} in its groups, which does not name it '
-                            f'back; it waits until "{other}" has its minimum bound'), None
+                    elsewhere = other.split("/")[0] != gang.key.split("/")[0]
+                    return Verdict(Code.WAIT, PeerNotBack(gang.key, other, elsewhere), None)
         short = self._min_resources_short(job)
         if short:
-            return short, "any-room"
+            return Verdict(Code.UNSCHEDULABLE, short, "any-room")
         since = self.state.wait_since.get(job.group)
-        if since is not None and gangrule.expired(since, self._wait_limit(job), self.now):
-            return "", "timed-out"  # the caller releases what the job holds: pre_filter only judges
+        if since is not None:
+            limit = self._wait_limit(job)
+            if gangrule.expired(since, limit, self.now):
+                # The caller releases what the job holds (and counts it then): pre_filter only judges.
+                return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
         # After the timeout: members a NonStrict gang holds room for are still released in time.
         refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot.workload_podgroups)
         if refused is not None:
             # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
             # may appear or change, which is no change of the pods: such a job is looked at every cycle.
-            return refused, None if any(p.scheduling_group for p in job.pods) else "changed"
+            return Verdict(Code.UNRESOLVABLE, refused, None if any(p.scheduling_group for p in job.pods) else "changed")
         return None
 
-    def _owner_wait(self, job: Job) -> str | None:
+    def _owner_wait(self, job: Job) -> OwnerMissing | None:
         """Why the job waits for a pod's owner, while a pod names an owner koordpy reads topology
         from that it has not seen and the pod's grace (``OWNER_GRACE_SECONDS`` from its creation)
         runs: placed now, the pod would ignore whatever constraint that owner declares."""
@@ -569,9 +583,7 @@ class Cycle:
             until = pod.creation + OWNER_GRACE_SECONDS
             if ref is not None:
                 self.owner_waits.append(until)
-                return (f"waiting for its owner {ref.kind} {pod.namespace}/{ref.name} to appear (koordpy reads "
-                        f"topology constraints from it): pod {pod.key} is not placed without it for "
-                        f"{OWNER_GRACE_SECONDS:g}s after its creation")
+                return OwnerMissing(ref.kind, pod.namespace, ref.name, pod.key, OWNER_GRACE_SECONDS)
         return None
 
     def permit(self, job: Job, placed: dict[str, int]) -> bool:
@@ -591,21 +603,18 @@ class Cycle:
                     # Only a member of a job placed together can meet this: a member before it took the
                     # PV its claim matched on that node. It is not bound, and tries again.
                     self.cluster.count(pod, None)
-                    self._say(obj, f"0/{len(self.cluster.nodes)} nodes are available: {exc}.")
+                    self._say(obj, render(PreBindConflict(len(self.cluster.nodes), str(exc))))
                     continue
             self.bound[pod] = node
             self.cluster.bound(pod)
             self.result.decisions.append(Bind(pod, node, volumes))
-            self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled",
-                                               f"Successfully assigned {pod} to {node}"))
+            self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled", render(Assigned(pod, node))))
             obj = self.view.by_key.get(pod)
             ref = missing_owner(obj, self.snapshot.owners) if obj is not None else None
             if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
                 self.result.decisions.append(Event(
                     "Pod", pod, "Warning", "OwnerNotFound",
-                    f"bound without its owner {ref.kind} {obj.namespace}/{ref.name}, which koordpy did not see "
-                    f"within {OWNER_GRACE_SECONDS:g}s of the pod's creation: no topology constraint the owner "
-                    "declares was applied"))
+                    render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
@@ -631,7 +640,7 @@ class Cycle:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _min_resources_short(self, job: Job) -> str | None:
+    def _min_resources_short(self, job: Job) -> MinResourcesShort | None:
         """A PodGroup's minResources must be free somewhere in the cluster before its pods are tried."""
         free = np.maximum(self.cluster.free(), 0).sum(axis=0)
         for gang in job.gangs:
@@ -641,11 +650,10 @@ class Cycle:
             for res, want in sorted(pg.min_resources.items()):
                 have = int(free[self.cluster.res_index[res]]) if res in self.cluster.res_index else 0
                 if have < want:
-                    return (f"PodGroup {gang.key} minResources not available: {res} wants "
-                            f"{format_quantity(res, want)}, the cluster has {format_quantity(res, have)} free")
+                    return MinResourcesShort(gang.key, res, want, have)
         return None
 
-    def _time_out(self, job: Job, limit: float) -> str:
+    def _time_out(self, job: Job, limit: float) -> TimedOut:
         for pod in job.pods:
             node = self.state.release(pod.key)
             if node is not None:
@@ -657,9 +665,8 @@ class Cycle:
                     self.result.decisions.append(Annotate(pod.key, ANN_TIMEOUT, "true"))
             if gang.key in self.snapshot.podgroups:
                 self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "GangTimeout",
-                                                   f"gang did not reach its minimum within {limit:g}s"))
-        return (f'GangGroup "{job.id}" timed out after {limit:g}s waiting for its members '
-                f"({gangrule.counts(job, self.state.reserved)}); reservations released")
+                                                   render(GangTimeoutEvent(limit))))
+        return TimedOut(job.id, limit, gangrule.counts(job, self.state.reserved))
 
     def _wait_limit(self, job: Job) -> float:
         return gangrule.wait_limit(job.group, self.gangs, self.view.wait_limits)

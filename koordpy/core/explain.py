@@ -25,6 +25,7 @@ from koordpy.core import gangrule
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import Gang, GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.messages import render
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
 from koordpy.core.state import SchedulerState
@@ -326,7 +327,7 @@ class _Explainer:
         diagnosis = self._diagnosis(run, gangs)
         preemption = self._preemption(run, gangs)
         # The member that failed carries the reason; the others only quote it.
-        reason = run.failure.reason if run.failure is not None else messages.get(target, "")
+        reason = render(run.failure.why) if run.failure is not None else messages.get(target, "")
         if run.failure is not None and run.plan is not None and run.plan.message:
             reason = f"{reason} {run.plan.message}"
         exp = replace(exp, diagnosis=diagnosis, preemption=preemption,
@@ -343,7 +344,7 @@ class _Explainer:
             again = self._empty_run(run, gangs)
             fits_empty = again is not None and again.failure is None and any(
                 isinstance(d, Bind) for d in again.decisions)
-        return Diagnosis(f.pod.key, f.reason, f.resolvable, len(self.snapshot.nodes), f.filtered, f.desired,
+        return Diagnosis(f.pod.key, render(f.why), f.resolvable, len(self.snapshot.nodes), f.filtered, f.desired,
                          domains, fits_empty)
 
     def _empty_run(self, run: DryRun, gangs: list[Gang]) -> DryRun | None:

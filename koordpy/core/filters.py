@@ -20,14 +20,16 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.messages import AFFINITY as AFFINITY
+from koordpy.core.messages import FEATURES as FEATURES
+from koordpy.core.messages import NOT_READY as NOT_READY
+from koordpy.core.messages import TOO_MANY_PODS, insufficient, render, untolerated_taint
+from koordpy.core.messages import UNSCHEDULABLE as UNSCHEDULABLE
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
 from koordpy.core.snapshot import Cluster
-from koordpy.core.volumes import PreFilterReason, VolumeRules
+from koordpy.core.verdicts import NodesFiltered, PreFilterReason
+from koordpy.core.volumes import VolumeRules
 
-UNSCHEDULABLE = "node(s) were unschedulable"
-NOT_READY = "node(s) were not ready"
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-FEATURES = "node(s) didn't match Pod's required features"
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 _NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
 
@@ -51,7 +53,7 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
         return NOT_READY
     taint = pod.untolerated_taint(node)
     if taint is not None:
-        return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+        return untolerated_taint(taint.key, taint.value)
     if not pod.selects_node(node):
         return AFFINITY
     if pod.required_features and not node.declared_features.issuperset(pod.required_features):
@@ -148,7 +150,7 @@ class Filters:
 
     def explain(self, pod: Pod, request: npt.NDArray[np.int64]) -> str:
         """``0/N nodes are available: ...`` for ``pod`` against the cluster as it stands now."""
-        return nodes_unavailable(len(self.cluster.nodes), self.explain_counts(pod, request))
+        return render(NodesFiltered(len(self.cluster.nodes), tuple(self.explain_counts(pod, request).items())))
 
     def explain_counts(self, pod: Pod, request: npt.NDArray[np.int64],
                        only: npt.NDArray[np.bool_] | None = None) -> Counter[str]:
@@ -173,7 +175,7 @@ class Filters:
             short = int(np.count_nonzero(short_nodes))
             short_any |= short_nodes
             if short:
-                counts["Too many pods" if res == PODS else f"Insufficient {res}"] += short
+                counts[TOO_MANY_PODS if res == PODS else insufficient(res)] += short
         left &= ~short_any
         if check is not None:
             for why, n in check.counts(left).items():
@@ -181,11 +183,3 @@ class Filters:
                     counts[why] += n
         return counts
 
-
-def nodes_unavailable(total: int, counts: Counter[str] | dict[str, int]) -> str:
-    # A PreFilter reason rules out every node before any is looked at: kube-scheduler says it alone.
-    first = next((reason for reason in counts if isinstance(reason, PreFilterReason)), None)
-    if first is not None:
-        return f"0/{total} nodes are available: {first}."
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
-    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."

@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 
 from koordpy.core.gang import Gang, GangGroupId, Job
+from koordpy.core.verdicts import GangCount
 
 
 def counted(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = ()) -> int:
@@ -107,9 +108,9 @@ def deficit(job: Job, reserved: Mapping[str, str], satisfied: AbstractSet[str]) 
     return sum(max(0, _minimum(g) - counted(g, reserved)) for g in job.gangs if not done(g, satisfied))
 
 
-def counts(job: Job, reserved: Mapping[str, str]) -> str:
+def counts(job: Job, reserved: Mapping[str, str]) -> tuple[GangCount, ...]:
     """Each gang's counted members over its minimum, as the waiting and timed-out messages show them."""
-    return ", ".join(f"{g.key} {counted(g, reserved)}/{_minimum(g)}" for g in job.gangs)
+    return tuple(GangCount(g.key, counted(g, reserved), _minimum(g)) for g in job.gangs)
 
 
 def _minimum(gang: Gang) -> int:

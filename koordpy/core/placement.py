@@ -9,19 +9,36 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
-from koordpy.core.filters import Filters, constraints_key, nodes_unavailable
+from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
+from koordpy.core.verdicts import (
+    Code,
+    Failure,
+    Inside,
+    KindsNoHyperNode,
+    NoCandidate,
+    NodesFiltered,
+    NoDomainAtLevel,
+    NoHyperNode,
+    OnePerNode,
+    SubGroupLeft,
+    SubGroupsNoHyperNode,
+    Text,
+    TierOffer,
+    WithNotes,
+    resolvable,
+)
 from koordpy.kernels import (
     achievable,
     allocate,
@@ -34,23 +51,6 @@ from koordpy.kernels import (
 from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 MAX_LISTED_DOMAINS = 16
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a job was not placed: the diagnosis its messages are rendered from.
-
-    ``resolvable``: whether removing pods could change the answer (room, offerslots), as opposed
-    to filters, an unknown layer or a configuration that no preemption can fix. ``filtered`` counts
-    the nodes each reason rules out (kube-scheduler's ``0/N nodes are available``); ``domains``
-    gives the offerslot of each domain the message lists against ``desired``."""
-
-    pod: Pod
-    reason: str
-    resolvable: bool = True
-    filtered: tuple[tuple[str, int], ...] = ()
-    domains: tuple[tuple[str, int], ...] = ()
-    desired: int = 0
 
 
 def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
@@ -123,8 +123,7 @@ class Placer:
                 else:
                     failure = None
             if failure is not None and play.cap_on is not None:
-                failure = replace(failure, reason=f"{failure.reason.rstrip('.')}; at most one member per node, "
-                                                  f"as {play.cap_reason}.")
+                failure = replace(failure, why=OnePerNode(failure.why, play.cap_ports, play.cap_keys))
             if not play.sequential or (failure is not None and req is not None):
                 return failure
             keys = {p.key for p in pods}
@@ -135,7 +134,7 @@ class Placer:
             if req.subgroups:
                 # Sub-groups keep their own HyperNodes: the proposal stands only if every member passes.
                 return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
-                                        strict=True, where="")
+                                        strict=True, where=None)
             return self._widening(pods, req, proposed, stmt)
         finally:
             self.cap = None
@@ -153,8 +152,7 @@ class Placer:
             region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
             region[tree.subtree_nodes(domain)] = True
             region &= ~tree.outside
-            where = f" inside {tree.name(domain)}, the widest domain the job's topology requirement allows" \
-                if domain > 0 else ""
+            where = tree.name(domain) if domain > 0 else None
             mark = stmt.savepoint()
             failure = self._sequential(pods, proposed, region, stmt, strict=False, where=where)
             if failure is None:
@@ -174,7 +172,7 @@ class Placer:
         key = next((t.topology_key for a in pods for t in a.pod_affinity
                     if any(rules.presence.term_matches(t, b) for b in pods[:64])), None)
         if key is None:
-            return self._sequential(pods, proposed, everywhere, stmt, strict=False, where="")
+            return self._sequential(pods, proposed, everywhere, stmt, strict=False, where=None)
         dom, ndom, _ = rules.presence.domains(key)
         vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
         slots = node_offerslots(self._free(), vec, self._mask(self.filters.static(pods[0]).mask))
@@ -183,18 +181,19 @@ class Placer:
         first: Failure | None = None
         for d in np.argsort(-room, kind="stable")[: self.MAX_REGIONS].tolist():
             mark = stmt.savepoint()
-            failure = self._sequential(pods, proposed, dom == d, stmt, strict=False, where="")
+            failure = self._sequential(pods, proposed, dom == d, stmt, strict=False, where=None)
             if failure is None:
                 return None
             stmt.rollback(mark)
             first = first or failure
-        return first or self._sequential(pods, proposed, everywhere, stmt, strict=False, where="")
+        return first or self._sequential(pods, proposed, everywhere, stmt, strict=False, where=None)
 
     def _sequential(self, pods: list[Pod], proposed: dict[str, int], region: npt.NDArray[np.bool_],
-                    stmt: Statement, strict: bool, where: str) -> Failure | None:
+                    stmt: Statement, strict: bool, where: str | None) -> Failure | None:
         """Each pod in turn on a node every filter allows now (the members before it placed): the
         proposed node when it passes, else (unless ``strict``) the best node of ``region``: the
-        domain its hard spread constraint fills least, then the most allocated."""
+        domain its hard spread constraint fills least, then the most allocated. ``where``: the domain
+        ``region`` is, named in the failure."""
         free = self.cluster.free()
         for pod in pods:
             vec = self.cluster.request_vector(pod)
@@ -210,9 +209,9 @@ class Placer:
                 node = self._best(pod, ok, vec) if len(ok) else -1
             if node < 0:
                 counts = self.filters.explain_counts(pod, vec, only=region)
-                return Failure(pod, nodes_unavailable(len(self.cluster.nodes), counts).rstrip(".") + where + ".",
-                               resolvable=bool(self._mask(self.filters.static(pod).mask).any())
-                               and not set(counts) <= UNRESOLVABLE,
+                return Failure(pod, Inside(NodesFiltered(len(self.cluster.nodes), tuple(counts.items())), where),
+                               code=resolvable(bool(self._mask(self.filters.static(pod).mask).any())
+                                               and not set(counts) <= UNRESOLVABLE),
                                filtered=tuple(sorted(counts.items())), desired=len(pods))
             stmt.assume(pod.key, node, vec)
             free[node] -= vec
@@ -260,9 +259,9 @@ class Placer:
             if placed < len(members):
                 failed = members[placed]
                 counts = self.filters.explain_counts(failed, req, only=self.only)
-                return Failure(failed, nodes_unavailable(len(self.cluster.nodes), counts),
-                               resolvable=bool(self._mask(self.filters.static(failed).mask).any())
-                               and not set(counts) <= UNRESOLVABLE,
+                return Failure(failed, NodesFiltered(len(self.cluster.nodes), tuple(counts.items())),
+                               code=resolvable(bool(self._mask(self.filters.static(failed).mask).any())
+                                               and not set(counts) <= UNRESOLVABLE),
                                filtered=tuple(sorted(counts.items())), desired=len(members))
         return None
 
@@ -280,7 +279,7 @@ class Placer:
     def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
         """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
         if req.failure is not None:
-            return Failure(pods[0], req.failure, resolvable=False)
+            return Failure(pods[0], Text(req.failure), code=Code.UNRESOLVABLE)
         if req.subgroups or req.style == "tiers":
             failure = self.tiers(pods, req, stmt)
         elif req.style == "levels":
@@ -293,7 +292,7 @@ class Placer:
             scope = int(tree.rank[0]) if req.scope is None else req.scope
             failure = self._gather(pods, tree, req, multiple, scope, stmt)
         if failure is not None and req.notes:
-            return replace(failure, reason=f"{failure.reason.rstrip('.')}; {'; '.join(req.notes)}.")
+            return replace(failure, why=WithNotes(failure.why, req.notes))
         return failure
 
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
@@ -321,28 +320,25 @@ class Placer:
         if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
-            if req.tree == "cnt":  # Koordinator's own words
+            koordinator = req.tree == "cnt"  # Koordinator's own words
+            if koordinator:
                 listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
-                shown = "; ".join(f"topology topologyNode {tree.label(d)}: {int(sums[d])}"
-                                  for d in listed[:MAX_LISTED_DOMAINS]).replace("; ", ";")
             else:  # a Topology's domains are label values: the domains of the required level
                 listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == scope) & (tree.domain_node < 0))]
                 listed = listed or tree.domains_at(min(1, int(tree.depth.max())))
-                shown = f"Topology {tree.domain(0).layer}: " + ";".join(
-                    f"{tree.domain(d).layer}={tree.name(d)}: {int(sums[d])}" for d in listed[:MAX_LISTED_DOMAINS])
-            more = f";... {len(listed) - MAX_LISTED_DOMAINS} more" if len(listed) > MAX_LISTED_DOMAINS else ""
-            reason = (f"no candidate topology nodes can accommodate job, desiredOfferSlot: {desired}, "
-                      f"{shown}{more}{self._multiple_reason(tree, slots, multiple, allowed, desired, len(shapes) > 1)}")
+            shown = tuple((tree.domain(d).layer, tree.label(d) if koordinator else tree.name(d), int(sums[d]))
+                          for d in listed[:MAX_LISTED_DOMAINS])
             # Offerslots alone do not say why a node offers nothing; taints, selectors and
             # cordons do, so they follow in kube-scheduler's words.
             filtered = self.filters.static_counts(distinct)
-            if filtered:
-                reason += "; " + ", ".join(f"{n} {why}" for why, n in sorted(filtered.items()))
-            return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.",
-                           resolvable=self._resolvable(distinct, tree, filtered),
+            return Failure(first, NoCandidate(len(self.cluster.nodes), desired, koordinator, tree.domain(0).layer,
+                                              shown, max(0, len(listed) - MAX_LISTED_DOMAINS),
+                                              self._multiple_split(tree, slots, multiple, allowed, desired),
+                                              bool(np.any(multiple > 1)) and len(shapes) > 1,
+                                              tuple(sorted(filtered.items()))),
+                           code=resolvable(self._resolvable(distinct, tree, filtered)),
                            filtered=tuple(sorted(filtered.items())),
-                           domains=tuple((tree.label(d) if req.tree == "cnt" else tree.name(d), int(sums[d]))
-                                         for d in listed[:MAX_LISTED_DOMAINS]), desired=desired)
+                           domains=tuple((name, n) for _, name, n in shown), desired=desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
@@ -449,29 +445,19 @@ class Placer:
             # The rest wait, each whole, and say where they looked.
             where = "the cluster" if region == 0 else f"HyperNode {tree.name(region)}"
             return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
-                           f"sub-group {left.id} ({len(left.pods)} pending pods, size {left.min_pods}) does not "
-                           f"fit inside one HyperNode of its tier limit within {where}, the job's limit around "
-                           "where its other sub-groups went")
-        # A search the work bound cut short does not claim that no HyperNode holds the job.
-        cut = (f" (the search stopped at its work bound after {tried} of {len(cands)} candidate HyperNodes; "
-               "the others were not tried)") if tried < len(cands) else ""
+                           SubGroupLeft(left.id, len(left.pods), left.min_pods, where))
+        # A search the work bound cut short does not claim that no HyperNode holds the job (the
+        # message says how far it went).
         listed = self._tier_domains(tree, sums, scope, lo, hi)
-        resolvable = self._resolvable(pods, tree, None)
+        code = resolvable(self._resolvable(pods, tree, None))
+        offers = self._tier_offers(tree, sums, scope, lo, hi)
         if not req.subgroups:
-            what = f"none of the first {tried} candidate HyperNodes" if cut else "no HyperNode"
-            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: {what} "
-                                    f"within tier {hi} takes all {len(pods)} pods, each kind of pod where "
-                                    f"it fits{cut}{self._tier_offers(tree, sums, scope, lo, hi)}.",
-                           resolvable=resolvable, domains=listed, desired=need)
-        sub = ", ".join(f"{g.id} ({len(g.pods)} pods, highest tier {g.scope if g.scope is not None else 'any'})"
-                        for g in subgroups[:8])
-        counts = ", ".join(f"{n} of policy {p}" for p, n in wanted.items() if n)
-        what = f"none of the first {tried} candidate HyperNodes" if cut else "no HyperNode"
-        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology: {what} "
-                                f"within tier {hi} holds {counts or 'the'} sub-groups the job needs, each inside "
-                                f"one HyperNode of its own tier limit: {sub}{cut}"
-                                f"{self._tier_offers(tree, sums, scope, lo, hi)}.",
-                       resolvable=resolvable, domains=listed, desired=need)
+            return Failure(pods[0], KindsNoHyperNode(len(self.cluster.nodes), hi, len(pods), tried, len(cands), offers),
+                           code=code, domains=listed, desired=need)
+        sub = tuple((g.id, len(g.pods), g.scope) for g in subgroups[:8])
+        return Failure(pods[0], SubGroupsNoHyperNode(len(self.cluster.nodes), hi, tried, len(cands),
+                                                     tuple(wanted.items()), sub, offers),
+                       code=code, domains=listed, desired=need)
 
     WORK_PER_DOMAIN = 64
 
@@ -575,13 +561,12 @@ class Placer:
         feasible = self.feasible(pods, tree)
         slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
-        mode = "hard" if req.hard else "soft"
-        limit = f", highest tier {hi}" if req.hard and req.scope is not None else ""
         filtered = self.filters.static_counts(pods)
         offers = self._tier_offers(tree, sums, scope, lo, hi)
-        return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: network topology ({mode}{limit}): "
-                                f"no HyperNode can take all {len(pods)} pods{offers}.",
-                       resolvable=self._resolvable(pods, tree, filtered), filtered=tuple(sorted(filtered.items())),
+        return Failure(pods[0], NoHyperNode(len(self.cluster.nodes), req.hard,
+                                            hi if req.hard and req.scope is not None else None, len(pods), offers),
+                       code=resolvable(self._resolvable(pods, tree, filtered)),
+                       filtered=tuple(sorted(filtered.items())),
                        domains=self._tier_domains(tree, sums, scope, lo, hi), desired=len(pods))
 
     @staticmethod
@@ -595,7 +580,8 @@ class Placer:
         return tuple((tree.name(int(d)) or "the cluster", int(sums[d])) for d in best)
 
     @staticmethod
-    def _tier_offers(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int, hi: int) -> str:
+    def _tier_offers(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int,
+                     hi: int) -> tuple[TierOffer, ...]:
         """The largest offerslot in each tier searched, and where."""
         parts = []
         inner = np.zeros(len(tree.order), dtype=np.bool_)
@@ -605,8 +591,8 @@ class Placer:
             at = np.flatnonzero(inner & (tree.rank == rank))
             best = int(at[np.lexsort((tree.name_rank[at], -sums[at]))[0]])
             name = "the cluster" if best == 0 else tree.name(best)
-            parts.append(f"tier {rank}: {int(sums[best])} ({f'best of {len(at)}: ' if len(at) > 1 else ''}{name})")
-        return "; largest offerslot per tier: " + ", ".join(parts) if parts else ""
+            parts.append(TierOffer(rank, int(sums[best]), len(at), name))
+        return tuple(parts)
 
     # -- KAI: preferred level inside the required one ----------------------------------------
 
@@ -639,13 +625,11 @@ class Placer:
         if chosen < 0:
             names = dict(req.labels)
             listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]
-            shown = ", ".join(f"{tree.name(d) or 'the cluster'} {int(sums[d])}" for d in listed)
-            return Failure(pods[0], f"0/{len(self.cluster.nodes)} nodes are available: no domain of Topology "
-                                    f"{tree.domain(0).layer} at or above {names.get(req.preferred, req.preferred)} "
-                                    f"within {names.get(scope, 'the cluster')} can take all {desired} pods; "
-                                    f"offerslots at {names.get(scope, 'the cluster')}: {shown}.",
-                           domains=tuple((tree.name(d) or "the cluster", int(sums[d])) for d in listed),
-                           desired=desired)
+            shown = tuple((tree.name(d) or "the cluster", int(sums[d])) for d in listed)
+            return Failure(pods[0], NoDomainAtLevel(len(self.cluster.nodes), tree.domain(0).layer,
+                                                    str(names.get(req.preferred, req.preferred)),
+                                                    names.get(scope, "the cluster"), desired, shown),
+                           domains=shown, desired=desired)
         sets = achievable(slots, tree.node_domain, tree.end, ones, desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
@@ -655,22 +639,18 @@ class Placer:
             stmt.assume_many([pods[i].key for i in members], targets[idx], shape)
         return None
 
-    def _multiple_reason(self, tree: TopologyTree, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
-                         allowed: npt.NDArray[np.bool_], desired: int, unlike: bool) -> str:
-        """Why podCountMultiple, not room, refused the job: some allowed domain has the
-        offerslots but no split into whole multiples; and that unlike members were not
-        tried one by one, since that path cannot keep the multiples."""
+    def _multiple_split(self, tree: TopologyTree, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
+                        allowed: npt.NDArray[np.bool_], desired: int) -> tuple[tuple[int, str], ...]:
+        """Why podCountMultiple, not room, refused the job: some allowed domain has the offerslots
+        but no split into whole multiples (the multiple per layer), else nothing. (Unlike members
+        were not tried one by one either: that path cannot keep the multiples.)"""
         if not bool(np.any(multiple > 1)):
-            return ""
-        out = ""
+            return ()
         room = subtree_sums(slots, tree.node_domain, tree.parent, np.ones_like(multiple))
-        if bool(np.any(allowed & (room >= desired))):
-            per_layer = " and ".join(f"{int(multiple[tree.depth == depth][0])} per {tree.known_layers[depth]} domain"
-                                     for depth in sorted({int(x) for x in tree.depth[multiple > 1]}))
-            out += f"; podCountMultiple: {desired} pods cannot be split into multiples of {per_layer}"
-        if unlike:
-            out += "; podCountMultiple is set, so unlike members are only placed with their common shape"
-        return out
+        if not bool(np.any(allowed & (room >= desired))):
+            return ()
+        return tuple((int(multiple[tree.depth == depth][0]), tree.known_layers[depth])
+                     for depth in sorted({int(x) for x in tree.depth[multiple > 1]}))
 
     MAX_EXACT_TRIES = 32
 

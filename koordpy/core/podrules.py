@@ -24,13 +24,14 @@ import numpy.typing as npt
 
 from koordpy.api.objects import HostPort, Node, Pod, PodAffinityTerm, PodSelector, SpreadConstraint
 
-# kube-scheduler's words (InterPodAffinity, PodTopologySpread, NodePorts).
-AFFINITY_RULES = "node(s) didn't match pod affinity rules"
-ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
-EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
-SPREAD = "node(s) didn't match pod topology spread constraints"
-SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
-PORTS = "node(s) didn't have free ports for the requested pod ports"
+# kube-scheduler's words (InterPodAffinity, PodTopologySpread, NodePorts), worded in koordpy.core.messages.
+from koordpy.core.messages import AFFINITY_RULES as AFFINITY_RULES
+from koordpy.core.messages import ANTI_AFFINITY_RULES as ANTI_AFFINITY_RULES
+from koordpy.core.messages import EXISTING_ANTI_AFFINITY as EXISTING_ANTI_AFFINITY
+from koordpy.core.messages import PORTS as PORTS
+from koordpy.core.messages import SPREAD as SPREAD
+from koordpy.core.messages import SPREAD_LABEL as SPREAD_LABEL
+
 RULE_REASONS = frozenset({AFFINITY_RULES, ANTI_AFFINITY_RULES, EXISTING_ANTI_AFFINITY, SPREAD, SPREAD_LABEL, PORTS})
 # Reasons preemption cannot help with: removing pods never adds a match or a label.
 UNRESOLVABLE = frozenset({AFFINITY_RULES, SPREAD_LABEL})
@@ -89,11 +90,13 @@ class Check:
 class Interplay:
     """How a job's members constrain each other: ``cap_on``, the nodes where every pair repels (an
     offerslot cap of one there is exact; None: no cap); ``sequential``, some rule between members
-    only placing them one by one keeps; ``cap_reason``, why the cap, for messages."""
+    only placing them one by one keeps; why the cap, for messages: ``cap_ports``, they share host
+    ports, else ``cap_keys``, the topology keys of their anti-affinity."""
 
     cap_on: npt.NDArray[np.bool_] | None = None
     sequential: bool = False
-    cap_reason: str = ""
+    cap_ports: bool = False
+    cap_keys: tuple[str, ...] = ()
 
 
 class Presence:
@@ -482,8 +485,7 @@ class PodRules:
                 for key in keys:
                     cap_on |= pres.domains(key)[0] >= 0
         return Interplay(cap_on=cap_on, sequential=sequential or (any_pair and not every_pair_per_node),
-                         cap_reason=("they share host ports" if ports else
-                                     f"anti-affinity between them on {', '.join(sorted(keys))}"))
+                         cap_ports=ports, cap_keys=tuple(sorted(keys)))
 
     # -- preferred terms and ScheduleAnyway spread: a score -------------------------------------
 

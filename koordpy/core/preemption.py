@@ -22,11 +22,13 @@ import numpy.typing as npt
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core import gangrule
 from koordpy.core.gang import Gang, GangGroupId, Job
-from koordpy.core.placement import Failure, Placer
+from koordpy.core.messages import render
+from koordpy.core.placement import Placer
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Cluster
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
+from koordpy.core.verdicts import Failure, NotEligible, NotHelpful, Preempting, RoomTakenBack
 from koordpy.kernels import node_offerslots, subtree_sums
 from koordpy.kernels.preempt import (
     NO_VICTIM,
@@ -43,8 +45,6 @@ Place = Callable[[list[Pod], Requirement | None, Statement], Failure | None]
 Outcome = Literal["nominated", "waiting", "none"]
 MAX_VERIFIED = 8  # candidates placed for real, best first, before giving up
 MAX_REFINED = 64  # victims put back one by one against the real placement, when the offerslot test is inexact
-NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
-NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."
 
 
 def preemption_policy(pod: Pod, classes: Mapping[str, PriorityClass]) -> str:
@@ -108,9 +108,9 @@ class Preemptor:
 
     def plan(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure, place: Place) -> Plan:
         if self.policy(failure.pod) == "Never":
-            return Plan("none", NOT_ELIGIBLE_NEVER)
+            return Plan("none", render(NotEligible("never")))
         if self.terminating_on_nominated(job):
-            return Plan("waiting", NOT_ELIGIBLE_TERMINATING)
+            return Plan("waiting", render(NotEligible("terminating")))
         # Silent when there is nothing preemption could do (no message is better than noise on every
         # pending pod of a cluster that does not use priorities).
         if not failure.resolvable or not pods:
@@ -134,8 +134,7 @@ class Preemptor:
         if not any(bool(np.any(f)) for f in fits):
             best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return Plan("none", f"preemption: not helpful: even without every lower-priority pod, no candidate can "
-                                f"take all {desired} pods (the most is {best[0]}, in {best[1]}).")
+            return Plan("none", render(NotHelpful(desired, best[0], best[1])))
         order = self._reprieve_order(rows)
         rows, v_node = rows[order], v_node[order]
         v_req = idx.req[rows]
@@ -188,8 +187,7 @@ class Preemptor:
                     plan.where = cands.names[c]
                     plan.message = self._message(plan, job)
                     return plan
-        return Plan("none", f"preemption: not helpful: no candidate takes all {desired} pods once its "
-                            "lower-priority pods are gone.")
+        return Plan("none", render(NotHelpful(desired)))
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:
@@ -277,11 +275,9 @@ class Preemptor:
 
     def _message(self, plan: Plan, job: Job) -> str:
         if not plan.victims:
-            return f"preemption: room taken back from lower-priority nominations in {plan.where}."
+            return render(RoomTakenBack(plan.where))
         jobs = {self._job_id(self.member_of.get(k, ""), k) for k in plan.victims}
-        shown = ", ".join(plan.victims[:3]) + (f" and {len(plan.victims) - 3} more" if len(plan.victims) > 3 else "")
-        return (f"preemption: preempting {len(plan.victims)} lower-priority pod(s) of {len(jobs)} job(s) in "
-                f"{plan.where} ({shown}); the job is nominated there and waits for them to terminate.")
+        return render(Preempting(plan.victims, len(jobs), plan.where))
 
     def _job_id(self, gang: str, otherwise: str) -> str:
         """The job a victim belongs to, as jobs are named: its gang's GangGroup, else ``otherwise``."""
@@ -369,4 +365,4 @@ class Preemptor:
         return jobs, gangs, bound, least
 
 
-__all__ = ["NOT_ELIGIBLE_NEVER", "NOT_ELIGIBLE_TERMINATING", "NO_VICTIM", "Plan", "Preemptor", "preemption_policy"]
+__all__ = ["NO_VICTIM", "Plan", "Preemptor", "preemption_policy"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -22,13 +21,8 @@ import numpy.typing as npt
 from koordpy.core.filters import Filters
 from koordpy.core.gang import Job
 from koordpy.core.snapshot import Cluster
+from koordpy.core.verdicts import Wake
 from koordpy.kernels import node_offerslots
-
-# What can let a waiting job go on, besides a change to its own pods or gangs (a new Job object)
-# and the end of a NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too
-# few members); "room", room freed where one of its pod shapes fits (placement or permit failed);
-# "any-room", room freed anywhere (minResources counts the whole cluster).
-Wake = Literal["changed", "room", "any-room"]
 
 # kube-scheduler's queue, by job: a job that failed for want of room and is woken by room freed
 # waits out a backoff first (1 s, doubling per failure, at most 10 s), so a job that keeps failing

@@ -29,18 +29,26 @@ from koordpy.api.storage import (
 )
 from koordpy.core.decisions import VolumeBinding
 
-# kube-scheduler v1.37's reasons, per node.
-NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
-BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-# Members of one job sharing an unbound WaitForFirstConsumer claim: it binds once, for one node.
-SHARED_CLAIM = "members sharing an unbound WaitForFirstConsumer claim must go to the node its volume is bound for"
-PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
-ZONE_CONFLICT = "node(s) had no available volume zone"
-RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
-                 "in-use by another pod")
-DISK_CONFLICT = "node(s) had no available disk"
-MAX_VOLUME_COUNT = "node(s) exceed max volume count"
-UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+# kube-scheduler v1.37's reasons, per node (worded in koordpy.core.messages).
+from koordpy.core.messages import BIND_CONFLICT as BIND_CONFLICT
+from koordpy.core.messages import DISK_CONFLICT as DISK_CONFLICT
+from koordpy.core.messages import MAX_VOLUME_COUNT as MAX_VOLUME_COUNT
+from koordpy.core.messages import NODE_CONFLICT as NODE_CONFLICT
+from koordpy.core.messages import PV_NOT_EXIST as PV_NOT_EXIST
+from koordpy.core.messages import RWOP_CONFLICT as RWOP_CONFLICT
+from koordpy.core.messages import SHARED_CLAIM as SHARED_CLAIM
+from koordpy.core.messages import UNBOUND_IMMEDIATE as UNBOUND_IMMEDIATE
+from koordpy.core.messages import ZONE_CONFLICT as ZONE_CONFLICT
+from koordpy.core.messages import (
+    claim_deleting,
+    claim_lost,
+    claim_not_found,
+    claim_not_owned,
+    claim_unreadable,
+    ephemeral_claim_missing,
+    volume_not_found,
+)
+from koordpy.core.verdicts import PreFilterReason
 
 # The PV labels VolumeZone compares with the node's (the beta ones read as their GA twins too).
 ZONE_LABELS = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
@@ -50,12 +58,6 @@ _GA = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
 
 
 _VERSIONS = itertools.count(1)
-
-
-class PreFilterReason(str):
-    """A reason that rules out every node before any is looked at (kube-scheduler's PreFilter)."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -192,20 +194,18 @@ class VolumeRules:
             key = f"{pod.namespace}/{v.claim}"
             bad = self.invalid.get(f"PersistentVolumeClaim {key}")
             if bad is not None:
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" cannot be read: {bad}'))
+                return _Claims(claim_unreadable(v.claim, bad))
             claim = self.claims.get(key)
             if claim is None:
                 if v.ephemeral:
-                    return _Claims(PreFilterReason(
-                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{v.claim}"'))
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" not found'))
+                    return _Claims(ephemeral_claim_missing(v.claim))
+                return _Claims(claim_not_found(v.claim))
             if claim.phase == "Lost":
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" bound to non-existent '
-                                               f'persistentvolume "{claim.volume_name}"'))
+                return _Claims(claim_lost(v.claim, claim.volume_name))
             if claim.deleting:
-                return _Claims(PreFilterReason(f'persistentvolumeclaim "{v.claim}" is being deleted'))
+                return _Claims(claim_deleting(v.claim))
             if v.ephemeral and (claim.controller_uid is None or claim.controller_uid != pod.uid):
-                return _Claims(PreFilterReason(f"PVC {key} was not created for pod {pod.key} (pod is not owner)"))
+                return _Claims(claim_not_owned(key, pod.key))
             if claim.bound:
                 bound.append(claim)
             elif self._delayed(claim) and not claim.volume_name:
@@ -225,7 +225,7 @@ class VolumeRules:
                 continue  # unbound WaitForFirstConsumer: VolumeZone skips it
             pv = self.pvs.get(claim.volume_name)
             if pv is None:
-                return _Claims(PreFilterReason(f'persistentvolume "{claim.volume_name}" not found'))
+                return _Claims(volume_not_found(claim.volume_name))
             zone.append(pv)
         return _Claims(None, tuple(bound), tuple(delayed), tuple(zone))
 

@@ -9,6 +9,7 @@ from koordpy.api import Pod
 from koordpy.api.podgroup import GangConfig
 from koordpy.core import gangrule
 from koordpy.core.gang import Gang, GangGroupId, Job, group_of
+from koordpy.core.verdicts import GangCount
 from tests.builders import pod
 
 
@@ -31,7 +32,7 @@ def test_running_members_count_unless_the_policy_is_only_waiting() -> None:
         job = _job(g)
         assert gangrule.deficit(job, {"default/g-p0": "n1"}, set()) == 4 - counted
         assert gangrule.permit(job, {"default/g-p1": 0}, {"default/g-p0": "n1"}, set()) == (counted + 1 >= 4)
-        assert gangrule.counts(job, {"default/g-p0": "n1"}) == f"default/g {counted}/4"
+        assert gangrule.counts(job, {"default/g-p0": "n1"}) == (GangCount("default/g", counted, 4),)
 
 
 def test_a_once_satisfied_gang_is_held_to_its_minimum_no_more() -> None:

@@ -17,8 +17,9 @@ from koordpy.controller.cache import Cache
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.decisions import CycleResult
 from koordpy.core.gang import Job
-from koordpy.core.queue import BACKOFF_INITIAL, BACKOFF_MAX, FLUSH_SECONDS, Wake
+from koordpy.core.queue import BACKOFF_INITIAL, BACKOFF_MAX, FLUSH_SECONDS
 from koordpy.core.state import SchedulerState
+from koordpy.core.verdicts import Wake
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})

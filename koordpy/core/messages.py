@@ -1,0 +1,364 @@
+"""Every message koordpy writes about a verdict, rendered from its structured reason, in one place.
+
+The wordings come from the schedulers koordpy stands in for, so that users and their tools find
+the text they know: Koordinator's coscheduling ("gang child pod not collect enough", "GangGroup ...
+gets rejected due to member Pod ...", "no candidate topology nodes can accommodate job"),
+kube-scheduler's ("0/N nodes are available: ..." with its counted reasons sorted, "preemption: not
+eligible due to ...", "Successfully assigned ..."), Volcano's network-topology terms (tiers,
+HyperNodes), KAI's levels, and koordpy's own. Tests quote these texts byte for byte.
+
+Belongs here: ``render`` (one reason -> its text), the text constants other modules match on, and
+kube-scheduler's per-node filter reasons (the keys of ``NodesFiltered.counts``: each filter module
+imports the words it counts from here). Does not belong here: deciding anything (the reason types
+are in ``koordpy.core.verdicts``; which filter rules a node out is in ``filters``, ``podrules``,
+``volumes``); ``koordpy explain``'s advice, which is a report of its own.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from koordpy.api.quantity import format_quantity
+from koordpy.core.verdicts import (
+    Assigned,
+    BeyondMinimum,
+    BoundWithoutOwner,
+    ClaimsRefused,
+    GangCount,
+    GangTimeoutEvent,
+    GatedMembers,
+    GroupId,
+    GroupMissing,
+    GroupNamedOtherwise,
+    GroupRefused,
+    Inside,
+    JobFailed,
+    KindsNoHyperNode,
+    MarkedTimedOut,
+    MemberRejected,
+    MinResourcesShort,
+    NoCandidate,
+    NodesFiltered,
+    NoDomainAtLevel,
+    NoHyperNode,
+    NotEligible,
+    NotHelpful,
+    OnePerNode,
+    OwnerMissing,
+    PeerNotBack,
+    PeerUndeclared,
+    PreBindConflict,
+    PreemptedBy,
+    Preempting,
+    PreFilterReason,
+    Reason,
+    Refused,
+    RoomTakenBack,
+    SubGroupLeft,
+    SubGroupsNoHyperNode,
+    Text,
+    TierOffer,
+    TimedOut,
+    TooFewMembers,
+    VolumesTogether,
+    WaitingForMembers,
+    WithNotes,
+    WithPreemption,
+)
+
+# How the message to the pods of a job whose evaluation raised begins: the shell counts their
+# attempt as an error (kube-scheduler's "error" result), not as unschedulable.
+JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
+
+# The words users search for; tests and docs quote them (koordpy.core.refusals).
+CLAIMS = "koordpy does not allocate ResourceClaims yet"
+SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet"
+
+# -- kube-scheduler v1.37's per-node filter reasons, counted in "0/N nodes are available" -------------
+
+# NodeUnschedulable, TaintToleration, NodeAffinity, NodeDeclaredFeatures (koordpy.core.filters).
+UNSCHEDULABLE = "node(s) were unschedulable"
+NOT_READY = "node(s) were not ready"
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+FEATURES = "node(s) didn't match Pod's required features"
+TOO_MANY_PODS = "Too many pods"
+
+# InterPodAffinity, PodTopologySpread, NodePorts (koordpy.core.podrules).
+AFFINITY_RULES = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+SPREAD = "node(s) didn't match pod topology spread constraints"
+SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+PORTS = "node(s) didn't have free ports for the requested pod ports"
+
+# VolumeBinding, VolumeRestrictions, NodeVolumeLimits, VolumeZone (koordpy.core.volumes).
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+# Members of one job sharing an unbound WaitForFirstConsumer claim: it binds once, for one node.
+SHARED_CLAIM = "members sharing an unbound WaitForFirstConsumer claim must go to the node its volume is bound for"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ZONE_CONFLICT = "node(s) had no available volume zone"
+RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
+                 "in-use by another pod")
+DISK_CONFLICT = "node(s) had no available disk"
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+
+# VolumeBinding's and VolumeZone's PreFilter reasons: one of the pod's claims rules out every node.
+
+
+def claim_unreadable(claim: str, why: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" cannot be read: {why}')
+
+
+def ephemeral_claim_missing(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{claim}"')
+
+
+def claim_not_found(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" not found')
+
+
+def claim_lost(claim: str, volume: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" bound to non-existent persistentvolume "{volume}"')
+
+
+def claim_deleting(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolumeclaim "{claim}" is being deleted')
+
+
+def claim_not_owned(claim: str, pod: str) -> PreFilterReason:
+    """A generic ephemeral volume's claim another pod's controller created (``claim``: ns/name)."""
+    return PreFilterReason(f"PVC {claim} was not created for pod {pod} (pod is not owner)")
+
+
+def volume_not_found(volume: str) -> PreFilterReason:
+    return PreFilterReason(f'persistentvolume "{volume}" not found')
+
+
+def untolerated_taint(key: str, value: str) -> str:
+    return f"node(s) had untolerated taint {{{key}: {value}}}"
+
+
+def insufficient(resource: str) -> str:
+    """NodeResourcesFit's reason for a resource short on a node (the pods column: too many pods)."""
+    return f"Insufficient {resource}"
+
+
+# kube-scheduler's preemption words.
+NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."
+
+
+def group_name(gid: GroupId) -> str:
+    """A GangGroup as its messages name it: its gangs' keys, comma-joined."""
+    return gid if isinstance(gid, str) else ",".join(gid)
+
+
+def nodes_unavailable(total: int, counts: tuple[tuple[str, int], ...]) -> str:
+    """kube-scheduler's ``0/N nodes are available: ...``: the reasons sorted, each with its count;
+    a PreFilter reason rules out every node before any is looked at, and is said alone."""
+    first = next((reason for reason, _ in counts if isinstance(reason, PreFilterReason)), None)
+    if first is not None:
+        return f"0/{total} nodes are available: {first}."
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def counts(gangs: tuple[GangCount, ...]) -> str:
+    """A GangGroup's gangs with the members that count towards each minimum: ``ns/a 2/3, ns/b 1/1``."""
+    return ", ".join(f"{g.gang} {g.have}/{g.need}" for g in gangs)
+
+
+def _no_candidate(r: NoCandidate) -> str:
+    if r.koordinator:  # Koordinator's own words
+        shown = "; ".join(f"topology topologyNode {name}: {slots}" for _, name, slots in r.domains).replace("; ", ";")
+    else:  # a Topology's domains are label values: the domains of the required level
+        shown = f"Topology {r.root_layer}: " + ";".join(f"{layer}={name}: {slots}" for layer, name, slots in r.domains)
+    more = f";... {r.more} more" if r.more else ""
+    split = ""
+    if r.split:
+        per_layer = " and ".join(f"{m} per {layer} domain" for m, layer in r.split)
+        split += f"; podCountMultiple: {r.desired} pods cannot be split into multiples of {per_layer}"
+    if r.unlike:
+        split += "; podCountMultiple is set, so unlike members are only placed with their common shape"
+    reason = f"no candidate topology nodes can accommodate job, desiredOfferSlot: {r.desired}, {shown}{more}{split}"
+    # Offerslots alone do not say why a node offers nothing; taints, selectors and cordons do, so
+    # they follow in kube-scheduler's words.
+    if r.filtered:
+        reason += "; " + ", ".join(f"{n} {why}" for why, n in r.filtered)
+    return f"0/{r.total} nodes are available: {reason}."
+
+
+def _offers(offers: tuple[TierOffer, ...]) -> str:
+    """The largest offerslot in each tier searched, and where."""
+    parts = [f"tier {o.rank}: {o.slots} ({f'best of {o.among}: ' if o.among > 1 else ''}{o.name})" for o in offers]
+    return "; largest offerslot per tier: " + ", ".join(parts) if parts else ""
+
+
+def _cut(tried: int, candidates: int) -> str:
+    """A search the work bound cut short does not claim that no HyperNode holds the job."""
+    return (f" (the search stopped at its work bound after {tried} of {candidates} candidate HyperNodes; "
+            "the others were not tried)") if tried < candidates else ""
+
+
+def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLeft) -> str:
+    match r:
+        case NoHyperNode():
+            mode = "hard" if r.hard else "soft"
+            limit = f", highest tier {r.highest}" if r.hard and r.highest is not None else ""
+            return (f"0/{r.total} nodes are available: network topology ({mode}{limit}): "
+                    f"no HyperNode can take all {r.pods} pods{_offers(r.offers)}.")
+        case KindsNoHyperNode():
+            cut = _cut(r.tried, r.candidates)
+            what = f"none of the first {r.tried} candidate HyperNodes" if cut else "no HyperNode"
+            return (f"0/{r.total} nodes are available: network topology: {what} "
+                    f"within tier {r.highest} takes all {r.pods} pods, each kind of pod where "
+                    f"it fits{cut}{_offers(r.offers)}.")
+        case SubGroupsNoHyperNode():
+            cut = _cut(r.tried, r.candidates)
+            what = f"none of the first {r.tried} candidate HyperNodes" if cut else "no HyperNode"
+            sub = ", ".join(f"{sid} ({n} pods, highest tier {tier if tier is not None else 'any'})"
+                            for sid, n, tier in r.subgroups)
+            wanted = ", ".join(f"{n} of policy {p}" for p, n in r.wanted if n)
+            return (f"0/{r.total} nodes are available: network topology: {what} "
+                    f"within tier {r.highest} holds {wanted or 'the'} sub-groups the job needs, each inside "
+                    f"one HyperNode of its own tier limit: {sub}{cut}{_offers(r.offers)}.")
+        case SubGroupLeft():
+            return (f"sub-group {r.subgroup} ({r.pending} pending pods, size {r.size}) does not "
+                    f"fit inside one HyperNode of its tier limit within {r.within}, the job's limit around "
+                    "where its other sub-groups went")
+        case _:
+            assert_never(r)
+
+
+def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str:
+    match r:
+        case NotEligible(why="never"):
+            return NOT_ELIGIBLE_NEVER
+        case NotEligible():
+            return NOT_ELIGIBLE_TERMINATING
+        case NotHelpful(best=None):
+            return (f"preemption: not helpful: no candidate takes all {r.desired} pods once its "
+                    "lower-priority pods are gone.")
+        case NotHelpful():
+            return (f"preemption: not helpful: even without every lower-priority pod, no candidate can "
+                    f"take all {r.desired} pods (the most is {r.best}, in {r.where}).")
+        case RoomTakenBack():
+            return f"preemption: room taken back from lower-priority nominations in {r.where}."
+        case Preempting():
+            shown = ", ".join(r.victims[:3]) + (f" and {len(r.victims) - 3} more" if len(r.victims) > 3 else "")
+            return (f"preemption: preempting {len(r.victims)} lower-priority pod(s) of {r.jobs} job(s) in "
+                    f"{r.where} ({shown}); the job is nominated there and waits for them to terminate.")
+        case _:
+            assert_never(r)
+
+
+def render(reason: Reason) -> str:
+    """The one text of ``reason``."""
+    match reason:
+        case Text():
+            return reason.text
+        case OwnerMissing():
+            return (f"waiting for its owner {reason.kind} {reason.namespace}/{reason.name} to appear (koordpy reads "
+                    f"topology constraints from it): pod {reason.pod} is not placed without it for "
+                    f"{reason.grace:g}s after its creation")
+        case MarkedTimedOut():
+            return (f'gang "{reason.gang}" timed out waiting for its members and will not be scheduled '
+                    f"({reason.annotation}=true); delete and recreate its pods to try again")
+        case TooFewMembers():  # Koordinator's words
+            return (f"gang child pod not collect enough, gangName: {reason.gang}, podNum: {reason.have}, "
+                    f"minMember: {reason.need}")
+        case GatedMembers():
+            return (f"gang {reason.gang} waits for its gated members: {reason.gated} of its {reason.total} pods "
+                    f"still have spec.schedulingGates, and the others cannot reach minMember {reason.need}")
+        case PeerUndeclared():
+            error = f": {reason.error}" if reason.error else ""
+            return (f'gang "{reason.gang}" names "{reason.other}" in its groups, but no PodGroup or pod declares '
+                    f"that gang{error}")
+        case PeerNotBack():
+            where = " in another namespace" if reason.other_namespace else ""
+            return (f'gang "{reason.gang}" names "{reason.other}"{where} in its groups, which does not name it '
+                    f'back; it waits until "{reason.other}" has its minimum bound')
+        case MinResourcesShort():
+            return (f"PodGroup {reason.podgroup} minResources not available: {reason.resource} wants "
+                    f"{format_quantity(reason.resource, reason.want)}, the cluster has "
+                    f"{format_quantity(reason.resource, reason.have)} free")
+        case TimedOut():
+            return (f'GangGroup "{group_name(reason.group)}" timed out after {reason.limit:g}s waiting for its '
+                    f"members ({counts(reason.counts)}); reservations released")
+        case GangTimeoutEvent():
+            return f"gang did not reach its minimum within {reason.limit:g}s"
+        case WaitingForMembers():  # Koordinator's words, with koordpy's counts
+            return (f'GangGroup "{group_name(reason.group)}" is waiting for its members: '
+                    f"{counts(reason.counts)}, alreadyWaitForBound: {reason.already}")
+        case ClaimsRefused():
+            return (f"{CLAIMS}: pod {reason.pod} has spec.resourceClaims ({', '.join(reason.claims)}), which "
+                    "kube-scheduler's DynamicResources plugin would allocate; it stays pending")
+        case GroupNamedOtherwise():
+            return (f"{SCHEDULING_GROUP}: pod {reason.pod} names its group by {reason.group!r}, which "
+                    "koordpy does not read; it stays pending")
+        case GroupMissing():
+            return (f"waiting for PodGroup {reason.namespace}/{reason.group} (scheduling.k8s.io), which pod "
+                    f"{reason.pod} names in spec.schedulingGroup, to exist")
+        case GroupRefused():
+            what = f"gang policy (minCount {reason.min_count})" if reason.gang else ", ".join(reason.asks)
+            return (f"{SCHEDULING_GROUP}: pod {reason.pod} belongs to PodGroup {reason.group!r} with {what}, "
+                    "which kube-scheduler's GangScheduling plugin would apply; it stays pending")
+        case Refused():
+            return f'GangGroup "{group_name(reason.group)}" waits as a whole: {render(reason.inner)}'
+        case JobFailed():
+            return (f"{JOB_ERROR_PREFIX} and skipped it: {reason.error}: {reason.detail}; "
+                    "the rest of the queue was scheduled")
+        case NodesFiltered():  # kube-scheduler's words
+            return nodes_unavailable(reason.total, reason.counts)
+        case Inside():
+            where = (f" inside {reason.domain}, the widest domain the job's topology requirement allows"
+                     if reason.domain is not None else "")
+            return render(reason.inner).rstrip(".") + where + "."
+        case OnePerNode():
+            why = "they share host ports" if reason.ports else f"anti-affinity between them on {', '.join(reason.keys)}"
+            return f"{render(reason.inner).rstrip('.')}; at most one member per node, as {why}."
+        case WithNotes():
+            return f"{render(reason.inner).rstrip('.')}; {'; '.join(reason.notes)}."
+        case NoCandidate():
+            return _no_candidate(reason)
+        case NoHyperNode() | KindsNoHyperNode() | SubGroupsNoHyperNode() | SubGroupLeft():  # Volcano's terms
+            return _tiers(reason)
+        case NoDomainAtLevel():  # KAI's levels
+            shown = ", ".join(f"{name} {slots}" for name, slots in reason.offers)
+            return (f"0/{reason.total} nodes are available: no domain of Topology {reason.root_layer} at or above "
+                    f"{reason.preferred} within {reason.within} can take all {reason.desired} pods; "
+                    f"offerslots at {reason.within}: {shown}.")
+        case VolumesTogether():
+            return (f"0/{reason.total} nodes are available: {reason.why} (with the other "
+                    "members of its job placed together).")
+        case PreBindConflict():
+            return f"0/{reason.total} nodes are available: {reason.why}."
+        case WithPreemption():
+            return f"{render(reason.inner)} {reason.preemption}" if reason.preemption else render(reason.inner)
+        case MemberRejected():  # Koordinator's words
+            quoted = ""
+            if reason.preemption:
+                said = reason.preemption.removeprefix("preemption: ")
+                quoted = f". preemption: preemption already attempted by {reason.member} with message {said}"
+            return (f'GangGroup "{group_name(reason.group)}" gets rejected due to member Pod "{reason.member}" '
+                    f'is unschedulable with reason "{render(reason.inner)}", '
+                    f"alreadyWaitForBound: {reason.already}{quoted}")
+        case BeyondMinimum():
+            return (f'GangGroup "{group_name(reason.group)}" reached its minimum with {reason.bound} of '
+                    f'{reason.pending} pending members bound; the rest wait: "{render(reason.inner)}"')
+        case NotEligible() | NotHelpful() | RoomTakenBack() | Preempting():
+            return _preemption(reason)
+        case PreemptedBy():
+            return (f"koordpy: preempting to accommodate higher priority pods, preemptor: "
+                    f"{group_name(reason.preemptor)}, triggerpod: {reason.trigger}")
+        case Assigned():  # kube-scheduler's words
+            return f"Successfully assigned {reason.pod} to {reason.node}"
+        case BoundWithoutOwner():
+            return (f"bound without its owner {reason.kind} {reason.namespace}/{reason.name}, which koordpy did not "
+                    f"see within {reason.grace:g}s of the pod's creation: no topology constraint the owner "
+                    "declares was applied")
+        case _:
+            assert_never(reason)

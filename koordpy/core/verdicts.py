@@ -1,0 +1,461 @@
+"""Verdicts: what a filter, the gang rule or a placement says about a job, as values.
+
+kube-scheduler's shape: a plugin's answer is a status with an intent code (Unschedulable,
+UnschedulableAndUnresolvable, Wait, ...) and the events that may undo it (a queueing hint); the
+text a user reads is rendered from the diagnosis last. Here a ``Verdict`` is a ``Code``, a
+structured reason and its wake hint; a ``Failure`` is a placement's diagnosis (the pod that carries
+it, its reason and code, the nodes each filter ruled out, the domains searched).
+
+Belongs here: the codes, the wake hints, the verdict and failure values, and one small frozen
+dataclass per kind of reason, holding the facts a message needs (never text a caller composed,
+except where a reason wraps words another module produces: see ``Text`` and the ``why`` fields
+named as such). Does not belong here: any wording (``koordpy.core.messages`` renders every reason,
+once), deciding a verdict (the cycle, placement, preemption, refusals), decisions (``decisions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal, TypeAlias
+
+from koordpy.api.objects import Pod
+
+# A verdict's wake hint (kube-scheduler's queueing hints, by job; ``Queue.park``): what can let a
+# waiting job go on, besides a change to its own pods or gangs (a new Job object) and the end of a
+# NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too few members);
+# "room", room freed where one of its pod shapes fits (placement or permit failed); "any-room", room
+# freed anywhere (minResources counts the whole cluster). None: the job is tried every cycle.
+Wake = Literal["changed", "room", "any-room"]
+
+# A GangGroup as messages name it: its gangs' keys (comma-joined when given as one string).
+GroupId: TypeAlias = str | tuple[str, ...]
+
+
+class Code(Enum):
+    """The intent of a verdict (kube-scheduler's ``framework.Code``)."""
+
+    UNSCHEDULABLE = "Unschedulable"  # no room now: removing pods (preemption) may help
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"  # filters, configuration: no preemption helps
+    WAIT = "Wait"  # waits for something other than room: members, an owner, a peer gang
+    TIMED_OUT = "TimedOut"  # a gang's wait expired: what it holds is released
+    ERROR = "Error"  # evaluating the job raised
+
+
+# -- reasons: one kind of fact each ---------------------------------------------------------
+
+
+class PreFilterReason(str):
+    """A per-node filter reason that rules out every node before any is looked at (kube-scheduler's
+    PreFilter): a node count message names it alone. Produced by the volume rules."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Text:
+    """Words another module produced that are not (yet) a reason of their own: a gang's parse
+    error, a topology requirement's failure from its dialect, a ``ParseError``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class OwnerMissing:
+    kind: str
+    namespace: str
+    name: str
+    pod: str
+    grace: float
+
+
+@dataclass(frozen=True)
+class MarkedTimedOut:
+    """A gang whose pods carry the timed-out annotation: it is not tried again."""
+
+    gang: str
+    annotation: str
+
+
+@dataclass(frozen=True)
+class TooFewMembers:
+    gang: str
+    have: int
+    need: int
+
+
+@dataclass(frozen=True)
+class GatedMembers:
+    gang: str
+    gated: int
+    total: int
+    need: int
+
+
+@dataclass(frozen=True)
+class PeerUndeclared:
+    """A gang names in its groups a gang nothing declares (``error``: why the declaration failed)."""
+
+    gang: str
+    other: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PeerNotBack:
+    """A gang names in its groups a gang that does not name it back and has not its minimum bound."""
+
+    gang: str
+    other: str
+    other_namespace: bool
+
+
+@dataclass(frozen=True)
+class MinResourcesShort:
+    podgroup: str
+    resource: str
+    want: int
+    have: int
+
+
+@dataclass(frozen=True)
+class GangCount:
+    """One gang of a GangGroup: the members that count towards its minimum, and the minimum."""
+
+    gang: str
+    have: int
+    need: int
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    group: GroupId
+    limit: float
+    counts: tuple[GangCount, ...] = ()
+
+
+@dataclass(frozen=True)
+class GangTimeoutEvent:
+    """The Event on a PodGroup whose gang timed out."""
+
+    limit: float
+
+
+@dataclass(frozen=True)
+class WaitingForMembers:
+    group: GroupId
+    counts: tuple[GangCount, ...]
+    already: int
+
+
+@dataclass(frozen=True)
+class ClaimsRefused:
+    pod: str
+    claims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupNamedOtherwise:
+    """A pod names its Workload PodGroup by a field koordpy does not read."""
+
+    pod: str
+    group: str
+
+
+@dataclass(frozen=True)
+class GroupMissing:
+    pod: str
+    namespace: str
+    group: str
+
+
+@dataclass(frozen=True)
+class GroupRefused:
+    """A pod of a Workload PodGroup whose policy (``gang``, with its ``min_count``) or whose other asks
+    (``asks``: field names) koordpy does not apply."""
+
+    pod: str
+    group: str
+    gang: bool
+    min_count: int | None
+    asks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A GangGroup waits as a whole for a member that is refused (``inner``)."""
+
+    group: GroupId
+    inner: Reason
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """Evaluating the job raised: it is skipped, the rest of the queue goes on."""
+
+    error: str  # the exception's type name
+    detail: str
+
+
+@dataclass(frozen=True)
+class NodesFiltered:
+    """kube-scheduler's ``0/N nodes are available: ...``: per filter reason, the nodes it ruled out,
+    in the order counted (a ``PreFilterReason`` among them is said alone)."""
+
+    total: int
+    counts: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Inside:
+    """``inner`` (a node count) searched only inside ``domain`` (None: the region searched, unnamed)."""
+
+    inner: Reason
+    domain: str | None = None
+
+
+@dataclass(frozen=True)
+class OnePerNode:
+    """``inner`` where the members of a job repel each other per node: they share host ports
+    (``ports``), else their anti-affinity on ``keys``."""
+
+    inner: Reason
+    ports: bool
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WithNotes:
+    """``inner`` followed by the notes of the job's topology requirement (layers it ignored)."""
+
+    inner: Reason
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NoCandidate:
+    """No domain of a gather tree takes the job (Koordinator's words for its own tree, else a
+    Topology's domains by level). ``domains``: (layer, name, offerslot) listed, ``more`` not listed;
+    ``split``: the multiples per layer no allowed domain with room splits the job into; ``unlike``:
+    members of several shapes went with their common shape; ``filtered``: static counts."""
+
+    total: int
+    desired: int
+    koordinator: bool
+    root_layer: str
+    domains: tuple[tuple[str, str, int], ...]
+    more: int = 0
+    split: tuple[tuple[int, str], ...] = ()
+    unlike: bool = False
+    filtered: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class TierOffer:
+    rank: int
+    slots: int
+    among: int  # domains of that tier searched
+    name: str  # the best one ("the cluster" for the root)
+
+
+@dataclass(frozen=True)
+class NoHyperNode:
+    """Volcano's tiers: no HyperNode (up to ``highest``, when hard and limited) takes all the pods."""
+
+    total: int
+    hard: bool
+    highest: int | None
+    pods: int
+    offers: tuple[TierOffer, ...] = ()
+
+
+@dataclass(frozen=True)
+class SubGroupLeft:
+    """Enough sub-groups went into a HyperNode, but this one fits nowhere within the job's limit."""
+
+    subgroup: str
+    pending: int
+    size: int
+    within: str  # "the cluster" or "HyperNode <name>"
+
+
+@dataclass(frozen=True)
+class KindsNoHyperNode:
+    """Volcano's tiers for a job of several kinds of pod: no HyperNode within tier ``highest`` takes
+    every kind (``tried`` of ``candidates`` searched before the work bound)."""
+
+    total: int
+    highest: int
+    pods: int
+    tried: int
+    candidates: int
+    offers: tuple[TierOffer, ...] = ()
+
+
+@dataclass(frozen=True)
+class SubGroupsNoHyperNode:
+    """Volcano's sub-groups: no HyperNode within tier ``highest`` holds the sub-groups each policy
+    needs (``wanted``), each inside one HyperNode of its own limit (``subgroups``: id, pods, tier)."""
+
+    total: int
+    highest: int
+    tried: int
+    candidates: int
+    wanted: tuple[tuple[str, int], ...]
+    subgroups: tuple[tuple[str, int, int | None], ...]
+    offers: tuple[TierOffer, ...] = ()
+
+
+@dataclass(frozen=True)
+class NoDomainAtLevel:
+    """KAI's levels: no domain at or above the preferred level within the required one takes the job."""
+
+    total: int
+    root_layer: str
+    preferred: str
+    within: str
+    desired: int
+    offers: tuple[tuple[str, int], ...] = ()  # each domain of the required level listed, with its offerslot
+
+
+@dataclass(frozen=True)
+class VolumesTogether:
+    """The members' volumes pass one by one but not placed together (``why``: the volume rules')."""
+
+    total: int
+    why: str
+
+
+@dataclass(frozen=True)
+class PreBindConflict:
+    """A member's claim lost its PV to a member bound before it (``why``: the volume rules')."""
+
+    total: int
+    why: str
+
+
+@dataclass(frozen=True)
+class WithPreemption:
+    """The failed member's reason followed by what preemption did (a rendered preemption reason)."""
+
+    inner: Reason
+    preemption: str
+
+
+@dataclass(frozen=True)
+class MemberRejected:
+    """Kube-scheduler's coscheduling words for the other members of a GangGroup whose member failed."""
+
+    group: GroupId
+    member: str
+    inner: Reason
+    already: int
+    preemption: str = ""  # the failed member's preemption message, quoted
+
+
+@dataclass(frozen=True)
+class BeyondMinimum:
+    """A GangGroup met its minimums; its members that did not fit wait on their own."""
+
+    group: GroupId
+    bound: int
+    pending: int
+    inner: Reason
+
+
+@dataclass(frozen=True)
+class NotEligible:
+    """Preemption may not run: the pod's policy is Never, or victims still terminate."""
+
+    why: Literal["never", "terminating"]
+
+
+@dataclass(frozen=True)
+class NotHelpful:
+    """Preemption cannot help: even without every lower-priority pod no candidate takes the job
+    (``best``: the most one offers, ``where``), or (``best`` None) none verified."""
+
+    desired: int
+    best: int | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class RoomTakenBack:
+    where: str
+
+
+@dataclass(frozen=True)
+class Preempting:
+    victims: tuple[str, ...]
+    jobs: int
+    where: str
+
+
+@dataclass(frozen=True)
+class PreemptedBy:
+    """The message on a victim."""
+
+    preemptor: GroupId
+    trigger: str
+
+
+@dataclass(frozen=True)
+class Assigned:
+    pod: str
+    node: str
+
+
+@dataclass(frozen=True)
+class BoundWithoutOwner:
+    kind: str
+    namespace: str
+    name: str
+    grace: float
+
+
+Reason: TypeAlias = (
+    Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
+    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | Refused | JobFailed | NodesFiltered | Inside
+    | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
+    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption
+    | MemberRejected | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting | PreemptedBy
+    | Assigned | BoundWithoutOwner
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a job is not tried now (pre_filter's answer): its intent, its reason and what may wake it."""
+
+    code: Code
+    reason: Reason
+    wake: Wake | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a job was not placed: the diagnosis its messages are rendered from.
+
+    ``code``: UNSCHEDULABLE when removing pods could change the answer (room, offerslots), else
+    UNRESOLVABLE (filters, an unknown layer or a configuration that no preemption can fix).
+    ``filtered`` counts the nodes each reason rules out (kube-scheduler's ``0/N nodes are
+    available``); ``domains`` gives the offerslot of each domain the message lists against ``desired``."""
+
+    pod: Pod
+    why: Reason
+    code: Code = Code.UNSCHEDULABLE
+    filtered: tuple[tuple[str, int], ...] = ()
+    domains: tuple[tuple[str, int], ...] = ()
+    desired: int = 0
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether removing pods (preemption) could change the answer."""
+        return self.code is Code.UNSCHEDULABLE
+
+
+def resolvable(flag: bool) -> Code:
+    """The code of a failure from whether removing pods could change its answer."""
+    return Code.UNSCHEDULABLE if flag else Code.UNRESOLVABLE

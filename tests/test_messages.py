@@ -1,0 +1,325 @@
+"""Every verdict's wording, rendered once from its structured reason (koordpy.core.messages).
+
+The table is the catalogue of what koordpy writes on a pod, a PodGroup or an Event about a verdict:
+Koordinator's coscheduling words, kube-scheduler's ``0/N nodes are available`` and preemption
+words, Volcano's tiers, KAI's levels and koordpy's own, byte for byte as they were written before
+the reasons were typed. A reason type without a row here fails ``test_every_reason_has_a_wording``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import pytest
+
+from koordpy.core.cycle import Cycle, schedule
+from koordpy.core.messages import (
+    claim_deleting,
+    claim_lost,
+    claim_not_found,
+    claim_not_owned,
+    claim_unreadable,
+    ephemeral_claim_missing,
+    group_name,
+    insufficient,
+    nodes_unavailable,
+    render,
+    untolerated_taint,
+    volume_not_found,
+)
+from koordpy.core.state import SchedulerState
+from koordpy.core.verdicts import (
+    Assigned,
+    BeyondMinimum,
+    BoundWithoutOwner,
+    ClaimsRefused,
+    Code,
+    Failure,
+    GangCount,
+    GangTimeoutEvent,
+    GatedMembers,
+    GroupMissing,
+    GroupNamedOtherwise,
+    GroupRefused,
+    Inside,
+    JobFailed,
+    KindsNoHyperNode,
+    MarkedTimedOut,
+    MemberRejected,
+    MinResourcesShort,
+    NoCandidate,
+    NodesFiltered,
+    NoDomainAtLevel,
+    NoHyperNode,
+    NotEligible,
+    NotHelpful,
+    OnePerNode,
+    OwnerMissing,
+    PeerNotBack,
+    PeerUndeclared,
+    PreBindConflict,
+    PreemptedBy,
+    Preempting,
+    PreFilterReason,
+    Reason,
+    Refused,
+    RoomTakenBack,
+    SubGroupLeft,
+    SubGroupsNoHyperNode,
+    Text,
+    TierOffer,
+    TimedOut,
+    TooFewMembers,
+    Verdict,
+    VolumesTogether,
+    WaitingForMembers,
+    WithNotes,
+    WithPreemption,
+)
+from koordpy.sim.simulator import World
+from tests.builders import node, pod, podgroup
+
+INSUFFICIENT = NodesFiltered(4, (("Insufficient cpu", 3), ("node(s) were unschedulable", 1)))
+SAID = "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable."
+COUNTS = (GangCount("default/a", 2, 3), GangCount("default/b", 1, 1))
+OFFERS = (TierOffer(1, 3, 4, "s0"), TierOffer(2, 5, 1, "the cluster"))
+
+TABLE: list[tuple[Reason, str]] = [
+    # -- pre_filter: the gang, its owner, its peers, its PodGroup ------------------------------
+    (Text("a gang's own parse error"), "a gang's own parse error"),
+    (OwnerMissing("JobSet", "default", "js", "default/js-0", 30.0),
+     "waiting for its owner JobSet default/js to appear (koordpy reads topology constraints from it): pod "
+     "default/js-0 is not placed without it for 30s after its creation"),
+    (MarkedTimedOut("default/g", "gang.scheduling.koordinator.sh/timeout"),
+     'gang "default/g" timed out waiting for its members and will not be scheduled '
+     "(gang.scheduling.koordinator.sh/timeout=true); delete and recreate its pods to try again"),
+    (TooFewMembers("default/g", 2, 4),
+     "gang child pod not collect enough, gangName: default/g, podNum: 2, minMember: 4"),
+    (GatedMembers("default/g", 2, 4, 3),
+     "gang default/g waits for its gated members: 2 of its 4 pods still have spec.schedulingGates, and the others "
+     "cannot reach minMember 3"),
+    (PeerUndeclared("default/a", "default/b"),
+     'gang "default/a" names "default/b" in its groups, but no PodGroup or pod declares that gang'),
+    (PeerUndeclared("default/a", "default/b", "minMember must be a number"),
+     'gang "default/a" names "default/b" in its groups, but no PodGroup or pod declares that gang: minMember must '
+     "be a number"),
+    (PeerNotBack("default/a", "other/b", True),
+     'gang "default/a" names "other/b" in another namespace in its groups, which does not name it back; it waits '
+     'until "other/b" has its minimum bound'),
+    (PeerNotBack("default/a", "default/b", False),
+     'gang "default/a" names "default/b" in its groups, which does not name it back; it waits until "default/b" '
+     "has its minimum bound"),
+    (MinResourcesShort("default/g", "cpu", 12500, 8000),
+     "PodGroup default/g minResources not available: cpu wants 12500m, the cluster has 8 free"),
+    (TimedOut("default/a,default/b", 30.0, COUNTS),
+     'GangGroup "default/a,default/b" timed out after 30s waiting for its members (default/a 2/3, default/b 1/1); '
+     "reservations released"),
+    (GangTimeoutEvent(2.5), "gang did not reach its minimum within 2.5s"),
+    (WaitingForMembers("default/a,default/b", COUNTS, 2),
+     'GangGroup "default/a,default/b" is waiting for its members: default/a 2/3, default/b 1/1, '
+     "alreadyWaitForBound: 2"),
+    # -- refused pod-spec fields ---------------------------------------------------------------
+    (ClaimsRefused("default/dra", ("gpu", "nic")),
+     "koordpy does not allocate ResourceClaims yet: pod default/dra has spec.resourceClaims (gpu, nic), which "
+     "kube-scheduler's DynamicResources plugin would allocate; it stays pending"),
+    (GroupNamedOtherwise("default/p", "x"),
+     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p names its group by "
+     "'x', which koordpy does not read; it stays pending"),
+    (GroupMissing("default/p", "default", "workers"),
+     "waiting for PodGroup default/workers (scheduling.k8s.io), which pod default/p names in "
+     "spec.schedulingGroup, to exist"),
+    (GroupRefused("default/p", "workers", True, 4),
+     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
+     "'workers' with gang policy (minCount 4), which kube-scheduler's GangScheduling plugin would apply; it stays "
+     "pending"),
+    (GroupRefused("default/p", "workers", False, None, ("schedulingConstraints", "resourceClaims")),
+     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
+     "'workers' with schedulingConstraints, resourceClaims, which kube-scheduler's GangScheduling plugin would "
+     "apply; it stays pending"),
+    (Refused("default/g", GroupMissing("default/p", "default", "workers")),
+     'GangGroup "default/g" waits as a whole: waiting for PodGroup default/workers (scheduling.k8s.io), which pod '
+     "default/p names in spec.schedulingGroup, to exist"),
+    (JobFailed("KeyError", "'x'"),
+     "koordpy failed while scheduling this job and skipped it: KeyError: 'x'; the rest of the queue was scheduled"),
+    # -- kube-scheduler's node counts and what placement adds to them ----------------------------
+    (NodesFiltered(3), "0/3 nodes are available."),
+    (INSUFFICIENT, SAID),
+    (NodesFiltered(4, (("Insufficient cpu", 3), (PreFilterReason('persistentvolumeclaim "d" not found'), 4))),
+     '0/4 nodes are available: persistentvolumeclaim "d" not found.'),
+    (Inside(INSUFFICIENT), SAID),
+    (Inside(INSUFFICIENT, "block-a"),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable inside block-a, the widest domain "
+     "the job's topology requirement allows."),
+    (OnePerNode(INSUFFICIENT, True),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; at most one member per node, as "
+     "they share host ports."),
+    (OnePerNode(INSUFFICIENT, False, ("kubernetes.io/hostname", "rack")),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; at most one member per node, as "
+     "anti-affinity between them on kubernetes.io/hostname, rack."),
+    (WithNotes(INSUFFICIENT, ("layer rack is ignored", "layer row is ignored")),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; layer rack is ignored; layer row "
+     "is ignored."),
+    (VolumesTogether(4, "node(s) exceed max volume count"),
+     "0/4 nodes are available: node(s) exceed max volume count (with the other members of its job placed "
+     "together)."),
+    (PreBindConflict(4, "node(s) didn't find available persistent volumes to bind"),
+     "0/4 nodes are available: node(s) didn't find available persistent volumes to bind."),
+    # -- topology: Koordinator's gather, a Topology's levels, Volcano's tiers, KAI's levels ------
+    (NoCandidate(8, 4, True, "cluster", (("block", "block/b0", 3), ("block", "block/b1", 2))),
+     "0/8 nodes are available: no candidate topology nodes can accommodate job, desiredOfferSlot: 4, topology "
+     "topologyNode block/b0: 3;topology topologyNode block/b1: 2."),
+    (NoCandidate(8, 4, False, "cluster", (("rack", "r0", 3), ("rack", "r1", 2)), more=2,
+                 split=((2, "rack"), (4, "block")), unlike=True, filtered=(("node(s) were unschedulable", 1),)),
+     "0/8 nodes are available: no candidate topology nodes can accommodate job, desiredOfferSlot: 4, Topology "
+     "cluster: rack=r0: 3;rack=r1: 2;... 2 more; podCountMultiple: 4 pods cannot be split into multiples of 2 per "
+     "rack domain and 4 per block domain; podCountMultiple is set, so unlike members are only placed with their "
+     "common shape; 1 node(s) were unschedulable."),
+    (NoHyperNode(8, True, 2, 6, OFFERS),
+     "0/8 nodes are available: network topology (hard, highest tier 2): no HyperNode can take all 6 pods; largest "
+     "offerslot per tier: tier 1: 3 (best of 4: s0), tier 2: 5 (the cluster)."),
+    (NoHyperNode(8, False, None, 6),
+     "0/8 nodes are available: network topology (soft): no HyperNode can take all 6 pods."),
+    (KindsNoHyperNode(8, 2, 6, 3, 3, OFFERS),
+     "0/8 nodes are available: network topology: no HyperNode within tier 2 takes all 6 pods, each kind of pod "
+     "where it fits; largest offerslot per tier: tier 1: 3 (best of 4: s0), tier 2: 5 (the cluster)."),
+    (KindsNoHyperNode(8, 2, 6, 1, 3),
+     "0/8 nodes are available: network topology: none of the first 1 candidate HyperNodes within tier 2 takes all "
+     "6 pods, each kind of pod where it fits (the search stopped at its work bound after 1 of 3 candidate "
+     "HyperNodes; the others were not tried)."),
+    (SubGroupsNoHyperNode(8, 2, 2, 2, (("a", 2), ("b", 0)), (("job/a-0", 2, 1), ("job/b-0", 3, None))),
+     "0/8 nodes are available: network topology: no HyperNode within tier 2 holds 2 of policy a sub-groups the "
+     "job needs, each inside one HyperNode of its own tier limit: job/a-0 (2 pods, highest tier 1), job/b-0 (3 "
+     "pods, highest tier any)."),
+    (SubGroupsNoHyperNode(8, 2, 2, 2, (("a", 0),), ()),
+     "0/8 nodes are available: network topology: no HyperNode within tier 2 holds the sub-groups the job needs, "
+     "each inside one HyperNode of its own tier limit: ."),
+    (SubGroupLeft("job/a-1", 2, 3, "HyperNode s1"),
+     "sub-group job/a-1 (2 pending pods, size 3) does not fit inside one HyperNode of its tier limit within "
+     "HyperNode s1, the job's limit around where its other sub-groups went"),
+    (NoDomainAtLevel(8, "cluster", "rack", "block", 5, (("b0", 4), ("the cluster", 0))),
+     "0/8 nodes are available: no domain of Topology cluster at or above rack within block can take all 5 pods; "
+     "offerslots at block: b0 4, the cluster 0."),
+    # -- the GangGroup's words for its members, preemption -----------------------------------------
+    (WithPreemption(INSUFFICIENT, ""), SAID),
+    (WithPreemption(INSUFFICIENT, "preemption: not helpful: no candidate takes all 4 pods once its lower-priority "
+                                  "pods are gone."),
+     f"{SAID} preemption: not helpful: no candidate takes all 4 pods once its lower-priority pods are gone."),
+    (MemberRejected("default/a", "default/a-0", INSUFFICIENT, 1),
+     f'GangGroup "default/a" gets rejected due to member Pod "default/a-0" is unschedulable with reason "{SAID}", '
+     "alreadyWaitForBound: 1"),
+    (MemberRejected("default/a", "default/a-0", INSUFFICIENT, 0, "preemption: not eligible due to "
+                                                                 "preemptionPolicy=Never."),
+     f'GangGroup "default/a" gets rejected due to member Pod "default/a-0" is unschedulable with reason "{SAID}", '
+     "alreadyWaitForBound: 0. preemption: preemption already attempted by default/a-0 with message not eligible "
+     "due to preemptionPolicy=Never."),
+    (BeyondMinimum("default/a", 3, 5, INSUFFICIENT),
+     f'GangGroup "default/a" reached its minimum with 3 of 5 pending members bound; the rest wait: "{SAID}"'),
+    (NotEligible("never"), "preemption: not eligible due to preemptionPolicy=Never."),
+    (NotEligible("terminating"), "preemption: not eligible due to terminating pod on the nominated node."),
+    (NotHelpful(4, 3, "block/b0"),
+     "preemption: not helpful: even without every lower-priority pod, no candidate can take all 4 pods (the most "
+     "is 3, in block/b0)."),
+    (NotHelpful(4), "preemption: not helpful: no candidate takes all 4 pods once its lower-priority pods are gone."),
+    (RoomTakenBack("n0"), "preemption: room taken back from lower-priority nominations in n0."),
+    (Preempting(("default/v0", "default/v1", "default/v2", "default/v3", "default/v4"), 2, "block/b0"),
+     "preemption: preempting 5 lower-priority pod(s) of 2 job(s) in block/b0 (default/v0, default/v1, default/v2 "
+     "and 2 more); the job is nominated there and waits for them to terminate."),
+    (Preempting(("default/v0",), 1, "n0"),
+     "preemption: preempting 1 lower-priority pod(s) of 1 job(s) in n0 (default/v0); the job is nominated there "
+     "and waits for them to terminate."),
+    (PreemptedBy(("default/a", "default/b"), "default/a-0"),
+     "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
+     "default/a-0"),
+    # -- binding ---------------------------------------------------------------------------------
+    (Assigned("default/p", "n0"), "Successfully assigned default/p to n0"),
+    (BoundWithoutOwner("JobSet", "default", "js", 30.0),
+     "bound without its owner JobSet default/js, which koordpy did not see within 30s of the pod's creation: no "
+     "topology constraint the owner declares was applied"),
+]
+
+
+@pytest.mark.parametrize(("reason", "text"), TABLE, ids=[f"{i}-{type(r).__name__}" for i, (r, _) in enumerate(TABLE)])
+def test_each_reason_renders_its_one_wording(reason: Reason, text: str) -> None:
+    assert render(reason) == text
+
+
+def test_every_reason_has_a_wording() -> None:
+    """A reason type added to the union gets its row in the table (and so its wording documented)."""
+    assert set(get_args(Reason)) == {type(r) for r, _ in TABLE}
+
+
+# The per-node reasons built from a value (the constant ones are imported by tests of their filters).
+PER_NODE: list[tuple[str, str]] = [
+    (untolerated_taint("gpu", "true"), "node(s) had untolerated taint {gpu: true}"),
+    (insufficient("nvidia.com/gpu"), "Insufficient nvidia.com/gpu"),
+    (claim_unreadable("data", "spec.resources: bad"),
+     'persistentvolumeclaim "data" cannot be read: spec.resources: bad'),
+    (ephemeral_claim_missing("p-scratch"),
+     'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"'),
+    (claim_not_found("data"), 'persistentvolumeclaim "data" not found'),
+    (claim_lost("data", "pv-1"), 'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv-1"'),
+    (claim_deleting("data"), 'persistentvolumeclaim "data" is being deleted'),
+    (claim_not_owned("default/p-scratch", "default/p"),
+     "PVC default/p-scratch was not created for pod default/p (pod is not owner)"),
+    (volume_not_found("pv-1"), 'persistentvolume "pv-1" not found'),
+]
+
+
+@pytest.mark.parametrize(("reason", "text"), PER_NODE)
+def test_each_per_node_reason_has_its_wording(reason: str, text: str) -> None:
+    assert reason == text
+
+
+def test_volume_prefilter_reasons_are_said_alone() -> None:
+    for reason in (claim_unreadable("d", "x"), ephemeral_claim_missing("d"), claim_not_found("d"), claim_lost("d", "v"),
+                   claim_deleting("d"), claim_not_owned("n/d", "n/p"), volume_not_found("v")):
+        assert isinstance(reason, PreFilterReason)
+        assert nodes_unavailable(3, (("Insufficient cpu", 2), (reason, 3))) == f"0/3 nodes are available: {reason}."
+
+
+def test_node_counts_are_sorted_and_a_prefilter_reason_is_said_alone() -> None:
+    """kube-scheduler's order: reasons sorted by text, whatever order the filters counted them in."""
+    counts = (("node(s) were unschedulable", 1), ("Insufficient memory", 2), ("Insufficient cpu", 1))
+    assert nodes_unavailable(4, counts) == ("0/4 nodes are available: 1 Insufficient cpu, 2 Insufficient memory, "
+                                            "1 node(s) were unschedulable.")
+    first = PreFilterReason("pod has unbound immediate PersistentVolumeClaims")
+    assert nodes_unavailable(4, (("Insufficient cpu", 1), (first, 3))) == f"0/4 nodes are available: {first}."
+    assert group_name(("a/x", "a/y")) == group_name("a/x,a/y") == "a/x,a/y"
+
+
+def test_a_failure_is_resolvable_only_when_its_code_says_unschedulable() -> None:
+    p = World.from_objects([("t", pod("p"))]).pods["default/p"]
+    assert Failure(p, INSUFFICIENT).resolvable
+    assert not Failure(p, INSUFFICIENT, code=Code.UNRESOLVABLE).resolvable
+
+
+def _cycle(*objects: dict[str, Any], state: SchedulerState | None = None, now: float = 0.0) -> Cycle:
+    world = World.from_objects([("t", o) for o in objects])
+    cycle = Cycle(world.snapshot(frozenset({"koordpy"})), state or SchedulerState(), now)
+    cycle.gangs = cycle.view.gangs
+    return cycle
+
+
+def test_pre_filter_gives_a_typed_verdict_with_its_intent_and_wake_hint() -> None:
+    cycle = _cycle(node("n0"), podgroup("g", 3), pod("g-0", cpu="1", group="g"), pod("g-1", cpu="1", group="g"))
+    job = next(j for j in cycle.view.queue.jobs() if j.is_gang)
+    assert cycle.pre_filter(job) == Verdict(Code.WAIT, TooFewMembers("default/g", 2, 3), "changed")
+
+
+def test_an_expired_wait_is_a_timed_out_verdict_not_a_sentinel() -> None:
+    """pre_filter only judges (Code.TIMED_OUT); the cycle then releases what the GangGroup holds and
+    the pods say how many members each gang had."""
+    objects = [node("n0", cpu="2"), podgroup("g", 3, timeout=None, annotations={
+        "gang.scheduling.koordinator.sh/mode": "NonStrict", "gang.scheduling.koordinator.sh/waiting-time": "5s"})]
+    objects += [pod(f"g-{i}", cpu="1", group="g") for i in range(3)]
+    state = SchedulerState()
+    snapshot = World.from_objects([("t", o) for o in objects]).snapshot(frozenset({"koordpy"}))
+    schedule(snapshot, state, 0.0)  # NonStrict: two members reserved, the wait starts
+    assert len(state.reserved) == 2 and state.wait_since
+    cycle = _cycle(*objects, state=state, now=10.0)
+    job = next(j for j in cycle.view.queue.jobs() if j.is_gang)
+    verdict = cycle.pre_filter(job)
+    assert verdict == Verdict(Code.TIMED_OUT, TimedOut("default/g", 5.0), None)
+    out = schedule(snapshot, state, 10.0)
+    assert out.waiting["default/g-0"] == ('GangGroup "default/g" timed out after 5s waiting for its members '
+                                          "(default/g 0/3); reservations released")
