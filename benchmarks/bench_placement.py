@@ -20,12 +20,13 @@ import numpy as np
 
 from koordpy.api import ClusterNetworkTopology, Node, Pod, PodGroup
 from koordpy.api.topology import parse_network_topology_spec
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
+from koordpy.core.dialects import koordinator
 from koordpy.core.filters import Filters
 from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import Placer, rank_order
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources import koordinator
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.statement import Statement
 from koordpy.kernels import (
     achievable,

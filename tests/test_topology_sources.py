@@ -13,12 +13,12 @@ import pytest
 
 from koordpy.api.selectors import LabelSelector
 from koordpy.api.volcano import SubGroupPolicy
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Event
+from koordpy.core.dialects.volcano import membership
 from koordpy.core.gang import SchedulerState
 from koordpy.core.placement import Placer
-from koordpy.core.snapshot import Cluster
-from koordpy.core.sources.volcano import membership
 from koordpy.sim.simulator import SimulationResult, World, simulate
 from tests.builders import node, pod, podgroup
 

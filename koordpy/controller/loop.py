@@ -19,6 +19,7 @@ from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import JOB_ERROR_PREFIX, schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -31,10 +32,10 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
     VolumeBinding,
 )
+from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_network_topology
 from koordpy.core.gang import SchedulerState
 from koordpy.core.naming import natural_key
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
+from koordpy.core.snapshot import Snapshot
 
 log = structlog.get_logger("koordpy.loop")
 FAILURE_BACKOFF = 1.0

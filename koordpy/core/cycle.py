@@ -30,13 +30,13 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
+from koordpy.core.dialects import kai, koordinator, volcano
 from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, SchedulerState, TopologyAsk, claims, missing_owner
 from koordpy.core.placement import Failure, Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.statement import Statement
 from koordpy.core.view import View, Wake
 
@@ -374,7 +374,7 @@ class Cycle:
                 continue
             if ask.is_volcano:
                 return self._volcano_requirement(gang, ask, pods)
-            req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
+            req = kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
             if req is not None:
                 return self._with_peers(self._anchored(req, [gang], "topology: the job's running members span "
                                                                  "{where}, wider than its required level"), job)

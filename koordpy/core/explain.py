@@ -21,11 +21,12 @@ from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY
 from koordpy.api.objects import Pod
 from koordpy.api.topology import GatherRule
 from koordpy.api.volcano import NetworkTopology
+from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import Gang, SchedulerState, gangs_named, group_of, resolve_gangs
 from koordpy.core.preemption import preemption_policy
-from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree
 
 API_VERSION = "explain.koordpy.io/v1alpha1"

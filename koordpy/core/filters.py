@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.cluster import Cluster
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
-from koordpy.core.snapshot import Cluster
 from koordpy.core.volumes import PreFilterReason, VolumeRules
 
 UNSCHEDULABLE = "node(s) were unschedulable"

@@ -37,9 +37,10 @@ from koordpy.api.volcano import (
     VolcanoPodGroup,
     network_topology_from_annotations,
 )
-from koordpy.core.snapshot import Snapshot, effective_priority
-from koordpy.core.sources.kueue_kai import KEYS as KAI_KEYS
-from koordpy.core.sources.kueue_kai import layered
+from koordpy.core.cluster import effective_priority
+from koordpy.core.dialects.kai import KEYS as KAI_KEYS
+from koordpy.core.dialects.kai import layered
+from koordpy.core.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from koordpy.core.view import View
@@ -72,7 +73,7 @@ NOT_JOBS = frozenset({"DaemonSet", "Node"})
 @dataclass(frozen=True)
 class TopologyAsk:
     """What a gang asks of the topology in its own dialect; the cycle turns it into a Requirement
-    against the trees of the moment (``koordpy.core.sources``)."""
+    against the trees of the moment (``koordpy.core.dialects``)."""
 
     volcano: NetworkTopology | None = None
     policies: tuple[SubGroupPolicy, ...] = ()

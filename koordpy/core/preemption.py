@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
+from koordpy.core.cluster import Cluster
 from koordpy.core.gang import Gang, Job
 from koordpy.core.placement import Failure, Placer
 from koordpy.core.requirement import Requirement
-from koordpy.core.snapshot import Cluster
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.kernels import node_offerslots, subtree_sums

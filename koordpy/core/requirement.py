@@ -1,6 +1,6 @@
 """What a job asks of the network topology, whichever API it was written in.
 
-The topology sources (``koordpy.core.sources``) turn Koordinator's gather spec, Volcano's
+The topology sources (``koordpy.core.dialects``) turn Koordinator's gather spec, Volcano's
 mode and highest tier (with sub-groups) and KAI's required / preferred levels into one
 ``Requirement`` over one of the cluster's trees; placement reads nothing else. Scopes are
 ranks of the tree (``TopologyTree.rank``): 0 for a node, growing towards the root.

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.core.snapshot import Cluster
+from koordpy.core.cluster import Cluster
 
 OpKind = Literal["assume", "evict", "nominate"]
 

@@ -1,6 +1,6 @@
 """The topology tree: the cluster at the root, network domains inside, nodes as leaves.
 
-One tree type serves every topology source (``koordpy.core.sources``: Koordinator's
+One tree type serves every topology source (``koordpy.core.dialects``: Koordinator's
 ClusterNetworkTopology, Volcano's HyperNodes, Kueue/KAI Topology objects). A source names each
 domain's parent explicitly (``TopologyTree.from_edges``), so a tree may skip levels and hold
 nodes at any depth; label-path trees (``TopologyTree.build``) are the special case where every

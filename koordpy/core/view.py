@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Node, Pod
+from koordpy.core.cluster import Cluster
+from koordpy.core.dialects.volcano import spec_of
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     Gang,
@@ -34,8 +36,7 @@ from koordpy.core.gang import (
     holds_alone,
     single_job,
 )
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.volcano import spec_of
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.volumes import VolumeRules
 from koordpy.kernels import node_offerslots
 

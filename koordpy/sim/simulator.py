@@ -42,6 +42,7 @@ from koordpy.api.storage import (
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
 from koordpy.api.workload import WorkloadPodGroup
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -53,9 +54,9 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
+from koordpy.core.dialects.koordinator import detail_status
 from koordpy.core.gang import SchedulerState
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.koordinator import detail_status
+from koordpy.core.snapshot import Snapshot
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
 # Objects without a creationTimestamp are created this far apart, in document order.

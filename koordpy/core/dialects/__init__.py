@@ -15,14 +15,13 @@ while their inputs stay the same.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from koordpy.api.objects import Node
+from koordpy.core.dialects.kai import topology_tree
+from koordpy.core.dialects.koordinator import tree_from_cluster_network_topology
+from koordpy.core.dialects.volcano import HyperNodeTree, hypernode_tree
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree
-
-if TYPE_CHECKING:
-    from koordpy.core.snapshot import Snapshot
-    from koordpy.core.sources.volcano import HyperNodeTree
 
 
 class Trees(Mapping[str, TopologyTree]):
@@ -33,8 +32,6 @@ class Trees(Mapping[str, TopologyTree]):
         self._hypernodes: HyperNodeTree | None = None
 
     def hypernode_tree(self) -> HyperNodeTree:
-        from koordpy.core.sources.volcano import hypernode_tree
-
         if self._hypernodes is None:
             self._hypernodes = hypernode_tree(self.snapshot.hypernodes, self.nodes)
         return self._hypernodes
@@ -44,14 +41,10 @@ class Trees(Mapping[str, TopologyTree]):
         if tree is not None:
             return tree
         if key == "cnt":
-            from koordpy.core.sources.koordinator import tree_from_cluster_network_topology
-
             tree = tree_from_cluster_network_topology(self.snapshot.topology, self.nodes)
         elif key == "hypernodes":
             tree = self.hypernode_tree().tree
         elif key.startswith("topology/") and key[len("topology/"):] in self.snapshot.topologies:
-            from koordpy.core.sources.kueue_kai import topology_tree
-
             tree = topology_tree(self.snapshot.topologies[key[len("topology/"):]], self.nodes)
         else:
             raise KeyError(key)
