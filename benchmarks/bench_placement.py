@@ -112,7 +112,7 @@ def bench_one_gang() -> dict[str, float]:
     pods = rank_order(list(snap.pods))
     annotations = next(iter(snap.podgroups.values())).annotations
     spec = parse_network_topology_spec(annotations["gang.scheduling.koordinator.sh/network-topology-spec"])
-    req = koordinator.requirement(spec, cluster.tree, cluster.layer_labels, None, len(cluster.nodes))
+    req = koordinator.requirement(spec, cluster.tree, koordinator.layer_labels(snap.topology), None, len(cluster.nodes))
 
     def place() -> None:
         stmt = Statement(cluster)

@@ -332,7 +332,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
     the HyperNodes' only if there are any, every Topology), or just ``only``."""
     from koordpy.api.objects import PODS
     from koordpy.core.cluster import Cluster
-    from koordpy.core.gang import gang_member
+    from koordpy.core.dialects import gang_member
 
     cluster = Cluster(snapshot)
     wanted: list[tuple[str, str]] = []

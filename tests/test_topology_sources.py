@@ -553,7 +553,8 @@ def test_a_pod_whose_owner_is_not_seen_yet_waits_for_it_then_keeps_its_constrain
     # Issue 17 item 14: the pods arrive before their Job (watches race); placed at once they would
     # ignore the Job's required rack. They wait (saying so), and the Job, once it comes, is obeyed.
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import OWNER_GRACE_SECONDS, SchedulerState
+    from koordpy.core.gang import SchedulerState
+    from koordpy.core.owners import OWNER_GRACE_SECONDS
 
     job = batch_job("train", 2, kai("network", required="rack"))
     pods = [gpu_pod("train-0", job), gpu_pod("train-1", job)]

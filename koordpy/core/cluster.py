@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Pod, PriorityClass
-from koordpy.core.dialects import Trees
+from koordpy.core.dialects import DEFAULT_TREE, Trees
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import Presence
 from koordpy.core.snapshot import Snapshot
@@ -145,14 +145,12 @@ class Cluster:
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
         self.trees = Trees(snapshot, self.nodes)
-        self.layer_labels = {layer.layer: layer.label_keys for layer in snapshot.topology.layers} \
-            if snapshot.topology else {}
-        self.topology_error = snapshot.topology_error
 
     @property
     def tree(self) -> TopologyTree:
-        """The ClusterNetworkTopology's tree (the cluster and its nodes when there is none)."""
-        return self.trees["cnt"]
+        """The tree of a job that asks for none: the ClusterNetworkTopology's (the cluster and its
+        nodes when there is none)."""
+        return self.trees[DEFAULT_TREE]
 
     def freed_since(self, tick: int) -> npt.NDArray[np.int64]:
         """The nodes where room appeared after ``tick``."""

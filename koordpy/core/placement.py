@@ -321,7 +321,7 @@ class Placer:
         if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
-            if req.tree == "cnt":  # Koordinator's own words
+            if req.tree.labelled:  # Koordinator's own words (its tree is the labelled one)
                 listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
                 shown = "; ".join(f"topology topologyNode {tree.label(d)}: {int(sums[d])}"
                                   for d in listed[:MAX_LISTED_DOMAINS]).replace("; ", ";")
@@ -341,7 +341,7 @@ class Placer:
             return Failure(first, f"0/{len(self.cluster.nodes)} nodes are available: {reason}.",
                            resolvable=self._resolvable(distinct, tree, filtered),
                            filtered=tuple(sorted(filtered.items())),
-                           domains=tuple((tree.label(d) if req.tree == "cnt" else tree.name(d), int(sums[d]))
+                           domains=tuple((tree.label(d) if req.tree.labelled else tree.name(d), int(sums[d]))
                                          for d in listed[:MAX_LISTED_DOMAINS]), desired=desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)

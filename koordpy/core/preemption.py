@@ -21,7 +21,8 @@ import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core.cluster import Cluster
-from koordpy.core.gang import Gang, Job
+from koordpy.core.gang import Job
+from koordpy.core.model import Gang
 from koordpy.core.placement import Failure, Placer
 from koordpy.core.requirement import Requirement
 from koordpy.core.statement import Statement
@@ -321,7 +322,7 @@ class Preemptor:
             for i, d in enumerate(domains):
                 of_node[tree.subtree_nodes(d)] = i
             of_node[tree.outside] = -1
-            names = [("the cluster" if d == 0 else tree.label(d) if req.tree == "cnt" else tree.name(d))
+            names = [("the cluster" if d == 0 else tree.label(d) if req.tree.labelled else tree.name(d))
                      for d in domains]
             out.append(_Candidates(domains, of_node, sums[domains].astype(np.int64), names,
                                    tree.name_rank[domains].astype(np.int64)))
