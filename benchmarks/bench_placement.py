@@ -20,11 +20,12 @@ import numpy as np
 
 from koordpy.api import ClusterNetworkTopology, Node, Pod, PodGroup
 from koordpy.api.topology import parse_network_topology_spec
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
+from koordpy.core.dialects import koordinator
 from koordpy.core.filters import Filters
 from koordpy.core.placement import Placer, rank_order
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources import koordinator
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import (
@@ -111,7 +112,7 @@ def bench_one_gang() -> dict[str, float]:
     pods = rank_order(list(snap.pods))
     annotations = next(iter(snap.podgroups.values())).annotations
     spec = parse_network_topology_spec(annotations["gang.scheduling.koordinator.sh/network-topology-spec"])
-    req = koordinator.requirement(spec, cluster.tree, cluster.layer_labels, None, len(cluster.nodes))
+    req = koordinator.requirement(spec, cluster.tree, koordinator.layer_labels(snap.topology), None, len(cluster.nodes))
 
     def place() -> None:
         stmt = Statement(cluster)

@@ -27,9 +27,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.placement import rank_order
-from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.kernels import warm_up

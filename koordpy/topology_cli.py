@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from koordpy.api.objects import Node
-    from koordpy.core.snapshot import Cluster, Snapshot
+    from koordpy.core.cluster import Cluster
+    from koordpy.core.snapshot import Snapshot
     from koordpy.core.tree import TopologyTree
 
 FORMATS = ("hypernode", "cnt", "topology")
@@ -330,8 +331,8 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
     """The trees the snapshot's objects define (the ClusterNetworkTopology's only if there is one,
     the HyperNodes' only if there are any, every Topology), or just ``only``."""
     from koordpy.api.objects import PODS
-    from koordpy.core.gang import gang_member
-    from koordpy.core.snapshot import Cluster
+    from koordpy.core.cluster import Cluster
+    from koordpy.core.dialects import gang_member
 
     cluster = Cluster(snapshot)
     wanted: list[tuple[str, str]] = []

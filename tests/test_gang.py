@@ -177,8 +177,8 @@ def test_podgroup_status_follows_the_gang() -> None:
     s = snap(THREE, [pod(f"g-{i}", group="g") for i in range(2)], [podgroup("g", 2)])
     result = schedule(s, SchedulerState(), 5.0)
     update = next(d for d in result.decisions if isinstance(d, PodGroupStatusUpdate))
-    assert update.status["phase"] == "Scheduled" and update.status["scheduled"] == 2
-    assert update.status["scheduleStartTime"] == 5.0
+    assert update.status.wire()["phase"] == "Scheduled" and update.status.wire()["scheduled"] == 2
+    assert update.status.wire()["scheduleStartTime"] == 5.0
     assert len([d for d in result.decisions if isinstance(d, Bind)]) == 2
 
 

@@ -12,7 +12,8 @@ from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Event, SetPodScheduledFalse
-from koordpy.core.refusals import CLAIMS, SCHEDULING_GROUP
+from koordpy.core.dialects.upstream import SCHEDULING_GROUP
+from koordpy.core.refusals import CLAIMS
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, run

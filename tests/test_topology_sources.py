@@ -13,11 +13,11 @@ import pytest
 
 from koordpy.api.selectors import LabelSelector
 from koordpy.api.volcano import SubGroupPolicy
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Event
+from koordpy.core.dialects.volcano import membership
 from koordpy.core.placement import Placer
-from koordpy.core.snapshot import Cluster
-from koordpy.core.sources.volcano import membership
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
 from tests.builders import node, pod, podgroup
@@ -553,7 +553,7 @@ def test_a_pod_whose_owner_is_not_seen_yet_waits_for_it_then_keeps_its_constrain
     # Issue 17 item 14: the pods arrive before their Job (watches race); placed at once they would
     # ignore the Job's required rack. They wait (saying so), and the Job, once it comes, is obeyed.
     from koordpy.core.cycle import schedule
-    from koordpy.core.gang import OWNER_GRACE_SECONDS
+    from koordpy.core.owners import OWNER_GRACE_SECONDS
     from koordpy.core.state import SchedulerState
 
     job = batch_job("train", 2, kai("network", required="rack"))

@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 
 from koordpy.api import ClusterNetworkTopology, Node
-from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
+from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_network_topology
 from koordpy.core.tree import TopologyTree
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, cnt, node, spine_block_nodes
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, assert_never
 
 import structlog
 
@@ -19,21 +19,24 @@ from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import JOB_ERROR_PREFIX, schedule
 from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    Decision,
     Event,
+    EventReason,
     Nominate,
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
     VolumeBinding,
 )
+from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_network_topology
 from koordpy.core.naming import natural_key
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.koordinator import detail_status, tree_from_cluster_network_topology
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 
 log = structlog.get_logger("koordpy.loop")
@@ -53,7 +56,16 @@ PREBIND_POLL = 0.5
 
 def _is_scheduled(d: object) -> TypeGuard[Event]:
     """A pod's Scheduled Event, which is written after its bind (never for a refused one)."""
-    return isinstance(d, Event) and d.kind == "Pod" and d.reason == "Scheduled"
+    return isinstance(d, Event) and d.kind == "Pod" and d.reason == EventReason.SCHEDULED
+
+
+# The order in which a cycle's decisions are carried out: the pods are assumed on their nodes
+# before anything else goes out (see ``Loop.cycle``).
+_PHASES: dict[type, int] = {Bind: 0, Preempt: 1, Nominate: 2}
+
+
+def _phase(d: Decision) -> int:
+    return _PHASES.get(type(d), 3)
 
 
 def invalid_reason(kind: str, error: str) -> str:
@@ -169,36 +181,12 @@ class SchedulerLoop:
         # bind the API server refused.
         # (The core decides each Scheduled Event together with its Bind.)
         scheduled = {d.obj: d for d in result.decisions if _is_scheduled(d)}
-        for bind in result.binds:
-            self.cache.assume(bind.pod, bind.node)
-            if bind.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
-                undo = self._assume_volumes(bind.volumes)
-                self.writer.spawn_owed(self._prebind(bind, uid(bind.pod), undo, started, scheduled.get(bind.pod)))
-                continue
-            self.writer.spawn_owed(self._bind(bind, uid(bind.pod), started, scheduled.get(bind.pod)))
-        # Victims and nominations are assumed like binds: the next cycle must already see the
-        # victims terminating and the room reserved, or it would choose victims again.
-        for victim in result.preempted:
-            self.cache.assume_preempted(victim.pod)
-            self.writer.spawn(self._preempt(victim, uid(victim.pod)))
+        # Binds first, then victims, then nominations, then the rest; in the core's order within each.
+        for d in sorted(result.decisions, key=_phase):
+            self._apply(d, uid, started, scheduled)
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
-        for nomination in result.nominations:
-            if self.cache.nominated_node(nomination.pod) in (None, nomination.node):
-                continue  # gone, or it says so already (or will, once a write in flight lands)
-            self.cache.assume_nominated(nomination.pod, nomination.node)
-            self.writer.spawn(self._nominate(nomination, uid(nomination.pod)))
-        for d in result.decisions:
-            if isinstance(d, SetPodScheduledFalse):
-                self.writer.unschedulable(d.pod, d.message)
-            elif isinstance(d, PodGroupStatusUpdate):
-                self.writer.podgroup_status(d.podgroup, d.status, d.group)
-            elif isinstance(d, Annotate):
-                self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
-            elif isinstance(d, Event) and d.reason != "FailedScheduling" and not _is_scheduled(d):
-                # FailedScheduling goes with its condition; Scheduled with its bind.
-                self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
         if self.cache.topology_changed:
             self.cache.topology_changed = False
             await self._topology_status()
@@ -206,6 +194,39 @@ class SchedulerLoop:
             self.cache.hypernodes_changed = False
             self._hypernode_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
+
+    def _apply(self, d: Decision, uid: Callable[[str], str], started: float, scheduled: dict[str, Event]) -> None:
+        """Carries out one decision; every kind of decision has its case (``assert_never``)."""
+        match d:
+            case Bind():
+                self.cache.assume(d.pod, d.node)
+                if d.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
+                    undo = self._assume_volumes(d.volumes)
+                    self.writer.spawn_owed(self._prebind(d, uid(d.pod), undo, started, scheduled.get(d.pod)))
+                else:
+                    self.writer.spawn_owed(self._bind(d, uid(d.pod), started, scheduled.get(d.pod)))
+            case Preempt():
+                # Victims and nominations are assumed like binds: the next cycle must already see the
+                # victims terminating and the room reserved, or it would choose victims again.
+                self.cache.assume_preempted(d.pod)
+                self.writer.spawn(self._preempt(d, uid(d.pod)))
+            case Nominate():
+                if self.cache.nominated_node(d.pod) in (None, d.node):
+                    return  # gone, or it says so already (or will, once a write in flight lands)
+                self.cache.assume_nominated(d.pod, d.node)
+                self.writer.spawn(self._nominate(d, uid(d.pod)))
+            case SetPodScheduledFalse():
+                self.writer.unschedulable(d.pod, d.message)
+            case PodGroupStatusUpdate():
+                self.writer.podgroup_status(d.podgroup, d.status.wire(), d.status.kind.group)
+            case Annotate():
+                self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
+            case Event():
+                if d.reason != EventReason.FAILED_SCHEDULING and not _is_scheduled(d):
+                    # FailedScheduling goes with its condition; Scheduled with its bind.
+                    self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
+            case _:
+                assert_never(d)
 
     def _count(self, snap: Snapshot, result: CycleResult, seconds: float) -> None:
         m = self.metrics

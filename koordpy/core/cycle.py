@@ -15,29 +15,30 @@ import numpy as np
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import ANN_TIMEOUT, PodGroup, topology_index
-from koordpy.api.volcano import VolcanoPodGroup
-from koordpy.core import gangrule
+from koordpy.api.podgroup import ANN_TIMEOUT, topology_index
+from koordpy.core import dialects, gangrule
 from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
     Decision,
     Event,
+    EventReason,
     Nominate,
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.gang import OWNER_GRACE_SECONDS, Gang, Job, TopologyAsk, claims, missing_owner
+from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
 from koordpy.core.messages import render
+from koordpy.core.model import Gang
+from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.refusals import job_refusal
-from koordpy.core.requirement import Requirement, SubGroup
+from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.sources import koordinator, kueue_kai, volcano
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
@@ -305,10 +306,9 @@ class Cycle:
     def _gang_warning(self, gang: Gang, reason: str, message: str) -> None:
         """A Warning Event about a gang, on what declares it: its Volcano or scheduler-plugins
         PodGroup, else its first pod (an annotation gang has no object of its own)."""
-        if gang.key in self.snapshot.volcano_podgroups:
-            kind, key = "VolcanoPodGroup", gang.key
-        elif gang.key in self.snapshot.podgroups:
-            kind, key = "PodGroup", gang.key
+        kind = dialects.gang_object(gang.key, self.snapshot)
+        if kind is not None:
+            key = gang.key
         elif gang.pods:
             kind, key = "Pod", gang.pods[0].key
         else:
@@ -319,20 +319,20 @@ class Cycle:
         """A job that binds has no pending message to carry the note, so an Event does (a job
         that waits carries it in its message instead, written only when it changes)."""
         for gang in job.gangs:
-            self._gang_warning(gang, "TopologyLayerIgnored", "; ".join(notes))
+            self._gang_warning(gang, EventReason.TOPOLOGY_LAYER_IGNORED, "; ".join(notes))
 
     def _report_dropped_limits(self, job: Job, dropped: tuple[str, ...]) -> None:
         """An Event on the PodGroup (else the first pod) of the gang whose Volcano constraint had a
         limit dropped, saying which and why; once for as long as it stays the same, since a job is
         tried again every time the cluster changes."""
         message = "; ".join(dropped)
-        # Only a Volcano ask drops limits, and the requirement is the first such gang's.
-        asking = next((g for g in job.gangs if g.ask is not None and g.ask.is_volcano), None) if message else None
+        # The requirement is the first asking gang's (``requirement``), and so are its dropped limits.
+        asking = next((g for g in job.gangs if g.asks), None) if message else None
         for gang in job.gangs:
             if gang is not asking:
                 self.state.untell(gang.key)
             elif self.state.tell(gang.key, message):
-                self._gang_warning(gang, "TopologyLimitDropped", message)
+                self._gang_warning(gang, EventReason.TOPOLOGY_LIMIT_DROPPED, message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
         mark = stmt.savepoint()
@@ -388,46 +388,13 @@ class Cycle:
         """What the job asks of the topology, from the first of its gangs that asks anything,
         in terms of the cluster's trees as they are now."""
         for gang in job.gangs:
-            cfg = gang.config
-            if cfg is not None and cfg.topology is not None:
-                gather = koordinator.requirement(cfg.topology, self.cluster.tree, self.cluster.layer_labels,
-                                                 self.cluster.topology_error, len(self.cluster.nodes))
-                return self._with_peers(self._anchored(gather, job.gangs, "network topology: the job's running members "
-                                                                 "span {where}, wider than its MustGather layer"), job)
-            ask = gang.ask
-            if ask is None:
-                continue
-            if ask.is_volcano:
-                return self._volcano_requirement(gang, ask, pods)
-            req = kueue_kai.requirement(dict(ask.kai), self.snapshot.topologies, self.snapshot.invalid_topologies)
-            if req is not None:
-                return self._with_peers(self._anchored(req, [gang], "topology: the job's running members span "
-                                                                 "{where}, wider than its required level"), job)
+            for ask in gang.asks:
+                asked = ask.requirement(gang, pods, self.cluster.trees, self.snapshot)
+                if asked is None:
+                    continue
+                req = self._anchored(asked.requirement, job.gangs if asked.whole_job else [gang], asked.anchored)
+                return self._with_peers(req, job) if asked.peers else req
         return None
-
-    def _volcano_requirement(self, gang: Gang, ask: TopologyAsk, pods: list[Pod]) -> Requirement:
-        hn = self.cluster.trees.hypernode_tree()
-        subgroups: tuple[SubGroup, ...] = ()
-        minimums: tuple[tuple[str, int], ...] = ()
-        if ask.policies:
-            pending = {p.key for p in pods}
-            # Members in rank order, so that each sub-group's pods keep it.
-            order = {p.key: i for i, p in enumerate(pods)}
-            members = sorted(gang.pods, key=lambda p: (order.get(p.key, -1), p.key))
-            subgroups, error = volcano.subgroups_of(gang.key, members, pending, ask.policies, hn,
-                                                    self.cluster.node_index)
-            if error is not None:
-                return Requirement(volcano.TREE, "tiers", failure=f"network topology: {error}")
-            minimums = volcano.policy_minimums(subgroups, ask.policies)
-            for policy, need in minimums:
-                have = sum(1 for g in subgroups if g.policy == policy)
-                if need > have:
-                    return Requirement(volcano.TREE, "tiers", failure=(
-                        f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups"))
-        req = volcano.requirement(ask.volcano, hn, subgroups, minimums)
-        req = replace(req, dropped=volcano.dropped_limits(ask.volcano, ask.policies, hn))
-        return self._anchored(req, [gang], "network topology: the job's running members span {where}, above its "
-                                         "highest tier {scope}")
 
     def _members_placed(self, gangs: list[Gang], reserved: bool = True) -> list[int]:
         """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
@@ -565,11 +532,12 @@ class Cycle:
                 # The caller releases what the job holds (and counts it then): pre_filter only judges.
                 return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
         # After the timeout: members a NonStrict gang holds room for are still released in time.
-        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot.workload_podgroups)
+        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot)
         if refused is not None:
             # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
             # may appear or change, which is no change of the pods: such a job is looked at every cycle.
-            return Verdict(Code.UNRESOLVABLE, refused, None if any(p.scheduling_group for p in job.pods) else "changed")
+            return Verdict(Code.UNRESOLVABLE, refused,
+                           None if any(dialects.names_objects(p) for p in job.pods) else "changed")
         return None
 
     def _owner_wait(self, job: Job) -> OwnerMissing | None:
@@ -608,12 +576,13 @@ class Cycle:
             self.bound[pod] = node
             self.cluster.bound(pod)
             self.result.decisions.append(Bind(pod, node, volumes))
-            self.result.decisions.append(Event("Pod", pod, "Normal", "Scheduled", render(Assigned(pod, node))))
+            self.result.decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED,
+                                               render(Assigned(pod, node))))
             obj = self.view.by_key.get(pod)
             ref = missing_owner(obj, self.snapshot.owners) if obj is not None else None
             if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
                 self.result.decisions.append(Event(
-                    "Pod", pod, "Warning", "OwnerNotFound",
+                    "Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
                     render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
@@ -636,7 +605,7 @@ class Cycle:
         self.result.waiting[pod.key] = message
         if pod.unschedulable_message != message:
             self.result.decisions.append(SetPodScheduledFalse(pod.key, message))
-            self.result.decisions.append(Event("Pod", pod.key, "Warning", "FailedScheduling", message))
+            self.result.decisions.append(Event("Pod", pod.key, "Warning", EventReason.FAILED_SCHEDULING, message))
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -644,10 +613,10 @@ class Cycle:
         """A PodGroup's minResources must be free somewhere in the cluster before its pods are tried."""
         free = np.maximum(self.cluster.free(), 0).sum(axis=0)
         for gang in job.gangs:
-            pg = self.snapshot.podgroups.get(gang.key) or self.snapshot.volcano_podgroups.get(gang.key)
-            if pg is None:
+            wanted = dialects.min_resources(gang.key, self.snapshot)
+            if wanted is None:
                 continue
-            for res, want in sorted(pg.min_resources.items()):
+            for res, want in sorted(wanted.items()):
                 have = int(free[self.cluster.res_index[res]]) if res in self.cluster.res_index else 0
                 if have < want:
                     return MinResourcesShort(gang.key, res, want, have)
@@ -663,18 +632,14 @@ class Cycle:
             for pod in gang.pods:
                 if not pod.node_name:
                     self.result.decisions.append(Annotate(pod.key, ANN_TIMEOUT, "true"))
-            if gang.key in self.snapshot.podgroups:
-                self.result.decisions.append(Event("PodGroup", gang.key, "Warning", "GangTimeout",
+            kind = dialects.timeout_object(gang.key, self.snapshot)
+            if kind is not None:
+                self.result.decisions.append(Event(kind, gang.key, "Warning", EventReason.GANG_TIMEOUT,
                                                    render(GangTimeoutEvent(limit))))
         return TimedOut(job.id, limit, gangrule.counts(job, self.state.reserved))
 
     def _wait_limit(self, job: Job) -> float:
         return gangrule.wait_limit(job.group, self.gangs, self.view.wait_limits)
-
-    def _volcano_status(self, pg: VolcanoPodGroup, members: list[Pod]) -> None:
-        status = volcano_status(pg, members, self.bound)
-        if status != pg.status.counts():
-            self.result.decisions.append(PodGroupStatusUpdate(pg.key, status, group="scheduling.volcano.sh"))
 
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
@@ -684,66 +649,9 @@ class Cycle:
                 # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
                 # yet: its status is not ours to write, and two writers would fight over it.
                 continue
-            vpg = self.snapshot.volcano_podgroups.get(key)
-            if vpg is not None and key not in self.snapshot.podgroups:
-                self._volcano_status(vpg, members)
-            pg = self.snapshot.podgroups.get(key)
-            if pg is None:
-                continue
-            status = podgroup_status(pg, members, self.bound, self.state.reserved, self.now)
-            current = pg.status.counts()
-            if {k: status[k] for k in current} != current:
+            status = dialects.status(key, members, self.bound, self.state.reserved, self.now, self.snapshot)
+            if status is not None:
                 self.result.decisions.append(PodGroupStatusUpdate(key, status))
-
-
-def volcano_status(pg: VolcanoPodGroup, members: list[Pod], bound_now: dict[str, str]) -> dict[str, object]:
-    """A Volcano PodGroup's ``status`` as Volcano's phases read: Completed once its minimum
-    succeeded, Running once its minimum is bound, Inqueue while it has the members to try,
-    else Pending."""
-    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
-    running = sum(1 for p in members if p.phase == "Running")
-    succeeded = sum(1 for p in members if p.phase == "Succeeded")
-    failed = sum(1 for p in members if p.phase == "Failed")
-    need = max(1, pg.min_member)
-    if succeeded >= need:
-        phase = "Completed"
-    elif scheduled >= need:
-        phase = "Running"
-    elif sum(1 for p in members if not p.terminal) >= need:
-        phase = "Inqueue"
-    else:
-        phase = "Pending"
-    return {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
-
-
-def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
-                    reserved: dict[str, str], now: float) -> dict[str, object]:
-    """PodGroup ``status`` as the gang stands after this cycle."""
-    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
-    running = sum(1 for p in members if p.phase == "Running")
-    succeeded = sum(1 for p in members if p.phase == "Succeeded")
-    failed = sum(1 for p in members if p.phase == "Failed")
-    waiting = sum(1 for p in members if p.key in reserved)
-    live = [p for p in members if not p.terminal]
-    if succeeded >= pg.min_member:
-        phase = "Finished"
-    elif failed and succeeded + running < pg.min_member:
-        phase = "Failed"
-    elif running >= pg.min_member:
-        phase = "Running"
-    elif scheduled >= pg.min_member:
-        phase = "Scheduled"
-    elif scheduled or waiting:
-        phase = "Scheduling"
-    elif len(live) >= pg.min_member:
-        phase = "PreScheduling"
-    else:
-        phase = "Pending"
-    start = pg.status.schedule_start_time
-    if start is None and phase not in ("Pending", "PreScheduling"):
-        start = now
-    return {"phase": phase, "scheduled": scheduled, "running": running, "succeeded": succeeded,
-            "failed": failed, "scheduleStartTime": start}
 
 
 def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:

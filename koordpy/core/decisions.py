@@ -1,12 +1,19 @@
 """What a scheduling cycle decides: the only output of the core.
 
 The shell (the simulator, or the live controller) carries these out; the core never does.
+``Decision`` is a closed union: each shell applies it in one ``match`` that ends in
+``assert_never``, so a new kind of decision cannot be forgotten by either. A gang's status is a
+typed value its dialect makes (``GangStatus``) and renders to the wire itself; the event reasons
+the core writes are ``EventReason``, kept here in one place.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from koordpy.api.kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -49,20 +56,47 @@ class Annotate:
     value: str
 
 
+class EventReason(StrEnum):
+    """The reasons of the Events the core writes (a ``str``: compared and written as the text)."""
+
+    SCHEDULED = "Scheduled"  # written after the pod's bind
+    FAILED_SCHEDULING = "FailedScheduling"  # written with the pod's PodScheduled=False condition
+    OWNER_NOT_FOUND = "OwnerNotFound"
+    GANG_TIMEOUT = "GangTimeout"
+    TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
+    TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
+
+
 @dataclass(frozen=True)
 class Event:
     kind: str  # Pod, PodGroup, ClusterNetworkTopology
     obj: str  # namespace/name, or name for cluster-scoped objects
     type: Literal["Normal", "Warning"]
-    reason: str
+    reason: str  # a EventReason for the core's own Events
     message: str
+
+
+class GangStatus(Protocol):
+    """The status a gang's object should have, as its dialect computes it."""
+
+    @property
+    def kind(self) -> Kind:
+        """The kind of object it is written to (its API group, version and role)."""
+        ...
+
+    def wire(self) -> dict[str, object]:
+        """The ``status`` body as the API spells it."""
+        ...
+
+    def applied(self, obj: Any) -> Any:
+        """``obj`` (a parsed object of ``kind``) with this status: what the simulator stores."""
+        ...
 
 
 @dataclass(frozen=True)
 class PodGroupStatusUpdate:
-    podgroup: str
-    status: dict[str, object]
-    group: str = "scheduling.sigs.k8s.io"  # the PodGroup's API group (Volcano's is scheduling.volcano.sh)
+    podgroup: str  # namespace/name of the object of ``status.kind``
+    status: GangStatus
 
 
 @dataclass(frozen=True)

@@ -17,19 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY
 from koordpy.api.objects import Pod
-from koordpy.api.topology import GatherRule
-from koordpy.api.volcano import NetworkTopology
-from koordpy.core import gangrule
+from koordpy.core import dialects, gangrule
+from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
-from koordpy.core.gang import Gang, GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
 from koordpy.core.messages import render
+from koordpy.core.model import Gang, TopologyFacts
 from koordpy.core.preemption import preemption_policy
-from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
-from koordpy.core.tree import TopologyTree
+from koordpy.core.tree import TopologyTree, TreeKey
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
 SHOWN_DOMAINS = 16
@@ -71,13 +70,6 @@ class PodFacts:
     nominated_node: str
     path: tuple[str, ...]  # the node's topology path, top domain first, the node last
     message: str  # the PodScheduled=False message the pod carries
-
-
-@dataclass(frozen=True)
-class TopologyFacts:
-    source: str  # koordinator, volcano or kai
-    required: tuple[str, ...]
-    preferred: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -472,17 +464,7 @@ class _Explainer:
         return f"gang ({kinds[0]})"
 
     def _declared_by(self, gang: Gang) -> str:
-        key = gang.key
-        if key in self.snapshot.podgroups or key in self.snapshot.invalid_podgroups:
-            return "PodGroup scheduling.sigs.k8s.io"
-        if key in self.snapshot.volcano_podgroups:
-            return "PodGroup scheduling.volcano.sh"
-        if key in self.snapshot.kai_podgroups:
-            return "PodGroup scheduling.run.ai"
-        if key.count("/") > 1:
-            _, kind, name = key.split("/", 2)
-            return f"the pods of {kind} {name}"
-        return "gang annotations"
+        return dialects.declared_by(gang.key, self.snapshot)
 
     def _gang_facts(self, gang: Gang) -> GangFacts:
         cfg = gang.config
@@ -503,23 +485,15 @@ class _Explainer:
         path = self._path(pod.node_name, gangs) if pod.node_name else ()
         return PodFacts(pod.key, state, pod.node_name, pod.nominated_node_name, path, pod.unschedulable_message)
 
-    def _tree_key(self, gangs: list[Gang]) -> str | None:
+    def _tree_key(self, gangs: list[Gang]) -> TreeKey | None:
         """The tree the job's topology requirement is written against, else the first one the
         snapshot defines."""
         for g in gangs:
-            if g.config is not None and g.config.topology is not None:
-                return "cnt"
-            if g.ask is not None and g.ask.is_volcano:
-                return "hypernodes"
-            if g.ask is not None:
-                name = dict(g.ask.kai).get(ANN_TOPOLOGY)
-                if name and name in self.snapshot.topologies:
-                    return f"topology/{name}"
-        if self.snapshot.topology is not None:
-            return "cnt"
-        if self.snapshot.hypernodes:
-            return "hypernodes"
-        return f"topology/{min(self.snapshot.topologies)}" if self.snapshot.topologies else None
+            for ask in g.asks:
+                key = ask.tree_key(self.snapshot)
+                if key is not None:
+                    return key
+        return dialects.default_tree(self.snapshot)
 
     def _path(self, node: str, gangs: list[Gang]) -> tuple[str, ...]:
         key = self._tree_key(gangs)
@@ -527,49 +501,13 @@ class _Explainer:
         if key is None or n is None:
             return (node,)
         tree = self.cluster.trees[key]
-        return (*_ancestors(tree, int(tree.parent[tree.node_domain[n]]), key == "cnt"), node)
+        return (*_ancestors(tree, int(tree.parent[tree.node_domain[n]]), key.labelled), node)
 
     def _topology(self, gangs: list[Gang]) -> TopologyFacts | None:
         for g in gangs:
-            cfg = g.config
-            if cfg is not None and cfg.topology is not None:
-                rules = cfg.topology.gather
-                return TopologyFacts("koordinator", tuple(_rule(r) for r in rules if r.strategy == "MustGather"),
-                                     tuple(_rule(r) for r in rules if r.strategy == "PreferGather"))
-            ask = g.ask
-            if ask is None:
-                continue
-            if ask.is_volcano:
-                hard: list[str] = []
-                soft: list[str] = []
-                if ask.volcano is not None:
-                    (hard if ask.volcano.mode == "hard" else soft).append(
-                        f"the job within one HyperNode up to {_tier_limit(ask.volcano)}")
-                for pol in ask.policies:
-                    if pol.network_topology is not None:
-                        size = f" of {pol.sub_group_size}" if pol.sub_group_size else ""
-                        (hard if pol.network_topology.mode == "hard" else soft).append(
-                            f"each sub-group{size} of policy {pol.name} within one HyperNode up to "
-                            f"{_tier_limit(pol.network_topology)}")
-                return TopologyFacts("volcano", tuple(hard), tuple(soft))
-            kai = dict(ask.kai)
-            topo = kai.get(ANN_TOPOLOGY, "")
-            req = kai.get(ANN_REQUIRED)
-            pref = kai.get(ANN_PREFERRED)
-            return TopologyFacts("kai", (f"{req} of Topology {topo}",) if req else (),
-                                 (f"{pref} of Topology {topo}",) if pref else ())
+            if g.asks:
+                return g.asks[0].facts()
         return None
-
-
-def _tier_limit(nt: NetworkTopology) -> str:
-    if nt.highest_tier_name:
-        return nt.highest_tier_name
-    return f"tier {nt.highest_tier}" if nt.highest_tier is not None else "any tier"
-
-
-def _rule(rule: GatherRule) -> str:
-    multiple = f" (podCountMultiple {rule.pod_count_multiple})" if rule.pod_count_multiple > 1 else ""
-    return f"{rule.strategy} {rule.layer}{multiple}"
 
 
 def _ancestors(tree: TopologyTree, d: int, labelled: bool) -> list[str]:

@@ -20,13 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.cluster import Cluster
 from koordpy.core.messages import AFFINITY as AFFINITY
 from koordpy.core.messages import FEATURES as FEATURES
 from koordpy.core.messages import NOT_READY as NOT_READY
 from koordpy.core.messages import TOO_MANY_PODS, insufficient, render, untolerated_taint
 from koordpy.core.messages import UNSCHEDULABLE as UNSCHEDULABLE
 from koordpy.core.podrules import PORTS, Check, PodRules, rules_key
-from koordpy.core.snapshot import Cluster
 from koordpy.core.verdicts import NodesFiltered, PreFilterReason
 from koordpy.core.volumes import VolumeRules
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 
-from koordpy.core.gang import Gang, GangGroupId, Job
+from koordpy.core.gang import GangGroupId, Job
+from koordpy.core.model import Gang
 from koordpy.core.verdicts import GangCount
 
 
@@ -58,7 +59,7 @@ def holds_alone(gang: Gang, satisfied: AbstractSet[str]) -> bool:
     """Whether the gang's pending pods schedule as ordinary pods: once satisfied, gang rules end.
     Not for a job with a Volcano or KAI topology: a member added later must still land where the
     topology allows, next to those running (and a later sub-group still binds whole)."""
-    if gang.ask is not None:
+    if any(ask.keeps_gang for ask in gang.asks):
         return False
     return gang.config is not None and not gang.error and satisfied_once(gang, satisfied)
 

@@ -320,7 +320,7 @@ class Placer:
         if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
-            koordinator = req.tree == "cnt"  # Koordinator's own words
+            koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
             if koordinator:
                 listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
             else:  # a Topology's domains are label values: the domains of the required level

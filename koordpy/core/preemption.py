@@ -21,11 +21,12 @@ import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core import gangrule
-from koordpy.core.gang import Gang, GangGroupId, Job
+from koordpy.core.cluster import Cluster
+from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
+from koordpy.core.model import Gang
 from koordpy.core.placement import Placer
 from koordpy.core.requirement import Requirement
-from koordpy.core.snapshot import Cluster
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.verdicts import Failure, NotEligible, NotHelpful, Preempting, RoomTakenBack
@@ -323,7 +324,7 @@ class Preemptor:
             for i, d in enumerate(domains):
                 of_node[tree.subtree_nodes(d)] = i
             of_node[tree.outside] = -1
-            names = [("the cluster" if d == 0 else tree.label(d) if req.tree == "cnt" else tree.name(d))
+            names = [("the cluster" if d == 0 else tree.label(d) if req.tree.labelled else tree.name(d))
                      for d in domains]
             out.append(_Candidates(domains, of_node, sums[domains].astype(np.int64), names,
                                    tree.name_rank[domains].astype(np.int64)))

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.core.cluster import Cluster
 from koordpy.core.filters import Filters
 from koordpy.core.gang import Job
-from koordpy.core.snapshot import Cluster
 from koordpy.core.verdicts import Wake
 from koordpy.kernels import node_offerslots
 

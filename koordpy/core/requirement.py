@@ -1,6 +1,6 @@
 """What a job asks of the network topology, whichever API it was written in.
 
-The topology sources (``koordpy.core.sources``) turn Koordinator's gather spec, Volcano's
+The dialects (``koordpy.core.dialects``) turn Koordinator's gather spec, Volcano's
 mode and highest tier (with sub-groups) and KAI's required / preferred levels into one
 ``Requirement`` over one of the cluster's trees; placement reads nothing else. Scopes are
 ranks of the tree (``TopologyTree.rank``): 0 for a node, growing towards the root.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from koordpy.core.tree import TreeKey
 
 # How a domain is chosen among those that fit:
 # - "gather": Koordinator's offerslot + binpack, the deepest fitting domain inside the scope
@@ -41,7 +43,7 @@ class SubGroup:
 
 @dataclass(frozen=True)
 class Requirement:
-    tree: str  # key of the tree in ``Cluster.trees``
+    tree: TreeKey  # which of ``Cluster.trees``
     style: Style
     hard: bool = True
     scope: int | None = None  # every pod inside one domain of at most this rank (None: the whole tree)

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.core.snapshot import Cluster
+from koordpy.core.cluster import Cluster
 from koordpy.core.txn import Txn
 
 OpKind = Literal["assume", "evict", "nominate"]

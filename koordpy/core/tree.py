@@ -1,6 +1,6 @@
 """The topology tree: the cluster at the root, network domains inside, nodes as leaves.
 
-One tree type serves every topology source (``koordpy.core.sources``: Koordinator's
+One tree type serves every dialect (``koordpy.core.dialects``: Koordinator's
 ClusterNetworkTopology, Volcano's HyperNodes, Kueue/KAI Topology objects). A source names each
 domain's parent explicitly (``TopologyTree.from_edges``), so a tree may skip levels and hold
 nodes at any depth; label-path trees (``TopologyTree.build``) are the special case where every
@@ -25,6 +25,24 @@ from koordpy.core.naming import natural_key
 
 DomainId = tuple[str, ...]  # the path of domain names from the root; () is the root
 ROOT: DomainId = ()
+
+
+@dataclass(frozen=True)
+class TreeKey:
+    """Which of the cluster's trees: a value made only by the dialect that builds that tree (its
+    ``TREE``, or ``tree_key(name)`` for one of several), compared as a value and never parsed.
+
+    ``text`` is how messages, ``koordpy topology show`` and ``--tree`` name it (``cnt``,
+    ``hypernodes``, ``topology/<name>``); ``labelled`` says whether messages name the tree's
+    domains by layer and label (Koordinator's words) rather than by domain name."""
+
+    dialect: str  # the name of the dialect that builds it
+    name: str = ""  # which of that dialect's trees ("" when it has one)
+    text: str = field(default="", compare=False)
+    labelled: bool = field(default=False, compare=False)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)

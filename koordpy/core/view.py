@@ -20,22 +20,22 @@ from itertools import compress
 from typing import Protocol
 
 from koordpy.api.objects import Node, Pod
+from koordpy.core.cluster import Cluster
+from koordpy.core.dialects import build_gang, gang_member
+from koordpy.core.dialects.volcano import spec_of
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
-    Gang,
     GangGroupId,
     Job,
-    build_gang,
     claims,
-    gang_member,
     group_job,
     group_of,
     single_job,
 )
 from koordpy.core.gangrule import holds_alone
+from koordpy.core.model import Gang
 from koordpy.core.queue import Queue
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.volcano import spec_of
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.volumes import VolumeRules
 
 
@@ -244,8 +244,7 @@ class View:
             if members is not None and not members:
                 del self.members[key]
                 members = None
-            gang = build_gang(key, snapshot.podgroups.get(key), snapshot.invalid_podgroups.get(key),
-                              list(members.values()) if members else [], snapshot)
+            gang = build_gang(key, list(members.values()) if members else [], snapshot)
             if gang is None:
                 self.gangs_gone |= self.gangs.pop(key, None) is not None
             else:

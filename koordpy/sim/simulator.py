@@ -14,17 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, kind_for
+from koordpy.api.kinds import Kind, Role, kind_for
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
     PodGroup,
-    PodGroupStatus,
     check_pod_annotations,
     pod_gang_name,
 )
@@ -42,6 +41,7 @@ from koordpy.api.storage import (
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
 from koordpy.api.workload import WorkloadPodGroup
+from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
     Annotate,
@@ -53,8 +53,8 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.snapshot import Cluster, Snapshot
-from koordpy.core.sources.koordinator import detail_status
+from koordpy.core.dialects.koordinator import detail_status
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
@@ -270,43 +270,49 @@ class World:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
         changes = 0
         for d in result.decisions:
-            if isinstance(d, Bind):
-                if d.volumes is not None:
-                    changes += self._prebind(d)
-                    if not all(self.storage.claims[c].bound for c in d.volumes.claims if c in self.storage.claims):
-                        continue  # kube-scheduler's PreBind waits for them: the pod is not bound
-                self.waiting_volumes.pop(d.pod, None)
-                self.pods[d.pod] = self.pods[d.pod].model_copy(update={"node_name": d.node})
-                changes += 1
-            elif isinstance(d, Annotate):
-                pod = self.pods[d.pod]
-                self.pods[d.pod] = pod.model_copy(update={"annotations": {**pod.annotations, d.key: d.value}})
-                changes += 1
-            elif isinstance(d, SetPodScheduledFalse):
-                self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
-            elif isinstance(d, Preempt):
-                # What the shell does: DisruptionTarget, then a deletion that takes the grace period.
-                victim = self.pods.get(d.pod)
-                if victim is not None and not victim.deleting:
-                    self.pods[d.pod] = victim.model_copy(update={"deleting": True, "preempted": True})
-                    self.gone_at[d.pod] = self.now + victim.grace_period
-                    self.preempted.append(d.pod)
+            match d:
+                case Bind():
+                    if d.volumes is not None:
+                        changes += self._prebind(d)
+                        if not all(self.storage.claims[c].bound for c in d.volumes.claims if c in self.storage.claims):
+                            continue  # kube-scheduler's PreBind waits for them: the pod is not bound
+                    self.waiting_volumes.pop(d.pod, None)
+                    self.pods[d.pod] = self.pods[d.pod].model_copy(update={"node_name": d.node})
                     changes += 1
-            elif isinstance(d, Nominate):
-                nominee = self.pods.get(d.pod)
-                if nominee is not None and nominee.nominated_node_name != d.node:
-                    self.pods[d.pod] = nominee.model_copy(update={"nominated_node_name": d.node})
-                    if d.node:
-                        self.nominated[d.pod] = d.node
+                case Annotate():
+                    pod = self.pods[d.pod]
+                    self.pods[d.pod] = pod.model_copy(update={"annotations": {**pod.annotations, d.key: d.value}})
                     changes += 1
-            elif isinstance(d, PodGroupStatusUpdate) and d.group == "scheduling.volcano.sh":
-                vpg = self.volcano_podgroups[d.podgroup]
-                self.volcano_podgroups[d.podgroup] = vpg.model_copy(update={"status": vpg.status.model_copy(
-                    update={k: d.status[k] for k in ("phase", "running", "succeeded", "failed")})})
-            elif isinstance(d, PodGroupStatusUpdate):
-                status = PodGroupStatus.from_api(Reader(f"PodGroup {d.podgroup}"), d.status)
-                self.podgroups[d.podgroup] = self.podgroups[d.podgroup].model_copy(update={"status": status})
+                case SetPodScheduledFalse():
+                    self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
+                case Preempt():
+                    # What the shell does: DisruptionTarget, then a deletion that takes the grace period.
+                    victim = self.pods.get(d.pod)
+                    if victim is not None and not victim.deleting:
+                        self.pods[d.pod] = victim.model_copy(update={"deleting": True, "preempted": True})
+                        self.gone_at[d.pod] = self.now + victim.grace_period
+                        self.preempted.append(d.pod)
+                        changes += 1
+                case Nominate():
+                    nominee = self.pods.get(d.pod)
+                    if nominee is not None and nominee.nominated_node_name != d.node:
+                        self.pods[d.pod] = nominee.model_copy(update={"nominated_node_name": d.node})
+                        if d.node:
+                            self.nominated[d.pod] = d.node
+                        changes += 1
+                case PodGroupStatusUpdate():
+                    store = self._statuses_of(d.status.kind)
+                    store[d.podgroup] = d.status.applied(store[d.podgroup])
+                case Event():
+                    pass  # collected by ``simulate``
+                case _:
+                    assert_never(d)
         return changes
+
+    def _statuses_of(self, kind: Kind) -> dict[str, Any]:
+        """The objects of ``kind`` whose status the core writes, by key."""
+        stores: dict[Role, dict[str, Any]] = {"podgroup": self.podgroups, "volcano-podgroup": self.volcano_podgroups}
+        return stores[kind.role]
 
     def _prebind(self, d: Bind) -> int:
         """PreBind's writes, and what the PV controller does with a claimRef at once; no provisioner

@@ -8,7 +8,8 @@ from typing import Any
 from koordpy.api import Pod
 from koordpy.api.podgroup import GangConfig
 from koordpy.core import gangrule
-from koordpy.core.gang import Gang, GangGroupId, Job, group_of
+from koordpy.core.gang import GangGroupId, Job, group_of
+from koordpy.core.model import Gang
 from koordpy.core.verdicts import GangCount
 from tests.builders import pod
 

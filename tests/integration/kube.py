@@ -17,8 +17,9 @@ import numpy as np
 import yaml
 
 from koordpy.api import Node, Pod, PodGroup
+from koordpy.core.cluster import Cluster
 from koordpy.core.gang import resolve_gangs
-from koordpy.core.snapshot import Cluster, Snapshot
+from koordpy.core.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

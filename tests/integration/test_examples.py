@@ -110,7 +110,7 @@ def test_pods_whose_owner_never_appears_wait_then_bind_with_a_warning(kube: Kube
     # The owner is a JobSet whose CRD is not installed: the garbage collector cannot look that kind
     # up, so it leaves the pods alone (a made-up batch/v1 Job uid, as the old kai-rack example had,
     # gets its pods deleted by the garbage collector in moments).
-    from koordpy.core.gang import OWNER_GRACE_SECONDS
+    from koordpy.core.owners import OWNER_GRACE_SECONDS
 
     wait_for(lambda: "jobsets.jobset.x-k8s.io" not in kube.kubectl("get", "crd", "-o", "name") or None,
              "no JobSet CRD (test_chart.py installs one for its own tests)", 60)

@@ -1,5 +1,7 @@
-"""Volcano's dialect: the HyperNode tree (with what is wrong in it), each HyperNode's status, and
-a job's ``networkTopology`` (mode, highest tier, sub-groups) turned into a ``Requirement``.
+"""Volcano's dialect: its PodGroups (pods joined by the ``scheduling.k8s.io/group-name``
+annotation, sub-groups from ``subGroupPolicy``) and their status, the HyperNode tree (with what is
+wrong in it) and each HyperNode's node count, and a job's ``networkTopology`` (mode, highest tier,
+sub-groups) turned into a ``Requirement``.
 
 The tree is built from the members each HyperNode lists, so it may skip tiers and hold nodes at
 any depth. A virtual root one tier above the highest contains every node; nodes no HyperNode
@@ -10,18 +12,27 @@ offending edge left out, so the rest of the tree keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import networkx as nx
 
+from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.objects import Node, Pod
-from koordpy.api.volcano import HyperNode, NetworkTopology, SubGroupPolicy
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import GangConfig
+from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
+from koordpy.core.decisions import GangStatus
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
-from koordpy.core.tree import ROOT, DomainId, TopologyTree
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
 
-TREE = "hypernodes"
+NAME = "volcano"
+TREE = TreeKey(NAME, text="hypernodes")
 ROOT_NAME = "<cluster-top-hypernode>"
 
 
@@ -291,3 +302,182 @@ def policy_minimums(subgroups: Sequence[SubGroup], policies: Sequence[SubGroupPo
     for g in subgroups:
         count[g.policy] = count.get(g.policy, 0) + 1
     return tuple((p.name, p.min_sub_groups if p.min_sub_groups else count.get(p.name, 0)) for p in policies)
+
+
+# -- asks and gangs ------------------------------------------------------------------------------
+
+
+def hypernodes(trees: TreeSource) -> HyperNodeTree:
+    """The HyperNode tree of these trees' snapshot and nodes, with its problems and tier names."""
+    return trees.memo(NAME, lambda: hypernode_tree(trees.snapshot.hypernodes, trees.nodes))
+
+
+@dataclass(frozen=True)
+class VolcanoAsk:
+    """A job's ``networkTopology`` and ``subGroupPolicy`` (from its PodGroup's spec or annotations)."""
+
+    topology: NetworkTopology | None = None
+    policies: tuple[SubGroupPolicy, ...] = ()
+    keeps_gang = True
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked:
+        hn = hypernodes(trees)
+        anchored = "network topology: the job's running members span {where}, above its highest tier {scope}"
+        subgroups: tuple[SubGroup, ...] = ()
+        minimums: tuple[tuple[str, int], ...] = ()
+        if self.policies:
+            pending = {p.key for p in pods}
+            # Members in rank order, so that each sub-group's pods keep it.
+            order = {p.key: i for i, p in enumerate(pods)}
+            members = sorted(gang.pods, key=lambda p: (order.get(p.key, -1), p.key))
+            subgroups, error = subgroups_of(gang.key, members, pending, self.policies, hn, trees.node_index)
+            if error is not None:
+                return Asked(Requirement(TREE, "tiers", failure=f"network topology: {error}"), anchored)
+            minimums = policy_minimums(subgroups, self.policies)
+            for policy, need in minimums:
+                have = sum(1 for g in subgroups if g.policy == policy)
+                if need > have:
+                    return Asked(Requirement(TREE, "tiers", failure=(
+                        f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups")),
+                        anchored)
+        req = requirement(self.topology, hn, subgroups, minimums)
+        return Asked(replace(req, dropped=dropped_limits(self.topology, self.policies, hn)), anchored)
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey:
+        return TREE
+
+    def facts(self) -> TopologyFacts:
+        hard: list[str] = []
+        soft: list[str] = []
+        if self.topology is not None:
+            (hard if self.topology.mode == "hard" else soft).append(
+                f"the job within one HyperNode up to {_tier_limit(self.topology)}")
+        for pol in self.policies:
+            if pol.network_topology is not None:
+                size = f" of {pol.sub_group_size}" if pol.sub_group_size else ""
+                (hard if pol.network_topology.mode == "hard" else soft).append(
+                    f"each sub-group{size} of policy {pol.name} within one HyperNode up to "
+                    f"{_tier_limit(pol.network_topology)}")
+        return TopologyFacts(NAME, tuple(hard), tuple(soft))
+
+
+def _tier_limit(nt: NetworkTopology) -> str:
+    if nt.highest_tier_name:
+        return nt.highest_tier_name
+    return f"tier {nt.highest_tier}" if nt.highest_tier is not None else "any tier"
+
+
+def _default_config(key: str, min_member: int) -> GangConfig:
+    return GangConfig(key=key, min_member=max(1, min_member), total_number=max(1, min_member), from_crd=True)
+
+
+def podgroup_gang(pg: VolcanoPodGroup, pods: list[Pod]) -> Gang:
+    gang = Gang(pg.key, _default_config(pg.key, pg.min_member), pods, creation_time(pg.creation))
+    if pg.network_topology is not None or pg.sub_group_policy:
+        gang.asks = (VolcanoAsk(pg.network_topology, pg.sub_group_policy),)
+    return gang
+
+
+# -- status --------------------------------------------------------------------------------------
+
+PODGROUP_KIND: Kind = by_id("podgroups.scheduling.volcano.sh")
+
+
+@dataclass(frozen=True)
+class VolcanoGangStatus:
+    """A Volcano PodGroup's ``status``: its phase and member counts."""
+
+    phase: str
+    running: int
+    succeeded: int
+    failed: int
+    kind: Kind = PODGROUP_KIND
+
+    def wire(self) -> dict[str, object]:
+        return {"phase": self.phase, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
+
+    def applied(self, obj: Any) -> Any:
+        assert isinstance(obj, VolcanoPodGroup)
+        return obj.model_copy(update={"status": obj.status.model_copy(update=self.wire())})
+
+
+def volcano_status(pg: VolcanoPodGroup, members: list[Pod], bound_now: dict[str, str]) -> VolcanoGangStatus:
+    """A Volcano PodGroup's ``status`` as Volcano's phases read: Completed once its minimum
+    succeeded, Running once its minimum is bound, Inqueue while it has the members to try,
+    else Pending."""
+    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
+    running = sum(1 for p in members if p.phase == "Running")
+    succeeded = sum(1 for p in members if p.phase == "Succeeded")
+    failed = sum(1 for p in members if p.phase == "Failed")
+    need = max(1, pg.min_member)
+    if succeeded >= need:
+        phase = "Completed"
+    elif scheduled >= need:
+        phase = "Running"
+    elif sum(1 for p in members if not p.terminal) >= need:
+        phase = "Inqueue"
+    else:
+        phase = "Pending"
+    return VolcanoGangStatus(phase, running, succeeded, failed)
+
+
+# -- the dialect ---------------------------------------------------------------------------------
+
+
+class Volcano:
+    name = NAME
+    roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
+    reports_timeout = False
+    refused_fields: Mapping[str, str] = {}
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        group = pod.annotations.get(GROUP_NAME_ANN)
+        return f"{pod.namespace}/{group}" if group else None
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return snapshot.volcano_podgroups
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return key in snapshot.volcano_podgroups
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        return podgroup_gang(snapshot.volcano_podgroups[key], pods)
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        return None
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return "VolcanoPodGroup" if key in snapshot.volcano_podgroups else None
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        pg = snapshot.volcano_podgroups.get(key)
+        return pg.min_resources if pg is not None else None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        pg = snapshot.volcano_podgroups.get(key)
+        if pg is None:
+            return None
+        status = volcano_status(pg, members, bound_now)
+        return status if status.wire() != pg.status.counts() else None
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return None
+
+    def names_objects(self, pod: Pod) -> bool:
+        return False
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        yield TREE
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        return hypernodes(trees).tree if key == TREE else None
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        return TREE if snapshot.hypernodes else None
+
+
+DIALECT = Volcano()

@@ -1,0 +1,369 @@
+"""The snapshot's array form: the ``Cluster`` the kernels and placement read.
+
+``Cluster`` turns a ``Snapshot`` into numpy arrays: allocatable and used resources per node, in a
+fixed resource order, with the node order of the topology trees' input (natural name order); which
+pods are counted where (``PodIndex``, ``PodMeta``); and the cluster's topology trees, which the
+dialects build (``koordpy.core.dialects.Trees``). Belongs here: counting and undoing counts.
+Does not belong here: the plain input (``koordpy.core.snapshot``), what a tree means to one API
+family (the dialects), choosing nodes (``koordpy.core.placement``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Pod, PriorityClass
+from koordpy.core.dialects import DEFAULT_TREE, Trees
+from koordpy.core.naming import natural_key
+from koordpy.core.podrules import Presence
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree
+from koordpy.core.txn import Txn
+
+
+def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
+    """``spec.priority`` as the Priority admission plugin would have set it."""
+    if pod.priority is not None:
+        return pod.priority
+    if pod.priority_class_name and pod.priority_class_name in classes:
+        return classes[pod.priority_class_name].value
+    default = next((c for c in classes.values() if c.global_default), None)
+    return default.value if default else 0
+
+
+class PodIndex:
+    """Every counted pod as a row of arrays: its node, request and priority, and whether it is
+    held (a pending pod counted where it is nominated or reserved), protected from preemption
+    (labelled so, or already terminating) or terminating because of preemption. Preemption reads
+    it whole with numpy instead of walking pod objects. Rows of pods that are gone are reused."""
+
+    def __init__(self, resources: int) -> None:
+        self.row: dict[str, int] = {}
+        self.keys: list[str] = []
+        self._spare: list[int] = []
+        self.node = np.zeros(0, dtype=np.int64)
+        self.req = np.zeros((0, resources), dtype=np.int64)
+        self.prio = np.zeros(0, dtype=np.int64)
+        self.live = np.zeros(0, dtype=np.bool_)
+        self.held = np.zeros(0, dtype=np.bool_)
+        self.protected = np.zeros(0, dtype=np.bool_)
+        self.doomed = np.zeros(0, dtype=np.bool_)
+
+    def _grow(self) -> None:
+        n = max(64, 2 * len(self.keys))
+        extra = n - len(self.keys)
+        self.node = np.concatenate([self.node, np.full(extra, -1, dtype=np.int64)])
+        self.req = np.concatenate([self.req, np.zeros((extra, self.req.shape[1]), dtype=np.int64)])
+        self.prio = np.concatenate([self.prio, np.zeros(extra, dtype=np.int64)])
+        for name in ("live", "held", "protected", "doomed"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=np.bool_)]))
+        self._spare.extend(range(n - 1, len(self.keys) - 1, -1))
+        self.keys.extend([""] * extra)
+
+    def put(self, key: str, node: int, req: npt.NDArray[np.int64], held: bool, meta: PodMeta) -> None:
+        i = self.row.get(key)
+        if i is None:
+            if not self._spare:
+                self._grow()
+            i = self.row[key] = self._spare.pop()
+            self.keys[i] = key
+        self.node[i], self.req[i], self.live[i], self.held[i] = node, req, True, held
+        self.describe(i, meta)
+
+    def describe(self, i: int, meta: PodMeta) -> None:
+        self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
+
+    def drop(self, key: str) -> None:
+        i = self.row.pop(key, None)
+        if i is not None:
+            self.live[i] = False
+            self.node[i] = -1
+            self.keys[i] = ""
+            self._spare.append(i)
+
+    def on_node(self, node: int) -> list[str]:
+        return [self.keys[i] for i in np.flatnonzero(self.live & (self.node == node)).tolist()]
+
+
+@dataclass(frozen=True)
+class PodMeta:
+    priority: int
+    pending: bool  # not bound: counted only where it is nominated or reserved
+    protected: bool  # never a victim: labelled so, or terminating already
+    doomed: bool  # terminating because a scheduler preempted it
+
+
+def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
+    return PodMeta(effective_priority(pod, classes), not pod.node_name,
+                   pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
+                   pod.deleting and pod.preempted)
+
+
+class Cluster:
+    """Resource arrays over the snapshot's nodes, and which pods are counted where.
+
+    ``used`` changes only through ``count`` (a pod's usage starts, moves or ends), ``change`` and
+    ``shift`` (a Statement's trial moves, which the Statement records itself), so that every change
+    can be undone (recorded in the open transaction, ``txn``: ``koordpy.core.txn``) and every room
+    freed is known (``freed_since(tick)``; a job that failed for want of room needs another look
+    only where room appeared after it failed).
+    """
+
+    def __init__(self, snapshot: Snapshot, assumed: Mapping[str, str] | None = None) -> None:
+        self.nodes = sorted(snapshot.nodes, key=lambda n: natural_key(n.name))
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        resources = {PODS}
+        for n in self.nodes:
+            resources.update(n.allocatable)
+        for p in snapshot.pods:
+            resources.update(p.requests)
+        self.resources = sorted(resources)
+        self.res_index = {r: i for i, r in enumerate(self.resources)}
+        self.allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
+        for i, n in enumerate(self.nodes):
+            for r, q in n.allocatable.items():
+                self.allocatable[i, self.res_index[r]] = q
+        self.used = np.zeros_like(self.allocatable)
+        self.classes = snapshot.priority_classes
+        self.meta: dict[str, PodMeta] = {}
+        self.index = PodIndex(len(self.resources))
+        self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
+        self.counted: dict[str, tuple[int, npt.NDArray[np.int64]]] = {}  # pod -> (node, request) in used
+        self.tick = 0
+        self.moves = 0  # usage changes kept (room taken as well as freed): what a job of unlike pods watches
+        self._freed: list[int | npt.NDArray[np.int64]] = []  # where room appeared at ticks base+1, base+2...
+        self._freed_base = 0
+        # Open while one job is evaluated (or a dry run), so what it changed can be undone.
+        self.txn: Txn | None = None
+        self.objects: dict[str, Pod] = {}  # every pod the cluster was told of, for the rules between pods
+        self.presence = Presence(self.nodes, self.objects)
+        self.presence.held = self._held
+        self.presence.set_namespaces(snapshot.namespaces)
+        assumed = assumed or {}
+        for p in snapshot.pods:
+            self.recount(p.key, p, assumed)
+        self.trees = Trees(snapshot, self.nodes)
+
+    @property
+    def tree(self) -> TopologyTree:
+        """The tree of a job that asks for none: the ClusterNetworkTopology's (the cluster and its
+        nodes when there is none)."""
+        return self.trees[DEFAULT_TREE]
+
+    def freed_since(self, tick: int) -> npt.NDArray[np.int64]:
+        """The nodes where room appeared after ``tick``."""
+        assert tick >= self._freed_base, "asked about room freed before what is kept"
+        parts = [np.atleast_1d(n) for n in self._freed[tick - self._freed_base:]]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def forget_freed(self, tick: int) -> None:
+        """Drops what ``freed_since`` would return for ticks before ``tick`` (nobody asks any more)."""
+        del self._freed[: max(0, tick - self._freed_base)]
+        self._freed_base = max(self._freed_base, tick)
+
+    def knows(self, pod: Pod) -> bool:
+        """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
+        return all(r in self.res_index for r in pod.requests)
+
+    def recount(self, key: str, pod: Pod | None, assumed: Mapping[str, str]) -> None:
+        """Counts ``pod`` (None: gone) where it runs, is reserved or is nominated, if that changed.
+        A nomination holds the room made for the pod against pods of lower or equal priority."""
+        node = None
+        if pod is None:
+            self._requests.pop(key, None)  # gone: its cached vector would outlive it
+            self.meta.pop(key, None)
+        else:
+            old = self.objects.get(key)
+            if old is not None and old is not pod and self.presence.replace(key, old, pod):
+                self.moves += 1  # a counted pod's labels changed: a job the rules hold back may go now
+            self.objects[key] = pod
+            meta = self.meta[key] = pod_meta(pod, self.classes)
+            row = self.index.row.get(key)
+            if row is not None:
+                self.index.describe(row, meta)
+            if not pod.terminal:
+                node = self.node_index.get(pod.node_name or assumed.get(key, "")
+                                           or ("" if pod.deleting else pod.nominated_node_name))
+        have = self.counted.get(key)
+        if node is None:
+            if have is not None:
+                self.count(key, None)
+            if pod is None:
+                self.objects.pop(key, None)
+            return
+        assert pod is not None
+        vec = self.request_vector(pod)
+        held = not pod.node_name
+        if have is None or have[0] != node or have[1] is not vec or self.is_held(key) != held:
+            self.count(key, (node, vec), held=held)
+
+    def _held(self) -> list[tuple[str, int]]:
+        """The pending pods counted where they are nominated or reserved, with their nodes."""
+        idx = self.index
+        return [(idx.keys[i], int(idx.node[i])) for i in np.flatnonzero(idx.live & idx.held).tolist()]
+
+    def is_held(self, key: str) -> bool:
+        row = self.index.row.get(key)
+        return row is not None and bool(self.index.held[row])
+
+    def count(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool = False) -> None:
+        """Moves the pod's usage to ``entry`` (node, request), or ends it."""
+        old = self.counted.get(key)
+        if old is not None:
+            self.change(old[0], old[1], -1, frees=True, pods=key)
+        if entry is not None:
+            self.change(entry[0], entry[1], 1, pods=key)
+        self.adopt(key, entry, held)
+
+    def adopt(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool = False) -> None:
+        """Records the pod as counted at ``entry`` (whose usage is already in ``used``); ``held``: a
+        pending pod's nomination or reservation, not a pod that runs there."""
+        old = self.counted.get(key)
+        was_held = self.is_held(key)
+        self.moves += 1
+        self._restore(key, entry, held)
+        if self.txn is not None:
+            self.txn.record(_Adopted(self, key, old, was_held))
+
+    def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
+        if entry is None:
+            self.counted.pop(key, None)
+            self.index.drop(key)
+        else:
+            self.counted[key] = entry
+            meta = self.meta.get(key) or PodMeta(0, held, False, False)
+            self.index.put(key, entry[0], entry[1], held, meta)
+
+    def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
+        """Sets the pod's metadata (and ``held``), recording what undoes it."""
+        row = self.index.row.get(key)
+        if self.txn is not None:
+            self.txn.record(_Described(self, key, self.meta.get(key),
+                                       None if row is None else bool(self.index.held[row])))
+        self._set_meta(key, meta, held)
+
+    def _set_meta(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
+        if meta is None:
+            self.meta.pop(key, None)
+        else:
+            self.meta[key] = meta
+        row = self.index.row.get(key)
+        if row is not None:
+            if held is not None:
+                self.index.held[row] = held
+            if meta is not None:
+                self.index.describe(row, meta)
+
+    def bound(self, key: str) -> None:
+        """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
+        meta = self.meta.get(key)
+        self._describe(key, None if meta is None else PodMeta(meta.priority, False, meta.protected, meta.doomed),
+                       held=False)
+
+    def doom(self, key: str) -> None:
+        """The pod is being preempted this cycle: no later job may count it as a victim again."""
+        meta = self.meta.get(key)
+        if meta is not None:
+            self._describe(key, PodMeta(meta.priority, meta.pending, True, True), held=None)
+
+    def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
+               frees: bool = False, pods: str | list[str] | None = None) -> None:
+        """``shift``, recorded in the open transaction (undone by the opposite shift)."""
+        self.shift(nodes, request, sign, frees, pods)
+        if self.txn is not None:
+            self.txn.record(_Changed(self, nodes, request, sign, pods))
+
+    def shift(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
+              frees: bool = False, pods: str | list[str] | None = None) -> None:
+        """Adds (sign 1) or removes (sign -1) ``request`` on one node or on each of ``nodes``
+        (repeats count), recording nothing. ``frees``: room that other jobs may now use appeared (a
+        trial move undone is not that: nobody else ever saw it taken). ``pods``: whose move it is
+        (one key, or one per node), which the rules between pods follow."""
+        if isinstance(nodes, int):
+            self.used[nodes] += sign * request
+        else:
+            np.add.at(self.used, nodes, sign * request)
+        if isinstance(pods, str):
+            self.presence.move(pods, nodes, sign)
+        elif pods is not None:
+            assert not isinstance(nodes, int)
+            self.presence.move_many(pods, nodes, sign)
+        if frees:
+            self.tick += 1
+            self._freed.append(nodes)
+
+    def request_vector(self, pod: Pod) -> npt.NDArray[np.int64]:
+        """The pod's requests in resource order; shared, so callers must not mutate it. The same
+        requests give the same array object, which is how ``recount`` sees nothing changed."""
+        cached = self._requests.get(pod.key)
+        if cached is not None and cached[0] is pod.requests:
+            return cached[1]
+        v = np.zeros(len(self.resources), dtype=np.int64)
+        for r, q in pod.requests.items():
+            v[self.res_index[r]] = q
+        v.setflags(write=False)
+        if cached is not None and np.array_equal(cached[1], v):
+            v = cached[1]
+        self._requests[pod.key] = (pod.requests, v)
+        return v
+
+    def free(self) -> npt.NDArray[np.int64]:
+        return self.allocatable - self.used
+
+    def reclaimable(self, nodes: npt.NDArray[np.int64], priority: int) -> npt.NDArray[np.int64]:
+        """Per node of ``nodes``, what pods of lower priority that preemption may evict hold there."""
+        out = np.zeros((len(nodes), len(self.resources)), dtype=np.int64)
+        idx = self.index
+        if not len(nodes) or not len(idx.keys):
+            return out
+        pos = np.full(len(self.nodes), -1, dtype=np.int64)
+        pos[nodes] = np.arange(len(nodes), dtype=np.int64)
+        rows = np.flatnonzero(idx.live & (idx.prio < priority) & ~idx.protected)
+        rows = rows[pos[idx.node[rows]] >= 0]
+        np.add.at(out, pos[idx.node[rows]], idx.req[rows])
+        return out
+
+    @staticmethod
+    def natural_order(names: Iterable[str]) -> list[str]:
+        return sorted(names, key=natural_key)
+
+
+# What the cluster records in an open transaction, each with what undoes it.
+
+
+@dataclass(frozen=True)
+class _Changed:
+    cluster: Cluster
+    nodes: int | npt.NDArray[np.int64]
+    request: npt.NDArray[np.int64]
+    sign: int
+    pods: str | list[str] | None
+
+    def undo(self) -> None:
+        self.cluster.shift(self.nodes, self.request, -self.sign, pods=self.pods)
+
+
+@dataclass(frozen=True)
+class _Adopted:
+    cluster: Cluster
+    key: str
+    old: tuple[int, npt.NDArray[np.int64]] | None
+    was_held: bool
+
+    def undo(self) -> None:
+        self.cluster._restore(self.key, self.old, self.was_held)
+
+
+@dataclass(frozen=True)
+class _Described:
+    cluster: Cluster
+    key: str
+    meta: PodMeta | None
+    held: bool | None
+
+    def undo(self) -> None:
+        self.cluster._set_meta(self.key, self.meta, self.held)

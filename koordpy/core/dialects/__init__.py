@@ -1,0 +1,230 @@
+"""The dialects: the only core code that knows an API family, and the registry that lists them.
+
+Each module here is one dialect behind the ``Dialect`` protocol (``base``): ``koordinator``
+(scheduler-plugins PodGroups, gang annotations, the ClusterNetworkTopology and gather specs),
+``volcano`` (its PodGroups, HyperNodes, network topology modes and sub-groups), ``kai`` (its
+PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's placement keys) and
+``upstream`` (Kubernetes' own Workload PodGroup). Dialects do not import each other.
+
+This module is the dispatch: ``DIALECTS`` (the order is the precedence when two declare the same
+gang), the gang resolution that asks each in turn, the topology keys one dialect may find written
+in another's object (a PodGroup of one API carrying Volcano's or KAI's annotations), and
+``Trees``, the cluster's trees by ``TreeKey``, each built by its dialect the first time a cycle
+asks for it (each dialect caches its trees while their inputs stay the same). Does not belong
+here: choosing domains or nodes (``koordpy.core.placement``), the gang rule (``koordpy.core.gang``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import TypeVar, cast
+
+from koordpy.api.errors import ParseError
+from koordpy.api.objects import Node, Pod
+from koordpy.api.owners import Owner
+from koordpy.api.volcano import network_topology_from_annotations
+from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects import kai, koordinator, upstream, volcano
+from koordpy.core.dialects.base import Dialect
+from koordpy.core.dialects.volcano import HyperNodeTree
+from koordpy.core.model import Gang, creation_time
+from koordpy.core.owners import top_owner
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
+
+T = TypeVar("T")
+
+DIALECTS: tuple[Dialect, ...] = (koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT)
+BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
+# The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
+# cluster and its nodes when there is none).
+DEFAULT_TREE = koordinator.TREE
+# Which object an Event about a gang goes to when two kinds declare it: a Volcano PodGroup is told
+# before a scheduler-plugins one of the same name, as it always was.
+_EVENT_ORDER: tuple[Dialect, ...] = (volcano.DIALECT, koordinator.DIALECT, kai.DIALECT, upstream.DIALECT)
+
+
+# -- gangs -----------------------------------------------------------------------------------------
+
+
+def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
+    """The gang a live pod belongs to, if any, in the first dialect that claims it: a Koordinator
+    gang, a Volcano or KAI PodGroup, or (``owners`` given) the implicit group of its top-level owner."""
+    if pod.terminal:
+        return None
+    for dialect in DIALECTS:
+        key = dialect.member(pod, owners)
+        if key is not None:
+            return key
+    return None
+
+
+def declared_keys(snapshot: Snapshot) -> list[str]:
+    """Every gang key an object declares: each dialect's, and those of PodGroups that failed to parse."""
+    return [*DIALECTS[0].declared(snapshot), *snapshot.invalid_podgroups,
+            *(k for d in DIALECTS[1:] for k in d.declared(snapshot))]
+
+
+def declaring(key: str, snapshot: Snapshot) -> Dialect | None:
+    """The dialect whose object declares the gang ``key``; None when none does (an annotation gang)."""
+    return next((d for d in DIALECTS if d.declares(key, snapshot)), None)
+
+
+def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+    """One gang from what declares it and its live member pods; None when nothing declares it any
+    more. A PodGroup that failed to parse makes a gang that carries the error."""
+    invalid = snapshot.invalid_podgroups.get(key)
+    if invalid is not None:
+        return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
+    dialect = declaring(key, snapshot) or koordinator.DIALECT  # else gang annotations declare it
+    gang = dialect.gang(key, pods, snapshot)
+    written = dialect.written_asks(gang, snapshot) if gang is not None else None
+    if gang is not None and written is not None:
+        _written_ask(gang, *written, pods, snapshot)
+    return gang
+
+
+def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],
+                 snapshot: Snapshot) -> None:
+    """Volcano's or KAI's topology keys on a PodGroup (and for KAI its pods and owner): one of them,
+    and not beside a Koordinator gather spec."""
+    try:
+        topology = network_topology_from_annotations(f"PodGroup {gang.key}", dict(annotations))
+    except ParseError as exc:
+        gang.error = str(exc)
+        return
+    first = min(pods, key=lambda p: (creation_time(p.creation), p.name)) if pods else None
+    owner = top_owner(first, snapshot.owners) if first is not None else None
+    keys = kai.layered(first.annotations if first else {}, {**annotations, **spec},
+                       owner.annotations if owner else {})
+    if topology is not None and keys:
+        gang.error = f"PodGroup {gang.key} declares both a Volcano and a KAI topology constraint; choose one"
+    elif topology is not None and gang.asks:
+        gang.error = (f"PodGroup {gang.key} declares both a Koordinator network-topology-spec and a Volcano "
+                      "network topology; choose one")
+    elif topology is not None:
+        gang.asks = (*gang.asks, volcano.VolcanoAsk(topology))
+    elif keys:
+        gang.asks = (*gang.asks, kai.ask(keys))
+
+
+def declared_by(key: str, snapshot: Snapshot) -> str:
+    """What declares the gang, as ``koordpy explain`` says it."""
+    for dialect in DIALECTS:
+        said = dialect.declared_by(key, snapshot)
+        if said is not None:
+            return said
+    return koordinator.ANNOTATION_GANG
+
+
+def gang_object(key: str, snapshot: Snapshot) -> str | None:
+    """The Event kind of the object that declares the gang; None when it has none (its first pod is told)."""
+    for dialect in _EVENT_ORDER:
+        kind = dialect.object_kind(key, snapshot)
+        if kind is not None:
+            return kind
+    return None
+
+
+def timeout_object(key: str, snapshot: Snapshot) -> str | None:
+    """The Event kind of the object told that the gang timed out, if its dialect reports timeouts."""
+    dialect = declaring(key, snapshot)
+    return dialect.object_kind(key, snapshot) if dialect is not None and dialect.reports_timeout else None
+
+
+def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+    """The minimum resources the gang's object asks to be free before its pods are tried."""
+    for dialect in DIALECTS:
+        found = dialect.min_resources(key, snapshot)
+        if found is not None:
+            return found
+    return None
+
+
+def status(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
+           snapshot: Snapshot) -> GangStatus | None:
+    """The status the gang's object should have after this cycle, written by the dialect that declares
+    it, when it differs from what the object says."""
+    dialect = declaring(key, snapshot)
+    return dialect.status(key, members, bound_now, reserved, now, snapshot) if dialect is not None else None
+
+
+# -- pods refused ----------------------------------------------------------------------------------
+
+
+REFUSED_FIELDS: dict[str, str] = {f: words for d in DIALECTS for f, words in d.refused_fields.items()}
+
+
+def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
+    """Why a dialect will not let koordpy place ``pod``, or None."""
+    for dialect in DIALECTS:
+        why = dialect.refusal(pod, snapshot)
+        if why is not None:
+            return why
+    return None
+
+
+def names_objects(pod: Pod) -> bool:
+    """Whether the pod names an object some dialect reads that may appear or change while the pod does not."""
+    return any(d.names_objects(pod) for d in DIALECTS)
+
+
+# -- trees -----------------------------------------------------------------------------------------
+
+
+def default_tree(snapshot: Snapshot) -> TreeKey | None:
+    """The first tree the snapshot defines, for paths of a job that asks for none."""
+    for dialect in DIALECTS:
+        key = dialect.default_tree(snapshot)
+        if key is not None:
+            return key
+    return None
+
+
+class Trees(Mapping[TreeKey, TopologyTree]):
+    """The cluster's trees by key, each built by its dialect the first time it is asked for. A key
+    may also be given as its text (``"cnt"``, ``"topology/<name>"``), as ``--tree`` gives it."""
+
+    def __init__(self, snapshot: Snapshot, nodes: Sequence[Node]) -> None:
+        self.snapshot = snapshot
+        self.nodes = nodes
+        self._built: dict[TreeKey, TopologyTree] = {}
+        self._memo: dict[str, object] = {}
+
+    @cached_property
+    def node_index(self) -> Mapping[str, int]:
+        return {n.name: i for i, n in enumerate(self.nodes)}
+
+    def memo(self, name: str, build: Callable[[], T]) -> T:
+        if name not in self._memo:
+            self._memo[name] = build()
+        return cast(T, self._memo[name])
+
+    def hypernode_tree(self) -> HyperNodeTree:
+        """Volcano's HyperNode tree with its problems, which the shells write as HyperNode statuses."""
+        return volcano.hypernodes(self)
+
+    def __getitem__(self, key: TreeKey | str) -> TopologyTree:
+        if isinstance(key, str):
+            found = next((k for k in self if k.text == key), None)
+            if found is None:
+                raise KeyError(key)
+            key = found
+        tree = self._built.get(key)
+        if tree is not None:
+            return tree
+        dialect = BY_NAME.get(key.dialect)
+        built = dialect.tree(key, self) if dialect is not None else None
+        if built is None:
+            raise KeyError(key)
+        self._built[key] = built
+        return built
+
+    def __iter__(self) -> Iterator[TreeKey]:
+        for dialect in DIALECTS:
+            yield from dialect.tree_keys(self.snapshot)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

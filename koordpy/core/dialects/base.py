@@ -1,0 +1,116 @@
+"""The one protocol every dialect implements: what the core asks of an API family.
+
+A dialect is one API family's words for gangs and topology (Koordinator's scheduler-plugins
+PodGroup and ClusterNetworkTopology, Volcano's PodGroup and HyperNodes, KAI's PodGroup, Topology
+objects and placement annotations, Kubernetes' own Workload PodGroup). Each module of
+``koordpy.core.dialects`` defines one ``Dialect`` object; the registry
+(``koordpy.core.dialects.DIALECTS``) is the only place that lists them, and the rest of the core
+reaches a dialect only through the registry, an ``Ask`` (``koordpy.core.model``) or a
+``GangStatus`` (``koordpy.core.decisions``), never by testing which one it is.
+
+Belongs here: the protocol. Does not belong here: any one dialect's code (its module), the
+dispatch over all of them (``koordpy.core.dialects``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from koordpy.api.kinds import Role
+from koordpy.api.objects import Pod
+from koordpy.api.owners import Owner
+from koordpy.core.decisions import GangStatus
+from koordpy.core.model import Gang, TreeSource
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
+
+
+class Dialect(Protocol):
+    @property
+    def name(self) -> str:
+        """How ``TreeKey.dialect`` names it."""
+        ...
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        """The kinds it reads (``koordpy.api.kinds`` roles), which fill its ``Snapshot`` fields."""
+        ...
+
+    # -- gangs ---------------------------------------------------------------------------
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        """The gang key a live pod joins in this dialect's words, else None (``owners`` None: only
+        what the pod itself says)."""
+        ...
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        """The keys of the gangs its objects declare (whether or not they have pods yet)."""
+        ...
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        """Whether one of its objects declares the gang ``key`` (then it builds it)."""
+        ...
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        """The gang ``key`` with its live members, or None when nothing declares it any more."""
+        ...
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        """Where other dialects' topology keys may be written for this gang: the annotations of its
+        object and the keys its own spec sets; None when none are read."""
+        ...
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        """What declares the gang, as ``koordpy explain`` says it; None: not this dialect."""
+        ...
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        """The Event kind of its object that declares ``key`` (Events about the gang go there)."""
+        ...
+
+    @property
+    def reports_timeout(self) -> bool:
+        """Whether a gang that times out gets a GangTimeout Event on its object."""
+        ...
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        """The minimum resources its object asks to be free before the gang is tried."""
+        ...
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        """The status its object declaring ``key`` should have after this cycle, when it differs from
+        what the object says; else None."""
+        ...
+
+    # -- pods it refuses -----------------------------------------------------------------
+
+    @property
+    def refused_fields(self) -> Mapping[str, str]:
+        """Pod-spec fields of this dialect koordpy refuses, and the words their messages start with."""
+        ...
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        """Why koordpy will not place ``pod`` in this dialect's terms, or None."""
+        ...
+
+    def names_objects(self, pod: Pod) -> bool:
+        """Whether the pod names an object of this dialect that may appear or change while the pod
+        does not (a job refused for it is looked at every cycle)."""
+        ...
+
+    # -- trees ---------------------------------------------------------------------------
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
+        """The trees it defines over the snapshot's nodes (always-present ones included)."""
+        ...
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        """Its tree ``key`` over ``trees.nodes``, or None when the snapshot does not define it."""
+        ...
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        """The tree ``koordpy explain`` draws paths in when the job asks for none, if it has one."""
+        ...

@@ -1,0 +1,291 @@
+"""KAI's dialect: its PodGroups (pods joined by ``pod-group-name``) and the implicit group of a
+top-level owner's pods, one tree per Topology object (Kueue's or KAI's kind: KAI's constraints
+name them, and koordpy reads no constraint of Kueue's own), and a job's required / preferred
+levels (KAI's placement annotations or a PodGroup's ``topologyConstraint``) turned into a
+``Requirement``.
+
+A Topology lists node labels top level first; a node's domains are the values of those labels,
+and a node missing one of them, ``kubernetes.io/hostname`` included, is outside that topology (it
+hangs from the root and no requirement on the tree uses it), as Kueue only reads nodes that carry
+every level's label. ``kubernetes.io/hostname`` may only be the lowest level: it names the node
+itself, so it adds no inner domain, but a node without it is still outside. Constraint keys
+are looked up on the pod, then its PodGroup, then its top-level owner; the first that sets a key
+wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from koordpy.api.kinds import Role
+from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodGroup, Topology
+from koordpy.api.objects import Node, Pod
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import GangConfig
+from koordpy.core.decisions import GangStatus
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
+from koordpy.core.owners import chain, top_owner
+from koordpy.core.requirement import Requirement
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
+
+NAME = "kai"
+HOSTNAME = "kubernetes.io/hostname"
+KEYS = (ANN_TOPOLOGY, ANN_REQUIRED, ANN_PREFERRED)
+
+
+def tree_key(name: str) -> TreeKey:
+    """The tree of the Topology ``name``."""
+    return TreeKey(NAME, name, f"topology/{name}")
+
+
+_CACHE: dict[object, TopologyTree] = {}
+
+
+def topology_tree(topology: Topology, nodes: Sequence[Node]) -> TopologyTree:
+    inner_levels = topology.levels[:-1] if topology.levels[-1] == HOSTNAME else topology.levels
+    levels = topology.levels
+    key = (topology.name, levels, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    node_parent: dict[str, DomainId] = {}
+    outside = []
+    height = len(inner_levels)
+    for n in nodes:
+        # Every level counts for membership, the hostname level too: the leaf is the node itself,
+        # but a node that lacks the label is one Kueue never sees in this topology.
+        if any(not n.labels.get(k) for k in levels):
+            outside.append(n.name)
+            continue
+        values = [n.labels.get(k) for k in inner_levels]
+        prefix: DomainId = ROOT
+        for i, value in enumerate(values):
+            assert value is not None
+            child = (*prefix, value)
+            if child not in inner:
+                inner[child] = (prefix, inner_levels[i], value, height - i)
+            prefix = child
+        node_parent[n.name] = prefix
+    tree = TopologyTree.from_edges(inner_levels, [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
+                                   root_rank=height + 1, root_layer=topology.name, leaf_depth=height + 1,
+                                   outside=outside)
+    if len(_CACHE) >= 8:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = tree
+    return tree
+
+
+def layered(*sources: Mapping[str, str]) -> dict[str, str]:
+    """The constraint keys, each from the first source that sets it."""
+    out: dict[str, str] = {}
+    for src in sources:
+        for k in KEYS:
+            if k not in out and src.get(k):
+                out[k] = src[k]
+    return out
+
+
+def requirement(constraint: Mapping[str, str], topologies: Mapping[str, Topology],
+                invalid: Mapping[str, str]) -> Requirement | None:
+    """None when the job asks for no topology; a Requirement carrying a failure when it asks for
+    one it cannot have (no such Topology, an unknown level)."""
+    name = constraint.get(ANN_TOPOLOGY, "")
+    required, preferred = constraint.get(ANN_REQUIRED, ""), constraint.get(ANN_PREFERRED, "")
+    if not (name or required or preferred):
+        return None
+    key = tree_key(name)
+    if not name:
+        return Requirement(key, "gather", failure=f"{ANN_REQUIRED if required else ANN_PREFERRED} is set but "
+                                                  f"{ANN_TOPOLOGY} does not name a Topology")
+    topo = topologies.get(name)
+    if topo is None:
+        why = f" (it is invalid: {invalid[name]})" if name in invalid else ""
+        known = ", ".join(sorted(topologies)) or "none"
+        return Requirement(key, "gather", failure=f"Topology {name!r} not found{why}; Topologies: {known}")
+    height = len(topo.levels) - (1 if topo.levels[-1] == HOSTNAME else 0)
+    ranks: dict[str, int] = {}
+    for what, text in ((ANN_REQUIRED, required), (ANN_PREFERRED, preferred)):
+        if not text:
+            continue
+        try:
+            index = topo.resolve_level(text)
+        except ValueError as exc:
+            return Requirement(key, "gather", failure=f"{what}: {exc}")
+        ranks[what] = 0 if topo.levels[index] == HOSTNAME else height - index
+    req_rank, pref_rank = ranks.get(ANN_REQUIRED), ranks.get(ANN_PREFERRED)
+    if req_rank is not None and pref_rank is not None and pref_rank > req_rank:
+        return Requirement(key, "gather", failure=(f"{ANN_PREFERRED} {preferred!r} is above {ANN_REQUIRED} "
+                                                   f"{required!r} in Topology {name!r}"))
+    labels = (*tuple((height - i, level) for i, level in enumerate(topo.levels[:height])), (0, HOSTNAME))
+    if pref_rank is None:
+        return Requirement(key, "gather", scope=req_rank if req_rank is not None else height + 1, labels=labels)
+    return Requirement(key, "levels", hard=req_rank is not None, scope=req_rank, preferred=pref_rank, labels=labels)
+
+
+# -- asks and gangs ------------------------------------------------------------------------------
+
+KAI_GROUP_ANN = "pod-group-name"
+# Owners whose pods are not one job: a DaemonSet's pods each belong to their node, a static
+# pod's owner is its node.
+NOT_JOBS = frozenset({"DaemonSet", "Node"})
+
+
+@dataclass(frozen=True)
+class KaiAsk:
+    """KAI's constraint keys, each from the first place that sets it (pod, PodGroup, owner)."""
+
+    keys: tuple[tuple[str, str], ...]
+    keeps_gang = True
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked | None:
+        req = requirement(dict(self.keys), snapshot.topologies, snapshot.invalid_topologies)
+        if req is None:
+            return None
+        return Asked(req, "topology: the job's running members span {where}, wider than its required level",
+                     peers=True)
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey | None:
+        name = dict(self.keys).get(ANN_TOPOLOGY)
+        return tree_key(name) if name and name in snapshot.topologies else None
+
+    def facts(self) -> TopologyFacts:
+        kai = dict(self.keys)
+        topo = kai.get(ANN_TOPOLOGY, "")
+        req = kai.get(ANN_REQUIRED)
+        pref = kai.get(ANN_PREFERRED)
+        return TopologyFacts(NAME, (f"{req} of Topology {topo}",) if req else (),
+                             (f"{pref} of Topology {topo}",) if pref else ())
+
+
+def ask(keys: Mapping[str, str]) -> KaiAsk:
+    return KaiAsk(tuple(sorted(keys.items())))
+
+
+def _default_config(key: str, min_member: int) -> GangConfig:
+    return GangConfig(key=key, min_member=max(1, min_member), total_number=max(1, min_member), from_crd=True)
+
+
+def owner_chain_key(pod: Pod, owners: dict[str, Owner]) -> str | None:
+    """``namespace/Kind/name`` of the pod's top-level controller when the pod or that owner asks for
+    a KAI topology, else None. Only then do an owner's pods form a group: plain Deployments,
+    StatefulSets and Jobs keep scheduling pod by pod, as they always did."""
+    ref, owner = chain(pod, owners)
+    if ref is None or ref.kind in NOT_JOBS:
+        return None
+    asks = any(pod.annotations.get(k) for k in KEYS) or (
+        owner is not None and any(owner.annotations.get(k) for k in KEYS))
+    return f"{pod.namespace}/{ref.kind}/{ref.name}" if asks else None
+
+
+def _is_daemon(pod: Pod, owners: dict[str, Owner]) -> bool:
+    ref, _ = chain(pod, owners)
+    return ref is not None and ref.kind in NOT_JOBS
+
+
+def podgroup_gang(pg: KaiPodGroup, pods: list[Pod]) -> Gang:
+    return Gang(pg.key, _default_config(pg.key, pg.min_member), pods, creation_time(pg.creation))
+
+
+def owner_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    first = min(pods, key=lambda p: (creation_time(p.creation), p.name))
+    owner = top_owner(first, snapshot.owners)
+    replicas = owner.replicas if owner is not None and owner.replicas else None
+    if owner is not None and owner.kind == "StatefulSet":
+        replicas = 1  # its controller may create one pod after another runs: waiting for all could be forever
+    # The owner's parallelism or replicas when it says; else all the pods it has now.
+    gang = Gang(key, _default_config(key, replicas or len(pods)), pods,
+                creation_time(owner.creation if owner is not None else first.creation))
+    kai = layered(first.annotations, owner.annotations if owner is not None else {})
+    if kai:
+        gang.asks = (ask(kai),)
+    return gang
+
+
+def _implicit(key: str) -> bool:
+    """``namespace/Kind/name``: the implicit group of one owner's pods (or of a lone pod)."""
+    return key.count("/") > 1
+
+
+# -- the dialect ---------------------------------------------------------------------------------
+
+
+class Kai:
+    name = NAME
+    roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
+    reports_timeout = False
+    refused_fields: Mapping[str, str] = {}
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        group = pod.annotations.get(KAI_GROUP_ANN)
+        if group:
+            return f"{pod.namespace}/{group}"
+        if owners is None:
+            return None
+        key = owner_chain_key(pod, owners)
+        if key is None and any(pod.annotations.get(k) for k in KEYS) and not _is_daemon(pod, owners):
+            return f"{pod.namespace}/Pod/{pod.name}"  # a lone pod with a topology of its own
+        return key
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return snapshot.kai_podgroups
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return key in snapshot.kai_podgroups or _implicit(key)
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        pg = snapshot.kai_podgroups.get(key)
+        if pg is not None:
+            return podgroup_gang(pg, pods)
+        return owner_gang(key, pods, snapshot) if pods else None
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        pg = snapshot.kai_podgroups.get(gang.key)
+        if pg is None:
+            return None
+        tc = pg.topology_constraint
+        spec = {k: v for k, v in zip(KEYS, (tc.topology, tc.required, tc.preferred), strict=True) if v} if tc else {}
+        return pg.annotations, spec
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        if key in snapshot.kai_podgroups:
+            return "PodGroup scheduling.run.ai"
+        if _implicit(key):
+            _, kind, name = key.split("/", 2)
+            return f"the pods of {kind} {name}"
+        return None
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return None  # Events about a KAI gang go to its first pod
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        return None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        return None  # KAI's PodGroup status is KAI's to write
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return None
+
+    def names_objects(self, pod: Pod) -> bool:
+        return False
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        for name in sorted(snapshot.topologies):
+            yield tree_key(name)
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        topology = trees.snapshot.topologies.get(key.name)
+        if key.dialect != NAME or topology is None:
+            return None
+        return topology_tree(topology, trees.nodes)
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        return tree_key(min(snapshot.topologies)) if snapshot.topologies else None
+
+
+DIALECT = Kai()

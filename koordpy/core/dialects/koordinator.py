@@ -1,0 +1,368 @@
+"""Koordinator's dialect: scheduler-plugins PodGroups and gang annotations, the
+ClusterNetworkTopology tree and its ``detailStatus``, and a gang's gather spec turned into a
+``Requirement``; a PodGroup's status.
+
+Belongs here: everything that knows Koordinator's PodGroup, gang annotations, layer names, label
+keys and messages about them. A gang no object declares is an annotation gang, built here too.
+Does not belong here: the gang rule (``koordpy.core.gang``), choosing domains
+(``koordpy.core.placement``), topology keys of other dialects written on a PodGroup (read by the
+registry, ``koordpy.core.dialects``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from koordpy.api.errors import ParseError
+from koordpy.api.kinds import Kind, Role, by_id
+from koordpy.api.objects import Node, Pod
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import (
+    GangConfig,
+    PodGroup,
+    PodGroupStatus,
+    gang_config_from_pod,
+    gang_config_from_podgroup,
+    pod_gang_name,
+)
+from koordpy.api.raw import Reader
+from koordpy.api.topology import NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
+from koordpy.core.decisions import GangStatus
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
+from koordpy.core.naming import natural_key
+from koordpy.core.requirement import Requirement
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
+
+NAME = "koordinator"
+# The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
+# messages name its domains by layer and label.
+TREE = TreeKey(NAME, text="cnt", labelled=True)
+
+_TREE_CACHE: dict[object, TopologyTree] = {}
+_TREE_CACHE_SIZE = 4
+
+
+def tree_from_cluster_network_topology(cnt: ClusterNetworkTopology | None, nodes: Iterable[Node]) -> TopologyTree:
+    """The tree for these nodes under ``cnt``; the same node names, labels and CNT give the same
+    (cached, never mutated) tree, so a cycle pays for the build only when the topology changed."""
+    node_list = list(nodes)
+    label_layers = [layer for layer in cnt.layers if layer.label_keys] if cnt else []
+    node_layer = next((layer.layer for layer in cnt.layers if not layer.label_keys), NODE_LAYER) if cnt else NODE_LAYER
+    paths: dict[str, tuple[str, ...]] = {}
+    for n in node_list:
+        path: list[str] = []
+        for layer in label_layers:
+            value = next((n.labels[k] for k in layer.label_keys if n.labels.get(k)), None)
+            if value is None:
+                break
+            path.append(value)
+        paths[n.name] = tuple(path)
+    names = [n.name for n in node_list]
+    layer_names = tuple(layer.layer for layer in label_layers)
+    key = (layer_names, node_layer, tuple((name, paths[name]) for name in names))
+    tree = _TREE_CACHE.get(key)
+    if tree is None:
+        tree = TopologyTree.build(layer_names, names, paths, node_layer=node_layer)
+        if len(_TREE_CACHE) >= _TREE_CACHE_SIZE:
+            _TREE_CACHE.pop(next(iter(_TREE_CACHE)))
+        _TREE_CACHE[key] = tree
+    return tree
+
+
+def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
+    """ClusterNetworkTopology ``status.detailStatus``: one entry per inner domain, top-down.
+
+    Entries and child names follow the order in which each domain's first node appears
+    in natural node order, which is how Koordinator lists them (a block whose first node is
+    node-0 comes first even when its name sorts later).
+    """
+    g = tree.graph
+    first: dict[DomainId, tuple[Any, ...]] = {}
+    for d in reversed(tree.order):
+        if d[:1] == ("\0node",):
+            first[d] = natural_key(d[1])
+        else:
+            first[d] = min((first[c] for c in g.successors(d)), default=())
+
+    def inner_kids(d: DomainId) -> list[DomainId]:
+        return sorted((c for c in g.successors(d) if c[:1] != ("\0node",)), key=lambda c: first[c])
+
+    def node_count(d: DomainId) -> int:
+        return int(np.count_nonzero(tree.domain_node[tree.index[d] : tree.end[tree.index[d]]] >= 0))
+
+    def info(d: DomainId) -> dict[str, str]:
+        return {"topologyLayer": g.nodes[d]["layer"], "topologyName": g.nodes[d]["name"]}
+
+    out: list[dict[str, Any]] = []
+    stack: list[DomainId] = [ROOT]
+    while stack:
+        d = stack.pop()
+        kids = inner_kids(d)
+        depth = g.nodes[d]["depth"]
+        entry: dict[str, Any] = {
+            "childTopologyLayer": tree.layers[depth] if depth < len(tree.layers) else tree.node_layer,
+        }
+        if kids:
+            entry["childTopologyNames"] = [g.nodes[c]["name"] for c in kids]
+        entry["nodeNum"] = node_count(d)
+        if d != ROOT:
+            entry["parentTopologyInfo"] = info(next(iter(g.predecessors(d))))
+        entry["topologyInfo"] = info(d)
+        out.append(entry)
+        stack.extend(reversed(kids))
+    return out
+
+
+def ignored_layers(spec: NetworkTopologySpec, tree: TopologyTree) -> list[str]:
+    """Notes for PreferGather rules on layers the topology does not define: they are ignored."""
+    return [f'layer "{rule.layer}" is not in the ClusterNetworkTopology; ignored{did_you_mean(rule.layer, tree)}'
+            for rule in spec.gather if rule.strategy == "PreferGather" and tree.layer_depth(rule.layer) is None]
+
+
+def did_you_mean(layer: str, tree: TopologyTree) -> str:
+    """Layer names are case-sensitive, as in Koordinator; a near miss in case gets a hint."""
+    close = [known for known in tree.known_layers if known.lower() == layer.lower()]
+    return f'; did you mean "{close[0]}"?' if close else ""
+
+
+def requirement(spec: NetworkTopologySpec, tree: TopologyTree, layer_labels: Mapping[str, tuple[str, ...]],
+                topology_error: str | None, node_count: int) -> Requirement:
+    """The gather spec over the ClusterNetworkTopology tree: MustGather sets the scope (the
+    deepest MustGather layer), podCountMultiple the multiples per layer; a PreferGather rule on
+    an unknown layer is dropped with a note, a MustGather one makes the job unplaceable."""
+    root_rank = len(tree.layers) + 1
+    must_depth = 0
+    multiples: list[tuple[int, int]] = []
+    for rule in spec.gather:
+        depth = tree.layer_depth(rule.layer)
+        if depth is None:
+            if rule.strategy == "PreferGather":
+                continue
+            invalid = (f" (ClusterNetworkTopology default is invalid and ignored: {topology_error})"
+                       if topology_error else "")
+            return Requirement(TREE, "gather", failure=(
+                f"unknown topology layer {rule.layer!r} in network-topology-spec; known layers: "
+                f"{', '.join(tree.known_layers)}{did_you_mean(rule.layer, tree)}{invalid}"))
+        if rule.strategy == "MustGather":
+            must_depth = max(must_depth, depth)
+        if rule.pod_count_multiple > 1:
+            multiples.append((root_rank - depth, rule.pod_count_multiple))
+    listed = tree.domains_at(must_depth if must_depth > 0 else min(1, int(tree.depth.max())))
+    failure = None
+    if must_depth > 0 and not listed:
+        layer = tree.known_layers[must_depth]
+        keys = layer_labels.get(layer, ())
+        failure = (f"0/{node_count} nodes are available: MustGather on {layer}, "
+                   f"but no node carries its label{' ' + ', '.join(keys) if keys else ''}.")
+    if must_depth == 0 and len(tree.layers) == 0:
+        listed = [0]
+    return Requirement(TREE, "gather", scope=root_rank - must_depth, multiples=tuple(multiples),
+                       notes=tuple(ignored_layers(spec, tree)), failure=failure, listed=tuple(listed),
+                       labels=tuple((root_rank - i, layer) for i, layer in enumerate(tree.known_layers)))
+
+
+# -- gangs ---------------------------------------------------------------------------------------
+
+NOT_FOUND = ("PodGroup {key} not found; its pods wait until it is created "
+             "(or declare gang.scheduling.koordinator.sh/min-available on them)")
+ANNOTATION_GANG = "gang annotations"  # what declares a gang no object declares, as explain says it
+
+
+@dataclass(frozen=True)
+class GatherAsk:
+    """A gang's ``network-topology-spec`` (from its PodGroup or pod annotations)."""
+
+    spec: NetworkTopologySpec
+    keeps_gang = False  # a satisfied gang's later members schedule as ordinary pods
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked:
+        req = requirement(self.spec, trees[TREE], layer_labels(trees.snapshot.topology), trees.snapshot.topology_error,
+                          len(trees.nodes))
+        return Asked(req, "network topology: the job's running members span {where}, wider than its MustGather "
+                          "layer", whole_job=True, peers=True)
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey:
+        return TREE
+
+    def facts(self) -> TopologyFacts:
+        rules = self.spec.gather
+        return TopologyFacts(NAME, tuple(_rule(r) for r in rules if r.strategy == "MustGather"),
+                             tuple(_rule(r) for r in rules if r.strategy == "PreferGather"))
+
+
+def layer_labels(cnt: ClusterNetworkTopology | None) -> dict[str, tuple[str, ...]]:
+    """Each layer's label keys, for messages about a layer no node carries."""
+    return {layer.layer: layer.label_keys for layer in cnt.layers} if cnt else {}
+
+
+def _rule(rule: GatherRule) -> str:
+    multiple = f" (podCountMultiple {rule.pod_count_multiple})" if rule.pod_count_multiple > 1 else ""
+    return f"{rule.strategy} {rule.layer}{multiple}"
+
+
+def _gathering(gang: Gang) -> Gang:
+    """The gang with its config's gather spec as its first ask."""
+    if gang.config is not None and gang.config.topology is not None:
+        gang.asks = (GatherAsk(gang.config.topology), *gang.asks)
+    return gang
+
+
+def build(key: str, podgroup: PodGroup | None, pods: list[Pod]) -> Gang | None:
+    """The gang of a scheduler-plugins PodGroup (``podgroup``) or of gang annotations: config from the
+    PodGroup, overridden by the earliest pod's annotations; None when nothing declares it."""
+    if podgroup is None and not pods:
+        return None
+    cfg: GangConfig | None = None
+    err = None
+    if podgroup is not None:
+        creation = creation_time(podgroup.creation)
+        try:
+            cfg = gang_config_from_podgroup(podgroup)
+        except ParseError as exc:
+            err = str(exc)
+    else:  # an annotation gang is as old as its first pod
+        creation = min(creation_time(p.creation) for p in pods)
+    gang = Gang(key, cfg, pods, creation, err)
+    if err or not pods:
+        return _gathering(gang)
+    # Annotation values on the pods override the PodGroup; the earliest pod speaks for the gang.
+    first = min(pods, key=lambda p: (creation_time(p.creation), p.name))
+    try:
+        cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroup)
+    except ParseError as exc:
+        gang.error = str(exc)
+        return _gathering(gang)
+    if cfg is None:
+        gang.error = NOT_FOUND.format(key=key)
+    gang.config = cfg
+    return _gathering(gang)
+
+
+# -- status --------------------------------------------------------------------------------------
+
+PODGROUP_KIND: Kind = by_id("podgroups.scheduling.sigs.k8s.io")
+
+
+@dataclass(frozen=True)
+class PodGroupGangStatus:
+    """A scheduler-plugins PodGroup's ``status`` as the gang stands after a cycle."""
+
+    phase: str
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+    schedule_start_time: float | None
+    kind: Kind = PODGROUP_KIND
+
+    def wire(self) -> dict[str, object]:
+        return {"phase": self.phase, "scheduled": self.scheduled, "running": self.running,
+                "succeeded": self.succeeded, "failed": self.failed, "scheduleStartTime": self.schedule_start_time}
+
+    def applied(self, obj: Any) -> Any:
+        assert isinstance(obj, PodGroup)
+        return obj.model_copy(update={"status": PodGroupStatus.from_api(Reader(f"PodGroup {obj.key}"), self.wire())})
+
+
+def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
+                    reserved: dict[str, str], now: float) -> PodGroupGangStatus:
+    """PodGroup ``status`` as the gang stands after this cycle."""
+    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
+    running = sum(1 for p in members if p.phase == "Running")
+    succeeded = sum(1 for p in members if p.phase == "Succeeded")
+    failed = sum(1 for p in members if p.phase == "Failed")
+    waiting = sum(1 for p in members if p.key in reserved)
+    live = [p for p in members if not p.terminal]
+    if succeeded >= pg.min_member:
+        phase = "Finished"
+    elif failed and succeeded + running < pg.min_member:
+        phase = "Failed"
+    elif running >= pg.min_member:
+        phase = "Running"
+    elif scheduled >= pg.min_member:
+        phase = "Scheduled"
+    elif scheduled or waiting:
+        phase = "Scheduling"
+    elif len(live) >= pg.min_member:
+        phase = "PreScheduling"
+    else:
+        phase = "Pending"
+    start = pg.status.schedule_start_time
+    if start is None and phase not in ("Pending", "PreScheduling"):
+        start = now
+    return PodGroupGangStatus(phase, scheduled, running, succeeded, failed, start)
+
+
+# -- the dialect ---------------------------------------------------------------------------------
+
+
+class Koordinator:
+    name = NAME
+    roles: tuple[Role, ...] = ("podgroup", "cnt")
+    reports_timeout = True
+    refused_fields: Mapping[str, str] = {}
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        return pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return snapshot.podgroups
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return key in snapshot.podgroups
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        return build(key, snapshot.podgroups.get(key), pods)
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        podgroup = snapshot.podgroups.get(gang.key)
+        if podgroup is None or gang.error or not gang.pods:
+            return None
+        return podgroup.annotations, {}
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        # A PodGroup that failed to parse is one of any kind; explain has always called it this.
+        if key in snapshot.podgroups or key in snapshot.invalid_podgroups:
+            return "PodGroup scheduling.sigs.k8s.io"
+        return None
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return "PodGroup" if key in snapshot.podgroups else None
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        pg = snapshot.podgroups.get(key)
+        return pg.min_resources if pg is not None else None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        pg = snapshot.podgroups.get(key)
+        if pg is None:
+            return None
+        status = podgroup_status(pg, members, bound_now, reserved, now)
+        current = pg.status.counts()
+        wire = status.wire()
+        return status if {k: wire[k] for k in current} != current else None
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return None
+
+    def names_objects(self, pod: Pod) -> bool:
+        return False
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        yield TREE
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        return tree_from_cluster_network_topology(trees.snapshot.topology, trees.nodes) if key == TREE else None
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        return TREE if snapshot.topology is not None else None
+
+
+DIALECT = Koordinator()

@@ -1,0 +1,97 @@
+"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, the Workload API), as far as koordpy reads it.
+
+A pod names its group in ``spec.schedulingGroup``. A pod of a ``basic`` group that asks nothing more
+(the Job controller's group for a plain Job) is the lone pod it is to kube-scheduler too, and is
+placed as one; any other group's pods are refused with a clear reason (docs/reference.md,
+"Pod-spec fields kube-scheduler filters on"), rather than placed as if they had no group.
+
+Belongs here: everything koordpy does with these groups; the full dialect (gangs, topology
+constraints, composite groups, statuses) lands here. Does not belong here: refusals that are no
+dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from koordpy.api.kinds import Role
+from koordpy.api.objects import Pod
+from koordpy.api.owners import Owner
+from koordpy.core.decisions import GangStatus
+from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
+from koordpy.core.model import Gang, TreeSource
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
+
+NAME = "upstream"
+
+
+def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
+    """Why koordpy will not place ``pod`` for the group it names, or None (no group, or a ``basic``
+    group that asks nothing more: a lone pod)."""
+    if not pod.scheduling_group:
+        return None
+    groups = snapshot.workload_podgroups
+    group = None if pod.scheduling_group_other else groups.get(f"{pod.namespace}/{pod.scheduling_group}")
+    if group is None and pod.scheduling_group_other:
+        return GroupNamedOtherwise(pod.key, pod.scheduling_group)
+    if group is None:
+        return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
+    if group.policy == "basic" and not group.asks:
+        return None
+    return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
+
+
+class Upstream:
+    name = NAME
+    roles: tuple[Role, ...] = ("workload-podgroup",)
+    reports_timeout = False
+    refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        return None  # its pods are lone pods or refused: no gang yet
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return ()
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return False
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        return None
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        return None
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        return None
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return None
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        return None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        return None
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return refusal(pod, snapshot)
+
+    def names_objects(self, pod: Pod) -> bool:
+        # The group may appear or change, which is no change of the pod.
+        return bool(pod.scheduling_group)
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        return iter(())
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        return None
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        return None
+
+
+DIALECT = Upstream()

@@ -1,0 +1,108 @@
+"""The core's model of a gang and of what it asks of the topology, whichever dialect declared it.
+
+Belongs here: the value types the dialects produce and the rest of the core reads without knowing
+which dialect made them: ``Gang`` (one gang, its members, config and error), the ``Ask`` protocol
+(what a gang asks of the topology, in its dialect's words, turned into a ``Requirement`` by the
+dialect's own code), ``Asked`` (that requirement and how the cycle anchors it), ``TopologyFacts``
+(what ``koordpy explain`` says of an ask) and ``TreeSource`` (what an ask reads of the cluster's
+trees). Does not belong here: building gangs or asks (``koordpy.core.dialects``), the gang rule
+and jobs (``koordpy.core.gang``), placement (``koordpy.core.placement``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from koordpy.api.objects import Node, Pod
+from koordpy.api.podgroup import ANN_TIMEOUT, GangConfig
+from koordpy.core.requirement import Requirement
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree, TreeKey
+
+T = TypeVar("T")
+
+
+def creation_time(value: float | None) -> float:
+    """An object's creation time; one without (a hand-written manifest) counts as the oldest."""
+    return value if value is not None else 0.0
+
+
+class TreeSource(Protocol):
+    """The cluster's trees as an ask reads them: by key, built on first use, over these nodes."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+
+    @property
+    def node_index(self) -> Mapping[str, int]: ...
+
+    def __getitem__(self, key: TreeKey | str) -> TopologyTree: ...
+
+    def memo(self, name: str, build: Callable[[], T]) -> T:
+        """What ``build`` returns, built once per set of trees (a dialect's own view of its tree)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TopologyFacts:
+    """What ``koordpy explain`` says a job asks of the topology."""
+
+    source: str  # koordinator, volcano or kai
+    required: tuple[str, ...]
+    preferred: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """An ask as a ``Requirement``, and how the cycle fits it to the members that already run."""
+
+    requirement: Requirement
+    # Said when the running members span more than the requirement's scope ({where}, {scope}).
+    anchored: str
+    whole_job: bool = False  # every gang of the job anchors it (else only the gang that asks)
+    peers: bool = False  # the pending pods prefer the smallest domain of the running ones (Requirement.peers)
+
+
+class Ask(Protocol):
+    """What one gang asks of the topology, in its dialect's words (made by that dialect)."""
+
+    @property
+    def keeps_gang(self) -> bool:
+        """Whether the gang stays a gang once satisfied: a member added later must still land where
+        the topology allows, next to those running."""
+        ...
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked | None:
+        """The ask against the trees of the moment (``pods``: the members to place, in rank
+        order); None when it asks nothing after all."""
+        ...
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey | None:
+        """The tree the ask is written against, if the snapshot has it."""
+        ...
+
+    def facts(self) -> TopologyFacts: ...
+
+
+@dataclass
+class Gang:
+    key: str
+    config: GangConfig | None
+    pods: list[Pod]  # non-terminal members, bound or not
+    creation: float
+    error: str | None = None
+    # What the gang asks of the topology, first the one that counts: a gang may carry its own
+    # dialect's ask and one written in another's annotations on its PodGroup.
+    asks: tuple[Ask, ...] = ()
+
+    def bound(self) -> list[Pod]:
+        return [p for p in self.pods if p.node_name]
+
+    @property
+    def timed_out(self) -> bool:
+        return any(p.annotations.get(ANN_TIMEOUT) == "true" for p in self.pods)
