@@ -33,7 +33,7 @@ from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics, Server
-from koordpy.controller.podwatch import watch_pods
+from koordpy.controller.podwatch import POD, watch_pods
 from koordpy.controller.writer import FLUSH_LIMIT, ApiWriter
 from koordpy.core.cycle import schedule
 from koordpy.core.gang import SchedulerState
@@ -211,7 +211,7 @@ def build_registry(cache: Cache, kubeconfig: str | None,
         return handler
 
     for kind, group, version, plural in RESOURCES if kinds is None else kinds:
-        if kind != "Pod":  # pods have a watch of their own (koordpy.controller.podwatch)
+        if kind != POD.label:  # pods have a watch of their own (koordpy.controller.podwatch)
             kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
 
