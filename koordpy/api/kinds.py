@@ -1,8 +1,13 @@
-"""Every kind koordpy reads, in one registry: group, version, plural, scope, parser and role.
+"""Every kind koordpy reads, in one registry: the dispatch table of the shells.
 
-The simulator, the live cache, the initial list and the watches, and the writer all read this
-table, so a new kind is one entry here (and, if the core must act on it, one field of the
-Snapshot). ``role`` says what the core does with the objects.
+Each entry says everything the shells do per kind (see ``Kind``): where its objects land (the
+Snapshot field, and the shells' store of that name), how it is listed, whether a cluster may not
+serve it, what the scheduler writes on it (RBAC), and how its errors are reported. The live cache,
+the initial list, resync and watches, the simulator's World, both snapshot builders
+(``snapshot_fields``), the writer's bodies and the chart's RBAC rules (``grants``) loop over this
+table, so a new kind is one entry here and its parser (and, if the core must act on it, one field
+of the Snapshot). ``role`` says what the core does with the objects. Not here: parsing (the
+models' modules) and anything that does I/O.
 """
 
 from __future__ import annotations
