@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from koordpy import __version__
+from koordpy.api.kinds import grants as registry_grants
 from koordpy.api.kinds import watched
 from koordpy.settings import parse
 
@@ -217,6 +218,21 @@ def test_cluster_role_grants_what_the_kinds_registry_reads_and_writes() -> None:
              ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
              ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
     assert granted == want, (sorted(granted - want), sorted(want - granted))
+
+
+@pytest.mark.parametrize(("sets", "sources", "preemption"), [
+    ((), None, True),
+    (("config.topologySources={koordinator}", "config.preemption=false"), ("koordinator",), False),
+    (("json:config.topologySources=[]",), (), True),
+    (("config.topologySources={volcano,kueue}",), ("volcano", "kueue"), True)])
+def test_cluster_role_is_exactly_what_the_kinds_registry_needs(sets: tuple[str, ...], sources: tuple[str, ...] | None,
+                                                                preemption: bool) -> None:
+    # Every kind the scheduler lists, watches and writes (Kind.writes) has its rule with those verbs,
+    # and no rule is left for a kind the registry does not have (or a verb it does not use).
+    granted = grants(one(objects(*sets), "ClusterRole")["rules"])
+    want = registry_grants(sources, preemption)
+    assert granted == want, {"granted for nothing the registry has": sorted(granted - want),
+                             "needed and not granted": sorted(want - granted)}
 
 
 def test_cluster_role_follows_topology_sources_and_preemption() -> None:

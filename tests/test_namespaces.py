@@ -110,7 +110,7 @@ def test_every_core_kind_of_the_registry_is_listed_by_its_own_call() -> None:
     # A core kind without a call of its own was once listed as pods: namespaces named after pods.
     from kubernetes_asyncio.client import CoreV1Api
 
-    from koordpy.controller.listing import _core_list
+    from koordpy.controller.client import _core_list
 
     core = CoreV1Api(api_client=object())
     calls = {kind.plural: _core_list(core, kind.plural).__name__ for kind in watched() if kind.group == ""}

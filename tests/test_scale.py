@@ -130,7 +130,8 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
         writer.flush(_pending, now)
     await _settle(writer)
     assert len(custom.patches) == 1
-    writer._status_sent = {k: (t - STATUS_INTERVAL, st, was) for k, (t, st, was) in writer._status_sent.items()}
+    writer.reports._status_sent = {k: (t - STATUS_INTERVAL, st, was)
+                                   for k, (t, st, was) in writer.reports._status_sent.items()}
     writer.flush(_pending, now)
     await _settle(writer)
     assert [p[1]["running"] for p in custom.patches] == [0, 5]

@@ -324,7 +324,6 @@ def test_live_listing_stamps_kinds_and_skips_missing_crds(monkeypatch: pytest.Mo
     from kubernetes_asyncio.client.exceptions import ApiException
 
     import koordpy.controller.listing as listing
-    import koordpy.controller.main as controller_main
 
     class FakeApi:
         async def close(self) -> None:
@@ -342,7 +341,7 @@ def test_live_listing_stamps_kinds_and_skips_missing_crds(monkeypatch: pytest.Mo
             raise ApiException(status=404)
         return served.get(plural, []), 1
 
-    monkeypatch.setattr(controller_main, "api_client", fake_client)
+    monkeypatch.setattr(listing, "api_client", fake_client)
     monkeypatch.setattr(listing, "list_objects", fake_list)
     code, out, err = cli(capsys, "topology", "show")
     assert code == 0, err

@@ -1,8 +1,13 @@
-"""Every kind koordpy reads, in one registry: group, version, plural, scope, parser and role.
+"""Every kind koordpy reads, in one registry: the dispatch table of the shells.
 
-The simulator, the live cache, the initial list and the watches, and the writer all read this
-table, so a new kind is one entry here (and, if the core must act on it, one field of the
-Snapshot). ``role`` says what the core does with the objects.
+Each entry says everything the shells do per kind (see ``Kind``): where its objects land (the
+Snapshot field, and the shells' store of that name), how it is listed, whether a cluster may not
+serve it, what the scheduler writes on it (RBAC), and how its errors are reported. The live cache,
+the initial list, resync and watches, the simulator's World, both snapshot builders
+(``snapshot_fields``), the writer's bodies and the chart's RBAC rules (``grants``) loop over this
+table, so a new kind is one entry here and its parser (and, if the core must act on it, one field
+of the Snapshot). ``role`` says what the core does with the objects. Not here: parsing (the
+models' modules) and anything that does I/O.
 """
 
 from __future__ import annotations
@@ -11,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
-from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, Storage, StorageClass
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.api.workload import WorkloadPodGroup
@@ -29,8 +35,17 @@ ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "h
 STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 
 
+Shape = Literal["map", "list", "one", "labels", "by-uid"]
+# Snapshot fields that group stores: "storage.claims" is the ``claims`` of ``Snapshot.storage``.
+GROUPS: dict[str, type[Storage]] = {"storage": Storage}
+
+
 @dataclass(frozen=True)
 class Kind:
+    """One kind as the shells handle it. Everything they do per kind is read off these fields, so
+    that the cache, the initial list and resync, the watches, the simulator's World, both snapshot
+    builders, the writer's bodies and the chart's RBAC rules loop over the table."""
+
     kind: str
     group: str  # "" for the core API
     version: str
@@ -38,8 +53,37 @@ class Kind:
     namespaced: bool
     parse: Callable[[dict[str, Any]], object]
     role: Role
-    writes_status: bool = False  # koordpy writes this kind's status subresource
-    patches: bool = False  # koordpy patches objects of this kind (PreBind's claimRef and selected-node)
+    # The Snapshot field its objects fill, and the name of the shells' store that holds them
+    # ("storage.claims": the ``claims`` of ``Snapshot.storage``). Kinds may share a store.
+    store: str
+    # How the store becomes its Snapshot field: "map" key -> object (copied); "list" the objects;
+    # "one" the object named ``only`` (or None); "labels" name -> the object's labels; "by-uid"
+    # uid -> object (an object without a uid by its store key, ``<Kind>/<key>``).
+    shape: Shape = "map"
+    name: str = ""  # what the shells file it under and report it by (default: ``kind``)
+    # A cluster may not serve it (a CRD not installed, an API not enabled, RBAC that does not grant
+    # it): its objects are then left out. The core API's kinds and PriorityClasses are always served.
+    optional: bool = True
+    # The typed client's LIST call ("CoreV1Api.list_node") for a kind the custom-objects call does not
+    # reach (the core API); "" lists it as a custom object (``/apis/<group>/<version>/<plural>``).
+    list_call: str = ""
+    # RBAC verbs the scheduler needs beyond list and watch: "patch", "delete", or "<subresource>:<verb>"
+    # ("status:patch", "binding:create"). The chart's ClusterRole grants exactly these (tests/test_chart.py).
+    writes: tuple[str, ...] = ()
+    gang: bool = False  # declares gangs: a change re-checks its pending pods' gang annotations
+    # The Snapshot field that says which of its objects do not parse ("" none): "invalid_podgroups"
+    # by key, "topology_error" the ``only`` object's error, a grouped field ("storage.invalid")
+    # by "<Kind> <key>".
+    errors: str = ""
+    source: str = ""  # the topology source (settings' topologySources) that brings it; "" always read
+    # The name ``koordpy simulate`` checks "defined twice" under (default: ``kind``): the gang
+    # schedulers' PodGroups share one, as do the Topology kinds (jobs name them alone).
+    unique_as: str = ""
+    only: str = ""  # the one object of the kind koordpy reads (the ClusterNetworkTopology "default")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
 
     @property
     def api_version(self) -> str:
@@ -50,12 +94,41 @@ class Kind:
         """Unique across the table: ``plural.group`` (``pods`` for the core API)."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
+    @property
+    def writes_status(self) -> bool:
+        """koordpy writes this kind's status subresource."""
+        return "status:patch" in self.writes
+
+    @property
+    def patches(self) -> bool:
+        """koordpy patches objects of this kind (PreBind's claimRef and selected-node, say)."""
+        return "patch" in self.writes
+
     def key(self, raw: dict[str, Any]) -> str:
         """``namespace/name`` for namespaced kinds, ``name`` otherwise (tolerant of bad input)."""
         meta = raw.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         name = str(meta.get("name") or "")
         return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name
+
+    def store_key(self, key: str) -> str:
+        """Where an object of ``key`` sits in the kind's store: its key, or ``<Kind>/<key>`` in a
+        store keyed by uid (several kinds share it, and an object may have no uid)."""
+        return f"{self.kind}/{key}" if self.shape == "by-uid" else key
+
+    def check_only(self, raw: dict[str, Any], name: str | None = None) -> None:
+        """Refuses an object other than the one koordpy reads of a kind that has ``only``."""
+        key = self.key(raw)
+        if self.only and key != self.only:
+            raise ParseError(object_ref(raw, name), "metadata.name",
+                             f"koordpy reads the {self.kind} named {self.only!r}, not {key!r}")
+
+
+def _from_raw(model: Any) -> Callable[[dict[str, Any]], object]:
+    """``model.from_raw``, looked up at each call (so that a test may stand in for a model's parser)."""
+    def parse(raw: dict[str, Any]) -> object:
+        return model.from_raw(raw)
+    return parse
 
 
 # Parsers that know their apiVersion and kind, for raw objects (from a list call) that omit them.
@@ -71,53 +144,83 @@ def _owner(api_version: str, kind: str) -> Callable[[dict[str, Any]], object]:
     return parse
 
 
+_GANG_ERRORS = "invalid_podgroups"  # any gang kind's PodGroup that does not parse (a pod naming it waits)
 KINDS: tuple[Kind, ...] = (
-    Kind("Node", "", "v1", "nodes", False, Node.from_raw, "node"),
-    Kind("Pod", "", "v1", "pods", True, Pod.from_raw, "pod"),
-    Kind("Namespace", "", "v1", "namespaces", False, Namespace.from_raw, "namespace"),  # labels, for namespaceSelector
-    Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, PriorityClass.from_raw,
-         "priorityclass"),
-    Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, PodGroup.from_raw, "podgroup",
-         writes_status=True),
+    Kind("Node", "", "v1", "nodes", False, _from_raw(Node), "node", "nodes", shape="list", optional=False,
+         list_call="CoreV1Api.list_node"),
+    # patch: the gang-timeout annotation; delete: preemption's victims (PREEMPTION_ONLY).
+    Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
+         list_call="CoreV1Api.list_pod_for_all_namespaces",
+         writes=("patch", "delete", "binding:create", "status:patch")),
+    Kind("Namespace", "", "v1", "namespaces", False, _from_raw(Namespace), "namespace",  # labels, for namespaceSelector
+         "namespaces", shape="labels", optional=False, list_call="CoreV1Api.list_namespace"),
+    Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),
+         "priorityclass", "priority_classes", optional=False, list_call="SchedulingV1Api.list_priority_class"),
+    Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, _from_raw(PodGroup), "podgroup",
+         "podgroups", writes=("status:patch",), gang=True, errors=_GANG_ERRORS),
     Kind("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", False,
-         ClusterNetworkTopology.from_raw, "cnt", writes_status=True),
-    Kind("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, HyperNode.from_raw, "hypernode",
-         writes_status=True),
-    Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, VolcanoPodGroup.from_raw,
-         "volcano-podgroup", writes_status=True),
+         _from_raw(ClusterNetworkTopology), "cnt", "topology", shape="one", writes=("status:patch",),
+         errors="topology_error", source="koordinator", only="default"),
+    Kind("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, _from_raw(HyperNode), "hypernode",
+         "hypernodes", writes=("status:patch",), source="volcano"),
+    Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, _from_raw(VolcanoPodGroup),
+         "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch",), gang=True,
+         errors=_GANG_ERRORS),
     Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, _topology("kueue.x-k8s.io/v1beta1"),
-         "topology"),
+         "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, _topology("kueue.x-k8s.io/v1alpha1"),
-         "topology"),
+         "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, _topology("kai.scheduler/v1alpha1"),
-         "topology"),
-    Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, WorkloadPodGroup.from_raw,
-         "workload-podgroup"),
-    Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, KaiPodGroup.from_raw, "kai-podgroup"),
-    Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner"),
-    Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner"),
-    Kind("Deployment", "apps", "v1", "deployments", True, _owner("apps/v1", "Deployment"), "owner"),
-    Kind("StatefulSet", "apps", "v1", "statefulsets", True, _owner("apps/v1", "StatefulSet"), "owner"),
+         "topology", "topologies", errors="invalid_topologies", source="kueue"),
+    Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
+         "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io"),
+    Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
+         "kai_podgroups", name="KaiPodGroup", gang=True, errors=_GANG_ERRORS),
+    Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
+    Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner", "owners",
+         shape="by-uid"),
+    Kind("Deployment", "apps", "v1", "deployments", True, _owner("apps/v1", "Deployment"), "owner", "owners",
+         shape="by-uid"),
+    Kind("StatefulSet", "apps", "v1", "statefulsets", True, _owner("apps/v1", "StatefulSet"), "owner", "owners",
+         shape="by-uid"),
     Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, _owner("jobset.x-k8s.io/v1alpha2", "JobSet"),
-         "owner"),
-    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, PersistentVolumeClaim.from_raw, "pvc",
-         patches=True),
-    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, PersistentVolume.from_raw, "pv", patches=True),
-    Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, StorageClass.from_raw, "storageclass"),
-    Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, CSINode.from_raw, "csinode"),
+         "owner", "owners", shape="by-uid"),
+    # patch: PreBind's selected-node annotation (dynamic provisioning) and a PV's claimRef (a static bind).
+    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, _from_raw(PersistentVolumeClaim), "pvc",
+         "storage.claims", optional=False, list_call="CoreV1Api.list_persistent_volume_claim_for_all_namespaces",
+         writes=("patch",), errors="storage.invalid"),
+    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, _from_raw(PersistentVolume), "pv",
+         "storage.volumes", optional=False, list_call="CoreV1Api.list_persistent_volume", writes=("patch",),
+         errors="storage.invalid"),
+    Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, _from_raw(StorageClass), "storageclass",
+         "storage.classes", errors="storage.invalid"),
+    Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, _from_raw(CSINode), "csinode", "storage.csinodes",
+         errors="storage.invalid"),
+)
+# Writes only while preemption is on (settings' ``preemption``): (plural, verb).
+PREEMPTION_ONLY: frozenset[tuple[str, str]] = frozenset({("pods", "delete")})
+# What the scheduler is granted beside the kinds it reads: (group, resource, verbs). Events it
+# writes (a repeat patches the count of the one written before); the custom resource definitions
+# kopf watches, to notice a kind installed after the start.
+OTHER_GRANTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "events", ("create", "patch")),
+    ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
 )
 
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}
 _BY_ID: dict[str, Kind] = {}
 for _k in KINDS:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
     _BY_ID.setdefault(_k.id, _k)
+_BY_NAME: dict[str, Kind] = {}
+for _k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
+    _BY_NAME.setdefault(_k.label, _k)
 
 
 def optional(group: str, plural: str) -> bool:
-    """Whether a cluster may not serve the kind (a CRD not installed, an API not enabled, RBAC that
-    does not grant it): its objects are then left out. Nodes, pods, namespaces, the storage kinds of
-    the core API and PriorityClasses are always served."""
-    return group != "" and (group, plural) != ("scheduling.k8s.io", "priorityclasses")
+    """Whether a cluster may not serve the kind (``Kind.optional``; a kind not in the table is
+    optional unless it is of the core API)."""
+    found = _BY_ID.get(f"{plural}.{group}" if group else plural)
+    return found.optional if found is not None else group != ""
 
 
 def kind_for(api_version: str, kind: str) -> Kind | None:
@@ -128,6 +231,11 @@ def by_id(ident: str) -> Kind:
     return _BY_ID[ident]
 
 
+def by_name(name: str) -> Kind | None:
+    """The watched kind the shells file under ``name`` (``Kind.label``)."""
+    return _BY_NAME.get(name)
+
+
 def watched() -> tuple[Kind, ...]:
     """One entry per resource (a kind served at two versions is listed and watched once)."""
     return tuple(_BY_ID.values())
@@ -136,3 +244,78 @@ def watched() -> tuple[Kind, ...]:
 def object_key(kind: Kind, raw: dict[str, Any]) -> str:
     """``namespace/name`` for a namespaced kind, ``name`` otherwise (see ``Kind.key``)."""
     return kind.key(raw)
+
+
+def new_stores() -> dict[str, dict[str, Any]]:
+    """An empty store for every store the table names, for a shell to file objects in."""
+    return {k.store: {} for k in KINDS}
+
+
+def _shaped(kind: Kind, store: dict[str, Any]) -> Any:
+    if kind.shape == "list":
+        return list(store.values())
+    if kind.shape == "one":
+        return store.get(kind.only)
+    if kind.shape == "labels":
+        return {key: obj.labels for key, obj in store.items()}
+    if kind.shape == "by-uid":
+        return {obj.uid or key: obj for key, obj in store.items()}
+    return dict(store)
+
+
+def snapshot_fields(stores: dict[str, dict[str, Any]], invalid: dict[tuple[str, str], str] | None = None,
+                    skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The Snapshot's fields, built from a shell's stores (each copied: the shell goes on changing
+    them) and from what does not parse (``invalid``: (``Kind.label``, key) -> error), less the
+    stores in ``skip`` (a field the shell builds itself)."""
+    out: dict[str, Any] = {}
+    grouped: dict[str, dict[str, Any]] = {}
+    done: set[str] = set()
+    for kind in KINDS:
+        if kind.store in done or kind.store in skip:
+            continue
+        done.add(kind.store)
+        group, _, part = kind.store.partition(".")
+        if part:
+            grouped.setdefault(group, {})[part] = _shaped(kind, stores[kind.store])
+        else:
+            out[group] = _shaped(kind, stores[kind.store])
+    for kind in KINDS:  # a grouped field's errors, even with no store of the group filled
+        group, _, part = kind.errors.partition(".")
+        if part:
+            grouped.setdefault(group, {}).setdefault(part, {})
+        elif group and kind.shape != "one":
+            out.setdefault(group, {})
+    for (name, key), err in (invalid or {}).items():
+        found = by_name(name)
+        if found is None or not found.errors:
+            continue
+        group, _, part = found.errors.partition(".")
+        if part:
+            grouped[group][part][f"{name} {key}"] = err
+        elif found.shape == "one":
+            if key == found.only:
+                out[group] = err
+        else:
+            out[group][key] = err
+    for group, parts in grouped.items():
+        out[group] = GROUPS[group](**parts)
+    return out
+
+
+def grants(sources: tuple[str, ...] | None = None, preemption: bool = True) -> set[tuple[str, str, str]]:
+    """Every (apiGroup, resource[/subresource], verb) the scheduler needs: list and watch on each
+    kind it reads, the writes of ``Kind.writes`` and ``OTHER_GRANTS``. ``sources`` (None: all) and
+    ``preemption`` are the settings that leave kinds or verbs out."""
+    out: set[tuple[str, str, str]] = set()
+    for kind in watched():
+        if kind.source and sources is not None and kind.source not in sources:
+            continue
+        out |= {(kind.group, kind.plural, "list"), (kind.group, kind.plural, "watch")}
+        for write in kind.writes:
+            sub, _, verb = write.rpartition(":")
+            if not preemption and (kind.plural, verb) in PREEMPTION_ONLY and not sub:
+                continue
+            out.add((kind.group, f"{kind.plural}/{sub}" if sub else kind.plural, verb))
+    out |= {(group, resource, verb) for group, resource, verbs in OTHER_GRANTS for verb in verbs}
+    return out

@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from koordpy.api.errors import ParseError
+from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.quantity import INT32_MAX, INT32_MIN, INT64_MAX, parse_quantity
 
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -184,3 +184,10 @@ class Reader:
 @lru_cache(maxsize=4096)
 def _cached_quantity(resource: str, value: str) -> int:
     return parse_quantity(resource, value)
+
+
+def read_object(raw: dict[str, Any], kind: str, *sections: str) -> tuple[Reader, dict[str, Any], list[dict[str, Any]]]:
+    """The start every parser makes: a Reader naming the object (``Kind ns/name``), its metadata, and
+    each of the top-level ``sections`` asked for ("spec", "status"), each a mapping ({} when absent)."""
+    r = Reader(object_ref(raw, kind))
+    return r, r.mapping(raw.get("metadata"), "metadata"), [r.mapping(raw.get(s), s) for s in sections]

@@ -13,10 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
 from koordpy.api.objects import NodeSelectorTerm, Requirement, node_selector_terms
 from koordpy.api.podvolumes import DRIVER_OF_PLUGIN, MIGRATED
-from koordpy.api.raw import Reader
+from koordpy.api.raw import Reader, read_object
 from koordpy.api.selectors import LabelSelector
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -93,10 +92,7 @@ class PersistentVolumeClaim(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PersistentVolumeClaim:
-        r = Reader(object_ref(raw, "PersistentVolumeClaim"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "PersistentVolumeClaim", "spec", "status")
         resources = r.mapping(spec.get("resources"), "spec.resources")
         requests = r.mapping(resources.get("requests"), "spec.resources.requests")
         request = r.quantity("storage", requests["storage"], "spec.resources.requests.storage") \
@@ -159,10 +155,7 @@ class PersistentVolume(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PersistentVolume:
-        r = Reader(object_ref(raw, "PersistentVolume"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "PersistentVolume", "spec", "status")
         capacity = r.mapping(spec.get("capacity"), "spec.capacity")
         na = r.mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
         affinity = None
@@ -224,8 +217,7 @@ class StorageClass(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> StorageClass:
-        r = Reader(object_ref(raw, "StorageClass"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
+        r, meta, _ = read_object(raw, "StorageClass")
         mode = r.string(raw.get("volumeBindingMode"), "volumeBindingMode") or "Immediate"
         if mode not in ("Immediate", "WaitForFirstConsumer"):
             raise r.fail("volumeBindingMode", f"must be Immediate or WaitForFirstConsumer, got {mode!r}")
@@ -257,9 +249,7 @@ class CSINode(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> CSINode:
-        r = Reader(object_ref(raw, "CSINode"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
+        r, meta, (spec,) = read_object(raw, "CSINode", "spec")
         limits: dict[str, int] = {}
         drivers = []
         for i, d in enumerate(r.seq(spec.get("drivers"), "spec.drivers")):

@@ -22,9 +22,9 @@ from typing import Any
 import structlog
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, watched
+from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
+from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
@@ -35,9 +35,9 @@ from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
-# The kinds that declare gangs: a change to one re-checks its pending pods' annotations.
-GANG_KINDS = frozenset({"PodGroup", "VolcanoPodGroup", "KaiPodGroup"})
-STORAGE_KINDS = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"})
+# Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
+# heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
+KEPT_IF_EQUAL = frozenset({"nodes", "pods"})
 
 
 @dataclass(frozen=True)
@@ -71,45 +71,32 @@ def _rv(raw: dict[str, Any]) -> int:
 
 
 def cache_name(kind: Kind) -> str:
-    """The name the cache files a kind under (and reports it by): its kind, the PodGroups of other
-    schedulers told apart from the scheduler-plugins one."""
-    return {"volcano-podgroup": "VolcanoPodGroup", "kai-podgroup": "KaiPodGroup",
-            "workload-podgroup": "WorkloadPodGroup"}.get(kind.role, kind.kind)
+    """The name the cache files a kind under (and reports it by): ``Kind.label``."""
+    return kind.label
 
 
-KINDS_BY_NAME: dict[str, Kind] = {}
-for _kind in watched():
-    KINDS_BY_NAME.setdefault(cache_name(_kind), _kind)  # the Topology kinds share one store, keyed by name
+def _kind(kind: str | Kind) -> tuple[Kind | None, str]:
+    """The registry's entry and the cache's name for it, given either."""
+    if isinstance(kind, Kind):
+        return kind, kind.label
+    return by_name(kind), kind
 
 
-def _key(kind: str, raw: dict[str, Any]) -> str:
-    found = KINDS_BY_NAME.get(kind)
-    if found is not None:
-        return found.key(raw)
+def _key(kind: Kind | None, raw: dict[str, Any]) -> str:
+    if kind is not None:
+        return kind.key(raw)
     meta = raw.get("metadata") or {}
     return str(meta.get("name") or "")
 
 
 @dataclass
 class Cache:
-    nodes: dict[str, Node] = field(default_factory=dict)
-    pods: dict[str, Pod] = field(default_factory=dict)
-    podgroups: dict[str, PodGroup] = field(default_factory=dict)
-    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
-    topology: ClusterNetworkTopology | None = None
-    topology_raw: dict[str, Any] | None = None
-    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
+    # properties below name the stores the loop reads.
+    stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
+    topology_raw: dict[str, Any] | None = None  # the ClusterNetworkTopology "default" as read, valid or not
     hypernodes_raw: dict[str, dict[str, Any]] = field(default_factory=dict)
     hypernodes_changed: bool = True  # HyperNodes or nodes changed: their status is due for a look
-    topologies: dict[str, Topology] = field(default_factory=dict)
-    volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
-    kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
-    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
-    owners: dict[str, Owner] = field(default_factory=dict)  # uid -> owner
-    owner_uids: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, ns/name) -> uid
-    # Namespace name -> its labels. Replaced, never changed in place, so that a snapshot handed out
-    # keeps the labels it was taken with.
-    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
@@ -139,157 +126,212 @@ class Cache:
     _accepted: dict[tuple[str, str | None, bool, tuple[tuple[str, str], ...]], object] = \
         field(default_factory=dict)
     _number: int = 0  # snapshots handed out
-    # Claims, volumes, classes and CSINodes (the volume rules' objects). PreBind's writes are assumed
-    # here at once (``assume_storage``) until the watch brings the objects as written.
-    storage: Storage = field(default_factory=Storage)
+    # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
+    # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
+    storage: Storage = field(init=False)
 
-    def observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
-        """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object).
+    def __post_init__(self) -> None:
+        st = self.stores
+        self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
+                               st["storage.csinodes"])
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return self.stores["nodes"]
+
+    @property
+    def pods(self) -> dict[str, Pod]:
+        return self.stores["pods"]
+
+    @property
+    def podgroups(self) -> dict[str, PodGroup]:
+        return self.stores["podgroups"]
+
+    @property
+    def priority_classes(self) -> dict[str, PriorityClass]:
+        return self.stores["priority_classes"]
+
+    @property
+    def topology(self) -> ClusterNetworkTopology | None:
+        found: ClusterNetworkTopology | None = self.stores["topology"].get("default")
+        return found
+
+    @property
+    def hypernodes(self) -> dict[str, HyperNode]:
+        return self.stores["hypernodes"]
+
+    @property
+    def topologies(self) -> dict[str, Topology]:
+        return self.stores["topologies"]
+
+    @property
+    def volcano_podgroups(self) -> dict[str, VolcanoPodGroup]:
+        return self.stores["volcano_podgroups"]
+
+    @property
+    def kai_podgroups(self) -> dict[str, KaiPodGroup]:
+        return self.stores["kai_podgroups"]
+
+    @property
+    def workload_podgroups(self) -> dict[str, WorkloadPodGroup]:
+        return self.stores["workload_podgroups"]
+
+    @property
+    def owners(self) -> dict[str, Owner]:
+        """Store key (``<Kind>/<namespace>/<name>``) -> owner."""
+        return self.stores["owners"]
+
+    def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
+        """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
+        (the registry's entry, or the name the cache files it under).
 
         Never raises: a watch handler that raised would leave the object unknown to the cache
         (kopf logs and drops the event; the pod watch would relist forever)."""
         try:
             self._observe(kind, event_type, raw)
         except Exception:
-            log.exception("cannot process a watch event", kind=kind, event_type=event_type,
-                          object=object_ref(raw, kind) if isinstance(raw, dict) else repr(raw)[:200])
+            name = _kind(kind)[1]
+            log.exception("cannot process a watch event", kind=name, event_type=event_type,
+                          object=object_ref(raw, name) if isinstance(raw, dict) else repr(raw)[:200])
 
-    def _observe(self, kind: str, event_type: str | None, raw: dict[str, Any]) -> None:
-        key = _key(kind, raw)
+    def _observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
+        found, name = _kind(kind)
+        key = _key(found, raw)
         rv = _rv(raw)
-        seen = self.versions.get((kind, key), -1)
+        seen = self.versions.get((name, key), -1)
         if rv and (rv < seen or (rv == seen and event_type != "DELETED")):
             # A replay of something older than what we hold, or the very version we hold (a resync's
             # LIST brings every object again: parsing 16,000 unchanged pods to compare them cost the
             # event loop seconds every 5 minutes).
             return
-        self.versions[(kind, key)] = rv
+        self.versions[(name, key)] = rv
         if event_type == "DELETED":
-            self._remove(kind, key)
-            self.versions.pop((kind, key), None)
-        elif not self._store(kind, key, raw):
+            self._remove(found, name, key)
+            self.versions.pop((name, key), None)
+        elif not self._store(found, name, key, raw):
             return  # a heartbeat: nothing scheduling reads changed, and no cycle is owed
         self.changed.set()
 
-    def reconcile(self, kind: str, items: list[dict[str, Any]], list_version: int) -> int:
+    def reconcile(self, kind: str | Kind, items: list[dict[str, Any]], list_version: int) -> int:
         """A full LIST of ``kind`` at ``list_version``: stores every item and drops what the
         cache holds from before that list but the list no longer has (a deletion whose watch
         event was never seen, say between the first list and the first watch). Returns how
         many were dropped."""
         return self.drop_unlisted(kind, self.observe_listed(kind, items), list_version)
 
-    def observe_listed(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
+    def observe_listed(self, kind: str | Kind, items: list[dict[str, Any]]) -> set[str]:
         """Stores listed objects (a page of a LIST); returns their keys."""
+        found = _kind(kind)[0]
         listed = set()
         for raw in items:
-            listed.add(_key(kind, raw))
+            listed.add(_key(found, raw))
             self.observe(kind, None, raw)
         return listed
 
-    def drop_unlisted(self, kind: str, listed: set[str], list_version: int) -> int:
+    def drop_unlisted(self, kind: str | Kind, listed: set[str], list_version: int) -> int:
         """After a whole LIST at ``list_version`` that had ``listed``: drops what the cache holds
         of ``kind`` from before the list and not in it. Returns how many were dropped."""
+        found, name = _kind(kind)
         stale = [key for (k, key), version in self.versions.items()
-                 if k == kind and key not in listed and version <= list_version]
+                 if k == name and key not in listed and version <= list_version]
         for key in stale:
-            self._remove(kind, key)
-            self.versions.pop((kind, key), None)
+            self._remove(found, name, key)
+            self.versions.pop((name, key), None)
         if stale:
             self.changed.set()
         return len(stale)
 
-    def _store(self, kind: str, key: str, raw: dict[str, Any]) -> bool:
-        """Files the object; False when it is a node or pod equal to the one held (a kubelet's
-        heartbeat, say), which is then kept as it was, object and all: downstream, unchanged is
-        told by identity."""
-        was_invalid = self.invalid.pop((kind, key), None) is not None
-        if kind in GANG_KINDS:
+    def _store(self, kind: Kind | None, name: str, key: str, raw: dict[str, Any]) -> bool:
+        """Files the object where the registry says; False when it is an object of a KEPT_IF_EQUAL
+        store equal to the one held, which is then kept as it was, object and all."""
+        was_invalid = self.invalid.pop((name, key), None) is not None
+        if kind is None:
+            return True
+        if kind.gang:
             self._groups_changed.add(key)
         try:
-            if kind == "Node":
-                node = Node.from_raw(raw)
-                if not was_invalid and self.nodes.get(key) == node:
-                    return False
-                self.nodes[key] = node
-                self.topology_changed = True
-                self.hypernodes_changed = True
-            elif kind == "Pod":
-                pod = Pod.from_raw(raw)
-                if not was_invalid and self.pods.get(key) == pod:
-                    return False
-                self._dirty[key] = None
-                self.pods[key] = pod
-                if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
-                    self.gated[key] = pod.scheduler_name
-                else:
-                    self.gated.pop(key, None)
-                if pod.node_name or pod.terminal:
-                    self.assumed.pop(key, None)
-                    self.nominated.pop(key, None)
-                nominated = self.nominated.get(key)
-                if nominated is not None and pod.nominated_node_name == nominated[0]:
-                    del self.nominated[key]
-                if pod.deleting and pod.preempted:
-                    self.preempting.pop(key, None)
-            elif kind == "PriorityClass":
-                self.priority_classes[key] = PriorityClass.from_raw(raw)
-            elif kind == "PodGroup":
-                self.podgroups[key] = PodGroup.from_raw(raw)
-            elif kind in KINDS_BY_NAME and KINDS_BY_NAME[kind].role not in ("node", "pod", "priorityclass",
-                                                                             "podgroup", "cnt"):
-                self._store_other(kind, key, KINDS_BY_NAME[kind].parse(raw), raw)
-            elif kind == "ClusterNetworkTopology":
-                if key != "default":  # reported, as `koordpy simulate` refuses it, and never used
-                    raise ParseError(object_ref(raw, kind), "metadata.name",
-                                     f"koordpy reads the ClusterNetworkTopology named 'default', not {key!r}")
-                self.topology_raw = raw
-                self.topology = ClusterNetworkTopology.from_raw(raw)
-                self.topology_changed = True
+            kind.check_only(raw, name)  # reported, as `koordpy simulate` refuses it, and never used
+            obj = kind.parse(raw)
+            store = self.stores[kind.store]
+            at = kind.store_key(key)
+            if kind.store in KEPT_IF_EQUAL and not was_invalid and store.get(at) == obj:
+                return False
+            store[at] = obj
+            filed = _FILED.get(kind.store)
+            if filed is not None:
+                filed(self, key, obj, raw)
         except Exception as exc:  # whatever a parser raises, the object is reported, never dropped
             if isinstance(exc, ParseError):
                 err = str(exc)
             else:
                 # A parser that fails other than with ParseError has a bug; the traceback says where.
-                err = f"{object_ref(raw, kind)}: cannot be read: {type(exc).__name__}: {exc}"
-                log.exception("parser failed", kind=kind, object=key)
-            self._remove(kind, key)
-            self.invalid[(kind, key)] = (err, raw)
-            if kind == "ClusterNetworkTopology" and key == "default":
+                err = f"{object_ref(raw, name)}: cannot be read: {type(exc).__name__}: {exc}"
+                log.exception("parser failed", kind=name, object=key)
+            self._remove(kind, name, key)
+            self.invalid[(name, key)] = (err, raw)
+            if kind.store == "topology" and key == kind.only:  # its status says why it is not used
                 self.topology_raw = raw
                 self.topology_changed = True
         return True
 
-    def _store_other(self, kind: str, key: str, obj: object, raw: dict[str, Any]) -> None:
-        if kind in STORAGE_KINDS:
-            self._storage_of(kind)[key] = obj
-        elif isinstance(obj, HyperNode):
-            self.hypernodes[key] = obj
-            self.hypernodes_raw[key] = raw
-            self.hypernodes_changed = True
-        elif isinstance(obj, Topology):
-            self.topologies[key] = obj
-        elif isinstance(obj, VolcanoPodGroup):
-            self.volcano_podgroups[key] = obj
-        elif isinstance(obj, KaiPodGroup):
-            self.kai_podgroups[key] = obj
-        elif isinstance(obj, WorkloadPodGroup):
-            self.workload_podgroups[key] = obj
-        elif isinstance(obj, Namespace):
-            if self.namespaces.get(key) != obj.labels:
-                self.namespaces = {**self.namespaces, key: obj.labels}
-        elif isinstance(obj, Owner):
-            old = self.owner_uids.pop((kind, key), None)
-            if old is not None:
-                self.owners.pop(old, None)
-            uid = obj.uid or f"{kind}/{key}"
-            self.owners[uid] = obj
-            self.owner_uids[(kind, key)] = uid
+    def _remove(self, kind: Kind | None, name: str, key: str) -> None:
+        self.invalid.pop((name, key), None)
+        if kind is None:
+            return
+        if kind.gang:
+            self._groups_changed.add(key)
+        self.stores[kind.store].pop(kind.store_key(key), None)
+        dropped = _DROPPED.get(kind.store)
+        if dropped is not None:
+            dropped(self, key)
 
-    def _storage_of(self, kind: str) -> dict[str, Any]:
-        st = self.storage
-        stores: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": st.claims, "PersistentVolume": st.volumes,
-                                             "StorageClass": st.classes, "CSINode": st.csinodes}
-        return stores[kind]
+    # What the cache notes when a store changes, beside filing the object: the stores the loop
+    # watches for statuses it writes (the topologies'), and the pods' overlays.
+    def _node_changed(self, key: str, *_: object) -> None:
+        self.topology_changed = True
+        self.hypernodes_changed = True
+
+    def _pod_filed(self, key: str, pod: Pod, raw: dict[str, Any]) -> None:
+        self._dirty[key] = None
+        if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
+            self.gated[key] = pod.scheduler_name
+        else:
+            self.gated.pop(key, None)
+        if pod.node_name or pod.terminal:
+            self.assumed.pop(key, None)
+            self.nominated.pop(key, None)
+        nominated = self.nominated.get(key)
+        if nominated is not None and pod.nominated_node_name == nominated[0]:
+            del self.nominated[key]
+        if pod.deleting and pod.preempted:
+            self.preempting.pop(key, None)
+
+    def _pod_dropped(self, key: str) -> None:
+        self._dirty[key] = None
+        self.gated.pop(key, None)
+        self.assumed.pop(key, None)
+        self.nominated.pop(key, None)
+        self.preempting.pop(key, None)
+        self._shown.pop(key, None)
+        self._checked.pop(key, None)
+        self.rejected.pop(key, None)
+
+    def _topology_filed(self, key: str, obj: object, raw: dict[str, Any]) -> None:
+        self.topology_raw = raw
+        self.topology_changed = True
+
+    def _topology_dropped(self, key: str) -> None:
+        if key == "default":
+            self.topology_raw = None
+            self.topology_changed = True
+
+    def _hypernode_filed(self, key: str, obj: object, raw: dict[str, Any]) -> None:
+        self.hypernodes_raw[key] = raw
+        self.hypernodes_changed = True
+
+    def _hypernode_dropped(self, key: str) -> None:
+        self.hypernodes_raw.pop(key, None)
+        self.hypernodes_changed = True
 
     def assume_storage(self, obj: PersistentVolumeClaim | PersistentVolume) -> Callable[[], None]:
         """Shows ``obj`` (a claim or volume as PreBind writes it) until the watch brings the object
@@ -305,51 +347,6 @@ class Cache:
                 held[key] = before
                 self.changed.set()
         return undo
-
-    def _remove(self, kind: str, key: str) -> None:
-        self.invalid.pop((kind, key), None)
-        if kind in STORAGE_KINDS:
-            self._storage_of(kind).pop(key, None)
-        if kind in GANG_KINDS:
-            self._groups_changed.add(key)
-        if kind == "HyperNode":
-            self.hypernodes.pop(key, None)
-            self.hypernodes_raw.pop(key, None)
-            self.hypernodes_changed = True
-        elif kind == "Topology":
-            self.topologies.pop(key, None)
-        elif kind == "VolcanoPodGroup":
-            self.volcano_podgroups.pop(key, None)
-        elif kind == "KaiPodGroup":
-            self.kai_podgroups.pop(key, None)
-        elif kind == "WorkloadPodGroup":
-            self.workload_podgroups.pop(key, None)
-        elif kind == "Namespace" and key in self.namespaces:
-            self.namespaces = {k: v for k, v in self.namespaces.items() if k != key}
-        elif (kind, key) in self.owner_uids:
-            self.owners.pop(self.owner_uids.pop((kind, key)), None)
-        if kind == "Node":
-            self.nodes.pop(key, None)
-            self.topology_changed = True
-            self.hypernodes_changed = True
-        elif kind == "Pod":
-            self._dirty[key] = None
-            self.pods.pop(key, None)
-            self.gated.pop(key, None)
-            self.assumed.pop(key, None)
-            self.nominated.pop(key, None)
-            self.preempting.pop(key, None)
-            self._shown.pop(key, None)
-            self._checked.pop(key, None)
-            self.rejected.pop(key, None)
-        elif kind == "PriorityClass":
-            self.priority_classes.pop(key, None)
-        elif kind == "PodGroup":
-            self.podgroups.pop(key, None)
-        elif kind == "ClusterNetworkTopology" and key == "default":
-            self.topology = None
-            self.topology_raw = None
-            self.topology_changed = True
 
     def assume(self, pod: str, node: str) -> None:
         self.assumed[pod] = (node, time.monotonic())
@@ -426,8 +423,9 @@ class Cache:
             if now - since > ASSUME_TTL:
                 del self.preempting[key]
                 self._dirty[key] = None
-        invalid_groups = {key: err for (kind, key), (err, _) in self.invalid.items() if kind in GANG_KINDS}
-        invalid_topologies = {key: err for (kind, key), (err, _) in self.invalid.items() if kind == "Topology"}
+        fields = snapshot_fields(self.stores, {at: err for at, (err, _) in self.invalid.items()},
+                                 skip=frozenset({"pods"}))
+        invalid_groups: dict[str, str] = fields["invalid_podgroups"]
         if scheduler_names != self._names:
             self._names = scheduler_names
             self._dirty.update(dict.fromkeys([*self.pods, *self._visible, *self.rejected]))
@@ -458,20 +456,8 @@ class Cache:
                 delta[key] = shown
         self._dirty.clear()
         self._number += 1
-        return Snapshot(nodes=list(self.nodes.values()), pods=list(self._visible.values()),
-                        podgroups=dict(self.podgroups),
-                        topology=self.topology, priority_classes=dict(self.priority_classes),
-                        scheduler_names=scheduler_names, invalid_podgroups=invalid_groups,
-                        topology_error=self.topology_error(), hypernodes=dict(self.hypernodes),
-                        topologies=dict(self.topologies), invalid_topologies=invalid_topologies,
-                        volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        workload_podgroups=dict(self.workload_podgroups),
-                        owners=dict(self.owners), changes=PodChanges(id(self), self._number, delta),
-                        namespaces=self.namespaces,
-                        storage=Storage(dict(self.storage.claims), dict(self.storage.volumes),
-                                        dict(self.storage.classes), dict(self.storage.csinodes),
-                                        {f"{kind} {key}": err for (kind, key), (err, _) in self.invalid.items()
-                                         if kind in STORAGE_KINDS}))
+        return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
+                        changes=PodChanges(id(self), self._number, delta), **fields)
 
     def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
@@ -515,3 +501,12 @@ class Cache:
             if pod is not None:
                 out.append(InvalidObject("Pod", key, pod.uid, err, True))
         return out
+
+
+# Cache.stores -> what else the cache notes when an object is filed there, or dropped from there.
+_FILED: dict[str, Callable[[Cache, str, Any, dict[str, Any]], None]] = {
+    "nodes": Cache._node_changed, "pods": Cache._pod_filed, "topology": Cache._topology_filed,
+    "hypernodes": Cache._hypernode_filed}
+_DROPPED: dict[str, Callable[[Cache, str], None]] = {
+    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, "topology": Cache._topology_dropped,
+    "hypernodes": Cache._hypernode_dropped}

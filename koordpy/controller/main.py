@@ -15,22 +15,30 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
 import kopf
 import structlog
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import optional, watched
-from koordpy.controller.cache import Cache, cache_name
+from koordpy.api.kinds import watched
+from koordpy.api.objects import Node, Pod
+from koordpy.api.podgroup import PodGroup
+from koordpy.controller.cache import Cache
+from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
+from koordpy.controller.client import not_served
 from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics, Server
-from koordpy.controller.podwatch import watch_pods
+from koordpy.controller.podwatch import POD, watch_pods
 from koordpy.controller.writer import FLUSH_LIMIT, ApiWriter
+from koordpy.core.cycle import schedule
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
+from koordpy.kernels.warm import warm_up as warm_kernels
 from koordpy.settings import Settings, TopologySource, split_address
 
 log = structlog.get_logger("koordpy")
@@ -45,15 +53,13 @@ STOP_EVENTS = FLUSH_LIMIT
 STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
 RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
-    (cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()]
-# The topology kinds each source brings; a source switched off is neither listed nor watched.
-SOURCE_OF_ROLE: dict[str, TopologySource] = {"cnt": "koordinator", "hypernode": "volcano", "topology": "kueue"}
+    (kind.label, kind.group, kind.version, kind.plural) for kind in watched()]
 
 
 def resources(sources: tuple[TopologySource, ...]) -> list[tuple[str, str, str, str]]:
-    wanted = set(sources)
-    return [(cache_name(kind), kind.group, kind.version, kind.plural) for kind in watched()
-            if kind.role not in SOURCE_OF_ROLE or SOURCE_OF_ROLE[kind.role] in wanted]
+    """RESOURCES less the kinds of topology sources switched off (``Kind.source``): neither listed nor watched."""
+    return [(kind.label, kind.group, kind.version, kind.plural) for kind in watched()
+            if not kind.source or kind.source in sources]
 
 
 LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
@@ -96,19 +102,6 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     )
 
 
-async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiClient:
-    cfg = Configuration()
-    if kubeconfig or os.environ.get("KUBECONFIG"):
-        await kube_config.load_kube_config(config_file=kubeconfig or os.environ["KUBECONFIG"],
-                                           client_configuration=cfg)
-    else:
-        kube_config.load_incluster_config(client_configuration=cfg)
-    # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
-    # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
-    cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
-    return ApiClient(cfg)
-
-
 async def sync(api: ApiClient, cache: Cache,
                kinds: list[tuple[str, str, str, str]] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns each
@@ -123,7 +116,7 @@ async def sync(api: ApiClient, cache: Cache,
                 try:
                     list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
-                    if exc.status in (403, 404) and optional(group, plural):
+                    if not_served(exc, group, plural):
                         log.warning("kind not served or not readable (CRD not installed?); its objects are "
                                     "ignored", kind=kind)
                         continue
@@ -218,15 +211,17 @@ def build_registry(cache: Cache, kubeconfig: str | None,
         return handler
 
     for kind, group, version, plural in RESOURCES if kinds is None else kinds:
-        if kind != "Pod":  # pods have a watch of their own (koordpy.controller.podwatch)
+        if kind != POD.label:  # pods have a watch of their own (koordpy.controller.podwatch)
             kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
 
 
 def warm_up() -> None:
-    """Loads the compiled kernels now rather than in the first cycle (numba loads lazily)."""
-    from koordpy.sim.simulator import World, simulate
-
+    """Loads the compiled kernels now rather than in the first cycle (numba loads lazily), and runs
+    the core once over a gang of two and a single pod, so that what the first cycle would set up
+    (the core's modules, the parsers) is set up before it. Runs the core itself: the controller
+    does not import the simulator."""
+    warm_kernels()
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "warm-up"},
             "status": {"allocatable": {"cpu": "1"}}}
     group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
@@ -238,7 +233,10 @@ def warm_up() -> None:
         "name": f"warm-up-{i}", "namespace": "default", "labels": {"pod-group.scheduling.sigs.k8s.io": "w"}},
         "spec": {"schedulerName": "koordpy", "containers": [{"name": "c", "image": "x"}]}} for i in range(2)]
     single = {**pods[0], "metadata": {"name": "warm-up-single", "namespace": "default"}}
-    simulate(World.from_objects([("warm-up", o) for o in [node, group, *pods, single]]))
+    podgroup = PodGroup.from_raw(group)
+    snapshot = Snapshot(nodes=[Node.from_raw(node)], pods=[Pod.from_raw(p) for p in [*pods, single]],
+                        podgroups={podgroup.key: podgroup})
+    schedule(snapshot, SchedulerState(), time.time())
 
 
 def identity() -> str:

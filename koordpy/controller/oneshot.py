@@ -10,16 +10,14 @@ import asyncio
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import optional, watched
-from koordpy.controller.cache import Cache, cache_name
-from koordpy.controller.listing import list_objects
+from koordpy.api.kinds import watched
+from koordpy.controller.cache import Cache
+from koordpy.controller.client import api_client, list_objects, not_served
 from koordpy.core.snapshot import Snapshot
 
 
 async def _read(kubeconfig: str | None, names: frozenset[str],
                 notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
-    from koordpy.controller.main import api_client
-
     api = await api_client(kubeconfig, qps_unlimited=False)
     cache = Cache()
     try:
@@ -27,11 +25,11 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
             try:
                 items, version = await list_objects(api, kind.group, kind.version, kind.plural)
             except ApiException as exc:
-                if exc.status in (403, 404) and optional(kind.group, kind.plural):
+                if not_served(exc, kind.group, kind.plural):
                     notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
                     continue
                 raise
-            cache.reconcile(cache_name(kind), items, version)
+            cache.reconcile(kind.label, items, version)
     finally:
         await api.close()
     invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}

@@ -21,9 +21,11 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
+from koordpy.api.kinds import by_id
 from koordpy.controller.cache import Cache
 from koordpy.controller.listing import list_into
 
+POD = by_id("pods")
 log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
 
@@ -43,7 +45,7 @@ async def lines(resp: Any) -> AsyncIterator[bytes]:
 
 
 async def relist(api: ApiClient, cache: Cache) -> str:
-    version, _ = await list_into(cache, "Pod", api, "", "v1", "pods")
+    version, _ = await list_into(cache, POD.label, api, POD.group, POD.version, POD.plural)
     return str(version) if version else ""
 
 
@@ -69,7 +71,7 @@ async def watch_pods(api: ApiClient, cache: Cache, version: str) -> None:
                         break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if kind != "BOOKMARK":
-                        cache.observe("Pod", kind, obj)
+                        cache.observe(POD.label, kind, obj)
                 delay = 0.5
             finally:
                 resp.release()

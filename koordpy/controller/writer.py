@@ -1,4 +1,7 @@
-"""Writes the core's decisions to the API server, with retries and backoff.
+"""Writes the core's decisions to the API server: the bodies of the writes and their concurrency.
+
+What to write when is ``reports`` (the pacing policy, pure); how one write gets through (retries,
+the leader fence, metrics) is ``transport``. This module joins the two with the bodies.
 
 Binds go out at once, in parallel. Unschedulable conditions and their FailedScheduling
 events are coalesced: a pod's message is written only if the pod is still pending a moment
@@ -22,11 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -35,9 +36,18 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from koordpy.api.kinds import by_id, by_name
 from koordpy.api.objects import PREEMPTION_REASON
+from koordpy.controller import transport
 from koordpy.controller.events import EventRecorder, Involved, Outcome, Outgoing, Patched, Report
 from koordpy.controller.metrics import Metrics
+from koordpy.controller.reports import STATUS_INTERVAL as STATUS_INTERVAL  # re-exported: callers knew it here
+from koordpy.controller.reports import Reports
+from koordpy.controller.transport import Conflict as Conflict  # re-exported, as are the next: callers knew them here
+from koordpy.controller.transport import Gone as Gone
+from koordpy.controller.transport import NotLeader as NotLeader
+from koordpy.controller.transport import raise_for_status as raise_for_status
+from koordpy.controller.transport import with_retries as with_retries
 
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
@@ -45,7 +55,6 @@ MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "koordpy"
 CONDITION_LIMIT = 4096
 EVENT_LIMIT = 1024  # what the API server keeps of an event's note
-STATUS_INTERVAL = 1.0  # seconds between two status writes of one PodGroup in the same phase
 # Event writes in flight at once. A create takes a few milliseconds on an idle API server and tens
 # under a burst of binds: on the local control plane (benchmarks/bench_events.py, 2,000-pod gang)
 # 8 left the Events 8.7 s behind their binds (p50), 32 left them 3.4 s, 64 0.9 s (p99 1.3 s).
@@ -66,14 +75,6 @@ def cap(text: str, limit: int) -> str:
     return head + marker
 
 
-class Gone(Exception):
-    """The object no longer exists (404): nothing to retry."""
-
-
-class Conflict(Exception):
-    """The API server refused the write as conflicting (409)."""
-
-
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -82,85 +83,10 @@ def now_rfc3339() -> str:
     return rfc3339(time.time())
 
 
-class NotLeader(Exception):
-    """This replica may not write: it does not hold the leader Lease (or no longer does)."""
-
-
-async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int = 6,
-                       fence: Callable[[], bool] | None = None,
-                       retried: Callable[[str], None] | None = None) -> T:
-    """Retries 429, 5xx and connection errors with jittered exponential backoff. ``fence()`` is
-    asked before every attempt, a retry included: a replica that lost its lease while backing
-    off must not send the write afterwards. ``retried(reason)`` counts the retries."""
-    delay = 0.2
-    for attempt in range(1, attempts + 1):
-        if fence is not None and not fence():
-            raise NotLeader(what)
-        try:
-            return await op()
-        except ApiException as exc:
-            if exc.status == 404:
-                raise Gone(what) from exc
-            if exc.status == 409:
-                raise Conflict(f"{what}: {exc.reason}") from exc
-            if exc.status not in (429, 500, 502, 503, 504) or attempt == attempts:
-                raise
-            log.warning("api write failed, retrying", what=what, status=exc.status, attempt=attempt)
-            if retried is not None:
-                retried(str(exc.status))
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            if attempt == attempts:
-                raise
-            log.warning("api unreachable, retrying", what=what, error=str(exc), attempt=attempt)
-            if retried is not None:
-                retried("unreachable")
-        await asyncio.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 2, 5.0)
-    raise AssertionError("unreachable")
-
-
-@dataclass
-class _Pending:
-    message: str
-    first_seen: float
-
-
-async def raise_for_status(result: T) -> T:
-    """``result`` once it is known to be a success. With ``_preload_content=False`` the client hands
-    back the raw response without looking at its status, so a refused write (404, 409, 422, 5xx)
-    would pass for a written one and never be retried: here it raises ApiException as a preloaded
-    call does. Reading the body also frees the connection for the next write."""
-    if isinstance(result, aiohttp.ClientResponse):
-        body = await result.read()
-        if not 200 <= result.status <= 299:
-            exc = ApiException(status=result.status, reason=result.reason)
-            exc.body = body
-            raise exc
-    return result
-
-
 def _uid_mismatch(exc: ApiException) -> bool:
     """A patch naming the pod's UID was refused because the pod under that name is another one."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
     return exc.status == 422 and "metadata.uid" in body
-
-
-def _says_already(current: dict[str, object], status: dict[str, object]) -> bool:
-    """Whether a PodGroup whose status is ``current`` needs no write of ``status`` (times are written,
-    and so read back, in whole seconds)."""
-    for field, value in status.items():
-        if value is None:
-            continue
-        have = current.get(field)
-        if field == "scheduleStartTime" and isinstance(value, int | float) and isinstance(have, int | float):
-            if int(value) != int(have):
-                return False
-        elif have != value:
-            return False
-    return True
-
-
-PODGROUP_VERSIONS = {"scheduling.sigs.k8s.io": "v1alpha1", "scheduling.volcano.sh": "v1beta1"}
 
 
 class ApiWriter:
@@ -182,43 +108,31 @@ class ApiWriter:
         # Those a stop finishes (``drain``): binds decided, whose Events follow them, and Events.
         self._owed: set[asyncio.Task[None]] = set()
         self._owed_written_at = time.monotonic()  # when one of them last got a write through
-        self.settle = settle
-        self.cooldown = cooldown
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
-        self._conditions: dict[str, _Pending] = {}
-        self._last_written: dict[str, float] = {}
-        self._pruned = time.monotonic()
-        self._statuses: dict[str, dict[str, object]] = {}
-        # What was last sent, with what the cache showed then: while the cache still shows that,
-        # the write is in flight and the same one is not sent again; once the cache shows anything
-        # else (another writer's message, say), the cache is what counts. A failed write forgets it.
-        self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
-        # PodGroup -> (when, the status, the cache's before): also what paces a group's writes.
-        self._status_sent: dict[str, tuple[float, dict[str, object], dict[str, object] | None]] = {}
+        # What to write when (conditions and PodGroup statuses, coalesced): the pure policy, on this clock.
+        self.reports = Reports(settle, cooldown, time.monotonic())
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
         self.events = EventRecorder()
 
+    @property
+    def settle(self) -> float:
+        return self.reports.settle
+
+    @settle.setter
+    def settle(self, value: float) -> None:
+        self.reports.settle = value
+
+    @property
+    def cooldown(self) -> float:
+        return self.reports.cooldown
+
+    @cooldown.setter
+    def cooldown(self, value: float) -> None:
+        self.reports.cooldown = value
+
     async def _call(self, kind: str, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """One write, retried, fenced and counted by ``kind`` (bind, status, event...)."""
-        retried = self.metrics.api_retries.labels if self.metrics is not None else None
-
-        async def checked() -> T:
-            return await raise_for_status(await op())
-
-        try:
-            result = await with_retries(what, checked, fence=self.fence,
-                                        retried=(lambda reason: retried(reason).inc()) if retried else None)
-        except NotLeader:
-            if self.metrics is not None:
-                self.metrics.api_writes.labels(kind, "fenced").inc()
-            raise
-        except BaseException:
-            if self.metrics is not None:
-                self.metrics.api_writes.labels(kind, "failed").inc()
-            raise
-        if self.metrics is not None:
-            self.metrics.api_writes.labels(kind, "ok").inc()
-        return result
+        return await transport.call(kind, what, op, fence=self.fence, metrics=self.metrics)
 
     # -- binds ---------------------------------------------------------------------------
 
@@ -245,7 +159,7 @@ class ApiWriter:
             if self.metrics is not None:
                 self.metrics.bind_duration.observe(time.perf_counter() - started)
         self._owed_written_at = time.monotonic()
-        self._conditions.pop(pod_key, None)
+        self.reports.bind_written(pod_key)
         return True
 
     # -- PreBind: volumes ---------------------------------------------------------------------
@@ -343,22 +257,16 @@ class ApiWriter:
 
     def unschedulable(self, pod_key: str, message: str) -> None:
         # Capped here, so that it compares equal to what an earlier write left on the pod.
-        message = cap(message, CONDITION_LIMIT)
-        pending = self._conditions.get(pod_key)
-        if pending is None:
-            self._conditions[pod_key] = _Pending(message, time.monotonic())
-        else:
-            pending.message = message
+        self.reports.unschedulable(pod_key, cap(message, CONDITION_LIMIT), time.monotonic())
 
     def bound(self, pod_key: str) -> None:
-        self._conditions.pop(pod_key, None)
-        self._sent.pop(pod_key, None)
+        self.reports.bound(pod_key)
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
         """The status a PodGroup should have. Coalesced: the latest one is written, at most once per
         STATUS_INTERVAL while its pods keep changing (a 20-pod gang goes 0, 1 ... 20 running in a
         few seconds), at once when the phase changes, and not at all when the object says it already."""
-        self._statuses[f"{group} {key}"] = status
+        self.reports.podgroup_status(key, status, group)
 
     def skip(self, kind: str, reason: str, count: int = 1) -> None:
         """Counts writes not made (``reason``: unchanged, coalesced...)."""
@@ -371,51 +279,13 @@ class ApiWriter:
         """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
         pod's uid and current condition message while it waits, or None when it is bound or gone;
         ``podgroup_now(group, key)`` the PodGroup's status as the cache holds it (None: unknown)."""
-        now = time.monotonic()
-        due = []
-        for pod, pending in list(self._conditions.items()):
-            info = still_pending(pod)
-            if info is None:
-                del self._conditions[pod]
-                self._sent.pop(pod, None)
-                continue
-            if info["message"] == pending.message or self._sent.get(pod) == (pending.message, info["message"]):
-                # On the pod already, or sent and not yet back on the watch: under a backlog of
-                # reports a write can take longer than the cooldown to land, and the same message
-                # went out again and again.
-                del self._conditions[pod]
-                self.skip("pod-status", "unchanged")
-                continue
-            if now - pending.first_seen < self.settle or now - self._last_written.get(pod, -1e9) < self.cooldown:
-                continue
-            del self._conditions[pod]
-            self._last_written[pod] = now
-            self._sent[pod] = (pending.message, info["message"])
-            due.append(self._write_condition(pod, info["uid"], pending.message))
-        if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
-            self._pruned = now
-            self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
-        for k, st in list(self._statuses.items()):
-            group, key = k.split(" ", 1)
-            current = podgroup_now(group, key)
-            if current is not None and _says_already(current, st):
-                del self._statuses[k]  # the object says so already (a write in flight landed, say)
-                self.skip("podgroup-status", "unchanged")
-                continue
-            last = self._status_sent.get(k)
-            if last is not None and last[1:] == (st, current):
-                del self._statuses[k]  # sent already, not yet back on the watch
-                self.skip("podgroup-status", "unchanged")
-                continue
-            if last is not None and now - last[0] < STATUS_INTERVAL and last[1].get("phase") == st.get("phase"):
-                continue  # written a moment ago in the same phase: the latest is written when due
-            del self._statuses[k]
-            self._status_sent[k] = (now, st, current)
-            due.append(self._write_podgroup_status(group, key, st))
-        if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
-            self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}
-        for coro in due:
-            self.spawn(coro)
+        due = self.reports.due(time.monotonic(), still_pending, podgroup_now)
+        for kind, reason in due.skipped:
+            self.skip(kind, reason)
+        for pod, uid, message in due.conditions:
+            self.spawn(self._write_condition(pod, uid, message))
+        for group, key, status in due.statuses:
+            self.spawn(self._write_podgroup_status(group, key, status))
 
     async def drain(self, grace: float, flush: float = FLUSH_LIMIT, stall: float = FLUSH_STALL) -> None:
         """On a stop: waits up to ``grace`` seconds for every write in flight, then drops all but
@@ -448,10 +318,7 @@ class ApiWriter:
         from the API server by whoever schedules next."""
         for task in list(self._tasks):
             task.cancel()
-        self._conditions.clear()
-        self._statuses.clear()
-        self._sent.clear()
-        self._status_sent.clear()
+        self.reports.clear()
 
     def spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -489,24 +356,25 @@ class ApiWriter:
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                 name, ns, body, _preload_content=False), kind="pod-status"):
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
-        elif (self._sent.get(pod_key) or ("",))[0] == message:
-            del self._sent[pod_key]
+        else:
+            self.reports.condition_failed(pod_key, message)
 
     async def _write_podgroup_status(self, group: str, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
-        version = PODGROUP_VERSIONS[group]
+        version = by_id(f"podgroups.{group}").version
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
         written = await self._report(
             f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
                 group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
             kind="podgroup-status")
-        if not written and (self._status_sent.get(f"{group} {key}") or (0.0, None))[1] is status:
-            del self._status_sent[f"{group} {key}"]
+        if not written:
+            self.reports.status_failed(group, key, status)
 
     async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
+        hn = by_id("hypernodes.topology.volcano.sh")
         await self._report(f"status of HyperNode {name}", lambda: self.custom.patch_cluster_custom_object_status(
-            "topology.volcano.sh", "v1alpha1", "hypernodes", name, {"status": status},
+            hn.group, hn.version, hn.plural, name, {"status": status},
             _content_type=MERGE_PATCH, _preload_content=False), kind="hypernode-status")
 
     # -- one-off writes ------------------------------------------------------------------
@@ -522,17 +390,11 @@ class ApiWriter:
         controller/events.py). A failure is logged, never raised."""
         # Events of cluster-scoped objects live in "default", as kubectl describe expects.
         ns, name = obj.split("/", 1) if "/" in obj else ("default", obj)
-        api_version = {"Pod": "v1", "PodGroup": "scheduling.sigs.k8s.io/v1alpha1",
-                       "PriorityClass": "scheduling.k8s.io/v1",
-                       "ClusterNetworkTopology": "scheduling.koordinator.sh/v1alpha1",
-                       "HyperNode": "topology.volcano.sh/v1alpha1",
-                       "VolcanoPodGroup": "scheduling.volcano.sh/v1beta1",
-                       "KaiPodGroup": "scheduling.run.ai/v2alpha2", "Topology": "kueue.x-k8s.io/v1beta1",
-                       "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1",
-                       "StatefulSet": "apps/v1", "JobSet": "jobset.x-k8s.io/v1alpha2",
-                       "StorageClass": "storage.k8s.io/v1", "CSINode": "storage.k8s.io/v1"}.get(kind, "v1")
-        if kind in ("VolcanoPodGroup", "KaiPodGroup"):
-            kind = "PodGroup"  # the cache's name for it; the object's kind is PodGroup
+        # The involved object as the API names it: the registry's kind under the cache's name for it
+        # (a VolcanoPodGroup's kind is PodGroup).
+        found = by_name(kind)
+        api_version = found.api_version if found is not None else "v1"
+        kind = found.kind if found is not None else kind
         # Capped before correlation, so that a repeat compares equal to what was written.
         report = Report(ns, Involved(kind, name, ns if "/" in obj else "", uid, api_version), type_, reason,
                         cap(message, EVENT_LIMIT), COMPONENT)
@@ -592,8 +454,9 @@ class ApiWriter:
         return Patched.OK
 
     async def topology_status(self, status: dict[str, Any]) -> None:
-        await self._report("status of ClusterNetworkTopology default",
+        cnt = by_id("clusternetworktopologies.scheduling.koordinator.sh")
+        await self._report(f"status of {cnt.kind} {cnt.only}",
                            lambda: self.custom.patch_cluster_custom_object_status(
-                               "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", "default",
+                               cnt.group, cnt.version, cnt.plural, cnt.only,
                                {"status": status}, _content_type=MERGE_PATCH, _preload_content=False),
                            kind="topology-status")

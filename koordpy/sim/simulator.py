@@ -17,8 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, Role, kind_for
-from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
@@ -32,15 +31,11 @@ from koordpy.api.storage import (
     ANN_BIND_COMPLETED,
     ANN_SELECTED_NODE,
     ClaimRef,
-    CSINode,
-    PersistentVolume,
     PersistentVolumeClaim,
     Storage,
-    StorageClass,
 )
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
-from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -69,28 +64,53 @@ PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset()
 
 @dataclass
 class World:
-    nodes: dict[str, Node] = field(default_factory=dict)
-    pods: dict[str, Pod] = field(default_factory=dict)
-    podgroups: dict[str, PodGroup] = field(default_factory=dict)
-    topology: ClusterNetworkTopology | None = None
-    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
-    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
-    topologies: dict[str, Topology] = field(default_factory=dict)
-    volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
-    kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
-    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
-    owners: dict[str, Owner] = field(default_factory=dict)  # by uid
-    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+    # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
+    # properties below name the stores the simulation reads and changes.
+    stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
     ignored: list[str] = field(default_factory=list)
     now: float = DEFAULT_EPOCH
     gone_at: dict[str, float] = field(default_factory=dict)  # pod being deleted -> when its grace period ends
     preempted: list[str] = field(default_factory=list)  # victims, in the order they were evicted
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
     created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
-    storage: Storage = field(default_factory=Storage)
+    storage: Storage = field(init=False)  # the storage stores, as the core reads them
     # Claim -> what koordpy wrote before a binding: {"selectedNode": node} or {"volume": PV bound to it}.
     volume_writes: dict[str, dict[str, str]] = field(default_factory=dict)
     waiting_volumes: dict[str, str] = field(default_factory=dict)  # pod -> why its binding waits
+
+    def __post_init__(self) -> None:
+        st = self.stores
+        self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
+                               st["storage.csinodes"])
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return self.stores["nodes"]
+
+    @property
+    def pods(self) -> dict[str, Pod]:
+        return self.stores["pods"]
+
+    @property
+    def podgroups(self) -> dict[str, PodGroup]:
+        return self.stores["podgroups"]
+
+    @property
+    def topology(self) -> ClusterNetworkTopology | None:
+        found: ClusterNetworkTopology | None = self.stores["topology"].get("default")
+        return found
+
+    @property
+    def priority_classes(self) -> dict[str, PriorityClass]:
+        return self.stores["priority_classes"]
+
+    @property
+    def hypernodes(self) -> dict[str, HyperNode]:
+        return self.stores["hypernodes"]
+
+    @property
+    def volcano_podgroups(self) -> dict[str, VolcanoPodGroup]:
+        return self.stores["volcano_podgroups"]
 
     @classmethod
     def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
@@ -173,10 +193,11 @@ class World:
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
-        for ns in sorted({p.namespace for p in world.pods.values()} - world.namespaces.keys()):
+        namespaces = world.stores["namespaces"]
+        for ns in sorted({p.namespace for p in world.pods.values()} - namespaces.keys()):
             # The pod's namespace exists in any cluster that holds the pod; given no manifest for it,
             # it has only the label the API server gives every namespace.
-            world.namespaces[ns] = {NAMESPACE_NAME_LABEL: ns}
+            namespaces[ns] = Namespace(name=ns, labels={NAMESPACE_NAME_LABEL: ns})
         world.now = stamp
         for key, (grace, deadline) in terminating.items():
             # Already being deleted when the snapshot was taken: it goes when its grace period
@@ -188,58 +209,12 @@ class World:
 
     def _add(self, kind: Kind, obj: object, raw: dict[str, Any], source: str,
              once: Callable[[str, str, str], None]) -> None:
-        """Files ``obj`` (parsed by ``kind``) where the core looks for it."""
-        if isinstance(obj, Node):
-            once("Node", obj.name, source)
-            self.nodes[obj.name] = obj
-        elif isinstance(obj, PriorityClass):
-            once("PriorityClass", obj.name, source)
-            self.priority_classes[obj.name] = obj
-        elif isinstance(obj, PodGroup):
-            once("PodGroup", obj.key, source)
-            self.podgroups[obj.key] = obj
-        elif isinstance(obj, ClusterNetworkTopology):
-            if obj.name != "default":
-                raise ParseError(object_ref(raw), "metadata.name",
-                                 f"koordpy reads the ClusterNetworkTopology named 'default', not {obj.name!r}")
-            once("ClusterNetworkTopology", obj.name, source)
-            self.topology = obj
-        elif isinstance(obj, HyperNode):
-            once("HyperNode", obj.name, source)
-            self.hypernodes[obj.name] = obj
-        elif isinstance(obj, Topology):
-            once("Topology", obj.name, source)  # one name space for every Topology kind: jobs name them alone
-            self.topologies[obj.name] = obj
-        elif isinstance(obj, VolcanoPodGroup):
-            once("PodGroup", obj.key, source)
-            self.volcano_podgroups[obj.key] = obj
-        elif isinstance(obj, WorkloadPodGroup):
-            once("PodGroup.scheduling.k8s.io", obj.key, source)
-            self.workload_podgroups[obj.key] = obj
-        elif isinstance(obj, KaiPodGroup):
-            once("PodGroup", obj.key, source)
-            self.kai_podgroups[obj.key] = obj
-        elif isinstance(obj, Namespace):
-            once("Namespace", obj.name, source)
-            self.namespaces[obj.name] = obj.labels
-        elif isinstance(obj, PersistentVolumeClaim):
-            once("PersistentVolumeClaim", obj.key, source)
-            self.storage.claims[obj.key] = obj
-        elif isinstance(obj, PersistentVolume):
-            once("PersistentVolume", obj.name, source)
-            self.storage.volumes[obj.name] = obj
-        elif isinstance(obj, StorageClass):
-            once("StorageClass", obj.name, source)
-            self.storage.classes[obj.name] = obj
-        elif isinstance(obj, CSINode):
-            once("CSINode", obj.name, source)
-            self.storage.csinodes[obj.name] = obj
-        elif isinstance(obj, Owner):
-            once(f"{kind.kind}", f"{obj.namespace}/{obj.name}", source)
-            # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
-            self.owners[obj.uid or f"{kind.kind}/{obj.namespace}/{obj.name}"] = obj
-        else:
-            raise ParseError(object_ref(raw), "kind", f"koordpy cannot simulate {kind.kind} objects")
+        """Files ``obj`` (parsed by ``kind``) where the core looks for it (``Kind.store``)."""
+        kind.check_only(raw)
+        key = kind.key(raw)
+        once(kind.unique_as or kind.kind, key, source)
+        # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
+        self.stores[kind.store][kind.store_key(key)] = obj
 
     def _admit(self, pod: Pod) -> Pod:
         """What the Priority admission plugin does to a pod on its way in."""
@@ -258,13 +233,7 @@ class World:
                                       "preemption_policy": pod.preemption_policy or pc.preemption_policy})
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
-        return Snapshot(nodes=list(self.nodes.values()), pods=list(self.pods.values()),
-                        podgroups=dict(self.podgroups), topology=self.topology,
-                        priority_classes=dict(self.priority_classes), scheduler_names=scheduler_names,
-                        hypernodes=dict(self.hypernodes), topologies=dict(self.topologies),
-                        volcano_podgroups=dict(self.volcano_podgroups), kai_podgroups=dict(self.kai_podgroups),
-                        workload_podgroups=dict(self.workload_podgroups),
-                        owners=dict(self.owners), namespaces=dict(self.namespaces), storage=self.storage.copy())
+        return Snapshot(scheduler_names=scheduler_names, **snapshot_fields(self.stores))
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
@@ -310,9 +279,9 @@ class World:
         return changes
 
     def _statuses_of(self, kind: Kind) -> dict[str, Any]:
-        """The objects of ``kind`` whose status the core writes, by key."""
-        stores: dict[Role, dict[str, Any]] = {"podgroup": self.podgroups, "volcano-podgroup": self.volcano_podgroups}
-        return stores[kind.role]
+        """The objects of ``kind`` whose status the core writes, by key: the kind's registry store."""
+        store: dict[str, Any] = self.stores[kind.store]
+        return store
 
     def _prebind(self, d: Bind) -> int:
         """PreBind's writes, and what the PV controller does with a claimRef at once; no provisioner

@@ -246,7 +246,7 @@ def huge_gang_name(kube: Kube) -> None:
     kube.apply(small("long-name", annotations={ANN + "name": "g" * 100_000, ANN + "min-available": "2"}))
     msg = pending_with_condition(kube, "long-name")
     # The name is refused without being echoed; whatever the message, it stays within the caps
-    # (the cap itself, on a message that long, is tests/test_controller_units.py's).
+    # (the cap itself, on a message that long, is tests/controller/test_controller_units.py's).
     assert len(msg.encode()) <= 4096 and "must be no more than 253 characters" in msg, \
         f"{len(msg)} characters: {msg[:200]}..."
     events = wait_for(lambda: [e for e in kube.events() if (e.get("involvedObject") or {}).get("name") == "long-name"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from koordpy.controller import listing
+from koordpy.controller import client, listing
 from koordpy.controller.cache import Cache
-from koordpy.controller.main import api_client
+from koordpy.controller.client import api_client
 from tests.builders import node
 from tests.integration.kube import ControlPlane, Kube, fake
 
@@ -18,17 +18,17 @@ def test_a_list_in_pages_fills_the_cache_and_drops_what_is_gone(controlplane: Co
         api = await api_client(controlplane.kubeconfig)
         try:
             cache = Cache()
-            pages = [len(items) async for items, _ in listing.list_pages(api, "", "v1", "nodes", page=3)]
+            pages = [len(items) async for items, _ in client.list_pages(api, "", "v1", "nodes", page=3)]
             version, dropped = await listing.list_into(cache, "Node", api, "", "v1", "nodes")
             assert version > 0
             held = len(cache.nodes)
             kube.kubectl("delete", "node", "page-3", "page-5")
-            old = listing.PAGE
-            listing.PAGE = 2
+            old = client.PAGE
+            client.PAGE = 2
             try:
                 _, dropped_after = await listing.list_into(cache, "Node", api, "", "v1", "nodes")
             finally:
-                listing.PAGE = old
+                client.PAGE = old
             return sum(pages), len(pages), held, dropped, dropped_after
         finally:
             await api.close()

@@ -1,0 +1,150 @@
+"""The writer's pacing policy: which reports are due, and when. Pure: no I/O, no clock of its own.
+
+Belongs here: coalescing a pod's Unschedulable condition (written once it has settled, then at
+most once per cooldown, never twice while the same write is in flight) and a PodGroup's status
+(the latest kept, written at most once per STATUS_INTERVAL within a phase, at once on a phase
+change, not at all when the object says it already). Every method that needs the time takes
+``now`` (seconds on any monotonic clock), so the policy is tested with a fake clock
+(tests/controller/test_reports.py). Not here: the writes themselves, retries, the leader fence
+and metrics (``transport``, ``writer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+STATUS_INTERVAL = 1.0  # seconds between two status writes of one PodGroup in the same phase
+
+
+@dataclass
+class Pending:
+    message: str
+    first_seen: float
+
+
+@dataclass
+class Due:
+    """What a look at the reports found due: the writes to start, and those found needless."""
+
+    conditions: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, its uid, message)
+    statuses: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # (group, key, status)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (kind, reason) of each write not made
+
+
+def says_already(current: dict[str, object], status: dict[str, object]) -> bool:
+    """Whether a PodGroup whose status is ``current`` needs no write of ``status`` (times are written,
+    and so read back, in whole seconds)."""
+    for name, value in status.items():
+        if value is None:
+            continue
+        have = current.get(name)
+        if name == "scheduleStartTime" and isinstance(value, int | float) and isinstance(have, int | float):
+            if int(value) != int(have):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+class Reports:
+    """The coalesced reports owed, and what was last sent of each."""
+
+    def __init__(self, settle: float = 1.0, cooldown: float = 5.0, now: float = 0.0) -> None:
+        self.settle = settle
+        self.cooldown = cooldown
+        self._conditions: dict[str, Pending] = {}
+        self._last_written: dict[str, float] = {}
+        self._pruned = now
+        self._statuses: dict[str, dict[str, object]] = {}
+        # What was last sent, with what the cache showed then: while the cache still shows that,
+        # the write is in flight and the same one is not sent again; once the cache shows anything
+        # else (another writer's message, say), the cache is what counts. A failed write forgets it.
+        self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
+        # PodGroup -> (when, the status, the cache's before): also what paces a group's writes.
+        self._status_sent: dict[str, tuple[float, dict[str, object], dict[str, object] | None]] = {}
+
+    def unschedulable(self, pod_key: str, message: str, now: float) -> None:
+        """The pod's condition message as it should be (already capped)."""
+        pending = self._conditions.get(pod_key)
+        if pending is None:
+            self._conditions[pod_key] = Pending(message, now)
+        else:
+            pending.message = message
+
+    def bind_written(self, pod_key: str) -> None:
+        """The pod's bind went through: no condition is owed."""
+        self._conditions.pop(pod_key, None)
+
+    def bound(self, pod_key: str) -> None:
+        self._conditions.pop(pod_key, None)
+        self._sent.pop(pod_key, None)
+
+    def podgroup_status(self, key: str, status: dict[str, object], group: str) -> None:
+        self._statuses[f"{group} {key}"] = status
+
+    def condition_failed(self, pod_key: str, message: str) -> None:
+        """The write of ``message`` failed: it is no longer in flight."""
+        if (self._sent.get(pod_key) or ("",))[0] == message:
+            del self._sent[pod_key]
+
+    def status_failed(self, group: str, key: str, status: dict[str, object]) -> None:
+        """The write of ``status`` failed: it is no longer in flight (unless another was sent since)."""
+        if (self._status_sent.get(f"{group} {key}") or (0.0, None))[1] is status:
+            del self._status_sent[f"{group} {key}"]
+
+    def due(self, now: float, still_pending: Callable[[str], dict[str, str] | None],
+            podgroup_now: Callable[[str, str], dict[str, object] | None]) -> Due:
+        """What has settled and is to be written now. ``still_pending(pod)`` gives the pod's uid
+        and current condition message while it waits, or None when it is bound or gone;
+        ``podgroup_now(group, key)`` the PodGroup's status as the cache holds it (None: unknown)."""
+        out = Due()
+        for pod, pending in list(self._conditions.items()):
+            info = still_pending(pod)
+            if info is None:
+                del self._conditions[pod]
+                self._sent.pop(pod, None)
+                continue
+            if info["message"] == pending.message or self._sent.get(pod) == (pending.message, info["message"]):
+                # On the pod already, or sent and not yet back on the watch: under a backlog of
+                # reports a write can take longer than the cooldown to land, and the same message
+                # went out again and again.
+                del self._conditions[pod]
+                out.skipped.append(("pod-status", "unchanged"))
+                continue
+            if now - pending.first_seen < self.settle or now - self._last_written.get(pod, -1e9) < self.cooldown:
+                continue
+            del self._conditions[pod]
+            self._last_written[pod] = now
+            self._sent[pod] = (pending.message, info["message"])
+            out.conditions.append((pod, info["uid"], pending.message))
+        if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
+            self._pruned = now
+            self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
+        for k, st in list(self._statuses.items()):
+            group, key = k.split(" ", 1)
+            current = podgroup_now(group, key)
+            if current is not None and says_already(current, st):
+                del self._statuses[k]  # the object says so already (a write in flight landed, say)
+                out.skipped.append(("podgroup-status", "unchanged"))
+                continue
+            last = self._status_sent.get(k)
+            if last is not None and last[1:] == (st, current):
+                del self._statuses[k]  # sent already, not yet back on the watch
+                out.skipped.append(("podgroup-status", "unchanged"))
+                continue
+            if last is not None and now - last[0] < STATUS_INTERVAL and last[1].get("phase") == st.get("phase"):
+                continue  # written a moment ago in the same phase: the latest is written when due
+            del self._statuses[k]
+            self._status_sent[k] = (now, st, current)
+            out.statuses.append((group, key, st))
+        if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
+            self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}
+        return out
+
+    def clear(self) -> None:
+        """Forgets every report owed and sent (a stop: whoever schedules next rebuilds them)."""
+        self._conditions.clear()
+        self._statuses.clear()
+        self._sent.clear()
+        self._status_sent.clear()

@@ -1,0 +1,1 @@
+"""Tests of koordpy.controller, one module per controller module where they are unit tests."""

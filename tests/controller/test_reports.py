@@ -1,0 +1,85 @@
+"""The writer's pacing policy (koordpy.controller.reports) on a fake clock: no I/O, no sleeping.
+
+The same rules are exercised through ApiWriter in tests/test_scale.py; here the clock is a number
+the test moves, which the policy can take only because it is injected (``now``)."""
+
+from __future__ import annotations
+
+from koordpy.controller.reports import STATUS_INTERVAL, Reports
+
+POD = "default/p"
+
+
+def waiting(message: str = "") -> dict[str, str]:
+    return {"uid": "u", "message": message}
+
+
+def test_a_condition_waits_to_settle_then_for_its_cooldown() -> None:
+    r = Reports(settle=1.0, cooldown=5.0, now=100.0)
+    r.unschedulable(POD, "no room", now=100.0)
+    assert r.due(100.5, lambda _: waiting(), lambda g, k: None).conditions == []  # still settling
+    due = r.due(101.0, lambda _: waiting(), lambda g, k: None)
+    assert due.conditions == [(POD, "u", "no room")]
+    r.unschedulable(POD, "still no room", now=102.0)
+    r.condition_failed(POD, "no room")  # the write failed: not in flight any more
+    assert r.due(105.9, lambda _: waiting(), lambda g, k: None).conditions == []  # within the cooldown
+    assert r.due(106.0, lambda _: waiting(), lambda g, k: None).conditions == [(POD, "u", "still no room")]
+
+
+def test_a_condition_in_flight_or_on_the_pod_is_skipped_and_a_bound_pod_owes_none() -> None:
+    r = Reports(settle=0.0, cooldown=0.0)
+    r.unschedulable(POD, "no room", now=0.0)
+    assert r.due(0.0, lambda _: waiting(), lambda g, k: None).conditions == [(POD, "u", "no room")]
+    r.unschedulable(POD, "no room", now=1.0)  # sent, not yet back on the watch
+    assert r.due(1.0, lambda _: waiting(), lambda g, k: None).skipped == [("pod-status", "unchanged")]
+    r.unschedulable(POD, "no room", now=2.0)  # on the pod already
+    assert r.due(2.0, lambda _: waiting("no room"), lambda g, k: None).skipped == [("pod-status", "unchanged")]
+    r.unschedulable(POD, "other", now=3.0)
+    assert r.due(3.0, lambda _: None, lambda g, k: None).conditions == []  # bound or gone meanwhile
+    r.unschedulable(POD, "other", now=4.0)
+    r.bound(POD)
+    assert r.due(4.0, lambda _: waiting(), lambda g, k: None).conditions == []
+
+
+def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_one() -> None:
+    r = Reports()
+    base: dict[str, object] = {"phase": "Scheduled", "running": 0}
+    r.podgroup_status("default/g", base, "scheduling.sigs.k8s.io")
+    assert r.due(10.0, lambda _: None, lambda g, k: None).statuses == [
+        ("scheduling.sigs.k8s.io", "default/g", base)]
+    later = {**base, "running": 3}
+    r.podgroup_status("default/g", later, "scheduling.sigs.k8s.io")
+    assert r.due(10.0 + STATUS_INTERVAL / 2, lambda _: None, lambda g, k: None).statuses == []  # paced
+    assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses == [
+        ("scheduling.sigs.k8s.io", "default/g", later)]
+    running = {"phase": "Running", "running": 4}
+    r.podgroup_status("default/g", running, "scheduling.sigs.k8s.io")
+    assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses != []  # a new phase: at once
+    # What the object says already is not written; start times are compared in whole seconds.
+    r.podgroup_status("default/g", {"phase": "Running", "scheduleStartTime": 7.5}, "scheduling.sigs.k8s.io")
+    due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "scheduleStartTime": 7.0})
+    assert due.statuses == [] and due.skipped == [("podgroup-status", "unchanged")]
+
+
+def test_a_failed_status_write_is_sent_again() -> None:
+    r = Reports()
+    st: dict[str, object] = {"phase": "Scheduled"}
+    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    assert r.due(0.0, lambda _: None, lambda g, k: None).statuses
+    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    assert r.due(5.0, lambda _: None, lambda g, k: None).skipped == [("podgroup-status", "unchanged")]
+    r.status_failed("scheduling.volcano.sh", "default/g", st)
+    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [("scheduling.volcano.sh", "default/g", st)]
+
+
+def test_the_policy_reads_no_clock_of_its_own() -> None:
+    import ast
+    import inspect
+
+    import koordpy.controller.reports as reports
+
+    tree = ast.parse(inspect.getsource(reports))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"time", "asyncio", "datetime", "aiohttp", "kubernetes_asyncio"}, imported
