@@ -27,11 +27,12 @@ from koordpy.core.gang import Gang, SchedulerState, gangs_named, group_of, resol
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Cluster, Snapshot, effective_priority
 from koordpy.core.tree import TopologyTree
+from koordpy.errors import BadInput
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
 SHOWN_DOMAINS = 16
 
-class AmbiguousGang(LookupError):
+class AmbiguousGang(BadInput, LookupError):
     """A short PodGroup name that several implicit groups share; the caller lists them."""
 
     def __init__(self, key: str, candidates: list[str]) -> None:
