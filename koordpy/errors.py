@@ -30,10 +30,12 @@ class KoordpyError(Exception):
     """
 
     exit_code: ClassVar[int] = EXIT_FAILURE
+    # False where the message is built from the caller's own words (a name, a path): printed as given.
+    fold: ClassVar[bool] = True
 
     def report(self) -> str:
         """The line the command line prints after ``PROG: ``."""
-        return f"error: {one_line(self)}"
+        return f"error: {one_line(self) if self.fold else self}"
 
 
 class BadInput(KoordpyError):

@@ -44,3 +44,10 @@ def test_a_settings_error_reports_as_it_always_read() -> None:
     # `koordpy run: FILE: KEY: why`, without "error:", and the message as given.
     assert SettingsError("c.yaml: server.bindAddress: 'a  b' is not host:port").report() == (
         "c.yaml: server.bindAddress: 'a  b' is not host:port")
+
+
+def test_an_error_that_is_not_folded_reports_its_message_as_given() -> None:
+    class Named(KoordpyError):
+        fold = False
+
+    assert Named("no pod default/a  b").report() == "error: no pod default/a  b"

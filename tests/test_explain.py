@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from koordpy.cli import load_documents
+from koordpy.cli.manifests import load_documents
 from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
 from koordpy.core.gang import SchedulerState
 from koordpy.sim.simulator import World

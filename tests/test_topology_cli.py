@@ -15,7 +15,7 @@ import yaml
 from koordpy.api.kueue import Topology
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode
-from koordpy.cli import main
+from koordpy.cli.main import main
 from koordpy.core.snapshot import Cluster
 from koordpy.sim.simulator import World
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, spine_block_nodes
