@@ -20,7 +20,7 @@ from koordpy.core.snapshot import Cluster
 from koordpy.sim.simulator import World
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, spine_block_nodes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 
 

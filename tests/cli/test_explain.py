@@ -22,7 +22,7 @@ from koordpy.core.gang import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import pod, podgroup
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SPINE_BLOCK = str(EXAMPLES / "spine-block")
 PREEMPTION = str(EXAMPLES / "preemption")
