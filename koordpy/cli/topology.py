@@ -2,9 +2,9 @@
 trees koordpy builds (as text, or as one self-contained HTML page).
 
 Belongs here, for now: generating the manifests of each topology dialect from node labels, and
-drawing the trees. Reads its input through ``koordpy.cli.manifests``. The core, the simulator and
-the controller are imported inside the functions that need them, so that ``simulate`` and ``run``
-do not pay for them at start-up.
+drawing the trees. Reads its input through ``koordpy.cli.manifests``. The heavy parts (the API
+models and pydantic, numpy, the core's cluster, the simulator, the controller) are imported inside
+the functions that need them, so that ``simulate`` and ``run`` do not pay for them at start-up.
 """
 
 from __future__ import annotations
