@@ -1,5 +1,5 @@
 import sys
 
-from koordpy.cli import main
+from koordpy.cli.main import main
 
 sys.exit(main())

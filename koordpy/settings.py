@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from koordpy.errors import BadInput
+
 API_VERSION = "config.koordpy.io/v1alpha1"
 KIND = "SchedulerConfiguration"
 TopologySource = Literal["koordinator", "volcano", "kueue"]
@@ -119,8 +121,11 @@ class Settings(_Strict):
         return tuple(dict.fromkeys(value))
 
 
-class SettingsError(ValueError):
+class SettingsError(BadInput, ValueError):
     """A configuration that cannot be used; the message names the file and the key."""
+
+    def report(self) -> str:
+        return str(self)  # `koordpy run: FILE: KEY: why`, as it always read: the place is the message's start
 
 
 def split_address(address: str) -> tuple[str, int]:

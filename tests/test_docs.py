@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from koordpy.cli import build_parser
+from koordpy.cli.main import build_parser
 from koordpy.controller.metrics import Metrics
 from koordpy.settings import Settings
 

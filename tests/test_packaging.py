@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from koordpy.cli import seed_numba_cache
+from koordpy.cli.main import seed_numba_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -100,7 +100,7 @@ def test_a_seeded_cache_is_loaded_not_compiled_again(tmp_path: Path) -> None:
     assert build.returncode == 0, build.stderr
     assert any(seed.rglob("*.nbc")), "nothing was cached at 'build time'"
     start = subprocess.run(
-        [sys.executable, "-c", f"from koordpy.cli import seed_numba_cache; seed_numba_cache(); {code}"],
+        [sys.executable, "-c", f"from koordpy.cli.main import seed_numba_cache; seed_numba_cache(); {code}"],
         env={**base, "KOORDPY_NUMBA_SEED": str(seed), "NUMBA_CACHE_DIR": str(cache), "NUMBA_DEBUG_CACHE": "1"},
         cwd=ROOT, capture_output=True, text=True, check=False)
     assert start.returncode == 0, start.stderr

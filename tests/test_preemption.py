@@ -263,7 +263,7 @@ def test_a_dry_run_says_what_would_happen_and_changes_nothing() -> None:
 def test_the_preemption_example_spares_the_gang_and_lands_in_spine_1() -> None:
     from pathlib import Path
 
-    from koordpy.cli import load_documents
+    from koordpy.cli.manifests import load_documents
     from koordpy.sim.simulator import World, simulate
 
     root = Path(__file__).resolve().parent.parent / "examples" / "preemption"

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from koordpy.cli import build_parser, main, run_settings
+from koordpy.cli.main import build_parser, main
+from koordpy.cli.run import run_settings
 from koordpy.controller.main import resources
 from koordpy.controller.writer import ApiWriter, NotLeader, with_retries
 from koordpy.settings import Settings, SettingsError, load, parse

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-import koordpy.cli as cli
+import koordpy.cli.manifests as cli
 import koordpy.sim.simulator as simulator
 from koordpy.api.errors import ParseError
 from koordpy.api.raw import Reader
+from koordpy.cli.main import main
 from koordpy.sim.simulator import InputError, World, simulate
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup
 
@@ -243,7 +244,7 @@ def test_cli_exits_3_on_the_round_limit(monkeypatch: pytest.MonkeyPatch, capsys:
                                         tmp_path: Path) -> None:
     path = write(tmp_path, "w.yaml", node("n"), pod("a", cpu="1"))
     monkeypatch.setattr(simulator, "MAX_ROUNDS", 1)
-    assert cli.main(["simulate", "-f", path, "-o", "json"]) == 3
+    assert main(["simulate", "-f", path, "-o", "json"]) == 3
     out, err = capsys.readouterr()
     assert yaml.safe_load(out)["truncated"] is True
     assert err == ("koordpy simulate: error: stopped at the limit of 1 scheduling rounds before the cluster "
@@ -276,11 +277,11 @@ def test_manifests_read_aside_or_in_line_give_the_same_result_and_errors(
     if not fork:
         monkeypatch.delattr(os, "fork")
     good = write(tmp_path, "good.yaml", node("n"), pod("a", cpu="1"))
-    assert cli.main(["simulate", "-f", good, "-o", "json"]) == 0
+    assert main(["simulate", "-f", good, "-o", "json"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["bound"] == {"default/a": "n"}
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: 1\na: 2\n")
-    assert cli.main(["simulate", "-f", str(bad)]) == 2
+    assert main(["simulate", "-f", str(bad)]) == 2
     assert capsys.readouterr().err == f"koordpy simulate: error: {bad}:2:1: duplicate key 'a' (first at line 1)\n"
 
 

@@ -643,7 +643,7 @@ def test_simulate_warns_about_hypernode_problems_and_reports_node_counts(tmp_pat
 
     import yaml
 
-    from koordpy.cli import main
+    from koordpy.cli.main import main
 
     objs = [*seed_004(), hypernode("loop-a", 4, members=["loop-b"]), hypernode("loop-b", 5, members=["loop-a"])]
     path = tmp_path / "cluster.yaml"
@@ -665,7 +665,7 @@ def test_volcano_min_resources_must_be_free_first() -> None:
 def test_the_built_in_examples_do_what_their_comments_say() -> None:
     import pathlib
 
-    from koordpy.cli import load_documents
+    from koordpy.cli.manifests import load_documents
 
     root = pathlib.Path(__file__).resolve().parent.parent / "examples"
     vc = simulate(World.from_objects(load_documents([str(root / "volcano-tiers")]).docs))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from koordpy.errors import BadInput
 
-class ParseError(ValueError):
+
+class ParseError(BadInput, ValueError):
     """A raw object that cannot be turned into a model.
 
     ``obj`` is ``Kind namespace/name`` (or ``Kind name`` for cluster-scoped kinds) and

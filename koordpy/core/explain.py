@@ -29,11 +29,12 @@ from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.errors import BadInput
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
 SHOWN_DOMAINS = 16
 
-class AmbiguousGang(LookupError):
+class AmbiguousGang(BadInput, LookupError):
     """A short PodGroup name that several implicit groups share; the caller lists them."""
 
     def __init__(self, key: str, candidates: list[str]) -> None:

@@ -1,8 +1,10 @@
 """``koordpy topology``: ``generate`` writes topology manifests from node labels, ``show`` draws the
 trees koordpy builds (as text, or as one self-contained HTML page).
 
-Kept apart from ``koordpy.cli`` so that ``simulate`` and ``run`` do not pay for it at start-up; the
-core, the simulator and the controller are imported inside the functions that need them.
+Belongs here, for now: generating the manifests of each topology dialect from node labels, and
+drawing the trees. Reads its input through ``koordpy.cli.manifests``. The heavy parts (the API
+models and pydantic, numpy, the core's cluster, the simulator, the controller) are imported inside
+the functions that need them, so that ``simulate`` and ``run`` do not pay for them at start-up.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
+from koordpy.cli.manifests import UsageError, load_documents
+from koordpy.core.naming import natural_key
+from koordpy.errors import BadInput
 from koordpy.sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -35,8 +40,18 @@ MAX_NAME = 63  # an RFC 1123 label: fits every kind's name rule and reads well i
 _INVALID = re.compile(r"[^a-z0-9-]+")
 
 
-class TopologyUsageError(ValueError):
+GENERATE_PROG = "koordpy topology generate"
+SHOW_PROG = "koordpy topology show"
+
+
+class TopologyUsageError(UsageError):
     """Input that cannot give any topology (exit 2, one line)."""
+
+
+class CannotWrite(BadInput):
+    """``--html FILE`` cannot be written (exit 2); the path is printed as given."""
+
+    fold = False
 
 
 # -- generate ----------------------------------------------------------------------------
@@ -50,7 +65,7 @@ class Generated:
 
 def parse_levels(text: str) -> list[str]:
     """``--levels``: label keys, top level first, each a valid label key and given once."""
-    from koordpy.api.selectors import qualified_name_problem
+    from koordpy.api.selectors import qualified_name_problem  # koordpy.api loads pydantic: paid where used
 
     keys = [k.strip() for k in text.split(",")]
     if not text.strip() or any(not k for k in keys):
@@ -67,6 +82,7 @@ def parse_levels(text: str) -> list[str]:
 
 def nodes_from_documents(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[Node]:
     """The Node objects among ``docs`` (other kinds are skipped), each parsed as the scheduler would."""
+    # koordpy.api loads pydantic: paid where used, not at start-up.
     from koordpy.api.errors import ParseError
     from koordpy.api.objects import Node
 
@@ -114,8 +130,6 @@ def _missing_warnings(nodes: Sequence[Node], keys: Sequence[str], consequence: C
 
 
 def _natural(name: str) -> tuple[object, ...]:
-    from koordpy.core.naming import natural_key
-
     return tuple(natural_key(name))
 
 
@@ -132,7 +146,7 @@ def generate(nodes: Sequence[Node], keys: Sequence[str], fmt: str, name: str = "
 
 
 def _cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
-    from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER
+    from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER  # pydantic: paid where used
 
     layers = [_camel(s) + "Layer" for s in short_names(keys)]
     spec: list[dict[str, Any]] = []
@@ -148,7 +162,7 @@ def _cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gen
 
 
 def _kueue_topology(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-    from koordpy.api.raw import subdomain_problem
+    from koordpy.api.raw import subdomain_problem  # pydantic: paid where used
 
     problem = subdomain_problem(name)
     if problem:
@@ -255,17 +269,11 @@ def dump_documents(docs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from koordpy.cli import UsageError, load_documents
-
-    prog = "koordpy topology generate"
-    try:
-        keys = parse_levels(args.levels)
-        loaded = load_documents(args.file)
-        nodes = nodes_from_documents(loaded.docs)
-        result = generate(nodes, keys, args.format, args.name)
-    except (InputError, UsageError, TopologyUsageError) as exc:
-        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    prog = GENERATE_PROG
+    keys = parse_levels(args.levels)
+    loaded = load_documents(args.file)
+    nodes = nodes_from_documents(loaded.docs)
+    result = generate(nodes, keys, args.format, args.name)
     for line in loaded.notes:
         print(f"{prog}: note: {line}", file=sys.stderr)
     for line in result.warnings:
@@ -308,7 +316,7 @@ class Shown:
 
 def _subtree_sums(tree: TopologyTree, per_node: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Per domain, the sum of ``per_node`` rows over its subtree (preorder ranges are contiguous)."""
-    import numpy as np
+    import numpy as np  # paid by show only
 
     leaf = tree.domain_node >= 0
     rows = np.zeros((len(tree.order), per_node.shape[1]), dtype=np.int64)
@@ -318,7 +326,7 @@ def _subtree_sums(tree: TopologyTree, per_node: npt.NDArray[np.int64]) -> npt.ND
 
 
 def tree_view(cluster: Cluster, key: str, title: str) -> TreeView:
-    import numpy as np
+    import numpy as np  # paid by show only
 
     tree = cluster.trees[key]
     ones = np.ones((len(cluster.nodes), 1), dtype=np.int64)
@@ -330,6 +338,7 @@ def tree_view(cluster: Cluster, key: str, title: str) -> TreeView:
 def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
     """The trees the snapshot's objects define (the ClusterNetworkTopology's only if there is one,
     the HyperNodes' only if there are any, every Topology), or just ``only``."""
+    # The core: paid by show only, not at start-up.
     from koordpy.api.objects import PODS
     from koordpy.core.cluster import Cluster
     from koordpy.core.dialects import gang_member
@@ -371,7 +380,7 @@ def _layer_text(view: TreeView, d: int) -> str:
 
 
 def _capacity_text(shown: Shown, free: npt.NDArray[np.int64], alloc: npt.NDArray[np.int64]) -> str:
-    from koordpy.api.quantity import format_quantity
+    from koordpy.api.quantity import format_quantity  # pydantic: paid by show only
 
     parts = []
     for i in shown.columns:
@@ -568,7 +577,7 @@ def render_html(shown: Shown) -> str:
 
 
 def _live_documents(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
-    from koordpy.controller.listing import read_cluster
+    from koordpy.controller.listing import read_cluster  # the API client: only a live read pays for it
 
     try:
         return read_cluster(kubeconfig)
@@ -577,28 +586,21 @@ def _live_documents(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from koordpy.cli import UsageError, load_documents
-
-    prog = "koordpy topology show"
+    prog = SHOW_PROG
     notes: list[str] = []
     if args.file and args.kubeconfig:
-        print(f"{prog}: error: give -f files or --kubeconfig, not both", file=sys.stderr)
-        return 2
-    try:
-        if args.file:
-            loaded = load_documents(args.file)
-            docs, notes = loaded.docs, loaded.notes
-        else:
-            if args.kubeconfig and not os.path.exists(args.kubeconfig):
-                raise TopologyUsageError(f"--kubeconfig {args.kubeconfig}: no such file")
-            docs = _live_documents(args.kubeconfig)
-        from koordpy.sim.simulator import World
+        raise UsageError("give -f files or --kubeconfig, not both")
+    if args.file:
+        loaded = load_documents(args.file)
+        docs, notes = loaded.docs, loaded.notes
+    else:
+        if args.kubeconfig and not os.path.exists(args.kubeconfig):
+            raise TopologyUsageError(f"--kubeconfig {args.kubeconfig}: no such file")
+        docs = _live_documents(args.kubeconfig)
+    from koordpy.sim.simulator import World  # the core and numba: paid by show only
 
-        world = World.from_objects(docs)
-        shown = build_views(world.snapshot(frozenset({"koordpy"})), args.tree)
-    except (InputError, UsageError, TopologyUsageError) as exc:
-        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    world = World.from_objects(docs)
+    shown = build_views(world.snapshot(frozenset({"koordpy"})), args.tree)
     for line in notes:
         print(f"{prog}: note: {line}", file=sys.stderr)
     if args.html:
@@ -606,8 +608,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             with open(args.html, "w", encoding="utf-8") as f:
                 f.write(render_html(shown))
         except OSError as exc:
-            print(f"{prog}: error: {args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            raise CannotWrite(f"{args.html}: cannot write: {exc.strerror or exc}") from exc
         print(f"{prog}: wrote {args.html}", file=sys.stderr)
     else:
         render_text(shown, sys.stdout, args.nodes)
@@ -659,7 +660,7 @@ def add_parser(sub: Any) -> None:
                      help="files, folders or - holding Node objects (other kinds are skipped); repeatable")
     gen.add_argument("--format", choices=FORMATS, default="hypernode", help="what to write (default: hypernode)")
     gen.add_argument("--name", default="default", help="the Topology's name (--format topology; default: default)")
-    gen.set_defaults(func=cmd_generate)
+    gen.set_defaults(func=cmd_generate, prog=GENERATE_PROG)
     show = cmds.add_parser("show", help="draw each topology tree with node counts and free capacity",
                            description=SHOW_HELP, epilog=SHOW_EPILOG, formatter_class=raw)
     show.add_argument("-f", "--file", action="append", metavar="PATH",
@@ -669,4 +670,4 @@ def add_parser(sub: Any) -> None:
     show.add_argument("--html", metavar="FILE", help="write one self-contained HTML page instead of text")
     show.add_argument("--tree", metavar="NAME", help="only this tree: cnt, hypernodes or a Topology's name")
     show.add_argument("--nodes", action="store_true", help="list each node under its domain")
-    show.set_defaults(func=cmd_show)
+    show.set_defaults(func=cmd_show, prog=SHOW_PROG)

@@ -11,7 +11,7 @@ import yaml
 
 from tests.builders import node, pod, podgroup
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "spine-block"
 
 

@@ -1,8 +1,9 @@
 """``koordpy explain``: why a pod or a PodGroup waits, or where it went.
 
 Reads the cluster (read-only: LIST calls only) or manifests (``-f``, as ``koordpy simulate``
-reads them), asks ``koordpy.core.explain`` and prints the answer as text or JSON. Kept apart from
-``koordpy.cli`` so that its imports are paid only by this command.
+reads them, through ``koordpy.cli.manifests``), asks ``koordpy.core.explain`` and prints the answer
+as text or JSON. The core, the simulator and the controller are imported inside the functions that
+need them, so that they are paid only by this command.
 """
 
 from __future__ import annotations
@@ -11,24 +12,26 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from koordpy.sim.errors import InputError
+from koordpy.cli.manifests import UsageError, load_documents
+from koordpy.errors import KoordpyError
 
 if TYPE_CHECKING:
     from koordpy.core.explain import Explanation, PreemptionFacts
     from koordpy.core.snapshot import Snapshot
 
 PROG = "koordpy explain"
-EXIT_INPUT = 2
-EXIT_NOT_FOUND = 1
 TARGET_KINDS = ("pod", "podgroup")
 MESSAGE_WIDTH = 110
 
 
-class ExplainUsageError(ValueError):
-    """Bad arguments or unreadable input (exit 2, one line)."""
+class NotFound(KoordpyError):
+    """No such pod or PodGroup in the input (exit 1); the message names it as the user gave it."""
+
+    fold = False
 
 
 def parse_target(words: list[str]) -> tuple[str, str]:
@@ -38,9 +41,9 @@ def parse_target(words: list[str]) -> tuple[str, str]:
     elif len(words) == 2:
         kind, key = words
         if kind not in TARGET_KINDS:
-            raise ExplainUsageError(f"{kind!r}: expected pod or podgroup before {key}")
+            raise UsageError(f"{kind!r}: expected pod or podgroup before {key}")
     else:
-        raise ExplainUsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
+        raise UsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
     parts = key.split("/")
     # A podgroup may also be named as messages name an implicit group: NAMESPACE/KIND/NAME
     # (the pods of Job t in default are the group default/Job/t).
@@ -48,7 +51,7 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         return kind, key
     if len(parts) != 2 or not all(parts):
         shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"
-        raise ExplainUsageError(f"{key!r}: expected {shape}")
+        raise UsageError(f"{key!r}: expected {shape}")
     return kind, key
 
 
@@ -58,14 +61,10 @@ def parse_target(words: list[str]) -> tuple[str, str]:
 def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first: bool,
                         notes: list[str]) -> tuple[Snapshot, float]:
     """The snapshot the manifests describe (after scheduling them as ``simulate`` does, if asked)."""
-    from koordpy.cli import UsageError, load_documents
-    from koordpy.sim.simulator import World, simulate
+    from koordpy.sim.simulator import World, simulate  # the core and numba: only the commands that schedule pay
 
-    try:
-        loaded = load_documents(paths)
-        world = World.from_objects(loaded.docs)
-    except (InputError, UsageError) as exc:
-        raise ExplainUsageError(str(exc)) from exc
+    loaded = load_documents(paths)
+    world = World.from_objects(loaded.docs)
     notes.extend(loaded.notes)
     notes.extend(f"not acted on: {line}" for line in world.ignored)
     notes.extend(world.created)
@@ -79,13 +78,13 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
 def snapshot_from_cluster(kubeconfig: str | None, names: frozenset[str],
                           notes: list[str]) -> tuple[Snapshot, dict[str, str]]:
     if kubeconfig and not os.path.exists(kubeconfig):
-        raise ExplainUsageError(f"--kubeconfig {kubeconfig}: no such file")
-    from koordpy.controller.oneshot import read_snapshot
+        raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
+    from koordpy.controller.oneshot import read_snapshot  # the API client: only a live read pays for it
 
     try:
         return read_snapshot(kubeconfig, names, notes)
     except Exception as exc:  # no config, no API server, no permission: one line, not a traceback
-        raise ExplainUsageError(f"cannot list the cluster: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        raise UsageError(f"cannot list the cluster: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -97,8 +96,6 @@ def _short(text: str, width: int = MESSAGE_WIDTH) -> str:
 
 
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent) or [
         indent.rstrip()]
 
@@ -196,23 +193,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     names = frozenset(args.scheduler_name or ["koordpy"])
     notes: list[str] = []
     invalid: dict[str, str] = {}
-    try:
-        kind, key = parse_target(args.target)
-        if args.file and args.kubeconfig:
-            raise ExplainUsageError("give -f files or --kubeconfig, not both")
-        if args.simulate and not args.file:
-            raise ExplainUsageError("--simulate needs -f files (a live cluster is explained as it stands)")
-        if args.file:
-            snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
-        else:
-            snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
-            now = time.time()
-    except ExplainUsageError as exc:
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_INPUT
+    kind, key = parse_target(args.target)
+    if args.file and args.kubeconfig:
+        raise UsageError("give -f files or --kubeconfig, not both")
+    if args.simulate and not args.file:
+        raise UsageError("--simulate needs -f files (a live cluster is explained as it stands)")
+    if args.file:
+        snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
+    else:
+        snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
+        now = time.time()
     for line in notes:
         print(f"{PROG}: note: {line}", file=sys.stderr)
-    from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
+    # The core: only the commands that schedule pay for it.
+    from koordpy.core.explain import explain_pod, explain_podgroup
     from koordpy.core.state import SchedulerState
 
     # The running scheduler's memory (NonStrict reservations, gang waits) is not readable from
@@ -221,16 +215,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if kind == "pod":
         exp = explain_pod(snapshot, state, now, key, invalid)
     else:
-        try:
-            exp = explain_podgroup(snapshot, state, now, key)
-        except AmbiguousGang as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return EXIT_INPUT
+        exp = explain_podgroup(snapshot, state, now, key)  # AmbiguousGang: a short name several groups share
     if exp is None:
         where = "in the given files" if args.file else "in the cluster"
         what = "pod" if kind == "pod" else "PodGroup (or gang)"
-        print(f"{PROG}: error: no {what} {key} {where}", file=sys.stderr)
-        return EXIT_NOT_FOUND
+        raise NotFound(f"no {what} {key} {where}")
     if args.output == "json":
         json.dump(exp.to_json(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
@@ -283,4 +272,4 @@ def add_parser(sub: Any) -> None:
     cmd.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
     cmd.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are koordpy's (default: koordpy); repeatable")
-    cmd.set_defaults(func=cmd_explain)
+    cmd.set_defaults(func=cmd_explain, prog=PROG)

@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from koordpy.cli import load_documents
+from koordpy.cli.manifests import load_documents
 from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
 from koordpy.core.gang import GangGroupId
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import pod, podgroup
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SPINE_BLOCK = str(EXAMPLES / "spine-block")
 PREEMPTION = str(EXAMPLES / "preemption")

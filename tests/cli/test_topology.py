@@ -15,12 +15,12 @@ import yaml
 from koordpy.api.kueue import Topology
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode
-from koordpy.cli import main
+from koordpy.cli.main import main
 from koordpy.core.cluster import Cluster
 from koordpy.sim.simulator import World
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, spine_block_nodes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 
 
