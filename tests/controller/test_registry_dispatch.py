@@ -20,7 +20,7 @@ from koordpy.api.owners import Owner
 from koordpy.controller.cache import Cache
 from koordpy.core.snapshot import Snapshot
 from koordpy.sim.simulator import World
-from tests.test_api_volcano_kai import minimal
+from tests.api.test_api_volcano_kai import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = frozenset({"koordpy"})

@@ -1,6 +1,6 @@
 """The writer's pacing policy (koordpy.controller.reports) on a fake clock: no I/O, no sleeping.
 
-The same rules are exercised through ApiWriter in tests/test_scale.py; here the clock is a number
+The same rules are exercised through ApiWriter in tests/controller/test_scale.py; here the clock is a number
 the test moves, which the policy can take only because it is injected (``now``)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.txn import Txn
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, priority_class
-from tests.test_topology_sources import seed_004, vc_job
+from tests.core.dialects.test_topology_sources import seed_004, vc_job
 
 NONSTRICT = {"gang.scheduling.koordinator.sh/mode": "NonStrict"}
 

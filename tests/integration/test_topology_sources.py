@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import node, pod
-from tests.integration.kube import Kube, Scheduler, fake, wait_for
-from tests.test_topology_sources import (
+from tests.core.dialects.test_topology_sources import (
     NET,
     PARTITIONS,
     RACKS,
@@ -18,6 +17,7 @@ from tests.test_topology_sources import (
     volcano_pg,
     zoned,
 )
+from tests.integration.kube import Kube, Scheduler, fake, wait_for
 
 HN = "hypernodes.topology.volcano.sh"
 

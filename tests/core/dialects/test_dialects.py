@@ -25,7 +25,7 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TreeKey
 from tests.builders import node, pod, podgroup
 
-CORE = Path(__file__).resolve().parent.parent / "koordpy" / "core"
+CORE = Path(__file__).resolve().parents[3] / "koordpy" / "core"
 # What names an API family: its kinds, groups, Snapshot fields and the trees' old string keys.
 DIALECT_WORDS = re.compile(r'VolcanoPodGroup|KaiPodGroup|WorkloadPodGroup|is_volcano|"cnt"|"hypernodes"|"topology/'
                            r"|scheduling\.volcano\.sh|scheduling\.run\.ai|scheduling\.sigs\.k8s\.io"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, run, spine_block_nodes
-from tests.test_podrules import HOST, ZONE, affine, running, spread, term, zoned
+from tests.core.test_podrules import HOST, ZONE, affine, running, spread, term, zoned
 
 
 def test_gather_applies_the_rules_of_every_member_not_one_per_node_constraints() -> None:

@@ -21,7 +21,7 @@ from koordpy.cli.main import main
 from koordpy.sim.simulator import InputError, World, simulate
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def write(tmp_path: Path, name: str, *objects: object) -> str:

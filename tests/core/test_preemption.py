@@ -210,7 +210,7 @@ def test_victims_condition_message_names_the_job_and_the_trigger_pod() -> None:
 # -- the other topology dialects keep their constraint while preempting ---------------------------
 
 def test_volcano_hard_tier_one_job_preempts_inside_one_tier_one_hypernode() -> None:
-    from tests.test_topology_sources import seed_004, vc_job
+    from tests.core.dialects.test_topology_sources import seed_004, vc_job
 
     # Every node has a low-priority 4-CPU pod; a 2-pod hard tier-1 job must empty one tier-1 HyperNode
     # (two victims, one each), never spread its victims over two of them.
@@ -226,7 +226,7 @@ def test_volcano_hard_tier_one_job_preempts_inside_one_tier_one_hypernode() -> N
 
 
 def test_kai_required_rack_preempts_inside_one_rack() -> None:
-    from tests.test_topology_sources import NET, RACKS, batch_job, gpu_pod, kai, racks_of, zoned
+    from tests.core.dialects.test_topology_sources import NET, RACKS, batch_job, gpu_pod, kai, racks_of, zoned
 
     # Every node's GPUs are taken by a low-priority pod; a 2-pod job requiring one rack evicts two pods
     # of the same rack: the smallest rack that fits it (a2, two nodes) by binpack.
@@ -266,7 +266,7 @@ def test_the_preemption_example_spares_the_gang_and_lands_in_spine_1() -> None:
     from koordpy.cli.manifests import load_documents
     from koordpy.sim.simulator import World, simulate
 
-    root = Path(__file__).resolve().parent.parent / "examples" / "preemption"
+    root = Path(__file__).resolve().parents[2] / "examples" / "preemption"
     out = simulate(World.from_objects(load_documents([str(root)]).docs))
     assert out.preempted == ["default/notebook"]
     assert out.bound == {f"default/train-{i}": f"node-{5 + i}" for i in range(4)}

@@ -20,7 +20,7 @@ from koordpy.core.decisions import Bind, CycleResult, VolumeBinding
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, priority_class, run
-from tests.test_volumes import csinode, pv, pvc, sc, using
+from tests.core.test_volumes import csinode, pv, pvc, sc, using
 
 NAMES = frozenset({"koordpy"})
 GANG = {"pod-group.scheduling.sigs.k8s.io": "g"}

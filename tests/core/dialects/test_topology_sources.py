@@ -667,7 +667,7 @@ def test_the_built_in_examples_do_what_their_comments_say() -> None:
 
     from koordpy.cli.manifests import load_documents
 
-    root = pathlib.Path(__file__).resolve().parent.parent / "examples"
+    root = pathlib.Path(__file__).resolve().parents[3] / "examples"
     vc = simulate(World.from_objects(load_documents([str(root / "volcano-tiers")]).docs))
     assert {vc.bound[f"default/within-tier-2-{i}"] for i in range(3)} == {"node5", "node6", "node7"}
     assert all(f"default/within-tier-1-{i}" in vc.pending for i in range(3))
