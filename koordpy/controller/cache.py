@@ -23,14 +23,10 @@ import structlog
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
-from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.owners import Owner
+from koordpy.api.objects import Pod
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
-from koordpy.api.topology import ClusterNetworkTopology
-from koordpy.api.volcano import HyperNode, VolcanoPodGroup
-from koordpy.api.workload import WorkloadPodGroup
+from koordpy.api.stores import Stores
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -90,9 +86,9 @@ def _key(kind: Kind | None, raw: dict[str, Any]) -> str:
 
 
 @dataclass
-class Cache:
+class Cache(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
-    # properties below name the stores the loop reads.
+    # names ``Stores`` reads them by (``nodes``, ``pods``...) are the ones the loop reads.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
     topology_raw: dict[str, Any] | None = None  # the ClusterNetworkTopology "default" as read, valid or not
     hypernodes_raw: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -129,57 +125,6 @@ class Cache:
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
     storage: Storage = field(init=False)
-
-    def __post_init__(self) -> None:
-        st = self.stores
-        self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
-                               st["storage.csinodes"])
-
-    @property
-    def nodes(self) -> dict[str, Node]:
-        return self.stores["nodes"]
-
-    @property
-    def pods(self) -> dict[str, Pod]:
-        return self.stores["pods"]
-
-    @property
-    def podgroups(self) -> dict[str, PodGroup]:
-        return self.stores["podgroups"]
-
-    @property
-    def priority_classes(self) -> dict[str, PriorityClass]:
-        return self.stores["priority_classes"]
-
-    @property
-    def topology(self) -> ClusterNetworkTopology | None:
-        found: ClusterNetworkTopology | None = self.stores["topology"].get("default")
-        return found
-
-    @property
-    def hypernodes(self) -> dict[str, HyperNode]:
-        return self.stores["hypernodes"]
-
-    @property
-    def topologies(self) -> dict[str, Topology]:
-        return self.stores["topologies"]
-
-    @property
-    def volcano_podgroups(self) -> dict[str, VolcanoPodGroup]:
-        return self.stores["volcano_podgroups"]
-
-    @property
-    def kai_podgroups(self) -> dict[str, KaiPodGroup]:
-        return self.stores["kai_podgroups"]
-
-    @property
-    def workload_podgroups(self) -> dict[str, WorkloadPodGroup]:
-        return self.stores["workload_podgroups"]
-
-    @property
-    def owners(self) -> dict[str, Owner]:
-        """Store key (``<Kind>/<namespace>/<name>``) -> owner."""
-        return self.stores["owners"]
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
