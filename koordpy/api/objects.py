@@ -6,9 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
 from koordpy.api.podvolumes import PodVolume, pod_volumes
-from koordpy.api.raw import Reader, label_problem
+from koordpy.api.raw import Reader, label_problem, read_object
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
@@ -91,10 +90,7 @@ class Node(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Node:
-        r = Reader(object_ref(raw, "Node"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "Node", "spec", "status")
         alloc_field = "status.allocatable" if status.get("allocatable") else "status.capacity"
         alloc_raw = r.mapping(status.get("allocatable") or status.get("capacity"), alloc_field)
         allocatable = {str(res): r.quantity(str(res), q, f"{alloc_field}.{res}") for res, q in alloc_raw.items()}
@@ -283,10 +279,7 @@ class Pod(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Pod:
-        r = Reader(object_ref(raw, "Pod"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "Pod", "spec", "status")
         affinity = r.mapping(
             r.mapping(r.mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
                       "spec.affinity.nodeAffinity")
@@ -615,8 +608,7 @@ class PriorityClass(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PriorityClass:
-        r = Reader(object_ref(raw, "PriorityClass"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
+        r, meta, _ = read_object(raw, "PriorityClass")
         value = r.integer(raw.get("value"), "value")
         if value is None:
             raise r.fail("value", "is required")
@@ -640,8 +632,7 @@ class Namespace(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Namespace:
-        r = Reader(object_ref(raw, "Namespace"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
+        r, meta, _ = read_object(raw, "Namespace")
         text = r.string(meta.get("name"), "metadata.name", required=True)
         problem = label_problem(text)
         if problem:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.errors import ParseError
 from koordpy.api.quantity import parse_go_duration
-from koordpy.api.raw import Reader, int_text, subdomain_problem
+from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
 
 if TYPE_CHECKING:
@@ -96,10 +96,7 @@ class PodGroup(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
         min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0)
         assert min_member is not None
         if min_member < 1:

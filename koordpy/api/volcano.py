@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import re2
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.raw import Reader, int_text, subdomain_problem
+from koordpy.api.errors import ParseError
+from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
 from koordpy.api.selectors import LabelSelector, qualified_name_problem
 
 if TYPE_CHECKING:
@@ -192,10 +192,7 @@ class HyperNode(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> HyperNode:
-        r = Reader(object_ref(raw, "HyperNode"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "HyperNode", "spec", "status")
         tier = r.integer(spec.get("tier"), "spec.tier")
         if tier is None:
             raise r.fail("spec.tier", "is required")
@@ -301,10 +298,7 @@ class VolcanoPodGroup(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> VolcanoPodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
         min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0) or 0
         if min_member < 0:
             raise r.fail("spec.minMember", f"must not be negative, got {min_member}")

@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
-from koordpy.api.raw import Reader
+from koordpy.api.raw import read_object
 
 
 class WorkloadPodGroup(BaseModel):
@@ -33,9 +32,7 @@ class WorkloadPodGroup(BaseModel):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
+        r, meta, (spec,) = read_object(raw, "PodGroup", "spec")
         policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
         gang = policy.get("gang")
         if gang is not None and policy.get("basic") is not None:
