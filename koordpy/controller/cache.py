@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -30,6 +30,7 @@ from koordpy.api.stores import Stores
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
+V = TypeVar("V")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
 # Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
 # heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
@@ -293,32 +294,36 @@ class Cache(Stores):
                 self.changed.set()
         return undo
 
-    def assume(self, pod: str, node: str) -> None:
-        self.assumed[pod] = (node, time.monotonic())
+    # The assumptions (a binding, a nomination, a victim's eviction): set when the write is decided,
+    # dropped when it did not go through. Either way the next snapshot shows the pod anew; a dropped
+    # one also owes a cycle, the pod being pending again or the room it held free.
+
+    def _hold(self, table: dict[str, V], pod: str, value: V) -> None:
+        table[pod] = value
         self._dirty[pod] = None
+
+    def _drop(self, table: dict[str, V], pod: str) -> None:
+        table.pop(pod, None)
+        self._dirty[pod] = None
+        self.changed.set()
+
+    def assume(self, pod: str, node: str) -> None:
+        self._hold(self.assumed, pod, (node, time.monotonic()))
 
     def forget(self, pod: str) -> None:
-        self.assumed.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.assumed, pod)
 
     def assume_nominated(self, pod: str, node: str) -> None:
-        self.nominated[pod] = (node, time.monotonic())
-        self._dirty[pod] = None
+        self._hold(self.nominated, pod, (node, time.monotonic()))
 
     def forget_nominated(self, pod: str) -> None:
-        self.nominated.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.nominated, pod)
 
     def assume_preempted(self, pod: str) -> None:
-        self.preempting[pod] = time.monotonic()
-        self._dirty[pod] = None
+        self._hold(self.preempting, pod, time.monotonic())
 
     def forget_preempted(self, pod: str) -> None:
-        self.preempting.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.preempting, pod)
 
     def nominated_node(self, pod: str) -> str | None:
         """The pod's nominatedNodeName as the next snapshot shows it (a write in flight included),
