@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.model import NamespacedKey
 from koordpy.api.raw import read_object
 from koordpy.api.selectors import qualified_name_problem
 
@@ -116,7 +117,7 @@ def kai_constraint_from_annotations(annotations: dict[str, str]) -> dict[str, st
     return {fld: annotations[ann] for fld, ann in _ANNOTATION_FIELDS if annotations.get(ann)}
 
 
-class KaiPodGroup(_Model):
+class KaiPodGroup(_Model, NamespacedKey):
     namespace: str
     name: str
     min_member: int = 0
@@ -127,16 +128,10 @@ class KaiPodGroup(_Model):
     topology_constraint: TopologyConstraint | None = None
     phase: str = ""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> KaiPodGroup:
         r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
-        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0) or 0
-        if min_member < 0:
-            raise r.fail("spec.minMember", f"must not be negative, got {min_member}")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0, minimum=0) or 0
         # KAI's released API spells the key topologyConstraint; its design document (seed 003)
         # writes topologyConstraints. Either is read; both at once would leave the intent unclear.
         present = [k for k in ("topologyConstraint", "topologyConstraints") if spec.get(k) is not None]

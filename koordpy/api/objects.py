@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.model import NamespacedKey
 from koordpy.api.podvolumes import PodVolume, pod_volumes
 from koordpy.api.raw import Reader, label_problem, read_object
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
@@ -208,7 +209,7 @@ PREEMPTION_REASON = "PreemptionByScheduler"
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 
 
-class Pod(_Model):
+class Pod(_Model, NamespacedKey):
     namespace: str
     name: str
     uid: str = ""
@@ -270,10 +271,6 @@ class Pod(_Model):
     scheduling_group_other: bool = False  # named by a field other than podGroupName
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
@@ -318,9 +315,8 @@ class Pod(_Model):
             elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
                     and c.get("reason") == PREEMPTION_REASON:
                 preempted = True
-        grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64)
-        if grace is not None and grace < 0:
-            raise r.fail("spec.terminationGracePeriodSeconds", f"must not be negative, got {grace}")
+        grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64,
+                          minimum=0)
         gates = tuple(
             r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name",
                      required=True)

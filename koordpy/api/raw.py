@@ -135,16 +135,23 @@ class Reader:
             raise self.fail(field, f"must be true or false, got {value!r}")
         return value
 
-    def integer(self, value: Any, field: str, *, default: int | None = None, bits: int = 32) -> int | None:
-        """An integer field of a Go type of ``bits`` bits; strings, bools and floats are refused."""
+    def integer(self, value: Any, field: str, *, default: int | None = None, bits: int = 32,
+                minimum: int | None = None) -> int | None:
+        """An integer field of a Go type of ``bits`` bits; strings, bools and floats are refused, and
+        so is a number (``default`` too, when it stands in) below ``minimum``."""
         if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
+            found = default
+        elif isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(field, f"expected an integer, got {value!r}")
-        low, high = _INT_RANGE[bits]
-        if not low <= value <= high:
-            raise self.fail(field, f"{value} is out of range for int{bits} ({low}..{high})")
-        return value
+        else:
+            low, high = _INT_RANGE[bits]
+            if not low <= value <= high:
+                raise self.fail(field, f"{value} is out of range for int{bits} ({low}..{high})")
+            found = value
+        if found is not None and minimum is not None and found < minimum:
+            raise self.fail(field, f"must be at least {minimum}, got {found}" if minimum else
+                            f"must not be negative, got {found}")
+        return found
 
     def quantity(self, resource: str, value: Any, field: str) -> int:
         try:

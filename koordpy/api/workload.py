@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.model import NamespacedKey
 from koordpy.api.raw import read_object
 
 
-class WorkloadPodGroup(BaseModel):
+class WorkloadPodGroup(BaseModel, NamespacedKey):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     namespace: str
@@ -25,10 +26,6 @@ class WorkloadPodGroup(BaseModel):
     min_count: int | None = None
     # What the group asks for beyond its policy, by field name (constraints, claims, a parent group).
     asks: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:

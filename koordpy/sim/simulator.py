@@ -465,9 +465,8 @@ def _deletion(raw: dict[str, Any], pod: Pod) -> tuple[float, float | None]:
     ``deletionTimestamp``."""
     meta = raw["metadata"]
     r = Reader(f"Pod {pod.key}")
-    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64)
-    if grace is not None and grace < 0:
-        raise r.fail("metadata.deletionGracePeriodSeconds", f"must not be negative, got {grace}")
+    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64,
+                      minimum=0)
     deadline = r.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
     return (pod.grace_period if grace is None else float(grace)), deadline
 
