@@ -93,8 +93,7 @@ class Node(_Model):
     def from_raw(cls, raw: dict[str, Any]) -> Node:
         r, meta, (spec, status) = read_object(raw, "Node", "spec", "status")
         alloc_field = "status.allocatable" if status.get("allocatable") else "status.capacity"
-        alloc_raw = r.mapping(status.get("allocatable") or status.get("capacity"), alloc_field)
-        allocatable = {str(res): r.quantity(str(res), q, f"{alloc_field}.{res}") for res, q in alloc_raw.items()}
+        allocatable = r.resources(status.get("allocatable") or status.get("capacity"), alloc_field)
         allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
         taints = tuple(
             _taint(r, t, f"spec.taints[{i}]") for i, t in enumerate(r.seq(spec.get("taints"), "spec.taints"))
@@ -526,15 +525,11 @@ def _host_ports(r: Reader, spec: dict[str, Any]) -> tuple[HostPort, ...]:
     return tuple(out.values())
 
 
-def _resource_list(r: Reader, raw: Any, field: str) -> dict[str, int]:
-    return {str(name): r.quantity(str(name), q, f"{field}.{name}") for name, q in r.mapping(raw, field).items()}
-
-
 def _container_requests(r: Reader, c: dict[str, Any], field: str) -> dict[str, int]:
     res = r.mapping(c.get("resources"), f"{field}.resources")
     # The API server defaults a missing request to its limit, so a limits-only container asks for its limits.
-    return {**_resource_list(r, res.get("limits"), f"{field}.resources.limits"),
-            **_resource_list(r, res.get("requests"), f"{field}.resources.requests")}
+    return {**r.resources(res.get("limits"), f"{field}.resources.limits"),
+            **r.resources(res.get("requests"), f"{field}.resources.requests")}
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
@@ -580,8 +575,8 @@ def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
     # sum for the resources they name; a pod-level limit stands in for a missing request unless
     # the containers request that overcommittable resource themselves.
     pod_res = r.mapping(spec.get("resources"), "spec.resources")
-    pod_requests = _resource_list(r, pod_res.get("requests"), "spec.resources.requests")
-    pod_limits = _resource_list(r, pod_res.get("limits"), "spec.resources.limits")
+    pod_requests = r.resources(pod_res.get("requests"), "spec.resources.requests")
+    pod_limits = r.resources(pod_res.get("limits"), "spec.resources.limits")
     for section, values in (("requests", pod_requests), ("limits", pod_limits)):
         for name in values:
             if not _pod_level_resource(name):
@@ -591,7 +586,7 @@ def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
         if name not in pod_requests and not (name in total and not name.startswith("hugepages-")):
             pod_requests[name] = v
     total.update(pod_requests)
-    _add(total, _resource_list(r, spec.get("overhead"), "spec.overhead"))
+    _add(total, r.resources(spec.get("overhead"), "spec.overhead"))
     total[PODS] = 1
     return {k: v for k, v in total.items() if v > 0}
 

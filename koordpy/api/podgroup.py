@@ -98,8 +98,7 @@ class PodGroup(_Model, NamespacedKey):
         assert min_member is not None
         # Zero or negative means the default waiting time (see gang_config_from_podgroup).
         timeout = r.integer(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
-        min_res = {str(res): r.quantity(str(res), q, f"spec.minResources.{res}")
-                   for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
+        min_res = r.resources(spec.get("minResources"), "spec.minResources")
         pg = cls(
             namespace=r.namespace(meta.get("namespace")),
             name=r.name(meta.get("name")),

@@ -161,6 +161,11 @@ class Reader:
         except ValueError as exc:
             raise self.fail(field, str(exc)) from exc
 
+    def resources(self, value: Any, field: str) -> dict[str, int]:
+        """A resource list (``cpu: 500m``...): each quantity in the units of ``Node.allocatable``."""
+        return {str(name): self.quantity(str(name), q, f"{field}.{name}")
+                for name, q in self.mapping(value, field).items()}
+
     def timestamp(self, value: Any, field: str) -> float | None:
         """Seconds since the epoch from an RFC 3339 time, which must carry its time zone.
 

@@ -287,8 +287,7 @@ class VolcanoPodGroup(_Model, NamespacedKey):
     def from_raw(cls, raw: dict[str, Any]) -> VolcanoPodGroup:
         r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
         min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0, minimum=0) or 0
-        min_res = {str(res): r.quantity(str(res), q, f"spec.minResources.{res}")
-                   for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
+        min_res = r.resources(spec.get("minResources"), "spec.minResources")
         topology = (NetworkTopology.from_raw(r, spec["networkTopology"], "spec.networkTopology")
                     if spec.get("networkTopology") is not None else None)
         policies = tuple(_sub_group_policy(r, p, f"spec.subGroupPolicy[{i}]")

@@ -23,7 +23,7 @@ def test_an_integer_below_its_minimum_is_refused_with_the_api_servers_words() ->
 def test_a_default_standing_in_for_an_absent_integer_is_held_to_the_minimum_too() -> None:
     r = Reader("PodGroup ns/pg")
     assert r.integer(None, "spec.replicas", default=1, minimum=0) == 1
-    with pytest.raises(ParseError, match="spec.minMember: must be at least 1, got 0"):
+    with pytest.raises(ParseError, match=r"spec\.minMember: must be at least 1, got 0"):
         r.integer(None, "spec.minMember", default=0, minimum=1)
 
 
