@@ -25,24 +25,23 @@ _RFC3339 = re.compile(
 _INT_RANGE = {32: (INT32_MIN, INT32_MAX), 64: (-INT64_MAX - 1, INT64_MAX)}
 
 
+def _rfc1123_problem(value: str, limit: int, pattern: re.Pattern[str], spelled: str) -> str | None:
+    """Why ``value`` is not the RFC 1123 name ``spelled`` (what it is, and its characters), or None."""
+    if len(value) > limit:
+        return f"must be no more than {limit} characters, got {len(value)}"
+    if not pattern.fullmatch(value):
+        return f"{value!r} is not an RFC 1123 {spelled}, starting and ending with a letter or digit"
+    return None
+
+
 def subdomain_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 DNS subdomain (most object names), or None."""
-    if len(value) > 253:
-        return f"must be no more than 253 characters, got {len(value)}"
-    if not _SUBDOMAIN.fullmatch(value):
-        return (f"{value!r} is not an RFC 1123 subdomain: lowercase letters, digits, '-' and '.', "
-                "starting and ending with a letter or digit")
-    return None
+    return _rfc1123_problem(value, 253, _SUBDOMAIN, "subdomain: lowercase letters, digits, '-' and '.'")
 
 
 def label_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 DNS label (namespace names), or None."""
-    if len(value) > 63:
-        return f"must be no more than 63 characters, got {len(value)}"
-    if not _LABEL.fullmatch(value):
-        return (f"{value!r} is not an RFC 1123 label: lowercase letters, digits and '-', "
-                "starting and ending with a letter or digit")
-    return None
+    return _rfc1123_problem(value, 63, _LABEL, "label: lowercase letters, digits and '-'")
 
 
 def yaml_scalar(value: Any) -> str:
