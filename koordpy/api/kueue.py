@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
-from koordpy.api.raw import Reader
+from koordpy.api.model import NamespacedKey
+from koordpy.api.raw import read_object
 from koordpy.api.selectors import qualified_name_problem
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -48,9 +48,7 @@ class Topology(_Model):
     @classmethod
     def from_raw(cls, raw: dict[str, Any], api_version: str | None = None) -> Topology:
         """``api_version`` stands in when ``raw`` carries none (the caller knows the kind)."""
-        r = Reader(object_ref(raw, "Topology"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
+        r, meta, (spec,) = read_object(raw, "Topology", "spec")
         version_text = r.string(raw.get("apiVersion"), "apiVersion") or api_version or ""
         if version_text not in TOPOLOGY_API_VERSIONS:
             raise r.fail("apiVersion", f"must be one of {', '.join(TOPOLOGY_API_VERSIONS)}, got {version_text!r}")
@@ -119,7 +117,7 @@ def kai_constraint_from_annotations(annotations: dict[str, str]) -> dict[str, st
     return {fld: annotations[ann] for fld, ann in _ANNOTATION_FIELDS if annotations.get(ann)}
 
 
-class KaiPodGroup(_Model):
+class KaiPodGroup(_Model, NamespacedKey):
     namespace: str
     name: str
     min_member: int = 0
@@ -130,19 +128,10 @@ class KaiPodGroup(_Model):
     topology_constraint: TopologyConstraint | None = None
     phase: str = ""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> KaiPodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
-        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0) or 0
-        if min_member < 0:
-            raise r.fail("spec.minMember", f"must not be negative, got {min_member}")
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0, minimum=0) or 0
         # KAI's released API spells the key topologyConstraint; its design document (seed 003)
         # writes topologyConstraints. Either is read; both at once would leave the intent unclear.
         present = [k for k in ("topologyConstraint", "topologyConstraints") if spec.get(k) is not None]

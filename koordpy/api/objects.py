@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
+from koordpy.api.model import NamespacedKey
 from koordpy.api.podvolumes import PodVolume, pod_volumes
-from koordpy.api.raw import Reader, label_problem
+from koordpy.api.raw import Reader, label_problem, read_object
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
@@ -91,13 +91,9 @@ class Node(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Node:
-        r = Reader(object_ref(raw, "Node"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "Node", "spec", "status")
         alloc_field = "status.allocatable" if status.get("allocatable") else "status.capacity"
-        alloc_raw = r.mapping(status.get("allocatable") or status.get("capacity"), alloc_field)
-        allocatable = {str(res): r.quantity(str(res), q, f"{alloc_field}.{res}") for res, q in alloc_raw.items()}
+        allocatable = r.resources(status.get("allocatable") or status.get("capacity"), alloc_field)
         allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
         taints = tuple(
             _taint(r, t, f"spec.taints[{i}]") for i, t in enumerate(r.seq(spec.get("taints"), "spec.taints"))
@@ -212,7 +208,7 @@ PREEMPTION_REASON = "PreemptionByScheduler"
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 
 
-class Pod(_Model):
+class Pod(_Model, NamespacedKey):
     namespace: str
     name: str
     uid: str = ""
@@ -274,19 +270,12 @@ class Pod(_Model):
     scheduling_group_other: bool = False  # named by a field other than podGroupName
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Pod:
-        r = Reader(object_ref(raw, "Pod"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
+        r, meta, (spec, status) = read_object(raw, "Pod", "spec", "status")
         affinity = r.mapping(
             r.mapping(r.mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
                       "spec.affinity.nodeAffinity")
@@ -325,9 +314,8 @@ class Pod(_Model):
             elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
                     and c.get("reason") == PREEMPTION_REASON:
                 preempted = True
-        grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64)
-        if grace is not None and grace < 0:
-            raise r.fail("spec.terminationGracePeriodSeconds", f"must not be negative, got {grace}")
+        grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64,
+                          minimum=0)
         gates = tuple(
             r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name",
                      required=True)
@@ -537,15 +525,11 @@ def _host_ports(r: Reader, spec: dict[str, Any]) -> tuple[HostPort, ...]:
     return tuple(out.values())
 
 
-def _resource_list(r: Reader, raw: Any, field: str) -> dict[str, int]:
-    return {str(name): r.quantity(str(name), q, f"{field}.{name}") for name, q in r.mapping(raw, field).items()}
-
-
 def _container_requests(r: Reader, c: dict[str, Any], field: str) -> dict[str, int]:
     res = r.mapping(c.get("resources"), f"{field}.resources")
     # The API server defaults a missing request to its limit, so a limits-only container asks for its limits.
-    return {**_resource_list(r, res.get("limits"), f"{field}.resources.limits"),
-            **_resource_list(r, res.get("requests"), f"{field}.resources.requests")}
+    return {**r.resources(res.get("limits"), f"{field}.resources.limits"),
+            **r.resources(res.get("requests"), f"{field}.resources.requests")}
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
@@ -591,8 +575,8 @@ def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
     # sum for the resources they name; a pod-level limit stands in for a missing request unless
     # the containers request that overcommittable resource themselves.
     pod_res = r.mapping(spec.get("resources"), "spec.resources")
-    pod_requests = _resource_list(r, pod_res.get("requests"), "spec.resources.requests")
-    pod_limits = _resource_list(r, pod_res.get("limits"), "spec.resources.limits")
+    pod_requests = r.resources(pod_res.get("requests"), "spec.resources.requests")
+    pod_limits = r.resources(pod_res.get("limits"), "spec.resources.limits")
     for section, values in (("requests", pod_requests), ("limits", pod_limits)):
         for name in values:
             if not _pod_level_resource(name):
@@ -602,7 +586,7 @@ def _pod_requests(r: Reader, spec: dict[str, Any]) -> dict[str, int]:
         if name not in pod_requests and not (name in total and not name.startswith("hugepages-")):
             pod_requests[name] = v
     total.update(pod_requests)
-    _add(total, _resource_list(r, spec.get("overhead"), "spec.overhead"))
+    _add(total, r.resources(spec.get("overhead"), "spec.overhead"))
     total[PODS] = 1
     return {k: v for k, v in total.items() if v > 0}
 
@@ -615,8 +599,7 @@ class PriorityClass(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PriorityClass:
-        r = Reader(object_ref(raw, "PriorityClass"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
+        r, meta, _ = read_object(raw, "PriorityClass")
         value = r.integer(raw.get("value"), "value")
         if value is None:
             raise r.fail("value", "is required")
@@ -640,8 +623,7 @@ class Namespace(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Namespace:
-        r = Reader(object_ref(raw, "Namespace"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
+        r, meta, _ = read_object(raw, "Namespace")
         text = r.string(meta.get("name"), "metadata.name", required=True)
         problem = label_problem(text)
         if problem:

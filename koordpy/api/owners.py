@@ -120,10 +120,8 @@ class Owner(_Model):
 
 def _count(r: Reader, value: Any, field: str) -> int:
     """A replica-like count, 1 when absent as the API server defaults it, never negative."""
-    n = r.integer(value, field, default=1)
+    n = r.integer(value, field, default=1, minimum=0)
     assert n is not None
-    if n < 0:
-        raise r.fail(field, f"must not be negative, got {n}")
     return n
 
 

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import ParseError, object_ref
+from koordpy.api.errors import ParseError
+from koordpy.api.model import NamespacedKey
 from koordpy.api.quantity import parse_go_duration
-from koordpy.api.raw import Reader, int_text, subdomain_problem
+from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class PodGroupStatus(_Model):
         )
 
 
-class PodGroup(_Model):
+class PodGroup(_Model, NamespacedKey):
     namespace: str
     name: str
     min_member: int
@@ -90,24 +91,14 @@ class PodGroup(_Model):
     creation: float | None = None
     status: PodGroupStatus = PodGroupStatus()
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> PodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
-        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0)
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0, minimum=1)
         assert min_member is not None
-        if min_member < 1:
-            raise r.fail("spec.minMember", f"must be at least 1, got {min_member}")
         # Zero or negative means the default waiting time (see gang_config_from_podgroup).
         timeout = r.integer(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
-        min_res = {str(res): r.quantity(str(res), q, f"spec.minResources.{res}")
-                   for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
+        min_res = r.resources(spec.get("minResources"), "spec.minResources")
         pg = cls(
             namespace=r.namespace(meta.get("namespace")),
             name=r.name(meta.get("name")),

@@ -25,24 +25,23 @@ _RFC3339 = re.compile(
 _INT_RANGE = {32: (INT32_MIN, INT32_MAX), 64: (-INT64_MAX - 1, INT64_MAX)}
 
 
+def _rfc1123_problem(value: str, limit: int, pattern: re.Pattern[str], spelled: str) -> str | None:
+    """Why ``value`` is not the RFC 1123 name ``spelled`` (what it is, and its characters), or None."""
+    if len(value) > limit:
+        return f"must be no more than {limit} characters, got {len(value)}"
+    if not pattern.fullmatch(value):
+        return f"{value!r} is not an RFC 1123 {spelled}, starting and ending with a letter or digit"
+    return None
+
+
 def subdomain_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 DNS subdomain (most object names), or None."""
-    if len(value) > 253:
-        return f"must be no more than 253 characters, got {len(value)}"
-    if not _SUBDOMAIN.fullmatch(value):
-        return (f"{value!r} is not an RFC 1123 subdomain: lowercase letters, digits, '-' and '.', "
-                "starting and ending with a letter or digit")
-    return None
+    return _rfc1123_problem(value, 253, _SUBDOMAIN, "subdomain: lowercase letters, digits, '-' and '.'")
 
 
 def label_problem(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 DNS label (namespace names), or None."""
-    if len(value) > 63:
-        return f"must be no more than 63 characters, got {len(value)}"
-    if not _LABEL.fullmatch(value):
-        return (f"{value!r} is not an RFC 1123 label: lowercase letters, digits and '-', "
-                "starting and ending with a letter or digit")
-    return None
+    return _rfc1123_problem(value, 63, _LABEL, "label: lowercase letters, digits and '-'")
 
 
 def yaml_scalar(value: Any) -> str:
@@ -135,16 +134,23 @@ class Reader:
             raise self.fail(field, f"must be true or false, got {value!r}")
         return value
 
-    def integer(self, value: Any, field: str, *, default: int | None = None, bits: int = 32) -> int | None:
-        """An integer field of a Go type of ``bits`` bits; strings, bools and floats are refused."""
+    def integer(self, value: Any, field: str, *, default: int | None = None, bits: int = 32,
+                minimum: int | None = None) -> int | None:
+        """An integer field of a Go type of ``bits`` bits; strings, bools and floats are refused, and
+        so is a number (``default`` too, when it stands in) below ``minimum``."""
         if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
+            found = default
+        elif isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(field, f"expected an integer, got {value!r}")
-        low, high = _INT_RANGE[bits]
-        if not low <= value <= high:
-            raise self.fail(field, f"{value} is out of range for int{bits} ({low}..{high})")
-        return value
+        else:
+            low, high = _INT_RANGE[bits]
+            if not low <= value <= high:
+                raise self.fail(field, f"{value} is out of range for int{bits} ({low}..{high})")
+            found = value
+        if found is not None and minimum is not None and found < minimum:
+            raise self.fail(field, f"must be at least {minimum}, got {found}" if minimum else
+                            f"must not be negative, got {found}")
+        return found
 
     def quantity(self, resource: str, value: Any, field: str) -> int:
         try:
@@ -153,6 +159,11 @@ class Reader:
             return parse_quantity(resource, value)
         except ValueError as exc:
             raise self.fail(field, str(exc)) from exc
+
+    def resources(self, value: Any, field: str) -> dict[str, int]:
+        """A resource list (``cpu: 500m``...): each quantity in the units of ``Node.allocatable``."""
+        return {str(name): self.quantity(str(name), q, f"{field}.{name}")
+                for name, q in self.mapping(value, field).items()}
 
     def timestamp(self, value: Any, field: str) -> float | None:
         """Seconds since the epoch from an RFC 3339 time, which must carry its time zone.

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.model import NamespacedKey
 from koordpy.api.objects import NodeSelectorTerm, Requirement, node_selector_terms
 from koordpy.api.podvolumes import DRIVER_OF_PLUGIN, MIGRATED
 from koordpy.api.raw import Reader, read_object
@@ -55,7 +56,7 @@ def _controller_uid(r: Reader, meta: dict[str, Any]) -> str | None:
     return None
 
 
-class PersistentVolumeClaim(_Model):
+class PersistentVolumeClaim(_Model, NamespacedKey):
     namespace: str
     name: str
     uid: str = ""
@@ -69,10 +70,6 @@ class PersistentVolumeClaim(_Model):
     phase: str = "Pending"
     deleting: bool = False
     controller_uid: str | None = None  # the uid of its controlling owner (a generic ephemeral volume's pod)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def class_name(self) -> str:
@@ -257,10 +254,8 @@ class CSINode(_Model):
             name = r.string(dm.get("name"), f"spec.drivers[{i}].name", required=True)
             drivers.append(name)
             count = r.integer(r.mapping(dm.get("allocatable"), f"spec.drivers[{i}].allocatable").get("count"),
-                              f"spec.drivers[{i}].allocatable.count")
+                              f"spec.drivers[{i}].allocatable.count", minimum=0)
             if count is not None:
-                if count < 0:
-                    raise r.fail(f"spec.drivers[{i}].allocatable.count", f"must not be negative, got {count}")
                 limits[name] = count
         return cls(name=r.name(meta.get("name")), limits=limits, drivers=tuple(drivers))
 

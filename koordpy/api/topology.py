@@ -8,9 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
 from koordpy.api.quantity import INT32_MAX
-from koordpy.api.raw import Reader
+from koordpy.api.raw import Reader, read_object
 
 CLUSTER_LAYER = "ClusterTopologyLayer"
 NODE_LAYER = "NodeTopologyLayer"
@@ -32,9 +31,7 @@ class ClusterNetworkTopology(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> ClusterNetworkTopology:
-        r = Reader(object_ref(raw, "ClusterNetworkTopology"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
+        r, meta, (spec,) = read_object(raw, "ClusterNetworkTopology", "spec")
         items = r.seq(spec.get("networkTopologySpec"), "spec.networkTopologySpec")
         declared: list[TopologyLayerSpec] = []
         for i, item in enumerate(items):

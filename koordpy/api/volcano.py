@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import re2
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.raw import Reader, int_text, subdomain_problem
+from koordpy.api.errors import ParseError
+from koordpy.api.model import NamespacedKey
+from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
 from koordpy.api.selectors import LabelSelector, qualified_name_problem
 
 if TYPE_CHECKING:
@@ -50,9 +51,7 @@ class NetworkTopology(_Model):
         mode = r.string(m.get("mode"), f"{field}.mode") or "hard"
         if mode not in ("hard", "soft"):
             raise r.fail(f"{field}.mode", f"must be hard or soft, got {mode!r}")
-        tier = r.integer(m.get("highestTierAllowed"), f"{field}.highestTierAllowed")
-        if tier is not None and tier < 0:
-            raise r.fail(f"{field}.highestTierAllowed", f"must not be negative, got {tier}")
+        tier = r.integer(m.get("highestTierAllowed"), f"{field}.highestTierAllowed", minimum=0)
         name = r.string(m.get("highestTierName"), f"{field}.highestTierName") or None
         if tier is not None and name is not None:
             raise r.fail(field, "set highestTierAllowed or highestTierName, not both")
@@ -192,22 +191,15 @@ class HyperNode(_Model):
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> HyperNode:
-        r = Reader(object_ref(raw, "HyperNode"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
-        tier = r.integer(spec.get("tier"), "spec.tier")
+        r, meta, (spec, status) = read_object(raw, "HyperNode", "spec", "status")
+        tier = r.integer(spec.get("tier"), "spec.tier", minimum=0)
         if tier is None:
             raise r.fail("spec.tier", "is required")
-        if tier < 0:
-            raise r.fail("spec.tier", f"must not be negative, got {tier}")
         # No members (or an empty list) is an empty HyperNode of 0 nodes: Volcano's API declares
         # members optional, and its scheduler takes such a HyperNode as it is.
         raw_members = r.seq(spec.get("members"), "spec.members")
         members = tuple(_member(r, m, f"spec.members[{i}]") for i, m in enumerate(raw_members))
-        node_count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64)
-        if node_count is not None and node_count < 0:
-            raise r.fail("status.nodeCount", f"must not be negative, got {node_count}")
+        node_count = r.integer(status.get("nodeCount"), "status.nodeCount", bits=64, minimum=0)
         conditions = tuple(
             # Times and generations are kept as text: the scheduler only reads type, status and reason.
             {str(k): str(v) for k, v in r.mapping(c, f"status.conditions[{i}]").items()
@@ -247,12 +239,8 @@ class SubGroupPolicy(_Model):
 def _sub_group_policy(r: Reader, raw: Any, field: str) -> SubGroupPolicy:
     m = r.mapping(raw, field)
     name = r.string(m.get("name"), f"{field}.name", required=True)
-    size = r.integer(m.get("subGroupSize"), f"{field}.subGroupSize")
-    if size is not None and size < 1:
-        raise r.fail(f"{field}.subGroupSize", f"must be at least 1, got {size}")
-    min_groups = r.integer(m.get("minSubGroups"), f"{field}.minSubGroups")
-    if min_groups is not None and min_groups < 0:
-        raise r.fail(f"{field}.minSubGroups", f"must not be negative, got {min_groups}")
+    size = r.integer(m.get("subGroupSize"), f"{field}.subGroupSize", minimum=1)
+    min_groups = r.integer(m.get("minSubGroups"), f"{field}.minSubGroups", minimum=0)
     keys = tuple(r.string(k, f"{field}.matchLabelKeys[{j}]", required=True)
                  for j, k in enumerate(r.seq(m.get("matchLabelKeys"), f"{field}.matchLabelKeys")))
     for j, key in enumerate(keys):
@@ -280,7 +268,7 @@ class VolcanoPodGroupStatus(_Model):
         return {"phase": self.phase, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
 
 
-class VolcanoPodGroup(_Model):
+class VolcanoPodGroup(_Model, NamespacedKey):
     namespace: str
     name: str
     # Volcano's API declares minMember as a bare int32 with no minimum, so only a negative
@@ -295,21 +283,11 @@ class VolcanoPodGroup(_Model):
     creation: float | None = None
     status: VolcanoPodGroupStatus = VolcanoPodGroupStatus()
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> VolcanoPodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
-        status = r.mapping(raw.get("status"), "status")
-        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0) or 0
-        if min_member < 0:
-            raise r.fail("spec.minMember", f"must not be negative, got {min_member}")
-        min_res = {str(res): r.quantity(str(res), q, f"spec.minResources.{res}")
-                   for res, q in r.mapping(spec.get("minResources"), "spec.minResources").items()}
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
+        min_member = r.integer(spec.get("minMember"), "spec.minMember", default=0, minimum=0) or 0
+        min_res = r.resources(spec.get("minResources"), "spec.minResources")
         topology = (NetworkTopology.from_raw(r, spec["networkTopology"], "spec.networkTopology")
                     if spec.get("networkTopology") is not None else None)
         policies = tuple(_sub_group_policy(r, p, f"spec.subGroupPolicy[{i}]")

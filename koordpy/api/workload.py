@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.errors import object_ref
-from koordpy.api.raw import Reader
+from koordpy.api.model import NamespacedKey
+from koordpy.api.raw import read_object
 
 
-class WorkloadPodGroup(BaseModel):
+class WorkloadPodGroup(BaseModel, NamespacedKey):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     namespace: str
@@ -27,15 +27,9 @@ class WorkloadPodGroup(BaseModel):
     # What the group asks for beyond its policy, by field name (constraints, claims, a parent group).
     asks: tuple[str, ...] = ()
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:
-        r = Reader(object_ref(raw, "PodGroup"))
-        meta = r.mapping(raw.get("metadata"), "metadata")
-        spec = r.mapping(raw.get("spec"), "spec")
+        r, meta, (spec,) = read_object(raw, "PodGroup", "spec")
         policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
         gang = policy.get("gang")
         if gang is not None and policy.get("basic") is not None:

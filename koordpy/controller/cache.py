@@ -17,23 +17,20 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
-from koordpy.api.kueue import KaiPodGroup, Topology
-from koordpy.api.objects import Node, Pod, PriorityClass
-from koordpy.api.owners import Owner
+from koordpy.api.objects import Pod
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
-from koordpy.api.topology import ClusterNetworkTopology
-from koordpy.api.volcano import HyperNode, VolcanoPodGroup
-from koordpy.api.workload import WorkloadPodGroup
+from koordpy.api.stores import Stores
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
+V = TypeVar("V")
 ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
 # Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
 # heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
@@ -90,9 +87,9 @@ def _key(kind: Kind | None, raw: dict[str, Any]) -> str:
 
 
 @dataclass
-class Cache:
+class Cache(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
-    # properties below name the stores the loop reads.
+    # names ``Stores`` reads them by (``nodes``, ``pods``...) are the ones the loop reads.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
     topology_raw: dict[str, Any] | None = None  # the ClusterNetworkTopology "default" as read, valid or not
     hypernodes_raw: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -129,57 +126,6 @@ class Cache:
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
     storage: Storage = field(init=False)
-
-    def __post_init__(self) -> None:
-        st = self.stores
-        self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
-                               st["storage.csinodes"])
-
-    @property
-    def nodes(self) -> dict[str, Node]:
-        return self.stores["nodes"]
-
-    @property
-    def pods(self) -> dict[str, Pod]:
-        return self.stores["pods"]
-
-    @property
-    def podgroups(self) -> dict[str, PodGroup]:
-        return self.stores["podgroups"]
-
-    @property
-    def priority_classes(self) -> dict[str, PriorityClass]:
-        return self.stores["priority_classes"]
-
-    @property
-    def topology(self) -> ClusterNetworkTopology | None:
-        found: ClusterNetworkTopology | None = self.stores["topology"].get("default")
-        return found
-
-    @property
-    def hypernodes(self) -> dict[str, HyperNode]:
-        return self.stores["hypernodes"]
-
-    @property
-    def topologies(self) -> dict[str, Topology]:
-        return self.stores["topologies"]
-
-    @property
-    def volcano_podgroups(self) -> dict[str, VolcanoPodGroup]:
-        return self.stores["volcano_podgroups"]
-
-    @property
-    def kai_podgroups(self) -> dict[str, KaiPodGroup]:
-        return self.stores["kai_podgroups"]
-
-    @property
-    def workload_podgroups(self) -> dict[str, WorkloadPodGroup]:
-        return self.stores["workload_podgroups"]
-
-    @property
-    def owners(self) -> dict[str, Owner]:
-        """Store key (``<Kind>/<namespace>/<name>``) -> owner."""
-        return self.stores["owners"]
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
@@ -348,32 +294,36 @@ class Cache:
                 self.changed.set()
         return undo
 
-    def assume(self, pod: str, node: str) -> None:
-        self.assumed[pod] = (node, time.monotonic())
+    # The assumptions (a binding, a nomination, a victim's eviction): set when the write is decided,
+    # dropped when it did not go through. Either way the next snapshot shows the pod anew; a dropped
+    # one also owes a cycle, the pod being pending again or the room it held free.
+
+    def _hold(self, table: dict[str, V], pod: str, value: V) -> None:
+        table[pod] = value
         self._dirty[pod] = None
+
+    def _drop(self, table: dict[str, V], pod: str) -> None:
+        table.pop(pod, None)
+        self._dirty[pod] = None
+        self.changed.set()
+
+    def assume(self, pod: str, node: str) -> None:
+        self._hold(self.assumed, pod, (node, time.monotonic()))
 
     def forget(self, pod: str) -> None:
-        self.assumed.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.assumed, pod)
 
     def assume_nominated(self, pod: str, node: str) -> None:
-        self.nominated[pod] = (node, time.monotonic())
-        self._dirty[pod] = None
+        self._hold(self.nominated, pod, (node, time.monotonic()))
 
     def forget_nominated(self, pod: str) -> None:
-        self.nominated.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.nominated, pod)
 
     def assume_preempted(self, pod: str) -> None:
-        self.preempting[pod] = time.monotonic()
-        self._dirty[pod] = None
+        self._hold(self.preempting, pod, time.monotonic())
 
     def forget_preempted(self, pod: str) -> None:
-        self.preempting.pop(pod, None)
-        self._dirty[pod] = None
-        self.changed.set()
+        self._drop(self.preempting, pod)
 
     def nominated_node(self, pod: str) -> str | None:
         """The pod's nominatedNodeName as the next snapshot shows it (a write in flight included),

@@ -79,15 +79,15 @@ class _Candidates:
     name_rank: npt.NDArray[np.int64]
 
 
+# Only the constructor is generated: a Preemptor (one cycle's) is compared by identity, as before.
+@dataclass(eq=False, repr=False)
 class Preemptor:
-    def __init__(self, cluster: Cluster, placer: Placer, classes: Mapping[str, PriorityClass],
-                 member_of: Mapping[str, str], groups: Mapping[str, GangGroupId], gangs: Mapping[str, Gang]) -> None:
-        self.cluster = cluster
-        self.placer = placer
-        self.classes = classes
-        self.member_of = member_of
-        self.groups = groups
-        self.gangs = gangs
+    cluster: Cluster
+    placer: Placer
+    classes: Mapping[str, PriorityClass]
+    member_of: Mapping[str, str]
+    groups: Mapping[str, GangGroupId]
+    gangs: Mapping[str, Gang]
 
     # -- eligibility -------------------------------------------------------------------------
 

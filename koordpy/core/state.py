@@ -89,6 +89,12 @@ class SchedulerState:
             self.txn.record(_Entry(mapping, key, mapping[key]))
         return mapping.pop(key)
 
+    def _keep_only(self, mapping: MutableMapping[K, V], keys: Iterable[K]) -> None:
+        """Pops every entry whose key is not among ``keys``, in the mapping's order."""
+        keep = set(keys)
+        for key in [k for k in mapping if k not in keep]:
+            self._pop(mapping, key)
+
     def _add(self, members: MutableSet[K], key: K) -> None:
         if key not in members:
             if self.txn is not None:
@@ -125,9 +131,7 @@ class SchedulerState:
 
     def forget_waits(self, standing: Iterable[GangGroupId]) -> None:
         """Waits of GangGroups that no longer stand as they did end: nothing is left to wait for."""
-        keep = set(standing)
-        for group in [g for g in self.wait_since if g not in keep]:
-            self._pop(self.wait_since, group)
+        self._keep_only(self.wait_since, standing)
 
     # -- gangs satisfied once ------------------------------------------------------------------
 
@@ -158,9 +162,7 @@ class SchedulerState:
 
     def forget_told(self, gangs: Iterable[str]) -> None:
         """What was said about gangs that are gone is forgotten."""
-        keep = set(gangs)
-        for key in [k for k in self.told if k not in keep]:
-            self._pop(self.told, key)
+        self._keep_only(self.told, gangs)
 
     # -- the standing view (a cache, outside the transaction) ----------------------------------
 

@@ -155,6 +155,19 @@ def _store(bits: B2, n_rows: int, b: B) -> B2:
     return bits
 
 
+@njit(cache=True, nogil=True)
+def _file(g: I64, t: I64, row: I64, bits: B2, n_rows: int, i: int, sg: int, st: int, sb: B) -> tuple[B2, int]:
+    """Files the set ``(sg, st, sb)`` as entry ``i`` of a table of sets (``g``, ``t``, ``row``, ``bits``:
+    a bitset takes the next row); the table's ``bits`` (grown when full) and the rows it uses."""
+    g[i] = sg
+    t[i] = st
+    if sg == 0:
+        bits = _store(bits, n_rows, sb)
+        row[i] = n_rows
+        n_rows += 1
+    return bits, n_rows
+
+
 # -- achievable counts ----------------------------------------------------------------------
 
 
@@ -186,12 +199,7 @@ def achievable(node_slots: I64, node_domain: I64, end: I64, multiple: I64, desir
                 cg, ct, cb = _sum(cg, ct, cb, g[c], t[c], kb, cap)
                 c = end[c]
         cg, ct, cb = _meet(cg, ct, cb, multiple[d], cap)
-        g[d] = cg
-        t[d] = ct
-        if cg == 0:
-            bits = _store(bits, n_rows, cb)
-            row[d] = n_rows
-            n_rows += 1
+        bits, n_rows = _file(g, t, row, bits, n_rows, d, cg, ct, cb)
     return g, t, row, bits[:n_rows].copy()
 
 
@@ -307,12 +315,7 @@ def allocate(sums: I64, end: I64, name_rank: I64, g: I64, t: I64, row: I64, bits
             c = kids[i]
             ng, nt, nb = _sum(g[c], t[c], bits[row[c]] if g[c] == 0 else empty,
                               sg[i + 1], st[i + 1], sbits[srow[i + 1]] if sg[i + 1] == 0 else empty, cap)
-            sg[i] = ng
-            st[i] = nt
-            if ng == 0:
-                sbits = _store(sbits, n_rows, nb)
-                srow[i] = n_rows
-                n_rows += 1
+            sbits, n_rows = _file(sg, st, srow, sbits, n_rows, i, ng, nt, nb)
         i = 0
         while r > 0 and i < k:
             best = -1

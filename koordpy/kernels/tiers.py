@@ -61,6 +61,19 @@ def _score(alloc: F2, used: F2, req: I64, d: int, count: int) -> float:
 
 
 @njit(cache=True, nogil=True)
+def _before(rank: I64, sums: I64, name_rank: I64, d: int, score: float, best: int, best_score: float) -> bool:
+    """Whether domain ``d`` (of binpack ``score``) wins over ``best``: the lower rank, then the higher
+    score, then the smaller offerslot, then the name (the twin's ``min`` key, in that order)."""
+    if rank[d] != rank[best]:
+        return bool(rank[d] < rank[best])
+    if score != best_score:
+        return score > best_score
+    if sums[d] != sums[best]:
+        return bool(sums[d] < sums[best])
+    return bool(name_rank[d] < name_rank[best])
+
+
+@njit(cache=True, nogil=True)
 def tier_place(free: I2, req: I64, feasible: B, node_domain: I64, domain_node: I64, parent: I64, end: I64,
                rank: I64, name_rank: I64, alloc: F2, used: F2, scope: int, lo: int, hi: int,
                count: int) -> tuple[int, I64]:
@@ -80,22 +93,7 @@ def tier_place(free: I2, req: I64, feasible: B, node_domain: I64, domain_node: I
         if domain_node[d] >= 0 or rank[d] < lo or rank[d] > hi or sums[d] < count:
             continue
         s = _score(alloc, used, req, d, count)
-        if best < 0:
-            best, best_score = d, s
-            continue
-        if rank[d] != rank[best]:
-            if rank[d] < rank[best]:
-                best, best_score = d, s
-            continue
-        if s != best_score:
-            if s > best_score:
-                best, best_score = d, s
-            continue
-        if sums[d] != sums[best]:
-            if sums[d] < sums[best]:
-                best, best_score = d, s
-            continue
-        if name_rank[d] < name_rank[best]:
+        if best < 0 or _before(rank, sums, name_rank, d, s, best, best_score):
             best, best_score = d, s
     if best < 0:
         return -1, out

@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields
-from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Node, Pod, PriorityClass
+from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
@@ -34,8 +34,8 @@ from koordpy.api.storage import (
     PersistentVolumeClaim,
     Storage,
 )
-from koordpy.api.topology import ClusterNetworkTopology
-from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, VolcanoPodGroup
+from koordpy.api.stores import Stores
+from koordpy.api.volcano import GROUP_NAME_ANN
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -63,9 +63,9 @@ PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass
-class World:
+class World(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
-    # properties below name the stores the simulation reads and changes.
+    # names ``Stores`` reads them by are the ones the simulation reads and changes.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
     ignored: list[str] = field(default_factory=list)
     now: float = DEFAULT_EPOCH
@@ -77,40 +77,6 @@ class World:
     # Claim -> what koordpy wrote before a binding: {"selectedNode": node} or {"volume": PV bound to it}.
     volume_writes: dict[str, dict[str, str]] = field(default_factory=dict)
     waiting_volumes: dict[str, str] = field(default_factory=dict)  # pod -> why its binding waits
-
-    def __post_init__(self) -> None:
-        st = self.stores
-        self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
-                               st["storage.csinodes"])
-
-    @property
-    def nodes(self) -> dict[str, Node]:
-        return self.stores["nodes"]
-
-    @property
-    def pods(self) -> dict[str, Pod]:
-        return self.stores["pods"]
-
-    @property
-    def podgroups(self) -> dict[str, PodGroup]:
-        return self.stores["podgroups"]
-
-    @property
-    def topology(self) -> ClusterNetworkTopology | None:
-        found: ClusterNetworkTopology | None = self.stores["topology"].get("default")
-        return found
-
-    @property
-    def priority_classes(self) -> dict[str, PriorityClass]:
-        return self.stores["priority_classes"]
-
-    @property
-    def hypernodes(self) -> dict[str, HyperNode]:
-        return self.stores["hypernodes"]
-
-    @property
-    def volcano_podgroups(self) -> dict[str, VolcanoPodGroup]:
-        return self.stores["volcano_podgroups"]
 
     @classmethod
     def from_objects(cls, docs: list[tuple[str, dict[str, Any]]]) -> World:
@@ -499,9 +465,8 @@ def _deletion(raw: dict[str, Any], pod: Pod) -> tuple[float, float | None]:
     ``deletionTimestamp``."""
     meta = raw["metadata"]
     r = Reader(f"Pod {pod.key}")
-    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64)
-    if grace is not None and grace < 0:
-        raise r.fail("metadata.deletionGracePeriodSeconds", f"must not be negative, got {grace}")
+    grace = r.integer(meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", bits=64,
+                      minimum=0)
     deadline = r.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
     return (pod.grace_period if grace is None else float(grace)), deadline
 
