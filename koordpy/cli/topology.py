@@ -365,7 +365,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         n = cluster.node_index.get(pod.node_name or "")
         if n is None or pod.terminal:
             continue
-        job = gang_member(pod, snapshot.owners) or f"{pod.namespace}/{pod.name}"
+        job = gang_member(pod, snapshot) or f"{pod.namespace}/{pod.name}"
         per = jobs.setdefault(n, {})
         per[job] = per.get(job, 0) + 1
     return Shown(cluster, snapshot, [tree_view(cluster, k, t) for k, t in wanted], columns, jobs)

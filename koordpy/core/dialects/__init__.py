@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from koordpy.api.errors import ParseError
+from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
-from koordpy.api.owners import Owner
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
@@ -46,14 +46,25 @@ DEFAULT_TREE = koordinator.TREE
 _EVENT_ORDER: tuple[Dialect, ...] = (volcano.DIALECT, koordinator.DIALECT, kai.DIALECT, upstream.DIALECT)
 
 
+def compare_key(role: Role) -> Callable[[Any], object] | None:
+    """How the core's standing view compares objects of kind ``role``: the key the dialect that
+    reads the kind gives (None: whole objects, also for a kind no dialect reads)."""
+    for dialect in DIALECTS:
+        if role in dialect.roles:
+            return dialect.compare_key(role)
+    return None
+
+
 # -- gangs -----------------------------------------------------------------------------------------
 
 
-def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
+def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     """The gang a live pod belongs to, if any, in the first dialect that claims it: a Koordinator
-    gang, a Volcano or KAI PodGroup, or (``owners`` given) the implicit group of its top-level owner."""
+    gang, a Volcano or KAI PodGroup, or (``snapshot`` given) the implicit group of its top-level
+    owner among the snapshot's owners."""
     if pod.terminal:
         return None
+    owners = snapshot.owners if snapshot is not None else None
     for dialect in DIALECTS:
         key = dialect.member(pod, owners)
         if key is not None:

@@ -14,8 +14,8 @@ dispatch over all of them (``koordpy.core.dialects``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Pod
@@ -36,6 +36,12 @@ class Dialect(Protocol):
     @property
     def roles(self) -> tuple[Role, ...]:
         """The kinds it reads (``koordpy.api.kinds`` roles), which fill its ``Snapshot`` fields."""
+        ...
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        """How the core's standing view tells a change that matters in its objects of kind ``role``:
+        a function giving what of an object shapes scheduling (a HyperNode's spec, not the status the
+        scheduler writes on it), or None to compare whole objects."""
         ...
 
     # -- gangs ---------------------------------------------------------------------------

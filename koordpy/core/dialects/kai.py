@@ -15,8 +15,9 @@ wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from koordpy.api.kinds import Role
 from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodGroup, Topology
@@ -218,6 +219,9 @@ class Kai:
     roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
     reports_timeout = False
     refused_fields: Mapping[str, str] = {}
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         group = pod.annotations.get(KAI_GROUP_ANN)

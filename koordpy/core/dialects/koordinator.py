@@ -11,7 +11,7 @@ registry, ``koordpy.core.dialects``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,6 +307,9 @@ class Koordinator:
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
     refused_fields: Mapping[str, str] = {}
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return pod_gang_name(pod.namespace, pod.labels, pod.annotations)

@@ -12,7 +12,8 @@ dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workloa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Pod
@@ -48,6 +49,9 @@ class Upstream:
     roles: tuple[Role, ...] = ("workload-podgroup",)
     reports_timeout = False
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return None  # its pods are lone pods or refused: no gang yet

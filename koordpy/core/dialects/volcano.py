@@ -12,7 +12,7 @@ offending edge left out, so the rest of the tree keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -429,6 +429,9 @@ class Volcano:
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     reports_timeout = False
     refused_fields: Mapping[str, str] = {}
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return spec_of if role == "hypernode" else None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         group = pod.annotations.get(GROUP_NAME_ANN)
