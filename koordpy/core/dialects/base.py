@@ -14,15 +14,16 @@ dispatch over all of them (``koordpy.core.dialects``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from koordpy.api.kinds import Role
-from koordpy.api.objects import Pod
+from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
@@ -119,4 +120,18 @@ class Dialect(Protocol):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         """The tree ``koordpy explain`` draws paths in when the job asks for none, if it has one."""
+        ...
+
+    # -- manifests -----------------------------------------------------------------------
+
+    @property
+    def manifest_format(self) -> str | None:
+        """The ``--format`` of ``koordpy topology generate`` that writes its topology objects; None
+        when it has none."""
+        ...
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        """Its topology objects over ``nodes`` from the label ``keys`` (top level first), named
+        ``name`` where the user names them, with warnings about nodes the labels leave out; raises
+        ``Unusable`` (``koordpy.core.topology_manifests``) for keys or a name it cannot use."""
         ...

@@ -24,11 +24,13 @@ from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodG
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
+from koordpy.api.raw import subdomain_problem
 from koordpy.core.decisions import GangStatus
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
@@ -211,6 +213,25 @@ def _implicit(key: str) -> bool:
     return key.count("/") > 1
 
 
+# -- manifests ----------------------------------------------------------------------------------
+
+
+def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+    """A Kueue Topology ``name`` with the label ``keys`` as its levels, top level first, and the
+    hostname level below them (KAI's constraints name such Topologies)."""
+    problem = subdomain_problem(name)
+    if problem:
+        raise Unusable("name", problem)
+    if HOSTNAME in keys[:-1]:
+        raise Unusable("levels", f"{HOSTNAME} names single nodes, so it may only be the last (lowest) level")
+    levels = [*keys, *([] if keys[-1] == HOSTNAME else [HOSTNAME])]
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
+           "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
+    # The hostname level too: a node without that label is outside the Topology like any other.
+    warnings = missing_warnings(nodes, levels, lambda _: "such a node is outside this topology")
+    return Generated([doc], warnings)
+
+
 # -- the dialect ---------------------------------------------------------------------------------
 
 
@@ -219,6 +240,10 @@ class Kai:
     roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
     reports_timeout = False
     refused_fields: Mapping[str, str] = {}
+    manifest_format = "topology"
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        return topology_manifest(nodes, keys, name)
 
     def compare_key(self, role: Role) -> Callable[[Any], object] | None:
         return None

@@ -12,16 +12,17 @@ dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workloa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from koordpy.api.kinds import Role
-from koordpy.api.objects import Pod
+from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import TopologyTree, TreeKey
 from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
 
@@ -49,6 +50,10 @@ class Upstream:
     roles: tuple[Role, ...] = ("workload-podgroup",)
     reports_timeout = False
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
+    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object yet
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
 
     def compare_key(self, role: Role) -> Callable[[Any], object] | None:
         return None
