@@ -15,9 +15,8 @@ wins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from koordpy.api.kinds import Role
 from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodGroup, Topology
@@ -25,14 +24,13 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
-from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "kai"
 HOSTNAME = "kubernetes.io/hostname"
@@ -235,18 +233,16 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai:
+class Kai(DialectBase):
+    """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
+    KAI's to write (it gives none); its PodGroup asks no minimum resources."""
+
     name = NAME
     roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
-    reports_timeout = False
-    refused_fields: Mapping[str, str] = {}
     manifest_format = "topology"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return topology_manifest(nodes, keys, name)
-
-    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
-        return None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         group = pod.annotations.get(KAI_GROUP_ANN)
@@ -286,22 +282,6 @@ class Kai:
             _, kind, name = key.split("/", 2)
             return f"the pods of {kind} {name}"
         return None
-
-    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
-        return None  # Events about a KAI gang go to its first pod
-
-    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
-        return None
-
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
-        return None  # KAI's PodGroup status is KAI's to write
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         for name in sorted(snapshot.topologies):

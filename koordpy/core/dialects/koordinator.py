@@ -12,7 +12,7 @@ registry, ``koordpy.core.dialects``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +33,13 @@ from koordpy.api.podgroup import (
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, short_names
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "koordinator"
 # The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
@@ -326,18 +326,14 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator:
+class Koordinator(DialectBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
-    refused_fields: Mapping[str, str] = {}
     manifest_format = "cnt"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return cluster_network_topology(nodes, keys)  # koordpy reads the one named "default"
-
-    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
-        return None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return pod_gang_name(pod.namespace, pod.labels, pod.annotations)
@@ -379,12 +375,6 @@ class Koordinator:
         current = pg.status.counts()
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE

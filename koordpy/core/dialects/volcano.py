@@ -24,13 +24,13 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
 from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, natural, sanitise, short_names
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "volcano"
 TREE = TreeKey(NAME, text="hypernodes")
@@ -519,11 +519,9 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano:
+class Volcano(DialectBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
-    reports_timeout = False
-    refused_fields: Mapping[str, str] = {}
     manifest_format = "hypernode"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
@@ -545,9 +543,6 @@ class Volcano:
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return podgroup_gang(snapshot.volcano_podgroups[key], pods)
 
-    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
-        return None
-
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
 
@@ -565,12 +560,6 @@ class Volcano:
             return None
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE
