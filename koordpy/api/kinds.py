@@ -4,10 +4,10 @@ Each entry says everything the shells do per kind (see ``Kind``): where its obje
 Snapshot field, and the shells' store of that name), how it is listed, whether a cluster may not
 serve it, what the scheduler writes on it (RBAC), and how its errors are reported. The live cache,
 the initial list, resync and watches, the simulator's World, both snapshot builders
-(``snapshot_fields``), the writer's bodies and the chart's RBAC rules (``grants``) loop over this
-table, so a new kind is one entry here and its parser (and, if the core must act on it, one field
-of the Snapshot). ``role`` says what the core does with the objects. Not here: parsing (the
-models' modules) and anything that does I/O.
+(``snapshot_fields``), the core's standing view (what a change costs it: ``change``), the writer's
+bodies and the chart's RBAC rules (``grants``) loop over this table, so a new kind is one entry here
+and its parser (and, if the core must act on it, one field of the Snapshot). ``role`` says what the
+core does with the objects. Not here: parsing (the models' modules) and anything that does I/O.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 
 
 Shape = Literal["map", "list", "one", "labels", "by-uid"]
+# What a change of a kind's objects costs the core's standing view (``koordpy.core.view`` maps each
+# to its work; the registry only names it): "count" its objects are counted one by one where they
+# run (pods); "arrays" the resource arrays and trees are rebuilt (nodes); "all" everything is rebuilt
+# (trees, owner chains, namespaces' labels, PriorityClasses: few objects that change rarely; the
+# safe default for a new kind); "gangs" the gangs its changed objects declare are rebuilt and
+# regrouped; "volumes" the volume rules are read again; "none" nothing the view keeps depends on
+# them (the core reads them afresh as each cycle goes).
+Change = Literal["count", "arrays", "all", "gangs", "volumes", "none"]
+CHANGES: tuple[Change, ...] = ("count", "arrays", "all", "gangs", "volumes", "none")
 # Snapshot fields that group stores: "storage.claims" is the ``claims`` of ``Snapshot.storage``.
 GROUPS: dict[str, type[Storage]] = {"storage": Storage}
 
@@ -70,7 +79,8 @@ class Kind:
     # RBAC verbs the scheduler needs beyond list and watch: "patch", "delete", or "<subresource>:<verb>"
     # ("status:patch", "binding:create"). The chart's ClusterRole grants exactly these (tests/test_chart.py).
     writes: tuple[str, ...] = ()
-    gang: bool = False  # declares gangs: a change re-checks its pending pods' gang annotations
+    # What a change of its objects (or of its errors field) costs the core's standing view (``Change``).
+    change: Change = "all"
     # The Snapshot field that says which of its objects do not parse ("" none): "invalid_podgroups"
     # by key, "topology_error" the ``only`` object's error, a grouped field ("storage.invalid")
     # by "<Kind> <key>".
@@ -80,6 +90,11 @@ class Kind:
     # schedulers' PodGroups share one, as do the Topology kinds (jobs name them alone).
     unique_as: str = ""
     only: str = ""  # the one object of the kind koordpy reads (the ClusterNetworkTopology "default")
+
+    @property
+    def gang(self) -> bool:
+        """It declares gangs: a change re-checks its pending pods' gang annotations."""
+        return self.change == "gangs"
 
     @property
     def label(self) -> str:
@@ -147,24 +162,24 @@ def _owner(api_version: str, kind: str) -> Callable[[dict[str, Any]], object]:
 _GANG_ERRORS = "invalid_podgroups"  # any gang kind's PodGroup that does not parse (a pod naming it waits)
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, _from_raw(Node), "node", "nodes", shape="list", optional=False,
-         list_call="CoreV1Api.list_node"),
+         list_call="CoreV1Api.list_node", change="arrays"),
     # patch: the gang-timeout annotation; delete: preemption's victims (PREEMPTION_ONLY).
     Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
          list_call="CoreV1Api.list_pod_for_all_namespaces",
-         writes=("patch", "delete", "binding:create", "status:patch")),
+         writes=("patch", "delete", "binding:create", "status:patch"), change="count"),
     Kind("Namespace", "", "v1", "namespaces", False, _from_raw(Namespace), "namespace",  # labels, for namespaceSelector
          "namespaces", shape="labels", optional=False, list_call="CoreV1Api.list_namespace"),
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),
          "priorityclass", "priority_classes", optional=False, list_call="SchedulingV1Api.list_priority_class"),
     Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, _from_raw(PodGroup), "podgroup",
-         "podgroups", writes=("status:patch",), gang=True, errors=_GANG_ERRORS),
+         "podgroups", writes=("status:patch",), change="gangs", errors=_GANG_ERRORS),
     Kind("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", False,
          _from_raw(ClusterNetworkTopology), "cnt", "topology", shape="one", writes=("status:patch",),
          errors="topology_error", source="koordinator", only="default"),
     Kind("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, _from_raw(HyperNode), "hypernode",
          "hypernodes", writes=("status:patch",), source="volcano"),
     Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, _from_raw(VolcanoPodGroup),
-         "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch",), gang=True,
+         "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch",), change="gangs",
          errors=_GANG_ERRORS),
     Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, _topology("kueue.x-k8s.io/v1beta1"),
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
@@ -173,9 +188,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False, _topology("kai.scheduler/v1alpha1"),
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
-         "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io"),
+         "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
+         change="none"),  # read afresh: a pod refused for its group is looked at every cycle
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
-         "kai_podgroups", name="KaiPodGroup", gang=True, errors=_GANG_ERRORS),
+         "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
     Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner", "owners",
          shape="by-uid"),
@@ -188,14 +204,14 @@ KINDS: tuple[Kind, ...] = (
     # patch: PreBind's selected-node annotation (dynamic provisioning) and a PV's claimRef (a static bind).
     Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, _from_raw(PersistentVolumeClaim), "pvc",
          "storage.claims", optional=False, list_call="CoreV1Api.list_persistent_volume_claim_for_all_namespaces",
-         writes=("patch",), errors="storage.invalid"),
+         writes=("patch",), errors="storage.invalid", change="volumes"),
     Kind("PersistentVolume", "", "v1", "persistentvolumes", False, _from_raw(PersistentVolume), "pv",
          "storage.volumes", optional=False, list_call="CoreV1Api.list_persistent_volume", writes=("patch",),
-         errors="storage.invalid"),
+         errors="storage.invalid", change="volumes"),
     Kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, _from_raw(StorageClass), "storageclass",
-         "storage.classes", errors="storage.invalid"),
+         "storage.classes", errors="storage.invalid", change="volumes"),
     Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, _from_raw(CSINode), "csinode", "storage.csinodes",
-         errors="storage.invalid"),
+         errors="storage.invalid", change="volumes"),
 )
 # Writes only while preemption is on (settings' ``preemption``): (plural, verb).
 PREEMPTION_ONLY: frozenset[tuple[str, str]] = frozenset({("pods", "delete")})

@@ -1,10 +1,12 @@
 """``koordpy topology``: ``generate`` writes topology manifests from node labels, ``show`` draws the
 trees koordpy builds (as text, or as one self-contained HTML page).
 
-Belongs here, for now: generating the manifests of each topology dialect from node labels, and
-drawing the trees. Reads its input through ``koordpy.cli.manifests``. The heavy parts (the API
-models and pydantic, numpy, the core's cluster, the simulator, the controller) are imported inside
-the functions that need them, so that ``simulate`` and ``run`` do not pay for them at start-up.
+Belongs here: the commands' flags and input (the node labels, the level keys), picking the dialect
+that writes the asked ``--format`` (each dialect writes its own topology objects,
+``Dialect.manifests``), and drawing the trees. Reads its input through ``koordpy.cli.manifests``.
+The heavy parts (the API models and pydantic, numpy, the core's cluster and dialects, the
+simulator, the controller) are imported inside the functions that need them, so that ``simulate``
+and ``run`` do not pay for them at start-up.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ from __future__ import annotations
 import argparse
 import html
 import os
-import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
 from koordpy.cli.manifests import UsageError, load_documents
-from koordpy.core.naming import natural_key
+from koordpy.core.topology_manifests import Generated, Unusable, natural
 from koordpy.errors import BadInput
 from koordpy.sim.errors import InputError
 
@@ -34,10 +35,9 @@ if TYPE_CHECKING:
     from koordpy.core.snapshot import Snapshot
     from koordpy.core.tree import TopologyTree
 
+# Each is one dialect's ``manifest_format`` (tests/cli/test_topology.py holds them to the registry),
+# listed here in the order the help shows so that start-up need not load the dialects.
 FORMATS = ("hypernode", "cnt", "topology")
-HOSTNAME = "kubernetes.io/hostname"
-MAX_NAME = 63  # an RFC 1123 label: fits every kind's name rule and reads well in a listing
-_INVALID = re.compile(r"[^a-z0-9-]+")
 
 
 GENERATE_PROG = "koordpy topology generate"
@@ -55,12 +55,6 @@ class CannotWrite(BadInput):
 
 
 # -- generate ----------------------------------------------------------------------------
-
-
-@dataclass
-class Generated:
-    documents: list[dict[str, Any]]
-    warnings: list[str] = field(default_factory=list)
 
 
 def parse_levels(text: str) -> list[str]:
@@ -104,164 +98,19 @@ def nodes_from_documents(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[Nod
     return nodes
 
 
-def short_names(keys: Sequence[str]) -> list[str]:
-    """Each key's last segment (``rack`` for ``example.com/rack``), or the whole key made a name
-    where two keys share a last segment, so tiers and layers stay distinguishable."""
-    last = [k.rpartition("/")[2] for k in keys]
-    return [s if last.count(s) == 1 else _sanitise(k) for s, k in zip(last, keys, strict=True)]
-
-
-def _sanitise(text: str) -> str:
-    return _INVALID.sub("-", text.lower()).strip("-")
-
-
-def _camel(text: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
-
-
-def _missing_warnings(nodes: Sequence[Node], keys: Sequence[str], consequence: Callable[[str], str]) -> list[str]:
-    out = []
-    for k in keys:
-        missing = sorted((n.name for n in nodes if not n.labels.get(k)), key=_natural)
-        if missing:
-            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            out.append(f"{len(missing)} node(s) have no label {k} ({shown}): {consequence(k)}")
-    return out
-
-
-def _natural(name: str) -> tuple[object, ...]:
-    return tuple(natural_key(name))
-
-
 def generate(nodes: Sequence[Node], keys: Sequence[str], fmt: str, name: str = "default") -> Generated:
+    """The manifests of the dialect whose ``manifest_format`` is ``fmt``."""
+    from koordpy.core.dialects import DIALECTS  # the core: paid by generate only, not at start-up
+
     if not keys:
         raise TopologyUsageError("--levels: at least one label key is needed")
-    if fmt == "hypernode":
-        return _hypernodes(nodes, keys)
-    if fmt == "cnt":
-        return _cluster_network_topology(nodes, keys)
-    if fmt == "topology":
-        return _kueue_topology(nodes, keys, name)
-    raise TopologyUsageError(f"unknown --format {fmt!r}; expected one of {', '.join(FORMATS)}")
-
-
-def _cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
-    from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER  # pydantic: paid where used
-
-    layers = [_camel(s) + "Layer" for s in short_names(keys)]
-    spec: list[dict[str, Any]] = []
-    parent = CLUSTER_LAYER
-    for layer, key in zip(layers, keys, strict=True):
-        spec.append({"topologyLayer": layer, "parentTopologyLayer": parent, "labelKey": [key]})
-        parent = layer
-    spec.append({"topologyLayer": NODE_LAYER, "parentTopologyLayer": parent})
-    doc = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
-           "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}}
-    warnings = _missing_warnings(nodes, keys, lambda _: "such a node hangs from the domain above that layer")
-    return Generated([doc], warnings)
-
-
-def _kueue_topology(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-    from koordpy.api.raw import subdomain_problem  # pydantic: paid where used
-
-    problem = subdomain_problem(name)
-    if problem:
-        raise TopologyUsageError(f"--name: {problem}")
-    if HOSTNAME in keys[:-1]:
-        raise TopologyUsageError(f"--levels: {HOSTNAME} names single nodes, so it may only be the last (lowest) level")
-    levels = [*keys, *([] if keys[-1] == HOSTNAME else [HOSTNAME])]
-    doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
-           "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
-    # The hostname level too: a node without that label is outside the Topology like any other.
-    warnings = _missing_warnings(nodes, levels, lambda _: "such a node is outside this topology")
-    return Generated([doc], warnings)
-
-
-@dataclass
-class _Domain:
-    """One HyperNode to be: the label values from its key up the contiguous run of present labels."""
-
-    tier: int
-    path: tuple[str, ...]  # values, from the highest key the run reaches down to this domain's key
-    parent: tuple[int, tuple[str, ...]] | None
-    nodes: list[str] = field(default_factory=list)
-    children: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
-    name: str = ""
-
-
-def _hypernodes(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
-    tiers = len(keys)
-    tier_names = short_names(keys)
-    domains: dict[tuple[int, tuple[str, ...]], _Domain] = {}
-    for node in nodes:
-        values = [node.labels.get(k) or "" for k in keys]
-        below: tuple[int, tuple[str, ...]] | None = None
-        # From the lowest key up; a missing label ends the node's climb (that tier and above).
-        for i in range(tiers - 1, -1, -1):
-            if not values[i]:
-                break
-            tier = tiers - i
-            # The run of present values above i names the domain, so a rack r1 in zone a and one in
-            # zone b are two HyperNodes, and a node without a zone label joins neither.
-            top = i
-            while top > 0 and values[top - 1]:
-                top -= 1
-            ident = (tier, tuple(values[top: i + 1]))
-            dom = domains.get(ident)
-            if dom is None:
-                up = (tier + 1, tuple(values[top:i])) if i > 0 and values[i - 1] else None
-                dom = domains[ident] = _Domain(tier, ident[1], up)
-            if below is None:
-                dom.nodes.append(node.name)
-            elif below not in dom.children:
-                dom.children.append(below)
-            below = ident
-    _name_domains(domains)
-    docs = []
-    ordered = sorted(domains.values(), key=lambda d: (-d.tier, _path_key(d.path)))
-    for d in ordered:
-        members = ([{"type": "HyperNode", "selector": {"exactMatch": {"name": domains[c].name}}}
-                    for c in sorted(d.children, key=lambda c: _natural(domains[c].name))]
-                   + [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in sorted(d.nodes, key=_natural)])
-        docs.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
-                     "metadata": {"name": d.name},
-                     "spec": {"tier": d.tier, "tierName": tier_names[tiers - d.tier], "members": members}})
-    warnings = _missing_warnings(nodes, keys, lambda k: (
-        f"left out of tier {tiers - list(keys).index(k)} ({tier_names[list(keys).index(k)]}) and above"))
-    return Generated(docs, warnings)
-
-
-def _path_key(path: tuple[str, ...]) -> tuple[object, ...]:
-    return tuple(_natural(v) for v in path)
-
-
-def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> None:
-    """Names from the label values, top tier first: a value found under more than one parent (or
-    with and without one) takes its parent's name as a prefix; a name that is still taken, after
-    lower-casing and replacing what a name cannot hold, gets -2, -3... in sorted order. The same
-    labels give the same names on every run."""
-    parents: dict[tuple[int, str], set[tuple[str, ...] | None]] = {}
-    for d in domains.values():
-        parents.setdefault((d.tier, d.path[-1]), set()).add(d.path[:-1] if d.parent else None)
-    taken: set[str] = set()
-    for tier in sorted({t for t, _ in domains}, reverse=True):
-        idents = sorted((i for i in domains if i[0] == tier), key=lambda i: _path_key(i[1]))
-        bases: dict[tuple[int, tuple[str, ...]], str] = {}
-        for ident in idents:
-            d = domains[ident]
-            base = _sanitise(d.path[-1]) or f"tier{tier}"
-            if d.parent is not None and len(parents[(tier, d.path[-1])]) > 1:
-                base = f"{domains[d.parent].name}-{base}"
-            bases[ident] = base[:MAX_NAME].strip("-")
-        wished = set(bases.values())
-        for ident in idents:
-            name, k = bases[ident], 1
-            while name in taken or (k > 1 and name in wished):
-                k += 1
-                suffix = f"-{k}"
-                name = bases[ident][:MAX_NAME - len(suffix)].strip("-") + suffix
-            taken.add(name)
-            domains[ident].name = name
+    dialect = next((d for d in DIALECTS if d.manifest_format == fmt), None)
+    if dialect is None:
+        raise TopologyUsageError(f"unknown --format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    try:
+        return dialect.manifests(nodes, keys, name)
+    except Unusable as exc:  # the flag that gave what the dialect cannot use
+        raise TopologyUsageError(f"--{exc.argument}: {exc}") from exc
 
 
 def dump_documents(docs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
@@ -365,7 +214,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         n = cluster.node_index.get(pod.node_name or "")
         if n is None or pod.terminal:
             continue
-        job = gang_member(pod, snapshot.owners) or f"{pod.namespace}/{pod.name}"
+        job = gang_member(pod, snapshot) or f"{pod.namespace}/{pod.name}"
         per = jobs.setdefault(n, {})
         per[job] = per.get(job, 0) + 1
     return Shown(cluster, snapshot, [tree_view(cluster, k, t) for k, t in wanted], columns, jobs)
@@ -417,7 +266,7 @@ def render_text(shown: Shown, out: TextIO, with_nodes: bool = False) -> None:
             prefix[d] = prefix[p] + ("    " if last else "│   ")
         if view.problems:
             out.write("problems:\n")
-            for name in sorted(view.problems, key=_natural):
+            for name in sorted(view.problems, key=natural):
                 for message in view.problems[name]:
                     out.write(f"  {name}: {message}\n")
 
@@ -565,7 +414,7 @@ def render_html(shown: Shown) -> str:
         body.append(_svg(shown, view))
         if view.problems:
             items = "".join(f"<li>{html.escape(name)}: {html.escape(m)}</li>"
-                            for name in sorted(view.problems, key=_natural) for m in view.problems[name])
+                            for name in sorted(view.problems, key=natural) for m in view.problems[name])
             body.append(f'<div class="problems"><b>Problems</b><ul>{items}</ul></div>')
         body.append(_table(shown, view))
     body.append("<h2>Jobs by node</h2>" + _node_table(shown))

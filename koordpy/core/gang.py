@@ -104,7 +104,7 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
     member_of: dict[str, str] = {}
     members: dict[str, list[Pod]] = {}
     for pod in snapshot.pods:
-        key = gang_member(pod, snapshot.owners)
+        key = gang_member(pod, snapshot)
         if key is not None:
             member_of[pod.key] = key
             members.setdefault(key, []).append(pod)

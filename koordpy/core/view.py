@@ -5,24 +5,28 @@ resource arrays and topology tree in a ``Cluster``, the static filter cache, the
 each node, the gangs and the queue's jobs), brought up to date incrementally. Changes are found by
 object identity: the shells hand back the same immutable objects for what did not change (nodes
 and pods that differ only in ways scheduling ignores compare equal too), so a cycle after a few
-changes costs a few changes, not the cluster. Does not belong here: the queue's order, parked
-jobs, wake hints and backoff (``koordpy.core.queue``; the view holds its ``Queue`` and tells it
-what changed), decisions (``koordpy.core.cycle``). Losing the view is always safe; the next cycle
-rebuilds it in full.
+changes costs a few changes, not the cluster. What a change of each kind costs is read off the kind
+registry (``koordpy.api.kinds``, ``Kind.change``) and how its objects compare off the dialect that
+reads it (``Dialect.compare_key``): the view names no dialect and no dialect's Snapshot field.
+Does not belong here: the queue's order, parked jobs, wake hints and backoff
+(``koordpy.core.queue``; the view holds its ``Queue`` and tells it what changed), decisions
+(``koordpy.core.cycle``). Losing the view is always safe; the next cycle rebuilds it in full.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, fields, replace
 from itertools import compress
-from typing import Protocol
+from typing import Any, Protocol, assert_never
 
-from koordpy.api.objects import Node, Pod
+from koordpy.api import kinds
+from koordpy.api.kinds import GROUPS, Change, Kind
+from koordpy.api.objects import Pod
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects import build_gang, gang_member
-from koordpy.core.dialects.volcano import spec_of
+from koordpy.core.dialects import build_gang, compare_key, gang_member
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     GangGroupId,
@@ -54,8 +58,71 @@ class Memory(Protocol):
     def keep_satisfied(self, gangs: Iterable[str]) -> None: ...
 
 
-def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
-    return a.keys() == b.keys() and all(v is b[k] or v == b[k] for k, v in a.items())
+@dataclass(frozen=True)
+class _Input:
+    """One Snapshot field a kind fills (its store or its errors; ``storage.claims`` is one part of a
+    grouped field), what a change of it costs the view (``koordpy.api.kinds.Change``) and how its
+    objects compare (the key of the dialect that reads the kind; None: whole objects)."""
+
+    path: tuple[str, ...]
+    change: Change
+    key: Callable[[Any], object] | None = None
+
+    def value(self, snapshot: Snapshot) -> Any:
+        value: Any = snapshot
+        for part in self.path:
+            value = getattr(value, part)
+        return value
+
+    def changed(self, snapshot: Snapshot, prev: Snapshot) -> bool:
+        """Whether it holds anything scheduling reads that it did not hold in ``prev``. The shells
+        hand back the same objects for what did not change, so identity settles most comparisons."""
+        a, b, key = self.value(snapshot), self.value(prev), self.key
+        if key is None or not isinstance(a, Mapping):
+            return a is not b and a != b
+        return a.keys() != b.keys() or any(v is not b[k] and key(v) != key(b[k]) for k, v in a.items())
+
+    def changed_keys(self, snapshot: Snapshot, prev: Snapshot) -> set[str]:
+        """The keys of a mapping whose objects came, went or changed since ``prev``."""
+        a, b, key = self.value(snapshot), self.value(prev), self.key
+        out = set()
+        for k in a.keys() | b.keys():
+            x, y = a.get(k), b.get(k)
+            if x is not y and (x != y if key is None or x is None or y is None else key(x) != key(y)):
+                out.add(k)
+        return out
+
+
+def _inputs(table: Iterable[Kind]) -> dict[Change, list[_Input]]:
+    """What the view compares, by what a change costs it, read off the kind registry."""
+    found: dict[tuple[str, ...], _Input] = {}
+    for kind in table:
+        match kind.change:
+            case "count" | "none":
+                # Pods are compared one by one (``View._pod_changes``); "none": nothing kept depends on it.
+                continue
+            case "arrays" | "all" | "gangs" | "volumes":
+                store, errors = tuple(kind.store.split(".")), tuple(kind.errors.split(".")) if kind.errors else ()
+                found.setdefault(store, _Input(store, kind.change, compare_key(kind.role)))
+                if errors:
+                    found.setdefault(errors, _Input(errors, kind.change))
+            case _:
+                assert_never(kind.change)
+    out: dict[Change, list[_Input]] = {}
+    for item in found.values():
+        out.setdefault(item.change, []).append(item)
+    return out
+
+
+def _copied(value: Any, grouped: bool = False) -> Any:
+    """A Snapshot field copied so that changing the original in place leaves the copy as it was."""
+    if grouped:  # a field that groups stores (``koordpy.api.kinds.GROUPS``): each part copied
+        return replace(value, **{f.name: _copied(getattr(value, f.name)) for f in fields(value)})
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
 
 
 class View:
@@ -80,6 +147,10 @@ class View:
         self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
+        self._inputs = _inputs(kinds.KINDS)
+
+    def _changed(self, change: Change, snapshot: Snapshot, prev: Snapshot) -> bool:
+        return any(item.changed(snapshot, prev) for item in self._inputs.get(change, ()))
 
     # -- bringing the view up to date ------------------------------------------------------
 
@@ -87,32 +158,16 @@ class View:
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
         prev = self.snapshot
-        self.snapshot = Snapshot(nodes=list(snapshot.nodes), pods=list(snapshot.pods),
-                                 podgroups=dict(snapshot.podgroups), topology=snapshot.topology,
-                                 priority_classes=dict(snapshot.priority_classes),
-                                 scheduler_names=snapshot.scheduler_names,
-                                 invalid_podgroups=dict(snapshot.invalid_podgroups),
-                                 topology_error=snapshot.topology_error,
-                                 hypernodes=dict(snapshot.hypernodes), topologies=dict(snapshot.topologies),
-                                 invalid_topologies=dict(snapshot.invalid_topologies),
-                                 volcano_podgroups=dict(snapshot.volcano_podgroups),
-                                 kai_podgroups=dict(snapshot.kai_podgroups), owners=dict(snapshot.owners),
-                                 changes=snapshot.changes, namespaces=dict(snapshot.namespaces),
-                                 storage=snapshot.storage.copy())
-        # Trees and owner chains are rebuilt whole when they change: they are few and change rarely.
+        self.snapshot = replace(snapshot, **{f.name: _copied(getattr(snapshot, f.name), f.name in GROUPS)
+                                             for f in fields(snapshot)})
+        # What each kind's change costs is the registry's ``change``. Trees, owner chains, namespaces'
+        # labels (which pods a namespaceSelector counts) and PriorityClasses are rebuilt whole when
+        # they change ("all"): they are few and change rarely.
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
-                 or snapshot.priority_classes != prev.priority_classes or snapshot.topology is not prev.topology
-                 or snapshot.topology_error != prev.topology_error
-                 or not _same({k: spec_of(h) for k, h in snapshot.hypernodes.items()},
-                              {k: spec_of(h) for k, h in prev.hypernodes.items()})
-                 or not _same(snapshot.topologies, prev.topologies)
-                 or snapshot.invalid_topologies != prev.invalid_topologies
-                 or not _same(snapshot.owners, prev.owners)
-                 # A namespace's labels decide which pods a namespaceSelector counts; they change rarely.
-                 or not _same(snapshot.namespaces, prev.namespaces))
+                 or self._changed("all", snapshot, prev))
         changed, removed = self._pod_changes(snapshot, prev, whole)
         storage_changed = (prev is None or self.volumes is None or self.volumes.assumed
-                           or snapshot.storage.changed_from(prev.storage))
+                           or self._changed("volumes", snapshot, prev))
         # A pod with volumes that comes, goes or moves can free a ReadWriteOncePod claim, a disk or
         # room under an attach limit: jobs parked for a volume rule are woken.
         volume_pods_moved = any(p.volumes for p in changed) or any(
@@ -146,7 +201,8 @@ class View:
                     and k not in self.claimed]:
             state.release(key)
         cluster = self.cluster
-        if (whole or cluster is None or prev is None or self._nodes_changed(snapshot.nodes, prev.nodes)
+        # A node object replaced by an equal one (a status heartbeat, say) changes nothing scheduling reads.
+        if (whole or cluster is None or prev is None or self._changed("arrays", snapshot, prev)
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
             names = {n.name for n in snapshot.nodes}
@@ -192,16 +248,6 @@ class View:
         return ([p for k, p in current.items() if self.by_key.get(k) is not p],
                 [k for k in self.by_key if k not in current])
 
-    @staticmethod
-    def _nodes_changed(nodes: list[Node], old: list[Node]) -> bool:
-        """Whether the arrays and tree must be rebuilt. A node object replaced by an equal one (a
-        status heartbeat, say) changes nothing scheduling reads."""
-        if len(nodes) != len(old):
-            return True
-        if all(map(operator.is_, nodes, old)):
-            return False
-        return any(a is not b and a != b for a, b in zip(nodes, old, strict=True))
-
     def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
                       changed: list[Pod], removed: list[str], whole: bool) -> None:
         self.gangs_gone = whole
@@ -217,7 +263,7 @@ class View:
             if self._swap_if_only_message(pod):
                 continue
             single_keys.add(pod.key)
-            old, new = self.member_of.get(pod.key), gang_member(pod, snapshot.owners)
+            old, new = self.member_of.get(pod.key), gang_member(pod, snapshot)
             if old is not None and old != new:
                 self.members.get(old, {}).pop(pod.key, None)
                 touched.add(old)
@@ -227,18 +273,15 @@ class View:
                 self.member_of[pod.key] = new
                 self.members.setdefault(new, {})[pod.key] = pod
                 touched.add(new)
+        # The kinds that declare gangs (their objects and their errors, by gang key): what changed
+        # there is rebuilt.
+        declaring = self._inputs.get("gangs", ())
         if whole or prev is None:
-            touched |= (set(snapshot.podgroups) | set(snapshot.invalid_podgroups) | set(snapshot.volcano_podgroups)
-                        | set(snapshot.kai_podgroups) | set(self.gangs))
+            touched.update(*(item.value(snapshot) for item in declaring))
+            touched |= set(self.gangs)
         else:
-            for declared, before in ((snapshot.podgroups, prev.podgroups),
-                                     (snapshot.invalid_podgroups, prev.invalid_podgroups),
-                                     (snapshot.volcano_podgroups, prev.volcano_podgroups),
-                                     (snapshot.kai_podgroups, prev.kai_podgroups)):
-                for k in declared.keys() | before.keys():
-                    a, b = declared.get(k), before.get(k)
-                    if a is not b and a != b:
-                        touched.add(k)
+            for item in declaring:
+                touched |= item.changed_keys(snapshot, prev)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:

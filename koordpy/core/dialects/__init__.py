@@ -16,13 +16,13 @@ here: choosing domains or nodes (``koordpy.core.placement``), the gang rule (``k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from koordpy.api.errors import ParseError
+from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
-from koordpy.api.owners import Owner
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
@@ -46,19 +46,36 @@ DEFAULT_TREE = koordinator.TREE
 _EVENT_ORDER: tuple[Dialect, ...] = (volcano.DIALECT, koordinator.DIALECT, kai.DIALECT, upstream.DIALECT)
 
 
+def first(answer: Callable[[Dialect], T | None], among: Iterable[Dialect] = DIALECTS) -> T | None:
+    """The first answer that is not None, asking the dialects ``among`` in turn (by default all, in
+    their order of precedence): a dialect answers None for what is not its own."""
+    for dialect in among:
+        found = answer(dialect)
+        if found is not None:
+            return found
+    return None
+
+
+def compare_key(role: Role) -> Callable[[Any], object] | None:
+    """How the core's standing view compares objects of kind ``role``: the key the dialect that
+    reads the kind gives (None: whole objects, also for a kind no dialect reads)."""
+    for dialect in DIALECTS:
+        if role in dialect.roles:
+            return dialect.compare_key(role)
+    return None
+
+
 # -- gangs -----------------------------------------------------------------------------------------
 
 
-def gang_member(pod: Pod, owners: dict[str, Owner] | None = None) -> str | None:
+def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     """The gang a live pod belongs to, if any, in the first dialect that claims it: a Koordinator
-    gang, a Volcano or KAI PodGroup, or (``owners`` given) the implicit group of its top-level owner."""
+    gang, a Volcano or KAI PodGroup, or (``snapshot`` given) the implicit group of its top-level
+    owner among the snapshot's owners."""
     if pod.terminal:
         return None
-    for dialect in DIALECTS:
-        key = dialect.member(pod, owners)
-        if key is not None:
-            return key
-    return None
+    owners = snapshot.owners if snapshot is not None else None
+    return first(lambda d: d.member(pod, owners))
 
 
 def declared_keys(snapshot: Snapshot) -> list[str]:
@@ -112,20 +129,12 @@ def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, 
 
 def declared_by(key: str, snapshot: Snapshot) -> str:
     """What declares the gang, as ``koordpy explain`` says it."""
-    for dialect in DIALECTS:
-        said = dialect.declared_by(key, snapshot)
-        if said is not None:
-            return said
-    return koordinator.ANNOTATION_GANG
+    return first(lambda d: d.declared_by(key, snapshot)) or koordinator.ANNOTATION_GANG
 
 
 def gang_object(key: str, snapshot: Snapshot) -> str | None:
     """The Event kind of the object that declares the gang; None when it has none (its first pod is told)."""
-    for dialect in _EVENT_ORDER:
-        kind = dialect.object_kind(key, snapshot)
-        if kind is not None:
-            return kind
-    return None
+    return first(lambda d: d.object_kind(key, snapshot), _EVENT_ORDER)
 
 
 def timeout_object(key: str, snapshot: Snapshot) -> str | None:
@@ -136,11 +145,7 @@ def timeout_object(key: str, snapshot: Snapshot) -> str | None:
 
 def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
     """The minimum resources the gang's object asks to be free before its pods are tried."""
-    for dialect in DIALECTS:
-        found = dialect.min_resources(key, snapshot)
-        if found is not None:
-            return found
-    return None
+    return first(lambda d: d.min_resources(key, snapshot))
 
 
 def status(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
@@ -159,11 +164,8 @@ REFUSED_FIELDS: dict[str, str] = {f: words for d in DIALECTS for f, words in d.r
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why a dialect will not let koordpy place ``pod``, or None."""
-    for dialect in DIALECTS:
-        why = dialect.refusal(pod, snapshot)
-        if why is not None:
-            return why
-    return None
+    # mypy joins the union Reason to object when it solves ``first``'s type: the cast names it again.
+    return cast("Reason | None", first(lambda d: d.refusal(pod, snapshot)))
 
 
 def names_objects(pod: Pod) -> bool:
@@ -176,11 +178,7 @@ def names_objects(pod: Pod) -> bool:
 
 def default_tree(snapshot: Snapshot) -> TreeKey | None:
     """The first tree the snapshot defines, for paths of a job that asks for none."""
-    for dialect in DIALECTS:
-        key = dialect.default_tree(snapshot)
-        if key is not None:
-            return key
-    return None
+    return first(lambda d: d.default_tree(snapshot))
 
 
 class Trees(Mapping[TreeKey, TopologyTree]):

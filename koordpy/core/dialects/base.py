@@ -8,21 +8,24 @@ objects and placement annotations, Kubernetes' own Workload PodGroup). Each modu
 reaches a dialect only through the registry, an ``Ask`` (``koordpy.core.model``) or a
 ``GangStatus`` (``koordpy.core.decisions``), never by testing which one it is.
 
-Belongs here: the protocol. Does not belong here: any one dialect's code (its module), the
-dispatch over all of them (``koordpy.core.dialects``).
+Belongs here: the protocol, and ``DialectBase``, the neutral answer to every question (no gang,
+no tree, no refusal, no status, no manifests...) that a dialect derives from so that it writes only
+what it does. Does not belong here: any one dialect's code (its module), the dispatch over all of
+them (``koordpy.core.dialects``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from koordpy.api.kinds import Role
-from koordpy.api.objects import Pod
+from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
@@ -36,6 +39,12 @@ class Dialect(Protocol):
     @property
     def roles(self) -> tuple[Role, ...]:
         """The kinds it reads (``koordpy.api.kinds`` roles), which fill its ``Snapshot`` fields."""
+        ...
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        """How the core's standing view tells a change that matters in its objects of kind ``role``:
+        a function giving what of an object shapes scheduling (a HyperNode's spec, not the status the
+        scheduler writes on it), or None to compare whole objects."""
         ...
 
     # -- gangs ---------------------------------------------------------------------------
@@ -114,3 +123,78 @@ class Dialect(Protocol):
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         """The tree ``koordpy explain`` draws paths in when the job asks for none, if it has one."""
         ...
+
+    # -- manifests -----------------------------------------------------------------------
+
+    @property
+    def manifest_format(self) -> str | None:
+        """The ``--format`` of ``koordpy topology generate`` that writes its topology objects; None
+        when it has none."""
+        ...
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        """Its topology objects over ``nodes`` from the label ``keys`` (top level first), named
+        ``name`` where the user names them, with warnings about nodes the labels leave out; raises
+        ``Unusable`` (``koordpy.core.topology_manifests``) for keys or a name it cannot use."""
+        ...
+
+
+class DialectBase:
+    """The neutral answer to each of the protocol's questions: a dialect derives from it and writes
+    only what it does (it must name itself and its kinds). Every answer here is what the registry
+    takes as "not this dialect": None, nothing, False."""
+
+    name: str
+    roles: tuple[Role, ...]
+    reports_timeout = False
+    refused_fields: Mapping[str, str] = {}
+    manifest_format: str | None = None
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return None
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        return None
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return ()
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return False
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        return None
+
+    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+        return None
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        return None
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return None
+
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        return None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot) -> GangStatus | None:
+        return None
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return None
+
+    def names_objects(self, pod: Pod) -> bool:
+        return False
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
+        return ()
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        return None
+
+    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
+        return None
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        raise NotImplementedError(f"the {self.name} dialect writes no topology manifest (its manifest_format is None)")

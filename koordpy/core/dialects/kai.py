@@ -23,13 +23,14 @@ from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodG
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
-from koordpy.core.decisions import GangStatus
+from koordpy.api.raw import subdomain_problem
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "kai"
 HOSTNAME = "kubernetes.io/hostname"
@@ -210,14 +211,38 @@ def _implicit(key: str) -> bool:
     return key.count("/") > 1
 
 
+# -- manifests ----------------------------------------------------------------------------------
+
+
+def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+    """A Kueue Topology ``name`` with the label ``keys`` as its levels, top level first, and the
+    hostname level below them (KAI's constraints name such Topologies)."""
+    problem = subdomain_problem(name)
+    if problem:
+        raise Unusable("name", problem)
+    if HOSTNAME in keys[:-1]:
+        raise Unusable("levels", f"{HOSTNAME} names single nodes, so it may only be the last (lowest) level")
+    levels = [*keys, *([] if keys[-1] == HOSTNAME else [HOSTNAME])]
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
+           "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
+    # The hostname level too: a node without that label is outside the Topology like any other.
+    warnings = missing_warnings(nodes, levels, lambda _: "such a node is outside this topology")
+    return Generated([doc], warnings)
+
+
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai:
+class Kai(DialectBase):
+    """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
+    KAI's to write (it gives none); its PodGroup asks no minimum resources."""
+
     name = NAME
     roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
-    reports_timeout = False
-    refused_fields: Mapping[str, str] = {}
+    manifest_format = "topology"
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        return topology_manifest(nodes, keys, name)
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         group = pod.annotations.get(KAI_GROUP_ANN)
@@ -257,22 +282,6 @@ class Kai:
             _, kind, name = key.split("/", 2)
             return f"the pods of {kind} {name}"
         return None
-
-    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
-        return None  # Events about a KAI gang go to its first pod
-
-    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
-        return None
-
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
-        return None  # KAI's PodGroup status is KAI's to write
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         for name in sorted(snapshot.topologies):

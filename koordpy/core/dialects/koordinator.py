@@ -11,7 +11,8 @@ registry, ``koordpy.core.dialects``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +31,15 @@ from koordpy.api.podgroup import (
     pod_gang_name,
 )
 from koordpy.api.raw import Reader
-from koordpy.api.topology import NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
+from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated, missing_warnings, short_names
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "koordinator"
 # The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
@@ -299,14 +301,39 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
     return PodGroupGangStatus(phase, scheduled, running, succeeded, failed, start)
 
 
+# -- manifests ----------------------------------------------------------------------------------
+
+
+def _camel(text: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
+
+
+def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
+    """The ClusterNetworkTopology ``default`` whose layers read the label ``keys``, top layer first."""
+    layers = [_camel(s) + "Layer" for s in short_names(keys)]
+    spec: list[dict[str, Any]] = []
+    parent = CLUSTER_LAYER
+    for layer, key in zip(layers, keys, strict=True):
+        spec.append({"topologyLayer": layer, "parentTopologyLayer": parent, "labelKey": [key]})
+        parent = layer
+    spec.append({"topologyLayer": NODE_LAYER, "parentTopologyLayer": parent})
+    doc = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+           "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}}
+    warnings = missing_warnings(nodes, keys, lambda _: "such a node hangs from the domain above that layer")
+    return Generated([doc], warnings)
+
+
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator:
+class Koordinator(DialectBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
-    refused_fields: Mapping[str, str] = {}
+    manifest_format = "cnt"
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        return cluster_network_topology(nodes, keys)  # koordpy reads the one named "default"
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return pod_gang_name(pod.namespace, pod.labels, pod.annotations)
@@ -348,12 +375,6 @@ class Koordinator:
         current = pg.status.counts()
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE

@@ -12,16 +12,14 @@ dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workloa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping, Sequence
 
 from koordpy.api.kinds import Role
-from koordpy.api.objects import Pod
-from koordpy.api.owners import Owner
-from koordpy.core.decisions import GangStatus
+from koordpy.api.objects import Node, Pod
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
-from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.topology_manifests import Generated
 from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
 
 NAME = "upstream"
@@ -43,39 +41,16 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
 
 
-class Upstream:
+class Upstream(DialectBase):
+    """Its pods are lone pods or refused: no gang, no tree, no status yet (the neutral answers)."""
+
     name = NAME
     roles: tuple[Role, ...] = ("workload-podgroup",)
-    reports_timeout = False
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
+    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object yet
 
-    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
-        return None  # its pods are lone pods or refused: no gang yet
-
-    def declared(self, snapshot: Snapshot) -> Iterable[str]:
-        return ()
-
-    def declares(self, key: str, snapshot: Snapshot) -> bool:
-        return False
-
-    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
-        return None
-
-    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
-        return None
-
-    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
-        return None
-
-    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
-        return None
-
-    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
-        return None
-
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
-        return None
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return refusal(pod, snapshot)
@@ -83,15 +58,6 @@ class Upstream:
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.
         return bool(pod.scheduling_group)
-
-    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
-        return iter(())
-
-    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
-        return None
-
-    def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
-        return None
 
 
 DIALECT = Upstream()

@@ -12,7 +12,7 @@ offending edge left out, so the rest of the tree keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,12 +24,13 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
 from koordpy.core.decisions import GangStatus
+from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.topology_manifests import Generated, missing_warnings, natural, sanitise, short_names
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import Reason
 
 NAME = "volcano"
 TREE = TreeKey(NAME, text="hypernodes")
@@ -421,14 +422,113 @@ def volcano_status(pg: VolcanoPodGroup, members: list[Pod], bound_now: dict[str,
     return VolcanoGangStatus(phase, running, succeeded, failed)
 
 
+# -- manifests ----------------------------------------------------------------------------------
+
+MAX_NAME = 63  # an RFC 1123 label: fits every kind's name rule and reads well in a listing
+
+
+@dataclass
+class _Domain:
+    """One HyperNode to be: the label values from its key up the contiguous run of present labels."""
+
+    tier: int
+    path: tuple[str, ...]  # values, from the highest key the run reaches down to this domain's key
+    parent: tuple[int, tuple[str, ...]] | None
+    nodes: list[str] = field(default_factory=list)
+    children: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    name: str = ""
+
+
+def hypernode_manifests(nodes: Sequence[Node], keys: Sequence[str]) -> Generated:
+    """HyperNodes from the label ``keys`` (top level first; tier 1 from the lowest key), each
+    listing its member HyperNodes and nodes by name."""
+    tiers = len(keys)
+    tier_names = short_names(keys)
+    domains: dict[tuple[int, tuple[str, ...]], _Domain] = {}
+    for node in nodes:
+        values = [node.labels.get(k) or "" for k in keys]
+        below: tuple[int, tuple[str, ...]] | None = None
+        # From the lowest key up; a missing label ends the node's climb (that tier and above).
+        for i in range(tiers - 1, -1, -1):
+            if not values[i]:
+                break
+            tier = tiers - i
+            # The run of present values above i names the domain, so a rack r1 in zone a and one in
+            # zone b are two HyperNodes, and a node without a zone label joins neither.
+            top = i
+            while top > 0 and values[top - 1]:
+                top -= 1
+            ident = (tier, tuple(values[top: i + 1]))
+            dom = domains.get(ident)
+            if dom is None:
+                up = (tier + 1, tuple(values[top:i])) if i > 0 and values[i - 1] else None
+                dom = domains[ident] = _Domain(tier, ident[1], up)
+            if below is None:
+                dom.nodes.append(node.name)
+            elif below not in dom.children:
+                dom.children.append(below)
+            below = ident
+    _name_domains(domains)
+    docs = []
+    ordered = sorted(domains.values(), key=lambda d: (-d.tier, _path_key(d.path)))
+    for d in ordered:
+        members = ([{"type": "HyperNode", "selector": {"exactMatch": {"name": domains[c].name}}}
+                    for c in sorted(d.children, key=lambda c: natural(domains[c].name))]
+                   + [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in sorted(d.nodes, key=natural)])
+        docs.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                     "metadata": {"name": d.name},
+                     "spec": {"tier": d.tier, "tierName": tier_names[tiers - d.tier], "members": members}})
+    warnings = missing_warnings(nodes, keys, lambda k: (
+        f"left out of tier {tiers - list(keys).index(k)} ({tier_names[list(keys).index(k)]}) and above"))
+    return Generated(docs, warnings)
+
+
+def _path_key(path: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(natural(v) for v in path)
+
+
+def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> None:
+    """Names from the label values, top tier first: a value found under more than one parent (or
+    with and without one) takes its parent's name as a prefix; a name that is still taken, after
+    lower-casing and replacing what a name cannot hold, gets -2, -3... in sorted order. The same
+    labels give the same names on every run."""
+    parents: dict[tuple[int, str], set[tuple[str, ...] | None]] = {}
+    for d in domains.values():
+        parents.setdefault((d.tier, d.path[-1]), set()).add(d.path[:-1] if d.parent else None)
+    taken: set[str] = set()
+    for tier in sorted({t for t, _ in domains}, reverse=True):
+        idents = sorted((i for i in domains if i[0] == tier), key=lambda i: _path_key(i[1]))
+        bases: dict[tuple[int, tuple[str, ...]], str] = {}
+        for ident in idents:
+            d = domains[ident]
+            base = sanitise(d.path[-1]) or f"tier{tier}"
+            if d.parent is not None and len(parents[(tier, d.path[-1])]) > 1:
+                base = f"{domains[d.parent].name}-{base}"
+            bases[ident] = base[:MAX_NAME].strip("-")
+        wished = set(bases.values())
+        for ident in idents:
+            name, k = bases[ident], 1
+            while name in taken or (k > 1 and name in wished):
+                k += 1
+                suffix = f"-{k}"
+                name = bases[ident][:MAX_NAME - len(suffix)].strip("-") + suffix
+            taken.add(name)
+            domains[ident].name = name
+
+
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano:
+class Volcano(DialectBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
-    reports_timeout = False
-    refused_fields: Mapping[str, str] = {}
+    manifest_format = "hypernode"
+
+    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
+        return hypernode_manifests(nodes, keys)  # HyperNodes are named from the label values
+
+    def compare_key(self, role: Role) -> Callable[[Any], object] | None:
+        return spec_of if role == "hypernode" else None
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         group = pod.annotations.get(GROUP_NAME_ANN)
@@ -442,9 +542,6 @@ class Volcano:
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return podgroup_gang(snapshot.volcano_podgroups[key], pods)
-
-    def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
-        return None
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
@@ -463,12 +560,6 @@ class Volcano:
             return None
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None
-
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
-
-    def names_objects(self, pod: Pod) -> bool:
-        return False
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE
