@@ -90,6 +90,10 @@ class Kind:
     # schedulers' PodGroups share one, as do the Topology kinds (jobs name them alone).
     unique_as: str = ""
     only: str = ""  # the one object of the kind koordpy reads (the ClusterNetworkTopology "default")
+    # Whether the core's Snapshot has a field named ``store``. A kind without one lands in
+    # ``Snapshot.objects[store]``, where the dialect that reads it finds it: adding a kind is its
+    # registry entry and its parser, and the core's input type does not change.
+    own_field: bool = True
 
     @property
     def gang(self) -> bool:
@@ -189,7 +193,7 @@ KINDS: tuple[Kind, ...] = (
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
-         change="none"),  # read afresh: a pod refused for its group is looked at every cycle
+         change="none", own_field=False),  # read afresh: a pod refused for its group is looked at every cycle
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
          "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
@@ -294,6 +298,8 @@ def snapshot_fields(stores: dict[str, dict[str, Any]], invalid: dict[tuple[str, 
         group, _, part = kind.store.partition(".")
         if part:
             grouped.setdefault(group, {})[part] = _shaped(kind, stores[kind.store])
+        elif not kind.own_field:
+            out.setdefault("objects", {})[group] = _shaped(kind, stores[kind.store])
         else:
             out[group] = _shaped(kind, stores[kind.store])
     for kind in KINDS:  # a grouped field's errors, even with no store of the group filled

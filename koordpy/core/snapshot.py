@@ -10,6 +10,7 @@ this module and are never imported by it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
@@ -18,7 +19,6 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.storage import Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
-from koordpy.api.workload import WorkloadPodGroup
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,15 @@ class Snapshot:
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
-    # Kubernetes' own PodGroups (scheduling.k8s.io), which pods name in spec.schedulingGroup.
-    workload_podgroups: dict[str, WorkloadPodGroup] = field(default_factory=dict)
+    # The stores of the kinds that have no field of their own (``Kind.own_field``), by store name:
+    # what a dialect reads that the rest of the core does not (``of``).
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, for the volume rules.
     storage: Storage = field(default_factory=Storage)
+
+    def of(self, store: str) -> dict[str, Any]:
+        """The objects of a kind without a field of its own (its registry ``store``), by key."""
+        return self.objects.get(store, {})
 
     def claims(self, pod: Pod) -> bool:
         """Pending pods this scheduler must place. A pod with ``spec.schedulingGates`` is not one yet:

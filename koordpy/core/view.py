@@ -160,6 +160,7 @@ class View:
         prev = self.snapshot
         self.snapshot = replace(snapshot, **{f.name: _copied(getattr(snapshot, f.name), f.name in GROUPS)
                                              for f in fields(snapshot)})
+        self.snapshot.objects = {store: dict(objects) for store, objects in snapshot.objects.items()}
         # What each kind's change costs is the registry's ``change``. Trees, owner chains, namespaces'
         # labels (which pods a namespaceSelector counts) and PriorityClasses are rebuilt whole when
         # they change ("all"): they are few and change rarely.

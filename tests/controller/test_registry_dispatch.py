@@ -41,10 +41,11 @@ def one_of_each() -> list[tuple[Kind, dict[str, Any]]]:
 
 
 def test_every_store_of_the_registry_is_a_snapshot_field() -> None:
+    """Or, for a kind without a field of its own (``own_field=False``), a store in ``Snapshot.objects``."""
     fields = {f.name: f for f in dataclasses.fields(Snapshot)}
     for kind in KINDS:
         group, _, part = kind.store.partition(".")
-        assert group in fields, kind
+        assert (group in fields) == kind.own_field and "objects" in fields, kind
         if part:
             assert part in {f.name for f in dataclasses.fields(GROUPS[group])}, kind
         target, _, sub = kind.errors.partition(".")
@@ -70,7 +71,8 @@ def test_the_cache_and_the_world_file_every_kind_alike() -> None:
         assert _unstamped(value) == _unstamped(simulated[field]), field
     snap = cache.snapshot(NAMES)
     counts = [len(snap.nodes), len(snap.podgroups), len(snap.volcano_podgroups), len(snap.kai_podgroups),
-              len(snap.workload_podgroups), len(snap.hypernodes), len(snap.namespaces), len(snap.priority_classes),
+              len(snap.of("workload_podgroups")), len(snap.hypernodes), len(snap.namespaces),
+              len(snap.priority_classes),
               len(snap.storage.claims), len(snap.storage.volumes), len(snap.storage.classes),
               len(snap.storage.csinodes)]
     assert counts == [1] * len(counts) and len(snap.topologies) == 2 and len(snap.owners) == 5
@@ -101,6 +103,20 @@ def test_a_new_kind_is_one_entry_and_its_parser(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(kinds._BY_API, ("batch/v1", "CronJob"), cron)
     world = World.from_objects([("c.yaml", {"apiVersion": "batch/v1", "kind": "CronJob", **raw})])
     assert world.snapshot(NAMES).owners["c-1"].name == "nightly"
+
+
+def test_a_kind_without_a_snapshot_field_reaches_the_core_through_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next dialect's kinds (a Workload, say) need no field in the core's Snapshot: an entry with
+    ``own_field=False`` lands in ``Snapshot.objects`` under its store, where its dialect reads it."""
+    workload = Kind("Workload", "scheduling.k8s.io", "v1beta1", "workloads", True, lambda raw: raw, "owner",
+                    "workloads", change="none", own_field=False)
+    monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS, workload))
+    stores = kinds.new_stores()
+    stores["workloads"] = {"ns/w": {"name": "w"}}
+    fields = {k: v for k, v in snapshot_fields(stores).items() if k not in ("nodes", "pods")}
+    snap = Snapshot(nodes=[], pods=[], **fields)
+    assert snap.of("workloads") == {"ns/w": {"name": "w"}}
+    assert "workloads" not in {f.name for f in dataclasses.fields(Snapshot)}
 
 
 def test_the_snapshot_says_which_objects_do_not_parse_by_the_registry() -> None:

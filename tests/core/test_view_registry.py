@@ -30,7 +30,9 @@ NOT_KINDS = {"scheduler_names", "preemption", "changes"}
 
 
 def _fields(kind: kinds.Kind) -> set[str]:
-    return {path.partition(".")[0] for path in (kind.store, kind.errors) if path}
+    """The Snapshot fields the kind fills: a kind without a field of its own fills ``objects``."""
+    store = kind.store.partition(".")[0] if kind.own_field else "objects"
+    return {store} | ({kind.errors.partition(".")[0]} if kind.errors else set())
 
 
 def hypernode(name: str, members: list[str], tier: int = 1, node_count: int | None = None) -> HyperNode:
@@ -54,7 +56,9 @@ def test_the_view_names_no_dialect_module_and_no_dialect_field() -> None:
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     assert not {m for m in imported if m.startswith("koordpy.core.dialects.")}
+    # ``objects`` holds every kind without a field of its own, whichever dialect reads it: no dialect's.
     dialect_fields = {f for k in kinds.KINDS if any(k.role in d.roles for d in DIALECTS) for f in _fields(k)}
+    dialect_fields -= {"objects"}
     assert {"hypernodes", "volcano_podgroups", "kai_podgroups", "topology", "owners"} <= dialect_fields
     named = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not named & dialect_fields
@@ -110,7 +114,7 @@ def test_the_views_copy_holds_every_field_of_the_snapshot() -> None:
     group = WorkloadPodGroup.from_raw({
         "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "ns"},
         "spec": {"schedulingPolicy": {"basic": {}}}})
-    snap = snapshot({}, workload_podgroups={"ns/g": group}, preemption=False)
+    snap = snapshot({}, objects={"workload_podgroups": {"ns/g": group}}, preemption=False)
     state = SchedulerState()
     view = state.standing_view()
     view.refresh(snap, state)
@@ -118,6 +122,6 @@ def test_the_views_copy_holds_every_field_of_the_snapshot() -> None:
     assert kept is not None
     for f in dataclasses.fields(Snapshot):
         assert getattr(kept, f.name) == getattr(snap, f.name), f.name
-    snap.workload_podgroups.clear()
+    snap.objects["workload_podgroups"].clear()
     snap.storage.claims["x/y"] = None  # type: ignore[assignment]
-    assert kept.workload_podgroups == {"ns/g": group} and kept.storage.claims == {}
+    assert kept.of("workload_podgroups") == {"ns/g": group} and kept.storage.claims == {}

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
+from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.snapshot import Snapshot
@@ -23,6 +24,8 @@ from koordpy.core.topology_manifests import Generated
 from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
 
 NAME = "upstream"
+# The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
+STORE = "workload_podgroups"
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
@@ -30,7 +33,7 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     group that asks nothing more: a lone pod)."""
     if not pod.scheduling_group:
         return None
-    groups = snapshot.workload_podgroups
+    groups: Mapping[str, WorkloadPodGroup] = snapshot.of(STORE)
     group = None if pod.scheduling_group_other else groups.get(f"{pod.namespace}/{pod.scheduling_group}")
     if group is None and pod.scheduling_group_other:
         return GroupNamedOtherwise(pod.key, pod.scheduling_group)
