@@ -65,6 +65,10 @@ class PodGroupStatus(_Model):
         return {"phase": self.phase, "scheduled": self.scheduled, "running": self.running,
                 "succeeded": self.succeeded, "failed": self.failed}
 
+    def written(self) -> dict[str, object]:
+        """Every field of the status the scheduler writes, as it stands."""
+        return {**self.counts(), "scheduleStartTime": self.schedule_start_time}
+
     @classmethod
     def from_api(cls, r: Reader, status: dict[str, Any]) -> PodGroupStatus:
         """``status`` as the API (or the core's PodGroupStatusUpdate) spells it."""

@@ -267,6 +267,10 @@ class VolcanoPodGroupStatus(_Model):
         """The phase and member counts, keyed as the status is written."""
         return {"phase": self.phase, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
 
+    def written(self) -> dict[str, object]:
+        """Every field of the status the scheduler writes, as it stands (the counts)."""
+        return self.counts()
+
 
 class VolcanoPodGroup(_Model, NamespacedKey):
     namespace: str

@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any, TypeGuard, assert_never
+from typing import Any, TypeGuard, assert_never, cast
 
 import structlog
 
+from koordpy.api.kinds import by_id
 from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
@@ -400,12 +401,10 @@ class SchedulerLoop:
             self.cache.forget_nominated(d.pod)
 
     def _podgroup_now(self, group: str, key: str) -> dict[str, object] | None:
-        """A PodGroup's status as the cache holds it, in the fields the core writes."""
-        if group == "scheduling.volcano.sh":
-            vpg = self.cache.volcano_podgroups.get(key)
-            return None if vpg is None else vpg.status.counts()
-        pg = self.cache.podgroups.get(key)
-        return None if pg is None else {**pg.status.counts(), "scheduleStartTime": pg.status.schedule_start_time}
+        """A PodGroup's status as the cache holds it, in the fields the core writes (the registry
+        says which store holds the PodGroups of ``group``)."""
+        found = self.cache.stores[by_id(f"podgroups.{group}").store].get(key)
+        return None if found is None else cast(dict[str, object], found.status.written())
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)

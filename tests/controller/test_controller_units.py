@@ -26,6 +26,7 @@ from koordpy.controller.main import LOG_HANDLER, configure_logging
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
 from koordpy.core.view import View
+from tests.api.test_api_volcano_kai import volcano_podgroup
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})
@@ -374,3 +375,23 @@ async def test_the_loop_ends_when_cancelled_as_a_change_arrives() -> None:
         assert done, "the loop went on after its cancel"
         assert task.cancelled()
         loop.cache.changed.clear()
+
+
+def test_the_status_a_podgroup_holds_is_found_by_its_api_group_through_the_registry() -> None:
+    """The writer coalesces a status write against what the cache holds: the loop finds the PodGroup
+    of that API group in the registry's store for it, whichever dialect's it is."""
+    cache = Cache()
+    loop, _ = make_loop(cache)
+    koord = podgroup("g", 2)
+    koord["status"] = {"phase": "Running", "scheduled": 2, "running": 2,
+                       "scheduleStartTime": "2026-01-01T00:00:00Z"}
+    cache.observe("PodGroup", "ADDED", rv(uid(koord, "u1"), 1))
+    volcano = volcano_podgroup("v", minMember=1)
+    volcano["status"] = {"phase": "Inqueue", "running": 1}
+    cache.observe("VolcanoPodGroup", "ADDED", rv(uid(volcano, "u2"), 1))
+    assert loop._podgroup_now("scheduling.sigs.k8s.io", "default/g") == {
+        "phase": "Running", "scheduled": 2, "running": 2, "succeeded": 0, "failed": 0,
+        "scheduleStartTime": 1767225600.0}
+    assert loop._podgroup_now("scheduling.volcano.sh", "team/v") == {
+        "phase": "Inqueue", "running": 1, "succeeded": 0, "failed": 0}
+    assert loop._podgroup_now("scheduling.volcano.sh", "default/missing") is None
