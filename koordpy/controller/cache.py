@@ -101,6 +101,8 @@ class Cache(Stores):
     # Unbound pods with spec.schedulingGates -> their schedulerName: the metrics' gated queue.
     gated: dict[str, str] = field(default_factory=dict)
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (cache name, key) -> the API group of the resource that filed it: a LIST drops only its own.
+    listed_by: dict[tuple[str, str], str] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     topology_changed: bool = True
     # Pending pods the last snapshot left out for their annotations: key -> error.
@@ -151,9 +153,12 @@ class Cache(Stores):
             # event loop seconds every 5 minutes).
             return
         self.versions[(name, key)] = rv
+        if found is not None:
+            self.listed_by[(name, key)] = found.group
         if event_type == "DELETED":
             self._remove(found, name, key)
             self.versions.pop((name, key), None)
+            self.listed_by.pop((name, key), None)
         elif not self._store(found, name, key, raw):
             return  # a heartbeat: nothing scheduling reads changed, and no cycle is owed
         self.changed.set()
@@ -178,11 +183,16 @@ class Cache(Stores):
         """After a whole LIST at ``list_version`` that had ``listed``: drops what the cache holds
         of ``kind`` from before the list and not in it. Returns how many were dropped."""
         found, name = _kind(kind)
+        # Only what this resource brought: two resources may share a cache name (Kueue's and KAI's
+        # Topology), and one's LIST says nothing of the other's objects.
+        group = found.group if found is not None else None
         stale = [key for (k, key), version in self.versions.items()
-                 if k == name and key not in listed and version <= list_version]
+                 if k == name and key not in listed and version <= list_version
+                 and self.listed_by.get((k, key), group) == group]
         for key in stale:
             self._remove(found, name, key)
             self.versions.pop((name, key), None)
+            self.listed_by.pop((name, key), None)
         if stale:
             self.changed.set()
         return len(stale)

@@ -23,7 +23,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import watched
+from koordpy.api.kinds import Kind, watched
 from koordpy.api.objects import Node, Pod
 from koordpy.api.podgroup import PodGroup
 from koordpy.controller.cache import Cache
@@ -52,13 +52,14 @@ STOP_GRACE = 2.0
 STOP_EVENTS = FLUSH_LIMIT
 STOP_STEP = 1.0
 # What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
-RESOURCES: list[tuple[str, str, str, str]] = [  # cache name, group, version, plural
-    (kind.label, kind.group, kind.version, kind.plural) for kind in watched()]
+# The registry's entry (what the cache files objects by: two kinds may share a cache name, as
+# Kueue's and KAI's Topology do), group, version, plural.
+RESOURCES: list[tuple[Kind, str, str, str]] = [(kind, kind.group, kind.version, kind.plural) for kind in watched()]
 
 
-def resources(sources: tuple[TopologySource, ...]) -> list[tuple[str, str, str, str]]:
+def resources(sources: tuple[TopologySource, ...]) -> list[tuple[Kind, str, str, str]]:
     """RESOURCES less the kinds of topology sources switched off (``Kind.source``): neither listed nor watched."""
-    return [(kind.label, kind.group, kind.version, kind.plural) for kind in watched()
+    return [(kind, kind.group, kind.version, kind.plural) for kind in watched()
             if not kind.source or kind.source in sources]
 
 
@@ -103,7 +104,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
 
 
 async def sync(api: ApiClient, cache: Cache,
-               kinds: list[tuple[str, str, str, str]] | None = None) -> dict[str, int]:
+               kinds: list[tuple[Kind, str, str, str]] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns each
     kind's list resourceVersion. Done once before the first cycle (scheduling on half a view
     would overcommit) and then every RESYNC_SECONDS as a safety net for deletions no watch
@@ -118,12 +119,12 @@ async def sync(api: ApiClient, cache: Cache,
                 except ApiException as exc:
                     if not_served(exc, group, plural):
                         log.warning("kind not served or not readable (CRD not installed?); its objects are "
-                                    "ignored", kind=kind)
+                                    "ignored", kind=kind.label)
                         continue
                     raise
-                versions[kind] = list_version
+                versions[kind.label] = list_version
                 if dropped:
-                    log.info("resync dropped objects the watches had not reported deleted", kind=kind,
+                    log.info("resync dropped objects the watches had not reported deleted", kind=kind.label,
                              count=dropped)
             return versions
         except Exception as exc:
@@ -144,7 +145,7 @@ def settle_memory(full: bool = False) -> None:
     gc.freeze()
 
 
-async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[str, str, str, str]]) -> None:
+async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]]) -> None:
     resyncs = 0
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
@@ -189,7 +190,7 @@ class _NoProgress(kopf.ProgressStorage):
 
 
 def build_registry(cache: Cache, kubeconfig: str | None,
-                   kinds: list[tuple[str, str, str, str]] | None = None) -> kopf.OperatorRegistry:
+                   kinds: list[tuple[Kind, str, str, str]] | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -198,7 +199,7 @@ def build_registry(cache: Cache, kubeconfig: str | None,
             return kopf.login_with_kubeconfig(**kwargs)
         return kopf.login_with_service_account(**kwargs)
 
-    def watcher(kind: str) -> Any:
+    def watcher(kind: Kind) -> Any:
         # async, so kopf calls it on the event loop instead of handing it to a thread pool
         async def handler(**kwargs: Any) -> None:
             # Cache.observe never raises (kopf would log and drop the event, and the cache would
@@ -211,7 +212,7 @@ def build_registry(cache: Cache, kubeconfig: str | None,
         return handler
 
     for kind, group, version, plural in RESOURCES if kinds is None else kinds:
-        if kind != POD.label:  # pods have a watch of their own (koordpy.controller.podwatch)
+        if kind is not POD:  # pods have a watch of their own (koordpy.controller.podwatch)
             kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
 

@@ -29,7 +29,7 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
                     notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
                     continue
                 raise
-            cache.reconcile(kind.label, items, version)
+            cache.reconcile(kind, items, version)
     finally:
         await api.close()
     invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}

@@ -24,7 +24,7 @@ def test_namespace_labels_are_listed_then_watched_into_the_snapshot(controlplane
     # Namespaces stay between tests (no namespace controller finishes deleting one): a fresh name.
     ns = f"team-{uuid.uuid4().hex[:8]}"
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": "a"}}})
-    kinds = [r for r in RESOURCES if r[0] == "Namespace"]
+    kinds = [r for r in RESOURCES if r[0].label == "Namespace"]
 
     async def go() -> tuple[dict[str, str] | None, dict[str, str] | None, bool]:
         api = await api_client(controlplane.kubeconfig)
