@@ -19,6 +19,7 @@ from koordpy.api.model import NamespacedKey
 from koordpy.api.quantity import parse_go_duration
 from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
+from koordpy.api.volcano import network_topology_from_annotations
 
 if TYPE_CHECKING:
     from koordpy.api.objects import Pod
@@ -115,8 +116,6 @@ class PodGroup(_Model, NamespacedKey):
         )
         # Validate the annotations now, so a bad PodGroup is reported once, against itself.
         gang_config_from_podgroup(pg)
-        from koordpy.api.volcano import network_topology_from_annotations  # it builds on this module
-
         network_topology_from_annotations(f"PodGroup {pg.key}", pg.annotations)
         return pg
 
