@@ -11,6 +11,7 @@ from koordpy.api.kinds import snapshot_fields
 from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.dialects import upstream
+from koordpy.core.messages import SCHEDULING_GROUP
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
@@ -108,3 +109,46 @@ def test_a_podgroup_that_does_not_parse_holds_its_pods_with_the_error() -> None:
     result = schedule(snapshot, SchedulerState(), world.now)
     assert result.binds == []
     assert result.waiting["default/t-0"] == f"PodGroup default/train is invalid: {err}"
+
+
+# -- topology constraint ---------------------------------------------------------------------------
+
+def test_a_gang_with_a_topology_key_lands_in_one_domain_of_it() -> None:
+    # r1 has one free node, r2 two: a gang of 2 whole-node pods goes to r2, not across racks.
+    busy = pod("busy", node_name="r1-0", scheduler="default-scheduler")
+    out = run(racks(), busy, group(min_count=2, topology=RACK), member("t-0"), member("t-1"))
+    assert sorted(out.bound.values()) == ["r2-0", "r2-1"]
+
+
+def test_a_gang_that_fits_only_across_domains_waits() -> None:
+    busy = [pod("b1", node_name="r1-0", scheduler="x"), pod("b2", node_name="r2-0", scheduler="x")]
+    out = run(racks(), busy, group(min_count=2, topology=RACK), member("t-0"), member("t-1"))
+    assert out.bound == {}
+    assert SCHEDULING_GROUP not in out.pending["default/t-0"]  # placed and found no room, not refused
+
+
+def test_nodes_without_the_label_are_not_candidates() -> None:
+    out = run(node("bare-0"), node("bare-1"), node("r1-0", labels={RACK: "r1"}),
+              group(min_count=2, topology=RACK), member("t-0"), member("t-1"))
+    assert out.bound == {}
+    out = run(node("bare-0"), group(min_count=1, topology=RACK), member("t-0"))
+    assert out.pending["default/t-0"] == ("0/1 nodes are available: PodGroup default/train's topology constraint "
+                                          f"needs nodes labelled {RACK}, and no node carries that label.")
+
+
+def test_a_group_with_members_bound_is_held_to_their_domain() -> None:
+    # t-0 runs in r1; r1 has no room left, r2 is empty: the new member waits rather than leave r1.
+    out = run(racks(per_rack=1), group(min_count=1, topology=RACK), member("t-0", node_name="r1-0"),
+              member("t-1"))
+    assert out.bound == {}
+    out = run(racks(per_rack=2), group(min_count=1, topology=RACK), member("t-0", node_name="r1-0"),
+              member("t-1"))
+    assert out.bound == {"default/t-1": "r1-1"}
+
+
+def test_a_basic_group_with_a_topology_binds_one_by_one_inside_one_domain() -> None:
+    # No quorum: the two pods that fit in one rack bind, the third waits although the other rack
+    # has room, since every member shares one domain.
+    out = run(racks(), group(topology=RACK), *(member(f"t-{i}") for i in range(3)))
+    assert len(out.bound) == 2 and len({v[:2] for v in out.bound.values()}) == 1
+    assert len(out.pending) == 1
