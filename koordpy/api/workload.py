@@ -80,7 +80,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
             r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
                      required=True)
             for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
-        asks = tuple(f"spec.{name}" for name in ("resourceClaims", "parentCompositePodGroupName")
+        asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",)
                      if spec.get(name) not in (None, {}, []))
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
                    policy="gang" if gang is not None else "basic", min_count=min_count,

@@ -36,7 +36,15 @@ from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
-from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
+from koordpy.core.verdicts import (
+    GroupClaims,
+    GroupMissing,
+    GroupNamedOtherwise,
+    GroupPriority,
+    GroupRefused,
+    GroupSchedulers,
+    Reason,
+)
 
 NAME = "upstream"
 # The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
@@ -62,18 +70,59 @@ def makes_gang(group: WorkloadPodGroup) -> bool:
     return group.policy == "gang" or bool(group.topology_keys)
 
 
+# The schedulerNames the pods of each group name, for one snapshot at a time (the last one asked
+# about): a refusal is asked per pod, and the answer is the group's.
+_SCHEDULERS: list[tuple[Snapshot, dict[str, tuple[str, ...]]]] = []
+
+
+def schedulers(snapshot: Snapshot) -> Mapping[str, tuple[str, ...]]:
+    """Per group key, the schedulerNames its live pods name, sorted."""
+    if _SCHEDULERS and _SCHEDULERS[0][0] is snapshot:
+        return _SCHEDULERS[0][1]
+    found: dict[str, set[str]] = {}
+    for p in snapshot.pods:
+        key = group_key(p)
+        if key is not None and not p.terminal:
+            found.setdefault(key, set()).add(p.scheduler_name)
+    index = {k: tuple(sorted(v)) for k, v in found.items()}
+    _SCHEDULERS[:] = [(snapshot, index)]
+    return index
+
+
+def priority_of(class_name: str, value: int | None, snapshot: Snapshot) -> int:
+    """A priority as the Priority admission gives it: the value set, else the named PriorityClass's,
+    else the global default's, else 0."""
+    if value is not None:
+        return value
+    classes = snapshot.priority_classes
+    found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
+    return found.value if found is not None else 0
+
+
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why koordpy will not place ``pod`` for the group it names, or None (no group, or one koordpy
-    schedules)."""
+    schedules). Each of these holds the whole group: kube-scheduler refuses it too (a group two
+    schedulers would write, a pod whose priority is not the group's) or koordpy cannot do it yet
+    (claims, a parent group)."""
     if not pod.scheduling_group:
         return None
     if pod.scheduling_group_other:
         return GroupNamedOtherwise(pod.key, pod.scheduling_group)
-    group = groups(snapshot).get(f"{pod.namespace}/{pod.scheduling_group}")
+    key = f"{pod.namespace}/{pod.scheduling_group}"
+    group = groups(snapshot).get(key)
     if group is None:
         return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
     if group.asks:
         return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
+    names = schedulers(snapshot).get(key, ())
+    if len(names) > 1:
+        return GroupSchedulers(pod.key, key, names)
+    if group.resource_claims:
+        return GroupClaims(pod.key, key, group.resource_claims)
+    own = priority_of(pod.priority_class_name, pod.priority, snapshot)
+    theirs = priority_of(group.priority_class_name, group.priority, snapshot)
+    if own != theirs:
+        return GroupPriority(pod.key, key, own, theirs)
     return None
 
 

@@ -11,11 +11,11 @@ from koordpy.api.kinds import snapshot_fields
 from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.dialects import upstream
-from koordpy.core.messages import SCHEDULING_GROUP
+from koordpy.core.messages import CLAIMS, SCHEDULING_GROUP
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
-from tests.builders import node, pod
+from tests.builders import node, pod, priority_class
 
 RACK = "topology.kubernetes.io/rack"
 NAMES = frozenset({"koordpy"})
@@ -152,3 +152,36 @@ def test_a_basic_group_with_a_topology_binds_one_by_one_inside_one_domain() -> N
     out = run(racks(), group(topology=RACK), *(member(f"t-{i}") for i in range(3)))
     assert len(out.bound) == 2 and len({v[:2] for v in out.bound.values()}) == 1
     assert len(out.pending) == 1
+
+
+# -- refusals --------------------------------------------------------------------------------------
+
+def test_a_group_whose_pods_name_different_schedulers_is_refused() -> None:
+    out = run(node("n0"), node("n1"), group(min_count=1), member("t-0"), member("t-1", scheduler="default-scheduler"))
+    assert out.bound == {}
+    assert "its pods name different schedulerNames (default-scheduler, koordpy)" in out.pending["default/t-0"]
+
+
+def test_a_group_with_resource_claims_is_refused_like_a_pod_with_claims() -> None:
+    claimed = group(min_count=1, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}])
+    out = run(node("n0"), claimed, member("t-0"))
+    assert out.bound == {}
+    assert (f"waits as a whole: {CLAIMS}: PodGroup default/train (scheduling.k8s.io) has spec.resourceClaims (gpu)"
+            in out.pending["default/t-0"])
+
+
+def test_a_pod_whose_priority_differs_from_its_groups_is_refused() -> None:
+    high = priority_class("high", 1000)
+    out = run(node("n0"), node("n1"), high, group(min_count=2), member("t-0"), member("t-1", priority_class="high"))
+    assert out.bound == {}
+    assert "pod default/t-1 has priority 1000 and the group 0" in out.pending["default/t-1"]
+    # The group's priority named by its class: pods of that class bind.
+    out = run(node("n0"), node("n1"), high, group(min_count=2, priorityClassName="high"),
+              member("t-0", priority_class="high"), member("t-1", priority_class="high"))
+    assert len(out.bound) == 2
+
+
+def test_a_pod_whose_group_does_not_exist_waits_for_it() -> None:
+    out = run(node("n0"), member("t-0"))
+    assert out.pending["default/t-0"] == ("waiting for PodGroup default/train (scheduling.k8s.io), which pod "
+                                          "default/t-0 names in spec.schedulingGroup, to exist")
