@@ -212,7 +212,7 @@ class Upstream(DialectBase):
     manifest_format = None  # Kubernetes' own PodGroup API defines no topology object: nodes' labels are it
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-        raise NotImplementedError("Kubernetes' own PodGroup API has no topology object to generate")
+        raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return group_key(pod)
