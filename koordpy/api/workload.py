@@ -1,10 +1,15 @@
-"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, the Workload API), as far as koordpy reads it yet.
+"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, the Workload API), parsed.
 
 A pod names its group in ``spec.schedulingGroup.podGroupName``. koordpy reads the group's policy
-and whether it asks for more than that, so a pod of a ``basic`` group with nothing else (what the Job
-controller makes for a plain Job) is placed as the lone pod it is, and any other group's pods are
-refused with a clear reason rather than placed as if they had no group. The full dialect (gangs,
-topology constraints, composite groups) is a later issue's work.
+(``basic``, or ``gang`` with its ``minCount``), its topology constraint
+(``schedulingConstraints.topology[].key``, a node label), its priority (``priorityClassName`` /
+``priority``), the names of its ``resourceClaims`` (refused, as pods' claims are) and the
+``PodGroupInitiallyScheduled`` condition kube-scheduler (or koordpy) wrote on it; anything else it
+asks for that koordpy does not apply yet is listed in ``asks`` by field name, so its pods are refused
+rather than placed as if the field were not there.
+
+Belongs here: reading the object. Does not belong here: what koordpy does with it
+(``koordpy.core.dialects.upstream``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.model import NamespacedKey
-from koordpy.api.raw import read_object
+from koordpy.api.raw import Reader, read_object
+
+# The condition kube-scheduler v1.37 writes on a PodGroup: True once its minimum was first placed
+# (and never False again), False with why while it is not.
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+
+
+class GroupCondition(BaseModel):
+    """One ``status.conditions`` entry as koordpy compares it (the rest of the entry is the API's)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
 
 
 class WorkloadPodGroup(BaseModel, NamespacedKey):
@@ -24,12 +44,22 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     name: str
     policy: Literal["basic", "gang"]
     min_count: int | None = None
-    # What the group asks for beyond its policy, by field name (constraints, claims, a parent group).
+    creation: float | None = None
+    # schedulingConstraints.topology[].key: node labels every member shares a value of.
+    topology_keys: tuple[str, ...] = ()
+    priority_class_name: str = ""
+    priority: int | None = None
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims' names
+    # What the group asks for that koordpy does not apply yet, by field name (a parent group).
     asks: tuple[str, ...] = ()
+    conditions: tuple[GroupCondition, ...] = ()
+
+    def condition(self, kind: str) -> GroupCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:
-        r, meta, (spec,) = read_object(raw, "PodGroup", "spec")
+        r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
         policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
         gang = policy.get("gang")
         if gang is not None and policy.get("basic") is not None:
@@ -40,8 +70,33 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                                   "spec.schedulingPolicy.gang.minCount")
             if min_count is None or min_count < 1:
                 raise r.fail("spec.schedulingPolicy.gang.minCount", f"must be at least 1, got {min_count}")
-        asks = tuple(f"spec.{name}" for name in ("schedulingConstraints", "resourceClaims",
-                                                  "parentCompositePodGroupName")
+        constraints = r.mapping(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+        field = "spec.schedulingConstraints.topology"
+        keys = tuple(r.string(r.mapping(t, f"{field}[{i}]").get("key"), f"{field}[{i}].key", required=True)
+                     for i, t in enumerate(r.seq(constraints.get("topology"), field)))
+        if len(keys) > 1:  # the API allows one; which would win is not koordpy's to guess
+            raise r.fail(field, f"at most one topology constraint is allowed, got {len(keys)}")
+        claims = tuple(
+            r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
+                     required=True)
+            for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
+        asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",)
                      if spec.get(name) not in (None, {}, []))
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
-                   policy="gang" if gang is not None else "basic", min_count=min_count, asks=asks)
+                   policy="gang" if gang is not None else "basic", min_count=min_count,
+                   creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+                   topology_keys=keys,
+                   priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
+                   priority=r.integer(spec.get("priority"), "spec.priority"),
+                   resource_claims=claims, asks=asks, conditions=_conditions(r, status))
+
+
+def _conditions(r: Reader, status: dict[str, Any]) -> tuple[GroupCondition, ...]:
+    out = []
+    for i, cond in enumerate(r.seq(status.get("conditions"), "status.conditions")):
+        c = r.mapping(cond, f"status.conditions[{i}]")
+        out.append(GroupCondition(type=r.string(c.get("type"), f"status.conditions[{i}].type"),
+                                  status=str(c.get("status") or ""),
+                                  reason=r.string(c.get("reason"), f"status.conditions[{i}].reason"),
+                                  message=r.string(c.get("message"), f"status.conditions[{i}].message")))
+    return tuple(out)

@@ -27,10 +27,13 @@ from koordpy.core.verdicts import (
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
+    GroupClaims,
     GroupId,
     GroupMissing,
     GroupNamedOtherwise,
+    GroupPriority,
     GroupRefused,
+    GroupSchedulers,
     Inside,
     JobFailed,
     KindsNoHyperNode,
@@ -306,6 +309,18 @@ def render(reason: Reason) -> str:
             what = f"gang policy (minCount {reason.min_count})" if reason.gang else ", ".join(reason.asks)
             return (f"{SCHEDULING_GROUP}: pod {reason.pod} belongs to PodGroup {reason.group!r} with {what}, "
                     "which kube-scheduler's GangScheduling plugin would apply; it stays pending")
+        case GroupSchedulers():
+            return (f"PodGroup {reason.group} (scheduling.k8s.io) is refused: its pods name different "
+                    f"schedulerNames ({', '.join(reason.names)}), and only one scheduler may place a group; "
+                    f"pod {reason.pod} stays pending")
+        case GroupClaims():
+            return (f"{CLAIMS}: PodGroup {reason.group} (scheduling.k8s.io) has spec.resourceClaims "
+                    f"({', '.join(reason.claims)}), which kube-scheduler's DynamicResources plugin would allocate; "
+                    f"pod {reason.pod} stays pending")
+        case GroupPriority():
+            return (f"PodGroup {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
+                    f"{reason.pod_priority} and the group {reason.group_priority}; every pod of a group must have "
+                    "the group's priority")
         case Refused():
             return f'GangGroup "{group_name(reason.group)}" waits as a whole: {render(reason.inner)}'
         case JobFailed():

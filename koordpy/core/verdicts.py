@@ -182,6 +182,35 @@ class GroupRefused:
 
 
 @dataclass(frozen=True)
+class GroupSchedulers:
+    """A Workload PodGroup whose pods name different ``schedulerName``s: no scheduler may place it
+    (two would write one PodGroup), as kube-scheduler refuses it."""
+
+    pod: str
+    group: str  # namespace/name
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupClaims:
+    """A Workload PodGroup with ``spec.resourceClaims``, which koordpy does not allocate."""
+
+    pod: str
+    group: str  # namespace/name
+    claims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupPriority:
+    """A pod whose priority differs from its Workload PodGroup's, as kube-scheduler refuses it."""
+
+    pod: str
+    group: str  # namespace/name
+    pod_priority: int
+    group_priority: int
+
+
+@dataclass(frozen=True)
 class Refused:
     """A GangGroup waits as a whole for a member that is refused (``inner``)."""
 
@@ -417,7 +446,8 @@ class BoundWithoutOwner:
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
     | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
-    | GroupNamedOtherwise | GroupMissing | GroupRefused | Refused | JobFailed | NodesFiltered | Inside
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority | Refused
+    | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption
     | MemberRejected | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting | PreemptedBy

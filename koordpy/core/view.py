@@ -71,7 +71,7 @@ class _Input:
     def value(self, snapshot: Snapshot) -> Any:
         value: Any = snapshot
         for part in self.path:
-            value = getattr(value, part)
+            value = value.get(part, {}) if isinstance(value, Mapping) else getattr(value, part)
         return value
 
     def changed(self, snapshot: Snapshot, prev: Snapshot) -> bool:
@@ -103,6 +103,7 @@ def _inputs(table: Iterable[Kind]) -> dict[Change, list[_Input]]:
                 continue
             case "arrays" | "all" | "gangs" | "volumes":
                 store, errors = tuple(kind.store.split(".")), tuple(kind.errors.split(".")) if kind.errors else ()
+                store = store if kind.own_field else ("objects", *store)  # ``Snapshot.objects[store]``
                 found.setdefault(store, _Input(store, kind.change, compare_key(kind.role)))
                 if errors:
                     found.setdefault(errors, _Input(errors, kind.change))

@@ -38,9 +38,12 @@ from koordpy.core.verdicts import (
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
+    GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
+    GroupPriority,
     GroupRefused,
+    GroupSchedulers,
     Inside,
     JobFailed,
     KindsNoHyperNode,
@@ -136,6 +139,16 @@ TABLE: list[tuple[Reason, str]] = [
      "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
      "'workers' with schedulingConstraints, resourceClaims, which kube-scheduler's GangScheduling plugin would "
      "apply; it stays pending"),
+    (GroupSchedulers("default/p", "default/workers", ("default-scheduler", "koordpy")),
+     "PodGroup default/workers (scheduling.k8s.io) is refused: its pods name different schedulerNames "
+     "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),
+    (GroupClaims("default/p", "default/workers", ("gpu",)),
+     "koordpy does not allocate ResourceClaims yet: PodGroup default/workers (scheduling.k8s.io) has "
+     "spec.resourceClaims (gpu), which kube-scheduler's DynamicResources plugin would allocate; pod default/p "
+     "stays pending"),
+    (GroupPriority("default/p", "default/workers", 100, 0),
+     "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
+     "every pod of a group must have the group's priority"),
     (Refused("default/g", GroupMissing("default/p", "default", "workers")),
      'GangGroup "default/g" waits as a whole: waiting for PodGroup default/workers (scheduling.k8s.io), which pod '
      "default/p names in spec.schedulingGroup, to exist"),

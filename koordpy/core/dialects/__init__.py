@@ -95,12 +95,19 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
     invalid = snapshot.invalid_podgroups.get(key)
     if invalid is not None:
         return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
-    dialect = declaring(key, snapshot) or koordinator.DIALECT  # else gang annotations declare it
+    # Else the dialect whose pods name the key (a group they name that does not exist yet), and
+    # for pods no dialect claims that way, gang annotations.
+    dialect = declaring(key, snapshot) or _naming(key, pods, snapshot) or koordinator.DIALECT
     gang = dialect.gang(key, pods, snapshot)
     written = dialect.written_asks(gang, snapshot) if gang is not None else None
     if gang is not None and written is not None:
         _written_ask(gang, *written, pods, snapshot)
     return gang
+
+
+def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
+    """The dialect that puts the first of ``pods`` in the gang ``key``."""
+    return next((d for d in DIALECTS if pods and d.member(pods[0], snapshot.owners) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],

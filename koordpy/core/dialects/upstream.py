@@ -1,59 +1,238 @@
-"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, the Workload API), as far as koordpy reads it.
+"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, the Workload API) as a dialect.
 
-A pod names its group in ``spec.schedulingGroup``. A pod of a ``basic`` group that asks nothing more
-(the Job controller's group for a plain Job) is the lone pod it is to kube-scheduler too, and is
-placed as one; any other group's pods are refused with a clear reason (docs/reference.md,
-"Pod-spec fields kube-scheduler filters on"), rather than placed as if they had no group.
+A pod joins the group its ``spec.schedulingGroup.podGroupName`` names, in its namespace. What
+kube-scheduler v1.37 does with such a group, koordpy does:
 
-Belongs here: everything koordpy does with these groups; the full dialect (gangs, topology
-constraints, composite groups, statuses) lands here. Does not belong here: refusals that are no
-dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``).
+- ``gang: {minCount}``: a gang (one ``Gang``, Strict, no waiting-time limit of its own: kube-scheduler
+  places a group in one attempt and holds nothing between attempts). It waits until ``minCount`` of
+  its pods exist, binds only when its bound members and the ones placed in one attempt reach
+  ``minCount``, and every member that fits binds with them.
+- ``basic: {}``: no quorum; pods bind one by one. Without a topology constraint its pods are the lone
+  pods they are to kube-scheduler (no gang at all); with one they are a gang of minimum 1, so that each
+  lands in the group's domain.
+- ``schedulingConstraints.topology[].key``: every member in one domain of that node label (one tree
+  per label, one level: the label's values; a node without the label is no candidate). A group with
+  members bound is held to their domain.
+
+Belongs here: everything koordpy does with these groups. Does not belong here: refusals that are no
+dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``), the gang rule
+(``koordpy.core.gangrule``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import GangConfig
 from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
+from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
-from koordpy.core.verdicts import GroupMissing, GroupNamedOtherwise, GroupRefused, Reason
+from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.verdicts import (
+    GroupClaims,
+    GroupMissing,
+    GroupNamedOtherwise,
+    GroupPriority,
+    GroupRefused,
+    GroupSchedulers,
+    Reason,
+)
 
 NAME = "upstream"
 # The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
 STORE = "workload_podgroups"
+HOSTNAME = "kubernetes.io/hostname"
+DECLARED_BY = "PodGroup scheduling.k8s.io"
+
+
+def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:
+    found: Mapping[str, WorkloadPodGroup] = snapshot.of(STORE)
+    return found
+
+
+def group_key(pod: Pod) -> str | None:
+    """``namespace/name`` of the group the pod names by ``podGroupName``, else None."""
+    if not pod.scheduling_group or pod.scheduling_group_other:
+        return None
+    return f"{pod.namespace}/{pod.scheduling_group}"
+
+
+def makes_gang(group: WorkloadPodGroup) -> bool:
+    """A gang policy, or a basic group with a topology constraint (a gang of one at a time)."""
+    return group.policy == "gang" or bool(group.topology_keys)
+
+
+# The schedulerNames the pods of each group name, for one snapshot at a time (the last one asked
+# about): a refusal is asked per pod, and the answer is the group's.
+_SCHEDULERS: list[tuple[Snapshot, dict[str, tuple[str, ...]]]] = []
+
+
+def schedulers(snapshot: Snapshot) -> Mapping[str, tuple[str, ...]]:
+    """Per group key, the schedulerNames its live pods name, sorted."""
+    if _SCHEDULERS and _SCHEDULERS[0][0] is snapshot:
+        return _SCHEDULERS[0][1]
+    found: dict[str, set[str]] = {}
+    for p in snapshot.pods:
+        key = group_key(p)
+        if key is not None and not p.terminal:
+            found.setdefault(key, set()).add(p.scheduler_name)
+    index = {k: tuple(sorted(v)) for k, v in found.items()}
+    _SCHEDULERS[:] = [(snapshot, index)]
+    return index
+
+
+def priority_of(class_name: str, value: int | None, snapshot: Snapshot) -> int:
+    """A priority as the Priority admission gives it: the value set, else the named PriorityClass's,
+    else the global default's, else 0."""
+    if value is not None:
+        return value
+    classes = snapshot.priority_classes
+    found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
+    return found.value if found is not None else 0
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
-    """Why koordpy will not place ``pod`` for the group it names, or None (no group, or a ``basic``
-    group that asks nothing more: a lone pod)."""
+    """Why koordpy will not place ``pod`` for the group it names, or None (no group, or one koordpy
+    schedules). Each of these holds the whole group: kube-scheduler refuses it too (a group two
+    schedulers would write, a pod whose priority is not the group's) or koordpy cannot do it yet
+    (claims, a parent group)."""
     if not pod.scheduling_group:
         return None
-    groups: Mapping[str, WorkloadPodGroup] = snapshot.of(STORE)
-    group = None if pod.scheduling_group_other else groups.get(f"{pod.namespace}/{pod.scheduling_group}")
-    if group is None and pod.scheduling_group_other:
+    if pod.scheduling_group_other:
         return GroupNamedOtherwise(pod.key, pod.scheduling_group)
+    key = f"{pod.namespace}/{pod.scheduling_group}"
+    group = groups(snapshot).get(key)
     if group is None:
         return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
-    if group.policy == "basic" and not group.asks:
-        return None
-    return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
+    if group.asks:
+        return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
+    names = schedulers(snapshot).get(key, ())
+    if len(names) > 1:
+        return GroupSchedulers(pod.key, key, names)
+    if group.resource_claims:
+        return GroupClaims(pod.key, key, group.resource_claims)
+    own = priority_of(pod.priority_class_name, pod.priority, snapshot)
+    theirs = priority_of(group.priority_class_name, group.priority, snapshot)
+    if own != theirs:
+        return GroupPriority(pod.key, key, own, theirs)
+    return None
+
+
+# -- the topology tree of one label ----------------------------------------------------------------
+
+
+def tree_key(label: str) -> TreeKey:
+    """The tree of the node label ``label``: one level, its values."""
+    return TreeKey(NAME, label, f"label/{label}")
+
+
+_CACHE: dict[object, TopologyTree] = {}
+
+
+def label_tree(label: str, nodes: Sequence[Node]) -> TopologyTree:
+    """One domain per value of ``label``; a node without the label is outside the tree (no
+    requirement on it uses that node)."""
+    key = (label, tuple((n.name, n.labels.get(label)) for n in nodes))
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    node_parent: dict[str, DomainId] = {}
+    outside = []
+    for n in nodes:
+        value = n.labels.get(label)
+        if not value:
+            outside.append(n.name)
+            continue
+        domain: DomainId = (*ROOT, value)
+        inner.setdefault(domain, (ROOT, label, value, 1))
+        node_parent[n.name] = domain
+    tree = TopologyTree.from_edges((label,), [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
+                                   root_rank=2, root_layer="cluster", leaf_depth=2, outside=outside)
+    if len(_CACHE) >= 8:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = tree
+    return tree
+
+
+@dataclass(frozen=True)
+class TopologyAsk:
+    """``schedulingConstraints.topology[].key``: every member in one domain of the label."""
+
+    label: str
+    keeps_gang = True  # a member added later still lands in the group's domain
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked:
+        key = tree_key(self.label)
+        tree = trees[key]
+        failure = None
+        if not tree.domains_at(1):
+            failure = (f"0/{len(trees.nodes)} nodes are available: PodGroup {gang.key}'s topology constraint "
+                       f"needs nodes labelled {self.label}, and no node carries that label.")
+        req = Requirement(key, "gather", scope=1, failure=failure, labels=((1, self.label), (0, HOSTNAME)))
+        return Asked(req, "topology: the group's bound members span {where}, more than one domain of "
+                          f"{self.label}", peers=True)
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey:
+        return tree_key(self.label)
+
+    def facts(self) -> TopologyFacts:
+        return TopologyFacts(NAME, (f"one domain of {self.label}",), ())
+
+
+# -- gangs -----------------------------------------------------------------------------------------
+
+
+def group_gang(group: WorkloadPodGroup, pods: list[Pod]) -> Gang:
+    minimum = group.min_count if group.min_count is not None else 1
+    # Strict (all or nothing in one attempt); bound members count, as kube-scheduler counts the
+    # assigned ones, and nothing is remembered once the minimum was met ("waiting-and-running"); the
+    # waiting time is never used, since a Strict gang holds no reservation to time out.
+    config = GangConfig(key=group.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
+                        match_policy="waiting-and-running", from_crd=True)
+    gang = Gang(group.key, config, pods, creation_time(group.creation))
+    gang.asks = tuple(TopologyAsk(label) for label in group.topology_keys)
+    return gang
 
 
 class Upstream(DialectBase):
-    """Its pods are lone pods or refused: no gang, no tree, no status yet (the neutral answers)."""
+    """Events about its gangs go to their first pod (no Event kind is named for the group)."""
 
     name = NAME
     roles: tuple[Role, ...] = ("workload-podgroup",)
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
-    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object yet
+    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object: nodes' labels are it
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        return group_key(pod)
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return [k for k, g in groups(snapshot).items() if makes_gang(g) and not g.asks]
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return key in groups(snapshot)
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        group = groups(snapshot).get(key)
+        # A basic group without a constraint is no gang (its pods are lone pods); a missing group or
+        # one with asks koordpy refuses leaves its pods to the refusal.
+        if group is None or not makes_gang(group) or group.asks:
+            return None
+        return group_gang(group, pods)
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        return DECLARED_BY if key in groups(snapshot) else None
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return refusal(pod, snapshot)
@@ -61,6 +240,15 @@ class Upstream(DialectBase):
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.
         return bool(pod.scheduling_group)
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        for label in sorted({k for g in groups(snapshot).values() for k in g.topology_keys}):
+            yield tree_key(label)
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        if key.dialect != NAME:
+            return None
+        return label_tree(key.name, trees.nodes)
 
 
 DIALECT = Upstream()
