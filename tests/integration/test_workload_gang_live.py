@@ -307,3 +307,64 @@ def test_a_higher_priority_gang_preempts_a_disruption_mode_all_group_whole(kube:
     assert sorted([bound["high-0"], bound["high-1"]]) == ["ra-0", "ra-1"], bound
     assert bound["lone"] == "rc-0"
     under_test.check()
+
+
+# -- 3: a CompositePodGroup binds minGroupCount children whole ----------------------------------
+
+def composite_train(kube: Kube, scheduler_name: str) -> list[str]:
+    """The Workload ``train``, its CompositePodGroup ``train-replicas`` (``minGroupCount: 2``) and 3
+    child PodGroups ``train-0..2``, each a gang of 2 pods ``train-<c>-<i>`` that fill a node each."""
+    workload = {"apiVersion": V1BETA1, "kind": "Workload", "metadata": {"name": "train", "namespace": "default"},
+                "spec": {"compositePodGroupTemplates": [{
+                    "name": "replicas", "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                    "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]}]}}
+    composite = {"apiVersion": V1ALPHA3, "kind": "CompositePodGroup",
+                 "metadata": {"name": "train-replicas", "namespace": "default"},
+                 "spec": {"workloadRef": {"workloadName": "train", "templateName": "replicas"},
+                          "schedulingPolicy": {"gang": {"minGroupCount": 2}}}}
+    children = [f"train-{c}" for c in range(3)]
+    kube.apply(workload, composite,
+               [podgroup(g, {"gang": {"minCount": 2}}, parent="train-replicas",
+                         workload_ref={"workloadName": "train", "templateName": "workers"}) for g in children],
+               [member(f"{g}-{i}", scheduler_name, "3", group=g) for g in children for i in range(2)])
+    assert kube.get(PODGROUPS, "train-0")["spec"]["parentCompositePodGroupName"] == "train-replicas"
+    return children
+
+
+def bound_per_child(kube: Kube, children: list[str]) -> dict[str, int]:
+    bound = kube.bound()
+    return {g: sum(f"{g}-{i}" in bound for i in range(2)) for g in children}
+
+
+def test_a_composite_pod_group_binds_min_group_count_children_whole(kube: Kube, under_test: UnderTest) -> None:
+    """``train-replicas`` asks for 2 of its 3 children on 4 nodes a pod fills: room for 2 children.
+    Exactly 2 children bind, each whole, and the third binds nothing."""
+    kube.apply(fake([node(f"n{i}", cpu="4") for i in range(4)]))
+    children = composite_train(kube, under_test.scheduler_name)
+    wait_for(lambda: sum(bound_per_child(kube, children).values()) >= 4, "two children's pods bound",
+             timeout=BIND_TIMEOUT)
+    counts = settle(lambda: bound_per_child(kube, children), 3.0)
+    assert sorted(counts.values()) == [0, 2, 2], counts
+    assert len(set(kube.bound().values())) == 4  # a pod fills a node
+    under_test.check()
+
+
+def test_a_composite_pod_group_binds_nothing_until_min_group_count_children_fit(kube: Kube,
+                                                                                 under_test: UnderTest) -> None:
+    """The same Workload on 3 nodes: room for one child only. Each child's own gang would fit, but
+    the parent's ``minGroupCount: 2`` cannot be met, so no pod binds (a scheduler that read only the
+    children's gangs would bind one of them). A fourth node then makes room for two children, and
+    two bind whole: so the pods were held by the parent's minimum, not ignored."""
+    kube.apply(fake([node(f"n{i}", cpu="4") for i in range(3)]))
+    children = composite_train(kube, under_test.scheduler_name)
+    # Pending with a reason: every pod has PodScheduled=False once the scheduler has tried it.
+    pods = [f"{g}-{i}" for g in children for i in range(2)]
+    wait_for(lambda: all(kube.condition_message(p) for p in pods), "every pod tried and left pending",
+             timeout=BIND_TIMEOUT)
+    assert settle(lambda: bound_per_child(kube, children), 5.0) == dict.fromkeys(children, 0)
+    kube.apply(fake([node("n3", cpu="4")]))
+    wait_for(lambda: sum(bound_per_child(kube, children).values()) >= 4, "two children's pods bound",
+             timeout=BIND_TIMEOUT)
+    counts = settle(lambda: bound_per_child(kube, children), 3.0)
+    assert sorted(counts.values()) == [0, 2, 2], counts
+    under_test.check()
