@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.model import NamespacedKey
-from koordpy.api.raw import Reader, read_object
+from koordpy.api.raw import Reader, int_text, read_object
 
 # The condition kube-scheduler v1.37 writes on a PodGroup: True once its minimum was first placed
 # (and never False again), False with why while it is not.
@@ -30,6 +30,24 @@ INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
+# The completion index the Job controller gives each pod of an Indexed Job: an annotation, and (since
+# PodIndexLabel, GA in v1.32) a label of the same key. koordpy places a Workload PodGroup's members in
+# this order (its own addition: kube-scheduler gives no order).
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def completion_index(annotations: dict[str, str], labels: dict[str, str]) -> int | None:
+    """The pod's Job completion index (the annotation, else the label), or None. A value that is no
+    index is ignored rather than refused: the Job controller writes it, koordpy only orders by it, and
+    a pod must not wait for a key that is not koordpy's."""
+    raw = annotations.get(JOB_COMPLETION_INDEX) or labels.get(JOB_COMPLETION_INDEX)
+    if raw is None:
+        return None
+    try:
+        value = int_text(raw)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 class GroupCondition(BaseModel):
