@@ -274,6 +274,11 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     if found is None:
         return None
     status, reason, message = found
+    if (reason == SCHEDULER_ERROR and current is not None and current.reason == SCHEDULER_ERROR
+            and len(schedulers(snapshot).get(group.key, ())) > 1):
+        # Pods of two schedulers: kube-scheduler says the same in its own words, and rewording each
+        # other's message would make the two write the group in turn for as long as it lasts.
+        return None
     since = current.last_transition_time if current is not None and current.status == status else None
     new = GroupCondition(type=INITIALLY_SCHEDULED, status=status, reason=reason, message=_clipped(message),
                          last_transition_time=now if since is None else since,

@@ -156,3 +156,13 @@ def test_simulate_writes_the_condition_on_the_podgroup() -> None:
     assert len(out.bound) == 2
     cond = w.stores[upstream.STORE]["default/train"].condition(INITIALLY_SCHEDULED)
     assert cond is not None and (cond.status, cond.reason) == ("True", "Scheduled")
+
+
+def test_a_scheduler_error_for_two_schedulers_is_not_reworded() -> None:
+    # kube-scheduler writes the same refusal in its words on the same group: koordpy leaves it, or the
+    # two would rewrite the message in turn.
+    theirs = with_condition(group(min_count=1), {"type": INITIALLY_SCHEDULED, "status": "False",
+                                                 "reason": "SchedulerError", "message": "scheduler name mismatch",
+                                                 "lastTransitionTime": "2025-12-01T00:00:00Z"})
+    w = world(node("n0"), node("n1"), theirs, member("t-0"), member("t-1", scheduler="default-scheduler"))
+    assert "default/train" not in updates(schedule(w.snapshot(NAMES), SchedulerState(), w.now))
