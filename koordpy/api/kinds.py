@@ -193,7 +193,7 @@ KINDS: tuple[Kind, ...] = (
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
-         change="gangs", errors=_GANG_ERRORS, own_field=False),
+         writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
          "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),

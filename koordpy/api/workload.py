@@ -4,7 +4,8 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``. koordpy reads th
 (``basic``, or ``gang`` with its ``minCount``), its topology constraint
 (``schedulingConstraints.topology[].key``, a node label), its priority (``priorityClassName`` /
 ``priority``), the names of its ``resourceClaims`` (refused, as pods' claims are) and the
-``PodGroupInitiallyScheduled`` condition kube-scheduler (or koordpy) wrote on it; anything else it
+``status.conditions`` kube-scheduler (or koordpy) wrote on it (whole, with their times, since a status
+write replaces the list) and the ``metadata.generation`` a condition observes; anything else it
 asks for that koordpy does not apply yet is listed in ``asks`` by field name, so its pods are refused
 rather than placed as if the field were not there.
 
@@ -14,20 +15,44 @@ Belongs here: reading the object. Does not belong here: what koordpy does with i
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.model import NamespacedKey
-from koordpy.api.raw import Reader, read_object
+from koordpy.api.raw import Reader, int_text, read_object
 
 # The condition kube-scheduler v1.37 writes on a PodGroup: True once its minimum was first placed
 # (and never False again), False with why while it is not.
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+# Its reasons, as kube-scheduler spells them: placed; no room (yet); refused by the scheduler.
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"
+# The completion index the Job controller gives each pod of an Indexed Job: an annotation, and (since
+# PodIndexLabel, GA in v1.32) a label of the same key. koordpy places a Workload PodGroup's members in
+# this order (its own addition: kube-scheduler gives no order).
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def completion_index(annotations: dict[str, str], labels: dict[str, str]) -> int | None:
+    """The pod's Job completion index (the annotation, else the label), or None. A value that is no
+    index is ignored rather than refused: the Job controller writes it, koordpy only orders by it, and
+    a pod must not wait for a key that is not koordpy's."""
+    raw = annotations.get(JOB_COMPLETION_INDEX) or labels.get(JOB_COMPLETION_INDEX)
+    if raw is None:
+        return None
+    try:
+        value = int_text(raw)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 class GroupCondition(BaseModel):
-    """One ``status.conditions`` entry as koordpy compares it (the rest of the entry is the API's)."""
+    """One ``status.conditions`` entry (``metav1.Condition``). All of it is kept: a merge patch of
+    ``status`` replaces the whole list, so the scheduler writes back the entries it did not change."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -35,6 +60,31 @@ class GroupCondition(BaseModel):
     status: str
     reason: str = ""
     message: str = ""
+    last_transition_time: float | None = None  # seconds since the epoch (the API keeps whole seconds)
+    observed_generation: int | None = None
+
+    def wire(self) -> dict[str, object]:
+        """The entry as the API spells it (a time in whole seconds, as the API stores it)."""
+        out: dict[str, object] = {"type": self.type, "status": self.status, "reason": self.reason,
+                                  "message": self.message}
+        if self.last_transition_time is not None:
+            out["lastTransitionTime"] = datetime.fromtimestamp(int(self.last_transition_time), tz=UTC).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+        if self.observed_generation is not None:
+            out["observedGeneration"] = self.observed_generation
+        return out
+
+
+class WorkloadPodGroupStatus(BaseModel):
+    """The PodGroup's ``status`` as far as the scheduler writes it: its conditions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conditions: tuple[GroupCondition, ...] = ()
+
+    def written(self) -> dict[str, object]:
+        """Every field of the status the scheduler writes, as it stands (the whole conditions list)."""
+        return {"conditions": [c.wire() for c in self.conditions]}
 
 
 class WorkloadPodGroup(BaseModel, NamespacedKey):
@@ -53,9 +103,15 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     # What the group asks for that koordpy does not apply yet, by field name (a parent group).
     asks: tuple[str, ...] = ()
     conditions: tuple[GroupCondition, ...] = ()
+    generation: int | None = None  # metadata.generation, which a condition the scheduler writes observes
 
     def condition(self, kind: str) -> GroupCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)
+
+    @property
+    def status(self) -> WorkloadPodGroupStatus:
+        """The status the scheduler writes (what the shells compare a write with)."""
+        return WorkloadPodGroupStatus(conditions=self.conditions)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:
@@ -88,7 +144,8 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    topology_keys=keys,
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
-                   resource_claims=claims, asks=asks, conditions=_conditions(r, status))
+                   resource_claims=claims, asks=asks, conditions=_conditions(r, status),
+                   generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
 
 
 def _conditions(r: Reader, status: dict[str, Any]) -> tuple[GroupCondition, ...]:
@@ -98,5 +155,10 @@ def _conditions(r: Reader, status: dict[str, Any]) -> tuple[GroupCondition, ...]
         out.append(GroupCondition(type=r.string(c.get("type"), f"status.conditions[{i}].type"),
                                   status=str(c.get("status") or ""),
                                   reason=r.string(c.get("reason"), f"status.conditions[{i}].reason"),
-                                  message=r.string(c.get("message"), f"status.conditions[{i}].message")))
+                                  message=r.string(c.get("message"), f"status.conditions[{i}].message"),
+                                  last_transition_time=r.timestamp(c.get("lastTransitionTime"),
+                                                                   f"status.conditions[{i}].lastTransitionTime"),
+                                  observed_generation=r.integer(c.get("observedGeneration"),
+                                                                f"status.conditions[{i}].observedGeneration",
+                                                                bits=64)))
     return tuple(out)

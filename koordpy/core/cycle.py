@@ -643,13 +643,18 @@ class Cycle:
 
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
+        kept: dict[str, str] | None = None  # parked jobs' messages, merged once and only when asked for
         for key in dirty:
             members = gangs[key].pods if key in gangs else []
             if not any(p.scheduler_name in self.snapshot.scheduler_names for p in members):
                 # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
                 # yet: its status is not ours to write, and two writers would fight over it.
                 continue
-            status = dialects.status(key, members, self.bound, self.state.reserved, self.now, self.snapshot)
+            pending = {p.key: self.result.waiting[p.key] for p in members if p.key in self.result.waiting}
+            if len(pending) < len(members) and self.result.kept:
+                kept = self.result.pending if kept is None else kept
+                pending.update((p.key, kept[p.key]) for p in members if p.key not in pending and p.key in kept)
+            status = dialects.status(key, members, self.bound, self.state.reserved, self.now, self.snapshot, pending)
             if status is not None:
                 self.result.decisions.append(PodGroupStatusUpdate(key, status))
 

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
 from koordpy.api.podgroup import topology_index
+from koordpy.api.workload import completion_index
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
@@ -61,11 +62,14 @@ def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDA
 
 
 def rank_order(pods: list[Pod]) -> list[Pod]:
-    """Pods by network-topology index (numeric), then those without one, by name."""
+    """Pods by network-topology index (numeric), then those without one, by name. Among the members
+    of a Workload PodGroup (``spec.schedulingGroup``), the Job completion index comes before the name:
+    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order)."""
 
-    def key(p: Pod) -> tuple[bool, int, tuple[object, ...], str]:
+    def key(p: Pod) -> tuple[bool, int, bool, int, tuple[object, ...], str]:
         idx = topology_index(f"Pod {p.key}", p.annotations)
-        return (idx is None, idx or 0, natural_key(p.name), p.namespace)
+        done = completion_index(p.annotations, p.labels) if p.scheduling_group else None
+        return (idx is None, idx or 0, done is None, done or 0, natural_key(p.name), p.namespace)
 
     return sorted(pods, key=key)
 

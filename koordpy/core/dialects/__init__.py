@@ -156,11 +156,11 @@ def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
 
 
 def status(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
-           snapshot: Snapshot) -> GangStatus | None:
+           snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
     """The status the gang's object should have after this cycle, written by the dialect that declares
-    it, when it differs from what the object says."""
+    it, when it differs from what the object says (``pending``: why each unbound member waits)."""
     dialect = declaring(key, snapshot)
-    return dialect.status(key, members, bound_now, reserved, now, snapshot) if dialect is not None else None
+    return dialect.status(key, members, bound_now, reserved, now, snapshot, pending) if dialect is not None else None
 
 
 # -- pods refused ----------------------------------------------------------------------------------

@@ -89,9 +89,9 @@ class Dialect(Protocol):
         ...
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
+               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         """The status its object declaring ``key`` should have after this cycle, when it differs from
-        what the object says; else None."""
+        what the object says; else None. ``pending``: why each member left unbound waits, by pod key."""
         ...
 
     # -- pods it refuses -----------------------------------------------------------------
@@ -178,7 +178,7 @@ class DialectBase:
         return None
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
+               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         return None
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:

@@ -13,6 +13,10 @@ kube-scheduler v1.37 does with such a group, koordpy does:
 - ``schedulingConstraints.topology[].key``: every member in one domain of that node label (one tree
   per label, one level: the label's values; a node without the label is no candidate). A group with
   members bound is held to their domain.
+- ``status.conditions``: ``PodGroupInitiallyScheduled`` as kube-scheduler writes it (``GroupStatus``):
+  True, ``Scheduled``, once the group's minimum is bound, and never changed again; False,
+  ``Unschedulable``, with why its pods wait; False, ``SchedulerError``, for a group refused as
+  kube-scheduler refuses it (schedulerNames, priority, claims).
 
 Belongs here: everything koordpy does with these groups. Does not belong here: refusals that are no
 dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``), the gang rule
@@ -23,14 +27,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
-from koordpy.api.workload import WorkloadPodGroup
+from koordpy.api.workload import (
+    INITIALLY_SCHEDULED,
+    SCHEDULED,
+    SCHEDULER_ERROR,
+    UNSCHEDULABLE,
+    GroupCondition,
+    WorkloadPodGroup,
+)
+from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
+from koordpy.core.messages import render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
@@ -203,6 +217,79 @@ def group_gang(group: WorkloadPodGroup, pods: list[Pod]) -> Gang:
     return gang
 
 
+# -- status ----------------------------------------------------------------------------------------
+
+PODGROUP_KIND: Kind = by_id("podgroups.scheduling.k8s.io")
+# metav1.Condition's limit on ``message`` (bytes): a longer one is refused by the API server.
+MESSAGE_LIMIT = 32768
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """A Workload PodGroup's ``status``: its whole ``conditions`` list as it should stand (a merge
+    patch of ``status`` replaces the list, so the entries koordpy did not change are written back)."""
+
+    conditions: tuple[GroupCondition, ...]
+    kind: Kind = PODGROUP_KIND
+
+    def wire(self) -> dict[str, object]:
+        return {"conditions": [c.wire() for c in self.conditions]}
+
+    def applied(self, obj: Any) -> Any:
+        assert isinstance(obj, WorkloadPodGroup)
+        return obj.model_copy(update={"conditions": self.conditions})
+
+
+def _clipped(message: str) -> str:
+    data = message.encode()
+    return message if len(data) <= MESSAGE_LIMIT else data[:MESSAGE_LIMIT].decode(errors="ignore")
+
+
+def scheduled_condition(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping[str, str],
+                        pending: Mapping[str, str], snapshot: Snapshot) -> tuple[str, str, str] | None:
+    """``PodGroupInitiallyScheduled`` as kube-scheduler would set it after this cycle: (status,
+    reason, message), or None when this cycle says nothing new (no member tried says why it waits)."""
+    waiting = sorted((p for p in members if not p.node_name and p.key not in bound_now), key=lambda p: p.key)
+    for p in waiting:
+        refused = refusal(p, snapshot)
+        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority):
+            # kube-scheduler validates the group before placing it and says so as an error.
+            return "False", SCHEDULER_ERROR, render(refused)
+    minimum = group.min_count if group.policy == "gang" and group.min_count is not None else 1
+    if len(members) - len(waiting) >= minimum:
+        return "True", SCHEDULED, ""
+    why = next((pending[p.key] for p in waiting if p.key in pending), None)
+    return None if why is None else ("False", UNSCHEDULABLE, why)
+
+
+def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping[str, str],
+                 pending: Mapping[str, str], now: float, snapshot: Snapshot) -> GroupStatus | None:
+    """The group's conditions after this cycle when ``PodGroupInitiallyScheduled`` changes; else None.
+    Once True the condition is terminal (kube-scheduler never turns it back, whatever happens to the
+    pods later); ``lastTransitionTime`` moves only when its status does."""
+    current = group.condition(INITIALLY_SCHEDULED)
+    if current is not None and current.status == "True":
+        return None
+    found = scheduled_condition(group, members, bound_now, pending, snapshot)
+    if found is None:
+        return None
+    status, reason, message = found
+    if (reason == SCHEDULER_ERROR and current is not None and current.reason == SCHEDULER_ERROR
+            and len(schedulers(snapshot).get(group.key, ())) > 1):
+        # Pods of two schedulers: kube-scheduler says the same in its own words, and rewording each
+        # other's message would make the two write the group in turn for as long as it lasts.
+        return None
+    since = current.last_transition_time if current is not None and current.status == status else None
+    new = GroupCondition(type=INITIALLY_SCHEDULED, status=status, reason=reason, message=_clipped(message),
+                         last_transition_time=now if since is None else since,
+                         observed_generation=group.generation)
+    if new == current:
+        return None
+    if current is None:
+        return GroupStatus((*group.conditions, new))
+    return GroupStatus(tuple(new if c.type == INITIALLY_SCHEDULED else c for c in group.conditions))
+
+
 class Upstream(DialectBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group)."""
 
@@ -236,6 +323,11 @@ class Upstream(DialectBase):
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return refusal(pod, snapshot)
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+        group = groups(snapshot).get(key)
+        return None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
 
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.

@@ -554,7 +554,7 @@ class Volcano(DialectBase):
         return pg.min_resources if pg is not None else None
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot) -> GangStatus | None:
+               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         pg = snapshot.volcano_podgroups.get(key)
         if pg is None:
             return None
