@@ -212,6 +212,15 @@ def test_an_indexed_job_gang_is_placed_whole_in_one_rack(kube: Kube, under_test:
     if under_test.name == "koordpy":  # koordpy's addition: rank order by completion index
         rack_nodes = sorted((n for n, r in racks.items() if r == "r3"), key=natural)
         assert [where[i] for i in range(8)] == rack_nodes, where
+
+    # Both schedulers say so on the PodGroup, in kube-scheduler's words (and the API server takes it).
+    def initially_scheduled() -> Obj | None:
+        conditions = kube.get(PODGROUPS, gname).get("status", {}).get("conditions", [])
+        found = next((c for c in conditions if c.get("type") == "PodGroupInitiallyScheduled"), None)
+        return when(found is not None and found.get("status") == "True", found)
+
+    condition = wait_for(initially_scheduled, "PodGroupInitiallyScheduled=True on the PodGroup")
+    assert condition["reason"] == "Scheduled", condition
     under_test.check()
 
 
