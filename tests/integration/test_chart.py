@@ -41,7 +41,7 @@ RELEASE = "koordpy"
 POD_NAME = "koordpy-test-0"  # the leader identity the chart's pod would get from the downward API
 # The seed examples whose pods are in their manifests (kai-rack's come from its Jobs, which need a
 # Job controller: tests/integration/test_examples.py plays it), in the order they run.
-EXAMPLES = ("spine-block", "volcano-tiers", "preemption")
+EXAMPLES = ("spine-block", "volcano-tiers", "preemption", "workload-api")
 
 
 # JobSet's CRD is not among the repository's (koordpy only reads a JobSet's annotations): a
@@ -280,7 +280,7 @@ def test_every_granted_verb_is_used_and_nothing_is_refused(
 
 def drive_every_write(kube: Kube) -> None:
     """Every kind of write the scheduler makes, each at least once."""
-    # Binds of gangs, a CNT's and HyperNodes' status, both PodGroups' status, conditions and events
+    # Binds of gangs, a CNT's and HyperNodes' status, the PodGroups' status (all three kinds), conditions and events
     # of the pods that cannot fit, and a preemption (victim marked and deleted, preemptors nominated).
     for name in EXAMPLES:
         kube.reset()

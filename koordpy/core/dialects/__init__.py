@@ -106,8 +106,13 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
 
 
 def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
-    """The dialect that puts the first of ``pods`` in the gang ``key``."""
-    return next((d for d in DIALECTS if pods and d.member(pods[0], snapshot.owners) == key), None)
+    """The dialect that puts the first of ``pods`` in the gang ``key`` by naming an object of its own
+    that may not exist yet (``names_objects``): that dialect says why they wait for it. A dialect
+    whose pods name no such object (Volcano's, KAI's) leaves a missing group to gang annotations,
+    as before."""
+    first = pods[0] if pods else None
+    return next((d for d in DIALECTS if first is not None and d.names_objects(first)
+                 and d.member(first, snapshot.owners) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],

@@ -14,15 +14,18 @@ from typing import Any
 
 from koordpy.api import Node, Pod, PodGroup
 from koordpy.api.kueue import Topology
+from koordpy.api.volcano import GROUP_NAME_ANN
 from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Decision, Event, EventReason, PodGroupStatusUpdate
 from koordpy.core.dialects import kai, koordinator, volcano
 from koordpy.core.dialects.base import Dialect
+from koordpy.core.gang import resolve_gangs
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TreeKey
+from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup
 
 CORE = Path(__file__).resolve().parents[3] / "koordpy" / "core"
@@ -157,3 +160,15 @@ def test_gang_resolution_asks_the_dialects_in_order() -> None:
     assert dialects.gang_member(Pod.from_raw(raw)) == "default/g"
     raw = pod("q", annotations={"scheduling.k8s.io/group-name": "v", "pod-group-name": "k"})
     assert dialects.gang_member(Pod.from_raw(raw)) == "default/v"
+
+
+def test_a_pod_naming_a_volcano_podgroup_that_is_gone_is_no_crash() -> None:
+    """Only a dialect whose pods name an object that may appear later (``names_objects``: Kubernetes'
+    own PodGroup) speaks for a group no dialect declares; a Volcano member whose PodGroup is gone (or
+    not seen yet) falls to gang annotations as before, instead of the Volcano dialect looking up a
+    PodGroup it does not have (a KeyError the live tests met at teardown)."""
+    world = World.from_objects([("t", node("n0")), ("t", pod("p-0", annotations={GROUP_NAME_ANN: "gone"}))])
+    gangs, member_of = resolve_gangs(world.snapshot(frozenset({"koordpy"})))
+    assert member_of.get("default/p-0") in (None, "default/gone")
+    assert all(g.key != "default/gone" or g.error or g.config is None or g.config.min_member >= 1
+               for g in gangs.values())
