@@ -226,3 +226,43 @@ class TopologyTree:
         """Snapshot node indexes under d, in rank order (depth-first, natural names)."""
         nodes = self.domain_node[d : self.end[d]]
         return nodes[nodes >= 0]
+
+
+# Trees of node labels, kept (a few) while the nodes' labels stay the same: the dialects that read
+# a Topology object (KAI, Kueue) or a single label key (Kubernetes' own PodGroup) build the same shape.
+_LABEL_TREES: dict[object, TopologyTree] = {}
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def label_levels_tree(levels: Sequence[str], nodes: Sequence[Any], root_layer: str) -> TopologyTree:
+    """Nodes grouped by the values of node labels, the widest level first; a last level of
+    ``kubernetes.io/hostname`` is the nodes themselves. A node that lacks any level's label is
+    outside the tree (every level counts for membership, the hostname level too)."""
+    levels = tuple(levels)
+    inner_levels = levels[:-1] if levels and levels[-1] == HOSTNAME else levels
+    key = (root_layer, levels, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
+    cached = _LABEL_TREES.get(key)
+    if cached is not None:
+        return cached
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    node_parent: dict[str, DomainId] = {}
+    outside = []
+    height = len(inner_levels)
+    for n in nodes:
+        if any(not n.labels.get(k) for k in levels):
+            outside.append(n.name)
+            continue
+        prefix: DomainId = ROOT
+        for i, level in enumerate(inner_levels):
+            child = (*prefix, n.labels[level])
+            if child not in inner:
+                inner[child] = (prefix, level, n.labels[level], height - i)
+            prefix = child
+        node_parent[n.name] = prefix
+    tree = TopologyTree.from_edges(inner_levels, [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
+                                   root_rank=height + 1, root_layer=root_layer, leaf_depth=height + 1,
+                                   outside=outside)
+    if len(_LABEL_TREES) >= 8:
+        _LABEL_TREES.pop(next(iter(_LABEL_TREES)))
+    _LABEL_TREES[key] = tree
+    return tree

@@ -30,10 +30,10 @@ from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import HOSTNAME as HOSTNAME
+from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
 
 NAME = "kai"
-HOSTNAME = "kubernetes.io/hostname"
 KEYS = (ANN_TOPOLOGY, ANN_REQUIRED, ANN_PREFERRED)
 
 
@@ -42,42 +42,8 @@ def tree_key(name: str) -> TreeKey:
     return TreeKey(NAME, name, f"topology/{name}")
 
 
-_CACHE: dict[object, TopologyTree] = {}
-
-
 def topology_tree(topology: Topology, nodes: Sequence[Node]) -> TopologyTree:
-    inner_levels = topology.levels[:-1] if topology.levels[-1] == HOSTNAME else topology.levels
-    levels = topology.levels
-    key = (topology.name, levels, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
-    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
-    node_parent: dict[str, DomainId] = {}
-    outside = []
-    height = len(inner_levels)
-    for n in nodes:
-        # Every level counts for membership, the hostname level too: the leaf is the node itself,
-        # but a node that lacks the label is one Kueue never sees in this topology.
-        if any(not n.labels.get(k) for k in levels):
-            outside.append(n.name)
-            continue
-        values = [n.labels.get(k) for k in inner_levels]
-        prefix: DomainId = ROOT
-        for i, value in enumerate(values):
-            assert value is not None
-            child = (*prefix, value)
-            if child not in inner:
-                inner[child] = (prefix, inner_levels[i], value, height - i)
-            prefix = child
-        node_parent[n.name] = prefix
-    tree = TopologyTree.from_edges(inner_levels, [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
-                                   root_rank=height + 1, root_layer=topology.name, leaf_depth=height + 1,
-                                   outside=outside)
-    if len(_CACHE) >= 8:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = tree
-    return tree
+    return label_levels_tree(topology.levels, nodes, topology.name)
 
 
 def layered(*sources: Mapping[str, str]) -> dict[str, str]:

@@ -49,7 +49,7 @@ from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import HOSTNAME, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
     GroupClaims,
     GroupMissing,
@@ -63,7 +63,6 @@ from koordpy.core.verdicts import (
 NAME = "upstream"
 # The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
 STORE = "workload_podgroups"
-HOSTNAME = "kubernetes.io/hostname"
 DECLARED_BY = "PodGroup scheduling.k8s.io"
 
 
@@ -148,33 +147,10 @@ def tree_key(label: str) -> TreeKey:
     return TreeKey(NAME, label, f"label/{label}")
 
 
-_CACHE: dict[object, TopologyTree] = {}
-
-
 def label_tree(label: str, nodes: Sequence[Node]) -> TopologyTree:
     """One domain per value of ``label``; a node without the label is outside the tree (no
     requirement on it uses that node)."""
-    key = (label, tuple((n.name, n.labels.get(label)) for n in nodes))
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
-    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
-    node_parent: dict[str, DomainId] = {}
-    outside = []
-    for n in nodes:
-        value = n.labels.get(label)
-        if not value:
-            outside.append(n.name)
-            continue
-        domain: DomainId = (*ROOT, value)
-        inner.setdefault(domain, (ROOT, label, value, 1))
-        node_parent[n.name] = domain
-    tree = TopologyTree.from_edges((label,), [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
-                                   root_rank=2, root_layer="cluster", leaf_depth=2, outside=outside)
-    if len(_CACHE) >= 8:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = tree
-    return tree
+    return label_levels_tree((label,), nodes, "cluster")
 
 
 @dataclass(frozen=True)
