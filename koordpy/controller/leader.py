@@ -46,6 +46,7 @@ class LeaderElector:
         # What we last saw of someone else's record, and when (our clock).
         self._observed: tuple[str, str, int] | None = None  # holder, renewTime, transitions
         self._observed_at = 0.0
+        self._holder = ""  # the holder the last read showed
         self.lost = asyncio.Event()
         self._keeping: asyncio.Task[None] | None = None
 
@@ -95,7 +96,11 @@ class LeaderElector:
                 log.warning("lease renewal failed", error=str(getattr(exc, "reason", None) or exc))
                 continue
             if not ok:
-                break
+                if self._holder not in ("", self.identity):
+                    break  # someone else holds it: we lost it, stop at once
+                # A write conflict on our own Lease (a request of ours the server took after all,
+                # a stale read): as client-go does, try again until the deadline.
+                log.warning("lease renewal conflicted; retrying", lease=f"{self.namespace}/{self.name}")
         self.renewed_at = None
         self.lost.set()
         log.error("leadership lost: stopped writing", lease=f"{self.namespace}/{self.name}", identity=self.identity)
@@ -108,13 +113,16 @@ class LeaderElector:
             keeping.cancel()
             await asyncio.gather(keeping, return_exceptions=True)
         if self.renewed_at is None:
+            log.info("lease not released", lease=f"{self.namespace}/{self.name}", error="not leading")
             return
         self.renewed_at = None
         try:
             if await asyncio.wait_for(self._release(), budget):
                 log.info("lease released", lease=f"{self.namespace}/{self.name}")
+            else:
+                log.info("lease not released", lease=f"{self.namespace}/{self.name}", error="held by another")
         except Exception as exc:
-            log.info("lease not released", error=str(exc) or type(exc).__name__)
+            log.info("lease not released", lease=f"{self.namespace}/{self.name}", error=str(exc) or type(exc).__name__)
 
     async def _release(self) -> bool:
         lease = await self.api.read_namespaced_lease(self.name, self.namespace)
@@ -147,6 +155,7 @@ class LeaderElector:
             return True
         spec = lease.spec
         holder = (spec.holder_identity or "") if spec is not None else ""
+        self._holder = holder
         renew = spec.renew_time if spec is not None else None
         transitions = (spec.lease_transitions or 0) if spec is not None else 0
         duration = float((spec.lease_duration_seconds or 0) if spec is not None else 0) or self.lease_duration

@@ -70,6 +70,8 @@ def test_a_sigterm_after_binding_a_300_pod_gang_flushes_its_scheduled_events(
     if flushed is not None:
         assert flushed["dropped"] == 0
         # Flushed under the Lease, then released.
+        leasing = [line for line in lines if str(line.get("event", "")).startswith(("lease", "leadership"))]
+        assert "lease released" in events, leasing
         assert events.index("owed writes flushed on stop") < events.index("lease released")
     assert took < 15.0
     bound = kube.bound()
