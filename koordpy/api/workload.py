@@ -100,6 +100,11 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     priority_class_name: str = ""
     priority: int | None = None
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims' names
+    # disruptionMode: "all" -- the group is only ever disrupted as a unit (one victim evicts every
+    # member); "single" (the default) -- pod by pod.
+    disruption_mode: Literal["single", "all"] = "single"
+    # spec.preemptionPolicy (the Priority admission fills it from the class): the group's, not its pods'.
+    preemption_policy: str | None = None
     # What the group asks for that koordpy does not apply yet, by field name (a parent group).
     asks: tuple[str, ...] = ()
     conditions: tuple[GroupCondition, ...] = ()
@@ -136,6 +141,12 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
             r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
                      required=True)
             for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
+        mode = r.mapping(spec.get("disruptionMode"), "spec.disruptionMode")
+        if len(mode) > 1 or (mode and next(iter(mode)) not in ("single", "all")):
+            raise r.fail("spec.disruptionMode", f"must set exactly one of single and all, got {sorted(mode)}")
+        policy_field = r.string(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+        if policy_field not in ("", "PreemptLowerPriority", "Never"):
+            raise r.fail("spec.preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy_field!r}")
         asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",)
                      if spec.get(name) not in (None, {}, []))
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
@@ -144,7 +155,8 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    topology_keys=keys,
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
-                   resource_claims=claims, asks=asks, conditions=_conditions(r, status),
+                   resource_claims=claims, disruption_mode="all" if "all" in mode else "single",
+                   preemption_policy=policy_field or None, asks=asks, conditions=_conditions(r, status),
                    generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
 
 

@@ -216,6 +216,22 @@ class Cycle:
                 self.result.gangs_placed.append(job.id)
             if req is not None and req.notes:
                 self._report_ignored_layers(job, req.notes)
+            if failure and not placed and preempt:
+                # Nothing placed, yet the gang's minimum holds (its members run): the members beyond
+                # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
+                # does for them, inside the domain the running members keep (``req.anchor``).
+                # (When some were placed now, the rest try again next cycle, anchored to them.)
+                plan = self.post_filter(job, pods, req, failure, Statement(self.cluster))
+                self.diagnoses[job.id] = (failure, plan)
+                if plan is not None and plan.outcome == "nominated" and not plan.victims:
+                    self._release(plan.released)
+                    return self._job(job, preempt=False)
+                if plan is not None and plan.outcome == "nominated":
+                    self._carry_out(job, plan, failure)
+                    self._reject(job, failure, plan)
+                    return None
+                if plan is not None and plan.outcome == "none":
+                    self._drop_nominations(job)
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
             return None

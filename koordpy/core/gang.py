@@ -163,5 +163,9 @@ def group_job(gid: GangGroupId, gangs: dict[str, Gang], claimed: dict[str, list[
     pods = [p for g in member_gangs for p in claimed.get(g.key, ())]
     if not pods:
         return None
-    prio = max(effective_priority(p, snapshot.priority_classes) for p in pods)
+    # A gang whose declaring object carries a priority of its own (Kubernetes' PodGroup) is at that
+    # priority, whatever its pods say; else at its pods' highest.
+    prio = max(g.priority if g.priority is not None else
+               max((effective_priority(p, snapshot.priority_classes) for p in claimed.get(g.key, ())), default=0)
+               for g in member_gangs if g.priority is not None or claimed.get(g.key))
     return Job(str(gid), member_gangs, pods, prio, min(g.creation for g in member_gangs))

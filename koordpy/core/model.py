@@ -99,6 +99,13 @@ class Gang:
     # What the gang asks of the topology, first the one that counts: a gang may carry its own
     # dialect's ask and one written in another's annotations on its PodGroup.
     asks: tuple[Ask, ...] = ()
+    # What the object that declares the gang says of preemption, when it speaks for its pods
+    # (Kubernetes' PodGroup): its own priority, as preemptor and as victim (None: the pods'); its
+    # own preemptionPolicy (None: the pods'); and whether it is only ever disrupted as a unit
+    # (disruptionMode all: one member chosen as a victim evicts every member, wherever it runs).
+    priority: int | None = None
+    preemption_policy: str | None = None
+    whole: bool = False
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]

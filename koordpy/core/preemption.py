@@ -13,7 +13,7 @@ decisions, the shell writes them).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -88,11 +88,45 @@ class Preemptor:
     member_of: Mapping[str, str]
     groups: Mapping[str, GangGroupId]
     gangs: Mapping[str, Gang]
+    _prio_of: dict[str, int] | None = field(default=None, init=False)
 
     # -- eligibility -------------------------------------------------------------------------
 
     def policy(self, pod: Pod) -> str:
+        """The pod's preemptionPolicy; its gang's when the object declaring the gang has one of its
+        own (Kubernetes' PodGroup)."""
+        gang = self.gangs.get(self.member_of.get(pod.key, ""))
+        if gang is not None and gang.preemption_policy is not None:
+            return gang.preemption_policy
         return preemption_policy(pod, self.classes)
+
+    def _victim_priorities(self) -> npt.NDArray[np.int64]:
+        """Per index row, the priority the pod has as a victim: its own, or its gang's when the
+        gang's declaring object carries one (a PodGroup's priority is its members', also when
+        they are victims)."""
+        if self._prio_of is None:
+            self._prio_of = {p.key: g.priority for g in self.gangs.values() if g.priority is not None
+                             for p in g.pods if p.node_name}
+        idx = self.cluster.index
+        if not self._prio_of:
+            return idx.prio
+        prio = idx.prio.copy()
+        for key, value in self._prio_of.items():
+            row = idx.row.get(key)
+            if row is not None:
+                prio[row] = value
+        return prio
+
+    def _whole_gang(self, key: str) -> Gang | None:
+        """The gang of ``key`` when it is only ever disrupted as a unit (disruptionMode all)."""
+        gang = self.gangs.get(self.member_of.get(key, ""))
+        return gang if gang is not None and gang.whole else None
+
+    def _unit_rows(self, gang: Gang) -> list[int]:
+        """The index rows of a unit gang's running members, wherever they run."""
+        idx = self.cluster.index
+        rows = (idx.row.get(p.key) for p in gang.pods if p.node_name)
+        return [r for r in rows if r is not None and bool(idx.live[r]) and not bool(idx.held[r])]
 
     def terminating_on_nominated(self, job: Job) -> bool:
         """Whether a node one of the job's pods is nominated to still holds a lower-priority pod
@@ -118,8 +152,10 @@ class Preemptor:
             return Plan("none", "")
         cluster, idx = self.cluster, self.cluster.index
         own = [idx.row[p.key] for p in job.pods if p.key in idx.row]
-        sel = idx.live & (idx.prio < job.priority) & ~idx.protected
+        prio = self._victim_priorities()
+        sel = idx.live & (prio < job.priority) & ~idx.protected
         sel[own] = False
+        self._spare_units(sel)
         rows = np.flatnonzero(sel)
         if not len(rows):
             return Plan("none", "")
@@ -136,11 +172,11 @@ class Preemptor:
             best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
             return Plan("none", render(NotHelpful(desired, best[0], best[1])))
-        order = self._reprieve_order(rows)
+        order = self._reprieve_order(rows, prio)
         rows, v_node = rows[order], v_node[order]
         v_req = idx.req[rows]
         v_held = idx.held[rows]
-        v_prio = idx.prio[rows]
+        v_prio = prio[rows]
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
         scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_]]] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
@@ -185,6 +221,7 @@ class Preemptor:
                 if plan is not None:
                     if inexact:
                         plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
+                    plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
                     plan.where = cands.names[c]
                     plan.message = self._message(plan, job)
                     return plan
@@ -274,6 +311,58 @@ class Preemptor:
                 plan = trial
         return plan
 
+    def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:
+        """A unit gang (disruptionMode all) is a victim only whole: none of its members is one when
+        any of them may not be (protected, or of the preemptor's priority or above)."""
+        done: set[str] = set()
+        for row in np.flatnonzero(sel).tolist():
+            gang = self._whole_gang(self.cluster.index.keys[row])
+            if gang is None or gang.key in done:
+                continue
+            done.add(gang.key)
+            rows = self._unit_rows(gang)
+            if not bool(np.all(sel[rows])):
+                sel[rows] = False
+
+    def _as_units(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
+                  victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_], only: npt.NDArray[np.bool_],
+                  plan: Plan) -> Plan:
+        """The plan with every unit gang a victim touches evicted whole (disruptionMode all: its
+        members elsewhere go too), then reprieved unit by unit: a victim the units' extra room makes
+        needless is put back, and a unit goes back only as a whole."""
+        idx = self.cluster.index
+        atoms: list[list[int]] = []
+        units: set[str] = set()
+        for key in plan.victims:
+            gang = self._whole_gang(key)
+            if gang is None:
+                atoms.append([idx.row[key]])
+            elif gang.key not in units:
+                units.add(gang.key)
+                atoms.append(self._unit_rows(gang))
+        if not units:
+            return plan
+        nominated = victims[held]  # pending pods whose room the plan takes back: they stay so
+        evict = [True] * len(atoms)
+
+        def trial() -> Plan | None:
+            rows = np.array([r for a, e in zip(atoms, evict, strict=True) if e for r in a] + nominated.tolist(),
+                            dtype=np.int64)
+            return self._verify(job, pods, req, place, stmt, rows, idx.held[rows], only)
+
+        best = trial()
+        if best is None:  # placement is not monotone in the room (rules between pods): keep the plan, whole
+            extra = tuple(idx.keys[r] for a in atoms for r in a if idx.keys[r] not in plan.victims)
+            return replace(plan, victims=plan.victims + extra)
+        for i in range(min(len(atoms), MAX_REFINED)):
+            evict[i] = False
+            spared = trial()
+            if spared is None:
+                evict[i] = True
+            else:
+                best = spared
+        return best
+
     def _message(self, plan: Plan, job: Job) -> str:
         if not plan.victims:
             return render(RoomTakenBack(plan.where))
@@ -332,7 +421,7 @@ class Preemptor:
 
     # -- victims -------------------------------------------------------------------------------
 
-    def _reprieve_order(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def _reprieve_order(self, rows: npt.NDArray[np.int64], prio: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Who is put back first: the highest priority; among equals a gang's members before pods
         of no gang (so gangs stay whole), then by namespace/name. Pending pods' nominations last:
         taking back room promised to a lower-priority job costs less than evicting a running pod."""
@@ -340,7 +429,7 @@ class Preemptor:
         keys = np.array([idx.keys[i] for i in rows.tolist()], dtype=object)
         standalone = np.array([k not in self.member_of for k in keys.tolist()], dtype=np.bool_)
         names = np.argsort(np.argsort(keys.astype(str), kind="stable"), kind="stable")
-        return np.lexsort((names, standalone, -idx.prio[rows], idx.held[rows]))
+        return np.lexsort((names, standalone, -prio[rows], idx.held[rows]))
 
     def _jobs_of(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                                               npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -363,6 +452,8 @@ class Preemptor:
         least = np.zeros(len(gang_of), dtype=np.int64)
         for key, g in gang_of.items():
             bound[g], least[g] = gangrule.minimum(self.gangs[key])
+            if self.gangs[key].whole:  # one victim disrupts every bound member: priced so
+                least[g] = max(int(least[g]), int(bound[g]))
         return jobs, gangs, bound, least
 
 

@@ -382,3 +382,16 @@ def test_candidates_with_room_only_for_the_small_pods_do_not_use_up_the_verified
                 for i in range(3)])
     assert len(out.bound) == 4 and set(out.bound.values()) <= {f"g{i}" for i in range(4)}
     assert len(out.preempted) == 3
+
+
+def test_a_member_beyond_a_satisfied_gangs_minimum_preempts_like_any_pod() -> None:
+    # The gang's minimum (1) runs on n0; its second member finds no room, and a lower-priority lone
+    # pod holds n1: the member preempts it, as kube-scheduler's PostFilter does for such a pod.
+    # (tests/core/dialects/test_upstream_preemption.py has the same for a Kubernetes PodGroup, whose
+    # bound members meet the quorum in the attempt itself.)
+    out = run(priority_class("low", 10), priority_class("high", 1000), node("n0", cpu="4"), node("n1", cpu="4"),
+              podgroup("g", 1), pod("g-0", cpu="3", group="g", node_name="n0", priority_class="high"),
+              pod("g-1", cpu="3", group="g", priority_class="high"),
+              pod("low", cpu="3", node_name="n1", priority_class="low"))
+    assert out.preempted == ["default/low"]
+    assert out.bound == {"default/g-1": "n1"}

@@ -34,10 +34,10 @@ and r2; with CompositePodGroup off it bound one child of the Workload that has r
 The test with room for two children passes on a composite-blind scheduler as well (every child's
 own gang fits); the test with room for one is the one that needs ``minGroupCount``.
 
-koordpy runs every test. The Indexed Job's gang passes for it; the rules its upstream dialect does
-not apply yet (``disruptionMode: all`` and the group's priority as a victim; a CompositePodGroup's
-``minGroupCount``, whose children it refuses today) are strict expected failures, each naming its
-gap (``koordpy_lacks``), so a mark cannot outlive the gap it stands for.
+koordpy runs every test. The Indexed Job's gang and the ``disruptionMode: all`` preemption pass for
+it; the rule its upstream dialect does not apply yet (a CompositePodGroup's ``minGroupCount``, whose
+children it refuses today) is a strict expected failure naming its gap (``koordpy_lacks``), so a
+mark cannot outlive the gap it stands for.
 """
 
 from __future__ import annotations
@@ -281,8 +281,8 @@ def disruption(raw: Obj) -> Obj | None:
     return None
 
 
-def test_a_higher_priority_gang_preempts_a_disruption_mode_all_group_whole(kube: Kube, under_test: UnderTest,
-                                                                            request: pytest.FixtureRequest) -> None:
+def test_a_higher_priority_gang_preempts_a_disruption_mode_all_group_whole(kube: Kube,
+                                                                            under_test: UnderTest) -> None:
     """Racks ra (ra-0, ra-1), rb (rb-0) and rc (rc-0); a pod (3 of 4 CPUs) fills a node. The low
     group ``low`` (``disruptionMode: {all: {}}``) runs on ra-0, ra-1 and rb-0, a lone low pod on
     rc-0. The high gang of 2 must share a rack, and only ra has two nodes: evicting low-0 and low-1
@@ -294,7 +294,6 @@ def test_a_higher_priority_gang_preempts_a_disruption_mode_all_group_whole(kube:
     possible victim removed and then reprieves what it can, so with two racks that could take the
     gang it may choose the one that costs more (a first version of this test, with the lone pod in
     rack rb beside low-2, saw it evict the lone pod too)."""
-    koordpy_lacks(request, under_test, "disruptionMode all and the group's priority as a victim")
     kube.apply(CLASSES)
     placed = {"low-0": "ra-0", "low-1": "ra-1", "low-2": "rb-0"}
     kube.apply(held(racked("ra", "ra", 2, "4") + racked("rb", "rb", 1, "4") + racked("rc", "rc", 1, "4")))

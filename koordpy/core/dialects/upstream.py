@@ -79,8 +79,9 @@ def group_key(pod: Pod) -> str | None:
 
 
 def makes_gang(group: WorkloadPodGroup) -> bool:
-    """A gang policy, or a basic group with a topology constraint (a gang of one at a time)."""
-    return group.policy == "gang" or bool(group.topology_keys)
+    """A gang policy, or a basic group with a topology constraint or disrupted only as a unit (a
+    gang of one at a time: its members must be known together, to share a domain or to go together)."""
+    return group.policy == "gang" or bool(group.topology_keys) or group.disruption_mode == "all"
 
 
 # The schedulerNames the pods of each group name, for one snapshot at a time (the last one asked
@@ -181,7 +182,7 @@ class TopologyAsk:
 # -- gangs -----------------------------------------------------------------------------------------
 
 
-def group_gang(group: WorkloadPodGroup, pods: list[Pod]) -> Gang:
+def group_gang(group: WorkloadPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
     minimum = group.min_count if group.min_count is not None else 1
     # Strict (all or nothing in one attempt); bound members count, as kube-scheduler counts the
     # assigned ones, and nothing is remembered once the minimum was met ("waiting-and-running"); the
@@ -190,7 +191,20 @@ def group_gang(group: WorkloadPodGroup, pods: list[Pod]) -> Gang:
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(group.key, config, pods, creation_time(group.creation))
     gang.asks = tuple(TopologyAsk(label) for label in group.topology_keys)
+    # The group speaks for its pods in preemption, as kube-scheduler's PodGroup preemption has it:
+    # its priority (its pods must match it, or they are refused), its policy, its disruption mode.
+    gang.priority = priority_of(group.priority_class_name, group.priority, snapshot)
+    gang.preemption_policy = group.preemption_policy or _class_policy(group.priority_class_name, snapshot)
+    gang.whole = group.disruption_mode == "all"
     return gang
+
+
+def _class_policy(class_name: str, snapshot: Snapshot) -> str | None:
+    """The preemptionPolicy the Priority admission would give a group naming ``class_name`` without
+    one (None: no class to take it from, the pods' own then decides)."""
+    classes = snapshot.priority_classes
+    found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
+    return found.preemption_policy if found is not None else None
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -292,7 +306,7 @@ class Upstream(DialectBase):
         # one with asks koordpy refuses leaves its pods to the refusal.
         if group is None or not makes_gang(group) or group.asks:
             return None
-        return group_gang(group, pods)
+        return group_gang(group, pods, snapshot)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return DECLARED_BY if key in groups(snapshot) else None
