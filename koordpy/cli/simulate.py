@@ -42,10 +42,17 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     for pod, node, status, msg in rows:
         short = msg if len(msg) <= 160 else msg[:157] + "..."
         out.write(f"{pod:<{width}}  {node:<{nwidth}}  {status:<9}  {short}\n")
-    if result.podgroups:
+    phased = {k: st for k, st in result.podgroups.items() if "phase" in st}
+    if phased:
         out.write(f"\n{'PODGROUP':<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n")
-        for key, st in sorted(result.podgroups.items()):
+        for key, st in sorted(phased.items()):
             out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
+    conditioned = {k: st for k, st in result.podgroups.items() if "phase" not in st}
+    if conditioned:  # Kubernetes' PodGroups (scheduling.k8s.io): the conditions the scheduler wrote
+        out.write(f"\n{'PODGROUP (scheduling.k8s.io)':<{width}}  CONDITIONS\n")
+        for key, st in sorted(conditioned.items()):
+            said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in st.get("conditions", ()))
+            out.write(f"{key:<{width}}  {said}\n")
     if result.volumes:  # what PreBind wrote on claims before their pods' bindings
         out.write(f"\n{'CLAIM':<{width}}  PREBIND\n")
         for key, wrote in sorted(result.volumes.items()):

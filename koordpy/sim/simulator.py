@@ -58,8 +58,10 @@ CREATION_STEP = 0.001
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 MAX_ROUNDS = 10_000
 
-# Kinds a user's manifests may carry that this simulation does not act on (none at present).
-PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset()
+# Kinds a user's manifests (or a ``kubectl get -o yaml`` dump) may carry that this simulation does
+# not act on: listed as ignored, not refused. A Workload is the template its PodGroups were made
+# from; the PodGroups say all the scheduler reads.
+PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
 
 
 @dataclass
@@ -381,7 +383,10 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         podgroups={**{k: {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0), "minMember": pg.min_member}
                       for k, pg in world.volcano_podgroups.items()},
                    **{k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
-                      for k, pg in world.podgroups.items()}},
+                      for k, pg in world.podgroups.items()},
+                   # Kubernetes' PodGroups: the status the scheduler wrote (PodGroupInitiallyScheduled).
+                   **{k: pg.status.written() for k, pg in world.stores.get("workload_podgroups", {}).items()
+                      if pg.conditions}},
         detail_status=detail_status(cluster.tree) if world.topology else [],
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         hypernodes=_hypernode_status(cluster) if world.hypernodes else {},

@@ -256,3 +256,23 @@ def test_every_example_is_written_for_a_real_api_server(folder: str) -> None:
     run = koordpy("simulate", "-f", str(ROOT / "examples" / folder), "-o", "json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["bound"]
+
+
+def test_replay_a_kubectl_dump_of_the_v1_37_control_plane_with_a_job_made_podgroup() -> None:
+    # The Job controller's Workload (listed as not acted on) and PodGroup, the Indexed Job's 8 pods:
+    # the gang lands whole in rack r3 (the only one with 8 nodes), in completion index order, and the
+    # PodGroup says PodGroupInitiallyScheduled=True as kube-scheduler writes it.
+    dump = (ROOT / "tests" / "data" / "kubectl-get-workload.yaml").read_text()
+    run = subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", "-", "-o", "json"], input=dump,
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "not acted on" in run.stderr and "Workload default/train-" in run.stderr
+    out = json.loads(run.stdout)
+    index = {d["metadata"]["name"]: int(d["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+             for doc in yaml.safe_load_all(dump) for d in doc["items"] if d["kind"] == "Pod"}
+    by_index = {index[k.split("/")[1]]: n for k, n in out["bound"].items()}
+    assert by_index == {i: f"r3-{i}" for i in range(8)}, out["bound"]
+    [(group, status)] = out["podgroups"].items()
+    assert group.startswith("default/train-") and "-train-pgt-0-" in group
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        ("PodGroupInitiallyScheduled", "True", "Scheduled")]

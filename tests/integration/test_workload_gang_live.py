@@ -42,8 +42,10 @@ mark cannot outlive the gap it stands for.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,3 +402,40 @@ def test_a_composite_pod_group_binds_nothing_until_min_group_count_children_fit(
     counts = settle(lambda: bound_per_child(kube, children), 3.0)
     assert sorted(counts.values()) == [0, 2, 2], counts
     under_test.check()
+
+
+# -- 4: what the v1.37 control plane holds, replayed by `koordpy simulate` -----------------------
+
+DUMP = ("nodes,pods,jobs.batch,workloads.scheduling.k8s.io,podgroups.scheduling.k8s.io,"
+        "priorityclasses.scheduling.k8s.io")
+
+
+def test_a_kubectl_dump_of_an_indexed_job_gang_replays_in_simulate(kube: Kube, tmp_path: Path) -> None:
+    """No scheduler runs: the Job controller makes the Workload and the PodGroup, and the 8 pods stay
+    pending. ``kubectl get ... -o yaml`` of it all, fed to ``koordpy simulate -f -``, places the gang
+    as the live scheduler does (one rack, completion index order) and says PodGroupInitiallyScheduled."""
+    kube.apply(fake(racked("r1", "r1", 4, "4") + racked("r2", "r2", 4, "4") + racked("r3", "r3", 8, "4")))
+    kube.apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
+                "spec": {"completionMode": "Indexed", "completions": 8, "parallelism": 8,
+                         "scheduling": {"schedulingPolicy": {"gang": {"minCount": 8}},
+                                        "schedulingConstraints": {"topology": [{"key": RACK}]}},
+                         "template": {"spec": {"schedulerName": "koordpy", "restartPolicy": "Never",
+                                               "terminationGracePeriodSeconds": 0,
+                                               "containers": [container("3")]}}}})
+    uid = kube.get("jobs.batch", "train")["metadata"]["uid"]
+    wait_for(lambda: owned_by(kube, PODGROUPS, uid) or None, "the Job's PodGroup")
+    wait_for(lambda: when(len(owned_by(kube, "pods", uid)) == 8, True), "the Job's 8 pods")
+    dump = kube.kubectl("get", DUMP, "-A", "-o", "yaml")
+    (tmp_path / "dump.yaml").write_text(dump)
+    run = subprocess.run([sys.executable, "-m", "koordpy", "simulate", "-f", "-", "-o", "json"], input=dump,
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert len(out["bound"]) == 8 and out["pending"] == {}, out["pending"]
+    racks = rack_of(kube)
+    pods = {p["metadata"]["name"]: p for p in owned_by(kube, "pods", uid)}
+    where = {int(pods[k.split("/")[1]]["metadata"]["annotations"][INDEX]): n for k, n in out["bound"].items()}
+    assert [where[i] for i in range(8)] == sorted((n for n, r in racks.items() if r == "r3"), key=natural), where
+    [status] = [v for k, v in out["podgroups"].items() if k.startswith("default/train-")]
+    assert status["conditions"][0]["type"] == "PodGroupInitiallyScheduled", status
+    assert status["conditions"][0]["status"] == "True", status
