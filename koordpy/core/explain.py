@@ -361,9 +361,13 @@ class _Explainer:
                                    if p.deleting and p.preempted and p.node_name in where))
         plan = run.plan
         names = self.cluster.nodes
+        # A gang whose declaring object speaks for its pods (Kubernetes' PodGroup) has its own.
+        own = next((g for g in gangs if any(p.key == first.key for p in g.pods)), None)
+        policy = own.preemption_policy if own is not None and own.preemption_policy is not None else None
         return PreemptionFacts(
-            policy=preemption_policy(first, self.snapshot.priority_classes),
-            priority=max(effective_priority(p, self.snapshot.priority_classes) for p in pods),
+            policy=policy or preemption_policy(first, self.snapshot.priority_classes),
+            priority=max([g.priority for g in gangs if g.priority is not None]
+                         or [effective_priority(p, self.snapshot.priority_classes) for p in pods]),
             nominated=nominated, terminating=terminating,
             outcome=plan.outcome if plan is not None else "not-tried",
             message=plan.message.removeprefix("preemption: ") if plan is not None else "",

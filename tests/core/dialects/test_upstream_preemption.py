@@ -122,3 +122,23 @@ def test_a_preemptor_with_bound_members_preempts_only_inside_their_domain() -> N
     out = run(*objs)
     assert out.preempted == ["default/y"]
     assert out.bound["default/high-1"] == "rb-1"
+
+
+def test_explain_gives_the_groups_policy_and_priority_and_the_whole_unit() -> None:
+    from koordpy.core.explain import explain_pod
+    from koordpy.core.state import SchedulerState
+    from koordpy.sim.simulator import World
+
+    def explain(objs: list[Any]) -> Any:
+        flat = [o for x in objs for o in (x if isinstance(x, list) else [x])]
+        world = World.from_objects([("test", o) for o in flat])
+        exp = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/high-0")
+        assert exp is not None and exp.preemption is not None
+        return exp.preemption
+
+    facts = explain(the_live_shape("all"))
+    assert (facts.policy, facts.priority) == ("PreemptLowerPriority", 2000)
+    assert sorted(facts.would_evict) == ["default/low-0", "default/low-1", "default/low-2"]
+    objs = the_live_shape("all")
+    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high", preemptionPolicy="Never")
+    assert explain(objs).policy == "Never"
