@@ -222,6 +222,11 @@ class Cycle:
                 # does for them, inside the domain the running members keep (``req.anchor``).
                 # (When some were placed now, the rest try again next cycle, anchored to them.)
                 plan = self.post_filter(job, pods, req, failure, Statement(self.cluster))
+                if plan is not None and plan.outcome == "none" and len(pods) > 1:
+                    # kube-scheduler preempts for such pods one at a time: room for the first may
+                    # be made where room for all of them cannot.
+                    one = self.preemptor.plan(job, pods[:1], req, failure, self._place)
+                    plan = one if one.outcome != "none" else plan
                 self.diagnoses[job.id] = (failure, plan)
                 if plan is not None and plan.outcome == "nominated" and not plan.victims:
                     self._release(plan.released)
@@ -232,6 +237,9 @@ class Cycle:
                     return None
                 if plan is not None and plan.outcome == "none":
                     self._drop_nominations(job)
+                if failure:
+                    self._leftovers(job, failure, plan.message if plan is not None else "")
+                return None
             if failure:  # members beyond the minimum that did not fit keep trying on their own
                 self._leftovers(job, failure)
             return None
@@ -466,11 +474,13 @@ class Cycle:
         if best and self._place(pods[:best], spec, stmt) is not None:
             stmt.rollback(base)  # not monotone after all (podCountMultiple): place nothing
 
-    def _leftovers(self, job: Job, failure: Failure) -> None:
-        """After a GangGroup met its minimums, the members that did not fit say so; they are
-        no longer held to the gang (once satisfied) and keep trying."""
+    def _leftovers(self, job: Job, failure: Failure, said: str = "") -> None:
+        """After a GangGroup met its minimums, the members that did not fit say so (with what
+        preemption did for them, ``said``); they are no longer held to the gang (once satisfied)
+        and keep trying."""
         bound = sum(1 for p in job.pods if p.key in self.bound)
-        own, others = render(failure.why), render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
+        own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
+        others = render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
         for pod in job.pods:
             if pod.key in self.bound:
                 continue

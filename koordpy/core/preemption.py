@@ -136,7 +136,7 @@ class Preemptor:
         if not nodes:
             return False
         idx = self.cluster.index
-        doomed = idx.node[idx.live & idx.doomed & (idx.prio < job.priority)]
+        doomed = idx.node[idx.live & idx.doomed & (self._victim_priorities() < job.priority)]
         return bool(np.isin(doomed, np.fromiter(nodes, dtype=np.int64)).any())
 
     # -- the dry run ---------------------------------------------------------------------------
@@ -288,7 +288,7 @@ class Preemptor:
             return None
         targets = set(placed.values())
         # Pending pods of lower priority nominated on the nodes the job takes lose that room too.
-        lower = np.flatnonzero(idx.live & idx.held & (idx.prio < job.priority)
+        lower = np.flatnonzero(idx.live & idx.held & (self._victim_priorities() < job.priority)
                                & np.isin(idx.node, np.fromiter(targets, dtype=np.int64)))
         own = {p.key for p in job.pods}
         released = {k for k, h in zip(keys, held.tolist(), strict=True) if h}
@@ -342,7 +342,8 @@ class Preemptor:
                 atoms.append(self._unit_rows(gang))
         if not units:
             return plan
-        nominated = victims[held]  # pending pods whose room the plan takes back: they stay so
+        released = set(plan.released)  # pending pods whose room the plan takes back: they stay so
+        nominated = np.array([r for r in victims[held].tolist() if idx.keys[r] in released], dtype=np.int64)
         evict = [True] * len(atoms)
 
         def trial() -> Plan | None:

@@ -142,3 +142,42 @@ def test_explain_gives_the_groups_policy_and_priority_and_the_whole_unit() -> No
     objs = the_live_shape("all")
     objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high", preemptionPolicy="Never")
     assert explain(objs).policy == "Never"
+
+
+TOP = priority_class("top", 3000)
+
+
+def test_a_member_beyond_the_quorum_preempts_for_itself_when_room_for_all_cannot_be_made() -> None:
+    # high (minCount 1) runs high-0 on n0; high-1 and high-2 wait. Only n1's low pod may go (n2's pod
+    # is above them): kube-scheduler preempts for such pods one at a time, so high-1 takes n1.
+    out = run(CLASSES, TOP, node("n0", cpu="4"), node("n1", cpu="4"), node("n2", cpu="4"),
+              pod("low", "3", node_name="n1", priority_class="low"),
+              pod("top", "3", node_name="n2", priority_class="top"),
+              group("high", min_count=1, priorityClassName="high"),
+              member("high-0", "3", "high", node_name="n0", priority_class="high"),
+              member("high-1", "3", "high", priority_class="high"),
+              member("high-2", "3", "high", priority_class="high"))
+    assert out.preempted == ["default/low"]
+    assert out.bound == {"default/high-1": "n1"} and list(out.pending) == ["default/high-2"]
+
+
+def test_a_victim_read_at_its_groups_priority_is_waited_for_not_preempted_twice() -> None:
+    # Two running groups without a priority of their own (0) whose pods say 1000; mid (500) needs one
+    # node. The victim chosen is terminating on the nominated node at the group's priority: the
+    # preemptor waits for it rather than evicting the other group too.
+    out = run(CLASSES, priority_class("mid", 500), node("n0", cpu="4"), node("n1", cpu="4"),
+              group("g1", min_count=1), member("a-0", "3", "g1", node_name="n0", priority_class="low"),
+              group("g2", min_count=1), member("b-0", "3", "g2", node_name="n1", priority_class="low"),
+              group("mid", min_count=1, priorityClassName="mid"), member("mid-0", "3", "mid", priority_class="mid"))
+    assert len(out.preempted) == 1
+
+
+def test_a_member_beyond_the_quorum_says_what_preemption_did() -> None:
+    # high-1 preempts low on n1 and waits for it: every message it gets says so, as a lone pod's does.
+    out = run(CLASSES, node("n0", cpu="4"), node("n1", cpu="4"),
+              pod("low", "3", node_name="n1", priority_class="low"),
+              group("high", min_count=1, priorityClassName="high"),
+              member("high-0", "3", "high", node_name="n0", priority_class="high"),
+              member("high-1", "3", "high", priority_class="high"))
+    said = [e.message for e in out.events if e.obj == "default/high-1" and e.reason == "FailedScheduling"]
+    assert said and all("preemption:" in m for m in said), said
