@@ -7,9 +7,9 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   places a group in one attempt and holds nothing between attempts). It waits until ``minCount`` of
   its pods exist, binds only when its bound members and the ones placed in one attempt reach
   ``minCount``, and every member that fits binds with them.
-- ``basic: {}``: no quorum; pods bind one by one. Without a topology constraint its pods are the lone
-  pods they are to kube-scheduler (no gang at all); with one they are a gang of minimum 1, so that each
-  lands in the group's domain.
+- ``basic: {}``: no quorum; pods bind one by one: a gang of minimum 1, as kube-scheduler's group
+  cycle takes it, so that each lands in the group's domain (with a topology constraint) and the group
+  gets its condition (without one too).
 - ``schedulingConstraints.topology[].key``: every member in one domain of that node label (one tree
   per label, one level: the label's values; a node without the label is no candidate). A group with
   members bound is held to their domain.
@@ -47,7 +47,7 @@ from koordpy.api.workload import (
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
-from koordpy.core.messages import render
+from koordpy.core.messages import WORKLOAD_PODGROUP, render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
@@ -66,7 +66,7 @@ from koordpy.core.verdicts import (
 NAME = "upstream"
 # The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
 STORE = "workload_podgroups"
-DECLARED_BY = "PodGroup scheduling.k8s.io"
+DECLARED_BY = WORKLOAD_PODGROUP
 
 
 def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:
@@ -82,9 +82,11 @@ def group_key(pod: Pod) -> str | None:
 
 
 def makes_gang(group: WorkloadPodGroup) -> bool:
-    """A gang policy, or a basic group with a topology constraint or a preferred level (a gang of one
-    at a time)."""
-    return group.policy == "gang" or bool(group.topology_keys) or bool(group.preferred_label)
+    """Every group is a gang: a gang policy with its ``minCount``, a basic group with a minimum of 1
+    (one pod at a time, as kube-scheduler's group cycle takes a basic group: its minimum is 1), so
+    that each group gets its ``PodGroupInitiallyScheduled`` condition, a basic one without a topology
+    constraint too, as kube-scheduler writes it for every group it schedules."""
+    return group.policy in ("gang", "basic")
 
 
 # The schedulerNames the pods of each group name, for one snapshot at a time (the last one asked
@@ -400,8 +402,7 @@ class Upstream(DialectBase):
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         group = groups(snapshot).get(key)
-        # A basic group without a constraint is no gang (its pods are lone pods); a missing group or
-        # one with asks koordpy refuses leaves its pods to the refusal.
+        # A missing group, or one with asks koordpy refuses, leaves its pods to the refusal.
         if group is None or not makes_gang(group) or group.asks:
             return None
         return group_gang(group, pods)
