@@ -256,3 +256,12 @@ def test_every_example_is_written_for_a_real_api_server(folder: str) -> None:
     run = koordpy("simulate", "-f", str(ROOT / "examples" / folder), "-o", "json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["bound"]
+
+
+def test_a_workload_podgroup_naming_a_missing_priority_class_exits_2(tmp_path: Path) -> None:
+    # The Priority admission refuses a PodGroup whose class does not exist, as it refuses such a pod.
+    bad = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace":
+           "default"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "priorityClassName": "missing"}}
+    path = write(tmp_path, "bad.yaml", node("n"), bad)
+    assert one_error_line(koordpy("simulate", "-f", path)) == (
+        f"{path} (document 2): PodGroup default/g: spec.priorityClassName: no PriorityClass named 'missing'")

@@ -14,7 +14,8 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   per label, one level: the label's values; a node without the label is no candidate). A group with
   members bound is held to their domain.
 - ``status.conditions``: ``PodGroupInitiallyScheduled`` as kube-scheduler writes it (``GroupStatus``):
-  True, ``Scheduled``, once the group's minimum is bound, and never changed again; False,
+  True, ``Scheduled``, once the group's minimum is bound, and never changed again (a group read with it
+  True holds its later pods to no quorum: ``initially_scheduled``); False,
   ``Unschedulable``, with why its pods wait; False, ``SchedulerError``, for a group refused as
   kube-scheduler refuses it (schedulerNames, priority, claims).
 
@@ -295,7 +296,8 @@ def topology_ask(group: WorkloadPodGroup) -> TopologyAsk | None:
 
 
 def group_gang(group: WorkloadPodGroup, pods: list[Pod]) -> Gang:
-    minimum = group.min_count if group.min_count is not None else 1
+    # Once initially scheduled (the condition read, terminal), later pods are not held to minCount.
+    minimum = group.min_count if group.min_count is not None and not initially_scheduled(group) else 1
     # Strict (all or nothing in one attempt); bound members count, as kube-scheduler counts the
     # assigned ones, and nothing is remembered once the minimum was met ("waiting-and-running"); the
     # waiting time is never used, since a Strict gang holds no reservation to time out.
@@ -330,6 +332,15 @@ class GroupStatus:
         return obj.model_copy(update={"conditions": self.conditions})
 
 
+def initially_scheduled(group: WorkloadPodGroup) -> bool:
+    """Whether the group's ``PodGroupInitiallyScheduled`` is True (whoever wrote it: kube-scheduler,
+    koordpy, a manifest given to ``koordpy simulate``). Terminal, as kube-scheduler keeps it: the
+    group met its minimum once, so the pods that come later (replacements, a grown Job) are placed one
+    by one, each inside the group's domain, rather than held to ``minCount`` again."""
+    current = group.condition(INITIALLY_SCHEDULED)
+    return current is not None and current.status == "True"
+
+
 def _clipped(message: str) -> str:
     data = message.encode()
     return message if len(data) <= MESSAGE_LIMIT else data[:MESSAGE_LIMIT].decode(errors="ignore")
@@ -358,7 +369,7 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     Once True the condition is terminal (kube-scheduler never turns it back, whatever happens to the
     pods later); ``lastTransitionTime`` moves only when its status does."""
     current = group.condition(INITIALLY_SCHEDULED)
-    if current is not None and current.status == "True":
+    if initially_scheduled(group):
         return None
     found = scheduled_condition(group, members, bound_now, pending, snapshot)
     if found is None:
