@@ -391,6 +391,26 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     return GroupStatus(tuple(new if c.type == INITIALLY_SCHEDULED else c for c in group.conditions))
 
 
+def group_facts(group: WorkloadPodGroup, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """What ``koordpy explain`` says of the group: its policy, topology key, preferred label, priority
+    and ``PodGroupInitiallyScheduled`` condition, each as kube-scheduler (or koordpy) reads it."""
+    policy = f"gang, minCount {group.min_count}" if group.policy == "gang" else "basic (no quorum)"
+    if initially_scheduled(group) and group.policy == "gang":
+        policy += " (initially scheduled: later pods are held to no quorum)"
+    value = priority_of(group.priority_class_name, group.priority, snapshot)
+    named = f" (PriorityClass {group.priority_class_name})" if group.priority_class_name else ""
+    facts = [("policy", policy), ("topology key", ", ".join(group.topology_keys) or "-"),
+             ("preferred label", f"{group.preferred_label} ({ANN_PREFERRED})" if group.preferred_label else "-"),
+             ("priority", f"{value}{named}")]
+    current = group.condition(INITIALLY_SCHEDULED)
+    if current is None:
+        facts.append((INITIALLY_SCHEDULED, "not set"))
+    else:
+        said = f": {current.message}" if current.message else ""
+        facts.append((INITIALLY_SCHEDULED, f"{current.status}, {current.reason}{said}"))
+    return tuple(facts)
+
+
 class Upstream(DialectBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group)."""
 
@@ -420,6 +440,10 @@ class Upstream(DialectBase):
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return DECLARED_BY if key in groups(snapshot) else None
+
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        group = groups(snapshot).get(key)
+        return () if group is None else group_facts(group, snapshot)
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return refusal(pod, snapshot)
