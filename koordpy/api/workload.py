@@ -3,11 +3,13 @@
 A pod names its group in ``spec.schedulingGroup.podGroupName``. koordpy reads the group's policy
 (``basic``, or ``gang`` with its ``minCount``), its topology constraint
 (``schedulingConstraints.topology[].key``, a node label), its priority (``priorityClassName`` /
-``priority``), the names of its ``resourceClaims`` (refused, as pods' claims are) and the
-``status.conditions`` kube-scheduler (or koordpy) wrote on it (whole, with their times, since a status
-write replaces the list) and the ``metadata.generation`` a condition observes; anything else it
-asks for that koordpy does not apply yet is listed in ``asks`` by field name, so its pods are refused
-rather than placed as if the field were not there.
+``priority``), koordpy's own preferred level (the ``kai.scheduler/topology-preferred-placement``
+annotation, a node label, spelled and placed as KAI reads it: an annotation), the names of its
+``resourceClaims`` (refused, as pods' claims are) and the ``status.conditions`` kube-scheduler (or
+koordpy) wrote on it (whole, with their times, since a status write replaces the list) and the
+``metadata.generation`` a condition observes; anything else it asks for that koordpy does not apply
+yet is listed in ``asks`` by field name, so its pods are refused rather than placed as if the field
+were not there.
 
 Belongs here: reading the object. Does not belong here: what koordpy does with it
 (``koordpy.core.dialects.upstream``).
@@ -20,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.model import NamespacedKey
 from koordpy.api.raw import Reader, int_text, read_object
 
@@ -97,6 +100,9 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     creation: float | None = None
     # schedulingConstraints.topology[].key: node labels every member shares a value of.
     topology_keys: tuple[str, ...] = ()
+    # koordpy's addition: the node label named by the kai.scheduler/topology-preferred-placement
+    # annotation, whose domains (inside the required key's) the group prefers; "" when not set.
+    preferred_label: str = ""
     priority_class_name: str = ""
     priority: int | None = None
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims' names
@@ -153,6 +159,8 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    policy="gang" if gang is not None else "basic", min_count=min_count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
                    topology_keys=keys,
+                   preferred_label=r.str_map(meta.get("annotations"), "metadata.annotations").get(
+                       ANN_PREFERRED, "").strip(),
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
                    resource_claims=claims, disruption_mode="all" if "all" in mode else "single",

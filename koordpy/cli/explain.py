@@ -117,6 +117,8 @@ def render_text(exp: Explanation, out: TextIO) -> None:
           f"{g.bound} bound, {g.pending} pending, {g.waiting} waiting; {g.mode}{timeout}{timed_out}\n")
         if g.error:
             w(f"    error: {_short(g.error)}\n")
+        for what, value in g.details:
+            w(f"    {what}: {_short(value)}\n")
     if exp.topology is not None:
         t = exp.topology
         w(f"Topology    {t.source}: required {'; '.join(t.required) or '-'}; "

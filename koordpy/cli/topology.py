@@ -200,6 +200,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         wanted.append(("hypernodes", f"Volcano HyperNodes ({len(snapshot.hypernodes)})"))
     for name, topo in sorted(snapshot.topologies.items()):
         wanted.append((f"topology/{name}", f"Topology {name} ({topo.api_version})"))
+    wanted += _workload_label_trees(snapshot)
     if only is not None:
         keys = [k for k, _ in wanted]
         pick = only if only in keys else f"topology/{only}"
@@ -218,6 +219,20 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         per = jobs.setdefault(n, {})
         per[job] = per.get(job, 0) + 1
     return Shown(cluster, snapshot, [tree_view(cluster, k, t) for k, t in wanted], columns, jobs)
+
+
+def _workload_label_trees(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """The node-label trees Kubernetes' own PodGroups (scheduling.k8s.io) use: their topology key,
+    with koordpy's preferred label below it when they name one, and the groups that use each."""
+    from koordpy.core.dialects import upstream  # the core: paid by show only
+
+    users: dict[str, list[str]] = {}
+    for key, group in sorted(upstream.groups(snapshot).items()):
+        ask = upstream.topology_ask(group)
+        if ask is not None:
+            users.setdefault(ask.tree_key(snapshot).text, []).append(key)
+    return [(text, f"node labels, for PodGroup{'s' if len(keys) > 1 else ''} {', '.join(keys)} (scheduling.k8s.io)")
+            for text, keys in sorted(users.items())]
 
 
 def _layer_text(view: TreeView, d: int) -> str:
@@ -244,7 +259,8 @@ def _shown_domains(tree: TopologyTree, with_nodes: bool) -> list[int]:
 
 def render_text(shown: Shown, out: TextIO, with_nodes: bool = False) -> None:
     if not shown.trees:
-        out.write("no ClusterNetworkTopology, HyperNode or Topology objects in the input\n")
+        out.write("no ClusterNetworkTopology, HyperNode or Topology objects, nor PodGroups with a topology, "
+                  "in the input\n")
     for t, view in enumerate(shown.trees):
         if t:
             out.write("\n")
@@ -517,6 +533,7 @@ def add_parser(sub: Any) -> None:
                            "$KUBECONFIG, else in-cluster)")
     show.add_argument("--kubeconfig", metavar="PATH", help="read the live cluster with this kubeconfig")
     show.add_argument("--html", metavar="FILE", help="write one self-contained HTML page instead of text")
-    show.add_argument("--tree", metavar="NAME", help="only this tree: cnt, hypernodes or a Topology's name")
+    show.add_argument("--tree", metavar="NAME",
+                      help="only this tree: cnt, hypernodes, a Topology's name or label/KEY (a PodGroup's node labels)")
     show.add_argument("--nodes", action="store_true", help="list each node under its domain")
     show.set_defaults(func=cmd_show, prog=SHOW_PROG)

@@ -531,7 +531,8 @@ class Cycle:
             cfg = gang.config
             assert cfg is not None
             if gangrule.too_few(gang):
-                return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member), "changed")
+                return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member,
+                                                        dialects.declared_by(gang.key, self.snapshot)), "changed")
             gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.

@@ -61,6 +61,9 @@ class GangFacts:
     timeout_seconds: float | None
     timed_out: bool
     error: str | None
+    # What the declaring object says beyond the counts, in its dialect's terms (a Workload PodGroup:
+    # its policy, topology key, preferred label, priority and PodGroupInitiallyScheduled).
+    details: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ class Explanation:
             status: bound|pending|schedulable|finished|terminating|not-ours|invalid
             summary: one sentence
             job: {id, kind, priority, gangs: [{key, declaredBy, minMember, members, bound, pending,
-                  waiting, mode, timeoutSeconds, timedOut, error}]}
+                  waiting, mode, timeoutSeconds, timedOut, error, details: {what: value}}]}
             pods: [{key, state, node, nominatedNode, path: [top domain ... node], message}]
             topology: null | {source, required: [...], preferred: [...]}
             diagnosis: null | {pod, reason, resolvable, nodes, filtered: [{reason, nodes}],
@@ -150,7 +153,8 @@ class Explanation:
                     "gangs": [{"key": g.key, "declaredBy": g.declared_by, "minMember": g.min_member,
                                "members": g.members, "bound": g.bound, "pending": g.pending,
                                "waiting": g.waiting, "mode": g.mode, "timeoutSeconds": g.timeout_seconds,
-                               "timedOut": g.timed_out, "error": g.error} for g in self.gangs]},
+                               "timedOut": g.timed_out, "error": g.error, "details": dict(g.details)}
+                              for g in self.gangs]},
             "pods": [{"key": x.key, "state": x.state, "node": x.node, "nominatedNode": x.nominated_node,
                       "path": list(x.path), "message": x.message} for x in self.pods],
             "topology": None if t is None else {"source": t.source, "required": list(t.required),
@@ -478,7 +482,7 @@ class _Explainer:
         return GangFacts(gang.key, self._declared_by(gang), cfg.min_member if cfg is not None else None,
                          len(gang.pods), bound, len(gang.pods) - bound, waiting,
                          cfg.mode if cfg is not None else None, cfg.waiting_seconds if cfg is not None else None,
-                         gang.timed_out, gang.error)
+                         gang.timed_out, gang.error, dialects.object_facts(gang.key, self.snapshot))
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
         if pod.phase in ("Succeeded", "Failed"):

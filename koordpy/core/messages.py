@@ -76,6 +76,9 @@ JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
 CLAIMS = "koordpy does not allocate ResourceClaims yet"
 SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet"
+# What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
+# kube-scheduler's terms.
+WORKLOAD_PODGROUP = "PodGroup scheduling.k8s.io"
 
 # -- kube-scheduler v1.37's per-node filter reasons, counted in "0/N nodes are available" -------------
 
@@ -270,6 +273,9 @@ def render(reason: Reason) -> str:
         case MarkedTimedOut():
             return (f'gang "{reason.gang}" timed out waiting for its members and will not be scheduled '
                     f"({reason.annotation}=true); delete and recreate its pods to try again")
+        case TooFewMembers() if reason.declared_by == WORKLOAD_PODGROUP:  # kube-scheduler's terms
+            return (f"waiting for minCount pods of PodGroup {reason.gang} to exist: {reason.have} of minCount "
+                    f"{reason.need} created")
         case TooFewMembers():  # Koordinator's words
             return (f"gang child pod not collect enough, gangName: {reason.gang}, podNum: {reason.have}, "
                     f"minMember: {reason.need}")

@@ -24,8 +24,8 @@ REFUSED_FIELDS = {"spec.resourceClaims": CLAIMS, **dialects.REFUSED_FIELDS}
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why koordpy will not place ``pod``, or None. A pod of a Kubernetes PodGroup whose policy is
-    ``basic`` and that asks nothing more (the Job controller's group for a plain Job) is a lone pod
-    to kube-scheduler too, and is placed as one (``koordpy.core.dialects.upstream``)."""
+    ``basic`` and that asks nothing more (the Job controller's group for a plain Job) is refused for
+    nothing: it is placed pod by pod, in a group of minimum 1 (``koordpy.core.dialects.upstream``)."""
     if pod.resource_claims:
         return ClaimsRefused(pod.key, tuple(pod.resource_claims))
     return dialects.refusal(pod, snapshot)

@@ -15,7 +15,7 @@ once), deciding a verdict (the cycle, placement, preemption, refusals), decision
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal, TypeAlias
 
@@ -82,6 +82,9 @@ class TooFewMembers:
     gang: str
     have: int
     need: int
+    # What declares the gang (``dialects.declared_by``): a Workload PodGroup's gang is told in
+    # kube-scheduler's terms (minCount), every other in Koordinator's. Wording, not the verdict: not compared.
+    declared_by: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

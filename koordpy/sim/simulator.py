@@ -49,6 +49,7 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
 )
 from koordpy.core.dialects.koordinator import detail_status
+from koordpy.core.dialects.upstream import STORE as UPSTREAM_STORE
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
@@ -102,6 +103,7 @@ class World(Stores):
                 stamped.append(ts)
         base = max([DEFAULT_EPOCH, *(t + 1 for t in stamped)])
         pending_pods: list[tuple[str, dict[str, Any]]] = []
+        podgroup_sources: dict[str, str] = {}  # Workload PodGroup key -> its source, for admission errors
         jobs: list[tuple[str, dict[str, Any]]] = []
         first_seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first defined
 
@@ -126,8 +128,15 @@ class World(Stores):
                     pending_pods.append((source, raw))
                 else:
                     world._add(kind, kind.parse(raw), raw, source, once)
+                    if kind.role == "workload-podgroup":
+                        podgroup_sources[kind.store_key(kind.key(raw))] = source
                     if kind_key == ("batch/v1", "Job"):
                         jobs.append((source, raw))
+            except ParseError as exc:
+                raise InputError(source, exc) from exc
+        for key, source in podgroup_sources.items():  # every PriorityClass is known by now
+            try:
+                world._admit_podgroup(key)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         stamp = base + len(docs) * CREATION_STEP
@@ -199,6 +208,26 @@ class World(Stores):
             return pod.model_copy(update={"priority": 0})
         return pod.model_copy(update={"priority": pc.value,
                                       "preemption_policy": pod.preemption_policy or pc.preemption_policy})
+
+    def _admit_podgroup(self, key: str) -> None:
+        """What the Priority admission plugin does to a Workload PodGroup on its way in (v1.37, for
+        PodGroups as for pods): no ``priority`` given, it gets its PriorityClass's value, or the
+        global default class (named in it) and its value, or 0; a class that does not exist refuses
+        the group. A ``priority`` given is kept (a group read back from a cluster was admitted)."""
+        store = self.stores[UPSTREAM_STORE]
+        group = store[key]
+        if group.priority is not None:
+            return
+        if group.priority_class_name:
+            pc = self.priority_classes.get(group.priority_class_name)
+            if pc is None:
+                raise ParseError(f"PodGroup {key}", "spec.priorityClassName",
+                                 f"no PriorityClass named {group.priority_class_name!r}")
+        else:
+            pc = next((c for c in sorted(self.priority_classes.values(), key=lambda c: c.value)
+                       if c.global_default), None)
+        update = {"priority": 0} if pc is None else {"priority": pc.value, "priority_class_name": pc.name}
+        store[key] = group.model_copy(update=update)
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         return Snapshot(scheduler_names=scheduler_names, **snapshot_fields(self.stores))

@@ -227,7 +227,7 @@ def test_json_shape() -> None:
                         "diagnosis", "wouldPlace", "preemption", "changes", "messages"}
     assert set(out["job"]) == {"id", "kind", "priority", "gangs"}
     assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "members", "bound", "pending",
-                                           "waiting", "mode", "timeoutSeconds", "timedOut", "error"}
+                                           "waiting", "mode", "timeoutSeconds", "timedOut", "error", "details"}
     assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message"}
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster"}
@@ -455,3 +455,38 @@ def test_explain_does_not_promise_room_that_a_job_ahead_takes(tmp_path: Path) ->
     run = koordpy("default/second", "-f", write(tmp_path, "queue.yaml", *objects))
     assert run.returncode == 0, run.stderr
     assert "ahead of it in the queue" in run.stdout and "next cycle would bind" not in run.stdout
+
+
+# -- issue 20: Kubernetes' own PodGroups ---------------------------------------------------------
+
+WORKLOAD_API = str(EXAMPLES / "workload-api")
+
+
+def test_explain_names_a_workload_podgroups_policy_topology_preferred_label_priority_and_condition() -> None:
+    out = explain_json("podgroup", "default/tune", "-f", WORKLOAD_API, "--simulate")
+    gang = out["job"]["gangs"][0]
+    assert gang["declaredBy"] == "PodGroup scheduling.k8s.io"
+    details = gang["details"]
+    assert details["policy"].startswith("gang, minCount 2")
+    assert details["topology key"] == "example.com/block"
+    assert details["preferred label"] == ("topology.kubernetes.io/rack "
+                                          "(kai.scheduler/topology-preferred-placement)")
+    assert details["priority"] == "0"
+    assert details["PodGroupInitiallyScheduled"] == "True, Scheduled"
+    assert out["topology"]["preferred"] == ["one domain of topology.kubernetes.io/rack inside it "
+                                            "(kai.scheduler/topology-preferred-placement)"]
+
+
+def test_explain_text_shows_a_workload_podgroups_facts_and_its_pending_condition(tmp_path: Path) -> None:
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"basic": {}}, "priorityClassName": "high"}}
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+            "value": 1000}
+    member = pod("p", cpu="1", priority_class="high")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+    run = koordpy("podgroup", "default/g", "-f", write(tmp_path, "g.yaml", group, high, member))
+    assert run.returncode == 0, run.stderr
+    assert "    policy: basic (no quorum)\n" in run.stdout
+    assert "    priority: 1000 (PriorityClass high)\n" in run.stdout
+    assert "    PodGroupInitiallyScheduled: not set\n" in run.stdout

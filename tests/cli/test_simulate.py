@@ -276,3 +276,12 @@ def test_replay_a_kubectl_dump_of_the_v1_37_control_plane_with_a_job_made_podgro
     assert group.startswith("default/train-") and "-train-pgt-0-" in group
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
         ("PodGroupInitiallyScheduled", "True", "Scheduled")]
+
+
+def test_a_workload_podgroup_naming_a_missing_priority_class_exits_2(tmp_path: Path) -> None:
+    # The Priority admission refuses a PodGroup whose class does not exist, as it refuses such a pod.
+    bad = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace":
+           "default"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "priorityClassName": "missing"}}
+    path = write(tmp_path, "bad.yaml", node("n"), bad)
+    assert one_error_line(koordpy("simulate", "-f", path)) == (
+        f"{path} (document 2): PodGroup default/g: spec.priorityClassName: no PriorityClass named 'missing'")

@@ -347,3 +347,18 @@ def test_live_listing_stamps_kinds_and_skips_missing_crds(monkeypatch: pytest.Mo
     assert code == 0, err
     assert out.splitlines()[1].startswith("ClusterTopologyLayer  12 nodes  cpu 96/96 free")
     assert "└── spine-2 (SpineLayer)  3 nodes" in out
+
+
+def test_show_lists_the_node_label_trees_workload_podgroups_use(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "workload-api")
+    code, out, err = cli(capsys, "topology", "show", "-f", example)
+    assert code == 0, err
+    assert ("label/example.com/block>topology.kubernetes.io/rack: node labels, for PodGroup default/tune "
+            "(scheduling.k8s.io)\n") in out
+    assert "└── b1 (example.com/block)  6 nodes" in out
+    assert "    ├── r1 (topology.kubernetes.io/rack)  2 nodes" in out
+    assert "label/topology.kubernetes.io/rack: node labels, for PodGroup default/train (scheduling.k8s.io)\n" in out
+    code, out, err = cli(capsys, "topology", "show", "-f", example, "--tree",
+                         "label/example.com/block>topology.kubernetes.io/rack")
+    assert code == 0, err
+    assert out.count("node labels, for PodGroup") == 1

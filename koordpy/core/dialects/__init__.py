@@ -144,6 +144,12 @@ def declared_by(key: str, snapshot: Snapshot) -> str:
     return first(lambda d: d.declared_by(key, snapshot)) or koordinator.ANNOTATION_GANG
 
 
+def object_facts(key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """What ``koordpy explain`` says of the object that declares the gang, in its dialect's terms."""
+    dialect = declaring(key, snapshot)
+    return dialect.object_facts(key, snapshot) if dialect is not None else ()
+
+
 def gang_object(key: str, snapshot: Snapshot) -> str | None:
     """The Event kind of the object that declares the gang; None when it has none (its first pod is told)."""
     return first(lambda d: d.object_kind(key, snapshot), _EVENT_ORDER)

@@ -79,6 +79,11 @@ class Dialect(Protocol):
         """The Event kind of its object that declares ``key`` (Events about the gang go there)."""
         ...
 
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        """What ``koordpy explain`` says of its object that declares ``key`` beyond the gang's counts
+        (its policy, priority, conditions...), as (what, value) pairs in its own terms."""
+        ...
+
     @property
     def reports_timeout(self) -> bool:
         """Whether a gang that times out gets a GangTimeout Event on its object."""
@@ -173,6 +178,9 @@ class DialectBase:
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
+
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        return ()
 
     def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         return None

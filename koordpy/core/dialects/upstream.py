@@ -7,14 +7,15 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   places a group in one attempt and holds nothing between attempts). It waits until ``minCount`` of
   its pods exist, binds only when its bound members and the ones placed in one attempt reach
   ``minCount``, and every member that fits binds with them.
-- ``basic: {}``: no quorum; pods bind one by one. Without a topology constraint its pods are the lone
-  pods they are to kube-scheduler (no gang at all); with one they are a gang of minimum 1, so that each
-  lands in the group's domain.
+- ``basic: {}``: no quorum; pods bind one by one: a gang of minimum 1, as kube-scheduler's group
+  cycle takes it, so that each lands in the group's domain (with a topology constraint) and the group
+  gets its condition (without one too).
 - ``schedulingConstraints.topology[].key``: every member in one domain of that node label (one tree
   per label, one level: the label's values; a node without the label is no candidate). A group with
   members bound is held to their domain.
 - ``status.conditions``: ``PodGroupInitiallyScheduled`` as kube-scheduler writes it (``GroupStatus``):
-  True, ``Scheduled``, once the group's minimum is bound, and never changed again; False,
+  True, ``Scheduled``, once the group's minimum is bound, and never changed again (a group read with it
+  True holds its later pods to no quorum: ``initially_scheduled``); False,
   ``Unschedulable``, with why its pods wait; False, ``SchedulerError``, for a group refused as
   kube-scheduler refuses it (schedulerNames, priority, claims).
 
@@ -25,14 +26,17 @@ dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workloa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from koordpy.api.kinds import Kind, Role, by_id
+from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
+from koordpy.api.selectors import qualified_name_problem
 from koordpy.api.workload import (
     INITIALLY_SCHEDULED,
     SCHEDULED,
@@ -44,12 +48,12 @@ from koordpy.api.workload import (
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
-from koordpy.core.messages import render
+from koordpy.core.messages import WORKLOAD_PODGROUP, render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
-from koordpy.core.tree import HOSTNAME, TopologyTree, TreeKey, label_levels_tree
+from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
     GroupClaims,
     GroupMissing,
@@ -63,7 +67,7 @@ from koordpy.core.verdicts import (
 NAME = "upstream"
 # The registry store its PodGroups land in (``Snapshot.of``): the core has no field for them.
 STORE = "workload_podgroups"
-DECLARED_BY = "PodGroup scheduling.k8s.io"
+DECLARED_BY = WORKLOAD_PODGROUP
 
 
 def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:
@@ -79,9 +83,11 @@ def group_key(pod: Pod) -> str | None:
 
 
 def makes_gang(group: WorkloadPodGroup) -> bool:
-    """A gang policy, or a basic group with a topology constraint or disrupted only as a unit (a
-    gang of one at a time: its members must be known together, to share a domain or to go together)."""
-    return group.policy == "gang" or bool(group.topology_keys) or group.disruption_mode == "all"
+    """Every group is a gang: a gang policy with its ``minCount``, a basic group with a minimum of 1
+    (one pod at a time, as kube-scheduler's group cycle takes a basic group: its minimum is 1), so
+    that each group gets its ``PodGroupInitiallyScheduled`` condition, a basic one without a topology
+    constraint too, as kube-scheduler writes it for every group it schedules."""
+    return group.policy in ("gang", "basic")
 
 
 # The schedulerNames the pods of each group name, for one snapshot at a time (the last one asked
@@ -140,12 +146,20 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     return None
 
 
-# -- the topology tree of one label ----------------------------------------------------------------
+# -- the topology trees: one label, or a preferred label below it ---------------------------------
 
 
-def tree_key(label: str) -> TreeKey:
-    """The tree of the node label ``label``: one level, its values."""
-    return TreeKey(NAME, label, f"label/{label}")
+def tree_key(label: str, preferred: str = "") -> TreeKey:
+    """The tree of the node label ``label``: one level, its values. With ``preferred`` (koordpy's
+    preferred level), a second level below it: the preferred label's values inside each of the
+    required label's domains (``label`` "": under the whole cluster)."""
+    if not preferred:
+        return TreeKey(NAME, label, f"label/{label}")
+    return TreeKey(NAME, PREFERRED_PREFIX + json.dumps([label, preferred]), f"label/{label}>{preferred}")
+
+
+# The name of a two-level tree's key says both labels (a label key holds no such prefix).
+PREFERRED_PREFIX = "preferred:"
 
 
 def label_tree(label: str, nodes: Sequence[Node]) -> TopologyTree:
@@ -154,43 +168,144 @@ def label_tree(label: str, nodes: Sequence[Node]) -> TopologyTree:
     return label_levels_tree((label,), nodes, "cluster")
 
 
+_PREFERRED_TREES: dict[object, TopologyTree] = {}
+
+
+def preferred_tree(required: str, preferred: str, nodes: Sequence[Node]) -> TopologyTree:
+    """The required label's domains (none when ``required`` is ""), each holding the preferred
+    label's domains. A node without the required label is outside the tree, as in ``label_tree``;
+    a node without the preferred label is still a candidate (the level is only preferred): it hangs
+    from its required domain (or the root), in no preferred domain. A preferred value found in two
+    required domains is two domains, one in each (the required key is hard). ``kubernetes.io/hostname``
+    as the preferred label adds no level: the nodes are that level."""
+    levels = tuple(k for k in (required, preferred) if k and k != HOSTNAME)
+    key = (required, preferred, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
+    cached = _PREFERRED_TREES.get(key)
+    if cached is not None:
+        return cached
+    height = len(levels)
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    node_parent: dict[str, DomainId] = {}
+    outside = []
+    for n in nodes:
+        if required and not n.labels.get(required):
+            outside.append(n.name)
+            continue
+        prefix: DomainId = ROOT
+        for i, level in enumerate(levels):
+            value = n.labels.get(level)
+            if not value:  # only the preferred label may be missing here
+                break
+            child = (*prefix, value)
+            inner.setdefault(child, (prefix, level, value, height - i))
+            prefix = child
+        node_parent[n.name] = prefix
+    tree = TopologyTree.from_edges(levels, [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
+                                   root_rank=height + 1, root_layer="cluster", leaf_depth=height + 1,
+                                   outside=outside)
+    if len(_PREFERRED_TREES) >= 4:  # a few, kept while the nodes' labels stay the same
+        _PREFERRED_TREES.pop(next(iter(_PREFERRED_TREES)))
+    _PREFERRED_TREES[key] = tree
+    return tree
+
+
+def preferred_problem(required: str, preferred: str, nodes: Sequence[Node]) -> str | None:
+    """Why the preferred level cannot be used, so that it is dropped (the group is then placed by
+    its required key alone, or anywhere without one), or None. A preference never holds a group."""
+    what = f"{ANN_PREFERRED} {preferred!r}"
+    problem = qualified_name_problem(preferred)
+    if problem:
+        return f"{what} is no node label key ({problem}): the preferred level is dropped"
+    if preferred == required:
+        return f"{what} names the topology key itself: there is no level below it to prefer; dropped"
+    if required == HOSTNAME:
+        return f"{what}: the topology key {HOSTNAME} is a single node, with no level below it; dropped"
+    if preferred == HOSTNAME:
+        return None  # the nodes themselves: every node carries it as far as the tree is concerned
+    if not any(n.labels.get(preferred) for n in nodes if not required or n.labels.get(required)):
+        where = f"labelled {required} " if required else ""
+        rest = f"by {required} alone" if required else "anywhere"
+        return f"{what}: no node {where}carries the label {preferred}; the preferred level is dropped and " \
+               f"the group placed {rest}"
+    return None
+
+
 @dataclass(frozen=True)
 class TopologyAsk:
-    """``schedulingConstraints.topology[].key``: every member in one domain of the label."""
+    """``schedulingConstraints.topology[].key``: every member in one domain of the label; and
+    koordpy's preferred level below it (``preferred``, a node label), the smallest domain of which
+    that takes the group is tried first, one level up after it, as KAI's preferred level is. With no
+    required key (``label`` ""), the preference spans the whole cluster."""
 
     label: str
+    preferred: str = ""
     keeps_gang = True  # a member added later still lands in the group's domain
 
     def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked:
-        key = tree_key(self.label)
-        tree = trees[key]
+        required, preferred = self.label, self.preferred
+        dropped: tuple[str, ...] = ()
+        if preferred:
+            problem = trees.memo(f"{NAME}/preferred/{required}>{preferred}",
+                                 lambda: preferred_problem(required, preferred, trees.nodes))
+            if problem is not None:
+                dropped, preferred = (problem,), ""
         failure = None
-        if not tree.domains_at(1):
-            failure = (f"0/{len(trees.nodes)} nodes are available: PodGroup {gang.key}'s topology constraint "
-                       f"needs nodes labelled {self.label}, and no node carries that label.")
-        req = Requirement(key, "gather", scope=1, failure=failure, labels=((1, self.label), (0, HOSTNAME)))
-        return Asked(req, "topology: the group's bound members span {where}, more than one domain of "
-                          f"{self.label}", peers=True)
+        if required:
+            label = trees[tree_key(required)]
+            if not label.domains_at(1):
+                failure = (f"0/{len(trees.nodes)} nodes are available: PodGroup {gang.key}'s topology constraint "
+                           f"needs nodes labelled {required}, and no node carries that label.")
+        anchored = ("topology: the group's bound members span {where}, more than one domain of "
+                    f"{required}")
+        if not preferred:
+            key = tree_key(required) if required else tree_key("", self.preferred)
+            scope = 1 if required else None  # without a required key, the whole cluster
+            labels = ((1, required), (0, HOSTNAME)) if required else ((0, HOSTNAME),)
+            req = Requirement(key, "gather", scope=scope, failure=failure, labels=labels, dropped=dropped)
+            return Asked(req, anchored, peers=True)
+        below = preferred != HOSTNAME  # the hostname level is the nodes: no level of its own
+        key = tree_key(required, preferred) if below else tree_key(required) if required else tree_key("", HOSTNAME)
+        top = (1 if required else 0) + (1 if below else 0)  # the height of the tree's inner levels
+        labels = (*(((top, required),) if required else ()), *(((1, preferred),) if below else ()), (0, HOSTNAME))
+        req = Requirement(key, "levels", hard=bool(required), scope=top if required else None,
+                          preferred=1 if below else 0, failure=failure, labels=labels)
+        return Asked(req, anchored, peers=True)
 
     def tree_key(self, snapshot: Snapshot) -> TreeKey:
-        return tree_key(self.label)
+        if not self.preferred or self.preferred == self.label:
+            return tree_key(self.label) if self.label else tree_key("", self.preferred)
+        if self.preferred == HOSTNAME and self.label:
+            return tree_key(self.label)
+        return tree_key(self.label, self.preferred)
 
     def facts(self) -> TopologyFacts:
-        return TopologyFacts(NAME, (f"one domain of {self.label}",), ())
+        required = (f"one domain of {self.label}",) if self.label else ()
+        within = f" inside it ({ANN_PREFERRED})" if self.label else f" ({ANN_PREFERRED})"
+        preferred = (f"one domain of {self.preferred}{within}",) if self.preferred else ()
+        return TopologyFacts(NAME, required, preferred)
+
+
+def topology_ask(group: WorkloadPodGroup) -> TopologyAsk | None:
+    """What the group asks of the topology: its topology key, its preferred level, both, or None."""
+    if not group.topology_keys and not group.preferred_label:
+        return None
+    return TopologyAsk(group.topology_keys[0] if group.topology_keys else "", group.preferred_label)
 
 
 # -- gangs -----------------------------------------------------------------------------------------
 
 
 def group_gang(group: WorkloadPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
-    minimum = group.min_count if group.min_count is not None else 1
+    # Once initially scheduled (the condition read, terminal), later pods are not held to minCount.
+    minimum = group.min_count if group.min_count is not None and not initially_scheduled(group) else 1
     # Strict (all or nothing in one attempt); bound members count, as kube-scheduler counts the
     # assigned ones, and nothing is remembered once the minimum was met ("waiting-and-running"); the
     # waiting time is never used, since a Strict gang holds no reservation to time out.
     config = GangConfig(key=group.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(group.key, config, pods, creation_time(group.creation))
-    gang.asks = tuple(TopologyAsk(label) for label in group.topology_keys)
+    ask = topology_ask(group)
+    gang.asks = (ask,) if ask is not None else ()
     # The group speaks for its pods in preemption, as kube-scheduler's PodGroup preemption has it:
     # its priority (its pods must match it, or they are refused), its policy, its disruption mode.
     gang.priority = priority_of(group.priority_class_name, group.priority, snapshot)
@@ -230,6 +345,15 @@ class GroupStatus:
         return obj.model_copy(update={"conditions": self.conditions})
 
 
+def initially_scheduled(group: WorkloadPodGroup) -> bool:
+    """Whether the group's ``PodGroupInitiallyScheduled`` is True (whoever wrote it: kube-scheduler,
+    koordpy, a manifest given to ``koordpy simulate``). Terminal, as kube-scheduler keeps it: the
+    group met its minimum once, so the pods that come later (replacements, a grown Job) are placed one
+    by one, each inside the group's domain, rather than held to ``minCount`` again."""
+    current = group.condition(INITIALLY_SCHEDULED)
+    return current is not None and current.status == "True"
+
+
 def _clipped(message: str) -> str:
     data = message.encode()
     return message if len(data) <= MESSAGE_LIMIT else data[:MESSAGE_LIMIT].decode(errors="ignore")
@@ -258,7 +382,7 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     Once True the condition is terminal (kube-scheduler never turns it back, whatever happens to the
     pods later); ``lastTransitionTime`` moves only when its status does."""
     current = group.condition(INITIALLY_SCHEDULED)
-    if current is not None and current.status == "True":
+    if initially_scheduled(group):
         return None
     found = scheduled_condition(group, members, bound_now, pending, snapshot)
     if found is None:
@@ -278,6 +402,26 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     if current is None:
         return GroupStatus((*group.conditions, new))
     return GroupStatus(tuple(new if c.type == INITIALLY_SCHEDULED else c for c in group.conditions))
+
+
+def group_facts(group: WorkloadPodGroup, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """What ``koordpy explain`` says of the group: its policy, topology key, preferred label, priority
+    and ``PodGroupInitiallyScheduled`` condition, each as kube-scheduler (or koordpy) reads it."""
+    policy = f"gang, minCount {group.min_count}" if group.policy == "gang" else "basic (no quorum)"
+    if initially_scheduled(group) and group.policy == "gang":
+        policy += " (initially scheduled: later pods are held to no quorum)"
+    value = priority_of(group.priority_class_name, group.priority, snapshot)
+    named = f" (PriorityClass {group.priority_class_name})" if group.priority_class_name else ""
+    facts = [("policy", policy), ("topology key", ", ".join(group.topology_keys) or "-"),
+             ("preferred label", f"{group.preferred_label} ({ANN_PREFERRED})" if group.preferred_label else "-"),
+             ("priority", f"{value}{named}")]
+    current = group.condition(INITIALLY_SCHEDULED)
+    if current is None:
+        facts.append((INITIALLY_SCHEDULED, "not set"))
+    else:
+        said = f": {current.message}" if current.message else ""
+        facts.append((INITIALLY_SCHEDULED, f"{current.status}, {current.reason}{said}"))
+    return tuple(facts)
 
 
 class Upstream(DialectBase):
@@ -302,14 +446,17 @@ class Upstream(DialectBase):
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         group = groups(snapshot).get(key)
-        # A basic group without a constraint is no gang (its pods are lone pods); a missing group or
-        # one with asks koordpy refuses leaves its pods to the refusal.
+        # A missing group, or one with asks koordpy refuses, leaves its pods to the refusal.
         if group is None or not makes_gang(group) or group.asks:
             return None
         return group_gang(group, pods, snapshot)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return DECLARED_BY if key in groups(snapshot) else None
+
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        group = groups(snapshot).get(key)
+        return () if group is None else group_facts(group, snapshot)
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return refusal(pod, snapshot)
@@ -324,12 +471,16 @@ class Upstream(DialectBase):
         return bool(pod.scheduling_group)
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
-        for label in sorted({k for g in groups(snapshot).values() for k in g.topology_keys}):
-            yield tree_key(label)
+        asks = (topology_ask(g) for g in groups(snapshot).values())
+        keys = {a.tree_key(snapshot) for a in asks if a is not None}
+        yield from sorted(keys, key=lambda k: k.text)
 
     def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
         if key.dialect != NAME:
             return None
+        if key.name.startswith(PREFERRED_PREFIX):
+            required, preferred = json.loads(key.name[len(PREFERRED_PREFIX):])
+            return preferred_tree(str(required), str(preferred), trees.nodes)
         return label_tree(key.name, trees.nodes)
 
 

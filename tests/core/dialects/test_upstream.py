@@ -69,8 +69,9 @@ def test_a_gang_binds_every_member_that_fits_once_min_count_fits() -> None:
 def test_a_gang_waits_until_min_count_pods_exist() -> None:
     out = run(node("n0"), node("n1"), node("n2"), group(min_count=3), member("t-0"), member("t-1"))
     assert out.bound == {}
-    assert out.pending["default/t-0"] == "gang child pod not collect enough, gangName: default/train, podNum: 2, " \
-                                         "minMember: 3"
+    # kube-scheduler's terms (a gang waits for minCount pods), not Koordinator's.
+    assert out.pending["default/t-0"] == "waiting for minCount pods of PodGroup default/train to exist: 2 of " \
+                                         "minCount 3 created"
 
 
 def test_bound_members_count_towards_min_count() -> None:
