@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -261,27 +261,34 @@ async def test_a_failing_cycle_backs_off_and_recovers() -> None:
     assert [loop.backoff() for loop.failures in range(8)] == [0, 1, 2, 4, 8, 16, 30, 30]
     assert FAILURE_BACKOFF_MAX == 30
     loop.failures = 0
-    calls = 0
+    calls: list[float] = []  # when each cycle started
     fail = True
 
     async def cycle() -> float | None:
-        nonlocal calls
-        calls += 1
+        calls.append(time.monotonic())
         cache.changed.set()  # the cluster keeps changing, as it does while a bad object sits there
-        if fail:
+        if fail and len(calls) <= 2:
             raise RuntimeError("boom")
         return None
+
+    async def until(what: Callable[[], bool], limit: float = 20.0) -> None:
+        # Lower bounds only: a loaded machine may run the loop late, never early.
+        end = time.monotonic() + limit
+        while not what():
+            assert time.monotonic() < end, "the loop did not get there"
+            await asyncio.sleep(0.01)
 
     loop.cycle = cycle  # type: ignore[method-assign]
     cache.changed.set()
     loop.state.view = View()
     task = asyncio.ensure_future(loop.run())
-    await asyncio.sleep(2.5)  # failing cycles at ~0 s, 1 s; the next only at 3 s
-    assert calls == 2 and loop.failures == 2
+    await until(lambda: len(calls) >= 2 and loop.failures == 2)
     assert loop.state.view is None  # dropped: the next cycle rebuilds the core's view from the cache
     fail = False
-    await asyncio.sleep(1.0)
-    assert loop.failures == 0 and calls >= 3  # succeeded, and runs freely again
+    await until(lambda: loop.failures == 0 and len(calls) >= 4)  # succeeded, and runs freely again
+    # The waits between cycles were at least the backoff: 1 s after the first failure, 2 s after the
+    # second, although the cluster kept changing; then none.
+    assert calls[1] - calls[0] >= 1.0 - 0.05 and calls[2] - calls[1] >= 2.0 - 0.05, calls
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
