@@ -58,8 +58,9 @@ CREATION_STEP = 0.001
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 MAX_ROUNDS = 10_000
 
-# Kinds a user's manifests may carry that this simulation does not act on (none at present).
-PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset()
+# Kinds a user's manifests may carry that this simulation does not act on: the Workload a
+# (Composite)PodGroup was made from, which kube-scheduler does not read either.
+PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
 
 
 @dataclass
