@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from koordpy.api.workload import INITIALLY_SCHEDULED
+from koordpy.api.workload import INITIALLY_SCHEDULED, WorkloadPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import PodGroupStatusUpdate
 from koordpy.core.dialects import upstream
@@ -203,16 +203,17 @@ def test_children_wait_for_their_composite_to_exist() -> None:
 
 def test_pods_seen_before_their_child_podgroup_join_the_composite_when_it_comes() -> None:
     # The standing view filed the pods under their PodGroup's key while it did not exist; the
-    # PodGroup that comes names a parent, and the pods move to the composite's gang.
+    # PodGroups that come (the pods themselves unchanged) name a parent, and the pods move to the
+    # composite's gang.
     state = SchedulerState()
-    first = World.from_objects([("t", o) for o in [*nodes(4), composite(), *pods_of("c0"), *pods_of("c1")]])
-    result = schedule(first.snapshot(NAMES), state, first.now)
-    assert result.binds == []
-    later = World.from_objects([("t", o) for o in [*nodes(4), composite(), child("c0"), *pods_of("c0"),
-                                                   child("c1"), *pods_of("c1")]])
-    result = schedule(later.snapshot(NAMES), state, later.now)
-    assert len(result.binds) == 4
+    w = World.from_objects([("t", o) for o in [*nodes(4), composite(), *pods_of("c0"), *pods_of("c1")]])
+    assert schedule(w.snapshot(NAMES), state, w.now).binds == []
+    assert state.view.member_of["default/c0-0"] == "default/c0"
+    for name in ("c0", "c1"):
+        w.stores[upstream.STORE][f"default/{name}"] = WorkloadPodGroup.from_raw(child(name))
+    result = schedule(w.snapshot(NAMES), state, w.now)
     assert state.view.member_of["default/c0-0"] == "default/train"
+    assert len(result.binds) == 4
 
 
 # -- what the group's pods must share ---------------------------------------------------------------
