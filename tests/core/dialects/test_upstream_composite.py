@@ -208,11 +208,12 @@ def test_pods_seen_before_their_child_podgroup_join_the_composite_when_it_comes(
     state = SchedulerState()
     w = World.from_objects([("t", o) for o in [*nodes(4), composite(), *pods_of("c0"), *pods_of("c1")]])
     assert schedule(w.snapshot(NAMES), state, w.now).binds == []
-    assert state.view.member_of["default/c0-0"] == "default/c0"
+    view = state.view
+    assert view is not None and view.member_of["default/c0-0"] == "default/c0"
     for name in ("c0", "c1"):
         w.stores[upstream.STORE][f"default/{name}"] = WorkloadPodGroup.from_raw(child(name))
     result = schedule(w.snapshot(NAMES), state, w.now)
-    assert state.view.member_of["default/c0-0"] == "default/train"
+    assert state.view is view and view.member_of["default/c0-0"] == "default/train"
     assert len(result.binds) == 4
 
 
