@@ -24,13 +24,14 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, Storage, StorageClass
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
-from koordpy.api.workload import WorkloadPodGroup
+from koordpy.api.workload import CompositePodGroup, WorkloadPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
-               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode", "workload-podgroup"]
+               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode", "workload-podgroup",
+               "composite-podgroup"]
 ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
                            "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode",
-                           "workload-podgroup")
+                           "workload-podgroup", "composite-podgroup")
 # The storage roles: their objects make up ``Snapshot.storage`` (read by koordpy.core.volumes).
 STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 
@@ -194,6 +195,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
          writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False),
+    # Read only (kube-scheduler v1.37 writes its children's conditions, not its own). Its gang is keyed
+    # by its namespace/name, so one that does not parse is an invalid gang like a PodGroup's.
+    Kind("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True,
+         _from_raw(CompositePodGroup), "composite-podgroup", "composite_podgroups", change="gangs",
+         errors=_GANG_ERRORS, own_field=False),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
          "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),

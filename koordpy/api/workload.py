@@ -4,12 +4,15 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``. koordpy reads th
 (``basic``, or ``gang`` with its ``minCount``), its topology constraint
 (``schedulingConstraints.topology[].key``, a node label), its priority (``priorityClassName`` /
 ``priority``), koordpy's own preferred level (the ``kai.scheduler/topology-preferred-placement``
-annotation, a node label, spelled and placed as KAI reads it: an annotation), the names of its
-``resourceClaims`` (refused, as pods' claims are) and the ``status.conditions`` kube-scheduler (or
-koordpy) wrote on it (whole, with their times, since a status write replaces the list) and the
-``metadata.generation`` a condition observes; anything else it asks for that koordpy does not apply
-yet is listed in ``asks`` by field name, so its pods are refused rather than placed as if the field
-were not there.
+annotation, a node label, spelled and placed as KAI reads it: an annotation), its ``disruptionMode``
+and ``preemptionPolicy``, the names of its ``resourceClaims`` (refused, as pods' claims are) and the
+``status.conditions`` kube-scheduler (or koordpy) wrote on it (whole, with their times, since a status
+write replaces the list), the ``metadata.generation`` a condition observes, and the parent
+CompositePodGroup (``scheduling.k8s.io/v1alpha3``) it names with the ``workloadRef`` the API server
+requires beside it. A CompositePodGroup is read here too: its policy (``basic``, or ``gang`` with
+``minGroupCount``), its topology key, its priority and its ``workloadRef``. Anything either asks for
+that koordpy does not apply yet is listed in ``asks`` by field name, so its pods are refused rather
+than placed as if the field were not there.
 
 Belongs here: reading the object. Does not belong here: what koordpy does with it
 (``koordpy.core.dialects.upstream``).
@@ -90,6 +93,17 @@ class WorkloadPodGroupStatus(BaseModel):
         return {"conditions": [c.wire() for c in self.conditions]}
 
 
+class WorkloadRef(BaseModel):
+    """``spec.workloadRef``: the Workload and the template a group was made from. kube-scheduler reads
+    neither the Workload nor the template (the group's own spec is what it schedules), and nor does
+    koordpy; the API server requires it on a CompositePodGroup and on a PodGroup that names a parent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload_name: str
+    template_name: str
+
+
 class WorkloadPodGroup(BaseModel, NamespacedKey):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -111,7 +125,10 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     disruption_mode: Literal["single", "all"] = "single"
     # spec.preemptionPolicy (the Priority admission fills it from the class): the group's, not its pods'.
     preemption_policy: str | None = None
-    # What the group asks for that koordpy does not apply yet, by field name (a parent group).
+    # spec.parentCompositePodGroupName: the CompositePodGroup (same namespace) this group is a child of.
+    parent: str | None = None
+    workload_ref: WorkloadRef | None = None
+    # What the group asks for that koordpy does not apply yet, by field name.
     asks: tuple[str, ...] = ()
     conditions: tuple[GroupCondition, ...] = ()
     generation: int | None = None  # metadata.generation, which a condition the scheduler writes observes
@@ -137,12 +154,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                                   "spec.schedulingPolicy.gang.minCount")
             if min_count is None or min_count < 1:
                 raise r.fail("spec.schedulingPolicy.gang.minCount", f"must be at least 1, got {min_count}")
-        constraints = r.mapping(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
-        field = "spec.schedulingConstraints.topology"
-        keys = tuple(r.string(r.mapping(t, f"{field}[{i}]").get("key"), f"{field}[{i}].key", required=True)
-                     for i, t in enumerate(r.seq(constraints.get("topology"), field)))
-        if len(keys) > 1:  # the API allows one; which would win is not koordpy's to guess
-            raise r.fail(field, f"at most one topology constraint is allowed, got {len(keys)}")
+        keys = _topology_keys(r, spec)
         claims = tuple(
             r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
                      required=True)
@@ -153,8 +165,11 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
         policy_field = r.string(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
         if policy_field not in ("", "PreemptLowerPriority", "Never"):
             raise r.fail("spec.preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy_field!r}")
-        asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",)
-                     if spec.get(name) not in (None, {}, []))
+        parent = r.string(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName") or None
+        ref = _workload_ref(r, spec)
+        if parent is not None and ref is None:
+            # The API server refuses it too (a child is always made from a Workload's template).
+            raise r.fail("spec.workloadRef", "must be set when spec.parentCompositePodGroupName is set")
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
                    policy="gang" if gang is not None else "basic", min_count=min_count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
@@ -164,7 +179,75 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
                    resource_claims=claims, disruption_mode="all" if "all" in mode else "single",
-                   preemption_policy=policy_field or None, asks=asks, conditions=_conditions(r, status),
+                   preemption_policy=policy_field or None, parent=parent, workload_ref=ref,
+                   conditions=_conditions(r, status),
+                   generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
+
+
+def _workload_ref(r: Reader, spec: dict[str, Any]) -> WorkloadRef | None:
+    ref = spec.get("workloadRef")
+    if ref is None:
+        return None
+    m = r.mapping(ref, "spec.workloadRef")
+    return WorkloadRef(workload_name=r.string(m.get("workloadName"), "spec.workloadRef.workloadName", required=True),
+                       template_name=r.string(m.get("templateName"), "spec.workloadRef.templateName", required=True))
+
+
+def _topology_keys(r: Reader, spec: dict[str, Any]) -> tuple[str, ...]:
+    constraints = r.mapping(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+    field = "spec.schedulingConstraints.topology"
+    keys = tuple(r.string(r.mapping(t, f"{field}[{i}]").get("key"), f"{field}[{i}].key", required=True)
+                 for i, t in enumerate(r.seq(constraints.get("topology"), field)))
+    if len(keys) > 1:  # the API allows one; which would win is not koordpy's to guess
+        raise r.fail(field, f"at most one topology constraint is allowed, got {len(keys)}")
+    return keys
+
+
+class CompositePodGroup(BaseModel, NamespacedKey):
+    """``scheduling.k8s.io/v1alpha3`` CompositePodGroup: a group of PodGroups (its children name it in
+    ``spec.parentCompositePodGroupName``). ``gang: {minGroupCount}`` admits the whole only when that
+    many children can be placed at once, each whole; ``basic: {}`` counts as a minimum of one child, as
+    kube-scheduler counts it. ``topology_keys``: the node label one of whose domains holds every child."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    name: str
+    policy: Literal["basic", "gang"]
+    min_group_count: int = 1
+    creation: float | None = None
+    topology_keys: tuple[str, ...] = ()
+    priority_class_name: str = ""
+    priority: int | None = None
+    workload_ref: WorkloadRef
+    # What it asks for that koordpy does not apply yet, by field name (a parent of its own: nesting).
+    asks: tuple[str, ...] = ()
+    generation: int | None = None
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> CompositePodGroup:
+        r, meta, (spec,) = read_object(raw, "CompositePodGroup", "spec")
+        policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+        gang = policy.get("gang")
+        if (gang is None) == (policy.get("basic") is None):
+            raise r.fail("spec.schedulingPolicy", "must set exactly one of basic and gang")
+        count = 1
+        if gang is not None:
+            found = r.integer(r.mapping(gang, "spec.schedulingPolicy.gang").get("minGroupCount"),
+                              "spec.schedulingPolicy.gang.minGroupCount")
+            if found is None or found < 1:
+                raise r.fail("spec.schedulingPolicy.gang.minGroupCount", f"must be at least 1, got {found}")
+            count = found
+        ref = _workload_ref(r, spec)
+        if ref is None:  # required by the API server: a CompositePodGroup is made from a Workload's template
+            raise r.fail("spec.workloadRef", "is required (the Workload and template the group was made from)")
+        asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",) if spec.get(name) not in (None, ""))
+        return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
+                   policy="gang" if gang is not None else "basic", min_group_count=count,
+                   creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+                   topology_keys=_topology_keys(r, spec),
+                   priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
+                   priority=r.integer(spec.get("priority"), "spec.priority"), workload_ref=ref, asks=asks,
                    generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
 
 

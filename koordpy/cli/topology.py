@@ -228,11 +228,13 @@ def _workload_label_trees(snapshot: Snapshot) -> list[tuple[str, str]]:
 
     users: dict[str, list[str]] = {}
     for key, group in sorted(upstream.groups(snapshot).items()):
-        ask = upstream.topology_ask(group)
+        ask = upstream.topology_ask(group) if not group.parent else None  # a child uses its composite's tree
         if ask is not None:
-            users.setdefault(ask.tree_key(snapshot).text, []).append(key)
-    return [(text, f"node labels, for PodGroup{'s' if len(keys) > 1 else ''} {', '.join(keys)} (scheduling.k8s.io)")
-            for text, keys in sorted(users.items())]
+            users.setdefault(ask.tree_key(snapshot).text, []).append(f"PodGroup {key}")
+    for key, composite in sorted(upstream.composites(snapshot).items()):
+        levels = upstream.composite_levels(composite, upstream.children(key, snapshot), snapshot.nodes)
+        users.setdefault(upstream.levels_key(levels).text, []).append(f"CompositePodGroup {key}")
+    return [(text, f"node labels, for {', '.join(names)} (scheduling.k8s.io)") for text, names in sorted(users.items())]
 
 
 def _layer_text(view: TreeView, d: int) -> str:

@@ -681,9 +681,9 @@ class Cycle:
             if len(pending) < len(members) and self.result.kept:
                 kept = self.result.pending if kept is None else kept
                 pending.update((p.key, kept[p.key]) for p in members if p.key not in pending and p.key in kept)
-            status = dialects.status(key, members, self.bound, self.state.reserved, self.now, self.snapshot, pending)
-            if status is not None:
-                self.result.decisions.append(PodGroupStatusUpdate(key, status))
+            for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
+                                                 self.snapshot, pending):
+                self.result.decisions.append(PodGroupStatusUpdate(obj, status))
 
 
 def schedule(snapshot: Snapshot, state: SchedulerState, now: float) -> CycleResult:

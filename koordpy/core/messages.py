@@ -24,6 +24,8 @@ from koordpy.core.verdicts import (
     BeyondMinimum,
     BoundWithoutOwner,
     ClaimsRefused,
+    CompositeMissing,
+    CompositeShort,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
@@ -31,6 +33,7 @@ from koordpy.core.verdicts import (
     GroupId,
     GroupMissing,
     GroupNamedOtherwise,
+    GroupNameShared,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -315,8 +318,22 @@ def render(reason: Reason) -> str:
             what = f"gang policy (minCount {reason.min_count})" if reason.gang else ", ".join(reason.asks)
             return (f"{SCHEDULING_GROUP}: pod {reason.pod} belongs to PodGroup {reason.group!r} with {what}, "
                     "which kube-scheduler's GangScheduling plugin would apply; it stays pending")
+        case CompositeMissing():
+            return (f"waiting for CompositePodGroup {reason.parent} (scheduling.k8s.io/v1alpha3), which PodGroup "
+                    f"{reason.group} of pod {reason.pod} names in spec.parentCompositePodGroupName, to exist")
+        case CompositeShort():
+            ready = sum(1 for _, have, need in reason.children if have >= need)
+            shown = ", ".join(f"{name} {have}/{need}" for name, have, need in reason.children[:8])
+            more = f" and {len(reason.children) - 8} more" if len(reason.children) > 8 else ""
+            return (f"CompositePodGroup {reason.composite} waits for {reason.need} child PodGroups (minGroupCount) "
+                    f"to have their minimum of pods: {ready} of its {len(reason.children)} have "
+                    f"({shown or 'no child PodGroup names it'}{more})")
+        case GroupNameShared():
+            return (f"PodGroup {reason.group} and CompositePodGroup {reason.group} (scheduling.k8s.io) share a "
+                    f"namespace and name, which koordpy cannot tell apart; pod {reason.pod} stays pending "
+                    "until one is renamed")
         case GroupSchedulers():
-            return (f"PodGroup {reason.group} (scheduling.k8s.io) is refused: its pods name different "
+            return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: its pods name different "
                     f"schedulerNames ({', '.join(reason.names)}), and only one scheduler may place a group; "
                     f"pod {reason.pod} stays pending")
         case GroupClaims():
@@ -324,7 +341,7 @@ def render(reason: Reason) -> str:
                     f"({', '.join(reason.claims)}), which kube-scheduler's DynamicResources plugin would allocate; "
                     f"pod {reason.pod} stays pending")
         case GroupPriority():
-            return (f"PodGroup {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
+            return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
                     f"{reason.pod_priority} and the group {reason.group_priority}; every pod of a group must have "
                     "the group's priority")
         case Refused():

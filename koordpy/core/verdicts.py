@@ -192,6 +192,34 @@ class GroupSchedulers:
     pod: str
     group: str  # namespace/name
     names: tuple[str, ...]
+    kind: str = "PodGroup"  # or "CompositePodGroup": the whole tree under it is one group
+
+
+@dataclass(frozen=True)
+class CompositeMissing:
+    """A pod whose Workload PodGroup names a parent CompositePodGroup that does not exist (yet)."""
+
+    pod: str
+    group: str  # namespace/name of the pod's PodGroup
+    parent: str  # namespace/name of the CompositePodGroup it names
+
+
+@dataclass(frozen=True)
+class CompositeShort:
+    """A CompositePodGroup with fewer than ``need`` children that have their minimum of pods
+    (``children``: each child's name, pods and minimum), as kube-scheduler waits for them."""
+
+    composite: str
+    need: int
+    children: tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True)
+class GroupNameShared:
+    """A PodGroup and a CompositePodGroup of one namespace/name: the gang key cannot tell them apart."""
+
+    pod: str
+    group: str  # namespace/name
 
 
 @dataclass(frozen=True)
@@ -211,6 +239,7 @@ class GroupPriority:
     group: str  # namespace/name
     pod_priority: int
     group_priority: int
+    kind: str = "PodGroup"  # or "CompositePodGroup": a child's pods have the priority of the tree's root
 
 
 @dataclass(frozen=True)
@@ -450,6 +479,7 @@ Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
     | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
     | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority | Refused
+    | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption

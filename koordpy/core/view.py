@@ -282,8 +282,22 @@ class View:
             touched.update(*(item.value(snapshot) for item in declaring))
             touched |= set(self.gangs)
         else:
+            objects: set[str] = set()
             for item in declaring:
-                touched |= item.changed_keys(snapshot, prev)
+                objects |= item.changed_keys(snapshot, prev)
+            touched |= objects
+            # A group object that comes or changes can move the pods filed under its key to another
+            # gang (a PodGroup naming a parent CompositePodGroup, seen after its pods): they are asked again.
+            for key in objects:
+                for pod in [p for p in self.members.get(key, {}).values() if gang_member(p, snapshot) != key]:
+                    new = gang_member(pod, snapshot)
+                    self.members[key].pop(pod.key, None)
+                    if new is None:
+                        self.member_of.pop(pod.key, None)
+                    else:
+                        self.member_of[pod.key] = new
+                        self.members.setdefault(new, {})[pod.key] = pod
+                        touched.add(new)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:

@@ -34,7 +34,7 @@ from koordpy.api.volcano import (
     network_topology_from_annotations,
     pod_volcano_group,
 )
-from koordpy.api.workload import WorkloadPodGroup
+from koordpy.api.workload import CompositePodGroup, WorkloadPodGroup
 from tests.builders import node, pod
 
 Raw = dict[str, Any]
@@ -529,6 +529,8 @@ MINIMAL: dict[str, Raw] = {
     "PodGroup.scheduling.k8s.io": {"metadata": {"name": "g", "namespace": "ns"},
                                    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
     "PodGroup.scheduling.run.ai": {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}},
+    "CompositePodGroup": {"metadata": {"name": "c", "namespace": "ns"}, "spec": {
+        "workloadRef": {"workloadName": "w", "templateName": "t"}, "schedulingPolicy": {"gang": {"minGroupCount": 2}}}},
     "Job": {"metadata": {"name": "j", "namespace": "ns"}, "spec": {"parallelism": 3}},
     "ReplicaSet": {"metadata": {"name": "rs", "namespace": "ns"}, "spec": {"replicas": 3}},
     "Deployment": {"metadata": {"name": "d", "namespace": "ns"}, "spec": {"replicas": 3}},
@@ -547,6 +549,7 @@ ROLE_TYPES: dict[str, type] = {
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
     "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
     "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
+    "composite-podgroup": CompositePodGroup,
 }
 
 

@@ -355,9 +355,13 @@ def test_show_lists_the_node_label_trees_workload_podgroups_use(capsys: pytest.C
     assert code == 0, err
     assert ("label/example.com/block>topology.kubernetes.io/rack: node labels, for PodGroup default/tune "
             "(scheduling.k8s.io)\n") in out
-    assert "└── b1 (example.com/block)  6 nodes" in out
+    assert "└── b1 (example.com/block)  8 nodes" in out
     assert "    ├── r1 (topology.kubernetes.io/rack)  2 nodes" in out
     assert "label/topology.kubernetes.io/rack: node labels, for PodGroup default/train (scheduling.k8s.io)\n" in out
+    # A CompositePodGroup's tree (its key above its children's), listed once, not its children's keys.
+    assert ("labels/topology.kubernetes.io/rack,kubernetes.io/hostname: node labels, for CompositePodGroup "
+            "default/serve-replicas (scheduling.k8s.io)\n") in out
+    assert "label/kubernetes.io/hostname" not in out
     code, out, err = cli(capsys, "topology", "show", "-f", example, "--tree",
                          "label/example.com/block>topology.kubernetes.io/rack")
     assert code == 0, err

@@ -34,6 +34,8 @@ from koordpy.core.verdicts import (
     BoundWithoutOwner,
     ClaimsRefused,
     Code,
+    CompositeMissing,
+    CompositeShort,
     Failure,
     GangCount,
     GangTimeoutEvent,
@@ -41,6 +43,7 @@ from koordpy.core.verdicts import (
     GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
+    GroupNameShared,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -149,6 +152,21 @@ TABLE: list[tuple[Reason, str]] = [
     (GroupPriority("default/p", "default/workers", 100, 0),
      "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
      "every pod of a group must have the group's priority"),
+    (GroupSchedulers("default/p", "default/train", ("default-scheduler", "koordpy"), "CompositePodGroup"),
+     "CompositePodGroup default/train (scheduling.k8s.io) is refused: its pods name different schedulerNames "
+     "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),
+    (CompositeMissing("default/p", "default/workers", "default/train"),
+     "waiting for CompositePodGroup default/train (scheduling.k8s.io/v1alpha3), which PodGroup default/workers of "
+     "pod default/p names in spec.parentCompositePodGroupName, to exist"),
+    (CompositeShort("default/train", 2, (("c0", 2, 2), ("c1", 1, 2))),
+     "CompositePodGroup default/train waits for 2 child PodGroups (minGroupCount) to have their minimum of pods: "
+     "1 of its 2 have (c0 2/2, c1 1/2)"),
+    (CompositeShort("default/train", 1, ()),
+     "CompositePodGroup default/train waits for 1 child PodGroups (minGroupCount) to have their minimum of pods: "
+     "0 of its 0 have (no child PodGroup names it)"),
+    (GroupNameShared("default/p", "default/train"),
+     "PodGroup default/train and CompositePodGroup default/train (scheduling.k8s.io) share a namespace and name, "
+     "which koordpy cannot tell apart; pod default/p stays pending until one is renamed"),
     (Refused("default/g", GroupMissing("default/p", "default", "workers")),
      'GangGroup "default/g" waits as a whole: waiting for PodGroup default/workers (scheduling.k8s.io), which pod '
      "default/p names in spec.schedulingGroup, to exist"),

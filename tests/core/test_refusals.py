@@ -82,13 +82,13 @@ def test_a_running_pod_with_claims_counts_on_its_node_as_any_other() -> None:
 
 # -- Workload PodGroups (kube-scheduler's GangScheduling, spec.schedulingGroup) -------------------
 
-def test_a_pod_in_a_workload_podgroup_with_a_parent_is_refused_not_scheduled_alone() -> None:
-    # CompositePodGroups are not read yet: a child group's pods wait, naming the field.
-    out = run(node("n0"), workload_podgroup("workers", {"gang": {"minCount": 1}}, parentCompositePodGroupName="p"),
+def test_a_pod_in_a_workload_podgroup_whose_parent_is_missing_waits_for_it_not_scheduled_alone() -> None:
+    # A child group's pods are the parent CompositePodGroup's gang: without it they wait, naming it.
+    out = run(node("n0"), workload_podgroup("workers", {"gang": {"minCount": 1}}, parentCompositePodGroupName="p",
+                                            workloadRef={"workloadName": "w", "templateName": "t"}),
               grouped(pod("w-0", cpu="1")), pod("plain", cpu="1"))
     assert out.bound == {"default/plain": "n0"}
-    assert out.pending["default/w-0"].startswith(f"{SCHEDULING_GROUP}: pod default/w-0 belongs to PodGroup "
-                                                 "'workers'")
+    assert out.pending["default/w-0"].startswith("waiting for CompositePodGroup default/p (scheduling.k8s.io/v1alpha3)")
 
 
 def test_a_scheduling_group_named_by_another_field_is_refused_too() -> None:

@@ -75,7 +75,7 @@ def test_every_snapshot_field_but_the_settings_is_a_kinds_and_each_field_has_one
     assert {name: len(changes) for name, changes in filled.items() if len(changes) > 1} == {}
     assert set(kinds.CHANGES) == set(get_args(kinds.Change))
     assert {k.label for k in kinds.KINDS if k.gang} == {"PodGroup", "VolcanoPodGroup", "KaiPodGroup",
-                                                        "WorkloadPodGroup"}
+                                                        "WorkloadPodGroup", "CompositePodGroup"}
 
 
 def test_a_kinds_change_decides_what_the_view_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:

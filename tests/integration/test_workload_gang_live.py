@@ -34,9 +34,9 @@ and r2; with CompositePodGroup off it bound one child of the Workload that has r
 The test with room for two children passes on a composite-blind scheduler as well (every child's
 own gang fits); the test with room for one is the one that needs ``minGroupCount``.
 
-koordpy runs every test. The Indexed Job's gang and the ``disruptionMode: all`` preemption pass for
-it; the rule its upstream dialect does not apply yet (a CompositePodGroup's ``minGroupCount``, whose
-children it refuses today) is a strict expected failure naming its gap (``koordpy_lacks``), so a
+koordpy runs every test and passes every rule, the Indexed Job's gang, the ``disruptionMode: all``
+preemption and the CompositePodGroup's ``minGroupCount``; a rule it could not apply would be a strict
+expected failure naming its gap (``koordpy_lacks``), so that a
 mark cannot outlive the gap it stands for.
 """
 
@@ -361,11 +361,9 @@ def bound_per_child(kube: Kube, children: list[str]) -> dict[str, int]:
     return {g: sum(f"{g}-{i}" in bound for i in range(2)) for g in children}
 
 
-def test_a_composite_pod_group_binds_min_group_count_children_whole(kube: Kube, under_test: UnderTest,
-                                                                   request: pytest.FixtureRequest) -> None:
+def test_a_composite_pod_group_binds_min_group_count_children_whole(kube: Kube, under_test: UnderTest) -> None:
     """``train-replicas`` asks for 2 of its 3 children on 4 nodes a pod fills: room for 2 children.
     Exactly 2 children bind, each whole, and the third binds nothing."""
-    koordpy_lacks(request, under_test, "a CompositePodGroup's minGroupCount (its children are refused)")
     kube.apply(fake([node(f"n{i}", cpu="4") for i in range(4)]))
     children = composite_train(kube, under_test.scheduler_name)
     wait_for(lambda: sum(bound_per_child(kube, children).values()) >= 4, "two children's pods bound",
@@ -377,12 +375,11 @@ def test_a_composite_pod_group_binds_min_group_count_children_whole(kube: Kube, 
 
 
 def test_a_composite_pod_group_binds_nothing_until_min_group_count_children_fit(
-        kube: Kube, under_test: UnderTest, request: pytest.FixtureRequest) -> None:
+        kube: Kube, under_test: UnderTest) -> None:
     """The same Workload on 3 nodes: room for one child only. Each child's own gang would fit, but
     the parent's ``minGroupCount: 2`` cannot be met, so no pod binds (a scheduler that read only the
     children's gangs would bind one of them). A fourth node then makes room for two children, and
     two bind whole: so the pods were held by the parent's minimum, not ignored."""
-    koordpy_lacks(request, under_test, "a CompositePodGroup's minGroupCount (its children are refused)")
     kube.apply(fake([node(f"n{i}", cpu="4") for i in range(3)]))
     children = composite_train(kube, under_test.scheduler_name)
     # Every pod tried: bound, or PodScheduled=False with the scheduler's reason.

@@ -75,7 +75,12 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     if pod.terminal:
         return None
     owners = snapshot.owners if snapshot is not None else None
-    return first(lambda d: d.member(pod, owners))
+    for dialect in DIALECTS:
+        key = dialect.member(pod, owners)
+        if key is not None:
+            # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
+            return (dialect.enclosing(key, snapshot) or key) if snapshot is not None else key
+    return None
 
 
 def declared_keys(snapshot: Snapshot) -> list[str]:
@@ -112,7 +117,7 @@ def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
     as before."""
     first = pods[0] if pods else None
     return next((d for d in DIALECTS if first is not None and d.names_objects(first)
-                 and d.member(first, snapshot.owners) == key), None)
+                 and gang_member(first, snapshot) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],
@@ -166,12 +171,13 @@ def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
     return first(lambda d: d.min_resources(key, snapshot))
 
 
-def status(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
-           snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-    """The status the gang's object should have after this cycle, written by the dialect that declares
-    it, when it differs from what the object says (``pending``: why each unbound member waits)."""
+def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
+             snapshot: Snapshot, pending: Mapping[str, str]) -> list[tuple[str, GangStatus]]:
+    """The statuses the gang's objects should have after this cycle (object key, status), written by
+    the dialect that declares it, where they differ from what the objects say (``pending``: why each
+    unbound member waits). Most gangs have one object; a CompositePodGroup's gang writes its children."""
     dialect = declaring(key, snapshot)
-    return dialect.status(key, members, bound_now, reserved, now, snapshot, pending) if dialect is not None else None
+    return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
 
 
 # -- pods refused ----------------------------------------------------------------------------------

@@ -54,6 +54,11 @@ class Dialect(Protocol):
         what the pod itself says)."""
         ...
 
+    def enclosing(self, key: str, snapshot: Snapshot) -> str | None:
+        """The gang that the group ``key`` (as ``member`` gave it) is part of, when its object says
+        so (a PodGroup that names a parent CompositePodGroup); None: the group is its own gang."""
+        ...
+
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
         """The keys of the gangs its objects declare (whether or not they have pods yet)."""
         ...
@@ -97,6 +102,13 @@ class Dialect(Protocol):
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         """The status its object declaring ``key`` should have after this cycle, when it differs from
         what the object says; else None. ``pending``: why each member left unbound waits, by pod key."""
+        ...
+
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
+        """Every object whose status the gang ``key`` sets after this cycle, by its key, with that
+        status: ``status`` on the object ``key`` names, or several objects for a gang that spans
+        them (a CompositePodGroup's children)."""
         ...
 
     # -- pods it refuses -----------------------------------------------------------------
@@ -161,6 +173,9 @@ class DialectBase:
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return None
 
+    def enclosing(self, key: str, snapshot: Snapshot) -> str | None:
+        return None
+
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
         return ()
 
@@ -188,6 +203,11 @@ class DialectBase:
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         return None
+
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
+        found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
+        return () if found is None else ((key, found),)
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         return None

@@ -18,6 +18,17 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   True holds its later pods to no quorum: ``initially_scheduled``); False,
   ``Unschedulable``, with why its pods wait; False, ``SchedulerError``, for a group refused as
   kube-scheduler refuses it (schedulerNames, priority, claims).
+- CompositePodGroup (``scheduling.k8s.io/v1alpha3``): the PodGroups that name it in
+  ``parentCompositePodGroupName`` are its children, and all their pods are one gang keyed by the
+  composite's ``namespace/name`` (``enclosing``). Each child is a sub-group placed whole inside one
+  domain of its own topology key, with its own minimum (its bound members count); the gang binds
+  only when ``minGroupCount`` children (one for ``basic``) are placed or bound at once, inside one
+  domain of the composite's own key, and every other child that fits binds with them. It waits,
+  as kube-scheduler does, until that many children have their minimum of pods, and while the
+  CompositePodGroup it names does not exist. The tree is the node labels of the composite's key
+  above its children's. Like kube-scheduler, koordpy reads neither the Workload nor the template
+  ``workloadRef`` names; it writes ``PodGroupInitiallyScheduled`` on each child, none on the
+  composite. Nested composites (a CompositePodGroup with a parent) are refused.
 
 Belongs here: everything koordpy does with these groups. Does not belong here: refusals that are no
 dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``), the gang rule
@@ -37,11 +48,13 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.selectors import qualified_name_problem
+from koordpy.api.topology import NODE_LAYER
 from koordpy.api.workload import (
     INITIALLY_SCHEDULED,
     SCHEDULED,
     SCHEDULER_ERROR,
     UNSCHEDULABLE,
+    CompositePodGroup,
     GroupCondition,
     WorkloadPodGroup,
 )
@@ -50,14 +63,18 @@ from koordpy.core.dialects.base import DialectBase
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.messages import WORKLOAD_PODGROUP, render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
-from koordpy.core.requirement import Requirement
+from koordpy.core.naming import natural_key
+from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
+    CompositeMissing,
+    CompositeShort,
     GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
+    GroupNameShared,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -70,9 +87,52 @@ STORE = "workload_podgroups"
 DECLARED_BY = WORKLOAD_PODGROUP
 
 
+# Its CompositePodGroups' store (an optional kind: a cluster without the CompositePodGroup gate has none).
+COMPOSITES = "composite_podgroups"
+COMPOSITE_DECLARED_BY = "CompositePodGroup scheduling.k8s.io"
+
+
 def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:
     found: Mapping[str, WorkloadPodGroup] = snapshot.of(STORE)
     return found
+
+
+def composites(snapshot: Snapshot) -> Mapping[str, CompositePodGroup]:
+    found: Mapping[str, CompositePodGroup] = snapshot.of(COMPOSITES)
+    return found
+
+
+def parent_key(group: WorkloadPodGroup) -> str | None:
+    """``namespace/name`` of the CompositePodGroup the group names as its parent, else None."""
+    return f"{group.namespace}/{group.parent}" if group.parent else None
+
+
+# Each CompositePodGroup's children, for one snapshot at a time (the last one asked about).
+_CHILDREN: list[tuple[Snapshot, dict[str, list[WorkloadPodGroup]]]] = []
+
+
+def children(key: str, snapshot: Snapshot) -> list[WorkloadPodGroup]:
+    """The PodGroups that name the CompositePodGroup ``key`` as their parent, in natural name order."""
+    if not (_CHILDREN and _CHILDREN[0][0] is snapshot):
+        index: dict[str, list[WorkloadPodGroup]] = {}
+        for g in groups(snapshot).values():
+            up = parent_key(g)
+            if up is not None:
+                index.setdefault(up, []).append(g)
+        for found in index.values():
+            found.sort(key=lambda g: natural_key(g.name))
+        _CHILDREN[:] = [(snapshot, index)]
+    return _CHILDREN[0][1].get(key, [])
+
+
+def child_minimum(group: WorkloadPodGroup) -> int:
+    """A child's own minimum: its gang's ``minCount``; 1 for ``basic``, as kube-scheduler counts it."""
+    return group.min_count if group.policy == "gang" and group.min_count is not None else 1
+
+
+def group_count(composite: CompositePodGroup) -> int:
+    """The children a CompositePodGroup needs at once: ``minGroupCount``; 1 for ``basic``."""
+    return composite.min_group_count if composite.policy == "gang" else 1
 
 
 def group_key(pod: Pod) -> str | None:
@@ -100,10 +160,15 @@ def schedulers(snapshot: Snapshot) -> Mapping[str, tuple[str, ...]]:
     if _SCHEDULERS and _SCHEDULERS[0][0] is snapshot:
         return _SCHEDULERS[0][1]
     found: dict[str, set[str]] = {}
+    known = groups(snapshot)
     for p in snapshot.pods:
         key = group_key(p)
         if key is not None and not p.terminal:
             found.setdefault(key, set()).add(p.scheduler_name)
+            group = known.get(key)
+            up = parent_key(group) if group is not None else None
+            if up is not None:  # the whole tree under a CompositePodGroup is one group
+                found.setdefault(up, set()).add(p.scheduler_name)
     index = {k: tuple(sorted(v)) for k, v in found.items()}
     _SCHEDULERS[:] = [(snapshot, index)]
     return index
@@ -134,15 +199,29 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
         return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
     if group.asks:
         return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
-    names = schedulers(snapshot).get(key, ())
+    # The root of the group's tree: kube-scheduler holds every pod of a tree to the root's scheduler
+    # and priority.
+    root, kind, priority = key, "PodGroup", (group.priority_class_name, group.priority)
+    up = parent_key(group)
+    if up is not None:
+        composite = composites(snapshot).get(up)
+        if composite is None:
+            return CompositeMissing(pod.key, key, up)
+        if composite.asks:
+            return GroupRefused(pod.key, pod.scheduling_group, False, None,
+                                tuple(f"CompositePodGroup {up} with {a}" for a in composite.asks))
+        root, kind, priority = up, "CompositePodGroup", (composite.priority_class_name, composite.priority)
+    elif key in composites(snapshot):
+        return GroupNameShared(pod.key, key)
+    names = schedulers(snapshot).get(root, ())
     if len(names) > 1:
-        return GroupSchedulers(pod.key, key, names)
+        return GroupSchedulers(pod.key, root, names, kind)
     if group.resource_claims:
         return GroupClaims(pod.key, key, group.resource_claims)
     own = priority_of(pod.priority_class_name, pod.priority, snapshot)
-    theirs = priority_of(group.priority_class_name, group.priority, snapshot)
+    theirs = priority_of(*priority, snapshot)
     if own != theirs:
-        return GroupPriority(pod.key, key, own, theirs)
+        return GroupPriority(pod.key, root, own, theirs, kind)
     return None
 
 
@@ -168,7 +247,43 @@ def label_tree(label: str, nodes: Sequence[Node]) -> TopologyTree:
     return label_levels_tree((label,), nodes, "cluster")
 
 
-_PREFERRED_TREES: dict[object, TopologyTree] = {}
+# Label trees of two or more levels, kept (a few) while the nodes' labels stay the same.
+_LEVEL_TREES: dict[object, TopologyTree] = {}
+
+
+def _levels_tree(levels: tuple[str, ...], nodes: Sequence[Node], optional: str, node_layer: str) -> TopologyTree:
+    """Nodes grouped by the values of ``levels``, the widest first, each level a layer of domains. A
+    node without one of the labels is outside the tree, except for ``optional`` (a preferred
+    level): a node without it hangs from the domain above, in no domain of that level. A value found
+    under two domains of the level above is two domains (the wider label is the harder one)."""
+    key = (levels, optional, node_layer, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
+    cached = _LEVEL_TREES.get(key)
+    if cached is not None:
+        return cached
+    height = len(levels)
+    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
+    node_parent: dict[str, DomainId] = {}
+    outside = []
+    for n in nodes:
+        if any(not n.labels.get(k) for k in levels if k != optional):
+            outside.append(n.name)
+            continue
+        prefix: DomainId = ROOT
+        for i, level in enumerate(levels):
+            value = n.labels.get(level)
+            if not value:  # only the optional level may be missing here
+                break
+            child = (*prefix, value)
+            inner.setdefault(child, (prefix, level, value, height - i))
+            prefix = child
+        node_parent[n.name] = prefix
+    tree = TopologyTree.from_edges(levels, [n.name for n in nodes], inner, node_parent, node_layer=node_layer,
+                                   root_rank=height + 1, root_layer="cluster", leaf_depth=height + 1,
+                                   outside=outside)
+    if len(_LEVEL_TREES) >= 8:
+        _LEVEL_TREES.pop(next(iter(_LEVEL_TREES)))
+    _LEVEL_TREES[key] = tree
+    return tree
 
 
 def preferred_tree(required: str, preferred: str, nodes: Sequence[Node]) -> TopologyTree:
@@ -179,34 +294,7 @@ def preferred_tree(required: str, preferred: str, nodes: Sequence[Node]) -> Topo
     required domains is two domains, one in each (the required key is hard). ``kubernetes.io/hostname``
     as the preferred label adds no level: the nodes are that level."""
     levels = tuple(k for k in (required, preferred) if k and k != HOSTNAME)
-    key = (required, preferred, tuple((n.name, tuple(n.labels.get(k) for k in levels)) for n in nodes))
-    cached = _PREFERRED_TREES.get(key)
-    if cached is not None:
-        return cached
-    height = len(levels)
-    inner: dict[DomainId, tuple[DomainId, str, str, int]] = {}
-    node_parent: dict[str, DomainId] = {}
-    outside = []
-    for n in nodes:
-        if required and not n.labels.get(required):
-            outside.append(n.name)
-            continue
-        prefix: DomainId = ROOT
-        for i, level in enumerate(levels):
-            value = n.labels.get(level)
-            if not value:  # only the preferred label may be missing here
-                break
-            child = (*prefix, value)
-            inner.setdefault(child, (prefix, level, value, height - i))
-            prefix = child
-        node_parent[n.name] = prefix
-    tree = TopologyTree.from_edges(levels, [n.name for n in nodes], inner, node_parent, node_layer=HOSTNAME,
-                                   root_rank=height + 1, root_layer="cluster", leaf_depth=height + 1,
-                                   outside=outside)
-    if len(_PREFERRED_TREES) >= 4:  # a few, kept while the nodes' labels stay the same
-        _PREFERRED_TREES.pop(next(iter(_PREFERRED_TREES)))
-    _PREFERRED_TREES[key] = tree
-    return tree
+    return _levels_tree(levels, nodes, preferred, HOSTNAME)
 
 
 def preferred_problem(required: str, preferred: str, nodes: Sequence[Node]) -> str | None:
@@ -228,6 +316,42 @@ def preferred_problem(required: str, preferred: str, nodes: Sequence[Node]) -> s
         return f"{what}: no node {where}carries the label {preferred}; the preferred level is dropped and " \
                f"the group placed {rest}"
     return None
+
+
+COMPOSITE_TREE = "composite:"  # how a composite tree's name starts (a label key has no colon)
+
+
+def levels_key(levels: Sequence[str]) -> TreeKey:
+    """The tree of a CompositePodGroup: node labels, the widest first, every one an inner level (the
+    hostname too, so that a child held to one node is a sub-group of that level). Label keys have
+    no comma, so the name joins them with one."""
+    name = ",".join(levels)
+    return TreeKey(NAME, COMPOSITE_TREE + name, f"labels/{name}" if name else "nodes")
+
+
+def composite_tree(levels: Sequence[str], nodes: Sequence[Node]) -> TopologyTree:
+    """Nodes grouped by the values of ``levels``, each level a layer of domains (the hostname's
+    domains hold one node each); a node that lacks one of the labels is outside the tree."""
+    return _levels_tree(tuple(levels), nodes, "", NODE_LAYER)
+
+
+def composite_levels(composite: CompositePodGroup, kids: Sequence[WorkloadPodGroup],
+                     nodes: Sequence[Node]) -> tuple[str, ...]:
+    """The labels of a CompositePodGroup's tree: its own key above its children's. Children's keys
+    that differ are ordered by how many values the nodes give them (fewer: wider), the hostname last
+    (it is the nodes themselves)."""
+    own = composite.topology_keys
+    below = {k for g in kids for k in g.topology_keys if k not in own}
+
+    def width(label: str) -> tuple[bool, int, str]:
+        return (label == HOSTNAME, len({n.labels.get(label) for n in nodes} - {None}), label)
+
+    return (*own, *sorted(below, key=width))
+
+
+def level_rank(levels: Sequence[str], label: str) -> int:
+    """The rank of ``label``'s domains in the tree of ``levels`` (``composite_tree``)."""
+    return len(levels) - list(levels).index(label)
 
 
 @dataclass(frozen=True)
@@ -292,6 +416,71 @@ def topology_ask(group: WorkloadPodGroup) -> TopologyAsk | None:
     return TopologyAsk(group.topology_keys[0] if group.topology_keys else "", group.preferred_label)
 
 
+@dataclass(frozen=True)
+class CompositeAsk:
+    """A CompositePodGroup's children as sub-groups: each whole inside one domain of its own key, with
+    its own minimum; ``minGroupCount`` of them at once inside one domain of the composite's key."""
+
+    key: str  # the CompositePodGroup's namespace/name
+    keeps_gang = True  # a child placed later still lands whole, inside the composite's domain
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked:
+        composite = composites(snapshot).get(self.key)
+        kids = children(self.key, snapshot)
+        levels = composite_levels(composite, kids, trees.nodes) if composite is not None else ()
+        key = levels_key(levels)
+        own = composite.topology_keys[0] if composite is not None and composite.topology_keys else None
+        anchored = f"topology: the CompositePodGroup's bound members span {{where}}, more than one domain of {own}"
+        need = group_count(composite) if composite is not None else 1
+        pending = {p.key for p in pods}
+        order = {p.key: i for i, p in enumerate(pods)}
+        by_child: dict[str, list[Pod]] = {}
+        for p in sorted(gang.pods, key=lambda p: (order.get(p.key, -1), p.key)):
+            child = group_key(p)
+            if child is not None:
+                by_child.setdefault(child, []).append(p)
+        counts = tuple((g.name, len(by_child.get(g.key, [])), child_minimum(g)) for g in kids)
+        if composite is None or sum(1 for _, have, least in counts if have >= least) < need:
+            # kube-scheduler does not try the tree before that many children have their pods.
+            return Asked(Requirement(key, "tiers", failure=render(CompositeShort(self.key, need, counts))), anchored)
+        tree = trees[key]
+        if own is not None and not tree.domains_at(1):
+            failure = (f"0/{len(trees.nodes)} nodes are available: CompositePodGroup {self.key}'s topology "
+                       f"constraint needs nodes labelled {own}, and no node carries that label.")
+            return Asked(Requirement(key, "tiers", failure=failure), anchored)
+        subgroups = []
+        for g in kids:
+            members = by_child.get(g.key, [])
+            scope = level_rank(levels, g.topology_keys[0]) if g.topology_keys else None
+            bound = [trees.node_index[p.node_name] for p in members
+                     if p.key not in pending and p.node_name in trees.node_index]
+            anchor = None
+            if bound and scope is not None:
+                # A child with members bound grows only inside their domain of its key.
+                lca = tree.lca(int(tree.node_domain[n]) for n in bound)
+                anchor = tree.ancestor_at_most(lca, scope)
+                if anchor < 0 and tree.domain_node[lca] >= 0 and int(tree.rank[lca]) == scope:
+                    anchor = lca
+                if anchor < 0:
+                    continue  # its members already span more than its domain: it can take no more
+            subgroups.append(SubGroup(g.key, tuple(p.key for p in members if p.key in pending), child_minimum(g),
+                                      scope, policy="", bound=len(bound), anchor=anchor))
+        labels = tuple((level_rank(levels, k), k) for k in levels)
+        req = Requirement(key, "tiers", scope=level_rank(levels, own) if own is not None else None,
+                          subgroups=tuple(subgroups), policy_minimums=(("", need),), labels=(*labels, (0, "node")))
+        return Asked(req, anchored)
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey:
+        composite = composites(snapshot).get(self.key)
+        if composite is None:
+            return levels_key(())
+        return levels_key(composite_levels(composite, children(self.key, snapshot), snapshot.nodes))
+
+    def facts(self) -> TopologyFacts:
+        return TopologyFacts(NAME, (f"CompositePodGroup {self.key}: minGroupCount children, each whole inside "
+                                    "one domain of its own key, all inside one domain of the composite's key",), ())
+
+
 # -- gangs -----------------------------------------------------------------------------------------
 
 
@@ -320,6 +509,16 @@ def _class_policy(class_name: str, snapshot: Snapshot) -> str | None:
     classes = snapshot.priority_classes
     found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
     return found.preemption_policy if found is not None else None
+def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    """All the pods of a CompositePodGroup's children, one Strict gang. Its minimum is what the
+    ``minGroupCount`` smallest children need together (the sub-groups, ``CompositeAsk``, say which)."""
+    least = sorted(child_minimum(g) for g in children(composite.key, snapshot))
+    minimum = max(1, sum(least[: group_count(composite)]))
+    config = GangConfig(key=composite.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
+                        match_policy="waiting-and-running", from_crd=True)
+    gang = Gang(composite.key, config, pods, creation_time(composite.creation))
+    gang.asks = (CompositeAsk(composite.key),)
+    return gang
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -438,20 +637,31 @@ class Upstream(DialectBase):
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return group_key(pod)
 
+    def enclosing(self, key: str, snapshot: Snapshot) -> str | None:
+        group = groups(snapshot).get(key)
+        return parent_key(group) if group is not None else None
+
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
-        return [k for k, g in groups(snapshot).items() if makes_gang(g) and not g.asks]
+        own = [k for k, g in groups(snapshot).items() if makes_gang(g) and not g.asks and not g.parent]
+        return [*own, *(k for k, c in composites(snapshot).items() if not c.asks)]
 
     def declares(self, key: str, snapshot: Snapshot) -> bool:
-        return key in groups(snapshot)
+        return key in groups(snapshot) or key in composites(snapshot)
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return None if composite.asks else composite_gang(composite, pods, snapshot)
         group = groups(snapshot).get(key)
-        # A missing group, or one with asks koordpy refuses, leaves its pods to the refusal.
-        if group is None or not makes_gang(group) or group.asks:
+        # A missing group, or one with asks koordpy refuses, leaves its pods to the refusal; a child's
+        # pods are its parent's.
+        if group is None or not makes_gang(group) or group.asks or group.parent:
             return None
         return group_gang(group, pods, snapshot)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        if key in composites(snapshot):
+            return COMPOSITE_DECLARED_BY
         return DECLARED_BY if key in groups(snapshot) else None
 
     def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
@@ -466,18 +676,37 @@ class Upstream(DialectBase):
         group = groups(snapshot).get(key)
         return None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
 
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
+        if key not in composites(snapshot):
+            return super().statuses(key, members, bound_now, reserved, now, snapshot, pending)
+        # kube-scheduler v1.37 writes each child's PodGroupInitiallyScheduled (a child is scheduled
+        # once its own minimum is, which only happens with its parent's), nothing on the composite.
+        out = []
+        for child in children(key, snapshot):
+            mine = [p for p in members if group_key(p) == child.key]
+            found = group_status(child, mine, bound_now, pending, now, snapshot)
+            if found is not None:
+                out.append((child.key, found))
+        return out
+
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.
         return bool(pod.scheduling_group)
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
-        asks = (topology_ask(g) for g in groups(snapshot).values())
+        asks = (topology_ask(g) for g in groups(snapshot).values() if not g.parent)
         keys = {a.tree_key(snapshot) for a in asks if a is not None}
+        for key, composite in composites(snapshot).items():
+            keys.add(levels_key(composite_levels(composite, children(key, snapshot), snapshot.nodes)))
         yield from sorted(keys, key=lambda k: k.text)
 
     def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
         if key.dialect != NAME:
             return None
+        if key.name.startswith(COMPOSITE_TREE):
+            name = key.name.removeprefix(COMPOSITE_TREE)
+            return composite_tree(tuple(name.split(",")) if name else (), trees.nodes)
         if key.name.startswith(PREFERRED_PREFIX):
             required, preferred = json.loads(key.name[len(PREFERRED_PREFIX):])
             return preferred_tree(str(required), str(preferred), trees.nodes)
