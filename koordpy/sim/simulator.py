@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields
-from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod
+from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
@@ -193,17 +193,23 @@ class World(Stores):
         # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
         self.stores[kind.store][kind.store_key(key)] = obj
 
+    def _admission_class(self, class_name: str, what: str) -> PriorityClass | None:
+        """The PriorityClass the Priority admission plugin takes a priority from: the one named
+        (refusing ``what`` when it does not exist), else the global default (the lowest, if several
+        claim it), else None (priority 0)."""
+        if class_name:
+            pc = self.priority_classes.get(class_name)
+            if pc is None:
+                raise ParseError(what, "spec.priorityClassName", f"no PriorityClass named {class_name!r}")
+            return pc
+        return next((c for c in sorted(self.priority_classes.values(), key=lambda c: c.value) if c.global_default),
+                    None)
+
     def _admit(self, pod: Pod) -> Pod:
         """What the Priority admission plugin does to a pod on its way in."""
         if pod.priority is not None:
             return pod
-        if pod.priority_class_name:
-            pc = self.priority_classes.get(pod.priority_class_name)
-            if pc is None:
-                raise ParseError(f"Pod {pod.key}", "spec.priorityClassName",
-                                 f"no PriorityClass named {pod.priority_class_name!r}")
-        else:
-            pc = next((c for c in self.priority_classes.values() if c.global_default), None)
+        pc = self._admission_class(pod.priority_class_name, f"Pod {pod.key}")
         if pc is None:
             return pod.model_copy(update={"priority": 0})
         return pod.model_copy(update={"priority": pc.value,
@@ -218,14 +224,7 @@ class World(Stores):
         group = store[key]
         if group.priority is not None:
             return
-        if group.priority_class_name:
-            pc = self.priority_classes.get(group.priority_class_name)
-            if pc is None:
-                raise ParseError(f"PodGroup {key}", "spec.priorityClassName",
-                                 f"no PriorityClass named {group.priority_class_name!r}")
-        else:
-            pc = next((c for c in sorted(self.priority_classes.values(), key=lambda c: c.value)
-                       if c.global_default), None)
+        pc = self._admission_class(group.priority_class_name, f"PodGroup {key}")
         update = {"priority": 0} if pc is None else {"priority": pc.value, "priority_class_name": pc.name}
         store[key] = group.model_copy(update=update)
 
