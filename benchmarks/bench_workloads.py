@@ -541,7 +541,8 @@ def log_errors(log: Path, start: int) -> list[str]:
         text = f.read().decode(errors="replace")
     out = []
     for line in text.splitlines():
-        if "finished without leader elect" in line:  # kube-scheduler stopped by SIGINT says so
+        # kube-scheduler says these at every start (no static pod manifest) and stop (SIGINT), not about pods.
+        if "finished without leader elect" in line or "manifest file is empty" in line:
             continue
         if '"level": "error"' in line or "Traceback" in line or line.startswith("E"):
             out.append(line[:400])
