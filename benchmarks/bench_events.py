@@ -31,8 +31,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from benchmarks.bench_live import ROOT, Bench, run, stream
-from benchmarks.live_harness import CALL_SECONDS, NS, BenchError, Child, call, say
+from benchmarks.bench_live import ROOT, Bench, stream
+from benchmarks.live_harness import CALL_SECONDS, NS, BenchError, Child, call, run, say
 from koordpy.controller.main import api_client
 from koordpy.controller.podwatch import lines
 from koordpy.controller.writer import Conflict

@@ -33,9 +33,7 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -63,8 +61,11 @@ from benchmarks.live_harness import (
     cycle_seconds,
     dropped_watchers,
     empty,
+    free_port,
     in_window,
+    koordpy_ready,
     list_names,
+    run,
     run_bench,
     samples,
     say,
@@ -313,13 +314,6 @@ def cycle_stats(values: list[float]) -> dict[str, float]:
     return {"count": len(values), "p50_s": pct(values, 50), "p99_s": pct(values, 99), "max_s": max(values, default=0)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def koordpy_metrics(port: int) -> dict[str, float]:
     """koordpy's own write counters: ``koordpy_api_writes_total`` by kind and result, and the
     skipped-writes counter if it has one."""
@@ -352,31 +346,8 @@ async def writes_settled(port: int, child: Child, quiet: float, deadline: float 
         await asyncio.sleep(1.0)
 
 
-async def koordpy_ready(port: int, child: Child, deadline: float) -> float:
-    start = time.perf_counter()
-    async with aiohttp.ClientSession() as s:
-        while True:
-            child.check()
-            try:
-                async with s.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=5)) as r:
-                    if r.status == 200:
-                        return time.perf_counter() - start
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            if time.perf_counter() - start > deadline:
-                raise BenchError(f"koordpy not ready after {deadline:.0f} s (GET :{port}/readyz); see {child.log}")
-            await asyncio.sleep(0.5)
-
-
 def delta(after: dict[str, float] | Counter[str], before: dict[str, float] | Counter[str]) -> dict[str, float]:
     return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v != before.get(k, 0)}
-
-
-def run(argv: list[str], timeout: float) -> str:
-    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
-    if done.returncode:
-        raise BenchError(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-1500:]}")
-    return done.stdout
 
 
 async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:

@@ -41,12 +41,8 @@ command line (e.g. with a profiler).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import logging
-import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -55,26 +51,26 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient
 
-from benchmarks.bench_live import ROOT, free_port, koordpy_ready, run
 from benchmarks.live_harness import (
     CALL_SECONDS,
     LIST_SECONDS,
     RETRIES,
-    BenchError,
+    ROOT,
     Child,
+    LiveBench,
     Pods,
     call,
+    cpu_seconds,
     create,
-    empty,
-    list_names,
+    quiet,
+    run,
     run_bench,
     say,
     wait_for,
 )
 from koordpy.controller.main import api_client
-from koordpy.controller.writer import Conflict
 from tests.integration.checker import (
     Obj,
     amount,
@@ -92,10 +88,6 @@ INIT_NS, MEASURED_NS = "bench-rules-0", "bench-rules-1"
 PREFIX = "rules-node-"
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 ZONES = ("moon-1", "moon-2", "moon-3")
-TICK = os.sysconf("SC_CLK_TCK")
-QUIET_SHARE = 0.05  # of one core, over QUIET_WINDOW: a scheduler with nothing to do
-QUIET_WINDOW = 2.0
-QUIET_DEADLINE = 180.0
 
 
 # -- the objects (upstream's templates, rewritten) ------------------------------------------------
@@ -262,161 +254,15 @@ def rule_violations(nodes: list[Obj], pods: list[Obj], namespaces: dict[str, dic
     return problems
 
 
-# -- the scheduler's CPU --------------------------------------------------------------------------
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` and of its descendants alive now, plus what its reaped children
-    used (cutime + cstime), from /proc/PID/stat; 0 once it is gone."""
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        p = int(d.name)
-        parent[p] = int(fields[1])
-        ticks[p] = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if p == pid else 0)
-    total, todo = 0, [pid]
-    children: dict[int, list[int]] = defaultdict(list)
-    for p, pp in parent.items():
-        children[pp].append(p)
-    while todo:
-        p = todo.pop()
-        total += ticks.get(p, 0)
-        todo += children.get(p, [])
-    return total / TICK
-
-
-async def quiet(child: Child, what: str) -> tuple[float, bool]:
-    """Waits until ``child`` uses at most QUIET_SHARE of a core over QUIET_WINDOW seconds; returns its
-    CPU seconds then, and whether it went quiet (after QUIET_DEADLINE seconds it is reported and the
-    benchmark goes on with the figure of that moment)."""
-    start = time.perf_counter()
-    last, at = cpu_seconds(child.proc.pid), time.perf_counter()
-    while True:
-        await asyncio.sleep(QUIET_WINDOW)
-        child.check()
-        now, t = cpu_seconds(child.proc.pid), time.perf_counter()
-        if (now - last) / (t - at) <= QUIET_SHARE:
-            return now, True
-        if t - start > QUIET_DEADLINE:
-            say(f"  {child.name} was never quiet {what} in {QUIET_DEADLINE:.0f} s (last {(now - last) / (t - at):.0%} "
-                "of a core): its CPU is read now")
-            return now, False
-        last, at = now, t
-
-
 # -- the run --------------------------------------------------------------------------------------
 
-class RulesBench:
+class RulesBench(LiveBench):
     def __init__(self, api: ApiClient, args: argparse.Namespace, env: dict[str, str], state: Path) -> None:
-        self.api, self.args, self.env, self.state = api, args, env, state
-        self.core = CoreV1Api(api)
-        self.children: list[Child] = []
+        super().__init__(api, env, state, "bench-rules", PREFIX, args.deadline, args.stall)
+        self.args = args
 
-    async def namespaces(self) -> None:
-        for ns in (INIT_NS, MEASURED_NS):
-            with contextlib.suppress(Conflict):
-                await call(f"create namespace {ns}", lambda ns=ns: self.core.create_namespace(  # type: ignore[misc]
-                    {"metadata": {"name": ns}}, _preload_content=False, _request_timeout=CALL_SECONDS))
-
-    async def clean(self, ns: str) -> None:
-        t0 = time.perf_counter()
-        n = await empty(f"pods of {ns}", lambda: list_names(lambda: self.core.list_namespaced_pod(
-            ns, _preload_content=False, _request_timeout=LIST_SECONDS)),
-            lambda name: self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0, _preload_content=False,
-                                                         _request_timeout=CALL_SECONDS), 300.0)
-        if n:
-            say(f"  {ns} emptied of {n:,} pods in {time.perf_counter() - t0:.1f} s")
-
-    async def our_nodes(self) -> list[str]:
-        return [n for n in await list_names(lambda: self.core.list_node(
-            _preload_content=False, _request_timeout=LIST_SECONDS)) if n.startswith(PREFIX)]
-
-    async def nodes(self) -> None:
-        """The bench's nodes, created where missing (those over the count deleted), all Ready; other
-        nodes are named (they would take pods too)."""
-        t0 = time.perf_counter()
-        want = {f"{PREFIX}{i}" for i in range(self.args.nodes)}
-        have = set(await self.our_nodes())
-        extra = have - want
-        if extra:
-            await empty("surplus nodes", lambda: self.our_nodes_but(want),
-                        lambda n: self.core.delete_node(n, _preload_content=False, _request_timeout=CALL_SECONDS),
-                        300.0)
-        await create("nodes", [node_body(i) for i in range(self.args.nodes) if f"{PREFIX}{i}" not in have],
-                     lambda b: self.core.create_node(b, _preload_content=False, _request_timeout=CALL_SECONDS))
-        say(f"{len(want - have):,} nodes created ({len(have & want):,} there already) in "
-            f"{time.perf_counter() - t0:.1f} s; waiting until kwok has them Ready")
-        start = time.perf_counter()
-        while True:
-            data = await call("LIST nodes", lambda: self.core.list_node(
-                _preload_content=False, _request_timeout=LIST_SECONDS))
-            items = data.get("items") or []
-            ready = {n["metadata"]["name"] for n in items if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (n.get("status") or {}).get("conditions") or [])}
-            missing = sorted(want - ready)
-            if not missing:
-                others = [n["metadata"]["name"] for n in items if not n["metadata"]["name"].startswith(PREFIX)]
-                if others:
-                    say(f"  warning: {len(others)} other nodes are in the cluster and may take pods: {others[:5]}")
-                break
-            if time.perf_counter() - start > self.args.deadline:
-                raise BenchError(f"{len(missing):,} of {len(want):,} nodes not Ready after {self.args.deadline:.0f} s "
-                                 f"(is kwok running? see its log); first: {', '.join(missing[:5])}")
-            await asyncio.sleep(2)
-        say(f"  all {len(want):,} nodes Ready after {time.perf_counter() - start:.1f} s")
-
-    async def our_nodes_but(self, keep: set[str]) -> list[str]:
-        return [n for n in await self.our_nodes() if n not in keep]
-
-    def child(self, name: str, argv: list[str]) -> Child:
-        log = self.state / f"bench-rules-{name}.log"
-        log.unlink(missing_ok=True)
-        c = Child(name, argv, log, ROOT)
-        self.children.append(c)
-        return c
-
-    def stop(self, c: Child) -> None:
-        c.stop()
-        self.children.remove(c)
-
-    async def start_koordpy(self) -> Child:
-        port = free_port()
-        wrap = os.environ.get("KOORDPY_BENCH_WRAP", "").split()
-        c = self.child("koordpy", [*wrap, sys.executable, "-m", "koordpy", "run", "--kubeconfig",
-                                   self.env["KUBECONFIG"], "--log-format", "json", "--bind-address",
-                                   f"127.0.0.1:{port}"])
-        took = await koordpy_ready(port, c, self.args.deadline)
-        say(f"  koordpy (pid {c.proc.pid}, log {c.log}) ready after {took:.1f} s")
-        return c
-
-    async def start_kube_scheduler(self) -> Child:
-        cfg = self.state / "bench-rules-kube-scheduler.yaml"
-        cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                       f"clientConnection:\n  kubeconfig: {self.env['KUBECONFIG']}\n  qps: 5000\n  burst: 5000\n"
-                       "leaderElection:\n  leaderElect: false\n")
-        # The control plane's feature gates (e2e/controlplane/up.sh), as a cluster's own kube-scheduler has them.
-        gates = ["--feature-gates", self.env["FEATURE_GATES"]] if self.env.get("FEATURE_GATES") else []
-        c = self.child("kube-scheduler", [self.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0",
-                                          *gates])
-        probe = Pods(self.api, "probe", namespace=MEASURED_NS)
-        await probe.start()
-        try:  # ready once it binds a probe pod
-            await create("probe pod", [named(plain(), "probe", "probe", "default-scheduler")],
-                         lambda b: self.core.create_namespaced_pod(MEASURED_NS, b, _preload_content=False,
-                                                                   _request_timeout=CALL_SECONDS))
-            took = await wait_for("kube-scheduler's probe pod", lambda: len(probe.bound_at), 1, lambda: ["probe"],
-                                  self.args.deadline, self.args.stall, probe, [c])
-        finally:
-            await probe.stop()
-        say(f"  kube-scheduler (pid {c.proc.pid}, log {c.log}) bound a probe pod after {took:.1f} s")
-        await self.clean(MEASURED_NS)
-        return c
+    async def start_kube_scheduler(self) -> Child:  # type: ignore[override]
+        return await super().start_kube_scheduler(MEASURED_NS, named(plain(), "probe", "probe", "default-scheduler"))
 
     async def init_pods(self, shape: Shape, count: int) -> None:
         t0 = time.perf_counter()
@@ -495,10 +341,10 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
     b = RulesBench(api, args, env, state)
     fig.update({"nodes": args.nodes, "scale": args.scale, "shapes": {}})
     try:
-        await b.namespaces()
+        await b.namespaces((INIT_NS, MEASURED_NS))
         for ns in (INIT_NS, MEASURED_NS):
             await b.clean(ns)
-        await b.nodes()
+        await b.nodes([node_body(i) for i in range(args.nodes)])
         who = ["koordpy"] + ([] if args.skip_kube_scheduler else ["kube-scheduler"])
         for shape in SHAPES:
             if args.shapes and shape.name not in args.shapes:
@@ -511,12 +357,10 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
             for w in who:
                 f[w] = await b.measure(shape, w, measured)
             await b.clean(INIT_NS)
-        await empty("nodes", b.our_nodes, lambda n: b.core.delete_node(
-            n, _preload_content=False, _request_timeout=CALL_SECONDS), 300.0)
+        await b.drop_nodes()
         say(f"done in {time.perf_counter() - t0:.0f} s; retried calls {dict(RETRIES) or 'none'}")
     finally:
-        for c in list(b.children):
-            c.stop()
+        b.stop_all()
         await api.close()
 
 

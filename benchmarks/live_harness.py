@@ -8,7 +8,11 @@ a deadline that ends in an error naming what is missing.
   name in passes until nothing is left (never one deletecollection).
 - ``Child``: a process (koordpy, kube-scheduler) that dies with the benchmark and is stopped,
   or killed after 10 s.
-- readers of the API server's write counters, its audit log, Prometheus text and /proc.
+- readers of the API server's write counters, its audit log, Prometheus text and /proc
+  (``cpu_seconds``, ``quiet``: a scheduler's CPU, and waiting until it has nothing left to do).
+- ``LiveBench``: one scheduler at a time (``koordpy run`` or kube-scheduler) on nodes the benchmark
+  owns, started and stopped per round, and the namespaces it empties between rounds (bench_rules,
+  bench_workloads).
 """
 
 from __future__ import annotations
@@ -19,23 +23,27 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from koordpy.controller.podwatch import lines
 from koordpy.controller.writer import Conflict, Gone, with_retries
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench-live"
 CONCURRENCY = 64
@@ -505,3 +513,214 @@ def cycle_seconds(log: Path, start: int, end: int) -> list[float]:
 
 def size(path: Path) -> int:
     return os.path.getsize(path) if path.exists() else 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def koordpy_ready(port: int, child: Child, deadline: float) -> float:
+    start = time.perf_counter()
+    async with aiohttp.ClientSession() as s:
+        while True:
+            child.check()
+            try:
+                async with s.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - start
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            if time.perf_counter() - start > deadline:
+                raise BenchError(f"koordpy not ready after {deadline:.0f} s (GET :{port}/readyz); see {child.log}")
+            await asyncio.sleep(0.5)
+
+
+def run(argv: list[str], timeout: float) -> str:
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
+    if done.returncode:
+        raise BenchError(f"{' '.join(argv)} exited with {done.returncode}: {done.stderr[-1500:]}")
+    return done.stdout
+
+
+# -- a scheduler's CPU ----------------------------------------------------------------------------
+
+TICK = os.sysconf("SC_CLK_TCK")
+QUIET_SHARE = 0.05  # of one core, over QUIET_WINDOW: a scheduler with nothing to do
+QUIET_WINDOW = 2.0
+QUIET_DEADLINE = 180.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` and of its descendants alive now, plus what its reaped children
+    used (cutime + cstime), from /proc/PID/stat; 0 once it is gone."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        p = int(d.name)
+        parent[p] = int(fields[1])
+        ticks[p] = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if p == pid else 0)
+    total, todo = 0, [pid]
+    children: dict[int, list[int]] = defaultdict(list)
+    for p, pp in parent.items():
+        children[pp].append(p)
+    while todo:
+        p = todo.pop()
+        total += ticks.get(p, 0)
+        todo += children.get(p, [])
+    return total / TICK
+
+
+async def quiet(child: Child, what: str) -> tuple[float, bool]:
+    """Waits until ``child`` uses at most QUIET_SHARE of a core over QUIET_WINDOW seconds; returns its
+    CPU seconds then, and whether it went quiet (after QUIET_DEADLINE seconds it is reported and the
+    benchmark goes on with the figure of that moment)."""
+    start = time.perf_counter()
+    last, at = cpu_seconds(child.proc.pid), time.perf_counter()
+    while True:
+        await asyncio.sleep(QUIET_WINDOW)
+        child.check()
+        now, t = cpu_seconds(child.proc.pid), time.perf_counter()
+        if (now - last) / (t - at) <= QUIET_SHARE:
+            return now, True
+        if t - start > QUIET_DEADLINE:
+            say(f"  {child.name} was never quiet {what} in {QUIET_DEADLINE:.0f} s (last {(now - last) / (t - at):.0%} "
+                "of a core): its CPU is read now")
+            return now, False
+        last, at = now, t
+
+
+# -- one scheduler at a time ----------------------------------------------------------------------
+
+class LiveBench:
+    """What a benchmark that runs koordpy and kube-scheduler in turn on the same objects needs: its
+    nodes (named by ``prefix``), its namespaces emptied of pods, and the scheduler of a round,
+    started (``koordpy run``; kube-scheduler v1.37 with the control plane's feature gates) and
+    stopped. Its logs are ``<state>/<tag>-<scheduler>.log``."""
+
+    def __init__(self, api: ApiClient, env: dict[str, str], state: Path, tag: str, prefix: str,
+                 deadline: float, stall: float) -> None:
+        self.api, self.env, self.state, self.tag, self.prefix = api, env, state, tag, prefix
+        self.deadline, self.stall = deadline, stall
+        self.core = CoreV1Api(api)
+        self.children: list[Child] = []
+
+    async def namespaces(self, names: Iterable[str]) -> None:
+        for ns in names:
+            with contextlib.suppress(Conflict):
+                await call(f"create namespace {ns}", lambda ns=ns: self.core.create_namespace(  # type: ignore[misc]
+                    {"metadata": {"name": ns}}, _preload_content=False, _request_timeout=CALL_SECONDS))
+
+    async def clean(self, ns: str) -> None:
+        t0 = time.perf_counter()
+        n = await empty(f"pods of {ns}", lambda: list_names(lambda: self.core.list_namespaced_pod(
+            ns, _preload_content=False, _request_timeout=LIST_SECONDS)),
+            lambda name: self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0, _preload_content=False,
+                                                         _request_timeout=CALL_SECONDS), 300.0)
+        if n:
+            say(f"  {ns} emptied of {n:,} pods in {time.perf_counter() - t0:.1f} s")
+
+    async def our_nodes(self) -> list[str]:
+        return [n for n in await list_names(lambda: self.core.list_node(
+            _preload_content=False, _request_timeout=LIST_SECONDS)) if n.startswith(self.prefix)]
+
+    async def drop_nodes(self, keep: frozenset[str] = frozenset()) -> None:
+        async def others() -> list[str]:
+            return [n for n in await self.our_nodes() if n not in keep]
+
+        await empty("nodes", others, lambda n: self.core.delete_node(
+            n, _preload_content=False, _request_timeout=CALL_SECONDS), 300.0)
+
+    async def nodes(self, bodies: list[dict[str, Any]], same: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        """The benchmark's nodes are exactly ``bodies``: those missing (or, when ``same`` says a node
+        is not as wanted, replaced) are created, those over are deleted, and all are Ready; other
+        nodes are named (they would take pods too)."""
+        t0 = time.perf_counter()
+        want = {b["metadata"]["name"] for b in bodies}
+        data = await call("LIST nodes", lambda: self.core.list_node(
+            _preload_content=False, _request_timeout=LIST_SECONDS))
+        have = {n["metadata"]["name"] for n in data.get("items") or [] if n["metadata"]["name"].startswith(self.prefix)
+                and (same is None or same(n))}
+        if set(await self.our_nodes()) - have:
+            await self.drop_nodes(keep=frozenset(have & want))
+        await create("nodes", [b for b in bodies if b["metadata"]["name"] not in have],
+                     lambda b: self.core.create_node(b, _preload_content=False, _request_timeout=CALL_SECONDS))
+        say(f"{len(want - have):,} nodes created ({len(have & want):,} there already) in "
+            f"{time.perf_counter() - t0:.1f} s; waiting until kwok has them Ready")
+        start = time.perf_counter()
+        while True:
+            data = await call("LIST nodes", lambda: self.core.list_node(
+                _preload_content=False, _request_timeout=LIST_SECONDS))
+            items = data.get("items") or []
+            ready = {n["metadata"]["name"] for n in items if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or [])}
+            missing = sorted(want - ready)
+            if not missing:
+                others = [n["metadata"]["name"] for n in items if not n["metadata"]["name"].startswith(self.prefix)]
+                if others:
+                    say(f"  warning: {len(others)} other nodes are in the cluster and may take pods: {others[:5]}")
+                break
+            if time.perf_counter() - start > self.deadline:
+                raise BenchError(f"{len(missing):,} of {len(want):,} nodes not Ready after {self.deadline:.0f} s "
+                                 f"(is kwok running? see its log); first: {', '.join(missing[:5])}")
+            await asyncio.sleep(2)
+        say(f"  all {len(want):,} nodes Ready after {time.perf_counter() - start:.1f} s")
+
+    def child(self, name: str, argv: list[str]) -> Child:
+        log = self.state / f"{self.tag}-{name}.log"
+        log.unlink(missing_ok=True)
+        c = Child(name, argv, log, ROOT)
+        self.children.append(c)
+        return c
+
+    def stop(self, c: Child) -> None:
+        c.stop()
+        self.children.remove(c)
+
+    def stop_all(self) -> None:
+        for c in list(self.children):
+            self.stop(c)
+
+    async def start_koordpy(self) -> Child:
+        port = free_port()
+        wrap = os.environ.get("KOORDPY_BENCH_WRAP", "").split()
+        c = self.child("koordpy", [*wrap, sys.executable, "-m", "koordpy", "run", "--kubeconfig",
+                                   self.env["KUBECONFIG"], "--log-format", "json", "--bind-address",
+                                   f"127.0.0.1:{port}"])
+        took = await koordpy_ready(port, c, self.deadline)
+        say(f"  koordpy (pid {c.proc.pid}, log {c.log}) ready after {took:.1f} s")
+        return c
+
+    async def start_kube_scheduler(self, probe_ns: str, probe: dict[str, Any]) -> Child:
+        """kube-scheduler, ready once it has bound ``probe`` (a pod labelled ``bench-round=probe``
+        for default-scheduler), which is deleted again with the rest of ``probe_ns``'s pods."""
+        cfg = self.state / f"{self.tag}-kube-scheduler.yaml"
+        cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                       f"clientConnection:\n  kubeconfig: {self.env['KUBECONFIG']}\n  qps: 5000\n  burst: 5000\n"
+                       "leaderElection:\n  leaderElect: false\n")
+        # The control plane's feature gates (e2e/controlplane/up.sh), as a cluster's own kube-scheduler has them.
+        gates = ["--feature-gates", self.env["FEATURE_GATES"]] if self.env.get("FEATURE_GATES") else []
+        c = self.child("kube-scheduler", [self.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0",
+                                          *gates])
+        watch = Pods(self.api, "probe", namespace=probe_ns)
+        await watch.start()
+        try:
+            await create("probe pod", [probe], lambda b: self.core.create_namespaced_pod(
+                probe_ns, b, _preload_content=False, _request_timeout=CALL_SECONDS))
+            name = probe["metadata"]["name"]
+            took = await wait_for("kube-scheduler's probe pod", lambda: len(watch.bound_at), 1, lambda: [name],
+                                  self.deadline, self.stall, watch, [c])
+        finally:
+            await watch.stop()
+        say(f"  kube-scheduler (pid {c.proc.pid}, log {c.log}) bound a probe pod after {took:.1f} s")
+        await self.clean(probe_ns)
+        return c

@@ -14,6 +14,7 @@ nominatedNodeName, until the watch shows it or the write fails.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
 V = TypeVar("V")
-ASSUME_TTL = 60.0  # seconds an unconfirmed binding keeps its room
+ASSUME_TTL = 60.0  # seconds a written but unconfirmed binding keeps its room (none while it is written)
 # Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
 # heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
 KEPT_IF_EQUAL = frozenset({"nodes", "pods"})
@@ -317,8 +318,17 @@ class Cache(Stores):
         self._dirty[pod] = None
         self.changed.set()
 
-    def assume(self, pod: str, node: str) -> None:
-        self._hold(self.assumed, pod, (node, time.monotonic()))
+    def assume(self, pod: str, node: str, writing: bool = False) -> None:
+        """``pod`` counts as bound to ``node``. ``writing``: its bind is still queued or in flight, and
+        ASSUME_TTL only starts once it is written (``bind_written``): a bind that waits longer than
+        ASSUME_TTL for its turn must not let the pod be placed a second time meanwhile."""
+        self._hold(self.assumed, pod, (node, math.inf if writing else time.monotonic()))
+
+    def bind_written(self, pod: str) -> None:
+        """The bind of an assumed pod is written: ASSUME_TTL counts from now until the watch shows it."""
+        held = self.assumed.get(pod)
+        if held is not None:
+            self.assumed[pod] = (held[0], time.monotonic())
 
     def forget(self, pod: str) -> None:
         self._drop(self.assumed, pod)

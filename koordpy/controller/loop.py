@@ -200,7 +200,7 @@ class SchedulerLoop:
         """Carries out one decision; every kind of decision has its case (``assert_never``)."""
         match d:
             case Bind():
-                self.cache.assume(d.pod, d.node)
+                self.cache.assume(d.pod, d.node, writing=True)
                 if d.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
                     undo = self._assume_volumes(d.volumes)
                     self.writer.spawn_owed(self._prebind(d, uid(d.pod), undo, started, scheduled.get(d.pod)))
@@ -304,6 +304,7 @@ class SchedulerLoop:
             self.metrics.attempts.labels(outcome, profile).inc()
             self.metrics.attempt_duration.labels(outcome, profile).observe(time.perf_counter() - started)
         if bound:
+            self.cache.bind_written(d.pod)
             self.writer.bound(d.pod)
             if event is not None:
                 self.writer.spawn_owed(self.writer.event(event.kind, event.obj, uid, event.type, event.reason,
@@ -359,7 +360,7 @@ class SchedulerLoop:
                     raise TimeoutError(f"claims {', '.join(vb.claims)} not bound within {PREBIND_TIMEOUT:g}s")
                 if d.pod not in self.cache.pods:
                     raise LookupError("the pod is gone")
-                self.cache.assume(d.pod, d.node)  # held, whatever ASSUME_TTL says, while PreBind waits
+                self.cache.assume(d.pod, d.node, writing=True)  # held, whatever ASSUME_TTL says, while PreBind waits
                 await asyncio.sleep(PREBIND_POLL)
         except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
             log.error("volume binding failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")

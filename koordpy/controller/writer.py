@@ -83,6 +83,13 @@ def now_rfc3339() -> str:
     return rfc3339(time.time())
 
 
+def _already_bound(exc: ApiException) -> bool:
+    """A nomination refused because the pod is bound: written in the background, it can land after
+    the pod's own bind (its victims went before the write did), and then there is nothing to nominate."""
+    body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+    return exc.status == 422 and "already bound" in body
+
+
 def _uid_mismatch(exc: ApiException) -> bool:
     """A patch naming the pod's UID was refused because the pod under that name is another one."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
@@ -245,6 +252,9 @@ class ApiWriter:
                 return True
             except ApiException as exc:
                 if _uid_mismatch(exc):
+                    return True
+                if _already_bound(exc):
+                    log.info("nomination moot: the pod is bound already", pod=pod_key, node=node)
                     return True
                 log.error("cannot nominate", pod=pod_key, node=node, status=exc.status, error=str(exc.reason))
                 return False

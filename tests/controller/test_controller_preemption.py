@@ -216,6 +216,25 @@ async def test_a_nomination_is_a_merge_patch_and_an_empty_node_removes_it() -> N
     assert all(c[4]["_content_type"] == MERGE_PATCH for c in core.calls)
 
 
+async def test_a_nomination_refused_because_the_pod_is_bound_already_is_no_failure() -> None:
+    """A nomination written in the background can land after the pod's own bind (a gang's victims
+    went fast and the next cycle bound it): the API server then refuses the nomination (422, "may
+    not be set on pods that are already bound"). The pod has its node, so nothing is left to
+    nominate: it is no error (bench_workloads' preemption rounds logged one per gang member)."""
+    class BoundCore(FakeCore):
+        def _answer(self, call: str) -> None:
+            exc = ApiException(status=422, reason="Unprocessable Entity")
+            exc.body = (b'{"kind":"Status","message":"Pod \\"member\\" is invalid: status.nominatedNodeName: '
+                        b'Forbidden: may not be set on pods that are already bound to a node","reason":"Invalid"}')
+            raise exc
+
+    writer, api = await writer_with(BoundCore())
+    try:
+        assert await writer.nominate("ns/member", "m1", "node-5")
+    finally:
+        await api.close()
+
+
 # -- loop --------------------------------------------------------------------------------------
 
 

@@ -20,11 +20,14 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.podgroup import PodGroup
+from koordpy.controller import cache as cache_module
+from koordpy.controller import loop as loop_module
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop, invalid_reason
 from koordpy.controller.main import LOG_HANDLER, configure_logging
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
+from koordpy.core.decisions import Bind, CycleResult
 from koordpy.core.view import View
 from tests.api.test_api_volcano_kai import volcano_podgroup
 from tests.builders import node, pod, podgroup
@@ -57,6 +60,66 @@ def test_assumed_pods_count_as_bound_until_the_watch_confirms() -> None:
     cache.assume("default/q", "n1")
     cache.forget("default/q")
     assert cache.assumed == {} and cache.changed.is_set()
+
+
+def test_an_assumed_bind_keeps_its_room_while_it_is_written_and_assume_ttl_counts_from_the_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind queued behind thousands of others (bench_workloads, 3,000 gangs on a loaded machine)
+    can wait longer than ASSUME_TTL for its turn. Counted from the decision, the assumption expired,
+    the pod looked pending again and its gang was placed a second time on other nodes (207 binds
+    refused with 409 in one round; meanwhile the first node's room counted as free). So the TTL
+    starts once the bind is written."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the cache reads it; no event loop runs here
+    cache = Cache()
+    cache.observe("Node", None, rv(node("n1"), 1))
+    cache.observe("Pod", None, rv(pod("p"), 2))
+    names = frozenset({"koordpy"})
+    cache.assume("default/p", "n1", writing=True)
+    now[0] += cache_module.ASSUME_TTL * 3  # still queued
+    assert [p.node_name for p in cache.snapshot(names).pods] == ["n1"]
+    cache.bind_written("default/p")
+    now[0] += cache_module.ASSUME_TTL - 1
+    assert [p.node_name for p in cache.snapshot(names).pods] == ["n1"]
+    now[0] += 2  # written, and the watch never showed it: the room is given back
+    assert [p.node_name for p in cache.snapshot(names).pods] == [""]
+    cache.bind_written("default/p")  # a late answer does not bring back what expired
+    assert cache.assumed == {}
+
+
+async def test_the_loop_holds_a_bind_until_it_is_written_then_starts_assume_ttl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = Cache()
+    cache.observe("Node", None, rv(node("n1"), 1))
+    cache.observe("Pod", None, rv(pod("p"), 2))
+    answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    class SlowWriter:
+        def __init__(self) -> None:
+            self.tasks: list[asyncio.Future[None]] = []
+
+        def spawn_owed(self, what: Coroutine[Any, Any, None]) -> None:
+            self.tasks.append(asyncio.ensure_future(what))
+
+        async def bind(self, pod_key: str, uid: str, node_name: str) -> bool:
+            return await answer
+
+        def bound(self, pod_key: str) -> None:
+            pass
+
+        def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
+            pass
+
+    monkeypatch.setattr(loop_module, "schedule", lambda snapshot, state, now: CycleResult(
+        decisions=[Bind("default/p", "n1")]))
+    writer = SlowWriter()
+    loop = SchedulerLoop(cache, writer, frozenset({"koordpy"}))  # type: ignore[arg-type]
+    await loop.cycle()
+    await asyncio.sleep(0)
+    assert cache.assumed["default/p"][1] == float("inf")  # queued or in flight: no TTL yet
+    answer.set_result(True)
+    await asyncio.gather(*writer.tasks)
+    assert cache.assumed["default/p"][1] != float("inf")  # written: the TTL runs from now
 
 
 def test_invalid_objects_are_kept_as_errors_for_reporting() -> None:
