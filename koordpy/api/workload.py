@@ -159,12 +159,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
             r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
                      required=True)
             for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
-        mode = r.mapping(spec.get("disruptionMode"), "spec.disruptionMode")
-        if len(mode) > 1 or (mode and next(iter(mode)) not in ("single", "all")):
-            raise r.fail("spec.disruptionMode", f"must set exactly one of single and all, got {sorted(mode)}")
-        policy_field = r.string(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
-        if policy_field not in ("", "PreemptLowerPriority", "Never"):
-            raise r.fail("spec.preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy_field!r}")
+        mode, policy_field = _disruption(r, spec)
         parent = r.string(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName") or None
         ref = _workload_ref(r, spec)
         if parent is not None and ref is None:
@@ -178,10 +173,22 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                        ANN_PREFERRED, "").strip(),
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
-                   resource_claims=claims, disruption_mode="all" if "all" in mode else "single",
-                   preemption_policy=policy_field or None, parent=parent, workload_ref=ref,
+                   resource_claims=claims, disruption_mode=mode, preemption_policy=policy_field, parent=parent,
+                   workload_ref=ref,
                    conditions=_conditions(r, status),
                    generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
+
+
+def _disruption(r: Reader, spec: dict[str, Any]) -> tuple[Literal["single", "all"], str | None]:
+    """``disruptionMode`` (a union: ``{single: {}}``, the default, or ``{all: {}}``) and
+    ``preemptionPolicy`` (None when unset), as a PodGroup and a CompositePodGroup both spell them."""
+    mode = r.mapping(spec.get("disruptionMode"), "spec.disruptionMode")
+    if len(mode) > 1 or (mode and next(iter(mode)) not in ("single", "all")):
+        raise r.fail("spec.disruptionMode", f"must set exactly one of single and all, got {sorted(mode)}")
+    policy = r.string(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+    if policy not in ("", "PreemptLowerPriority", "Never"):
+        raise r.fail("spec.preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy!r}")
+    return ("all" if "all" in mode else "single"), (policy or None)
 
 
 def _workload_ref(r: Reader, spec: dict[str, Any]) -> WorkloadRef | None:
@@ -219,6 +226,9 @@ class CompositePodGroup(BaseModel, NamespacedKey):
     topology_keys: tuple[str, ...] = ()
     priority_class_name: str = ""
     priority: int | None = None
+    # disruptionMode all: the children are only ever disrupted together; preemptionPolicy: the tree's.
+    disruption_mode: Literal["single", "all"] = "single"
+    preemption_policy: str | None = None
     workload_ref: WorkloadRef
     # What it asks for that koordpy does not apply yet, by field name (a parent of its own: nesting).
     asks: tuple[str, ...] = ()
@@ -242,7 +252,9 @@ class CompositePodGroup(BaseModel, NamespacedKey):
         if ref is None:  # required by the API server: a CompositePodGroup is made from a Workload's template
             raise r.fail("spec.workloadRef", "is required (the Workload and template the group was made from)")
         asks = tuple(f"spec.{name}" for name in ("parentCompositePodGroupName",) if spec.get(name) not in (None, ""))
+        mode, preemption = _disruption(r, spec)
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
+                   disruption_mode=mode, preemption_policy=preemption,
                    policy="gang" if gang is not None else "basic", min_group_count=count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
                    topology_keys=_topology_keys(r, spec),

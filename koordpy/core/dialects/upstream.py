@@ -518,6 +518,12 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(composite.key, config, pods, creation_time(composite.creation))
     gang.asks = (CompositeAsk(composite.key),)
+    # The root speaks for the whole tree in preemption: its priority (every pod must have it), its
+    # policy, and disruptionMode all (the children go together). A child's own disruptionMode all
+    # under a single-mode composite (a unit inside the gang) is not applied yet.
+    gang.priority = priority_of(composite.priority_class_name, composite.priority, snapshot)
+    gang.preemption_policy = composite.preemption_policy or _class_policy(composite.priority_class_name, snapshot)
+    gang.whole = composite.disruption_mode == "all"
     return gang
 
 

@@ -181,3 +181,22 @@ def test_a_member_beyond_the_quorum_says_what_preemption_did() -> None:
               member("high-1", "3", "high", priority_class="high"))
     said = [e.message for e in out.events if e.obj == "default/high-1" and e.reason == "FailedScheduling"]
     assert said and all("preemption:" in m for m in said), said
+
+
+def test_a_composite_speaks_for_its_tree_in_preemption() -> None:
+    # The composite ``low`` (disruptionMode all, priority 1000) has two children of one pod each, on
+    # ra-0 and rb-0; ``high`` needs ra-0's room only. As a unit the whole tree goes (rb-0 too); in
+    # single mode only the pod in the way (its child, being of one pod, broken below its minimum).
+    from tests.core.dialects.test_upstream_composite import composite
+
+    def objs(mode: str) -> list[Any]:
+        kids = [group(f"low-{c}", min_count=1, parentCompositePodGroupName="low", priorityClassName="low",
+                      workloadRef={"workloadName": "train", "templateName": "workers"}) for c in range(2)]
+        return [CLASSES, rack_nodes({"ra": 1, "rb": 1}),
+                composite("low", count=1, priorityClassName="low", disruptionMode={mode: {}}), *kids,
+                member("low-0-0", "3", "low-0", node_name="ra-0", priority_class="low"),
+                member("low-1-0", "3", "low-1", node_name="rb-0", priority_class="low"),
+                group("high", min_count=1, topology=RACK, priorityClassName="high"),
+                member("high-0", "3", "high", priority_class="high")]
+    assert sorted(run(*objs("all")).preempted) == ["default/low-0-0", "default/low-1-0"]
+    assert len(run(*objs("single")).preempted) == 1
