@@ -222,22 +222,11 @@ class Cycle:
                 # does for them, inside the domain the running members keep (``req.anchor``).
                 # (When some were placed now, the rest try again next cycle, anchored to them.)
                 plan = self.post_filter(job, pods, req, failure, Statement(self.cluster))
-                if plan is not None and plan.outcome == "none" and len(pods) > 1:
-                    # kube-scheduler preempts for such pods one at a time: room for the first may
-                    # be made where room for all of them cannot.
-                    one = self.preemptor.plan(job, pods[:1], req, failure, self._place)
-                    plan = one if one.outcome != "none" else plan
-                self.diagnoses[job.id] = (failure, plan)
-                if plan is not None and plan.outcome == "nominated" and not plan.victims:
-                    self._release(plan.released)
+                if self._follow(job, failure, plan):
                     return self._job(job, preempt=False)
                 if plan is not None and plan.outcome == "nominated":
-                    self._carry_out(job, plan, failure)
                     self._reject(job, failure, plan)
-                    return None
-                if plan is not None and plan.outcome == "none":
-                    self._drop_nominations(job)
-                if failure:
+                else:
                     self._leftovers(job, failure, plan.message if plan is not None else "")
                 return None
             if failure:  # members beyond the minimum that did not fit keep trying on their own
@@ -247,16 +236,8 @@ class Cycle:
         stmt.rollback(lifted)
         plan = self.post_filter(job, pods, req, failure, stmt) if failure is not None and preempt else None
         stmt.discard()
-        self.diagnoses[job.id] = (failure, plan)
-        if plan is not None and plan.outcome == "nominated" and not plan.victims:
-            # Only lower-priority nominations stood in the way: their room is taken back and the
-            # job placed at once.
-            self._release(plan.released)
+        if self._follow(job, failure, plan):
             return self._job(job, preempt=False)
-        if plan is not None and plan.outcome == "nominated":
-            self._carry_out(job, plan, failure)
-        elif plan is not None and plan.outcome == "none":
-            self._drop_nominations(job)
         if not strict and not (plan is not None and plan.outcome == "nominated"):
             # NonStrict: what fits stays reserved while the GangGroup waits for the rest.
             for key, node, request in partial:
@@ -289,6 +270,21 @@ class Cycle:
                 return False
             stmt.assume(pod.key, node, vec)
         return True
+
+    def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
+        """What preemption planned, carried out; True when the job is to be placed again at once
+        (only lower-priority nominations stood in the way: their room is taken back)."""
+        self.diagnoses[job.id] = (failure, plan)
+        if plan is None:
+            return False
+        if plan.outcome == "nominated" and not plan.victims:
+            self._release(plan.released)
+            return True
+        if plan.outcome == "nominated":
+            self._carry_out(job, plan, failure)
+        elif plan.outcome == "none":
+            self._drop_nominations(job)
+        return False
 
     def _carry_out(self, job: Job, plan: Plan, failure: Failure | None) -> None:
         """The plan as decisions: victims evicted, the room of lower-priority nominations taken
@@ -621,8 +617,10 @@ class Cycle:
         self.result.preemption_attempts += 1
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
         if plan.outcome == "none" and job.is_gang and gangrule.strict(job):
-            least = gangrule.deficit(job, self.state.reserved, self.state.satisfied)
-            if 0 < least < len(pods):  # room for the gang's minimum may be made where all of it cannot
+            # Room for the gang's minimum may be made where all of it cannot; once the minimum
+            # holds, room for one member (kube-scheduler preempts for such pods one at a time).
+            least = max(1, gangrule.deficit(job, self.state.reserved, self.state.satisfied))
+            if least < len(pods):
                 smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)
                 if smaller.outcome != "none":
                     return smaller

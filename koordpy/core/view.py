@@ -155,6 +155,20 @@ class View:
 
     # -- bringing the view up to date ------------------------------------------------------
 
+    def _file(self, pod: Pod, new: str | None, touched: set[str]) -> None:
+        """Files ``pod`` under gang ``new`` (None: no gang), out of the gang it was filed under;
+        both gangs are marked to be rebuilt."""
+        old = self.member_of.get(pod.key)
+        if old is not None and old != new:
+            self.members.get(old, {}).pop(pod.key, None)
+            touched.add(old)
+        if new is None:
+            self.member_of.pop(pod.key, None)
+        else:
+            self.member_of[pod.key] = new
+            self.members.setdefault(new, {})[pod.key] = pod
+            touched.add(new)
+
     def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
@@ -265,16 +279,7 @@ class View:
             if self._swap_if_only_message(pod):
                 continue
             single_keys.add(pod.key)
-            old, new = self.member_of.get(pod.key), gang_member(pod, snapshot)
-            if old is not None and old != new:
-                self.members.get(old, {}).pop(pod.key, None)
-                touched.add(old)
-            if new is None:
-                self.member_of.pop(pod.key, None)
-            else:
-                self.member_of[pod.key] = new
-                self.members.setdefault(new, {})[pod.key] = pod
-                touched.add(new)
+            self._file(pod, gang_member(pod, snapshot), touched)
         # The kinds that declare gangs (their objects and their errors, by gang key): what changed
         # there is rebuilt.
         declaring = self._inputs.get("gangs", ())
@@ -289,15 +294,10 @@ class View:
             # A group object that comes or changes can move the pods filed under its key to another
             # gang (a PodGroup naming a parent CompositePodGroup, seen after its pods): they are asked again.
             for key in objects:
-                for pod in [p for p in self.members.get(key, {}).values() if gang_member(p, snapshot) != key]:
+                for pod in list(self.members.get(key, {}).values()):
                     new = gang_member(pod, snapshot)
-                    self.members[key].pop(pod.key, None)
-                    if new is None:
-                        self.member_of.pop(pod.key, None)
-                    else:
-                        self.member_of[pod.key] = new
-                        self.members.setdefault(new, {})[pod.key] = pod
-                        touched.add(new)
+                    if new != key:
+                        self._file(pod, new, touched)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:

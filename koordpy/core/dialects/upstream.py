@@ -44,7 +44,7 @@ from typing import Any
 
 from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.kueue import ANN_PREFERRED
-from koordpy.api.objects import Node, Pod
+from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.selectors import qualified_name_problem
@@ -179,9 +179,15 @@ def priority_of(class_name: str, value: int | None, snapshot: Snapshot) -> int:
     else the global default's, else 0."""
     if value is not None:
         return value
-    classes = snapshot.priority_classes
-    found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
+    found = _admitted_class(class_name, snapshot)
     return found.value if found is not None else 0
+
+
+def _admitted_class(class_name: str, snapshot: Snapshot) -> PriorityClass | None:
+    """The PriorityClass the Priority admission takes a group's values from: the one named, else the
+    global default, else None."""
+    classes = snapshot.priority_classes
+    return classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
@@ -506,8 +512,7 @@ def group_gang(group: WorkloadPodGroup, pods: list[Pod], snapshot: Snapshot) -> 
 def _class_policy(class_name: str, snapshot: Snapshot) -> str | None:
     """The preemptionPolicy the Priority admission would give a group naming ``class_name`` without
     one (None: no class to take it from, the pods' own then decides)."""
-    classes = snapshot.priority_classes
-    found = classes.get(class_name) if class_name else next((c for c in classes.values() if c.global_default), None)
+    found = _admitted_class(class_name, snapshot)
     return found.preemption_policy if found is not None else None
 def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
     """All the pods of a CompositePodGroup's children, one Strict gang. Its minimum is what the
