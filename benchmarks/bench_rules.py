@@ -41,8 +41,6 @@ command line (e.g. with a profiler).
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -50,7 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from benchmarks.live_harness import (
@@ -66,7 +63,7 @@ from benchmarks.live_harness import (
     create,
     quiet,
     run,
-    run_bench,
+    run_and_report,
     say,
     wait_for,
 )
@@ -397,11 +394,7 @@ def main() -> None:
         if s.short == "anti" and (not args.shapes or s.name in args.shapes) \
                 and scaled(s.init, args.scale) + scaled(s.measured, args.scale) > args.nodes:
             ap.error(f"{s.name} needs a node per pod: --nodes {args.nodes} is fewer than its pods")
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    fig = run_bench("bench_rules", lambda state, fig: bench(args, state, fig), args.json, ROOT)
-    print("\n" + table(fig))
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
+    run_and_report("bench_rules", lambda state, fig: bench(args, state, fig), args.json, ROOT, table)
 
 
 if __name__ == "__main__":

@@ -68,8 +68,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import logging
 import math
 import time
 from collections import defaultdict
@@ -77,7 +75,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from benchmarks.bench_rules import rule_violations
@@ -97,7 +94,7 @@ from benchmarks.live_harness import (
     list_names,
     quiet,
     run,
-    run_bench,
+    run_and_report,
     say,
     wait_for,
 )
@@ -627,11 +624,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.workloads and not select(args.workloads):
         ap.error(f"no workload matches {sorted(args.workloads)}")
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    fig = run_bench("bench_workloads", lambda state, fig: bench(args, state, fig), args.json, ROOT)
-    print("\n" + table(fig))
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
+    run_and_report("bench_workloads", lambda state, fig: bench(args, state, fig), args.json, ROOT, table)
 
 
 if __name__ == "__main__":

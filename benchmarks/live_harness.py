@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
+import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
@@ -80,6 +82,17 @@ def run_bench(label: str, bench: Callable[[Path, dict[str, Any]], Coroutine[Any,
         if not reuse:
             subprocess.run([str(root / "e2e/controlplane/down.sh"), str(state)], check=False, timeout=120)
     return fig
+
+
+def run_and_report(label: str, bench: Callable[[Path, dict[str, Any]], Coroutine[Any, Any, None]],
+                   json_path: str | None, root: Path, table: Callable[[dict[str, Any]], str]) -> None:
+    """``run_bench`` quietly (koordpy's own log lines above errors only), then the figures' table on
+    stdout and every figure in ``json_path``."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    fig = run_bench(label, bench, json_path, root)
+    print("\n" + table(fig))
+    if json_path:
+        Path(json_path).write_text(json.dumps(fig, indent=2, sort_keys=True) + "\n")
 
 
 def say(message: str) -> None:
