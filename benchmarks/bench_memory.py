@@ -25,8 +25,8 @@ topology, for the cycle to place.
 
 Sizes: pods 4,000 / 16,000 / 50,000 at 5,000 nodes, and nodes 2,500 / 5,000 / 10,000 at 16,000
 pods; the growth per 1,000 pods and per 1,000 nodes is the least-squares slope over each three.
-``--trace`` also runs 5,000 nodes x 16,000 pods under tracemalloc and prints where the held Python
-memory was allocated (largest first).
+``--trace`` also runs 5,000 nodes x 16,000 pods (or the ``--only`` size) under tracemalloc and
+prints where the held Python memory was allocated (largest first).
 """
 
 from __future__ import annotations
@@ -252,7 +252,8 @@ def mib(n: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--trace", action="store_true", help="also show where 5,000 x 16,000's memory is held")
+    ap.add_argument("--trace", action="store_true",
+                    help="also show where 5,000 x 16,000's (or --only's) memory is held")
     ap.add_argument("--only", help="one size, NODESxPODS (e.g. 5000x16000)")
     args = ap.parse_args()
     if args.child:
@@ -283,8 +284,9 @@ def main() -> None:
         print(f"slope: {per_pod:.1f} MiB per 1,000 pods (at 5,000 nodes), "
               f"{per_node:.1f} MiB per 1,000 nodes (at 16,000 pods)", flush=True)
     if args.trace:
-        t = run_child(5_000, 16_000, trace=True)
-        print(f"tracemalloc at 5,000 x 16,000: {mib(t['traced'])} MiB traced after the cycle; top lines:")
+        n, m = sizes[0] if args.only else (5_000, 16_000)
+        t = run_child(n, m, trace=True)
+        print(f"tracemalloc at {n:,} x {m:,}: {mib(t['traced'])} MiB traced after the cycle; top lines:")
         for where, size, count in t["top"]:
             print(f"  {size / MiB:7.1f} MiB {count:>9,} blocks  {where}")
 
