@@ -33,6 +33,7 @@ from koordpy.api.objects import (
     Taint,
     Toleration,
 )
+from koordpy.api.podgroup import pod_gang_name
 from koordpy.api.podvolumes import Disk, PodVolume
 from tests.builders import node, pod
 
@@ -181,3 +182,10 @@ def test_shared_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(table._memo) <= 3 and [h["k"] for h in held] == [str(i) for i in range(10)]
     assert table.map({"k": "9"}) is held[9]
     assert SHARED_LIMIT >= 1000  # a big gang's members, at least, fit in one table's life
+
+
+def test_a_gangs_pods_name_their_gang_with_one_string() -> None:
+    # The core files each member under its gang's name: one string for the gang, not one a pod.
+    a, b = (Pod.from_raw(_decoded(_rich_pod(f"p{i}"))) for i in range(2))
+    ga, gb = (pod_gang_name(p.namespace, p.labels, p.annotations) for p in (a, b))
+    assert ga == "default/g" and ga is gb
