@@ -1,6 +1,7 @@
 """Typed models of the Kubernetes objects koordpy reads, parsed from raw API dicts.
 
-Belongs here: pydantic models, quantity/duration parsing, annotation decoding and the
+Belongs here: the models (pydantic, or frozen slotted records for what the cache holds by the
+thousand: see ``koordpy.api.model``), quantity/duration parsing, annotation decoding and the
 errors that name the object and field at fault. Does not belong here: anything that
 decides where a pod goes (that is ``koordpy.core``) or reads files and sockets.
 """

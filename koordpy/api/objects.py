@@ -1,12 +1,22 @@
-"""Core Kubernetes kinds as koordpy sees them: Node, Pod, PriorityClass and Namespace."""
+"""Core Kubernetes kinds as koordpy sees them: Node, Pod, PriorityClass and Namespace.
+
+Belongs here: the kinds and their parts, each read from its raw dict by ``from_raw``. What the
+cache holds by the thousand (a Node, a Pod and what they carry: taints, tolerations, volumes, the
+pod's rules) is a frozen slotted record (``koordpy.api.model.Record``), not a pydantic model: every
+field is checked by the Reader as it is read, and a pydantic object's per-instance dict and
+fields-set cost about 2 KiB a pod (docs/design.md, "What the cache keeps"). Equal parts parsed
+from different objects are kept once (``koordpy.api.model.Shared``).
+"""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from koordpy.api.model import NamespacedKey
+from koordpy.api.model import NamespacedKey, Record, Shared
 from koordpy.api.podvolumes import PodVolume, pod_volumes
 from koordpy.api.raw import Reader, label_problem, read_object
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
@@ -19,13 +29,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Taint(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Taint(Record):
     key: str
     value: str = ""
     effect: str
 
 
-class Toleration(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toleration(Record):
     key: str = ""
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str = ""
@@ -78,10 +90,11 @@ class NodeSelectorTerm(_Model):
         )
 
 
-class Node(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Node(Record):
     name: str
-    labels: dict[str, str] = {}
-    allocatable: dict[str, int] = {}  # cpu in milli-cpus, the rest in base units (see quantity)
+    labels: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, int] = field(default_factory=dict)  # cpu in milli-cpus, the rest in base units
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     ready: bool = True
@@ -103,14 +116,13 @@ class Node(_Model):
             c = r.mapping(cond, f"status.conditions[{i}]")
             if c.get("type") == "Ready":
                 ready = str(c.get("status")) == "True"
-        # Every field was checked and typed by the Reader above; pydantic's second pass over
-        # thousands of nodes and pods would only repeat it.
-        return cls.model_construct(
-            name=r.name(meta.get("name")),
-            labels=r.str_map(meta.get("labels"), "metadata.labels"),
-            allocatable=allocatable,
+        # Every field was checked and typed by the Reader above.
+        return cls(
+            name=sys.intern(r.name(meta.get("name"))),  # a pod's nodeName is the same string
+            labels=_interned_map(r.str_map(meta.get("labels"), "metadata.labels")),
+            allocatable=_SHARED_RESOURCES.map(allocatable),
             unschedulable=r.boolean(spec.get("unschedulable"), "spec.unschedulable"),
-            taints=taints,
+            taints=_SHARED_TAINTS.get(taints),
             ready=ready,
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             declared_features=frozenset(
@@ -142,7 +154,8 @@ def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-class PodSelector(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodSelector(Record):
     """A label selector over pods as a tuple of requirements (``matchLabels`` become ``In``), so
     terms hash and compare by value. ``nothing``: the selector was absent, which in an affinity term
     or a spread constraint matches no pod (an empty selector matches every pod)."""
@@ -158,7 +171,8 @@ class PodSelector(_Model):
         return frozenset(r.key for r in self.requirements)
 
 
-class PodAffinityTerm(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodAffinityTerm(Record):
     """A required (or, with a weight, preferred) inter-pod affinity or anti-affinity term.
 
     ``namespaces`` is what the term's namespaces resolve to without the selector: the listed ones,
@@ -181,7 +195,8 @@ class PodAffinityTerm(_Model):
             and self.selector.matches(pod.labels)
 
 
-class SpreadConstraint(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpreadConstraint(Record):
     """One ``topologySpreadConstraints`` entry (matchLabelKeys merged into the selector)."""
 
     max_skew: int
@@ -193,7 +208,8 @@ class SpreadConstraint(_Model):
     honor_node_taints: bool = False  # nodeTaintsPolicy: Ignore (the default) or Honor
 
 
-class HostPort(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostPort(Record):
     protocol: str
     port: int
     ip: str  # "0.0.0.0" when unset: every address
@@ -208,12 +224,13 @@ PREEMPTION_REASON = "PreemptionByScheduler"
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 
 
-class Pod(_Model, NamespacedKey):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pod(Record, NamespacedKey):
     namespace: str
     name: str
     uid: str = ""
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
     creation: float | None = None
     deleting: bool = False
     scheduler_name: str = "default-scheduler"
@@ -223,8 +240,8 @@ class Pod(_Model, NamespacedKey):
     priority: int | None = None
     priority_class_name: str = ""
     preemption_policy: str | None = None
-    requests: dict[str, int] = {}  # in the units of Node.allocatable, the pods count (1) included
-    node_selector: dict[str, str] = {}
+    requests: dict[str, int] = field(default_factory=dict)  # in Node.allocatable's units, the pods count (1) too
+    node_selector: dict[str, str] = field(default_factory=dict)
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     owner_references: tuple[dict[str, str], ...] = ()
@@ -268,6 +285,16 @@ class Pod(_Model, NamespacedKey):
     # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
     scheduling_group: str = ""
     scheduling_group_other: bool = False  # named by a field other than podGroupName
+    # ``namespace/name``, made once: the core files the pod under it in many tables, each of which
+    # would otherwise hold a string of its own.
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
+
+    @property
+    def key(self) -> str:
+        return self._key
 
     @property
     def terminal(self) -> bool:
@@ -328,26 +355,29 @@ class Pod(_Model, NamespacedKey):
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
-        return cls.model_construct(  # checked field by field above, as for Node
-            namespace=r.namespace(meta.get("namespace")),
+        # Checked field by field above, as for Node. What a gang's pods (or every pod) have alike is
+        # kept once: the maps and tuples are shared, the names and label strings interned.
+        return cls(
+            namespace=sys.intern(r.namespace(meta.get("namespace"))),
             name=r.name(meta.get("name")),
             uid=r.string(meta.get("uid"), "metadata.uid"),
-            labels=r.str_map(meta.get("labels"), "metadata.labels"),
-            annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
+            labels=_SHARED_LABELS.map(r.str_map(meta.get("labels"), "metadata.labels")),
+            annotations=_SHARED_ANNOTATIONS.map(r.str_map(meta.get("annotations"), "metadata.annotations")),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             deleting=meta.get("deletionTimestamp") is not None,
-            scheduler_name=r.string(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
-            node_name=r.string(spec.get("nodeName"), "spec.nodeName"),
-            nominated_node_name=r.string(status.get("nominatedNodeName"), "status.nominatedNodeName"),
-            phase=r.string(status.get("phase"), "status.phase") or "Pending",
+            scheduler_name=sys.intern(r.string(spec.get("schedulerName"), "spec.schedulerName")
+                                      or "default-scheduler"),
+            node_name=sys.intern(r.string(spec.get("nodeName"), "spec.nodeName")),
+            nominated_node_name=sys.intern(r.string(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+            phase=sys.intern(r.string(status.get("phase"), "status.phase") or "Pending"),
             priority=r.integer(spec.get("priority"), "spec.priority"),
-            priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
+            priority_class_name=sys.intern(r.string(spec.get("priorityClassName"), "spec.priorityClassName")),
             preemption_policy=policy,
-            requests=_pod_requests(r, spec),
-            node_selector=r.str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
-            affinity_terms=tuple(terms),
-            tolerations=tuple(tolerations),
-            owner_references=owners,
+            requests=_SHARED_RESOURCES.map(_pod_requests(r, spec)),
+            node_selector=_SHARED_LABELS.map(r.str_map(spec.get("nodeSelector"), "spec.nodeSelector")),
+            affinity_terms=_SHARED_TERMS.get(tuple(terms)),
+            tolerations=_SHARED_TOLERATIONS.get(tuple(tolerations)),
+            owner_references=_SHARED_OWNERS.get(owners, tuple(tuple(o.items()) for o in owners)),
             unschedulable_message=unschedulable_message,
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
@@ -362,6 +392,22 @@ class Pod(_Model, NamespacedKey):
             **_pod_rules(r, spec, meta),
             volumes=pod_volumes(r, str(meta.get("name") or ""), spec),
         )
+
+
+def _interned_map(values: dict[str, str]) -> dict[str, str]:
+    """``values`` with its keys and values interned: one copy of each label string however many
+    nodes carry it (each watch event decodes its own)."""
+    return {sys.intern(k): sys.intern(v) for k, v in values.items()}
+
+
+# What pods and nodes have alike, kept once (see Shared). Each table is of one field's values.
+_SHARED_LABELS = Shared[dict[str, str]]()
+_SHARED_ANNOTATIONS = Shared[dict[str, str]]()
+_SHARED_RESOURCES = Shared[dict[str, int]]()
+_SHARED_TAINTS = Shared[tuple[Taint, ...]]()
+_SHARED_TOLERATIONS = Shared[tuple[Toleration, ...]]()
+_SHARED_TERMS = Shared[tuple[NodeSelectorTerm, ...]]()
+_SHARED_OWNERS = Shared[tuple[dict[str, str], ...]]()
 
 
 # The node features kube-scheduler v1.37 infers a pod needs, each from what in its spec uses it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -224,7 +225,8 @@ def pod_gang_name(pod_namespace: str, labels: dict[str, str], annotations: dict[
     """The gang a pod belongs to, ``namespace/name``, or None for a pod of its own."""
     name = (annotations.get(ANN_NAME) or annotations.get(COMPAT_NAME) or labels.get(POD_GROUP_LABEL)
             or annotations.get(POD_GROUP_LABEL))
-    return f"{pod_namespace}/{name}" if name else None
+    # Interned: the core files each member under its gang, and a gang's pods then share one string.
+    return sys.intern(f"{pod_namespace}/{name}") if name else None
 
 
 GANG_KEYS = frozenset({ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH, ANN_TOPOLOGY_SPEC})

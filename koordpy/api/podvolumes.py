@@ -8,10 +8,10 @@ up in (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode) are in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from koordpy.api.model import Record
 from koordpy.api.raw import Reader
 
 # In-tree volume plugins whose volumes the CSI migration counts under a CSI driver's attach limit
@@ -27,11 +27,8 @@ MIGRATED: dict[str, tuple[str, str, str]] = {
 DRIVER_OF_PLUGIN = {plugin: driver for plugin, driver, _ in MIGRATED.values()}
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Disk(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disk(Record):
     """An in-tree disk that two pods on one node may not share (VolumeRestrictions): a GCE PD unless
     both mount it read-only, an AWS EBS volume always, an iSCSI IQN or a Ceph RBD image unless both
     are read-only (RBD: the same pool and image with a monitor in common)."""
@@ -51,7 +48,8 @@ class Disk(_Model):
         return not (self.read_only and other.read_only)
 
 
-class PodVolume(_Model):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodVolume(Record):
     name: str
     claim: str = ""  # the PersistentVolumeClaim it mounts (a generic ephemeral volume's: <pod>-<volume>)
     ephemeral: bool = False  # a generic ephemeral volume: its claim is made for the pod by a controller

@@ -392,7 +392,7 @@ class View:
             self.single_jobs[pod.key].pods[0] if pod.key in self.single_jobs else None)
         if old is None or old.unschedulable_message == pod.unschedulable_message:
             return False
-        if {**old.__dict__, "unschedulable_message": pod.unschedulable_message} != pod.__dict__:
+        if old.model_copy(update={"unschedulable_message": pod.unschedulable_message}) != pod:
             return False
         group = self.groups.get(gang_key) if gang_key is not None else None
         for job_id in (None if group is None else str(group), pod.key):

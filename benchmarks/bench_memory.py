@@ -1,0 +1,295 @@
+"""What the scheduler's memory costs at scale (issue 21, goal 2); prints figures, asserts nothing.
+
+    .venv/bin/python -m benchmarks.bench_memory [--trace] [--only 5000x16000]
+
+Offline, no cluster. Each size runs in a fresh subprocess that imports what ``koordpy run`` imports,
+step by step, and reports the resident set (RSS, ``/proc/self/status``) after each step:
+
+    python          the interpreter and the standard library the rest needs
+    numpy           numpy
+    numba+kernels   numba, LLVM and koordpy's compiled kernels, loaded (``kernels.warm.warm_up``)
+    pydantic+api    pydantic and koordpy's API models and settings
+    kubernetes      kubernetes_asyncio's client
+    kopf            kopf
+    controller      koordpy's controller and core, run once (``controller.main.warm_up``)
+
+That last figure is the baseline: RSS before the first object. Then N nodes and M pods (with their
+PodGroups and a ClusterNetworkTopology) go into the controller's ``Cache`` as watch events, the way
+the live loop's LIST and watches feed it, and the live loop's standing state is built: one
+``Cache.snapshot`` and one core cycle (``schedule``), whose binds the cache assumes. RSS is read
+after the objects and after the cycle. The pods are gangs of 20 as the live benchmark's workloads
+look once the API server has admitted them: labels, an annotation, an owner reference, the two
+default tolerations, a service-account volume and cpu/memory requests (half the gangs with a GPU);
+nine gangs in ten are bound, spread over the nodes, and one in ten is pending with a PreferGather
+topology, for the cycle to place.
+
+Sizes: pods 4,000 / 16,000 / 50,000 at 5,000 nodes, and nodes 2,500 / 5,000 / 10,000 at 16,000
+pods; the growth per 1,000 pods and per 1,000 nodes is the least-squares slope over each three.
+``--trace`` also runs 5,000 nodes x 16,000 pods (or the ``--only`` size) under tracemalloc and
+prints where the held Python memory was allocated (largest first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+MiB = 1024 * 1024
+GPU = "nvidia.com/gpu"
+LAYERS = (("DatacenterLayer", "dc"), ("SpineLayer", "spine"), ("BlockLayer", "block"))
+GANG = 20
+NAMES = frozenset({"koordpy"})
+POD_SIZES = (4_000, 16_000, 50_000)  # at 5,000 nodes
+NODE_SIZES = (2_500, 5_000, 10_000)  # at 16,000 pods
+IMPORT_STEPS = ("python", "numpy", "numba+kernels", "pydantic+api", "kubernetes", "kopf", "controller")
+
+
+def rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def node(i: int, per_block: int = 25, blocks_per_spine: int = 10, spines_per_dc: int = 10) -> dict[str, Any]:
+    b = i // per_block
+    s = b // blocks_per_spine
+    d = s // spines_per_dc
+    name = f"node-{i}"
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "uid": f"{i:08x}-node-4000-8000-000000000000", "creationTimestamp": "2025-01-01T00:00:00Z",
+        "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                   "type": "kwok", "topology/dc": f"dc-{d}", "topology/spine": f"spine-{s}",
+                   "topology/block": f"block-{b}"},
+        "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "128", "memory": "1Ti", GPU: "8", "pods": "110"},
+                   "capacity": {"cpu": "128", "memory": "1Ti", GPU: "8", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+
+
+def topology() -> dict[str, Any]:
+    spec: list[dict[str, Any]] = []
+    parent = None
+    for layer, key in LAYERS:
+        item: dict[str, Any] = {"topologyLayer": layer, "labelKey": [f"topology/{key}"]}
+        if parent:
+            item["parentTopologyLayer"] = parent
+        spec.append(item)
+        parent = layer
+    spec.append({"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": parent})
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+            "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}}
+
+
+def podgroup(name: str) -> dict[str, Any]:
+    gather = [{"layer": layer, "strategy": "PreferGather"} for layer, _ in reversed(LAYERS)]
+    return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "bench", "uid": f"uid-pg-{name}", "annotations": {
+                "gang.scheduling.koordinator.sh/network-topology-spec": json.dumps({"gatherStrategy": gather})}},
+            "spec": {"minMember": GANG}}
+
+
+def pod(gang: int, i: int, node_name: str | None) -> dict[str, Any]:
+    name = f"job-{gang}"
+    gpu = gang % 2 == 0
+    requests = {"cpu": "2", "memory": "4Gi", **({GPU: "1"} if gpu else {})}
+    raw: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{name}-{i}", "namespace": "bench", "uid": f"{gang:08x}-{i:04x}-4000-8000-000000000000",
+        "creationTimestamp": "2025-01-01T00:00:00Z",
+        "labels": {"pod-group.scheduling.sigs.k8s.io": name, "app": name, "job-name": name},
+        "annotations": {"gang.scheduling.koordinator.sh/network-topology-index": str(i)},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": f"uid-job-{gang}",
+                             "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"schedulerName": "koordpy", "priority": 0, "terminationGracePeriodSeconds": 30,
+                 "tolerations": [
+                     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                      "tolerationSeconds": 300},
+                     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                      "tolerationSeconds": 300},
+                     {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                 "volumes": [{"name": "kube-api-access", "projected": {"sources": [
+                     {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}],
+                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": requests,
+                                               **({"limits": {GPU: "1"}} if gpu else {})},
+                                 "volumeMounts": [{"name": "kube-api-access", "readOnly": True,
+                                                   "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}]},
+        "status": {"phase": "Pending", "qosClass": "Burstable"}}
+    if node_name is not None:
+        raw["spec"]["nodeName"] = node_name
+        raw["status"] = {"phase": "Running", "qosClass": "Burstable", "podIP": "10.0.0.1",
+                         "hostIP": "10.0.0.2", "startTime": "2025-01-01T00:00:01Z",
+                         "conditions": [{"type": "PodScheduled", "status": "True"},
+                                        {"type": "Ready", "status": "True"}]}
+    return raw
+
+
+def objects(n_nodes: int, n_pods: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The objects in the order a start-up's LISTs bring them, made one at a time (none is kept)
+    and each decoded from its own JSON, as a watch delivers it: no two objects share a string."""
+    for kind, raw in _made(n_nodes, n_pods):
+        yield kind, json.loads(json.dumps(raw))
+
+
+def _made(n_nodes: int, n_pods: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    for i in range(n_nodes):
+        yield "Node", node(i)
+    yield "ClusterNetworkTopology", topology()
+    gangs = n_pods // GANG
+    for g in range(gangs):
+        yield "PodGroup", podgroup(f"job-{g}")
+    slot = 0
+    for g in range(gangs):
+        pending = g % 10 == 9
+        for i in range(GANG):
+            node_name = None if pending else f"node-{(slot * 7919) % n_nodes}"  # scattered, as binds land
+            slot += 0 if pending else 1
+            yield "Pod", pod(g, i, node_name)
+
+
+def child(n_nodes: int, n_pods: int, trace: bool) -> dict[str, Any]:
+    steps: dict[str, int] = {"python": rss()}
+    import numpy  # noqa: F401
+
+    steps["numpy"] = rss()
+    from koordpy.kernels.warm import warm_up as warm_kernels
+
+    warm_kernels()
+    steps["numba+kernels"] = rss()
+    import koordpy.api
+    import koordpy.settings  # noqa: F401
+
+    steps["pydantic+api"] = rss()
+    import kubernetes_asyncio.client  # noqa: F401
+
+    steps["kubernetes"] = rss()
+    import kopf  # noqa: F401
+
+    steps["kopf"] = rss()
+    from koordpy.controller import main as controller
+
+    controller.warm_up()
+    gc.collect()
+    steps["controller"] = rss()
+
+    from koordpy.controller.cache import Cache
+    from koordpy.core.cycle import schedule
+    from koordpy.core.state import SchedulerState
+
+    if trace:
+        import tracemalloc
+
+        tracemalloc.start(4)
+    t0 = time.perf_counter()
+    cache = Cache()
+    for rv, (kind, raw) in enumerate(objects(n_nodes, n_pods), start=10):
+        raw["metadata"]["resourceVersion"] = str(rv)
+        cache.observe(kind, None, raw)
+    assert len(cache.nodes) == n_nodes and len(cache.pods) == n_pods, (len(cache.nodes), len(cache.pods))
+    assert not cache.invalid, list(cache.invalid.items())[:1]
+    controller.settle_memory()  # as the live loop does once synced
+    feed = time.perf_counter() - t0
+    held_objects = rss()
+    t1 = time.perf_counter()
+    state = SchedulerState()
+    snap = cache.snapshot(NAMES)
+    result = schedule(snap, state, time.time())
+    for bind in result.binds:
+        cache.assume(bind.pod, bind.node)
+    snap = cache.snapshot(NAMES)  # the next cycle's snapshot, with the binds assumed: what stays
+    schedule(snap, state, time.time())
+    cycle = time.perf_counter() - t1
+    pending = sum(1 for g in range(n_pods // GANG) if g % 10 == 9) * GANG
+    assert len(result.binds) == pending, (len(result.binds), pending, list(result.waiting.values())[:1])
+    gc.collect()
+    out: dict[str, Any] = {"nodes": n_nodes, "pods": n_pods, "steps": steps, "objects": held_objects,
+                           "cycle": rss(), "feed_s": feed, "cycle_s": cycle, "binds": len(result.binds)}
+    if trace:
+        import tracemalloc
+
+        snapshot = tracemalloc.take_snapshot()
+        traced = tracemalloc.get_traced_memory()[0]
+        top = snapshot.statistics("lineno")[:25]
+        out["traced"] = traced
+        out["top"] = [(str(s.traceback[0]), s.size, s.count) for s in top]
+        tracemalloc.stop()
+    return out
+
+
+def run_child(n_nodes: int, n_pods: int, trace: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.bench_memory", "--child", f"{n_nodes}x{n_pods}"]
+    if trace:
+        cmd.append("--trace")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def slope(points: list[tuple[int, int]]) -> float:
+    """Least-squares MiB per 1,000 (objects) over (count, bytes) points."""
+    xs = [x / 1000 for x, _ in points]
+    ys = [y / MiB for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def mib(n: int) -> str:
+    return f"{n / MiB:.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--trace", action="store_true",
+                    help="also show where 5,000 x 16,000's (or --only's) memory is held")
+    ap.add_argument("--only", help="one size, NODESxPODS (e.g. 5000x16000)")
+    args = ap.parse_args()
+    if args.child:
+        n, m = (int(x) for x in args.child.split("x"))
+        print(json.dumps(child(n, m, args.trace)))
+        return
+    sizes = [(5_000, p) for p in POD_SIZES] + [(n, 16_000) for n in NODE_SIZES if n != 5_000]
+    if args.only:
+        n, m = (int(x) for x in args.only.split("x"))
+        sizes = [(n, m)]
+    runs: dict[tuple[int, int], dict[str, Any]] = {}
+    for n, m in sizes:
+        r = runs[(n, m)] = run_child(n, m)
+        if len(runs) == 1:
+            steps = r["steps"]
+            before = 0
+            parts = []
+            for name in IMPORT_STEPS:
+                parts.append(f"{name} +{mib(steps[name] - before)}")
+                before = steps[name]
+            print(f"baseline (before any object): {mib(steps['controller'])} MiB = {', '.join(parts)}", flush=True)
+        print(f"{n:>6,} nodes {m:>6,} pods: baseline {mib(r['steps']['controller'])} MiB, objects held "
+              f"{mib(r['objects'])} MiB, after a cycle {mib(r['cycle'])} MiB "
+              f"(feed {r['feed_s']:.1f} s, two cycles {r['cycle_s']:.1f} s, {r['binds']} binds)", flush=True)
+    if not args.only:
+        per_pod = slope([(m, runs[(5_000, m)]["cycle"]) for m in POD_SIZES])
+        per_node = slope([(n, runs[(n, 16_000)]["cycle"]) for n in NODE_SIZES])
+        print(f"slope: {per_pod:.1f} MiB per 1,000 pods (at 5,000 nodes), "
+              f"{per_node:.1f} MiB per 1,000 nodes (at 16,000 pods)", flush=True)
+    if args.trace:
+        n, m = sizes[0] if args.only else (5_000, 16_000)
+        t = run_child(n, m, trace=True)
+        print(f"tracemalloc at {n:,} x {m:,}: {mib(t['traced'])} MiB traced after the cycle; top lines:")
+        for where, size, count in t["top"]:
+            print(f"  {size / MiB:7.1f} MiB {count:>9,} blocks  {where}")
+
+
+if __name__ == "__main__":
+    main()
