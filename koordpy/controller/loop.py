@@ -82,10 +82,12 @@ def invalid_reason(kind: str, error: str) -> str:
 class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
-                 preemption: bool = True) -> None:
+                 preemption: bool = True, pods_per_cycle: int = 0) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
+        self.pods_per_cycle = pods_per_cycle  # podsPerCycle; 0: no limit
+        self._deferred = 0  # pods the last cycle left for the next (podsPerCycle)
         self.writer = writer
         self.names = scheduler_names
         self.debounce = debounce
@@ -142,7 +144,7 @@ class SchedulerLoop:
                     self._retry_at = deadline = time.time() + delay
                 took = time.perf_counter() - started
                 # One line a cycle at debug level: what benchmarks read cycle times from (p99).
-                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles)
+                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles, deferred=self._deferred)
                 self._last_cycle = min(took, 0.5)
             self.writer.flush(self._pending_info, self._podgroup_now)
 
@@ -161,10 +163,12 @@ class SchedulerLoop:
         started = time.perf_counter()  # each pod's attempt starts here, as kube-scheduler's starts at its pop
         snap = self.cache.snapshot(self.names)
         snap.preemption = self.preemption
+        snap.pods_per_cycle = self.pods_per_cycle
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
+        self._deferred = result.deferred
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
             log.error("job skipped: its evaluation raised", job=job, traceback=trace)
         pods = self.cache.pods
