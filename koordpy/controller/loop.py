@@ -87,7 +87,9 @@ class SchedulerLoop:
         self.metrics = metrics
         self.preemption = preemption
         self.pods_per_cycle = pods_per_cycle  # podsPerCycle; 0: no limit
-        self._deferred = 0  # pods the last cycle left for the next (podsPerCycle)
+        # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
+        # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
+        self._told: dict[str, int] = {}
         self.writer = writer
         self.names = scheduler_names
         self.debounce = debounce
@@ -144,7 +146,7 @@ class SchedulerLoop:
                     self._retry_at = deadline = time.time() + delay
                 took = time.perf_counter() - started
                 # One line a cycle at debug level: what benchmarks read cycle times from (p99).
-                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles, deferred=self._deferred)
+                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles, **self._told)
                 self._last_cycle = min(took, 0.5)
             self.writer.flush(self._pending_info, self._podgroup_now)
 
@@ -157,6 +159,7 @@ class SchedulerLoop:
         return self.backoff()
 
     async def cycle(self) -> float | None:
+        self._told = {}
         if time.time() >= self._full_at:
             self.state.view = None
             self._full_at = time.time() + FULL_CYCLE_SECONDS
@@ -168,7 +171,9 @@ class SchedulerLoop:
         self._report_invalid()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
-        self._deferred = result.deferred
+        self._told = {"deferred": result.deferred,
+                      "unschedulable": sum(1 for d in result.decisions if isinstance(d, SetPodScheduledFalse)),
+                      "nominated": sum(1 for d in result.decisions if isinstance(d, Nominate) and d.node)}
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
             log.error("job skipped: its evaluation raised", job=job, traceback=trace)
         pods = self.cache.pods
