@@ -17,7 +17,13 @@ created 64 requests in flight:
 4. steady state: nothing changes for ``--steady`` seconds; the writes the API server received;
 5. writes per bound pod in round 1, from the audit log;
 6. memory (VmRSS, VmHWM) of koordpy after round 2, and of kube-scheduler after its own round of
-   the same plain pods.
+   the same plain pods;
+7. with ``--answer`` (issue 21, goal 6; off by default), on the cluster round 2 left full: the time
+   to an answer for a complete gang of 20 and of 1,000 9-CPU pods that cannot fit (from its last
+   member created to PodScheduled=False on every member) and for a gang of 20 4-CPU pods at a
+   higher priority that must preempt (to nominatedNodeName on every member), end to end as a
+   watch sees the writes, beside the scheduler's side from koordpy's log (from the first cycle to
+   start after the last member was created to the end of the first cycle that wrote the answer).
 
 A round is timed from its first pod created to its last bind seen on a watch. Every wait has a
 deadline (``--deadline``, ``--stall`` without progress) and ends in an error naming what is
@@ -43,7 +49,7 @@ from typing import Any
 
 import aiohttp
 import structlog
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 
 from benchmarks.live_harness import (
     CALL_SECONDS,
@@ -71,6 +77,7 @@ from benchmarks.live_harness import (
     say,
     size,
     wait_for,
+    wall,
 )
 from koordpy.controller.main import api_client
 from koordpy.controller.writer import Conflict, Gone
@@ -257,6 +264,66 @@ class Bench:
         say(f"  all {len(names):,} parked {time.perf_counter() - t0:.1f} s after the first was created")
         return {"pods": len(names), "parked_s": took}
 
+    async def answer(self, label: str, name: str, size_: int, cpu: int, klog: Path, field: str,
+                     priority_class: str | None = None) -> dict[str, Any]:
+        """One gang created whole; the time until every member shows the answer (``field``:
+        ``unschedulable`` for PodScheduled=False, ``nominated`` for nominatedNodeName), end to end
+        and on koordpy's side (its log)."""
+        a = self.args
+        pods_b, groups_b = answer_stream(name, size_, cpu, priority_class)
+        names = [p["metadata"]["name"] for p in pods_b]
+        watch = Answers(self.api, name)
+        await watch.start()
+        log0 = size(klog)
+        try:
+            await self.create_stream([], groups_b)
+            w0 = time.time()
+            created = await self.create_stream(pods_b, [])
+            last = max(created.values())
+            last_wall = w0 + (last - min(created.values()))
+            seen = watch.unschedulable_at if field == "unschedulable" else watch.nominated_at
+            await wait_for(f"{label}: answered", lambda: sum(1 for n in names if n in seen), len(names),
+                           lambda: [n for n in names if n not in seen], a.deadline, a.stall, watch, self.children)
+            e2e = answer_summary(last, seen, names)
+            await asyncio.sleep(1.0)  # the deciding cycle's log line
+        finally:
+            await watch.stop()
+        with open(klog, "rb") as f:
+            f.seek(log0)
+            chunk = f.read()
+        side = deciding_cycle(chunk, last_wall, field)
+        out = {"pods": size_, "end_to_end_s": e2e, "scheduler_s": side["seconds"] if side else None,
+               "cycles": side["cycles"] if side else None}
+        say(f"  {label}: end to end {e2e:.2f} s from the last member created to the last member's "
+            f"{'PodScheduled=False' if field == 'unschedulable' else 'nominatedNodeName'}; koordpy's side "
+            + (f"{side['seconds'] * 1000:.0f} ms over {side['cycles']} cycle(s)" if side else "not found in its log"))
+        return out
+
+    async def answers(self, klog: Path) -> dict[str, Any]:
+        """Goal 6 of issue 21 on the cluster round 2 left: gangs that cannot fit, one that must preempt."""
+        a = self.args
+        fig: dict[str, Any] = {}
+        for n in (20, 1000):
+            fig[f"cannot_fit_{n}"] = await self.answer(f"a gang of {n} that cannot fit", f"nofit{n}", n, 9, klog,
+                                                       "unschedulable")
+        if a.gangs * a.size * 4 >= a.nodes * 8:  # round 2 filled every node: room only by preemption
+            scheduling = SchedulingV1Api(self.api)
+            with contextlib.suppress(Conflict):
+                await call("create PriorityClass", lambda: scheduling.create_priority_class(
+                    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                     "metadata": {"name": ANSWER_CLASS}, "value": 1000},
+                    _preload_content=False, _request_timeout=CALL_SECONDS))
+            try:
+                fig["preempt_20"] = await self.answer("a gang of 20 that must preempt", "preempt20", 20, 4, klog,
+                                                      "nominated", ANSWER_CLASS)
+            finally:
+                with contextlib.suppress(Gone):
+                    await call("delete PriorityClass", lambda: scheduling.delete_priority_class(
+                        ANSWER_CLASS, _preload_content=False, _request_timeout=CALL_SECONDS))
+        else:
+            say("  (the cluster is not full after round 2: no gang must preempt; that figure is left out)")
+        return fig
+
     def child(self, name: str, argv: list[str], log: Path) -> Child:
         log.unlink(missing_ok=True)
         c = Child(name, argv, log, ROOT)
@@ -266,6 +333,73 @@ class Bench:
     def stop(self, c: Child) -> None:
         c.stop()
         self.children.remove(c)
+
+
+ANSWER_CLASS = "bench-answer-high"
+
+
+class Answers(Pods):
+    """``Pods`` that also notes when each pod was first seen with PodScheduled=False and with a
+    nominatedNodeName (perf_counter)."""
+
+    def __init__(self, api: ApiClient, round_: str) -> None:
+        super().__init__(api, round_)
+        self.unschedulable_at: dict[str, float] = {}
+        self.nominated_at: dict[str, float] = {}
+
+    def _record(self, pod: dict[str, Any], listed: bool) -> None:
+        super()._record(pod, listed)
+        name = (pod.get("metadata") or {}).get("name") or ""
+        now = time.perf_counter()
+        if self.state.get(name) is not None and self.state[name].scheduled == "False":
+            self.unschedulable_at.setdefault(name, now)
+        if (pod.get("status") or {}).get("nominatedNodeName"):
+            self.nominated_at.setdefault(name, now)
+
+
+def answer_stream(name: str, size_: int, cpu: int, priority_class: str | None = None
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One complete gang for the time to an answer: its PodGroup and pods (``NAME-0-I``)."""
+    pods, groups = stream(name, 1, size_, "koordpy", cpu=cpu, grouped=True)
+    for p in pods:
+        if priority_class:
+            p["spec"]["priorityClassName"] = priority_class
+    return pods, groups
+
+
+def deciding_cycle(chunk: bytes, after: float, field: str) -> dict[str, float] | None:
+    """From koordpy's JSON log lines: the first cycle to start after ``after`` (epoch seconds) and
+    the first such cycle whose line counts ``field`` (``unschedulable``, ``nominated``) above 0:
+    ``{"first_start", "end", "seconds", "cycles"}`` (wall times; ``seconds`` from the first start to
+    that end). None when no such cycle was logged. A cycle's line is written at its end; it started
+    ``seconds`` before."""
+    first: float | None = None
+    cycles = 0
+    for line in chunk.splitlines():
+        if b'"cycle"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") != "cycle" or "timestamp" not in event:
+            continue
+        end = wall(str(event["timestamp"]))
+        start = end - float(event["seconds"])
+        if start < after:
+            continue
+        first = start if first is None else first
+        cycles += 1
+        if int(event.get(field) or 0) > 0:
+            return {"first_start": first, "end": end, "seconds": end - first, "cycles": cycles}
+    return None
+
+
+def answer_summary(created: float, seen: dict[str, float], names: list[str]) -> float | None:
+    """Seconds from the last member created to the last of ``names`` seen answered; None if one was not."""
+    if any(n not in seen for n in names):
+        return None
+    return max(seen[n] for n in names) - created
 
 
 class Binder:
@@ -434,6 +568,8 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
             f"{fig['steady']['koordpy_writes_own_count'] or 'none'}")
         say(f"  koordpy memory: {fig['koordpy_memory_mib']['VmRSS']:.0f} MiB RSS, "
             f"{fig['koordpy_memory_mib']['VmHWM']:.0f} MiB peak")
+        if a.answer:
+            fig["answer"] = await b.answers(klog)
         b.stop(koordpy)
         await b.clean()
 
@@ -514,6 +650,8 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=1200.0, help="seconds any one wait may take")
     ap.add_argument("--stall", type=float, default=180.0, help="seconds a wait may go without progress")
     ap.add_argument("--skip-kube-scheduler", action="store_true")
+    ap.add_argument("--answer", action="store_true",
+                    help="after the steady state, time the answers for gangs that cannot fit and one that must preempt")
     ap.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     args = ap.parse_args()
     # The retries' own warnings would be a line per call while the API server is away: counted instead.

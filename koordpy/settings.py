@@ -94,6 +94,10 @@ class Settings(_Strict):
     kind: str = KIND
     scheduler_names: tuple[str, ...] = Field(("koordpy",), alias="schedulerNames", min_length=1)
     preemption: bool = True
+    # At most this many pods placed in one scheduling cycle (0: no limit); the jobs after the limit
+    # go in the next cycle, at once. 100 keeps a cycle short without costing throughput
+    # (docs/benchmarks.md, "Goal 4: a cap on a cycle's work").
+    pods_per_cycle: int = Field(100, alias="podsPerCycle", ge=0)
     topology_sources: tuple[TopologySource, ...] = Field(TOPOLOGY_SOURCES, alias="topologySources")
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),

@@ -25,6 +25,14 @@ def test_defaults() -> None:
     assert not le.enabled and le.lease_name == "koordpy"
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (12.0, 8.0, 2.0)
     assert s.server.bind_address == "0.0.0.0:10251"
+    assert s.pods_per_cycle == 100  # the cap on one cycle's work chosen in docs/benchmarks.md (issue 21)
+
+
+def test_pods_per_cycle_from_the_file_and_the_flag(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("podsPerCycle: 0\n")
+    assert _run_args("--config", str(cfg)).pods_per_cycle == 0  # no limit
+    assert _run_args("--config", str(cfg), "--pods-per-cycle", "250").pods_per_cycle == 250
 
 
 def test_the_lease_namespace_defaults_to_the_pods(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,6 +58,7 @@ def test_the_lease_namespace_defaults_to_the_pods(monkeypatch: pytest.MonkeyPatc
     ({"topologySources": ["slurm"]}, "cfg.yaml: topologySources.0:"),
     ({"server": {"bindAddress": "10251"}}, "cfg.yaml: server.bindAddress: '10251' is not host:port"),
     ({"preemption": "sometimes"}, "cfg.yaml: preemption:"),
+    ({"podsPerCycle": -1}, "cfg.yaml: podsPerCycle: Input should be greater than or equal to 0"),
     ({"apiVersion": "v1"}, "cfg.yaml: apiVersion: must be config.koordpy.io/v1alpha1"),
 ])
 def test_a_bad_key_is_named(data: dict[str, Any], says: str) -> None:

@@ -28,7 +28,7 @@ example:
 """
 
 
-RUN_FLAGS = {"schedulerNames": "--scheduler-name", "preemption": "--preemption",
+RUN_FLAGS = {"schedulerNames": "--scheduler-name", "preemption": "--preemption", "podsPerCycle": "--pods-per-cycle",
              "topologySources": "--topology-source", "logging.level": "--log-level",
              "logging.format": "--log-format", "leaderElection.enabled": "--leader-elect",
              "leaderElection.leaseName": "--leader-elect-lease-name",
@@ -43,8 +43,8 @@ def run_settings(args: argparse.Namespace) -> Settings:
 
     try:
         base = load(args.config) if args.config else Settings.model_validate({})
-        given = [args.scheduler_name, args.preemption, args.topology_source, args.log_level, args.log_format,
-                 args.leader_elect, args.leader_elect_lease_name, args.leader_elect_lease_namespace,
+        given = [args.scheduler_name, args.preemption, args.pods_per_cycle, args.topology_source, args.log_level,
+                 args.log_format, args.leader_elect, args.leader_elect_lease_name, args.leader_elect_lease_namespace,
                  args.bind_address]
         return override(base, dict(zip(RUN_FLAGS, given, strict=True)))
     except SettingsError as exc:
@@ -77,6 +77,9 @@ def add_parser(sub: Any) -> None:
                       help="claim pods with this spec.schedulerName (default: koordpy); repeatable")
     live.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=None,
                       help="preempt lower-priority jobs for a job that does not fit (default: on)")
+    live.add_argument("--pods-per-cycle", type=int, metavar="N",
+                      help="place at most N pods in one scheduling cycle, the rest in the next one at once; "
+                           "a gang is never split (default: 100; 0: no limit)")
     live.add_argument("--topology-source", action="append", metavar="SOURCE",
                       choices=("koordinator", "volcano", "kueue"),
                       help="watch this source of network topology: koordinator (ClusterNetworkTopology), volcano "

@@ -82,10 +82,14 @@ def invalid_reason(kind: str, error: str) -> str:
 class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
-                 preemption: bool = True) -> None:
+                 preemption: bool = True, pods_per_cycle: int = 0) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
+        self.pods_per_cycle = pods_per_cycle  # podsPerCycle; 0: no limit
+        # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
+        # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
+        self._told: dict[str, int] = {}
         self.writer = writer
         self.names = scheduler_names
         self.debounce = debounce
@@ -142,7 +146,7 @@ class SchedulerLoop:
                     self._retry_at = deadline = time.time() + delay
                 took = time.perf_counter() - started
                 # One line a cycle at debug level: what benchmarks read cycle times from (p99).
-                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles)
+                log.debug("cycle", seconds=round(took, 6), cycle=self.cycles, **self._told)
                 self._last_cycle = min(took, 0.5)
             self.writer.flush(self._pending_info, self._podgroup_now)
 
@@ -155,16 +159,21 @@ class SchedulerLoop:
         return self.backoff()
 
     async def cycle(self) -> float | None:
+        self._told = {}
         if time.time() >= self._full_at:
             self.state.view = None
             self._full_at = time.time() + FULL_CYCLE_SECONDS
         started = time.perf_counter()  # each pod's attempt starts here, as kube-scheduler's starts at its pop
         snap = self.cache.snapshot(self.names)
         snap.preemption = self.preemption
+        snap.pods_per_cycle = self.pods_per_cycle
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result: CycleResult = await asyncio.to_thread(schedule, snap, self.state, time.time())
         self.cycles += 1
+        self._told = {"deferred": result.deferred,
+                      "unschedulable": sum(1 for d in result.decisions if isinstance(d, SetPodScheduledFalse)),
+                      "nominated": sum(1 for d in result.decisions if isinstance(d, Nominate) and d.node)}
         for job, trace in result.job_errors.items():  # the core isolated them; the traceback is for us
             log.error("job skipped: its evaluation raised", job=job, traceback=trace)
         pods = self.cache.pods

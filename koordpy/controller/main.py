@@ -264,14 +264,16 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     settle_memory()
     synced = True
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
-             schedulers=sorted(names), preemption=settings.preemption, sources=list(settings.topology_sources))
+             schedulers=sorted(names), preemption=settings.preemption, pods_per_cycle=settings.pods_per_cycle,
+             sources=list(settings.topology_sources))
     elector: LeaderElector | None = None
     election = settings.leader_election
     if election.enabled:
         elector = LeaderElector(api, election.lease_name, election.namespace(), identity(), election.lease_duration,
                                 election.renew_deadline, election.retry_period)
     writer = ApiWriter(api, metrics=metrics, fence=elector.may_write if elector is not None else None)
-    loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption)
+    loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption,
+                         pods_per_cycle=settings.pods_per_cycle)
     settings_ = kopf.OperatorSettings()
     settings_.posting.enabled = False
     settings_.persistence.diffbase_storage = _NoDiffBase()

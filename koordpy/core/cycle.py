@@ -111,7 +111,16 @@ class Cycle:
             self.state.forget_told(gangs)
         queue = view.queue
         queue.new_cycle()
-        for job in queue.jobs():
+        # podsPerCycle: once this cycle has placed that many pods, it stops and the next one resumes
+        # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
+        # same order and seeing the same moves as one long cycle would.
+        limit, placed = self.snapshot.pods_per_cycle, 0
+        resume, until, tried = queue.resume, queue.until, queue.tried
+        queue.resume = queue.until = None
+        queue.tried = set()
+        left: set[str] = set()  # the gangs of the jobs left for a later cycle
+        jobs = queue.jobs()
+        for job in jobs:
             parked = queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
@@ -121,20 +130,48 @@ class Cycle:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             self.result.queues["active"] += len(job.pods)
+            key = job.queue_key()
+            # Ahead of where the round resumes (tried in it already, or come since: one long cycle
+            # would not have seen it), behind where it ends (come since), or of pods tried in it
+            # already (a gang whose binds made its other members a job of their own): the next round's.
+            outside = resume is not None and until is not None and (
+                not resume <= key <= until or any(p.key in tried for p in job.pods))
+            if outside or (limit and placed >= limit):
+                if not outside and queue.resume is None:
+                    queue.resume, queue.until = key, until if until is not None else jobs[-1].queue_key()
+                # Not tried, so neither parked nor backed off, and nothing is written for it.
+                self.result.deferred += len(job.pods)
+                woken = queue.parked.get(job.id)
+                if woken is not None:  # what its pods were told stands until it is tried
+                    self.result.kept.append(woken.pending)
+                left.update(g.key for g in job.gangs)
+                left.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+                continue
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+            # Members reserved before count once, when they were reserved (a job is never split: the
+            # limit is looked at between jobs only, so a gang larger than it still goes whole).
+            held = sum(1 for p in job.pods if p.key in self.state.reserved) if limit else 0
             wake = self._isolated(job)
+            if limit:
+                placed += sum(1 for p in job.pods if p.key in self.bound or p.key in self.state.reserved) - held
+                tried.update(p.key for p in job.pods)
             if wake is not None:
                 since = self.state.wait_since.get(job.group)
                 queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
                            None if since is None else since + self._wait_limit(job), self.state.reserved,
                            wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
+        if queue.resume is not None:  # the round goes on: what it tried stays tried
+            queue.tried = tried
+        view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
         deadlines += queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
+        if self.result.deferred:
+            deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
         self.result.next_deadline = min(deadlines, default=None)
         return self.result
 

@@ -138,6 +138,8 @@ class CycleResult:
     # Pending pods by queue, as kube-scheduler counts them: tried this cycle (active), woken but
     # backing off, parked until something they wait for happens (unschedulable).
     queues: dict[str, int] = field(default_factory=lambda: {"active": 0, "backoff": 0, "unschedulable": 0})
+    # Active pods left for the next cycle, not tried: this one placed its ``Snapshot.pods_per_cycle``.
+    deferred: int = 0
 
     @property
     def pending(self) -> dict[str, str]:

@@ -53,6 +53,9 @@ class Snapshot:
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True
+    # The operator's ``podsPerCycle``: once a cycle has placed this many pods, the jobs after wait
+    # for the next cycle (``Cycle.run``); 0: no limit.
+    pods_per_cycle: int = 0
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

@@ -376,7 +376,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         applied = world.apply(result)
         # A bind whose PreBind still waits for a claim to be provisioned leaves the pod unbound.
         bound.update({d.pod: d.node for d in result.binds if d.pod not in world.waiting_volumes})
-        if applied:
+        if applied or result.deferred:  # jobs left over by a cycle's podsPerCycle go next, at once
             continue
         # Nothing changes until a victim's grace period ends or a gang's wait expires: the clock
         # jumps to whichever comes first.

@@ -75,6 +75,7 @@ apiVersion: config.koordpy.io/v1alpha1
 kind: SchedulerConfiguration
 schedulerNames: {{ toJson $c.schedulerNames }}
 preemption: {{ $c.preemption }}
+podsPerCycle: {{ int $c.podsPerCycle }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}
