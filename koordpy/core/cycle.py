@@ -149,12 +149,15 @@ class Cycle:
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
-            # Members reserved before count once, when they were reserved (a job is never split: the
-            # limit is looked at between jobs only, so a gang larger than it still goes whole).
-            held = sum(1 for p in job.pods if p.key in self.state.reserved) if limit else 0
+            # Members reserved before count once, when they were reserved, and reservations given back
+            # (a NonStrict wait timed out) count nothing: no credit for the jobs after (a job is never
+            # split: the limit is looked at between jobs only, so a gang larger than it still goes whole).
+            reserved = self.state.reserved
+            held = {p.key for p in job.pods if p.key in reserved} if limit else set()
             wake = self._isolated(job)
             if limit:
-                placed += sum(1 for p in job.pods if p.key in self.bound or p.key in self.state.reserved) - held
+                placed += sum(1 for p in job.pods
+                              if p.key not in held and (p.key in self.bound or p.key in reserved))
                 tried.update(p.key for p in job.pods)
             if wake is not None:
                 since = self.state.wait_since.get(job.group)

@@ -5,6 +5,8 @@ rounds must keep besides deciding as one long cycle would.
   round's end (docs/reference.md, ``podsPerCycle``) wherever it sorts, so a stream of arrivals
   cannot keep a round going and starve the jobs it has left behind (a higher-priority job that
   arrived, a parked job woken, a NonStrict gang whose wait ended).
+- The cap counts pods placed, never pods released: a NonStrict gang whose wait times out gives
+  its reservations back, which is no credit for the jobs after it.
 - ``podsPerCycle`` is a count: a boolean in the file is refused, not read as 1 or 0.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from koordpy.settings import SettingsError, parse
-from tests.builders import node, pod, priority_class
+from tests.builders import node, pod, podgroup, priority_class
 from tests.core.test_cycle_cap import Live, bound_gangs
 
 
@@ -46,3 +48,20 @@ def test_pods_per_cycle_must_be_an_integer_in_the_file(value: object) -> None:
     with pytest.raises(SettingsError) as err:
         parse({"podsPerCycle": value}, "cfg.yaml")
     assert str(err.value).startswith("cfg.yaml: podsPerCycle: Input should be a valid integer"), str(err.value)
+
+
+def test_reservations_given_back_by_a_timed_out_gang_are_no_credit_against_the_cap() -> None:
+    live = Live(cap=2)
+    live.add("Node", node("n0", cpu="100"))  # two of the gang's three pods, nothing else
+    live.add("Node", node("n1", cpu="20"))
+    live.add("PriorityClass", priority_class("high", 1000))
+    live.add("PodGroup", podgroup("slow", 3, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"}))
+    for i in range(3):
+        live.add("Pod", pod(f"slow-{i}", "50", group="slow", priority_class="high"))
+    first = live.cycle()
+    assert not first.binds and len(live.state.reserved) == 2  # it holds two, waiting for room
+    for i in range(6):
+        live.add("Pod", pod(f"lone-{i}", "1"))
+    expired = live.cycle(after=301.0)  # its wait (scheduleTimeoutSeconds 300) is over: it times out first
+    assert not live.state.reserved and "default/slow" in expired.gangs_timed_out
+    assert len(expired.binds) == 2 and expired.deferred == 4, (len(expired.binds), expired.deferred)
