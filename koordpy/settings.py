@@ -96,8 +96,9 @@ class Settings(_Strict):
     preemption: bool = True
     # At most this many pods placed in one scheduling cycle (0: no limit); the jobs after the limit
     # go in the next cycle, at once. 100 keeps a cycle short without costing throughput
-    # (docs/benchmarks.md, "Goal 4: a cap on a cycle's work").
-    pods_per_cycle: int = Field(100, alias="podsPerCycle", ge=0)
+    # (docs/benchmarks.md, "Goal 4: a cap on a cycle's work"). Strict: YAML's true is no count (read
+    # as 1 it would place one pod a cycle), nor is "100" or 1.0.
+    pods_per_cycle: int = Field(100, alias="podsPerCycle", ge=0, strict=True)
     topology_sources: tuple[TopologySource, ...] = Field(TOPOLOGY_SOURCES, alias="topologySources")
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),

@@ -115,12 +115,12 @@ class Cycle:
         # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
         # same order and seeing the same moves as one long cycle would.
         limit, placed = self.snapshot.pods_per_cycle, 0
-        resume, until, tried = queue.resume, queue.until, queue.tried
-        queue.resume = queue.until = None
+        round_, tried = queue.round, queue.tried
+        queue.round = None
         queue.tried = set()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
         jobs = queue.jobs()
-        for job in jobs:
+        for at, job in enumerate(jobs):
             parked = queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
@@ -130,15 +130,14 @@ class Cycle:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             self.result.queues["active"] += len(job.pods)
-            key = job.queue_key()
-            # Ahead of where the round resumes (tried in it already, or come since: one long cycle
-            # would not have seen it), behind where it ends (come since), or of pods tried in it
-            # already (a gang whose binds made its other members a job of their own): the next round's.
-            outside = resume is not None and until is not None and (
-                not resume <= key <= until or any(p.key in tried for p in job.pods))
+            # Not queued where the round first stopped (passed in it already, or come since: one long
+            # cycle would not have seen it; wherever it sorts, lest arrivals keep the round going
+            # while what it passed waits), or of pods tried in it already (a gang whose binds made
+            # its other members a job of their own): the next round's.
+            outside = round_ is not None and (job.id not in round_ or any(p.key in tried for p in job.pods))
             if outside or (limit and placed >= limit):
-                if not outside and queue.resume is None:
-                    queue.resume, queue.until = key, until if until is not None else jobs[-1].queue_key()
+                if not outside and queue.round is None:
+                    queue.round = round_ if round_ is not None else {j.id for j in jobs[at:]}
                 # Not tried, so neither parked nor backed off, and nothing is written for it.
                 self.result.deferred += len(job.pods)
                 woken = queue.parked.get(job.id)
@@ -150,19 +149,22 @@ class Cycle:
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
-            # Members reserved before count once, when they were reserved (a job is never split: the
-            # limit is looked at between jobs only, so a gang larger than it still goes whole).
-            held = sum(1 for p in job.pods if p.key in self.state.reserved) if limit else 0
+            # Members reserved before count once, when they were reserved, and reservations given back
+            # (a NonStrict wait timed out) count nothing: no credit for the jobs after (a job is never
+            # split: the limit is looked at between jobs only, so a gang larger than it still goes whole).
+            reserved = self.state.reserved
+            held = {p.key for p in job.pods if p.key in reserved} if limit else set()
             wake = self._isolated(job)
             if limit:
-                placed += sum(1 for p in job.pods if p.key in self.bound or p.key in self.state.reserved) - held
+                placed += sum(1 for p in job.pods
+                              if p.key not in held and (p.key in self.bound or p.key in reserved))
                 tried.update(p.key for p in job.pods)
             if wake is not None:
                 since = self.state.wait_since.get(job.group)
                 queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
                            None if since is None else since + self._wait_limit(job), self.state.reserved,
                            wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
-        if queue.resume is not None:  # the round goes on: what it tried stays tried
+        if queue.round is not None:  # the round goes on: what it tried stays tried
             queue.tried = tried
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)

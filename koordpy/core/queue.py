@@ -67,11 +67,10 @@ class Queue:
         self.parked: dict[str, Parked] = {}
         self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
         self._order: list[Job] | None = None
-        # A cycle stopped by podsPerCycle: the queue key the next cycle resumes at and the last key of
-        # the queue when the round began (jobs outside wait for the next round), and the pods the
-        # round has tried (``Cycle.run``).
-        self.resume: tuple[bool, int, float, str] | None = None
-        self.until: tuple[bool, int, float, str] | None = None
+        # A cycle stopped by podsPerCycle (``Cycle.run``): the jobs the round has still to try, by id
+        # (those queued where it stopped, when it first stopped: a job that comes after waits for
+        # the next round, so arrivals cannot make a round endless), and the pods it has tried.
+        self.round: set[str] | None = None
         self.tried: set[str] = set()
         # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
         self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
