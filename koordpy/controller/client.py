@@ -12,9 +12,12 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from koordpy.api.kinds import optional, watched
 
@@ -23,6 +26,8 @@ from koordpy.api.kinds import optional, watched
 # took the scheduler's memory from ~650 MiB to 1.1 GiB, and Python keeps what it grew into.
 PAGE = 500
 # The typed clients a ``Kind.list_call`` names.
+# What kubernetes_asyncio gives its session: a watch event of a large object can exceed aiohttp's default.
+READ_BUFSIZE = 2**21
 _CLIENTS: dict[str, type[Any]] = {"CoreV1Api": CoreV1Api, "SchedulingV1Api": SchedulingV1Api}
 
 
@@ -36,7 +41,38 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
     # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
     cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
-    return ApiClient(cfg)
+    if not cfg.proxy:  # a proxy the kubeconfig names wins, as it does per request in aiohttp
+        cfg.proxy = proxy_from_env(cfg.host)
+    api = ApiClient(cfg)
+    _trust_env_once(api)
+    return api
+
+
+def proxy_from_env(host: str) -> str | None:
+    """The proxy for the API server at ``host`` as aiohttp's ``trust_env`` finds it (HTTPS_PROXY or
+    HTTP_PROXY unless NO_PROXY names the host), with its credentials (from the proxy URL or
+    ~/.netrc) in the URL, where aiohttp reads them for a CONNECT and a plain request alike; None
+    for a direct connection."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:  # no proxy for this scheme, or NO_PROXY covers the host
+        return None
+    if auth is not None:
+        proxy = proxy.with_user(auth.login).with_password(auth.password)
+    return str(proxy)
+
+
+def _trust_env_once(api: ApiClient) -> None:
+    """The client's session with ``trust_env`` off. kubernetes_asyncio turns it on, and then aiohttp
+    reads the proxy environment and ~/.netrc again on every request, in a thread of its own: a
+    tenth of the scheduler's CPU while it binds (docs/benchmarks.md, issue 21). ``api_client``
+    has read the proxy once instead (``proxy_from_env``) and the client names it on each request.
+    The API server's own credentials come from the kubeconfig, never from ~/.netrc."""
+    rest = api.rest_client
+    old = rest.pool_manager
+    rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False,
+                                              read_bufsize=READ_BUFSIZE)
+    old.detach()  # the connector is the new session's now; the old one is closed without closing it
 
 
 def not_served(exc: ApiException, group: str, plural: str, refused: bool = True) -> bool:
