@@ -1,9 +1,10 @@
 """The API client and its LIST calls: what every other controller module talks to the API server through.
 
 Belongs here: the client factory (``api_client``), one LIST in pages (``list_pages``, ``list_objects``),
+one WATCH's stream (``watch_stream``),
 the call each kind of the registry is listed with (``Kind.list_call``), and telling a kind the
 cluster does not serve (``not_served``). Not here: what is done with the objects (the cache,
-``listing``), watches (kopf, ``podwatch``) and writes (``writer``, ``transport``).
+``listing``), reading watches (``podwatch``, kopf) and writes (``writer``, ``transport``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     else:
         kube_config.load_incluster_config(client_configuration=cfg)
     # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
-    # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
-    cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
+    # 8) beside a watch of each kind (each holds its connection) and the Lease's renewals: a write
+    # never waits for a connection.
+    cfg.connection_pool_maxsize = 176 + len(watched()) if qps_unlimited else 16
     if not cfg.proxy:  # a proxy the kubeconfig names wins, as it does per request in aiohttp
         cfg.proxy = proxy_from_env(cfg.host)
     api = ApiClient(cfg)
@@ -128,6 +130,25 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
         cont = meta.get("continue")
         if not cont:
             return
+
+
+async def watch_stream(api: ApiClient, group: str, version: str, plural: str, resource_version: str,
+                       seconds: int) -> Any:
+    """One WATCH of a kind from ``resource_version`` (bookmarks asked for), ended by the API server
+    after ``seconds`` and by the client 30 s later (a connection gone silent must not hold the watch
+    forever): the raw response, its body one JSON event a line. Raises ApiException when refused."""
+    kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version, "allow_watch_bookmarks": True,
+                              "timeout_seconds": seconds, "_preload_content": False,
+                              "_request_timeout": seconds + 30}
+    call = _core_list(CoreV1Api(api), plural) if group == "" else _list_call(api, group, plural)
+    if call is not None:
+        resp = await call(**kwargs)
+    else:
+        resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, **kwargs)
+    if resp.status >= 400:  # unread, a raw response does not raise (a kind not served: 404)
+        resp.release()
+        raise ApiException(status=resp.status, reason=str(resp.reason))
+    return resp
 
 
 async def list_objects(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:
