@@ -121,7 +121,8 @@ _NO_TIMEOUT = aiohttp.ClientTimeout()  # as the generated client's: none unless 
 
 class _Direct:
     """The generated client's calls of the same names, for the writes a bound pod costs (its bind,
-    its Scheduled Event, a condition, its PodGroup's status), sent as one request on the client's
+    its Scheduled Event, a condition, its PodGroup's status) and those a victim costs (its
+    condition, its deletion, its Event), sent as one request on the client's
     own session, connections, credentials and proxy: the generated methods validated every
     argument, walked every body to serialize it and built each request through three layers, a
     tenth of the scheduler's CPU while binding (docs/benchmarks.md, issue 21). What goes on the
@@ -150,15 +151,16 @@ class _Direct:
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
         response: aiohttp.ClientResponse = await rest.pool_manager.request(
-            method, api.configuration.host + path, data=json.dumps(body), headers=headers, timeout=_NO_TIMEOUT,
+            method, api.configuration.host + path, data=None if body is None else json.dumps(body), headers=headers,
+            timeout=_NO_TIMEOUT,
             **options)
         return response
 
 
-def _plain(options: dict[str, Any]) -> bool:
+def _plain(options: dict[str, Any], also: frozenset[str] = frozenset()) -> bool:
     """Whether a call asks for nothing the direct request does not do: a raw response, and at most
-    a content type."""
-    return options.get("_preload_content") is False and set(options) <= {"_preload_content", "_content_type"}
+    a content type (and the options ``also`` names)."""
+    return options.get("_preload_content") is False and set(options) <= {"_preload_content", "_content_type", *also}
 
 
 def _p(value: str) -> str:
@@ -194,6 +196,13 @@ class DirectCore(_Direct):
             return await self._generated.patch_namespaced_pod_status(name, namespace, body, **options)
         return await self._send("PATCH", f"/api/v1/namespaces/{_p(namespace)}/pods/{_p(name)}/status", body,
                                 options.get("_content_type", STRATEGIC_MERGE))
+
+
+    async def delete_namespaced_pod(self, name: str, namespace: str, **options: Any) -> Any:
+        if not _plain(options, frozenset({"body"})):
+            return await self._generated.delete_namespaced_pod(name, namespace, **options)
+        return await self._send("DELETE", f"/api/v1/namespaces/{_p(namespace)}/pods/{_p(name)}",
+                                options.get("body"), options.get("_content_type", JSON))
 
 
 class DirectCustom(_Direct):

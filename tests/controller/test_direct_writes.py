@@ -31,7 +31,8 @@ async def seen_by_server(calls: list[Any]) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
     async def handle(request: web.BaseRequest) -> web.Response:
-        seen.append({"method": request.method, "path": request.raw_path, "body": json.loads(await request.read()),
+        data = await request.read()
+        seen.append({"method": request.method, "path": request.raw_path, "body": json.loads(data) if data else None,
                      **{h: request.headers.get(h) for h in HEADERS}})
         return web.json_response({"metadata": {"name": "e1"}}, status=201)
 
@@ -87,6 +88,15 @@ def test_a_pod_status_patch_is_sent_as_the_generated_client_sends_it(
 
 
 @settings(max_examples=40, deadline=None)
+@given(name=names, ns=names, body=st.none() | bodies)
+def test_a_pod_deletion_is_sent_as_the_generated_client_sends_it(name: str, ns: str,
+                                                                 body: dict[str, Any] | None) -> None:
+    options: dict[str, Any] = {} if body is None else {"body": body}
+    both(lambda api: CoreV1Api(api).delete_namespaced_pod(name, ns, _preload_content=False, **options),
+         lambda api: DirectCore(api).delete_namespaced_pod(name, ns, _preload_content=False, **options))
+
+
+@settings(max_examples=40, deadline=None)
 @given(group=names, version=names, ns=names, plural=names, name=names, body=bodies)
 def test_a_podgroup_status_patch_is_sent_as_the_generated_client_sends_it(
         group: str, version: str, ns: str, plural: str, name: str, body: dict[str, Any]) -> None:
@@ -100,7 +110,7 @@ async def test_other_calls_and_options_go_to_the_generated_client() -> None:
     api = ApiClient(Configuration(host="http://127.0.0.1:1"))
     try:
         core = DirectCore(api)
-        assert core.delete_namespaced_pod == core._generated.delete_namespaced_pod
+        assert core.patch_namespaced_pod == core._generated.patch_namespaced_pod
         called: list[str] = []
 
         async def generated(*args: Any, **options: Any) -> str:
