@@ -63,6 +63,7 @@ from benchmarks.live_harness import (
     apiserver_writes,
     audited_writes,
     call,
+    cpu_seconds,
     create,
     cycle_seconds,
     dropped_watchers,
@@ -71,6 +72,7 @@ from benchmarks.live_harness import (
     in_window,
     koordpy_ready,
     list_names,
+    quiet,
     run,
     run_bench,
     samples,
@@ -530,10 +532,14 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
                 say(f"  koordpy's writes settled {fig['parked']['writes_drained_s']:.1f} s after the last "
                     "pod was seen parked")
             w0, log0, m0 = time.time(), size(klog), await koordpy_metrics(port)
+            cpu0 = cpu_seconds(koordpy.proc.pid)
             r = fig[f"koordpy{n}"] = await b.timed_round(f"koordpy round {n}", f"r{n}", "koordpy", grouped=True)
             # The round's writes include its events and statuses written after the last bind.
             r["writes_drained_s"] = await writes_settled(port, koordpy, SETTLE)
-            say(f"  koordpy's writes settled {r['writes_drained_s']:.1f} s after the round's last bind")
+            # Its CPU too (utime + stime, /proc/PID/stat), from before the first pod to writes settled.
+            r["cpu_s_per_1000"] = (cpu_seconds(koordpy.proc.pid) - cpu0) / r["pods"] * 1000
+            say(f"  koordpy's writes settled {r['writes_drained_s']:.1f} s after the round's last bind; "
+                f"CPU {r['cpu_s_per_1000']:.2f} s per 1,000 pods")
             windows[f"koordpy{n}"] = (w0, time.time())
             r["cycles"] = cycle_stats(cycle_seconds(klog, log0, size(klog)))
             r["koordpy_api_writes"] = delta(await koordpy_metrics(port), m0)
@@ -593,7 +599,10 @@ async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> N
                 await probe.stop()
             say(f"kube-scheduler (pid {ks.proc.pid}) bound a probe pod after {took:.1f} s")
             await b.clean()
-            fig["kube_scheduler"] = await b.timed_round("kube-scheduler", "ks", "default-scheduler")
+            cpu0 = cpu_seconds(ks.proc.pid)
+            k = fig["kube_scheduler"] = await b.timed_round("kube-scheduler", "ks", "default-scheduler")
+            k["cpu_s_per_1000"] = ((await quiet(ks, "after its round"))[0] - cpu0) / k["pods"] * 1000
+            say(f"  kube-scheduler CPU {k['cpu_s_per_1000']:.2f} s per 1,000 pods")
             fig["kube_scheduler_memory_mib"] = ks.memory()
             say(f"  kube-scheduler memory: {fig['kube_scheduler_memory_mib']['VmRSS']:.0f} MiB RSS, "
                 f"{fig['kube_scheduler_memory_mib']['VmHWM']:.0f} MiB peak")
@@ -621,6 +630,7 @@ def summary(fig: dict[str, Any]) -> list[dict[str, Any]]:
     per_pod = sum(fig["koordpy1"]["writes_audited"].values()) / fig["koordpy1"]["pods"]
     rss = fig["koordpy_memory_mib"]["VmRSS"]
     ks_rss = fig.get("kube_scheduler_memory_mib", {}).get("VmRSS")
+    cpu, ks_cpu = fig["koordpy1"].get("cpu_s_per_1000", 0.0), fig.get("kube_scheduler", {}).get("cpu_s_per_1000")
     rows = [
         ("1 raw ceiling", f"{ceil:.0f} pods/s", "-", None),
         ("2 koordpy round 1 vs ceiling", f"{r1:.0f} pods/s = {r1 / ceil:.0%}", ">= 85%", r1 >= 0.85 * ceil),
@@ -632,6 +642,9 @@ def summary(fig: dict[str, Any]) -> list[dict[str, Any]]:
         ("4 steady-state writes from koordpy", f"{steady} in {fig['steady']['seconds']:.0f} s",
          f"<= {allowed:.0f} (1 per 10 s)", steady <= allowed),
         ("5 koordpy writes per bound pod, round 1", f"{per_pod:.2f}", "<= 2.5", per_pod <= 2.5),
+        ("1 CPU per 1,000 pods, koordpy round 1 vs kube-scheduler (plain pods)",
+         f"{cpu:.2f} s vs {ks_cpu:.2f} s = {cpu / ks_cpu:.2f}x" if ks_cpu else f"{cpu:.2f} s (kube-scheduler not run)",
+         "<= 0.5x", cpu <= 0.5 * ks_cpu if ks_cpu else None),
         ("6 RSS koordpy vs kube-scheduler",
          f"{rss:.0f} MiB vs {ks_rss:.0f} MiB" if ks_rss else f"{rss:.0f} MiB (kube-scheduler not run)",
          "koordpy <=", rss <= ks_rss if ks_rss else None)]

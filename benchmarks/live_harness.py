@@ -662,7 +662,7 @@ class LiveBench:
             _preload_content=False, _request_timeout=LIST_SECONDS))
         have = {n["metadata"]["name"] for n in data.get("items") or [] if n["metadata"]["name"].startswith(self.prefix)
                 and (same is None or same(n))}
-        if set(await self.our_nodes()) - have:
+        if set(await self.our_nodes()) - (have & want):  # over, or not as wanted: the rest would take pods too
             await self.drop_nodes(keep=frozenset(have & want))
         await create("nodes", [b for b in bodies if b["metadata"]["name"] not in have],
                      lambda b: self.core.create_node(b, _preload_content=False, _request_timeout=CALL_SECONDS))

@@ -1,9 +1,10 @@
 """The API client and its LIST calls: what every other controller module talks to the API server through.
 
 Belongs here: the client factory (``api_client``), one LIST in pages (``list_pages``, ``list_objects``),
+one WATCH's stream (``watch_stream``),
 the call each kind of the registry is listed with (``Kind.list_call``), and telling a kind the
 cluster does not serve (``not_served``). Not here: what is done with the objects (the cache,
-``listing``), watches (kopf, ``podwatch``) and writes (``writer``, ``transport``).
+``listing``), reading watches (``podwatch``, kopf) and writes (``writer``, ``transport``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from koordpy.api.kinds import optional, watched
 
@@ -23,6 +27,8 @@ from koordpy.api.kinds import optional, watched
 # took the scheduler's memory from ~650 MiB to 1.1 GiB, and Python keeps what it grew into.
 PAGE = 500
 # The typed clients a ``Kind.list_call`` names.
+# What kubernetes_asyncio gives its session: a watch event of a large object can exceed aiohttp's default.
+READ_BUFSIZE = 2**21
 _CLIENTS: dict[str, type[Any]] = {"CoreV1Api": CoreV1Api, "SchedulingV1Api": SchedulingV1Api}
 
 
@@ -34,9 +40,41 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     else:
         kube_config.load_incluster_config(client_configuration=cfg)
     # Room for every write the writer allows at once (binds 64, events 64, reports 8, preemption
-    # 8) beside the watches and the Lease's renewals: a write never waits for a connection.
-    cfg.connection_pool_maxsize = 176 if qps_unlimited else 16
-    return ApiClient(cfg)
+    # 8) beside a watch of each kind (each holds its connection) and the Lease's renewals: a write
+    # never waits for a connection.
+    cfg.connection_pool_maxsize = 176 + len(watched()) if qps_unlimited else 16
+    if not cfg.proxy:  # a proxy the kubeconfig names wins, as it does per request in aiohttp
+        cfg.proxy = proxy_from_env(cfg.host)
+    api = ApiClient(cfg)
+    _trust_env_once(api)
+    return api
+
+
+def proxy_from_env(host: str) -> str | None:
+    """The proxy for the API server at ``host`` as aiohttp's ``trust_env`` finds it (HTTPS_PROXY or
+    HTTP_PROXY unless NO_PROXY names the host), with its credentials (from the proxy URL or
+    ~/.netrc) in the URL, where aiohttp reads them for a CONNECT and a plain request alike; None
+    for a direct connection."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:  # no proxy for this scheme, or NO_PROXY covers the host
+        return None
+    if auth is not None:
+        proxy = proxy.with_user(auth.login).with_password(auth.password)
+    return str(proxy)
+
+
+def _trust_env_once(api: ApiClient) -> None:
+    """The client's session with ``trust_env`` off. kubernetes_asyncio turns it on, and then aiohttp
+    reads the proxy environment and ~/.netrc again on every request, in a thread of its own: a
+    tenth of the scheduler's CPU while it binds (docs/benchmarks.md, issue 21). ``api_client``
+    has read the proxy once instead (``proxy_from_env``) and the client names it on each request.
+    The API server's own credentials come from the kubeconfig, never from ~/.netrc."""
+    rest = api.rest_client
+    old = rest.pool_manager
+    rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False,
+                                              read_bufsize=READ_BUFSIZE)
+    old.detach()  # the connector is the new session's now; the old one is closed without closing it
 
 
 def not_served(exc: ApiException, group: str, plural: str, refused: bool = True) -> bool:
@@ -92,6 +130,25 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
         cont = meta.get("continue")
         if not cont:
             return
+
+
+async def watch_stream(api: ApiClient, group: str, version: str, plural: str, resource_version: str,
+                       seconds: int) -> Any:
+    """One WATCH of a kind from ``resource_version`` (bookmarks asked for), ended by the API server
+    after ``seconds`` and by the client 30 s later (a connection gone silent must not hold the watch
+    forever): the raw response, its body one JSON event a line. Raises ApiException when refused."""
+    kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version, "allow_watch_bookmarks": True,
+                              "timeout_seconds": seconds, "_preload_content": False,
+                              "_request_timeout": seconds + 30}
+    call = _core_list(CoreV1Api(api), plural) if group == "" else _list_call(api, group, plural)
+    if call is not None:
+        resp = await call(**kwargs)
+    else:
+        resp = await CustomObjectsApi(api).list_cluster_custom_object(group, version, plural, **kwargs)
+    if resp.status >= 400:  # unread, a raw response does not raise (a kind not served: 404)
+        resp.release()
+        raise ApiException(status=resp.status, reason=str(resp.reason))
+    return resp
 
 
 async def list_objects(api: ApiClient, group: str, version: str, plural: str) -> tuple[list[dict[str, Any]], int]:

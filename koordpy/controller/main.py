@@ -1,4 +1,5 @@
-"""``koordpy run``: the live scheduler. kopf watches, the loop schedules, the writer writes.
+"""``koordpy run``: the live scheduler. The watches (``podwatch``; kopf for a kind installed after the
+start) keep the cache, the loop schedules, the writer writes.
 
 With leader election on, every replica lists and watches (a warm standby), and only the holder
 of the Lease runs the scheduling loop; the writer is fenced by the Lease, so a replica that
@@ -16,6 +17,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -33,7 +35,7 @@ from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.metrics import Metrics, Server
-from koordpy.controller.podwatch import POD, watch_pods
+from koordpy.controller.podwatch import watch_kind
 from koordpy.controller.writer import FLUSH_LIMIT, ApiWriter
 from koordpy.core.cycle import schedule
 from koordpy.core.snapshot import Snapshot
@@ -105,10 +107,10 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
 
 async def sync(api: ApiClient, cache: Cache,
                kinds: list[tuple[Kind, str, str, str]] | None = None) -> dict[str, int]:
-    """LISTs everything into the cache, retrying until the API server answers, and returns each
-    kind's list resourceVersion. Done once before the first cycle (scheduling on half a view
-    would overcommit) and then every RESYNC_SECONDS as a safety net for deletions no watch
-    event reported."""
+    """LISTs everything into the cache, retrying until the API server answers, and returns the
+    list resourceVersion of each kind served (by ``Kind.id``). Done once before the first cycle
+    (scheduling on half a view would overcommit) and then every RESYNC_SECONDS as a safety net for
+    deletions no watch event reported."""
     delay = 0.5
     while True:
         versions: dict[str, int] = {}
@@ -122,7 +124,7 @@ async def sync(api: ApiClient, cache: Cache,
                                     "ignored", kind=kind.label)
                         continue
                     raise
-                versions[kind.label] = list_version
+                versions[kind.id] = list_version
                 if dropped:
                     log.info("resync dropped objects the watches had not reported deleted", kind=kind.label,
                              count=dropped)
@@ -191,6 +193,9 @@ class _NoProgress(kopf.ProgressStorage):
 
 def build_registry(cache: Cache, kubeconfig: str | None,
                    kinds: list[tuple[Kind, str, str, str]] | None = None) -> kopf.OperatorRegistry:
+    """kopf's handlers: one per kind of ``kinds`` (``RESOURCES`` if None). ``koordpy run`` gives it
+    the kinds not served at the start (``kopf_kinds``), whose CRDs kopf watches to notice one
+    installed later; every kind served is watched by ``podwatch``."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -212,9 +217,16 @@ def build_registry(cache: Cache, kubeconfig: str | None,
         return handler
 
     for kind, group, version, plural in RESOURCES if kinds is None else kinds:
-        if kind is not POD:  # pods have a watch of their own (koordpy.controller.podwatch)
-            kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
+        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
+
+
+def kopf_kinds(kinds: list[tuple[Kind, str, str, str]], served: Iterable[str]) -> list[tuple[Kind, str, str, str]]:
+    """The kinds left to kopf: those not ``served`` (by ``Kind.id``) when the cache was filled. A kind
+    served is read off its own watch stream (``podwatch.watch_kind``), as plain JSON: kopf's
+    handling of each event cost more than the cache's filing of it."""
+    have = set(served)
+    return [entry for entry in kinds if entry[0].id not in have]
 
 
 def warm_up() -> None:
@@ -281,20 +293,21 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     settings_.watching.server_timeout = 300
     settings_.watching.client_timeout = 330
     settings_.networking.error_backoffs = [0.5, 1, 2, 5, 10]
-    registry = build_registry(cache, kubeconfig, kinds)
+    registry = build_registry(cache, kubeconfig, kopf_kinds(kinds, versions))
     stop_flag = asyncio.Event()  # tells kopf to stop, once our own tasks have
     ready_flag = asyncio.Event()
     operator = asyncio.ensure_future(kopf.operator(registry=registry, settings=settings_, clusterwide=True,
                                                    standalone=True, stop_flag=stop_flag, ready_flag=ready_flag))
     resync = asyncio.ensure_future(resync_forever(api, cache, kinds))
-    pods = asyncio.ensure_future(watch_pods(api, cache, str(versions.get("Pod") or "")))
+    watches = {asyncio.ensure_future(watch_kind(api, cache, kind, str(versions[kind.id] or "")))
+               for kind, *_ in kinds if kind.id in versions}
     scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))
     stopping = asyncio.Event()
     signalled = asyncio.ensure_future(stopping.wait())
     signals = asyncio.ensure_future(_take_signals(ready_flag, stopping))
-    ours = {scheduling, resync, pods, signals}
+    ours = {scheduling, resync, signals, *watches}
     try:
-        done, _ = await asyncio.wait({operator, signalled, scheduling, resync, pods},
+        done, _ = await asyncio.wait({operator, signalled, scheduling, resync, *watches},
                                      return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if not task.cancelled():

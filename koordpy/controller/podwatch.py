@@ -1,14 +1,21 @@
-"""The pod watch: the one resource koordpy watches without kopf.
+"""The watches koordpy reads without kopf: every kind the API server served at the start.
 
 Pods are the flood (each brings 3-5 watch events: created, bound, then the kubelet's status
 updates). Through kopf's per-event machinery they took ~30% of the scheduler's CPU and held
 the live benchmark at 51-58% of the raw binding ceiling; read straight off the API server's
-watch stream, as plain JSON, the same run reached 92% (docs/benchmarks.md). Every other kind
-stays with kopf.
+watch stream, as plain JSON, the same run reached 92% (docs/benchmarks.md). The other kinds
+followed (issue 21): a gang's PodGroup comes back once for each status the scheduler writes, and
+kopf's handling of those events was a sixth of the scheduler's CPU on 3,000 small gangs. kopf
+keeps what only it does: noticing a kind installed after the start (its CRDs' watch), for the
+kinds not served then (``main.build_registry``).
 
-The watch resumes from the last resourceVersion it saw (bookmarks included); when the API
+Belongs here: one kind's watch loop (``watch_kind``) and the splitting of a watch stream into
+events (``lines``). The WATCH call itself is ``client.watch_stream``; filing an object is the cache's.
+
+A watch resumes from the last resourceVersion it saw (bookmarks included); when the API
 server says that version is gone (410), or the connection fails, it lists again and
-reconciles the cache with the list.
+reconciles the cache with the list. A kind that stops being served (its CRD deleted) is
+looked for again every NOT_SERVED_RETRY seconds, said once in the log.
 """
 
 from __future__ import annotations
@@ -19,15 +26,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import by_id
+from koordpy.api.kinds import Kind, by_id
 from koordpy.controller.cache import Cache
+from koordpy.controller.client import not_served, watch_stream
 from koordpy.controller.listing import list_into
 
 POD = by_id("pods")
 log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
+RETRY_MAX = 10.0
+NOT_SERVED_RETRY = 60.0
 
 
 async def lines(resp: Any) -> AsyncIterator[bytes]:
@@ -35,50 +46,68 @@ async def lines(resp: Any) -> AsyncIterator[bytes]:
     refuses lines over 64 KiB, and a pod with large annotations can be longer)."""
     buffer = b""
     async for chunk in resp.content.iter_any():
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        if b"\n" not in chunk:
+            buffer += chunk
+            continue
+        # One split per chunk: a chunk of many events is not copied once per event.
+        records = (buffer + chunk).split(b"\n")
+        buffer = records.pop()
+        for line in records:
             if line.strip():
                 yield line
     if buffer.strip():
         yield buffer
 
 
-async def relist(api: ApiClient, cache: Cache) -> str:
-    version, _ = await list_into(cache, POD.label, api, POD.group, POD.version, POD.plural)
+async def relist(api: ApiClient, cache: Cache, kind: Kind) -> str:
+    version, _ = await list_into(cache, kind, api, kind.group, kind.version, kind.plural)
     return str(version) if version else ""
 
 
-async def watch_pods(api: ApiClient, cache: Cache, version: str) -> None:
-    """Runs forever; ``version`` is the resourceVersion of the list the cache was filled from."""
-    core = CoreV1Api(api)
+async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> None:
+    """Runs forever; ``version`` is the resourceVersion of the list the cache was filled from
+    ("": list first)."""
     delay = 0.5
+    gone = False  # said once that the kind is not served any more
     while True:
         try:
             if not version:
-                version = await relist(api, cache)
-            resp = await core.list_pod_for_all_namespaces(
-                watch=True, resource_version=version, allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_SECONDS, _preload_content=False)
+                version = await relist(api, cache, kind)
+            if gone:
+                log.info("kind served again, watching it", kind=kind.label)
+                gone = False
+            resp = await watch_stream(api, kind.group, kind.version, kind.plural, version, WATCH_SECONDS)
             try:
                 async for line in lines(resp):
                     event = json.loads(line)
-                    kind = event.get("type")
+                    type_ = event.get("type")
                     obj = event.get("object") or {}
-                    if kind == "ERROR":  # usually 410: our version is too old to resume from
-                        log.info("pod watch expired, listing again", status=obj.get("code"))
+                    if type_ == "ERROR":  # usually 410: our version is too old to resume from
+                        log.info("watch expired, listing again", kind=kind.label, status=obj.get("code"))
                         version = ""
                         break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if kind != "BOOKMARK":
-                        cache.observe(POD.label, kind, obj)
+                    if type_ != "BOOKMARK":
+                        cache.observe(kind, type_, obj)
                 delay = 0.5
             finally:
                 resp.release()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("pod watch failed, listing again", error=str(exc), retry_in=delay)
             version = ""
+            if isinstance(exc, ApiException) and not_served(exc, kind.group, kind.plural):
+                if not gone:
+                    log.warning("kind no longer served or readable; looking for it again every "
+                                f"{NOT_SERVED_RETRY:g}s", kind=kind.label, status=exc.status)
+                    gone = True
+                await asyncio.sleep(NOT_SERVED_RETRY)
+                continue
+            log.warning("watch failed, listing again", kind=kind.label, error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            delay = min(delay * 2, RETRY_MAX)
+
+
+async def watch_pods(api: ApiClient, cache: Cache, version: str) -> None:
+    """The pod watch (``watch_kind`` of pods)."""
+    await watch_kind(api, cache, POD, version)

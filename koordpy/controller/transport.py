@@ -1,20 +1,24 @@
 """How one write reaches the API server: retries with backoff, the leader fence, and the write metrics.
 
 Belongs here: ``call`` (one write, retried, fenced and counted), ``with_retries``, telling a refused
-raw response from a written one (``raise_for_status``) and the errors a write ends in (``Gone``,
-``Conflict``, ``NotLeader``). Not here: what to write and when (``reports``, the pacing policy),
-nor the bodies of the writes (``writer``).
+raw response from a written one (``raise_for_status``), the errors a write ends in (``Gone``,
+``Conflict``, ``NotLeader``), and the direct requests of the hot writes (``DirectCore``,
+``DirectCustom``). Not here: what to write and when (``reports``, the pacing policy), nor the
+bodies of the writes (``writer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 import structlog
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.controller.metrics import Metrics
@@ -105,3 +109,113 @@ async def call(kind: str, what: str, op: Callable[[], Awaitable[T]], fence: Call
     if metrics is not None:
         metrics.api_writes.labels(kind, "ok").inc()
     return result
+
+
+# -- the hot writes, sent directly -------------------------------------------------------------
+
+JSON = "application/json"
+# What the generated client sends a PATCH with a dict body as when no content type is named.
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+_NO_TIMEOUT = aiohttp.ClientTimeout()  # as the generated client's: none unless the call names one
+
+
+class _Direct:
+    """The generated client's calls of the same names, for the writes a bound pod costs (its bind,
+    its Scheduled Event, a condition, its PodGroup's status) and those a victim costs (its
+    condition, its deletion, its Event), sent as one request on the client's
+    own session, connections, credentials and proxy: the generated methods validated every
+    argument, walked every body to serialize it and built each request through three layers, a
+    tenth of the scheduler's CPU while binding (docs/benchmarks.md, issue 21). What goes on the
+    wire is the same (tests/controller/test_direct_writes.py). Every other call, and these with
+    any option but the content type, go to the generated client."""
+
+    def __init__(self, api: ApiClient, generated: Any) -> None:
+        self._api = api
+        self._generated = generated
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._generated, name)
+
+    async def _send(self, method: str, path: str, body: object, content_type: str) -> aiohttp.ClientResponse:
+        api = self._api
+        headers = {"Accept": JSON, "Content-Type": content_type, **api.default_headers}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        await api.update_params_for_auth(headers, [], ["BearerToken"])  # a token refresh hook runs here
+        rest = api.rest_client
+        options: dict[str, Any] = {}
+        if rest.proxy:
+            options["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            options["proxy_headers"] = rest.proxy_headers
+        if rest.server_hostname:
+            options["server_hostname"] = rest.server_hostname
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(
+            method, api.configuration.host + path, data=None if body is None else json.dumps(body), headers=headers,
+            timeout=_NO_TIMEOUT,
+            **options)
+        return response
+
+
+def _plain(options: dict[str, Any], also: frozenset[str] = frozenset()) -> bool:
+    """Whether a call asks for nothing the direct request does not do: a raw response, and at most
+    a content type (and the options ``also`` names)."""
+    return options.get("_preload_content") is False and set(options) <= {"_preload_content", "_content_type", *also}
+
+
+def _p(value: str) -> str:
+    return quote(str(value), safe="")  # as the generated client quotes a path parameter
+
+
+class DirectCore(_Direct):
+    """``CoreV1Api`` with its hot writes sent directly."""
+
+    def __init__(self, api: ApiClient) -> None:
+        super().__init__(api, CoreV1Api(api))
+
+    async def create_namespaced_pod_binding(self, name: str, namespace: str, body: object, **options: Any) -> Any:
+        if not _plain(options):
+            return await self._generated.create_namespaced_pod_binding(name, namespace, body, **options)
+        return await self._send("POST", f"/api/v1/namespaces/{_p(namespace)}/pods/{_p(name)}/binding", body,
+                                options.get("_content_type", JSON))
+
+    async def create_namespaced_event(self, namespace: str, body: object, **options: Any) -> Any:
+        if not _plain(options):
+            return await self._generated.create_namespaced_event(namespace, body, **options)
+        return await self._send("POST", f"/api/v1/namespaces/{_p(namespace)}/events", body,
+                                options.get("_content_type", JSON))
+
+    async def patch_namespaced_event(self, name: str, namespace: str, body: object, **options: Any) -> Any:
+        if not _plain(options):
+            return await self._generated.patch_namespaced_event(name, namespace, body, **options)
+        return await self._send("PATCH", f"/api/v1/namespaces/{_p(namespace)}/events/{_p(name)}", body,
+                                options.get("_content_type", STRATEGIC_MERGE))
+
+    async def patch_namespaced_pod_status(self, name: str, namespace: str, body: object, **options: Any) -> Any:
+        if not _plain(options):
+            return await self._generated.patch_namespaced_pod_status(name, namespace, body, **options)
+        return await self._send("PATCH", f"/api/v1/namespaces/{_p(namespace)}/pods/{_p(name)}/status", body,
+                                options.get("_content_type", STRATEGIC_MERGE))
+
+
+    async def delete_namespaced_pod(self, name: str, namespace: str, **options: Any) -> Any:
+        if not _plain(options, frozenset({"body"})):
+            return await self._generated.delete_namespaced_pod(name, namespace, **options)
+        return await self._send("DELETE", f"/api/v1/namespaces/{_p(namespace)}/pods/{_p(name)}",
+                                options.get("body"), options.get("_content_type", JSON))
+
+
+class DirectCustom(_Direct):
+    """``CustomObjectsApi`` with a namespaced object's status patch (a PodGroup's) sent directly."""
+
+    def __init__(self, api: ApiClient) -> None:
+        super().__init__(api, CustomObjectsApi(api))
+
+    async def patch_namespaced_custom_object_status(self, group: str, version: str, namespace: str, plural: str,
+                                                    name: str, body: object, **options: Any) -> Any:
+        if not _plain(options) or "_content_type" not in options:
+            return await self._generated.patch_namespaced_custom_object_status(
+                group, version, namespace, plural, name, body, **options)
+        return await self._send(
+            "PATCH", f"/apis/{_p(group)}/{_p(version)}/namespaces/{_p(namespace)}/{_p(plural)}/{_p(name)}/status",
+            body, options["_content_type"])

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import structlog
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import by_id, by_name
@@ -103,8 +103,9 @@ class ApiWriter:
         self.metrics = metrics
         # Asked before every write: false once this replica is not (or no longer) the leader.
         self.fence = fence
-        self.core = CoreV1Api(api)
-        self.custom = CustomObjectsApi(api)
+        # The generated clients, with the writes a bound pod costs sent directly (``transport``).
+        self.core: Any = transport.DirectCore(api)
+        self.custom: Any = transport.DirectCustom(api)
         self.sem = asyncio.Semaphore(concurrency)  # binds
         # Reports (conditions, events, statuses) have their own, smaller share of connections
         # so that a queue of unschedulable pods never delays a bind.
