@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 T = TypeVar("T")
 SHARED_LIMIT = 4096  # distinct values a Shared table holds before it starts afresh
+# Characters of map keys and values a Shared table holds before it starts afresh: a table keeps the
+# values of objects long deleted, and a pod's annotations alone may be 256 KiB (a last-applied
+# configuration, a workflow template); 4,096 such maps would keep a GiB alive.
+SHARED_CHARS = 1 << 22
 INTERN_LIMIT = 256  # longer map values are kept as read: seldom repeated, and costly to hash
 
 
@@ -60,22 +64,29 @@ class Shared(Generic[V]):
     never written to). A gang's pods carry the same labels, requests, tolerations and owners; as
     parsed, each pod would hold its own copy of each (and its own copy of every string in them,
     each watch event being decoded on its own). Bounded: after ``SHARED_LIMIT`` distinct values the
-    table starts afresh, so values nobody shares cost at most that much."""
+    table starts afresh, so values nobody shares cost at most that much; maps also after
+    ``SHARED_CHARS`` characters, so that large ones nobody shares cost little too."""
 
-    __slots__ = ("_memo",)
+    __slots__ = ("_chars", "_memo")
 
     def __init__(self) -> None:
         self._memo: dict[Hashable, V] = {}
+        self._chars = 0  # characters of the maps held (``map``)
 
-    def get(self, value: V, key: Hashable | None = None) -> V:
-        """The value held for ``value`` (looked up by ``key`` when ``value`` is not hashable)."""
+    def get(self, value: V, key: Hashable | None = None, chars: int = 0) -> V:
+        """The value held for ``value`` (looked up by ``key`` when ``value`` is not hashable).
+        ``chars``: what holding it costs, in characters (``map``'s keys and values)."""
         at = value if key is None else key
         found = self._memo.get(at)
         if found is not None:
             return found
-        if len(self._memo) >= SHARED_LIMIT:
+        if chars > SHARED_CHARS:
+            return value  # larger than a whole table: handed back, not held
+        if len(self._memo) >= SHARED_LIMIT or self._chars + chars > SHARED_CHARS:
             self._memo.clear()
+            self._chars = 0
         self._memo[at] = value
+        self._chars += chars
         return value
 
     def map(self: Shared[dict[str, T]], value: dict[str, T]) -> dict[str, T]:
@@ -85,4 +96,5 @@ class Shared(Generic[V]):
             return found
         held = {sys.intern(k): cast(T, sys.intern(v)) if isinstance(v, str) and len(v) <= INTERN_LIMIT else v
                 for k, v in value.items()}
-        return self.get(held, tuple(held.items()))
+        chars = sum(len(k) + (len(v) if isinstance(v, str) else 0) for k, v in held.items())
+        return self.get(held, tuple(held.items()), chars)
