@@ -77,6 +77,29 @@ class PodIndex:
     def describe(self, i: int, meta: PodMeta) -> None:
         self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
 
+    def put_many(self, keys: list[str], nodes: npt.NDArray[np.int64], req: npt.NDArray[np.int64], held: bool,
+                 metas: list[PodMeta]) -> None:
+        """``put`` for each of ``keys`` in turn (rows taken in the same order), the arrays set at once."""
+        rows: list[int] = []
+        row, spare = self.row, self._spare
+        for key in keys:
+            i = row.get(key)
+            if i is None:
+                if not spare:
+                    self._grow()
+                    spare = self._spare
+                i = row[key] = spare.pop()
+                self.keys[i] = key
+            rows.append(i)
+        at = np.array(rows, dtype=np.int64)
+        self.node[at], self.req[at], self.live[at], self.held[at] = nodes, req, True, held
+        self.describe_many(at, metas)
+
+    def describe_many(self, rows: npt.NDArray[np.int64], metas: list[PodMeta]) -> None:
+        self.prio[rows] = [m.priority for m in metas]
+        self.protected[rows] = [m.protected for m in metas]
+        self.doomed[rows] = [m.doomed for m in metas]
+
     def drop(self, key: str) -> None:
         i = self.row.pop(key, None)
         if i is not None:
@@ -97,8 +120,23 @@ class PodMeta:
     doomed: bool  # terminating because a scheduler preempted it
 
 
+_METAS: dict[tuple[int, bool, bool, bool], PodMeta] = {}
+
+
+def meta_of(priority: int, pending: bool, protected: bool, doomed: bool) -> PodMeta:
+    """The one ``PodMeta`` of these values: they are immutable and few, so pods share them (a gang
+    of thousands makes none)."""
+    key = (priority, pending, protected, doomed)
+    found = _METAS.get(key)
+    if found is None:
+        if len(_METAS) >= 4096:  # priorities are few; a bound all the same
+            _METAS.clear()
+        found = _METAS[key] = PodMeta(*key)
+    return found
+
+
 def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
-    return PodMeta(effective_priority(pod, classes), not pod.node_name,
+    return meta_of(effective_priority(pod, classes), not pod.node_name,
                    pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
                    pod.deleting and pod.preempted)
 
@@ -229,6 +267,19 @@ class Cluster:
         if self.txn is not None:
             self.txn.record(_Adopted(self, key, old, was_held))
 
+    def adopt_many(self, keys: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
+        """``adopt`` of each of ``keys`` on its node of ``nodes`` with the same ``request``, as pods
+        that run there (not held), recorded as one undo."""
+        counted, row, held = self.counted, self.index.row, self.index.held
+        before = [(counted.get(k), (i := row.get(k)) is not None and bool(held[i])) for k in keys]
+        self.moves += len(keys)
+        counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
+        default = PodMeta(0, False, False, False)
+        metas = self.meta
+        self.index.put_many(keys, nodes, request, False, [metas.get(k) or default for k in keys])
+        if self.txn is not None:
+            self.txn.record(_AdoptedMany(self, keys, before))
+
     def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
         if entry is None:
             self.counted.pop(key, None)
@@ -261,14 +312,37 @@ class Cluster:
     def bound(self, key: str) -> None:
         """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
         meta = self.meta.get(key)
-        self._describe(key, None if meta is None else PodMeta(meta.priority, False, meta.protected, meta.doomed),
+        self._describe(key, None if meta is None else meta_of(meta.priority, False, meta.protected, meta.doomed),
                        held=False)
+
+    def bound_many(self, keys: list[str]) -> None:
+        """``bound`` for each of ``keys``, recorded as one undo."""
+        metas, row, held = self.meta, self.index.row, self.index.held
+        before = [(metas.get(k), None if (i := row.get(k)) is None else bool(held[i])) for k in keys]
+        now: dict[str, PodMeta] = {}
+        for k, (meta, _) in zip(keys, before, strict=True):
+            if meta is not None:
+                now[k] = meta_of(meta.priority, False, meta.protected, meta.doomed)
+        for k in keys:
+            if k not in now:
+                metas.pop(k, None)
+        metas.update(now)
+        at = [row[k] for k in keys if k in row]
+        if at:
+            rows = np.array(at, dtype=np.int64)
+            self.index.held[rows] = False
+            described = [(row[k], m) for k, m in now.items() if k in row]
+            if described:
+                self.index.describe_many(np.array([i for i, _ in described], dtype=np.int64),
+                                         [m for _, m in described])
+        if self.txn is not None:
+            self.txn.record(_DescribedMany(self, keys, before))
 
     def doom(self, key: str) -> None:
         """The pod is being preempted this cycle: no later job may count it as a victim again."""
         meta = self.meta.get(key)
         if meta is not None:
-            self._describe(key, PodMeta(meta.priority, meta.pending, True, True), held=None)
+            self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False, pods: str | list[str] | None = None) -> None:
@@ -356,6 +430,28 @@ class _Adopted:
 
     def undo(self) -> None:
         self.cluster._restore(self.key, self.old, self.was_held)
+
+
+@dataclass(frozen=True)
+class _AdoptedMany:
+    cluster: Cluster
+    keys: list[str]
+    before: list[tuple[tuple[int, npt.NDArray[np.int64]] | None, bool]]
+
+    def undo(self) -> None:
+        for key, (old, was_held) in zip(reversed(self.keys), reversed(self.before), strict=True):
+            self.cluster._restore(key, old, was_held)
+
+
+@dataclass(frozen=True)
+class _DescribedMany:
+    cluster: Cluster
+    keys: list[str]
+    before: list[tuple[PodMeta | None, bool | None]]
+
+    def undo(self) -> None:
+        for key, (meta, held) in zip(reversed(self.keys), reversed(self.before), strict=True):
+            self.cluster._set_meta(key, meta, held)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
+    VolumeBinding,
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
-from koordpy.core.messages import render
+from koordpy.core.messages import assigned, render
 from koordpy.core.model import Gang
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
@@ -43,7 +44,6 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import (
-    Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
     Code,
@@ -583,11 +583,15 @@ class Cycle:
 
     def bind(self, placed: dict[str, int]) -> None:
         rules = self.filters.volumes
+        by_key = self.view.by_key
+        if rules is None or not any((obj := by_key.get(k)) is not None and obj.volumes for k in placed):
+            self._bind_plain(placed)
+            return
         for pod, node_idx in placed.items():
             node = self.cluster.nodes[node_idx].name
-            obj = self.view.by_key.get(pod)
+            obj = by_key.get(pod)
             volumes = None
-            if rules is not None and obj is not None and obj.volumes:
+            if obj is not None and obj.volumes:
                 try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
                     volumes = rules.prebind(obj, self.cluster.nodes[node_idx])
                 except LookupError as exc:
@@ -598,15 +602,33 @@ class Cycle:
                     continue
             self.bound[pod] = node
             self.cluster.bound(pod)
-            self.result.decisions.append(Bind(pod, node, volumes))
-            self.result.decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED,
-                                               render(Assigned(pod, node))))
-            obj = self.view.by_key.get(pod)
-            ref = missing_owner(obj, self.snapshot.owners) if obj is not None else None
-            if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
-                self.result.decisions.append(Event(
-                    "Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
-                    render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
+            self._bound(pod, node, volumes, obj)
+
+    def _bound(self, pod: str, node: str, volumes: VolumeBinding | None, obj: Pod | None) -> None:
+        """The decisions of one bind: the Bind, its Scheduled Event, and a warning for an owner not seen."""
+        self.result.decisions.append(Bind(pod, node, volumes))
+        self.result.decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+        ref = missing_owner(obj, self.snapshot.owners) if obj is not None and obj.owner_references else None
+        if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
+            self.result.decisions.append(Event(
+                "Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
+                render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
+
+    def _bind_plain(self, placed: dict[str, int]) -> None:
+        """``bind`` when no pod has volumes (nothing can refuse a bind): the same decisions in the same
+        order, the cluster told of the binds at once."""
+        nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
+        scheduled = EventReason.SCHEDULED
+        for pod, node_idx in placed.items():
+            node = nodes[node_idx].name
+            bound[pod] = node
+            obj = by_key.get(pod)
+            if obj is not None and obj.owner_references:
+                self._bound(pod, node, None, obj)
+            else:
+                decisions.append(Bind(pod, node, None))
+                decisions.append(Event("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+        self.cluster.bound_many(list(placed))
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
