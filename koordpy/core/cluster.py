@@ -167,6 +167,8 @@ class Cluster:
                 self.allocatable[i, self.res_index[r]] = q
         self.used = np.zeros_like(self.allocatable)
         self.classes = snapshot.priority_classes
+        default = next((c for c in self.classes.values() if c.global_default), None)
+        self._default_priority = default.value if default else 0  # a pod that names no known class
         self.meta: dict[str, PodMeta] = {}
         self.index = PodIndex(len(self.resources))
         self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
@@ -185,6 +187,17 @@ class Cluster:
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
         self.trees = Trees(snapshot, self.nodes)
+
+    def _meta(self, pod: Pod) -> PodMeta:
+        """``pod_meta`` with the default priority found once (a pod of a gang of thousands asks it)."""
+        if pod.priority is not None:
+            priority = pod.priority
+        else:
+            found = self.classes.get(pod.priority_class_name) if pod.priority_class_name else None
+            priority = found.value if found is not None else self._default_priority
+        deleting = pod.deleting
+        return meta_of(priority, not pod.node_name, deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
+                       deleting and pod.preempted)
 
     @property
     def tree(self) -> TopologyTree:
@@ -219,7 +232,7 @@ class Cluster:
             if old is not None and old is not pod and self.presence.replace(key, old, pod):
                 self.moves += 1  # a counted pod's labels changed: a job the rules hold back may go now
             self.objects[key] = pod
-            meta = self.meta[key] = pod_meta(pod, self.classes)
+            meta = self.meta[key] = self._meta(pod)
             row = self.index.row.get(key)
             if row is not None:
                 self.index.describe(row, meta)
@@ -384,6 +397,22 @@ class Cluster:
             v = cached[1]
         self._requests[pod.key] = (pod.requests, v)
         return v
+
+    def shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
+        """``pods`` grouped by request vector: the vector's bytes -> (the vector, positions in ``pods``),
+        groups in the order they first appear, each group's vector the ``request_vector`` of its first
+        pod. Pods whose requests read alike (a gang's members) share that group without a vector of
+        their own being made: ``request_vector`` asked of them later gives one equal to it."""
+        shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]] = {}
+        seen: dict[tuple[tuple[str, int], ...], list[int]] = {}  # requests as stated -> their group's positions
+        for i, p in enumerate(pods):
+            stated = tuple(p.requests.items())
+            group = seen.get(stated)
+            if group is None:
+                vec = self.request_vector(p)
+                group = seen[stated] = shapes.setdefault(vec.tobytes(), (vec, []))[1]
+            group.append(i)
+        return shapes
 
     def free(self) -> npt.NDArray[np.int64]:
         return self.allocatable - self.used

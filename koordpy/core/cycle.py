@@ -15,7 +15,7 @@ import numpy as np
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import ANN_TIMEOUT, topology_index
+from koordpy.api.podgroup import ANN_TIMEOUT
 from koordpy.core import dialects, gangrule
 from koordpy.core.decisions import (
     Annotate,
@@ -31,6 +31,7 @@ from koordpy.core.decisions import (
     VolumeBinding,
 )
 from koordpy.core.gang import Job, claims
+from koordpy.core.members import topology_indexes
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
 from koordpy.core.messages import assigned, render
 from koordpy.core.model import Gang
@@ -515,9 +516,9 @@ class Cycle:
         for gang in job.gangs:
             if gang.error:
                 return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
-        for pod in job.pods if job.is_gang else ():
+        if job.is_gang:
             try:
-                topology_index(f"Pod {pod.key}", pod.annotations)
+                topology_indexes(job.pods)
             except ParseError as exc:
                 return Verdict(Code.UNRESOLVABLE, Text(str(exc)), "changed")
         for gang in job.gangs:

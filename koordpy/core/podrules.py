@@ -134,10 +134,28 @@ class Presence:
             self._add(key, pod, int(node), sign)
 
     def move_many(self, keys: list[str], nodes: npt.NDArray[np.int64], sign: int) -> None:
+        objects, at_all = self.objects, self._at
+        # With no tracker to update, a pod without anti-affinity or host ports is only where it is.
+        untracked = not self._unguarded and not self._guarded
         for key, node in zip(keys, nodes.tolist(), strict=True):
-            pod = self.objects.get(key)
-            if pod is not None:
-                self._add(key, pod, int(node), sign)
+            pod = objects.get(key)
+            if pod is None:
+                continue
+            if untracked and not pod.pod_anti_affinity and not pod.host_ports:
+                at = at_all.get(key)
+                if at is None:
+                    if sign > 0:
+                        at_all[key] = Counter({node: sign})
+                    continue
+                left = at[node] + sign
+                if left > 0:
+                    at[node] = left
+                else:
+                    at.pop(node, None)
+                    if not at:
+                        del at_all[key]
+            else:
+                self._add(key, pod, node, sign)
 
     def replace(self, key: str, old: Pod, new: Pod) -> bool:
         """The pod's object changed: what the rules read of it may have too. True when that changed
@@ -444,7 +462,8 @@ class PodRules:
         (affinity or spread between members, anti-affinity over wider domains), with or without
         the cap. Members are compared by kind: only the labels some member's rule reads tell kinds
         apart, so a gang whose members differ by an index label is one kind."""
-        if not any(p.has_pod_rules for p in pods):
+        if not any(p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread for p in pods) \
+                or not any(p.has_pod_rules for p in pods):  # the first asks no property of most pods
             return Interplay()
         read: set[str] = set()
         for p in {(q.pod_affinity, q.pod_anti_affinity, q.spread): q for q in pods}.values():
