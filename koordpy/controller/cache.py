@@ -28,6 +28,7 @@ from koordpy.api.objects import Pod
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
+from koordpy.core.members import topology_indexes
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -55,6 +56,16 @@ def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: d
     """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
     try:
         check_pod_annotations(pod, podgroups, invalid_groups, gang_checked)
+    except ParseError as exc:
+        return str(exc)
+    return None
+
+
+def _index_error(pod: Pod) -> str | None:
+    """What ``annotation_error`` says of a pod whose gang declaration was accepted already: only its
+    network-topology index can be wrong."""
+    try:
+        topology_indexes((pod,))
     except ParseError as exc:
         return str(exc)
     return None
@@ -439,10 +450,11 @@ class Cache(Stores):
             return gang, checked[3]
         # A gang's pods declare it alike: a declaration accepted against this PodGroup object is not
         # parsed again for each member (only errors name the pod, and those are never reused).
-        decl = (pod.namespace, gang, group_invalid,
-                tuple(sorted((k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION)))
+        declared = [(k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION]
+        decl = (pod.namespace, gang, group_invalid, tuple(sorted(declared) if len(declared) > 1 else declared))
         accepted = self._accepted.get(decl, self)  # self: never accepted (None is a PodGroup-less gang)
-        err = annotation_error(pod, self.podgroups, invalid_groups, gang_checked=accepted is group)
+        # Accepted: only the topology index is left to check (parsed once per text, ``topology_indexes``).
+        err = _index_error(pod) if accepted is group else annotation_error(pod, self.podgroups, invalid_groups)
         if err is None and accepted is not group:
             if len(self._accepted) >= 10_000:  # declarations of gangs long gone are not kept forever
                 self._accepted.clear()

@@ -218,7 +218,7 @@ class Cluster:
 
     def knows(self, pod: Pod) -> bool:
         """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
-        return all(r in self.res_index for r in pod.requests)
+        return self.res_index.keys() >= pod.requests.keys()
 
     def recount(self, key: str, pod: Pod | None, assumed: Mapping[str, str]) -> None:
         """Counts ``pod`` (None: gone) where it runs, is reserved or is nominated, if that changed.

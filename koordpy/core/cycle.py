@@ -421,10 +421,11 @@ class Cycle:
         """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
         bind there at the end of their wait."""
         index = self.cluster.node_index
+        held = self.state.reserved if reserved else {}
         out = []
         for gang in gangs:
             for p in gang.pods:
-                name = p.node_name or (self.state.reserved.get(p.key) if reserved else None)
+                name = p.node_name or (held.get(p.key) if held else None)
                 if name and name in index:
                     out.append(index[name])
         return out

@@ -118,7 +118,7 @@ class Presence:
         # Pods with required anti-affinity, grouped by (namespace, terms): per-node counts.
         self._holders: dict[tuple[str, tuple[PodAffinityTerm, ...]], npt.NDArray[np.int64]] = {}
         self._ports: dict[HostPort, npt.NDArray[np.int64]] = {}
-        self._at: dict[str, Counter[int]] = {}  # pod -> node -> count
+        self._at: dict[str, dict[int, int]] = {}  # pod -> node -> count (only counts above zero)
         self.holding = 0  # how many present pods have required anti-affinity
         self.label_keys: frozenset[str] = frozenset()  # the pod label keys those pods' terms read
         self._repelled: dict[tuple[object, ...], bool] = {}
@@ -145,9 +145,9 @@ class Presence:
                 at = at_all.get(key)
                 if at is None:
                     if sign > 0:
-                        at_all[key] = Counter({node: sign})
+                        at_all[key] = {node: sign}
                     continue
-                left = at[node] + sign
+                left = at.get(node, 0) + sign
                 if left > 0:
                     at[node] = left
                 else:
@@ -162,7 +162,7 @@ class Presence:
         for a pod that is counted somewhere (a move as far as the rules are concerned)."""
         if _rule_view(old) == _rule_view(new):
             return False
-        where = list(self._at.get(key, Counter()).items())
+        where = list(self._at.get(key, {}).items())
         for node, n in where:
             for _ in range(n):
                 self._add(key, old, node, -1)
@@ -173,10 +173,14 @@ class Presence:
         return bool(where)
 
     def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
-        at = self._at.setdefault(key, Counter())
-        at[node] += sign
-        if at[node] <= 0:
-            del at[node]
+        at = self._at.get(key)
+        if at is None:
+            at = self._at[key] = {}
+        left = at.get(node, 0) + sign
+        if left > 0:
+            at[node] = left
+        else:
+            at.pop(node, None)
             if not at:
                 del self._at[key]
         for t in self._unguarded:
@@ -244,7 +248,7 @@ class Presence:
             pod = self.objects.get(key)
             # Only where it is present now: a job's own nominations are lifted while it is placed.
             at = self._at.get(key)
-            if pod is not None and at is not None and at[node] > 0 and match(pod):
+            if pod is not None and at is not None and at.get(node, 0) > 0 and match(pod):
                 if out is None:
                     out = np.zeros(self.n, dtype=np.int64)
                 out[node] += 1
