@@ -414,12 +414,13 @@ class Cache(Stores):
             changed_groups, self._groups_changed = self._groups_changed, set()
             self._dirty.update(dict.fromkeys(k for k, gang in self._pending.items() if gang in changed_groups))
         delta: dict[str, Pod | None] = {}
+        pods, podgroups = self.pods, self.podgroups  # looked up once: a new gang brings thousands
         for key in self._dirty:
-            pod = self.pods.get(key)
+            pod = pods.get(key)
             shown = None if pod is None else self._shown_pod(key, pod)
             if shown is not None and (shown.scheduler_name in scheduler_names and not shown.node_name
                                       and not shown.terminal and not shown.deleting):
-                gang, err = self._annotation_error(key, shown, invalid_groups)
+                gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)
                 self._pending[key] = gang
                 if err is not None:
                     self.rejected[key] = err
@@ -440,10 +441,11 @@ class Cache(Stores):
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
 
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
+    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str],
+                          podgroups: dict[str, PodGroup]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
         gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
-        group = self.podgroups.get(gang) if gang else None
+        group = podgroups.get(gang) if gang else None
         group_invalid = gang in invalid_groups
         checked = self._checked.get(key)
         if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:

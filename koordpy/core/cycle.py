@@ -29,6 +29,8 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
     VolumeBinding,
+    bind_of,
+    event_of,
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.members import topology_indexes
@@ -531,7 +533,7 @@ class Cycle:
             if gangrule.too_few(gang):
                 return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member,
                                                         dialects.declared_by(gang.key, self.snapshot)), "changed")
-            gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
+            gated = sum(1 for p in gang.pods if p.scheduling_gates and self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
                 return Verdict(Code.WAIT, GatedMembers(gang.key, gated, len(gang.pods), cfg.min_member), "changed")
@@ -628,8 +630,8 @@ class Cycle:
             if obj is not None and obj.owner_references:
                 self._bound(pod, node, None, obj)
             else:
-                decisions.append(Bind(pod, node, None))
-                decisions.append(Event("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+                decisions.append(bind_of(pod, node))
+                decisions.append(event_of("Pod", pod, "Normal", scheduled, assigned(pod, node)))
         self.cluster.bound_many(list(placed))
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
