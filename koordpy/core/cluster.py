@@ -252,6 +252,20 @@ class Cluster:
         if have is None or have[0] != node or have[1] is not vec or self.is_held(key) != held:
             self.count(key, (node, vec), held=held)
 
+    def recount_many(self, keys: Iterable[str], pods: Mapping[str, Pod], assumed: Mapping[str, str]) -> None:
+        """``recount`` of each of ``keys`` (its pod in ``pods``, None when absent). A pod the cluster
+        never knew that is pending and neither assumed nor nominated anywhere (a new gang's members)
+        is only noted: it is counted nowhere, and nothing else could change."""
+        objects, metas, counted, rows = self.objects, self.meta, self.counted, self.index.row
+        for key in keys:
+            pod = pods.get(key)
+            if (pod is not None and not pod.node_name and not pod.nominated_node_name and key not in assumed
+                    and key not in objects and key not in counted and key not in rows):
+                objects[key] = pod
+                metas[key] = self._meta(pod)
+            else:
+                self.recount(key, pod, assumed)
+
     def _held(self) -> list[tuple[str, int]]:
         """The pending pods counted where they are nominated or reserved, with their nodes."""
         idx = self.index

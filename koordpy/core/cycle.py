@@ -126,7 +126,8 @@ class Cycle:
             self.result.queues["active"] += len(job.pods)
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
-            view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+            member_of = view.member_of
+            view.dirty.update(member_of[k] for k in job.keys if k in member_of)
             wake = self._isolated(job)
             if wake is not None:
                 since = self.state.wait_since.get(job.group)
@@ -150,7 +151,7 @@ class Cycle:
         whole if it raises. What it added to this cycle's result (decisions, messages, binds) is not
         state: that is cut back to where it stood."""
         mark = len(self.result.decisions)
-        keys = [p.key for p in job.pods]
+        keys = job.keys
         txn = self.txn if self.txn is not None else Txn(self.cluster, self.state)
         savepoint = txn.savepoint()
         try:
@@ -185,7 +186,8 @@ class Cycle:
             for pod in job.pods:
                 self._say(pod, message)
             return wake
-        pending = [p for p in job.pods if p.key not in self.state.reserved]
+        reserved = self.state.reserved
+        pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved] if reserved else list(job.pods)
         pods = rank_order(pending) if job.is_gang else pending
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:
@@ -193,8 +195,8 @@ class Cycle:
         stmt = Statement(self.cluster)
         # The room nominated for the job's own pods is theirs: lifted while they are placed again.
         for pod in pods:
-            if pod.nominated_node_name and self.cluster.is_held(pod.key):
-                stmt.evict(pod.key)
+            if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
+                stmt.evict(key)
         lifted = stmt.savepoint()
         failure = None
         if pods and not self._on_nominated(pods, stmt):
@@ -208,10 +210,10 @@ class Cycle:
             self._largest_prefix(job, pods, req, stmt, lifted)
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
-            for pod in job.pods:
-                held_on = self.state.release(pod.key)  # a reserved member binds where it is held
+            for key in job.keys if self.state.reserved else ():
+                held_on = self.state.release(key)  # a reserved member binds where it is held
                 if held_on is not None:
-                    placed[pod.key] = self.cluster.node_index[held_on]
+                    placed[key] = self.cluster.node_index[held_on]
             self.state.end_wait(job.group)
             self.state.mark_satisfied(g.key for g in job.gangs)
             self.bind(placed)

@@ -55,6 +55,12 @@ class Job:
         return bool(self.gangs)
 
     @cached_property
+    def keys(self) -> list[str]:
+        """The keys of ``pods``, in order (a pod may be replaced by a newer object of the same key,
+        never by another pod: a job is rebuilt when its pods change)."""
+        return [p.key for p in self.pods]
+
+    @cached_property
     def group(self) -> GangGroupId:
         """The GangGroup this job places (empty for a lone pod); ``id`` is how it is shown."""
         return GangGroupId.of(*(g.key for g in self.gangs))

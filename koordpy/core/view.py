@@ -234,8 +234,7 @@ class View:
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
-            for key in recount:
-                cluster.recount(key, self.by_key.get(key), state.reserved)
+            cluster.recount_many(recount, self.by_key, state.reserved)
             cluster.presence.set_namespaces(snapshot.namespaces)
         self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole)
         return cluster
