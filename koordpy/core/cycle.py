@@ -187,7 +187,8 @@ class Cycle:
                 self._say(pod, message)
             return wake
         reserved = self.state.reserved
-        pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved] if reserved else list(job.pods)
+        pending = ([p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved] if reserved
+                   else list(job.pods))
         pods = rank_order(pending) if job.is_gang else pending
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:

@@ -68,7 +68,7 @@ def rank_order(pods: list[Pod]) -> list[Pod]:
     an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order)."""
 
     indexes = topology_indexes(pods)
-    if None not in indexes and len(set(indexes)) == len(pods) and not any(p.scheduling_group for p in pods):
+    if None not in indexes and len(set(indexes)) == len(pods):
         # Every pod has an index of its own (a gang's usual case): the index alone decides the order.
         ranks = cast(list[int], indexes)
         return [pods[i] for i in sorted(range(len(pods)), key=ranks.__getitem__)]
