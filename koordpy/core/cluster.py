@@ -344,24 +344,29 @@ class Cluster:
 
     def bound_many(self, keys: list[str]) -> None:
         """``bound`` for each of ``keys``, recorded as one undo."""
-        metas, row, held = self.meta, self.index.row, self.index.held
-        before = [(metas.get(k), None if (i := row.get(k)) is None else bool(held[i])) for k in keys]
-        now: dict[str, PodMeta] = {}
-        for k, (meta, _) in zip(keys, before, strict=True):
-            if meta is not None:
-                now[k] = meta_of(meta.priority, False, meta.protected, meta.doomed)
-        for k in keys:
-            if k not in now:
+        metas, rows, index = self.meta, self.index.row, self.index
+        olds = [metas.get(k) for k in keys]
+        at = [rows.get(k) for k in keys]
+        counted = [i for i in at if i is not None]
+        was = iter(index.held[np.array(counted, dtype=np.int64)].tolist() if counted else ())
+        before = [(m, None if i is None else next(was)) for m, i in zip(olds, at, strict=True)]
+        # The metadata of a bound pod: its own, no longer pending (PodMeta are shared, so few to make).
+        made: dict[int, PodMeta] = {}
+        described: list[tuple[int, PodMeta]] = []
+        for k, m, i in zip(keys, olds, at, strict=True):
+            if m is None:
                 metas.pop(k, None)
-        metas.update(now)
-        at = [row[k] for k in keys if k in row]
-        if at:
-            rows = np.array(at, dtype=np.int64)
-            self.index.held[rows] = False
-            described = [(row[k], m) for k, m in now.items() if k in row]
-            if described:
-                self.index.describe_many(np.array([i for i, _ in described], dtype=np.int64),
-                                         [m for _, m in described])
+                continue
+            now = made.get(id(m))
+            if now is None:
+                now = made[id(m)] = meta_of(m.priority, False, m.protected, m.doomed)
+            metas[k] = now
+            if i is not None:
+                described.append((i, now))
+        if counted:
+            index.held[np.array(counted, dtype=np.int64)] = False
+        if described:
+            index.describe_many(np.array([i for i, _ in described], dtype=np.int64), [m for _, m in described])
         if self.txn is not None:
             self.txn.record(_DescribedMany(self, keys, before))
 

@@ -28,7 +28,6 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
-    VolumeBinding,
     bind_of,
     event_of,
 )
@@ -589,53 +588,41 @@ class Cycle:
         return gangrule.permit(job, placed, self.state.reserved, self.state.satisfied)
 
     def bind(self, placed: dict[str, int]) -> None:
+        """kube-scheduler's Reserve (volumes) and Bind for what the job placed, in order: a Bind and its
+        Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
         rules = self.filters.volumes
-        by_key = self.view.by_key
-        if rules is None or not any((obj := by_key.get(k)) is not None and obj.volumes for k in placed):
-            self._bind_plain(placed)
-            return
+        nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
+        scheduled = EventReason.SCHEDULED
+        binding: list[str] = []
         for pod, node_idx in placed.items():
-            node = self.cluster.nodes[node_idx].name
+            node = nodes[node_idx].name
             obj = by_key.get(pod)
+            if obj is None or not ((obj.volumes and rules is not None) or obj.owner_references):
+                bound[pod] = node
+                binding.append(pod)
+                decisions.append(bind_of(pod, node))
+                decisions.append(event_of("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+                continue
             volumes = None
-            if obj is not None and obj.volumes:
+            if rules is not None and obj.volumes:
                 try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
-                    volumes = rules.prebind(obj, self.cluster.nodes[node_idx])
+                    volumes = rules.prebind(obj, nodes[node_idx])
                 except LookupError as exc:
                     # Only a member of a job placed together can meet this: a member before it took the
                     # PV its claim matched on that node. It is not bound, and tries again.
                     self.cluster.count(pod, None)
-                    self._say(obj, render(PreBindConflict(len(self.cluster.nodes), str(exc))))
+                    self._say(obj, render(PreBindConflict(len(nodes), str(exc))))
                     continue
-            self.bound[pod] = node
-            self.cluster.bound(pod)
-            self._bound(pod, node, volumes, obj)
-
-    def _bound(self, pod: str, node: str, volumes: VolumeBinding | None, obj: Pod | None) -> None:
-        """The decisions of one bind: the Bind, its Scheduled Event, and a warning for an owner not seen."""
-        self.result.decisions.append(Bind(pod, node, volumes))
-        self.result.decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
-        ref = missing_owner(obj, self.snapshot.owners) if obj is not None and obj.owner_references else None
-        if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
-            self.result.decisions.append(Event(
-                "Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
-                render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
-
-    def _bind_plain(self, placed: dict[str, int]) -> None:
-        """``bind`` when no pod has volumes (nothing can refuse a bind): the same decisions in the same
-        order, the cluster told of the binds at once."""
-        nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
-        scheduled = EventReason.SCHEDULED
-        for pod, node_idx in placed.items():
-            node = nodes[node_idx].name
             bound[pod] = node
-            obj = by_key.get(pod)
-            if obj is not None and obj.owner_references:
-                self._bound(pod, node, None, obj)
-            else:
-                decisions.append(bind_of(pod, node))
-                decisions.append(event_of("Pod", pod, "Normal", scheduled, assigned(pod, node)))
-        self.cluster.bound_many(list(placed))
+            binding.append(pod)
+            decisions.append(Bind(pod, node, volumes))
+            decisions.append(Event("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+            ref = missing_owner(obj, self.snapshot.owners)
+            if ref is not None:  # its grace ran out: placed as today, but not silently
+                decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
+                                       render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
+                                                                OWNER_GRACE_SECONDS))))
+        self.cluster.bound_many(binding)
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
