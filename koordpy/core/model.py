@@ -29,6 +29,15 @@ def creation_time(value: float | None) -> float:
     return value if value is not None else 0.0
 
 
+def earliest(pods: Sequence[Pod]) -> Pod:
+    """The pod created first (by ``creation_time``), the first name among those created then: the
+    member that speaks for its gang. Creation times are compared before any name (a gang of
+    thousands shares a handful)."""
+    times = [0.0 if p.creation is None else p.creation for p in pods]
+    low = min(times)
+    return min((p for p, t in zip(pods, times, strict=True) if t == low), key=lambda p: p.name)
+
+
 class TreeSource(Protocol):
     """The cluster's trees as an ask reads them: by key, built on first use, over these nodes."""
 

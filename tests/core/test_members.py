@@ -302,3 +302,13 @@ def test_recount_many_counts_as_recount_of_each(spec: list[tuple[str, bool]]) ->
     assert _state(fast) == _state(slow)
     assert fast.objects == slow.objects
     assert all(isinstance(m, PodMeta) for m in fast.meta.values())
+
+
+@given(st.lists(st.tuples(st.one_of(st.none(), st.sampled_from([0.0, 5.0, 7.5])), st.integers(0, 12)),
+                min_size=1, max_size=10, unique_by=lambda t: t[1]))
+@settings(max_examples=150, deadline=None)
+def test_earliest_is_the_min_by_creation_then_name(spec: list[tuple[float | None, int]]) -> None:
+    from koordpy.core.model import creation_time, earliest
+
+    pods = [_pod(f"e-{n}").model_copy(update={"creation": c}) for c, n in spec]
+    assert earliest(pods) is min(pods, key=lambda p: (creation_time(p.creation), p.name))

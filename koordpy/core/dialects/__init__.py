@@ -28,7 +28,7 @@ from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import Dialect, DialectBase
 from koordpy.core.dialects.volcano import HyperNodeTree
-from koordpy.core.model import Gang, creation_time
+from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree, TreeKey
@@ -129,7 +129,7 @@ def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, 
     except ParseError as exc:
         gang.error = str(exc)
         return
-    first = min(pods, key=lambda p: (creation_time(p.creation), p.name)) if pods else None
+    first = earliest(pods) if pods else None
     owner = top_owner(first, snapshot.owners) if first is not None else None
     keys = kai.layered(first.annotations if first else {}, {**annotations, **spec},
                        owner.annotations if owner else {})

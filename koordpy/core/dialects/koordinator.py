@@ -34,7 +34,7 @@ from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase
-from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
@@ -234,7 +234,7 @@ def build(key: str, podgroup: PodGroup | None, pods: list[Pod]) -> Gang | None:
     if err or not pods:
         return _gathering(gang)
     # Annotation values on the pods override the PodGroup; the earliest pod speaks for the gang.
-    first = min(pods, key=lambda p: (creation_time(p.creation), p.name))
+    first = earliest(pods)
     try:
         cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroup)
     except ParseError as exc:
