@@ -417,7 +417,9 @@ class Cache(Stores):
         pods, podgroups = self.pods, self.podgroups  # looked up once: a new gang brings thousands
         for key in self._dirty:
             pod = pods.get(key)
-            shown = None if pod is None else self._shown_pod(key, pod)
+            # What the scheduler wrote is laid over only the pods it wrote something about.
+            overlaid = key in self.assumed or key in self.nominated or key in self.preempting or key in self._shown
+            shown = None if pod is None else self._shown_pod(key, pod) if overlaid else pod
             if shown is not None and (shown.scheduler_name in scheduler_names and not shown.node_name
                                       and not shown.terminal and not shown.deleting):
                 gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)

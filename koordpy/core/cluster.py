@@ -424,12 +424,17 @@ class Cluster:
         their own being made: ``request_vector`` asked of them later gives one equal to it."""
         shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]] = {}
         seen: dict[tuple[tuple[str, int], ...], list[int]] = {}  # requests as stated -> their group's positions
+        last: dict[str, int] | None = None
+        group: list[int] = []
         for i, p in enumerate(pods):
-            stated = tuple(p.requests.items())
-            group = seen.get(stated)
-            if group is None:
-                vec = self.request_vector(p)
-                group = seen[stated] = shapes.setdefault(vec.tobytes(), (vec, []))[1]
+            requests = p.requests
+            if requests != last:  # not the requests of the pod before (equal dicts: the same vector)
+                stated = tuple(requests.items())
+                found = seen.get(stated)
+                if found is None:
+                    vec = self.request_vector(p)
+                    found = seen[stated] = shapes.setdefault(vec.tobytes(), (vec, []))[1]
+                group, last = found, requests
             group.append(i)
         return shapes
 

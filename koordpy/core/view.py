@@ -280,8 +280,10 @@ class View:
                 self.members.get(was, {}).pop(key, None)
                 touched.add(was)
         filed: dict[str, str | None] = {}  # pod -> the gang it was filed under now, asked of this snapshot
+        member_of, single_jobs = self.member_of, self.single_jobs
         for key, pod in zip(keys, changed, strict=True):
-            if self._swap_if_only_message(pod, key):
+            # Only a pod the view holds already can have changed in its message alone.
+            if (key in member_of or key in single_jobs) and self._swap_if_only_message(pod, key):
                 continue
             single_keys.add(key)
             new = filed[key] = gang_member(pod, snapshot)
@@ -370,13 +372,20 @@ class View:
                 found = alone[gang.key] = holds_alone(gang, state.satisfied)
             return found
 
+        pending_pods, gangs, member_of, single_jobs = self.claimed, self.gangs, self.member_of, self.single_jobs
+        alone_under: dict[str, bool] = {}  # the gang a pod is filed under -> whether its pods go alone
         for key in single_keys:
-            pending = self.claimed.get(key)
-            owner = self.gangs.get(self.member_of.get(key, "")) if pending is not None else None
-            if pending is not None and (owner is None or holds(owner)):
-                self.single_jobs[key] = single_job(pending, snapshot)
-            else:
-                self.single_jobs.pop(key, None)
+            pending = pending_pods.get(key)
+            if pending is not None:
+                under = member_of.get(key, "")
+                goes = alone_under.get(under)
+                if goes is None:
+                    owner = gangs.get(under)
+                    goes = alone_under[under] = owner is None or holds(owner)
+                if goes:
+                    single_jobs[key] = single_job(pending, snapshot)
+                    continue
+            single_jobs.pop(key, None)
         for gid in gids:
             claimed = {k: [p for pk, p in self.members.get(k, {}).items() if pk in self.claimed]
                        for k in gid if k in self.gangs and not holds(self.gangs[k])}
