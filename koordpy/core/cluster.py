@@ -255,16 +255,26 @@ class Cluster:
     def recount_many(self, keys: Iterable[str], pods: Mapping[str, Pod], assumed: Mapping[str, str]) -> None:
         """``recount`` of each of ``keys`` (its pod in ``pods``, None when absent). A pod the cluster
         never knew that is pending and neither assumed nor nominated anywhere (a new gang's members)
-        is only noted: it is counted nowhere, and nothing else could change."""
-        objects, metas, counted, rows = self.objects, self.meta, self.counted, self.index.row
+        is only noted: it is counted nowhere, nothing else could change, and its ``PodMeta`` is made
+        when first asked for (``_meta_for``)."""
+        objects, counted, rows = self.objects, self.counted, self.index.row
         for key in keys:
             pod = pods.get(key)
             if (pod is not None and not pod.node_name and not pod.nominated_node_name and key not in assumed
                     and key not in objects and key not in counted and key not in rows):
                 objects[key] = pod
-                metas[key] = self._meta(pod)
             else:
                 self.recount(key, pod, assumed)
+
+    def _meta_for(self, key: str) -> PodMeta | None:
+        """The pod's ``PodMeta`` (None for a pod the cluster does not know), made from the pod the
+        cluster was last told of when ``recount_many`` left it to be asked for."""
+        found = self.meta.get(key)
+        if found is None:
+            pod = self.objects.get(key)
+            if pod is not None:
+                found = self.meta[key] = self._meta(pod)
+        return found
 
     def _held(self) -> list[tuple[str, int]]:
         """The pending pods counted where they are nominated or reserved, with their nodes."""
@@ -302,8 +312,8 @@ class Cluster:
         self.moves += len(keys)
         counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
         default = PodMeta(0, False, False, False)
-        metas = self.meta
-        self.index.put_many(keys, nodes, request, False, [metas.get(k) or default for k in keys])
+        meta_for = self._meta_for
+        self.index.put_many(keys, nodes, request, False, [meta_for(k) or default for k in keys])
         if self.txn is not None:
             self.txn.record(_AdoptedMany(self, keys, before))
 
@@ -313,14 +323,14 @@ class Cluster:
             self.index.drop(key)
         else:
             self.counted[key] = entry
-            meta = self.meta.get(key) or PodMeta(0, held, False, False)
+            meta = self._meta_for(key) or PodMeta(0, held, False, False)
             self.index.put(key, entry[0], entry[1], held, meta)
 
     def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
         """Sets the pod's metadata (and ``held``), recording what undoes it."""
         row = self.index.row.get(key)
         if self.txn is not None:
-            self.txn.record(_Described(self, key, self.meta.get(key),
+            self.txn.record(_Described(self, key, self._meta_for(key),
                                        None if row is None else bool(self.index.held[row])))
         self._set_meta(key, meta, held)
 
@@ -338,14 +348,15 @@ class Cluster:
 
     def bound(self, key: str) -> None:
         """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
-        meta = self.meta.get(key)
+        meta = self._meta_for(key)
         self._describe(key, None if meta is None else meta_of(meta.priority, False, meta.protected, meta.doomed),
                        held=False)
 
     def bound_many(self, keys: list[str]) -> None:
         """``bound`` for each of ``keys``, recorded as one undo."""
         metas, rows, index = self.meta, self.index.row, self.index
-        olds = [metas.get(k) for k in keys]
+        meta_for = self._meta_for
+        olds = [meta_for(k) for k in keys]
         at = [rows.get(k) for k in keys]
         counted = [i for i in at if i is not None]
         was = iter(index.held[np.array(counted, dtype=np.int64)].tolist() if counted else ())
@@ -372,7 +383,7 @@ class Cluster:
 
     def doom(self, key: str) -> None:
         """The pod is being preempted this cycle: no later job may count it as a victim again."""
-        meta = self.meta.get(key)
+        meta = self._meta_for(key)
         if meta is not None:
             self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
 
