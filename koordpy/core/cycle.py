@@ -691,10 +691,12 @@ class Cycle:
                 # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
                 # yet: its status is not ours to write, and two writers would fight over it.
                 continue
-            pending = {p.key: self.result.waiting[p.key] for p in members if p.key in self.result.waiting}
+            waiting = self.result.waiting
+            keys = gangs[key].keys if key in gangs else []
+            pending = {k: waiting[k] for k in keys if k in waiting}
             if len(pending) < len(members) and self.result.kept:
                 kept = self.result.pending if kept is None else kept
-                pending.update((p.key, kept[p.key]) for p in members if p.key not in pending and p.key in kept)
+                pending.update((k, kept[k]) for k in keys if k not in pending and k in kept)
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
                 self.result.decisions.append(PodGroupStatusUpdate(obj, status))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, TypeVar
 
 from koordpy.api.objects import Node, Pod
@@ -118,6 +119,12 @@ class Gang:
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]
+
+    @cached_property
+    def keys(self) -> list[str]:
+        """The keys of ``pods``, in order (a member may be replaced by a newer object of itself, never
+        by another pod: a gang is rebuilt when its members change)."""
+        return [p.key for p in self.pods]
 
     @property
     def timed_out(self) -> bool:
