@@ -32,7 +32,6 @@ from koordpy.core.decisions import (
     event_of,
 )
 from koordpy.core.gang import Job, claims
-from koordpy.core.members import topology_indexes
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
 from koordpy.core.messages import assigned, render
 from koordpy.core.model import Gang
@@ -186,9 +185,11 @@ class Cycle:
                 self._say(pod, message)
             return wake
         reserved = self.state.reserved
-        pending = ([p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved] if reserved
-                   else list(job.pods))
-        pods = rank_order(pending) if job.is_gang else pending
+        if reserved:
+            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
+            pods = rank_order(pending) if job.is_gang else pending
+        else:  # every pod is pending: the job's own indexes give the order
+            pods = rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:
             self._report_dropped_limits(job, req.dropped if req is not None else ())
@@ -523,7 +524,7 @@ class Cycle:
                 return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
         if job.is_gang:
             try:
-                topology_indexes(job.pods)
+                job.indexes  # noqa: B018 - parsed (and kept for the rank order), or the error said
             except ParseError as exc:
                 return Verdict(Code.UNRESOLVABLE, Text(str(exc)), "changed")
         for gang in job.gangs:

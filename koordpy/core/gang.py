@@ -18,6 +18,7 @@ from functools import cached_property
 from koordpy.api.objects import Pod
 from koordpy.core.cluster import effective_priority
 from koordpy.core.dialects import build_gang, declared_keys, gang_member
+from koordpy.core.members import topology_indexes
 from koordpy.core.model import Gang, creation_time
 from koordpy.core.snapshot import Snapshot
 
@@ -59,6 +60,12 @@ class Job:
         """The keys of ``pods``, in order (a pod may be replaced by a newer object of the same key,
         never by another pod: a job is rebuilt when its pods change)."""
         return [p.key for p in self.pods]
+
+    @cached_property
+    def indexes(self) -> list[int | None]:
+        """Each pod's network-topology index, in order (``members.topology_indexes``: raises the
+        ParseError of the first pod whose index is wrong)."""
+        return topology_indexes(self.pods)
 
     @cached_property
     def group(self) -> GangGroupId:

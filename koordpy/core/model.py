@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 from koordpy.api.objects import Node, Pod
@@ -36,7 +37,7 @@ def earliest(pods: Sequence[Pod]) -> Pod:
     thousands shares a handful)."""
     times = [0.0 if p.creation is None else p.creation for p in pods]
     low = min(times)
-    return min((p for p, t in zip(pods, times, strict=True) if t == low), key=lambda p: p.name)
+    return min((p for p, t in zip(pods, times, strict=True) if t == low), key=attrgetter("name"))
 
 
 class TreeSource(Protocol):

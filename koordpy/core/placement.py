@@ -62,12 +62,12 @@ def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDA
     return out
 
 
-def rank_order(pods: list[Pod]) -> list[Pod]:
+def rank_order(pods: list[Pod], indexes: list[int | None] | None = None) -> list[Pod]:
     """Pods by network-topology index (numeric), then those without one, by name. Among the members
     of a Workload PodGroup (``spec.schedulingGroup``), the Job completion index comes before the name:
-    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order)."""
-
-    indexes = topology_indexes(pods)
+    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order).
+    ``indexes``: the pods' topology indexes (``topology_indexes``), when the caller has them."""
+    indexes = topology_indexes(pods) if indexes is None else indexes
     if None not in indexes and len(set(indexes)) == len(pods):
         # Every pod has an index of its own (a gang's usual case): the index alone decides the order.
         ranks = cast(list[int], indexes)

@@ -253,7 +253,7 @@ class View:
                 and told.number == before.number + 1):
             # The shell says what changed since the snapshot this view last saw: no pod is compared.
             by_key = self.by_key
-            return ([p for p in told.pods.values() if p is not None and by_key.get(p.key) is not p],
+            return ([p for k, p in told.pods.items() if p is not None and by_key.get(k) is not p],
                     [k for k, p in told.pods.items() if p is None and k in by_key])
         pods, old = snapshot.pods, [] if prev is None else prev.pods
         if not whole and len(pods) == len(old):
