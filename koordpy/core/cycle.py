@@ -30,10 +30,11 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
     bind_of,
     event_of,
+    scheduled,
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
-from koordpy.core.messages import assigned, render
+from koordpy.core.messages import assigned, assigned_many, render
 from koordpy.core.model import Gang
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
@@ -593,7 +594,15 @@ class Cycle:
         Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
         rules = self.filters.volumes
         nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
-        scheduled = EventReason.SCHEDULED
+        if not any((obj := by_key.get(k)) is not None and ((obj.volumes and rules is not None) or obj.owner_references)
+                   for k in placed):
+            # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
+            keys = list(placed)
+            names = [nodes[i].name for i in placed.values()]
+            bound.update(zip(keys, names, strict=True))
+            decisions.extend(scheduled(keys, names, assigned_many(keys, names)))
+            self.cluster.bound_many(keys)
+            return
         binding: list[str] = []
         for pod, node_idx in placed.items():
             node = nodes[node_idx].name
@@ -602,7 +611,7 @@ class Cycle:
                 bound[pod] = node
                 binding.append(pod)
                 decisions.append(bind_of(pod, node))
-                decisions.append(event_of("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+                decisions.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
                 continue
             volumes = None
             if rules is not None and obj.volumes:
@@ -617,7 +626,7 @@ class Cycle:
             bound[pod] = node
             binding.append(pod)
             decisions.append(Bind(pod, node, volumes))
-            decisions.append(Event("Pod", pod, "Normal", scheduled, assigned(pod, node)))
+            decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
             ref = missing_owner(obj, self.snapshot.owners)
             if ref is not None:  # its grace ran out: placed as today, but not silently
                 decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,

@@ -98,6 +98,22 @@ def event_of(kind: str, obj: str, type: Literal["Normal", "Warning"], reason: st
     return made
 
 
+def scheduled(pods: list[str], nodes: list[str], messages: list[str]) -> list[Bind | Event]:
+    """Each pod's ``Bind`` to its node followed by its ``Scheduled`` Event with its message, in
+    order: what a gang's plain binds decide, made in one pass."""
+    out: list[Bind | Event] = []
+    append = out.append
+    for pod, node, message in zip(pods, nodes, messages, strict=True):
+        made = _new(Bind)
+        _set(made, "__dict__", {"pod": pod, "node": node, "volumes": None})
+        append(made)
+        event = _new(Event)
+        _set(event, "__dict__", {"kind": "Pod", "obj": pod, "type": "Normal", "reason": EventReason.SCHEDULED,
+                                 "message": message})
+        append(event)
+    return out
+
+
 class GangStatus(Protocol):
     """The status a gang's object should have, as its dialect computes it."""
 

@@ -152,6 +152,11 @@ def assigned(pod: str, node: str) -> str:
     return f"Successfully assigned {pod} to {node}"
 
 
+def assigned_many(pods: list[str], nodes: list[str]) -> list[str]:
+    """``assigned`` of each pod and its node."""
+    return [f"Successfully assigned {pod} to {node}" for pod, node in zip(pods, nodes, strict=True)]
+
+
 def untolerated_taint(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 

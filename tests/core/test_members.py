@@ -21,16 +21,18 @@ from koordpy.api.errors import ParseError
 from koordpy.api.podgroup import ANN_TOPOLOGY_INDEX, PodGroup, topology_index
 from koordpy.api.workload import completion_index
 from koordpy.core.cluster import Cluster, PodMeta
-from koordpy.core.decisions import Bind, Event, EventReason, bind_of, event_of
+from koordpy.core.decisions import Bind, Event, EventReason, bind_of, event_of, scheduled
 from koordpy.core.dialects.koordinator import podgroup_status
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.members import topology_indexes
+from koordpy.core.messages import assigned_many, render
 from koordpy.core.naming import natural_key
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.podrules import rules_key
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
+from koordpy.core.verdicts import Assigned
 from tests.builders import node, pod
 
 # Index texts: valid, negative, not a number, out of int32, spaced.
@@ -174,6 +176,13 @@ def test_bind_of_and_event_of_make_the_objects_their_constructors_make() -> None
     assert (type(fe), fe, hash(fe), repr(fe)) == (type(se), se, hash(se), repr(se))
     with pytest.raises(AttributeError):
         fast.node = "n2"  # type: ignore[misc]
+    pods, nodes = ["default/a", "default/b"], ["n1", "n2"]
+    texts = assigned_many(pods, nodes)
+    assert texts == [render(Assigned(p, n)) for p, n in zip(pods, nodes, strict=True)]
+    made = scheduled(pods, nodes, texts)
+    want = [d for p, n, t in zip(pods, nodes, texts, strict=True)
+            for d in (Bind(p, n), Event("Pod", p, "Normal", EventReason.SCHEDULED, t))]
+    assert made == want and [type(d) for d in made] == [type(d) for d in want]
 
 
 def _state(cluster: Cluster, spare: bool = True) -> tuple[object, ...]:
