@@ -28,6 +28,7 @@ from koordpy.api.objects import Pod
 from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
+from koordpy.core.members import topology_indexes
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -55,6 +56,16 @@ def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: d
     """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
     try:
         check_pod_annotations(pod, podgroups, invalid_groups, gang_checked)
+    except ParseError as exc:
+        return str(exc)
+    return None
+
+
+def _index_error(pod: Pod) -> str | None:
+    """What ``annotation_error`` says of a pod whose gang declaration was accepted already: only its
+    network-topology index can be wrong."""
+    try:
+        topology_indexes((pod,))
     except ParseError as exc:
         return str(exc)
     return None
@@ -404,12 +415,15 @@ class Cache(Stores):
             changed_groups, self._groups_changed = self._groups_changed, set()
             self._dirty.update(dict.fromkeys(k for k, gang in self._pending.items() if gang in changed_groups))
         delta: dict[str, Pod | None] = {}
+        pods, podgroups = self.pods, self.podgroups  # looked up once: a new gang brings thousands
         for key in self._dirty:
-            pod = self.pods.get(key)
-            shown = None if pod is None else self._shown_pod(key, pod)
+            pod = pods.get(key)
+            # What the scheduler wrote is laid over only the pods it wrote something about.
+            overlaid = key in self.assumed or key in self.nominated or key in self.preempting or key in self._shown
+            shown = None if pod is None else self._shown_pod(key, pod) if overlaid else pod
             if shown is not None and (shown.scheduler_name in scheduler_names and not shown.node_name
                                       and not shown.terminal and not shown.deleting):
-                gang, err = self._annotation_error(key, shown, invalid_groups)
+                gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)
                 self._pending[key] = gang
                 if err is not None:
                     self.rejected[key] = err
@@ -430,20 +444,22 @@ class Cache(Stores):
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
 
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str]) -> tuple[str | None, str | None]:
+    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str],
+                          podgroups: dict[str, PodGroup]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
         gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
-        group = self.podgroups.get(gang) if gang else None
+        group = podgroups.get(gang) if gang else None
         group_invalid = gang in invalid_groups
         checked = self._checked.get(key)
         if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
             return gang, checked[3]
         # A gang's pods declare it alike: a declaration accepted against this PodGroup object is not
         # parsed again for each member (only errors name the pod, and those are never reused).
-        decl = (pod.namespace, gang, group_invalid,
-                tuple(sorted((k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION)))
+        declared = [(k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION]
+        decl = (pod.namespace, gang, group_invalid, tuple(sorted(declared) if len(declared) > 1 else declared))
         accepted = self._accepted.get(decl, self)  # self: never accepted (None is a PodGroup-less gang)
-        err = annotation_error(pod, self.podgroups, invalid_groups, gang_checked=accepted is group)
+        # Accepted: only the topology index is left to check (parsed once per text, ``topology_indexes``).
+        err = _index_error(pod) if accepted is group else annotation_error(pod, self.podgroups, invalid_groups)
         if err is None and accepted is not group:
             if len(self._accepted) >= 10_000:  # declarations of gangs long gone are not kept forever
                 self._accepted.clear()

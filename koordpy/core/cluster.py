@@ -77,6 +77,29 @@ class PodIndex:
     def describe(self, i: int, meta: PodMeta) -> None:
         self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
 
+    def put_many(self, keys: list[str], nodes: npt.NDArray[np.int64], req: npt.NDArray[np.int64], held: bool,
+                 metas: list[PodMeta]) -> None:
+        """``put`` for each of ``keys`` in turn (rows taken in the same order), the arrays set at once."""
+        rows: list[int] = []
+        row, spare = self.row, self._spare
+        for key in keys:
+            i = row.get(key)
+            if i is None:
+                if not spare:
+                    self._grow()
+                    spare = self._spare
+                i = row[key] = spare.pop()
+                self.keys[i] = key
+            rows.append(i)
+        at = np.array(rows, dtype=np.int64)
+        self.node[at], self.req[at], self.live[at], self.held[at] = nodes, req, True, held
+        self.describe_many(at, metas)
+
+    def describe_many(self, rows: npt.NDArray[np.int64], metas: list[PodMeta]) -> None:
+        self.prio[rows] = [m.priority for m in metas]
+        self.protected[rows] = [m.protected for m in metas]
+        self.doomed[rows] = [m.doomed for m in metas]
+
     def drop(self, key: str) -> None:
         i = self.row.pop(key, None)
         if i is not None:
@@ -97,8 +120,23 @@ class PodMeta:
     doomed: bool  # terminating because a scheduler preempted it
 
 
+_METAS: dict[tuple[int, bool, bool, bool], PodMeta] = {}
+
+
+def meta_of(priority: int, pending: bool, protected: bool, doomed: bool) -> PodMeta:
+    """The one ``PodMeta`` of these values: they are immutable and few, so pods share them (a gang
+    of thousands makes none)."""
+    key = (priority, pending, protected, doomed)
+    found = _METAS.get(key)
+    if found is None:
+        if len(_METAS) >= 4096:  # priorities are few; a bound all the same
+            _METAS.clear()
+        found = _METAS[key] = PodMeta(*key)
+    return found
+
+
 def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
-    return PodMeta(effective_priority(pod, classes), not pod.node_name,
+    return meta_of(effective_priority(pod, classes), not pod.node_name,
                    pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
                    pod.deleting and pod.preempted)
 
@@ -129,6 +167,8 @@ class Cluster:
                 self.allocatable[i, self.res_index[r]] = q
         self.used = np.zeros_like(self.allocatable)
         self.classes = snapshot.priority_classes
+        default = next((c for c in self.classes.values() if c.global_default), None)
+        self._default_priority = default.value if default else 0  # a pod that names no known class
         self.meta: dict[str, PodMeta] = {}
         self.index = PodIndex(len(self.resources))
         self._requests: dict[str, tuple[dict[str, int], npt.NDArray[np.int64]]] = {}
@@ -147,6 +187,17 @@ class Cluster:
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
         self.trees = Trees(snapshot, self.nodes)
+
+    def _meta(self, pod: Pod) -> PodMeta:
+        """``pod_meta`` with the default priority found once (a pod of a gang of thousands asks it)."""
+        if pod.priority is not None:
+            priority = pod.priority
+        else:
+            found = self.classes.get(pod.priority_class_name) if pod.priority_class_name else None
+            priority = found.value if found is not None else self._default_priority
+        deleting = pod.deleting
+        return meta_of(priority, not pod.node_name, deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
+                       deleting and pod.preempted)
 
     @property
     def tree(self) -> TopologyTree:
@@ -167,7 +218,7 @@ class Cluster:
 
     def knows(self, pod: Pod) -> bool:
         """Whether every resource the pod requests has a column (else the arrays must be rebuilt)."""
-        return all(r in self.res_index for r in pod.requests)
+        return self.res_index.keys() >= pod.requests.keys()
 
     def recount(self, key: str, pod: Pod | None, assumed: Mapping[str, str]) -> None:
         """Counts ``pod`` (None: gone) where it runs, is reserved or is nominated, if that changed.
@@ -181,7 +232,7 @@ class Cluster:
             if old is not None and old is not pod and self.presence.replace(key, old, pod):
                 self.moves += 1  # a counted pod's labels changed: a job the rules hold back may go now
             self.objects[key] = pod
-            meta = self.meta[key] = pod_meta(pod, self.classes)
+            meta = self.meta[key] = self._meta(pod)
             row = self.index.row.get(key)
             if row is not None:
                 self.index.describe(row, meta)
@@ -200,6 +251,30 @@ class Cluster:
         held = not pod.node_name
         if have is None or have[0] != node or have[1] is not vec or self.is_held(key) != held:
             self.count(key, (node, vec), held=held)
+
+    def recount_many(self, keys: Iterable[str], pods: Mapping[str, Pod], assumed: Mapping[str, str]) -> None:
+        """``recount`` of each of ``keys`` (its pod in ``pods``, None when absent). A pod the cluster
+        never knew that is pending and neither assumed nor nominated anywhere (a new gang's members)
+        is only noted: it is counted nowhere, nothing else could change, and its ``PodMeta`` is made
+        when first asked for (``_meta_for``)."""
+        objects, counted, rows = self.objects, self.counted, self.index.row
+        for key in keys:
+            pod = pods.get(key)
+            if (pod is not None and not pod.node_name and not pod.nominated_node_name and key not in assumed
+                    and key not in objects and key not in counted and key not in rows):
+                objects[key] = pod
+            else:
+                self.recount(key, pod, assumed)
+
+    def _meta_for(self, key: str) -> PodMeta | None:
+        """The pod's ``PodMeta`` (None for a pod the cluster does not know), made from the pod the
+        cluster was last told of when ``recount_many`` left it to be asked for."""
+        found = self.meta.get(key)
+        if found is None:
+            pod = self.objects.get(key)
+            if pod is not None:
+                found = self.meta[key] = self._meta(pod)
+        return found
 
     def _held(self) -> list[tuple[str, int]]:
         """The pending pods counted where they are nominated or reserved, with their nodes."""
@@ -229,20 +304,33 @@ class Cluster:
         if self.txn is not None:
             self.txn.record(_Adopted(self, key, old, was_held))
 
+    def adopt_many(self, keys: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
+        """``adopt`` of each of ``keys`` on its node of ``nodes`` with the same ``request``, as pods
+        that run there (not held), recorded as one undo."""
+        counted, row, held = self.counted, self.index.row, self.index.held
+        before = [(counted.get(k), (i := row.get(k)) is not None and bool(held[i])) for k in keys]
+        self.moves += len(keys)
+        counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
+        default = PodMeta(0, False, False, False)
+        meta_for = self._meta_for
+        self.index.put_many(keys, nodes, request, False, [meta_for(k) or default for k in keys])
+        if self.txn is not None:
+            self.txn.record(_AdoptedMany(self, keys, before))
+
     def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
         if entry is None:
             self.counted.pop(key, None)
             self.index.drop(key)
         else:
             self.counted[key] = entry
-            meta = self.meta.get(key) or PodMeta(0, held, False, False)
+            meta = self._meta_for(key) or PodMeta(0, held, False, False)
             self.index.put(key, entry[0], entry[1], held, meta)
 
     def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
         """Sets the pod's metadata (and ``held``), recording what undoes it."""
         row = self.index.row.get(key)
         if self.txn is not None:
-            self.txn.record(_Described(self, key, self.meta.get(key),
+            self.txn.record(_Described(self, key, self._meta_for(key),
                                        None if row is None else bool(self.index.held[row])))
         self._set_meta(key, meta, held)
 
@@ -260,15 +348,44 @@ class Cluster:
 
     def bound(self, key: str) -> None:
         """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
-        meta = self.meta.get(key)
-        self._describe(key, None if meta is None else PodMeta(meta.priority, False, meta.protected, meta.doomed),
+        meta = self._meta_for(key)
+        self._describe(key, None if meta is None else meta_of(meta.priority, False, meta.protected, meta.doomed),
                        held=False)
+
+    def bound_many(self, keys: list[str]) -> None:
+        """``bound`` for each of ``keys``, recorded as one undo."""
+        metas, rows, index = self.meta, self.index.row, self.index
+        meta_for = self._meta_for
+        olds = [meta_for(k) for k in keys]
+        at = [rows.get(k) for k in keys]
+        counted = [i for i in at if i is not None]
+        was = iter(index.held[np.array(counted, dtype=np.int64)].tolist() if counted else ())
+        before = [(m, None if i is None else next(was)) for m, i in zip(olds, at, strict=True)]
+        # The metadata of a bound pod: its own, no longer pending (PodMeta are shared, so few to make).
+        made: dict[int, PodMeta] = {}
+        described: list[tuple[int, PodMeta]] = []
+        for k, m, i in zip(keys, olds, at, strict=True):
+            if m is None:
+                metas.pop(k, None)
+                continue
+            now = made.get(id(m))
+            if now is None:
+                now = made[id(m)] = meta_of(m.priority, False, m.protected, m.doomed)
+            metas[k] = now
+            if i is not None:
+                described.append((i, now))
+        if counted:
+            index.held[np.array(counted, dtype=np.int64)] = False
+        if described:
+            index.describe_many(np.array([i for i, _ in described], dtype=np.int64), [m for _, m in described])
+        if self.txn is not None:
+            self.txn.record(_DescribedMany(self, keys, before))
 
     def doom(self, key: str) -> None:
         """The pod is being preempted this cycle: no later job may count it as a victim again."""
-        meta = self.meta.get(key)
+        meta = self._meta_for(key)
         if meta is not None:
-            self._describe(key, PodMeta(meta.priority, meta.pending, True, True), held=None)
+            self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False, pods: str | list[str] | None = None) -> None:
@@ -310,6 +427,27 @@ class Cluster:
             v = cached[1]
         self._requests[pod.key] = (pod.requests, v)
         return v
+
+    def shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
+        """``pods`` grouped by request vector: the vector's bytes -> (the vector, positions in ``pods``),
+        groups in the order they first appear, each group's vector the ``request_vector`` of its first
+        pod. Pods whose requests read alike (a gang's members) share that group without a vector of
+        their own being made: ``request_vector`` asked of them later gives one equal to it."""
+        shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]] = {}
+        seen: dict[tuple[tuple[str, int], ...], list[int]] = {}  # requests as stated -> their group's positions
+        last: dict[str, int] | None = None
+        group: list[int] = []
+        for i, p in enumerate(pods):
+            requests = p.requests
+            if requests != last:  # not the requests of the pod before (equal dicts: the same vector)
+                stated = tuple(requests.items())
+                found = seen.get(stated)
+                if found is None:
+                    vec = self.request_vector(p)
+                    found = seen[stated] = shapes.setdefault(vec.tobytes(), (vec, []))[1]
+                group, last = found, requests
+            group.append(i)
+        return shapes
 
     def free(self) -> npt.NDArray[np.int64]:
         return self.allocatable - self.used
@@ -356,6 +494,28 @@ class _Adopted:
 
     def undo(self) -> None:
         self.cluster._restore(self.key, self.old, self.was_held)
+
+
+@dataclass(frozen=True)
+class _AdoptedMany:
+    cluster: Cluster
+    keys: list[str]
+    before: list[tuple[tuple[int, npt.NDArray[np.int64]] | None, bool]]
+
+    def undo(self) -> None:
+        for key, (old, was_held) in zip(reversed(self.keys), reversed(self.before), strict=True):
+            self.cluster._restore(key, old, was_held)
+
+
+@dataclass(frozen=True)
+class _DescribedMany:
+    cluster: Cluster
+    keys: list[str]
+    before: list[tuple[PodMeta | None, bool | None]]
+
+    def undo(self) -> None:
+        for key, (meta, held) in zip(reversed(self.keys), reversed(self.before), strict=True):
+            self.cluster._set_meta(key, meta, held)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import ANN_TIMEOUT, topology_index
+from koordpy.api.podgroup import ANN_TIMEOUT
 from koordpy.core import dialects, gangrule
 from koordpy.core.decisions import (
     Annotate,
@@ -28,10 +28,13 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
+    bind_of,
+    event_of,
+    scheduled,
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
-from koordpy.core.messages import render
+from koordpy.core.messages import assigned, assigned_many, render
 from koordpy.core.model import Gang
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
@@ -43,7 +46,6 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import (
-    Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
     Code,
@@ -148,12 +150,13 @@ class Cycle:
                 continue
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
-            view.dirty.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+            member_of = view.member_of
+            view.dirty.update(member_of[k] for k in job.keys if k in member_of)
             # Members reserved before count once, when they were reserved, and reservations given back
             # (a NonStrict wait timed out) count nothing: no credit for the jobs after (a job is never
             # split: the limit is looked at between jobs only, so a gang larger than it still goes whole).
             reserved = self.state.reserved
-            held = {p.key for p in job.pods if p.key in reserved} if limit else set()
+            held = {k for k in job.keys if k in reserved} if limit else set()
             wake = self._isolated(job)
             if limit:
                 placed += sum(1 for p in job.pods
@@ -186,7 +189,7 @@ class Cycle:
         whole if it raises. What it added to this cycle's result (decisions, messages, binds) is not
         state: that is cut back to where it stood."""
         mark = len(self.result.decisions)
-        keys = [p.key for p in job.pods]
+        keys = job.keys
         txn = self.txn if self.txn is not None else Txn(self.cluster, self.state)
         savepoint = txn.savepoint()
         try:
@@ -221,16 +224,20 @@ class Cycle:
             for pod in job.pods:
                 self._say(pod, message)
             return wake
-        pending = [p for p in job.pods if p.key not in self.state.reserved]
-        pods = rank_order(pending) if job.is_gang else pending
+        reserved = self.state.reserved
+        if reserved:
+            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
+            pods = rank_order(pending) if job.is_gang else pending
+        else:  # every pod is pending: the job's own indexes give the order
+            pods = rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:
             self._report_dropped_limits(job, req.dropped if req is not None else ())
         stmt = Statement(self.cluster)
         # The room nominated for the job's own pods is theirs: lifted while they are placed again.
         for pod in pods:
-            if pod.nominated_node_name and self.cluster.is_held(pod.key):
-                stmt.evict(pod.key)
+            if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
+                stmt.evict(key)
         lifted = stmt.savepoint()
         failure = None
         if pods and not self._on_nominated(pods, stmt):
@@ -244,10 +251,10 @@ class Cycle:
             self._largest_prefix(job, pods, req, stmt, lifted)
         if self.permit(job, stmt.placed):
             placed = stmt.commit()
-            for pod in job.pods:
-                held_on = self.state.release(pod.key)  # a reserved member binds where it is held
+            for key in job.keys if self.state.reserved else ():
+                held_on = self.state.release(key)  # a reserved member binds where it is held
                 if held_on is not None:
-                    placed[pod.key] = self.cluster.node_index[held_on]
+                    placed[key] = self.cluster.node_index[held_on]
             self.state.end_wait(job.group)
             self.state.mark_satisfied(g.key for g in job.gangs)
             self.bind(placed)
@@ -459,10 +466,11 @@ class Cycle:
         """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
         bind there at the end of their wait."""
         index = self.cluster.node_index
+        held = self.state.reserved if reserved else {}
         out = []
         for gang in gangs:
             for p in gang.pods:
-                name = p.node_name or (self.state.reserved.get(p.key) if reserved else None)
+                name = p.node_name or (held.get(p.key) if held else None)
                 if name and name in index:
                     out.append(index[name])
         return out
@@ -554,9 +562,9 @@ class Cycle:
         for gang in job.gangs:
             if gang.error:
                 return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
-        for pod in job.pods if job.is_gang else ():
+        if job.is_gang:
             try:
-                topology_index(f"Pod {pod.key}", pod.annotations)
+                job.indexes  # noqa: B018 - parsed (and kept for the rank order), or the error said
             except ParseError as exc:
                 return Verdict(Code.UNRESOLVABLE, Text(str(exc)), "changed")
         for gang in job.gangs:
@@ -568,7 +576,7 @@ class Cycle:
             if gangrule.too_few(gang):
                 return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member,
                                                         dialects.declared_by(gang.key, self.snapshot)), "changed")
-            gated = sum(1 for p in gang.pods if self.snapshot.gated(p))
+            gated = sum(1 for p in gang.pods if p.scheduling_gates and self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
                 return Verdict(Code.WAIT, GatedMembers(gang.key, gated, len(gang.pods), cfg.min_member), "changed")
@@ -621,31 +629,49 @@ class Cycle:
         return gangrule.permit(job, placed, self.state.reserved, self.state.satisfied)
 
     def bind(self, placed: dict[str, int]) -> None:
+        """kube-scheduler's Reserve (volumes) and Bind for what the job placed, in order: a Bind and its
+        Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
         rules = self.filters.volumes
+        nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
+        if not any((obj := by_key.get(k)) is not None and ((obj.volumes and rules is not None) or obj.owner_references)
+                   for k in placed):
+            # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
+            keys = list(placed)
+            names = [nodes[i].name for i in placed.values()]
+            bound.update(zip(keys, names, strict=True))
+            decisions.extend(scheduled(keys, names, assigned_many(keys, names)))
+            self.cluster.bound_many(keys)
+            return
+        binding: list[str] = []
         for pod, node_idx in placed.items():
-            node = self.cluster.nodes[node_idx].name
-            obj = self.view.by_key.get(pod)
+            node = nodes[node_idx].name
+            obj = by_key.get(pod)
+            if obj is None or not ((obj.volumes and rules is not None) or obj.owner_references):
+                bound[pod] = node
+                binding.append(pod)
+                decisions.append(bind_of(pod, node))
+                decisions.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+                continue
             volumes = None
-            if rules is not None and obj is not None and obj.volumes:
+            if rules is not None and obj.volumes:
                 try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
-                    volumes = rules.prebind(obj, self.cluster.nodes[node_idx])
+                    volumes = rules.prebind(obj, nodes[node_idx])
                 except LookupError as exc:
                     # Only a member of a job placed together can meet this: a member before it took the
                     # PV its claim matched on that node. It is not bound, and tries again.
                     self.cluster.count(pod, None)
-                    self._say(obj, render(PreBindConflict(len(self.cluster.nodes), str(exc))))
+                    self._say(obj, render(PreBindConflict(len(nodes), str(exc))))
                     continue
-            self.bound[pod] = node
-            self.cluster.bound(pod)
-            self.result.decisions.append(Bind(pod, node, volumes))
-            self.result.decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED,
-                                               render(Assigned(pod, node))))
-            obj = self.view.by_key.get(pod)
-            ref = missing_owner(obj, self.snapshot.owners) if obj is not None else None
-            if obj is not None and ref is not None:  # its grace ran out: placed as today, but not silently
-                self.result.decisions.append(Event(
-                    "Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
-                    render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name, OWNER_GRACE_SECONDS))))
+            bound[pod] = node
+            binding.append(pod)
+            decisions.append(Bind(pod, node, volumes))
+            decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+            ref = missing_owner(obj, self.snapshot.owners)
+            if ref is not None:  # its grace ran out: placed as today, but not silently
+                decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
+                                       render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
+                                                                OWNER_GRACE_SECONDS))))
+        self.cluster.bound_many(binding)
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
@@ -714,10 +740,12 @@ class Cycle:
                 # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
                 # yet: its status is not ours to write, and two writers would fight over it.
                 continue
-            pending = {p.key: self.result.waiting[p.key] for p in members if p.key in self.result.waiting}
+            waiting = self.result.waiting
+            keys = gangs[key].keys if key in gangs else []
+            pending = {k: waiting[k] for k in keys if k in waiting}
             if len(pending) < len(members) and self.result.kept:
                 kept = self.result.pending if kept is None else kept
-                pending.update((p.key, kept[p.key]) for p in members if p.key not in pending and p.key in kept)
+                pending.update((k, kept[k]) for k in keys if k not in pending and k in kept)
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
                 self.result.decisions.append(PodGroupStatusUpdate(obj, status))

@@ -18,6 +18,7 @@ from functools import cached_property
 from koordpy.api.objects import Pod
 from koordpy.core.cluster import effective_priority
 from koordpy.core.dialects import build_gang, declared_keys, gang_member
+from koordpy.core.members import topology_indexes
 from koordpy.core.model import Gang, creation_time
 from koordpy.core.snapshot import Snapshot
 
@@ -53,6 +54,18 @@ class Job:
     @property
     def is_gang(self) -> bool:
         return bool(self.gangs)
+
+    @cached_property
+    def keys(self) -> list[str]:
+        """The keys of ``pods``, in order (a pod may be replaced by a newer object of the same key,
+        never by another pod: a job is rebuilt when its pods change)."""
+        return [p.key for p in self.pods]
+
+    @cached_property
+    def indexes(self) -> list[int | None]:
+        """Each pod's network-topology index, in order (``members.topology_indexes``: raises the
+        ParseError of the first pod whose index is wrong)."""
+        return topology_indexes(self.pods)
 
     @cached_property
     def group(self) -> GangGroupId:
@@ -156,6 +169,13 @@ def single_job(pod: Pod, snapshot: Snapshot) -> Job:
     return Job(pod.key, [], [pod], effective_priority(pod, snapshot.priority_classes), creation_time(pod.creation))
 
 
+def _highest(pods: Iterable[Pod], snapshot: Snapshot) -> int:
+    """The highest effective priority of ``pods`` (0 for none), asked once per distinct way a pod
+    states it (the members of a gang state it alike)."""
+    stated = {(p.priority, p.priority_class_name): p for p in pods}
+    return max((effective_priority(p, snapshot.priority_classes) for p in stated.values()), default=0)
+
+
 def group_job(gid: GangGroupId, gangs: dict[str, Gang], claimed: dict[str, list[Pod]],
               snapshot: Snapshot) -> Job | None:
     """The GangGroup ``gid``'s job: its gangs and their claimed pending pods (None without any)."""
@@ -165,7 +185,6 @@ def group_job(gid: GangGroupId, gangs: dict[str, Gang], claimed: dict[str, list[
         return None
     # A gang whose declaring object carries a priority of its own (Kubernetes' PodGroup) is at that
     # priority, whatever its pods say; else at its pods' highest.
-    prio = max(g.priority if g.priority is not None else
-               max((effective_priority(p, snapshot.priority_classes) for p in claimed.get(g.key, ())), default=0)
+    prio = max(g.priority if g.priority is not None else _highest(claimed.get(g.key, ()), snapshot)
                for g in member_gangs if g.priority is not None or claimed.get(g.key))
     return Job(str(gid), member_gangs, pods, prio, min(g.creation for g in member_gangs))

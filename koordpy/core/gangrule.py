@@ -30,7 +30,7 @@ def counted(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = (
     match policy is ``only-waiting``) the ones bound."""
     cfg = gang.config
     assert cfg is not None
-    waiting = sum(1 for p in gang.pods if p.key in placed or p.key in reserved)
+    waiting = sum(1 for k in gang.keys if k in placed or k in reserved)
     return waiting + (0 if cfg.match_policy == "only-waiting" else len(gang.bound()))
 
 

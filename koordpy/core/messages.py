@@ -146,6 +146,17 @@ def volume_not_found(volume: str) -> PreFilterReason:
     return PreFilterReason(f'persistentvolume "{volume}" not found')
 
 
+def assigned(pod: str, node: str) -> str:
+    """``Assigned``'s text (kube-scheduler's words), for the bind of each pod of a gang without
+    making the reason first."""
+    return f"Successfully assigned {pod} to {node}"
+
+
+def assigned_many(pods: list[str], nodes: list[str]) -> list[str]:
+    """``assigned`` of each pod and its node."""
+    return [f"Successfully assigned {pod} to {node}" for pod, node in zip(pods, nodes, strict=True)]
+
+
 def untolerated_taint(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 
@@ -392,8 +403,8 @@ def render(reason: Reason) -> str:
         case PreemptedBy():
             return (f"koordpy: preempting to accommodate higher priority pods, preemptor: "
                     f"{group_name(reason.preemptor)}, triggerpod: {reason.trigger}")
-        case Assigned():  # kube-scheduler's words
-            return f"Successfully assigned {reason.pod} to {reason.node}"
+        case Assigned():
+            return assigned(reason.pod, reason.node)
         case BoundWithoutOwner():
             return (f"bound without its owner {reason.kind} {reason.namespace}/{reason.name}, which koordpy did not "
                     f"see within {reason.grace:g}s of the pod's creation: no topology constraint the owner "

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 from koordpy.api.objects import Node, Pod
@@ -27,6 +29,15 @@ T = TypeVar("T")
 def creation_time(value: float | None) -> float:
     """An object's creation time; one without (a hand-written manifest) counts as the oldest."""
     return value if value is not None else 0.0
+
+
+def earliest(pods: Sequence[Pod]) -> Pod:
+    """The pod created first (by ``creation_time``), the first name among those created then: the
+    member that speaks for its gang. Creation times are compared before any name (a gang of
+    thousands shares a handful)."""
+    times = [0.0 if p.creation is None else p.creation for p in pods]
+    low = min(times)
+    return min((p for p, t in zip(pods, times, strict=True) if t == low), key=attrgetter("name"))
 
 
 class TreeSource(Protocol):
@@ -109,6 +120,12 @@ class Gang:
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]
+
+    @cached_property
+    def keys(self) -> list[str]:
+        """The keys of ``pods``, in order (a member may be replaced by a newer object of itself, never
+        by another pod: a gang is rebuilt when its members change)."""
+        return [p.key for p in self.pods]
 
     @property
     def timed_out(self) -> bool:

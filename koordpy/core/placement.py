@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
-from koordpy.api.podgroup import topology_index
 from koordpy.api.workload import completion_index
 from koordpy.core.filters import Filters, constraints_key
+from koordpy.core.members import topology_indexes
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -61,17 +62,23 @@ def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDA
     return out
 
 
-def rank_order(pods: list[Pod]) -> list[Pod]:
+def rank_order(pods: list[Pod], indexes: list[int | None] | None = None) -> list[Pod]:
     """Pods by network-topology index (numeric), then those without one, by name. Among the members
     of a Workload PodGroup (``spec.schedulingGroup``), the Job completion index comes before the name:
-    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order)."""
+    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order).
+    ``indexes``: the pods' topology indexes (``topology_indexes``), when the caller has them."""
+    indexes = topology_indexes(pods) if indexes is None else indexes
+    if None not in indexes and len(set(indexes)) == len(pods):
+        # Every pod has an index of its own (a gang's usual case): the index alone decides the order.
+        ranks = cast(list[int], indexes)
+        return [pods[i] for i in sorted(range(len(pods)), key=ranks.__getitem__)]
 
-    def key(p: Pod) -> tuple[bool, int, bool, int, tuple[object, ...], str]:
-        idx = topology_index(f"Pod {p.key}", p.annotations)
+    def key(i: int) -> tuple[bool, int, bool, int, tuple[object, ...], str]:
+        p, idx = pods[i], indexes[i]
         done = completion_index(p.annotations, p.labels) if p.scheduling_group else None
         return (idx is None, idx or 0, done is None, done or 0, natural_key(p.name), p.namespace)
 
-    return sorted(pods, key=key)
+    return [pods[i] for i in sorted(range(len(pods)), key=key)]
 
 
 class Placer:
@@ -306,10 +313,8 @@ class Placer:
         # nodes every pod may use make an offerslot that holds for every member.
         shapes = self._shapes(pods)
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
-        presence = self.filters.rules.presence
         # One pod per set of node constraints and rules between pods (each member's rules count).
-        distinct = list({(constraints_key(p), rules_key(p, presence) if self.filters.rules.applies(p) else None): p
-                         for p in pods}.values())
+        distinct = self._distinct(pods)
         feasible = self.feasible(distinct, tree)
         slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
@@ -721,8 +726,24 @@ class Placer:
 
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""
-        shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]] = {}
-        for i, p in enumerate(pods):
-            vec = self.cluster.request_vector(p)
-            shapes.setdefault(vec.tobytes(), (vec, []))[1].append(i)
-        return shapes
+        return self.cluster.shapes(pods)
+
+    # A pod without node constraints or rules between pods, where no present pod repels any: its
+    # key in ``_distinct``, as ``constraints_key`` and the rules would make it.
+    _PLAIN = (((), (), (), ()), None)
+
+    def _distinct(self, pods: list[Pod]) -> list[Pod]:
+        """One pod per set of node constraints and rules between pods (each member's rules count):
+        the last of each, in the order the sets first appear."""
+        rules = self.filters.rules
+        presence = rules.presence
+        repelling = presence.holding > 0
+        plain = self._PLAIN
+        out: dict[tuple[object, ...], Pod] = {}
+        for p in pods:
+            if repelling or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
+                             or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread):
+                out[(constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)] = p
+            else:
+                out[plain] = p
+        return list(out.values())

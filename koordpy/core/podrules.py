@@ -118,7 +118,7 @@ class Presence:
         # Pods with required anti-affinity, grouped by (namespace, terms): per-node counts.
         self._holders: dict[tuple[str, tuple[PodAffinityTerm, ...]], npt.NDArray[np.int64]] = {}
         self._ports: dict[HostPort, npt.NDArray[np.int64]] = {}
-        self._at: dict[str, Counter[int]] = {}  # pod -> node -> count
+        self._at: dict[str, dict[int, int]] = {}  # pod -> node -> count (only counts above zero)
         self.holding = 0  # how many present pods have required anti-affinity
         self.label_keys: frozenset[str] = frozenset()  # the pod label keys those pods' terms read
         self._repelled: dict[tuple[object, ...], bool] = {}
@@ -134,17 +134,35 @@ class Presence:
             self._add(key, pod, int(node), sign)
 
     def move_many(self, keys: list[str], nodes: npt.NDArray[np.int64], sign: int) -> None:
+        objects, at_all = self.objects, self._at
+        # With no tracker to update, a pod without anti-affinity or host ports is only where it is.
+        untracked = not self._unguarded and not self._guarded
         for key, node in zip(keys, nodes.tolist(), strict=True):
-            pod = self.objects.get(key)
-            if pod is not None:
-                self._add(key, pod, int(node), sign)
+            pod = objects.get(key)
+            if pod is None:
+                continue
+            if untracked and not pod.pod_anti_affinity and not pod.host_ports:
+                at = at_all.get(key)
+                if at is None:
+                    if sign > 0:
+                        at_all[key] = {node: sign}
+                    continue
+                left = at.get(node, 0) + sign
+                if left > 0:
+                    at[node] = left
+                else:
+                    at.pop(node, None)
+                    if not at:
+                        del at_all[key]
+            else:
+                self._add(key, pod, node, sign)
 
     def replace(self, key: str, old: Pod, new: Pod) -> bool:
         """The pod's object changed: what the rules read of it may have too. True when that changed
         for a pod that is counted somewhere (a move as far as the rules are concerned)."""
         if _rule_view(old) == _rule_view(new):
             return False
-        where = list(self._at.get(key, Counter()).items())
+        where = list(self._at.get(key, {}).items())
         for node, n in where:
             for _ in range(n):
                 self._add(key, old, node, -1)
@@ -155,10 +173,14 @@ class Presence:
         return bool(where)
 
     def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
-        at = self._at.setdefault(key, Counter())
-        at[node] += sign
-        if at[node] <= 0:
-            del at[node]
+        at = self._at.get(key)
+        if at is None:
+            at = self._at[key] = {}
+        left = at.get(node, 0) + sign
+        if left > 0:
+            at[node] = left
+        else:
+            at.pop(node, None)
             if not at:
                 del self._at[key]
         for t in self._unguarded:
@@ -226,7 +248,7 @@ class Presence:
             pod = self.objects.get(key)
             # Only where it is present now: a job's own nominations are lifted while it is placed.
             at = self._at.get(key)
-            if pod is not None and at is not None and at[node] > 0 and match(pod):
+            if pod is not None and at is not None and at.get(node, 0) > 0 and match(pod):
                 if out is None:
                     out = np.zeros(self.n, dtype=np.int64)
                 out[node] += 1
@@ -444,7 +466,8 @@ class PodRules:
         (affinity or spread between members, anti-affinity over wider domains), with or without
         the cap. Members are compared by kind: only the labels some member's rule reads tell kinds
         apart, so a gang whose members differ by an index label is one kind."""
-        if not any(p.has_pod_rules for p in pods):
+        if not any(p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread for p in pods) \
+                or not any(p.has_pod_rules for p in pods):  # the first asks no property of most pods
             return Interplay()
         read: set[str] = set()
         for p in {(q.pod_affinity, q.pod_anti_affinity, q.spread): q for q in pods}.values():

@@ -41,6 +41,25 @@ class Op:
         self.cluster.shift(self.node, self.request, 1 if self.kind == "evict" else -1, pods=self.pod)
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """Many pods of one request assumed at once (``Statement.assume_many``): one record for the
+    batch, undone by one vectorised shift, so a gang of thousands costs no object per pod. It reads
+    as the ``Op`` of each pod, in order (``Statement.ops``)."""
+
+    pods: list[str]
+    nodes: npt.NDArray[np.int64]
+    request: npt.NDArray[np.int64]
+    cluster: Cluster
+
+    def undo(self) -> None:
+        self.cluster.shift(self.nodes, self.request, -1, pods=self.pods)
+
+    def expanded(self) -> list[Op]:
+        return [Op("assume", p, n, self.request, self.cluster)
+                for p, n in zip(self.pods, self.nodes.tolist(), strict=True)]
+
+
 class Statement:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -57,9 +76,10 @@ class Statement:
 
     def assume_many(self, pods: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
         """One vectorised update for many pods of the same request (a gang's usual case)."""
+        if not pods:
+            return
         self.cluster.shift(nodes, request, 1, pods=pods)
-        for p, n in zip(pods, nodes.tolist(), strict=True):
-            self.txn.record(Op("assume", p, int(n), request, self.cluster))
+        self.txn.record(Assumed(list(pods), nodes, request, self.cluster))
 
     def evict(self, pod: str) -> bool:
         """Takes the counted pod's usage off its node for this trial; False if it is not counted."""
@@ -73,11 +93,27 @@ class Statement:
         self._move("nominate", pod, node, request, 1)
 
     def ops(self) -> list[Op]:
-        return [op for op in self.txn.since(self._start) if isinstance(op, Op)]
+        """Every move since the statement began, one ``Op`` per pod (a batch read as its pods)."""
+        out: list[Op] = []
+        for op in self.txn.since(self._start):
+            if isinstance(op, Op):
+                out.append(op)
+            elif isinstance(op, Assumed):
+                out.extend(op.expanded())
+        return out
+
+    def _moves(self) -> list[Op | Assumed]:
+        return [op for op in self.txn.since(self._start) if isinstance(op, Op | Assumed)]
 
     @property
     def placed(self) -> dict[str, int]:
-        return {op.pod: op.node for op in self.ops() if op.kind == "assume"}
+        placed: dict[str, int] = {}
+        for op in self._moves():
+            if isinstance(op, Assumed):
+                placed.update(zip(op.pods, op.nodes.tolist(), strict=True))
+            elif op.kind == "assume":
+                placed[op.pod] = op.node
+        return placed
 
     @property
     def evicted(self) -> list[str]:
@@ -98,13 +134,15 @@ class Statement:
         that was not placed again keeps its old count (a trial eviction is never a deletion: that is
         the shell's to do, and the pod stays counted until it is gone). The moves stay in the
         transaction, so a job rolled back whole still undoes them."""
-        ops = self.ops()
-        placed = {op.pod: op.node for op in ops if op.kind == "assume"}
-        for op in ops:
-            if op.kind == "evict" and op.pod not in placed:
+        moves = self._moves()
+        placed = self.placed
+        for op in moves:
+            if isinstance(op, Op) and op.kind == "evict" and op.pod not in placed:
                 self.cluster.change(op.node, op.request, 1, pods=op.pod)
-        for op in ops:
-            if op.kind == "assume":
+        for op in moves:
+            if isinstance(op, Assumed):
+                self.cluster.adopt_many(op.pods, op.nodes, op.request)
+            elif op.kind == "assume":
                 self.cluster.adopt(op.pod, (op.node, op.request), held=False)
             elif op.kind == "nominate":
                 self.cluster.adopt(op.pod, (op.node, op.request), held=True)

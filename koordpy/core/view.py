@@ -155,18 +155,22 @@ class View:
 
     # -- bringing the view up to date ------------------------------------------------------
 
-    def _file(self, pod: Pod, new: str | None, touched: set[str]) -> None:
-        """Files ``pod`` under gang ``new`` (None: no gang), out of the gang it was filed under;
-        both gangs are marked to be rebuilt."""
-        old = self.member_of.get(pod.key)
+    def _file(self, pod: Pod, new: str | None, touched: set[str], key: str | None = None) -> None:
+        """Files ``pod`` (whose key is ``key``, when the caller has it) under gang ``new`` (None: no
+        gang), out of the gang it was filed under; both gangs are marked to be rebuilt."""
+        key = pod.key if key is None else key
+        old = self.member_of.get(key)
         if old is not None and old != new:
-            self.members.get(old, {}).pop(pod.key, None)
+            self.members.get(old, {}).pop(key, None)
             touched.add(old)
         if new is None:
-            self.member_of.pop(pod.key, None)
+            self.member_of.pop(key, None)
         else:
-            self.member_of[pod.key] = new
-            self.members.setdefault(new, {})[pod.key] = pod
+            self.member_of[key] = new
+            members = self.members.get(new)
+            if members is None:
+                members = self.members[new] = {}
+            members[key] = pod
             touched.add(new)
 
     def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
@@ -182,6 +186,7 @@ class View:
         whole = (prev is None or self.cluster is None or snapshot.scheduler_names != prev.scheduler_names
                  or self._changed("all", snapshot, prev))
         changed, removed = self._pod_changes(snapshot, prev, whole)
+        keys = [p.key for p in changed]  # a pod's key is asked once per refresh
         storage_changed = (prev is None or self.volumes is None or self.volumes.assumed
                            or self._changed("volumes", snapshot, prev))
         # A pod with volumes that comes, goes or moves can free a ReadWriteOncePod claim, a disk or
@@ -190,11 +195,11 @@ class View:
             key in self.volume_pods for key in removed)
         for key in removed:
             self.volume_pods.pop(key, None)
-        for pod in changed:
+        for key, pod in zip(keys, changed, strict=True):
             if pod.volumes:
-                self.volume_pods[pod.key] = pod
-            else:
-                self.volume_pods.pop(pod.key, None)
+                self.volume_pods[key] = pod
+            elif self.volume_pods:
+                self.volume_pods.pop(key, None)
         if storage_changed:
             self.volumes = VolumeRules(snapshot.storage)
             if self.filters is not None:
@@ -204,13 +209,13 @@ class View:
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
-        for pod in changed:
-            self.by_key[pod.key] = pod
+        self.by_key.update(zip(keys, changed, strict=True))
+        for key, pod in zip(keys, changed, strict=True):
             if snapshot.claims(pod):
-                self.claimed[pod.key] = pod
+                self.claimed[key] = pod
             else:
-                self.claimed.pop(pod.key, None)
-        recount = {p.key for p in changed} | set(removed)
+                self.claimed.pop(key, None)
+        recount = {*keys, *removed}
         # A reservation outlives neither its pod nor the pod's binding by someone else (and only a
         # pod that changed can have stopped being claimed).
         for key in [k for k in (state.reserved if whole else recount) if k in state.reserved
@@ -229,10 +234,9 @@ class View:
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
-            for key in recount:
-                cluster.recount(key, self.by_key.get(key), state.reserved)
+            cluster.recount_many(recount, self.by_key, state.reserved)
             cluster.presence.set_namespaces(snapshot.namespaces)
-        self._refresh_jobs(snapshot, state, prev, changed, removed, whole)
+        self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole)
         return cluster
 
     def _placed(self) -> dict[str, tuple[Pod, int]]:
@@ -249,7 +253,7 @@ class View:
                 and told.number == before.number + 1):
             # The shell says what changed since the snapshot this view last saw: no pod is compared.
             by_key = self.by_key
-            return ([p for p in told.pods.values() if p is not None and by_key.get(p.key) is not p],
+            return ([p for k, p in told.pods.items() if p is not None and by_key.get(k) is not p],
                     [k for k, p in told.pods.items() if p is None and k in by_key])
         pods, old = snapshot.pods, [] if prev is None else prev.pods
         if not whole and len(pods) == len(old):
@@ -265,7 +269,7 @@ class View:
                 [k for k in self.by_key if k not in current])
 
     def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
-                      changed: list[Pod], removed: list[str], whole: bool) -> None:
+                      changed: list[Pod], keys: list[str], removed: list[str], whole: bool) -> None:
         self.gangs_gone = whole
         self.regrouped = whole
         touched: set[str] = set()
@@ -275,11 +279,15 @@ class View:
             if was is not None:
                 self.members.get(was, {}).pop(key, None)
                 touched.add(was)
-        for pod in changed:
-            if self._swap_if_only_message(pod):
+        filed: dict[str, str | None] = {}  # pod -> the gang it was filed under now, asked of this snapshot
+        member_of, single_jobs = self.member_of, self.single_jobs
+        for key, pod in zip(keys, changed, strict=True):
+            # Only a pod the view holds already can have changed in its message alone.
+            if (key in member_of or key in single_jobs) and self._swap_if_only_message(pod, key):
                 continue
-            single_keys.add(pod.key)
-            self._file(pod, gang_member(pod, snapshot), touched)
+            single_keys.add(key)
+            new = filed[key] = gang_member(pod, snapshot)
+            self._file(pod, new, touched, key)
         # The kinds that declare gangs (their objects and their errors, by gang key): what changed
         # there is rebuilt.
         declaring = self._inputs.get("gangs", ())
@@ -294,10 +302,11 @@ class View:
             # A group object that comes or changes can move the pods filed under its key to another
             # gang (a PodGroup naming a parent CompositePodGroup, seen after its pods): they are asked again.
             for key in objects:
-                for pod in list(self.members.get(key, {}).values()):
-                    new = gang_member(pod, snapshot)
+                for pod_key, pod in list(self.members.get(key, {}).items()):
+                    # A pod filed just now was asked of this very snapshot: the answer stands.
+                    new = filed[pod_key] if pod_key in filed else gang_member(pod, snapshot)
                     if new != key:
-                        self._file(pod, new, touched)
+                        self._file(pod, new, touched, pod_key)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:
@@ -363,15 +372,22 @@ class View:
                 found = alone[gang.key] = holds_alone(gang, state.satisfied)
             return found
 
+        pending_pods, gangs, member_of, single_jobs = self.claimed, self.gangs, self.member_of, self.single_jobs
+        alone_under: dict[str, bool] = {}  # the gang a pod is filed under -> whether its pods go alone
         for key in single_keys:
-            pending = self.claimed.get(key)
-            owner = self.gangs.get(self.member_of.get(key, "")) if pending is not None else None
-            if pending is not None and (owner is None or holds(owner)):
-                self.single_jobs[key] = single_job(pending, snapshot)
-            else:
-                self.single_jobs.pop(key, None)
+            pending = pending_pods.get(key)
+            if pending is not None:
+                under = member_of.get(key, "")
+                goes = alone_under.get(under)
+                if goes is None:
+                    owner = gangs.get(under)
+                    goes = alone_under[under] = owner is None or holds(owner)
+                if goes:
+                    single_jobs[key] = single_job(pending, snapshot)
+                    continue
+            single_jobs.pop(key, None)
         for gid in gids:
-            claimed = {k: [p for p in self.members.get(k, {}).values() if p.key in self.claimed]
+            claimed = {k: [p for pk, p in self.members.get(k, {}).items() if pk in self.claimed]
                        for k in gid if k in self.gangs and not holds(self.gangs[k])}
             # An old group id of a touched gang names a GangGroup that may no longer stand as one.
             job = group_job(gid, self.gangs, claimed, snapshot) \
@@ -381,15 +397,15 @@ class View:
             else:
                 self.group_jobs[gid] = job
 
-    def _swap_if_only_message(self, pod: Pod) -> bool:
+    def _swap_if_only_message(self, pod: Pod, key: str) -> bool:
         """A pod that changed only in the PodScheduled message (the scheduler's own write coming
         back) leaves its gang and job as they were: the new object takes the old one's place in
         them, so a parked job stays parked and the next message is compared with the right one. Any
         other message on a parked job's pod (another writer's, a stale write landing late) is a change."""
-        gang_key = self.member_of.get(pod.key)
+        gang_key = self.member_of.get(key)
         members = self.members.get(gang_key) if gang_key is not None else None
-        old = members.get(pod.key) if members is not None else (
-            self.single_jobs[pod.key].pods[0] if pod.key in self.single_jobs else None)
+        old = members.get(key) if members is not None else (
+            self.single_jobs[key].pods[0] if key in self.single_jobs else None)
         if old is None or old.unschedulable_message == pod.unschedulable_message:
             return False
         if old.model_copy(update={"unschedulable_message": pod.unschedulable_message}) != pod:

@@ -26,9 +26,9 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
-from koordpy.core.dialects.base import Dialect
+from koordpy.core.dialects.base import Dialect, DialectBase
 from koordpy.core.dialects.volcano import HyperNodeTree
-from koordpy.core.model import Gang, creation_time
+from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree, TreeKey
@@ -129,7 +129,7 @@ def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, 
     except ParseError as exc:
         gang.error = str(exc)
         return
-    first = min(pods, key=lambda p: (creation_time(p.creation), p.name)) if pods else None
+    first = earliest(pods) if pods else None
     owner = top_owner(first, snapshot.owners) if first is not None else None
     keys = kai.layered(first.annotations if first else {}, {**annotations, **spec},
                        owner.annotations if owner else {})
@@ -186,10 +186,18 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
 REFUSED_FIELDS: dict[str, str] = {f: words for d in DIALECTS for f, words in d.refused_fields.items()}
 
 
+# The dialects that refuse some pods, in their order of precedence (the others never do): each pod of
+# a gang of thousands is asked, so the rest are not.
+_REFUSING: tuple[Dialect, ...] = tuple(d for d in DIALECTS if type(d).refusal is not DialectBase.refusal)
+
+
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why a dialect will not let koordpy place ``pod``, or None."""
-    # mypy joins the union Reason to object when it solves ``first``'s type: the cast names it again.
-    return cast("Reason | None", first(lambda d: d.refusal(pod, snapshot)))
+    for dialect in _REFUSING:
+        found = dialect.refusal(pod, snapshot)
+        if found is not None:
+            return found
+    return None
 
 
 def names_objects(pod: Pod) -> bool:

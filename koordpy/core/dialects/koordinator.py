@@ -34,7 +34,7 @@ from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase
-from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
@@ -234,7 +234,7 @@ def build(key: str, podgroup: PodGroup | None, pods: list[Pod]) -> Gang | None:
     if err or not pods:
         return _gathering(gang)
     # Annotation values on the pods override the PodGroup; the earliest pod speaks for the gang.
-    first = min(pods, key=lambda p: (creation_time(p.creation), p.name))
+    first = earliest(pods)
     try:
         cfg = gang_config_from_pod(f"Pod {first.key}", first.namespace, first.annotations, podgroup)
     except ParseError as exc:
@@ -275,12 +275,18 @@ class PodGroupGangStatus:
 def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
                     reserved: dict[str, str], now: float) -> PodGroupGangStatus:
     """PodGroup ``status`` as the gang stands after this cycle."""
-    scheduled = sum(1 for p in members if p.node_name or p.key in bound_now)
-    running = sum(1 for p in members if p.phase == "Running")
-    succeeded = sum(1 for p in members if p.phase == "Succeeded")
-    failed = sum(1 for p in members if p.phase == "Failed")
-    waiting = sum(1 for p in members if p.key in reserved)
-    live = [p for p in members if not p.terminal]
+    # One pass over the members (a gang may have thousands), each asked its key once.
+    scheduled = waiting = 0
+    phases: dict[str, int] = {}
+    for p in members:
+        key = p.key
+        if p.node_name or key in bound_now:
+            scheduled += 1
+        if key in reserved:
+            waiting += 1
+        phases[p.phase] = phases.get(p.phase, 0) + 1
+    running, succeeded, failed = (phases.get(phase, 0) for phase in ("Running", "Succeeded", "Failed"))
+    live = len(members) - succeeded - failed  # not terminal (``Pod.terminal``)
     if succeeded >= pg.min_member:
         phase = "Finished"
     elif failed and succeeded + running < pg.min_member:
@@ -291,7 +297,7 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
         phase = "Scheduled"
     elif scheduled or waiting:
         phase = "Scheduling"
-    elif len(live) >= pg.min_member:
+    elif live >= pg.min_member:
         phase = "PreScheduling"
     else:
         phase = "Pending"

@@ -680,7 +680,8 @@ class Upstream(DialectBase):
         return () if group is None else group_facts(group, snapshot)
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return refusal(pod, snapshot)
+        # Asked of every member of every gang: a pod that names no group is answered here.
+        return refusal(pod, snapshot) if pod.scheduling_group else None
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
