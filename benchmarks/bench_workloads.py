@@ -346,6 +346,34 @@ def constraint_violations(nodes: list[Obj], pods: list[Obj], groups: list[Obj],
 
 # -- the run --------------------------------------------------------------------------------------
 
+async def empty_podgroups(custom: CustomObjectsApi, ns: str, deadline: float) -> int:
+    """Every ``scheduling.k8s.io`` PodGroup of ``ns`` gone; returns how many were asked to go. A
+    PodGroup waits for its ``scheduling.k8s.io/podgroup-protection`` finalizer, which
+    kube-controller-manager lifts once its pods are gone (so empty the pods first): each is deleted
+    once and waited for, at most ``deadline`` seconds."""
+    t0, asked = time.perf_counter(), set()
+    while True:
+        left = await list_names(lambda: custom.list_namespaced_custom_object(
+            *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
+        if not left:
+            break
+        if time.perf_counter() - t0 > deadline:
+            raise BenchError(f"{len(left):,} PodGroups of {ns} still there {deadline:.0f} s after their "
+                             f"delete; first: {', '.join(left[:5])}")
+
+        async def drop(name: str) -> None:
+            with contextlib.suppress(Gone):
+                await call(f"delete PodGroup {name}", lambda: custom.delete_namespaced_custom_object(
+                    *PODGROUPS[:2], ns, PODGROUPS[2], name, _preload_content=False, _request_timeout=CALL_SECONDS))
+
+        await limited(drop(n) for n in left if n not in asked)
+        asked |= set(left)
+        await asyncio.sleep(1.0)
+    if asked:
+        say(f"  {ns} emptied of {len(asked):,} PodGroups in {time.perf_counter() - t0:.1f} s")
+    return len(asked)
+
+
 class WorkloadBench(LiveBench):
     def __init__(self, api: ApiClient, args: argparse.Namespace, env: dict[str, str], state: Path) -> None:
         super().__init__(api, env, state, "bench-workloads", PREFIX, args.deadline, args.stall)
@@ -353,33 +381,11 @@ class WorkloadBench(LiveBench):
         self.custom = CustomObjectsApi(api)
 
     async def clean_all(self) -> None:
-        """Every pod and PodGroup of the benchmark's namespaces gone. A PodGroup waits for its
-        ``scheduling.k8s.io/podgroup-protection`` finalizer, which kube-controller-manager lifts
-        once its pods are gone: so it is deleted once and waited for."""
+        """Every pod, then every PodGroup (``empty_podgroups``), of the benchmark's namespaces gone."""
         for ns in NAMESPACES:
             await self.clean(ns)
         for ns in NAMESPACES:
-            t0, asked = time.perf_counter(), set()
-            while True:
-                left = await list_names(lambda ns=ns: self.custom.list_namespaced_custom_object(  # type: ignore[misc]
-                    *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
-                if not left:
-                    break
-                if time.perf_counter() - t0 > self.deadline:
-                    raise BenchError(f"{len(left):,} PodGroups of {ns} still there {self.deadline:.0f} s after their "
-                                     f"delete; first: {', '.join(left[:5])}")
-
-                async def drop(name: str, ns: str = ns) -> None:
-                    with contextlib.suppress(Gone):
-                        await call(f"delete PodGroup {name}", lambda: self.custom.delete_namespaced_custom_object(
-                            *PODGROUPS[:2], ns, PODGROUPS[2], name, _preload_content=False,
-                            _request_timeout=CALL_SECONDS))
-
-                await limited(drop(n) for n in left if n not in asked)
-                asked |= set(left)
-                await asyncio.sleep(1.0)
-            if asked:
-                say(f"  {ns} emptied of {len(asked):,} PodGroups in {time.perf_counter() - t0:.1f} s")
+            await empty_podgroups(self.custom, ns, self.deadline)
 
     async def classes(self, bodies: list[Obj]) -> None:
         for b in bodies:
