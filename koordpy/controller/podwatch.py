@@ -14,7 +14,9 @@ events (``lines``). The WATCH call itself is ``client.watch_stream``; filing an 
 
 A watch resumes from the last resourceVersion it saw (bookmarks included); when the API
 server says that version is gone (410), or the connection fails, it lists again and
-reconciles the cache with the list. A kind that stops being served (its CRD deleted) is
+reconciles the cache with the list: at once after a 410, after a growing pause (up to
+RETRY_MAX) after a failure, an ERROR event of another code included. A stream that ends before
+any event is resumed after such a pause too. A kind that stops being served (its CRD deleted) is
 looked for again every NOT_SERVED_RETRY seconds, said once in the log.
 """
 
@@ -39,6 +41,10 @@ log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
 RETRY_MAX = 10.0
 NOT_SERVED_RETRY = 60.0
+
+
+class WatchError(Exception):
+    """A watch stream's ERROR event other than 410 Gone (a conversion webhook down, an internal error)."""
 
 
 async def lines(resp: Any) -> AsyncIterator[bytes]:
@@ -77,21 +83,36 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
                 log.info("kind served again, watching it", kind=kind.label)
                 gone = False
             resp = await watch_stream(api, kind.group, kind.version, kind.plural, version, WATCH_SECONDS)
+            read = False
             try:
                 async for line in lines(resp):
+                    read = True
                     event = json.loads(line)
                     type_ = event.get("type")
                     obj = event.get("object") or {}
-                    if type_ == "ERROR":  # usually 410: our version is too old to resume from
+                    if type_ == "ERROR":
+                        if obj.get("code") != 410:
+                            # Any other error is a failure, backed off (as kopf did): listing again
+                            # at once looped as fast as the API server answered.
+                            raise WatchError(f"ERROR event {obj.get('code')}: {obj.get('message', '')}")
+                        # 410: our version is too old to resume from; listing again is the answer.
                         log.info("watch expired, listing again", kind=kind.label, status=obj.get("code"))
                         version = ""
                         break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if type_ != "BOOKMARK":
                         cache.observe(kind, type_, obj)
-                delay = 0.5
             finally:
                 resp.release()
+            if read:
+                delay = 0.5
+            else:
+                # Ended before a single event or bookmark (the API server sends bookmarks during a
+                # normal stream): a proxy or balancer that closes it at once. Resumed from the same
+                # version, after a pause that grows, rather than asked for again in a tight loop
+                # (kopf paused between reconnects too).
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
