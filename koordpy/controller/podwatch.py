@@ -17,7 +17,8 @@ server says that version is gone (410), or the connection fails, it lists again 
 reconciles the cache with the list: at once after a 410, after a growing pause (up to
 RETRY_MAX) after a failure, an ERROR event of another code included. A stream that ends before
 any event is resumed after such a pause too. A kind that stops being served (its CRD deleted) is
-looked for again every NOT_SERVED_RETRY seconds, said once in the log.
+looked for again after NOT_SERVED_FIRST seconds, then twice as long each time up to
+NOT_SERVED_RETRY seconds, said once in the log.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
 RETRY_MAX = 10.0
 NOT_SERVED_RETRY = 60.0
+NOT_SERVED_FIRST = 1.0
 
 
 class WatchError(Exception):
@@ -75,6 +77,7 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
     ("": list first)."""
     delay = 0.5
     gone = False  # said once that the kind is not served any more
+    away = NOT_SERVED_FIRST  # the next pause before looking for it again
     while True:
         try:
             if not version:
@@ -119,10 +122,15 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
             version = ""
             if isinstance(exc, ApiException) and not_served(exc, kind.group, kind.plural):
                 if not gone:
-                    log.warning("kind no longer served or readable; looking for it again every "
-                                f"{NOT_SERVED_RETRY:g}s", kind=kind.label, status=exc.status)
+                    log.warning("kind no longer served or readable; looking for it again, every "
+                                f"{NOT_SERVED_RETRY:g}s at the most", kind=kind.label, status=exc.status)
                     gone = True
-                await asyncio.sleep(NOT_SERVED_RETRY)
+                    away = NOT_SERVED_FIRST
+                # Soon at first: a CRD deleted is often installed again at once (an upgrade that
+                # replaces it), and kopf, which watched these kinds before, took it up within a
+                # second. Then less and less often: a kind gone for good costs a LIST a minute.
+                await asyncio.sleep(min(away, NOT_SERVED_RETRY))
+                away = min(away * 2, NOT_SERVED_RETRY)
                 continue
             log.warning("watch failed, listing again", kind=kind.label, error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
