@@ -14,8 +14,11 @@ events (``lines``). The WATCH call itself is ``client.watch_stream``; filing an 
 
 A watch resumes from the last resourceVersion it saw (bookmarks included); when the API
 server says that version is gone (410), or the connection fails, it lists again and
-reconciles the cache with the list. A kind that stops being served (its CRD deleted) is
-looked for again every NOT_SERVED_RETRY seconds, said once in the log.
+reconciles the cache with the list: at once after a 410, after a growing pause (up to
+RETRY_MAX) after a failure, an ERROR event of another code included. A stream that ends before
+any event is resumed after such a pause too. A kind that stops being served (its CRD deleted) is
+looked for again after NOT_SERVED_FIRST seconds, then twice as long each time up to
+NOT_SERVED_RETRY seconds, said once in the log.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ log = structlog.get_logger("koordpy.podwatch")
 WATCH_SECONDS = 300
 RETRY_MAX = 10.0
 NOT_SERVED_RETRY = 60.0
+NOT_SERVED_FIRST = 1.0
+
+
+class WatchError(Exception):
+    """A watch stream's ERROR event other than 410 Gone (a conversion webhook down, an internal error)."""
 
 
 async def lines(resp: Any) -> AsyncIterator[bytes]:
@@ -69,6 +77,7 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
     ("": list first)."""
     delay = 0.5
     gone = False  # said once that the kind is not served any more
+    away = NOT_SERVED_FIRST  # the next pause before looking for it again
     while True:
         try:
             if not version:
@@ -77,31 +86,51 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
                 log.info("kind served again, watching it", kind=kind.label)
                 gone = False
             resp = await watch_stream(api, kind.group, kind.version, kind.plural, version, WATCH_SECONDS)
+            read = False
             try:
                 async for line in lines(resp):
+                    read = True
                     event = json.loads(line)
                     type_ = event.get("type")
                     obj = event.get("object") or {}
-                    if type_ == "ERROR":  # usually 410: our version is too old to resume from
+                    if type_ == "ERROR":
+                        if obj.get("code") != 410:
+                            # Any other error is a failure, backed off (as kopf did): listing again
+                            # at once looped as fast as the API server answered.
+                            raise WatchError(f"ERROR event {obj.get('code')}: {obj.get('message', '')}")
+                        # 410: our version is too old to resume from; listing again is the answer.
                         log.info("watch expired, listing again", kind=kind.label, status=obj.get("code"))
                         version = ""
                         break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if type_ != "BOOKMARK":
                         cache.observe(kind, type_, obj)
-                delay = 0.5
             finally:
                 resp.release()
+            if read:
+                delay = 0.5
+            else:
+                # Ended before a single event or bookmark (the API server sends bookmarks during a
+                # normal stream): a proxy or balancer that closes it at once. Resumed from the same
+                # version, after a pause that grows, rather than asked for again in a tight loop
+                # (kopf paused between reconnects too).
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             version = ""
             if isinstance(exc, ApiException) and not_served(exc, kind.group, kind.plural):
                 if not gone:
-                    log.warning("kind no longer served or readable; looking for it again every "
-                                f"{NOT_SERVED_RETRY:g}s", kind=kind.label, status=exc.status)
+                    log.warning("kind no longer served or readable; looking for it again, every "
+                                f"{NOT_SERVED_RETRY:g}s at the most", kind=kind.label, status=exc.status)
                     gone = True
-                await asyncio.sleep(NOT_SERVED_RETRY)
+                    away = NOT_SERVED_FIRST
+                # Soon at first: a CRD deleted is often installed again at once (an upgrade that
+                # replaces it), and kopf, which watched these kinds before, took it up within a
+                # second. Then less and less often: a kind gone for good costs a LIST a minute.
+                await asyncio.sleep(min(away, NOT_SERVED_RETRY))
+                away = min(away * 2, NOT_SERVED_RETRY)
                 continue
             log.warning("watch failed, listing again", kind=kind.label, error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
