@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import gc
 import logging
 import os
@@ -145,6 +147,37 @@ def settle_memory(full: bool = False) -> None:
         gc.unfreeze()
         gc.collect()
     gc.freeze()
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def _glibc() -> Any:
+    """The C library when it is glibc (it has ``malloc_trim``), else None: musl, macOS."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim  # noqa: B018 (glibc only)
+        libc.mallopt  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def limit_arenas(arenas: int = 1) -> bool:
+    """At most ``arenas`` malloc arenas. glibc gives each new thread that allocates its own arena
+    (up to 8 per core): the core's cycle runs in a worker thread (``asyncio.to_thread``), so what it
+    allocates and frees lands in an arena apart from the event loop's, whose free space the other
+    thread never reuses. True when it was set (glibc only; elsewhere a no-op)."""
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def trim_memory() -> bool:
+    """Hands malloc's free pages back to the system (glibc's ``malloc_trim``): after pods are deleted
+    by the thousand, what they held stays free inside malloc's heap, counted in the RSS, until then.
+    True when something was released; a no-op without glibc."""
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))
 
 
 async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]]) -> None:
