@@ -246,19 +246,25 @@ def malloc_stats() -> dict[str, int]:
 
 
 def mappings() -> dict[str, int]:
-    """RSS by kind of mapping (``/proc/self/smaps``): malloc's main heap, other anonymous memory
-    (pymalloc's arenas, malloc's thread arenas and large blocks, numba's code), and files (shared
-    libraries)."""
-    out = {"heap": 0, "anon": 0, "files": 0}
+    """RSS by kind of mapping (``/proc/self/smaps``): malloc's main heap, its threads' arenas, other
+    anonymous memory (pymalloc's arenas, malloc's large blocks, numba's code), files (shared
+    libraries), and of the anonymous memory, what is in transparent huge pages."""
+    out = {"heap": 0, "arenas": 0, "anon": 0, "files": 0, "huge": 0}
     cat = "anon"
     with open("/proc/self/smaps") as f:
         for line in f:
             if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
                 parts = line.split()
                 name = parts[5] if len(parts) > 5 else ""
-                cat = "heap" if name == "[heap]" else "anon" if not name or name.startswith("[") else "files"
+                start = int(parts[0].split("-")[0], 16)
+                # A thread's malloc arena grows in heaps of 64 MiB, each aligned on its size.
+                arena = not name and start % (64 * MiB) == 0
+                cat = ("heap" if name == "[heap]" else "arenas" if arena
+                       else "anon" if not name or name.startswith("[") else "files")
             elif line.startswith("Rss:"):
                 out[cat] += int(line.split()[1]) * 1024
+            elif line.startswith("AnonHugePages:"):  # transparent huge pages (numpy asks for them)
+                out["huge"] += int(line.split()[1]) * 1024
     return out
 
 
@@ -341,9 +347,14 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
 
     def read(name: str) -> None:
         gc.collect()
+        row: dict[str, Any] = {"stage": name}
         if remedy in ("trim", "both"):
+            before = rss()
+            t0 = time.perf_counter()
             controller.trim_memory()
-        row: dict[str, Any] = {"stage": name, "rss": rss(), "peak": peak(), **malloc_stats(), **mappings()}
+            row["trim_ms"] = (time.perf_counter() - t0) * 1000
+            row["trimmed"] = before - rss()
+        row.update({"rss": rss(), "peak": peak(), **malloc_stats(), **mappings()})
         if trace:
             import tracemalloc
 
@@ -500,7 +511,9 @@ def live_main(args: argparse.Namespace) -> None:
         print(f"live-like{' with the writer' if args.writer else ''}, remedy {remedy}: {args.nodes:,} nodes, {args.gangs * GANG:,} pods bound and deleted, "
               f"{args.parked * GANG:,} parked, {args.gangs * GANG:,} bound ({time.perf_counter() - t0:.0f} s)")
         for row in r["stages"]:
-            extra = "".join(f", {k} {mib(row[k])}" for k in ("heap", "anon", "files", "used", "free", "traced") if k in row)
+            extra = "".join(f", {k} {mib(row[k])}" for k in ("heap", "arenas", "anon", "files", "huge", "used", "free", "traced") if k in row)
+            if "trim_ms" in row:
+                extra += f", malloc_trim gave back {mib(row['trimmed'])} MiB in {row['trim_ms']:.1f} ms"
             print(f"  {row['stage']:<24} RSS {mib(row['rss']):>4} MiB, peak {mib(row['peak']):>4}{extra}", flush=True)
         for where, size, count in r.get("top", [])[:15]:
             print(f"  {size / MiB:7.1f} MiB {count:>9,} blocks  {where}")
