@@ -333,9 +333,10 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
 
     steps: dict[str, Any] = {"python": rss()}
     from koordpy.controller import main as controller
+    from koordpy.controller.memory import limit_arenas, trim_memory
 
     if remedy in ("arena", "both"):
-        controller.limit_arenas()
+        limit_arenas()
     controller.warm_up()
     gc.collect()
     from koordpy.controller.cache import Cache
@@ -345,16 +346,23 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
     stages: list[dict[str, Any]] = []
     rv = [10]
 
+    tables: dict[str, Any] = {}
+    spent = [0.0]  # seconds in cycles (the snapshot, the core, the binds' watch events)
+
     def read(name: str) -> None:
         gc.collect()
         row: dict[str, Any] = {"stage": name}
+        # Per-object tables that could outlive their objects (deleted pods and gangs): their sizes.
+        row["held"] = {f"{owner}.{attr}": len(getattr(obj, attr)) for owner, obj in tables.items()
+                       for attr in sorted(vars(obj)) if isinstance(getattr(obj, attr), (dict, set))
+                       and len(getattr(obj, attr))}
         if remedy in ("trim", "both"):
             before = rss()
             t0 = time.perf_counter()
-            controller.trim_memory()
+            trim_memory()
             row["trim_ms"] = (time.perf_counter() - t0) * 1000
             row["trimmed"] = before - rss()
-        row.update({"rss": rss(), "peak": peak(), **malloc_stats(), **mappings()})
+        row.update({"rss": rss(), "peak": peak(), **malloc_stats(), **mappings(), "cycles_s": spent[0]})
         if trace:
             import tracemalloc
 
@@ -383,16 +391,23 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
             from koordpy.controller.metrics import Metrics
             from koordpy.controller.writer import ApiWriter
 
-            port_file = tempfile.mktemp()
+            port_file = os.path.join(tempfile.mkdtemp(), "port")
             server = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_memory", "--fake-api", port_file])
-            while not os.path.exists(port_file) or not open(port_file).read():
+            port = ""
+            while not port:
                 await asyncio.sleep(0.1)
-            cfg = Configuration(host=f"http://127.0.0.1:{open(port_file).read()}")
+                if os.path.exists(port_file):
+                    with open(port_file) as f:
+                        port = f.read()
+            cfg = Configuration(host=f"http://127.0.0.1:{port}")
             cfg.connection_pool_maxsize = 200
             metrics = Metrics()
             sched = SchedulerLoop(cache, ApiWriter(ApiClient(cfg), metrics=metrics), NAMES, metrics=metrics)
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the live benchmark's log, to nowhere)
             controller.configure_logging("DEBUG", "json")
+        tables.update(cache=cache, state=state)
+        if sched is not None:
+            tables.update(loop=sched, writer=sched.writer, reports=sched.writer.reports, state=sched.state)
         nodes = [node(i) for i in range(n_nodes)]
         for start in range(0, n_nodes, 500):  # the LIST, a page at a time
             body = json.dumps({"metadata": {"resourceVersion": "5"},
@@ -412,6 +427,13 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
                     await asyncio.gather(*list(sched.writer._tasks), return_exceptions=True)
 
         async def cycle() -> int:
+            t0 = time.perf_counter()
+            try:
+                return await _cycle()
+            finally:
+                spent[0] += time.perf_counter() - t0
+
+        async def _cycle() -> int:
             if sched is not None:
                 await sched.cycle()
                 await writes()
@@ -508,13 +530,18 @@ def live_main(args: argparse.Namespace) -> None:
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-4000:]}")
         r = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"live-like{' with the writer' if args.writer else ''}, remedy {remedy}: {args.nodes:,} nodes, {args.gangs * GANG:,} pods bound and deleted, "
-              f"{args.parked * GANG:,} parked, {args.gangs * GANG:,} bound ({time.perf_counter() - t0:.0f} s)")
+        print(f"live-like{' with the writer' if args.writer else ''}, remedy {remedy}: {args.nodes:,} nodes, "
+              f"{args.gangs * GANG:,} pods bound and deleted, {args.parked * GANG:,} parked, "
+              f"{args.gangs * GANG:,} bound ({time.perf_counter() - t0:.0f} s)")
         for row in r["stages"]:
-            extra = "".join(f", {k} {mib(row[k])}" for k in ("heap", "arenas", "anon", "files", "huge", "used", "free", "traced") if k in row)
+            extra = "".join(f", {k} {mib(row[k])}" for k in ("heap", "arenas", "anon", "files", "huge", "used", "free",
+                                                              "traced") if k in row)
+            extra += f", cycles {row['cycles_s']:.1f} s"
             if "trim_ms" in row:
                 extra += f", malloc_trim gave back {mib(row['trimmed'])} MiB in {row['trim_ms']:.1f} ms"
             print(f"  {row['stage']:<24} RSS {mib(row['rss']):>4} MiB, peak {mib(row['peak']):>4}{extra}", flush=True)
+            if args.tables:
+                print(f"    tables: {row['held']}")
         for where, size, count in r.get("top", [])[:15]:
             print(f"  {size / MiB:7.1f} MiB {count:>9,} blocks  {where}")
 
@@ -558,6 +585,7 @@ def main() -> None:
     ap.add_argument("--writer", action="store_true",
                     help="--live-like: the live loop's cycles and writes, to a fake API server")
     ap.add_argument("--fake-api", help=argparse.SUPPRESS)
+    ap.add_argument("--tables", action="store_true", help="--live-like: the sizes of per-object tables")
     args = ap.parse_args()
     if args.fake_api:
         fake_api(args.fake_api)

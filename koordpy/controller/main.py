@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -30,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from koordpy.api.kinds import Kind, watched
 from koordpy.api.objects import Node, Pod
 from koordpy.api.podgroup import PodGroup
+from koordpy.controller import memory
 from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
 from koordpy.controller.client import not_served
@@ -149,37 +148,6 @@ def settle_memory(full: bool = False) -> None:
     gc.freeze()
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-
-
-def _glibc() -> Any:
-    """The C library when it is glibc (it has ``malloc_trim``), else None: musl, macOS."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim  # noqa: B018 (glibc only)
-        libc.mallopt  # noqa: B018
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-def limit_arenas(arenas: int = 1) -> bool:
-    """At most ``arenas`` malloc arenas. glibc gives each new thread that allocates its own arena
-    (up to 8 per core): the core's cycle runs in a worker thread (``asyncio.to_thread``), so what it
-    allocates and frees lands in an arena apart from the event loop's, whose free space the other
-    thread never reuses. True when it was set (glibc only; elsewhere a no-op)."""
-    libc = _glibc()
-    return libc is not None and bool(libc.mallopt(M_ARENA_MAX, arenas))
-
-
-def trim_memory() -> bool:
-    """Hands malloc's free pages back to the system (glibc's ``malloc_trim``): after pods are deleted
-    by the thousand, what they held stays free inside malloc's heap, counted in the RSS, until then.
-    True when something was released; a no-op without glibc."""
-    libc = _glibc()
-    return libc is not None and bool(libc.malloc_trim(0))
-
-
 async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]]) -> None:
     resyncs = 0
     while True:
@@ -187,6 +155,7 @@ async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, s
         await sync(api, cache, kinds)
         resyncs += 1
         settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
+        memory.trim_memory()  # the LIST's pages, decoded and dropped: a loop never idle trims here
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -307,6 +276,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     cache = Cache()
     versions = await sync(api, cache, kinds)
     settle_memory()
+    memory.trim_memory()
     synced = True
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
              schedulers=sorted(names), preemption=settings.preemption, pods_per_cycle=settings.pods_per_cycle,
@@ -411,6 +381,7 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
 
 def run(kubeconfig: str | None, settings: Settings) -> int:
     configure_logging(settings.logging.level, settings.logging.format)
+    memory.limit_arenas()  # before the event loop's worker threads start (``controller.memory``)
     try:
         asyncio.run(run_async(kubeconfig, settings))
     except KeyboardInterrupt:
