@@ -27,6 +27,11 @@ Sizes: pods 4,000 / 16,000 / 50,000 at 5,000 nodes, and nodes 2,500 / 5,000 / 10
 pods; the growth per 1,000 pods and per 1,000 nodes is the least-squares slope over each three.
 ``--trace`` also runs 5,000 nodes x 16,000 pods (or the ``--only`` size) under tracemalloc and
 prints where the held Python memory was allocated (largest first).
+
+``--live-like`` replays the live benchmark's rounds instead (``live_like``: watch lines, the core in a
+worker thread, round 1 bound then deleted, parked gangs, round 2; ``--writer`` adds the loop's own
+cycles and writes to a fake API server) and reads RSS, its mappings and glibc's account after each
+stage; ``--remedy`` compares one malloc arena and ``malloc_trim`` (``controller.memory``).
 """
 
 from __future__ import annotations
