@@ -84,26 +84,38 @@ async def _run_loop(monkeypatch: pytest.MonkeyPatch, trim_seconds: float) -> tup
     return loop, cache, trims
 
 
-async def _burst(cache: Cache, first: int, count: int) -> None:
-    """A pod every 10 ms: the loop never waits a whole flush period without a change."""
-    for i in range(first, first + count):
+async def _until(cond: Any, seconds: float = 10.0) -> None:
+    """Waits for ``cond()`` (a loaded machine makes cycles slow); the assertion after says what."""
+    end = time.monotonic() + seconds
+    while not cond() and time.monotonic() < end:
+        await asyncio.sleep(0.02)
+
+
+async def _burst(loop: SchedulerLoop, cache: Cache, first: int, cycles: int) -> int:
+    """A pod every 10 ms (the loop never waits a whole flush period without a change) until ``cycles``
+    more cycles ran (a slow machine makes them long), at least 10 pods; returns how many."""
+    until = loop.cycles + cycles
+    i = first
+    while i < first + 10 or (loop.cycles < until and i < first + 3000):
         cache.observe("Pod", None, _rv(pod(f"p{i}", cpu="1"), 10 + i))
+        i += 1
         await asyncio.sleep(0.01)
+    return i - first
 
 
 async def test_the_loop_trims_once_idle_after_cycles_never_during_a_burst(monkeypatch: pytest.MonkeyPatch) -> None:
     loop, cache, trims = await _run_loop(monkeypatch, trim_seconds=0.0)
     task = asyncio.ensure_future(loop.run())
     try:
-        await asyncio.sleep(0.3)  # the first cycle (the node), then idle
+        await _until(lambda: trims)  # the first cycle (the node), then idle
         assert len(trims) == 1 and loop.cycles == 1
         await asyncio.sleep(0.3)  # still idle, no cycle since: nothing more to hand back
         assert len(trims) == 1
-        await _burst(cache, 0, 60)
-        assert len(trims) == 1 and loop.cycles >= 3  # cycles ran, none idle in between
-        await asyncio.sleep(0.3)
+        sent = await _burst(loop, cache, 0, 3)
+        assert len(trims) == 1 and loop.cycles >= 4  # cycles ran, none idle in between
+        await _until(lambda: len(trims) == 2)
         assert len(trims) == 2
-        assert sorted(cache.assumed) == sorted(f"default/p{i}" for i in range(60))  # scheduling as before
+        assert sorted(cache.assumed) == sorted(f"default/p{i}" for i in range(sent))  # scheduling as before
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -113,10 +125,10 @@ async def test_the_loop_trims_at_most_once_in_trim_seconds(monkeypatch: pytest.M
     loop, cache, trims = await _run_loop(monkeypatch, trim_seconds=60.0)
     task = asyncio.ensure_future(loop.run())
     try:
-        await asyncio.sleep(0.3)
+        await _until(lambda: trims)
         assert len(trims) == 1
-        await _burst(cache, 0, 5)
-        await asyncio.sleep(0.3)  # idle after cycles, but the last trim was less than a minute ago
+        await _burst(loop, cache, 0, 1)
+        await asyncio.sleep(0.5)  # idle after cycles, but the last trim was less than a minute ago
         assert len(trims) == 1 and loop._untrimmed
     finally:
         task.cancel()
