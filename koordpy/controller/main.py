@@ -28,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from koordpy.api.kinds import Kind, watched
 from koordpy.api.objects import Node, Pod
 from koordpy.api.podgroup import PodGroup
+from koordpy.controller import memory
 from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
 from koordpy.controller.client import not_served
@@ -154,6 +155,7 @@ async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, s
         await sync(api, cache, kinds)
         resyncs += 1
         settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
+        memory.trim_memory()  # the LIST's pages, decoded and dropped: a loop never idle trims here
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -274,6 +276,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     cache = Cache()
     versions = await sync(api, cache, kinds)
     settle_memory()
+    memory.trim_memory()
     synced = True
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
              schedulers=sorted(names), preemption=settings.preemption, pods_per_cycle=settings.pods_per_cycle,
@@ -378,6 +381,7 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
 
 def run(kubeconfig: str | None, settings: Settings) -> int:
     configure_logging(settings.logging.level, settings.logging.format)
+    memory.limit_arenas()  # before the event loop's worker threads start (``controller.memory``)
     try:
         asyncio.run(run_async(kubeconfig, settings))
     except KeyboardInterrupt:
