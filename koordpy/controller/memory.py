@@ -51,12 +51,13 @@ def trim_memory() -> bool:
 
 
 def rss() -> int | None:
-    """The process's resident set in bytes (``/proc/self/status``), or None where there is none."""
+    """The process's resident set in bytes (``/proc/self/status``), or None where there is none or
+    it cannot be read: the loop calls this outside its cycle's guard, so it must never raise."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         return None
     return None

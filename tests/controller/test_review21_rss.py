@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,3 +49,21 @@ def test_no_c_library_found_makes_the_calls_no_ops(monkeypatch: pytest.MonkeyPat
     assert memory.limit_arenas() is False
     assert memory.trim_memory() is False
     assert asked == ["libc.so.6"]  # looked for once, by glibc's name when nothing else was found
+
+
+def test_an_unreadable_rss_line_is_none_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's idle trim reads the RSS outside the cycle's guard: a malformed VmRSS line must not
+    end the loop."""
+    import builtins
+
+    real_open = builtins.open
+    for text in ("VmRSS:\n", "VmRSS: lots kB\n"):
+        status = tmp_path / "status"
+        status.write_text(text)
+
+        def fake_open(f: Any, *a: Any, _status: Path = status, **k: Any) -> Any:
+            return real_open(_status if f == "/proc/self/status" else f, *a, **k)
+
+        monkeypatch.setattr(builtins, "open", fake_open)
+        assert memory.rss() is None
+        monkeypatch.setattr(builtins, "open", real_open)
