@@ -134,7 +134,7 @@ class Presence:
             self._add(key, pod, int(node), sign)
 
     def move_many(self, keys: list[str], nodes: npt.NDArray[np.int64], sign: int) -> None:
-        objects, at_all = self.objects, self._at
+        objects = self.objects
         # With no tracker to update, a pod without anti-affinity or host ports is only where it is.
         untracked = not self._unguarded and not self._guarded
         for key, node in zip(keys, nodes.tolist(), strict=True):
@@ -142,18 +142,7 @@ class Presence:
             if pod is None:
                 continue
             if untracked and not pod.pod_anti_affinity and not pod.host_ports:
-                at = at_all.get(key)
-                if at is None:
-                    if sign > 0:
-                        at_all[key] = {node: sign}
-                    continue
-                left = at.get(node, 0) + sign
-                if left > 0:
-                    at[node] = left
-                else:
-                    at.pop(node, None)
-                    if not at:
-                        del at_all[key]
+                self._count(key, node, sign)
             else:
                 self._add(key, pod, node, sign)
 
@@ -172,10 +161,13 @@ class Presence:
                 self._add(key, new, node, 1)
         return bool(where)
 
-    def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
+    def _count(self, key: str, node: int, sign: int) -> None:
+        """Where the pod is: its count on the node, the entry gone at zero."""
         at = self._at.get(key)
         if at is None:
-            at = self._at[key] = {}
+            if sign > 0:
+                self._at[key] = {node: sign}
+            return
         left = at.get(node, 0) + sign
         if left > 0:
             at[node] = left
@@ -183,6 +175,9 @@ class Presence:
             at.pop(node, None)
             if not at:
                 del self._at[key]
+
+    def _add(self, key: str, pod: Pod, node: int, sign: int) -> None:
+        self._count(key, node, sign)
         for t in self._unguarded:
             if t.match(pod):
                 t.per_node[node] += sign
