@@ -399,7 +399,13 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
             port_file = os.path.join(tempfile.mkdtemp(), "port")
             server = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_memory", "--fake-api", port_file])
             port = ""
-            while not port:
+            deadline = time.monotonic() + 60
+            while not port:  # the fake server writes its port once it listens; never waited on forever
+                if server.poll() is not None:
+                    raise SystemExit(f"--writer: the fake API server exited ({server.returncode}) before it listened")
+                if time.monotonic() > deadline:
+                    server.kill()
+                    raise SystemExit(f"--writer: the fake API server wrote no port to {port_file} within 60 s")
                 await asyncio.sleep(0.1)
                 if os.path.exists(port_file):
                     with open(port_file) as f:
