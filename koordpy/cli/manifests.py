@@ -152,6 +152,9 @@ def parse_manifests(name: str, text: str) -> tuple[list[tuple[str, dict[str, Any
     try:
         loaded = _documents(text)
     except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.MarkedYAMLError) and "nesting depth" in (exc.problem or ""):
+            # PyYAML 6.0.4 stops at a depth of its own where earlier ones ran out of stack: one message for both.
+            raise UsageError(f"{name}: nested too deeply to be a Kubernetes object") from exc
         raise UsageError(yaml_problem(name, text, exc)) from exc
     except RecursionError as exc:
         raise UsageError(f"{name}: nested too deeply to be a Kubernetes object") from exc
