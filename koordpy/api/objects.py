@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from koordpy.api.gangname import pod_gang_name
 from koordpy.api.model import NamespacedKey, Record, Shared
 from koordpy.api.podvolumes import PodVolume, pod_volumes
 from koordpy.api.raw import Reader, label_problem, read_object
@@ -288,13 +289,23 @@ class Pod(Record, NamespacedKey):
     # ``namespace/name``, made once: the core files the pod under it in many tables, each of which
     # would otherwise hold a string of its own.
     _key: str = field(default="", init=False, repr=False, compare=False)
+    # The gang its labels and annotations name (``pod_gang_name``), read once: the cache and the core
+    # ask it of every pod of a new gang in each cycle that sees it.
+    _gang: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "_gang", pod_gang_name(self.namespace, self.labels, self.annotations))
 
     @property
     def key(self) -> str:
         return self._key
+
+    @property
+    def gang_name(self) -> str | None:
+        """The gang the pod names by Koordinator's or scheduler-plugins' labels and annotations,
+        ``namespace/name``, or None (``koordpy.api.gangname.pod_gang_name``)."""
+        return self._gang
 
     @property
     def terminal(self) -> bool:

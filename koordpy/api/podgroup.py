@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.errors import ParseError
+from koordpy.api.gangname import ANN_NAME, COMPAT_NAME
 from koordpy.api.model import NamespacedKey
 from koordpy.api.quantity import parse_go_duration
 from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
@@ -26,11 +26,8 @@ if TYPE_CHECKING:
     from koordpy.api.objects import Pod
 
 GROUP = "scheduling.sigs.k8s.io"
-POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
-COMPAT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 COMPAT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
 PREFIX = "gang.scheduling.koordinator.sh/"
-ANN_NAME = PREFIX + "name"
 ANN_MIN = PREFIX + "min-available"
 ANN_TOTAL = PREFIX + "total-number"
 ANN_MODE = PREFIX + "mode"
@@ -221,14 +218,6 @@ def gang_config_from_podgroup(pg: PodGroup) -> GangConfig:
     return GangConfig(**_overrides(r, pg.annotations, pg.namespace, base))
 
 
-def pod_gang_name(pod_namespace: str, labels: dict[str, str], annotations: dict[str, str]) -> str | None:
-    """The gang a pod belongs to, ``namespace/name``, or None for a pod of its own."""
-    name = (annotations.get(ANN_NAME) or annotations.get(COMPAT_NAME) or labels.get(POD_GROUP_LABEL)
-            or annotations.get(POD_GROUP_LABEL))
-    # Interned: the core files each member under its gang, and a gang's pods then share one string.
-    return sys.intern(f"{pod_namespace}/{name}") if name else None
-
-
 GANG_KEYS = frozenset({ANN_MIN, COMPAT_MIN, ANN_TOTAL, ANN_MODE, ANN_WAIT, ANN_GROUPS, ANN_MATCH, ANN_TOPOLOGY_SPEC})
 # Everything of a pod's that ``gang_config_from_pod`` reads besides its namespace and PodGroup.
 GANG_DECLARATION = GANG_KEYS | {ANN_NAME, COMPAT_NAME}
@@ -281,7 +270,7 @@ def check_pod_annotations(pod: Pod, podgroups: Mapping[str, PodGroup], invalid: 
     PodGroup that is itself ``invalid`` is not blamed for it (that error is the PodGroup's);
     ``gang_checked`` skips the gang declaration when the caller knows it was accepted already."""
     ref = f"Pod {pod.key}"
-    gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+    gang = pod.gang_name
     if gang is not None and gang not in invalid and not gang_checked:
         gang_config_from_pod(ref, pod.namespace, pod.annotations, podgroups.get(gang))
     topology_index(ref, pod.annotations)

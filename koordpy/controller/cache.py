@@ -16,16 +16,16 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
+from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations, pod_gang_name
+from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
 from koordpy.core.members import topology_indexes
@@ -51,7 +51,7 @@ class InvalidObject:
     claimed: bool
 
 
-def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: dict[str, str],
+def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: Container[str],
                      gang_checked: bool = False) -> str | None:
     """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
     try:
@@ -69,6 +69,24 @@ def _index_error(pod: Pod) -> str | None:
     except ParseError as exc:
         return str(exc)
     return None
+
+
+# The cache names of the kinds whose objects declare gangs and report their errors as a Snapshot's
+# ``invalid_podgroups``: a pod naming such an object that does not parse waits for it.
+_GANG_ERROR_LABELS = tuple(kind.label for kind in KINDS if kind.errors == "invalid_podgroups")
+
+
+class _InvalidGroups:
+    """The gang keys a snapshot taken now would hold in ``invalid_podgroups``, read off the cache's
+    ``invalid`` table on demand: what a pod is checked against when it arrives, between snapshots."""
+
+    __slots__ = ("_invalid",)
+
+    def __init__(self, invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]]) -> None:
+        self._invalid = invalid
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and any((label, key) in self._invalid for label in _GANG_ERROR_LABELS)
 
 
 def _rv(raw: dict[str, Any]) -> int:
@@ -262,6 +280,17 @@ class Cache(Stores):
 
     def _pod_filed(self, key: str, pod: Pod, raw: dict[str, Any]) -> None:
         self._dirty[key] = None
+        names = self._names
+        if (names is not None and pod.scheduler_name in names and not pod.node_name and not pod.terminal
+                and not pod.deleting):
+            # A pending pod of ours is checked as it arrives, against its gang's declaration as held
+            # now: the snapshot that shows it finds the answer (``_checked``) and checks again only
+            # if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
+            # cycles; checked in the snapshot, it made the cycle that places it wait for the checks.
+            try:
+                self._annotation_error(key, pod, _InvalidGroups(self.invalid), self.podgroups)
+            except Exception:
+                self._checked.pop(key, None)
         if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
             self.gated[key] = pod.scheduler_name
         else:
@@ -444,10 +473,10 @@ class Cache(Stores):
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
 
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: dict[str, str],
+    def _annotation_error(self, key: str, pod: Pod, invalid_groups: Container[str],
                           podgroups: dict[str, PodGroup]) -> tuple[str | None, str | None]:
         """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
-        gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+        gang = pod.gang_name
         group = podgroups.get(gang) if gang else None
         group_invalid = gang in invalid_groups
         checked = self._checked.get(key)

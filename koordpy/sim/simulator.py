@@ -24,7 +24,6 @@ from koordpy.api.podgroup import (
     ANN_TOPOLOGY_INDEX,
     PodGroup,
     check_pod_annotations,
-    pod_gang_name,
 )
 from koordpy.api.raw import Reader
 from koordpy.api.storage import (
@@ -432,7 +431,7 @@ def _hypernode_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
 def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
     """What the live scheduler reports as an Event, the simulator refuses up front (exit 2).
     ``valid`` remembers gang declarations already accepted: a gang's pods repeat the same one."""
-    gang = pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+    gang = pod.gang_name
     key = (gang, id(podgroups.get(gang or "")),
            tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
     check_pod_annotations(pod, podgroups, gang_checked=key in valid)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, create_model
 
 from koordpy.api import model as api_model
+from koordpy.api.gangname import pod_gang_name
 from koordpy.api.model import SHARED_LIMIT, Shared
 from koordpy.api.objects import (
     HostPort,
@@ -33,7 +34,6 @@ from koordpy.api.objects import (
     Taint,
     Toleration,
 )
-from koordpy.api.podgroup import pod_gang_name
 from koordpy.api.podvolumes import Disk, PodVolume
 from tests.builders import node, pod
 
@@ -189,3 +189,17 @@ def test_a_gangs_pods_name_their_gang_with_one_string() -> None:
     a, b = (Pod.from_raw(_decoded(_rich_pod(f"p{i}"))) for i in range(2))
     ga, gb = (pod_gang_name(p.namespace, p.labels, p.annotations) for p in (a, b))
     assert ga == "default/g" and ga is gb
+    assert a.gang_name is ga and b.gang_name is ga  # read once, when the record is made
+
+
+def test_a_pods_gang_name_is_read_again_by_every_copy() -> None:
+    # ``gang_name`` is made with the record: a copy with other labels or annotations names its own gang.
+    pod = Pod.from_raw(_decoded(_rich_pod("p0")))
+    assert pod.gang_name == "default/g"
+    renamed = pod.model_copy(update={"annotations": {**pod.annotations, "gang.scheduling.koordinator.sh/name": "h"}})
+    assert renamed.gang_name == "default/h"
+    alone = pod.model_copy(update={"labels": {}, "annotations": {}, "namespace": "other"})
+    assert alone.gang_name is None
+    moved = pod.model_copy(update={"namespace": "other"})
+    assert moved.gang_name == pod_gang_name("other", moved.labels, moved.annotations)
+    assert moved == pod.model_copy(update={"namespace": "other"}) and "_gang" not in repr(pod)

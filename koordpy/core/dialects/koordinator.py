@@ -28,7 +28,6 @@ from koordpy.api.podgroup import (
     PodGroupStatus,
     gang_config_from_pod,
     gang_config_from_podgroup,
-    pod_gang_name,
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
@@ -342,7 +341,7 @@ class Koordinator(DialectBase):
         return cluster_network_topology(nodes, keys)  # koordpy reads the one named "default"
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
-        return pod_gang_name(pod.namespace, pod.labels, pod.annotations)
+        return pod.gang_name
 
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
         return snapshot.podgroups
