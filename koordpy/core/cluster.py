@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -307,15 +308,44 @@ class Cluster:
     def adopt_many(self, keys: list[str], nodes: npt.NDArray[np.int64], request: npt.NDArray[np.int64]) -> None:
         """``adopt`` of each of ``keys`` on its node of ``nodes`` with the same ``request``, as pods
         that run there (not held), recorded as one undo."""
-        counted, row, held = self.counted, self.index.row, self.index.held
-        before = [(counted.get(k), (i := row.get(k)) is not None and bool(held[i])) for k in keys]
+        counted, index = self.counted, self.index
+        olds = list(map(counted.get, keys))
         self.moves += len(keys)
         counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
+        was_held = self._held_flags(keys)
         default = PodMeta(0, False, False, False)
-        meta_for = self._meta_for
-        self.index.put_many(keys, nodes, request, False, [meta_for(k) or default for k in keys])
+        index.put_many(keys, nodes, request, False, [m or default for m in self._metas_for(keys)])
         if self.txn is not None:
-            self.txn.record(_AdoptedMany(self, keys, before))
+            self.txn.record(_AdoptedMany(self, keys, olds, was_held))
+
+    def _held_flags(self, keys: list[str]) -> list[bool] | None:
+        """Whether each of ``keys`` has a held row; None when none has a row at all (a new gang's)."""
+        at = list(map(self.index.row.get, keys))
+        if all(i is None for i in at):
+            return None
+        held = self.index.held
+        return [i is not None and bool(held[i]) for i in at]
+
+    def _metas_for(self, keys: list[str]) -> list[PodMeta | None]:
+        """``_meta_for`` of each of ``keys``: a gang's members mostly share what their metadata is
+        made of, so what was made for one member is handed to the next one alike."""
+        metas = self.meta
+        found = list(map(metas.get, keys))
+        made: dict[tuple[object, ...], PodMeta] = {}
+        objects = self.objects
+        for j, (key, meta) in enumerate(zip(keys, found, strict=True)):
+            if meta is not None:
+                continue
+            pod = objects.get(key)
+            if pod is None:
+                continue
+            alike = (pod.priority, pod.priority_class_name, pod.node_name == "", pod.deleting, pod.preempted,
+                     pod.labels.get(LABEL_DISABLE_PREEMPTIBLE))
+            meta = made.get(alike)
+            if meta is None:
+                meta = made[alike] = self._meta(pod)
+            found[j] = metas[key] = meta
+        return found
 
     def _restore(self, key: str, entry: tuple[int, npt.NDArray[np.int64]] | None, held: bool) -> None:
         if entry is None:
@@ -354,16 +384,14 @@ class Cluster:
 
     def bound_many(self, keys: list[str]) -> None:
         """``bound`` for each of ``keys``, recorded as one undo."""
-        metas, rows, index = self.meta, self.index.row, self.index
-        meta_for = self._meta_for
-        olds = [meta_for(k) for k in keys]
-        at = [rows.get(k) for k in keys]
-        counted = [i for i in at if i is not None]
-        was = iter(index.held[np.array(counted, dtype=np.int64)].tolist() if counted else ())
-        before = [(m, None if i is None else next(was)) for m, i in zip(olds, at, strict=True)]
+        metas, index = self.meta, self.index
+        olds = self._metas_for(keys)
+        at = list(map(index.row.get, keys))
+        held = self._held_flags(keys)
         # The metadata of a bound pod: its own, no longer pending (PodMeta are shared, so few to make).
         made: dict[int, PodMeta] = {}
-        described: list[tuple[int, PodMeta]] = []
+        rows: list[int] = []
+        described: list[PodMeta] = []
         for k, m, i in zip(keys, olds, at, strict=True):
             if m is None:
                 metas.pop(k, None)
@@ -373,13 +401,14 @@ class Cluster:
                 now = made[id(m)] = meta_of(m.priority, False, m.protected, m.doomed)
             metas[k] = now
             if i is not None:
-                described.append((i, now))
-        if counted:
-            index.held[np.array(counted, dtype=np.int64)] = False
-        if described:
-            index.describe_many(np.array([i for i, _ in described], dtype=np.int64), [m for _, m in described])
+                rows.append(i)
+                described.append(now)
+        if rows:
+            where = np.array(rows, dtype=np.int64)
+            index.held[where] = False
+            index.describe_many(where, described)
         if self.txn is not None:
-            self.txn.record(_DescribedMany(self, keys, before))
+            self.txn.record(_DescribedMany(self, keys, olds, [i is not None for i in at], held))
 
     def doom(self, key: str) -> None:
         """The pod is being preempted this cycle: no later job may count it as a victim again."""
@@ -498,24 +527,36 @@ class _Adopted:
 
 @dataclass(frozen=True)
 class _AdoptedMany:
+    """``adopt`` of each of ``keys``: what each was counted at before (``olds``) and whether its row
+    was held (``was_held``; None: none had a row), kept as lists rather than a tuple a pod."""
+
     cluster: Cluster
     keys: list[str]
-    before: list[tuple[tuple[int, npt.NDArray[np.int64]] | None, bool]]
+    olds: list[tuple[int, npt.NDArray[np.int64]] | None]
+    was_held: list[bool] | None
 
     def undo(self) -> None:
-        for key, (old, was_held) in zip(reversed(self.keys), reversed(self.before), strict=True):
+        held = reversed(self.was_held) if self.was_held is not None else repeat(False)
+        for key, old, was_held in zip(reversed(self.keys), reversed(self.olds), held, strict=False):
             self.cluster._restore(key, old, was_held)
 
 
 @dataclass(frozen=True)
 class _DescribedMany:
+    """``bound`` of each of ``keys``: each one's metadata before and, where it had a row
+    (``rowed``), whether that row was held (``held``; None: none had a row)."""
+
     cluster: Cluster
     keys: list[str]
-    before: list[tuple[PodMeta | None, bool | None]]
+    metas: list[PodMeta | None]
+    rowed: list[bool]
+    held: list[bool] | None
 
     def undo(self) -> None:
-        for key, (meta, held) in zip(reversed(self.keys), reversed(self.before), strict=True):
-            self.cluster._set_meta(key, meta, held)
+        held = reversed(self.held) if self.held is not None else repeat(False)
+        for key, meta, rowed, was in zip(reversed(self.keys), reversed(self.metas), reversed(self.rowed), held,
+                                         strict=False):
+            self.cluster._set_meta(key, meta, was if rowed else None)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the core writes are ``EventReason``, kept here in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -31,7 +32,7 @@ class VolumeBinding:
     prebound: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bind:
     pod: str  # namespace/name
     node: str
@@ -67,7 +68,7 @@ class EventReason(StrEnum):
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     kind: str  # Pod, PodGroup, ClusterNetworkTopology
     obj: str  # namespace/name, or name for cluster-scoped objects
@@ -76,25 +77,42 @@ class Event:
     message: str
 
 
-# A gang of thousands binds in one cycle: its Binds and Scheduled Events are made by filling each
-# instance's fields at once, which the frozen dataclass's __init__ does one checked field at a time.
+# A gang of thousands binds in one cycle: its Binds and Scheduled Events are made by setting each
+# instance's slots directly, which the frozen dataclass's __init__ does one checked field at a time.
 # The result is the same object in every way (type, fields, equality, hash, repr; the parity test
-# ``tests/core/test_members.py`` holds it to that).
+# ``tests/core/test_members.py`` holds it to that). Slotted, a decision is one object with no dict:
+# half the objects a gang's decisions made, and half what the cyclic collector walks in that cycle.
 _new = object.__new__
-_set = object.__setattr__
+
+
+def _setter(cls: type, name: str) -> Callable[[object, object], None]:
+    """The setter of a slot of ``cls``: it writes a frozen dataclass's field, past its __setattr__."""
+    setter: Callable[[object, object], None] = vars(cls)[name].__set__
+    return setter
+
+
+_bind_pod, _bind_node, _bind_volumes = (_setter(Bind, name) for name in ("pod", "node", "volumes"))
+_event_kind, _event_obj, _event_type, _event_reason, _event_message = (
+    _setter(Event, name) for name in ("kind", "obj", "type", "reason", "message"))
 
 
 def bind_of(pod: str, node: str) -> Bind:
     """``Bind(pod, node)``, made faster."""
     made = _new(Bind)
-    _set(made, "__dict__", {"pod": pod, "node": node, "volumes": None})
+    _bind_pod(made, pod)
+    _bind_node(made, node)
+    _bind_volumes(made, None)
     return made
 
 
 def event_of(kind: str, obj: str, type: Literal["Normal", "Warning"], reason: str, message: str) -> Event:
     """``Event(kind, obj, type, reason, message)``, made faster."""
     made = _new(Event)
-    _set(made, "__dict__", {"kind": kind, "obj": obj, "type": type, "reason": reason, "message": message})
+    _event_kind(made, kind)
+    _event_obj(made, obj)
+    _event_type(made, type)
+    _event_reason(made, reason)
+    _event_message(made, message)
     return made
 
 
@@ -103,13 +121,21 @@ def scheduled(pods: list[str], nodes: list[str], messages: list[str]) -> list[Bi
     order: what a gang's plain binds decide, made in one pass."""
     out: list[Bind | Event] = []
     append = out.append
+    new, bind_pod, bind_node, bind_volumes = _new, _bind_pod, _bind_node, _bind_volumes
+    kind, obj, type_, reason, message_ = _event_kind, _event_obj, _event_type, _event_reason, _event_message
+    why = EventReason.SCHEDULED
     for pod, node, message in zip(pods, nodes, messages, strict=True):
-        made = _new(Bind)
-        _set(made, "__dict__", {"pod": pod, "node": node, "volumes": None})
+        made = new(Bind)
+        bind_pod(made, pod)
+        bind_node(made, node)
+        bind_volumes(made, None)
         append(made)
-        event = _new(Event)
-        _set(event, "__dict__", {"kind": "Pod", "obj": pod, "type": "Normal", "reason": EventReason.SCHEDULED,
-                                 "message": message})
+        event = new(Event)
+        kind(event, "Pod")
+        obj(event, pod)
+        type_(event, "Normal")
+        reason(event, why)
+        message_(event, message)
         append(event)
     return out
 
