@@ -117,13 +117,17 @@ class Cycle:
         # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
         # same order and seeing the same moves as one long cycle would.
         limit, placed = self.snapshot.pods_per_cycle, 0
-        round_, tried = queue.round, queue.tried
+        round_, tried, woken = queue.round, queue.tried, queue.woken
         queue.round = None
         queue.tried = set()
+        queue.woken = set()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
         jobs = queue.jobs()
         for at, job in enumerate(jobs):
-            parked = queue.still_parked(job, self.now)
+            # A parked job the round found woken and left over is tried when its turn comes, as one long
+            # cycle would have tried it: the room that woke it may be taken by then (by the jobs before
+            # it), which would leave it parked with the message of its last attempt.
+            parked = None if job.id in woken else queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
                 if job.id in queue.backing_off:
@@ -142,9 +146,11 @@ class Cycle:
                     queue.round = round_ if round_ is not None else {j.id for j in jobs[at:]}
                 # Not tried, so neither parked nor backed off, and nothing is written for it.
                 self.result.deferred += len(job.pods)
-                woken = queue.parked.get(job.id)
-                if woken is not None:  # what its pods were told stands until it is tried
-                    self.result.kept.append(woken.pending)
+                was = queue.parked.get(job.id)
+                if was is not None:  # what its pods were told stands until it is tried
+                    self.result.kept.append(was.pending)
+                    if not outside:  # woken in this round: tried in it
+                        queue.woken.add(job.id)
                 left.update(g.key for g in job.gangs)
                 left.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
                 continue
@@ -169,6 +175,8 @@ class Cycle:
                            wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
         if queue.round is not None:  # the round goes on: what it tried stays tried
             queue.tried = tried
+        else:
+            queue.woken = set()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)

@@ -72,6 +72,9 @@ class Queue:
         # the next round, so arrivals cannot make a round endless), and the pods it has tried.
         self.round: set[str] | None = None
         self.tried: set[str] = set()
+        # Parked jobs the round found woken and left for a later cycle of it: tried there whatever
+        # happened meanwhile, as one long cycle would have tried them.
+        self.woken: set[str] = set()
         # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
         self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
 

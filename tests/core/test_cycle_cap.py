@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from koordpy.controller.cache import Cache
@@ -227,6 +227,13 @@ gangs = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6), st.sampled_from
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gangs=gangs, lone=st.integers(0, 4), cap=st.integers(1, 12), running=st.integers(0, 6))
+# Found by this test (2026-11-26): a parked job woken when the round first stopped, and left over, was
+# parked again by the next cycle of the round once the jobs before it had taken the room that woke
+# it; one long cycle tries it (and writes that attempt's message).
+@example(gangs=[(1, 1, "1", None, False), (1, 1, "1", None, False), (5, 1, "3", "high", False),
+                (5, 1, "3", "high", False), (1, 1, "3", "high", False)], lone=0, cap=1, running=6)
+@example(gangs=[(1, 1, "1", "high", False), (1, 1, "3", None, False), (5, 1, "3", "high", False),
+                (5, 1, "3", "high", False), (1, 1, "3", "high", False)], lone=0, cap=1, running=6)
 def test_capped_run_decides_as_the_uncapped_one(gangs: list[tuple[int, int, str, str | None, bool]], lone: int,
                                                 cap: int, running: int) -> None:
     objects: list[dict[str, Any]] = [
