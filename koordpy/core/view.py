@@ -173,6 +173,19 @@ class View:
             members[key] = pod
             touched.add(new)
 
+    def _file_fresh(self, fresh: dict[str, dict[str, Pod]], touched: set[str]) -> None:
+        """``_file`` of pods filed under no gang before, ``fresh`` (gang -> its pods, in order): a
+        gang's at once. Empties ``fresh``."""
+        for gang, pods in fresh.items():
+            self.member_of.update(dict.fromkeys(pods, gang))
+            members = self.members.get(gang)
+            if members is None:
+                self.members[gang] = pods
+            else:
+                members.update(pods)
+            touched.add(gang)
+        fresh.clear()
+
     def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
@@ -281,13 +294,25 @@ class View:
                 touched.add(was)
         filed: dict[str, str | None] = {}  # pod -> the gang it was filed under now, asked of this snapshot
         member_of, single_jobs = self.member_of, self.single_jobs
+        # Pods filed under no gang before (a new gang's), by the gang they join: filed a gang at a
+        # time (``_file_fresh``), before any other pod is filed, so each gang's members keep their order.
+        fresh: dict[str, dict[str, Pod]] = {}
         for key, pod in zip(keys, changed, strict=True):
+            known = key in member_of
             # Only a pod the view holds already can have changed in its message alone.
-            if (key in member_of or key in single_jobs) and self._swap_if_only_message(pod, key):
+            if (known or key in single_jobs) and self._swap_if_only_message(pod, key):
                 continue
             single_keys.add(key)
             new = filed[key] = gang_member(pod, snapshot)
-            self._file(pod, new, touched, key)
+            if known:
+                self._file_fresh(fresh, touched)
+                self._file(pod, new, touched, key)
+            elif new is not None:
+                group = fresh.get(new)
+                if group is None:
+                    group = fresh[new] = {}
+                group[key] = pod
+        self._file_fresh(fresh, touched)
         # The kinds that declare gangs (their objects and their errors, by gang key): what changed
         # there is rebuilt.
         declaring = self._inputs.get("gangs", ())

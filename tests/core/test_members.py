@@ -337,3 +337,40 @@ def test_earliest_is_the_min_by_creation_then_name(spec: list[tuple[float | None
 
     pods = [_pod(f"e-{n}").model_copy(update={"creation": c}) for c, n in spec]
     assert earliest(pods) is min(pods, key=lambda p: (creation_time(p.creation), p.name))
+
+
+# A pod: (name, gang it joins now or None); a step of refreshes: the pods that changed in it.
+FILINGS = st.lists(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([None, "a", "b", "c"])), max_size=10),
+                   min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(FILINGS)
+def test_new_pods_are_filed_a_gang_at_a_time_as_pod_by_pod(steps: list[list[tuple[int, str | None]]]) -> None:
+    """The view files the pods it never filed a gang at a time (``View._file_fresh``): each gang's
+    members, the view's tables and the gangs marked for a rebuild come out as ``_file`` of each pod
+    in turn leaves them."""
+    from koordpy.core.view import View
+
+    bulk, ref = View(), View()
+    for changed in steps:
+        pods = {}
+        for i, gang in changed:  # a pod changed twice in a step is seen once, as the last change
+            labels = {"pod-group.scheduling.sigs.k8s.io": gang} if gang else {}
+            pods[f"p{i}"] = _pod(f"p{i}", labels=labels)
+        touched_bulk: set[str] = set()
+        touched_ref: set[str] = set()
+        fresh: dict[str, dict[str, Pod]] = {}
+        for p in pods.values():
+            new = p.gang_name
+            if p.key in bulk.member_of:
+                bulk._file_fresh(fresh, touched_bulk)
+                bulk._file(p, new, touched_bulk, p.key)
+            elif new is not None:
+                fresh.setdefault(new, {})[p.key] = p
+            ref._file(p, new, touched_ref, p.key)
+        bulk._file_fresh(fresh, touched_bulk)
+        assert touched_bulk == touched_ref
+        assert bulk.member_of == ref.member_of
+        assert {g: list(m.items()) for g, m in bulk.members.items()} == \
+            {g: list(m.items()) for g, m in ref.members.items()}
