@@ -10,6 +10,7 @@ cluster does not serve (``not_served``). Not here: what is done with the objects
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from koordpy.api.kinds import optional, watched
+from koordpy.controller.wire import Wire
 
 # Objects a LIST page asks for. A LIST of every pod at once held all of them as JSON and as
 # decoded dicts (managedFields included) at the same moment: at 16,000 pods the periodic resync
@@ -32,7 +34,19 @@ READ_BUFSIZE = 2**21
 _CLIENTS: dict[str, type[Any]] = {"CoreV1Api": CoreV1Api, "SchedulingV1Api": SchedulingV1Api}
 
 
-async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiClient:
+class Client(ApiClient):  # type: ignore[misc]
+    """The generated client, with a ``Wire`` of its own for the hot writes (``transport``) when the
+    API server is reached directly; closing it closes both."""
+
+    wire: Wire | None = None
+
+    async def close(self) -> None:
+        if self.wire is not None:
+            await self.wire.close()
+        await super().close()
+
+
+async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> Client:
     cfg = Configuration()
     if kubeconfig or os.environ.get("KUBECONFIG"):
         await kube_config.load_kube_config(config_file=kubeconfig or os.environ["KUBECONFIG"],
@@ -45,9 +59,24 @@ async def api_client(kubeconfig: str | None, qps_unlimited: bool = True) -> ApiC
     cfg.connection_pool_maxsize = 176 + len(watched()) if qps_unlimited else 16
     if not cfg.proxy:  # a proxy the kubeconfig names wins, as it does per request in aiohttp
         cfg.proxy = proxy_from_env(cfg.host)
-    api = ApiClient(cfg)
+    api = Client(cfg)
     _trust_env_once(api)
+    api.wire = wire_of(api)
     return api
+
+
+def wire_of(api: ApiClient) -> Wire | None:
+    """A ``Wire`` to the client's API server with the TLS its session uses (its CA, client certificate,
+    verification and server name), as many connections as its pool; None when requests go through a
+    proxy (aiohttp's CONNECT stays in charge of those)."""
+    rest = api.rest_client
+    if rest.proxy:
+        return None
+    context = getattr(rest.pool_manager.connector, "_ssl", None)  # the context kubernetes_asyncio made
+    if api.configuration.host.startswith("https") and not isinstance(context, ssl.SSLContext):
+        return None  # not the session kubernetes_asyncio sets up: leave its requests to it
+    return Wire(api.configuration.host, context if isinstance(context, ssl.SSLContext) else None,
+                rest.server_hostname or None, limit=api.configuration.connection_pool_maxsize)
 
 
 def proxy_from_env(host: str) -> str | None:

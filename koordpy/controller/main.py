@@ -17,7 +17,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -379,11 +379,24 @@ async def _lead(elector: LeaderElector | None, loop: SchedulerLoop, metrics: Met
                          f"{elector.renew_deadline:g}s")
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (as kopf's own CLI runs it), else asyncio's: its
+    sockets, TLS and callbacks are C, and the watches' reads and the writes' requests are most of
+    the scheduler's CPU while it binds (docs/benchmarks.md, issue 21)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def run(kubeconfig: str | None, settings: Settings) -> int:
     configure_logging(settings.logging.level, settings.logging.format)
     memory.limit_arenas()  # before the event loop's worker threads start (``controller.memory``)
     try:
-        asyncio.run(run_async(kubeconfig, settings))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(run_async(kubeconfig, settings))
     except KeyboardInterrupt:
         pass
     except LeadershipLost as exc:

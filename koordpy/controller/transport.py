@@ -22,6 +22,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.controller.metrics import Metrics
+from koordpy.controller.wire import Response, Wire
 
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
@@ -76,14 +77,20 @@ async def raise_for_status(result: T) -> T:
     """``result`` once it is known to be a success. With ``_preload_content=False`` the client hands
     back the raw response without looking at its status, so a refused write (404, 409, 422, 5xx)
     would pass for a written one and never be retried: here it raises ApiException as a preloaded
-    call does. Reading the body also frees the connection for the next write."""
+    call does. Reading the body also frees the connection for the next write. A direct write's
+    ``Response`` has its body read already."""
     if isinstance(result, aiohttp.ClientResponse):
-        body = await result.read()
-        if not 200 <= result.status <= 299:
-            exc = ApiException(status=result.status, reason=result.reason)
-            exc.body = body
-            raise exc
+        _refused(result.status, result.reason, await result.read())
+    elif isinstance(result, Response):
+        _refused(result.status, result.reason, result.body)
     return result
+
+
+def _refused(status: int, reason: str | None, body: bytes) -> None:
+    if not 200 <= status <= 299:
+        exc = ApiException(status=status, reason=reason)
+        exc.body = body
+        raise exc
 
 
 async def call(kind: str, what: str, op: Callable[[], Awaitable[T]], fence: Callable[[], bool] | None = None,
@@ -122,12 +129,13 @@ _NO_TIMEOUT = aiohttp.ClientTimeout()  # as the generated client's: none unless 
 class _Direct:
     """The generated client's calls of the same names, for the writes a bound pod costs (its bind,
     its Scheduled Event, a condition, its PodGroup's status) and those a victim costs (its
-    condition, its deletion, its Event), sent as one request on the client's
-    own session, connections, credentials and proxy: the generated methods validated every
-    argument, walked every body to serialize it and built each request through three layers, a
-    tenth of the scheduler's CPU while binding (docs/benchmarks.md, issue 21). What goes on the
-    wire is the same (tests/controller/test_direct_writes.py). Every other call, and these with
-    any option but the content type, go to the generated client."""
+    condition, its deletion, its Event), sent as one request with the client's credentials: the
+    generated methods validated every argument, walked every body to serialize it and built each
+    request through three layers, a tenth of the scheduler's CPU while binding (docs/benchmarks.md,
+    issue 21). They go on the client's own ``Wire`` (``koordpy.controller.wire``) when it has one,
+    else on its aiohttp session, connections and proxy. What goes on the wire is the same either way
+    (tests/controller/test_direct_writes.py). Every other call, and these with any option but the
+    content type, go to the generated client."""
 
     def __init__(self, api: ApiClient, generated: Any) -> None:
         self._api = api
@@ -136,12 +144,16 @@ class _Direct:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._generated, name)
 
-    async def _send(self, method: str, path: str, body: object, content_type: str) -> aiohttp.ClientResponse:
+    async def _send(self, method: str, path: str, body: object, content_type: str) -> Response:
         api = self._api
         headers = {"Accept": JSON, "Content-Type": content_type, **api.default_headers}
         if api.cookie:
             headers["Cookie"] = api.cookie
         await api.update_params_for_auth(headers, [], ["BearerToken"])  # a token refresh hook runs here
+        data = None if body is None else json.dumps(body)
+        wire: Wire | None = getattr(api, "wire", None)
+        if wire is not None:
+            return await wire.request(method, path, headers, None if data is None else data.encode())
         rest = api.rest_client
         options: dict[str, Any] = {}
         if rest.proxy:
@@ -151,10 +163,9 @@ class _Direct:
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
         response: aiohttp.ClientResponse = await rest.pool_manager.request(
-            method, api.configuration.host + path, data=None if body is None else json.dumps(body), headers=headers,
-            timeout=_NO_TIMEOUT,
-            **options)
-        return response
+            method, api.configuration.host + path, data=data, headers=headers, timeout=_NO_TIMEOUT, **options)
+        async with response:
+            return Response(response.status, response.reason or "", await response.read())
 
 
 def _plain(options: dict[str, Any], also: frozenset[str] = frozenset()) -> bool:

@@ -48,6 +48,7 @@ from koordpy.controller.transport import Gone as Gone
 from koordpy.controller.transport import NotLeader as NotLeader
 from koordpy.controller.transport import raise_for_status as raise_for_status
 from koordpy.controller.transport import with_retries as with_retries
+from koordpy.controller.wire import Response
 
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
@@ -436,7 +437,8 @@ class ApiWriter:
             try:
                 resp = await self._call("event", what, lambda: self.core.create_namespaced_event(
                     report.namespace, body, _preload_content=False))
-                created = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else resp
+                created = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
+                    resp.json() if isinstance(resp, Response) else resp
             except (Gone, NotLeader):  # Gone: its namespace is being deleted
                 return None
             except Exception as exc:
