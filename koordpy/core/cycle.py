@@ -305,8 +305,11 @@ class Cycle:
         self._reject(job, failure, plan)
         # A job with room nominated for it is tried every cycle until it binds there: the room it
         # waits for is counted as its own, so the freed-room test that wakes parked jobs cannot see it.
+        # While the victims of its preemption still terminate there it cannot bind: it waits for them
+        # to go (kube-scheduler's nominated pods wait for the victims' deletion events the same way),
+        # rather than being placed again at every one of their watch events.
         if any(self.cluster.is_held(p.key) and p.key not in self.state.reserved for p in job.pods):
-            return None
+            return "victims" if plan is not None and plan.outcome == "waiting" else None
         return "room"
 
     def _on_nominated(self, pods: list[Pod], stmt: Statement) -> bool:

@@ -50,6 +50,8 @@ class Parked:
     since: float = 0.0  # when it was parked
     attempts: int = 1  # failures in a row
     backoff_until: float = 0.0  # woken before this, it waits in the backoff queue
+    # wake "victims": the pods a preemption is terminating on the nodes its pods are nominated to
+    victims: tuple[str, ...] = ()
 
     @property
     def backoff(self) -> float:
@@ -119,8 +121,37 @@ class Queue:
         # that started, moved or ended), not only where room appeared.
         moves = len(shapes) > 1 or any(filters.rules.applies(p) for p in job.pods)
         parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
-                                              cluster.moves if moves else None, job.priority, now, attempts)
+                                              cluster.moves if moves else None, job.priority, now, attempts,
+                                              victims=self._terminating_for(job) if wake == "victims" else ())
         parked.backoff_until = now + parked.backoff
+
+    def _terminating_for(self, job: Job) -> tuple[str, ...]:
+        """The pods a preemption is terminating on the nodes where room is held for the job's pods."""
+        cluster = self.cluster
+        assert cluster is not None
+        idx = cluster.index
+        rows = [idx.row[p.key] for p in job.pods if p.key in idx.row]
+        at = np.array(rows, dtype=np.int64)
+        nodes = np.unique(idx.node[at[idx.held[at]]]) if rows else np.zeros(0, dtype=np.int64)
+        doomed = np.flatnonzero(idx.live & idx.doomed & np.isin(idx.node, nodes))
+        return tuple(idx.keys[i] for i in doomed.tolist())
+
+    def _victims_done(self, parked: Parked) -> bool:
+        """Whether what the parked job waits for happened: every pod it waits for is gone, or one is
+        no longer terminating (its eviction failed: the job decides again what to do about it)."""
+        cluster = self.cluster
+        assert cluster is not None
+        idx = cluster.index
+        row, live, doomed = idx.row, idx.live, idx.doomed
+        waiting = False
+        for key in parked.victims:
+            i = row.get(key)
+            if i is None or not live[i]:
+                continue
+            if not doomed[i]:
+                return True
+            waiting = True
+        return not waiting
 
     def still_parked(self, job: Job, now: float) -> Parked | None:
         """The job's parked record while it stays in the unschedulable or backoff queue, else None
@@ -134,6 +165,8 @@ class Queue:
             return None
         if now - parked.since >= FLUSH_SECONDS:
             return None
+        if parked.wake == "victims" and self._victims_done(parked):
+            return None  # what it waited for happened: tried at once, as a job whose pods changed
         if not self._woken(parked):
             return parked
         if now < parked.backoff_until:

@@ -25,8 +25,10 @@ from koordpy.api.objects import Pod
 # waiting job go on, besides a change to its own pods or gangs (a new Job object) and the end of a
 # NonStrict wait: "changed", nothing else (a config error, a timed-out gang, too few members);
 # "room", room freed where one of its pod shapes fits (placement or permit failed); "any-room", room
-# freed anywhere (minResources counts the whole cluster). None: the job is tried every cycle.
-Wake = Literal["changed", "room", "any-room"]
+# freed anywhere (minResources counts the whole cluster); "victims", the victims of its preemption
+# still terminating on the nodes its pods are nominated to are gone (at once, no backoff), or room
+# freed as for "room". None: the job is tried every cycle.
+Wake = Literal["changed", "room", "any-room", "victims"]
 
 # A GangGroup as messages name it: its gangs' keys (comma-joined when given as one string).
 GroupId: TypeAlias = str | tuple[str, ...]
