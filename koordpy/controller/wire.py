@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 MAX_HEAD = 1 << 16
 READ_LIMIT = 2**21  # the stream's buffer, as the client's session reads watch lines
 TIMEOUT = 60.0  # seconds a connection or a response may take before the write counts as failed
+IDLE_SECONDS = 60.0  # a connection idle this long is closed when the next one is put back
 
 
 class WireError(ConnectionError):
@@ -45,10 +47,11 @@ class Response:
 
 
 class _Conn:
-    __slots__ = ("reader", "writer")
+    __slots__ = ("idle_since", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.idle_since = 0.0
 
     def usable(self) -> bool:
         """Whether it may carry another request: the server has not closed it while it was idle."""
@@ -117,11 +120,21 @@ class Wire:
                         conn.close()
                     raise
                 if keep and not self._closed:
-                    self._idle.append(conn)
+                    self._release(conn)
                 else:
                     conn.close()
                 return response
         raise AssertionError("unreachable")
+
+    def _release(self, conn: _Conn) -> None:
+        """Keeps ``conn`` for the next request (the most recent first), and closes the one idle longest
+        if it has been idle IDLE_SECONDS: a burst's connections do not stay open for ever after it."""
+        now = time.monotonic()
+        conn.idle_since = now
+        idle = self._idle
+        idle.append(conn)
+        if len(idle) > 1 and now - idle[0].idle_since > IDLE_SECONDS:
+            idle.pop(0).close()
 
     def _head(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> bytes:
         lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._authority}"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -243,3 +244,25 @@ async def test_every_idle_connection_the_server_closed_is_passed_over() -> None:
         assert (await wire.request("GET", "/", {}, None)).status == 200  # more than the one retry would cover
         await wire.close()
     assert accepted == [0, 1, 2]
+
+
+async def test_a_connection_idle_for_long_is_closed_when_another_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import koordpy.controller.wire as wire_module
+
+    async def serve_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(answer("200 OK", b"{}", "Content-Length: 2"))
+            await writer.drain()
+
+    async with server(serve_all) as (host, accepted):
+        wire = Wire(host, None)
+        await asyncio.gather(*(wire.request("GET", "/", {}, None) for _ in range(3)))  # three connections
+        assert len(wire._idle) == 3
+        clock = [time.monotonic()]
+        monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+        clock[0] += wire_module.IDLE_SECONDS + 1
+        await wire.request("GET", "/", {}, None)  # takes the newest, puts it back: the oldest goes
+        assert len(wire._idle) == 2
+        await wire.close()
+    assert len(accepted) == 3
