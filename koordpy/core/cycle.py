@@ -172,7 +172,8 @@ class Cycle:
                 since = self.state.wait_since.get(job.group)
                 queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
                            None if since is None else since + self._wait_limit(job), self.state.reserved,
-                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1)
+                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
+                           self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
         if queue.round is not None:  # the round goes on: what it tried stays tried
             queue.tried = tried
         else:

@@ -128,16 +128,18 @@ class Preemptor:
         rows = (idx.row.get(p.key) for p in gang.pods if p.node_name)
         return [r for r in rows if r is not None and bool(idx.live[r]) and not bool(idx.held[r])]
 
-    def terminating_on_nominated(self, job: Job) -> bool:
-        """Whether a node one of the job's pods is nominated to still holds a lower-priority pod
-        that a preemption is terminating: the room is coming, preempting again would take more."""
+    def terminating_on_nominated(self, job: Job) -> tuple[str, ...]:
+        """The lower-priority pods a preemption is terminating on the nodes the job's pods are
+        nominated to: while there are any, the room is coming, preempting again would take more.
+        The queue parks the job until they are gone (wake "victims"): the same pods, no other."""
         nodes = {self.cluster.node_index[p.nominated_node_name] for p in job.pods
                  if p.nominated_node_name in self.cluster.node_index}
         if not nodes:
-            return False
+            return ()
         idx = self.cluster.index
-        doomed = idx.node[idx.live & idx.doomed & (self._victim_priorities() < job.priority)]
-        return bool(np.isin(doomed, np.fromiter(nodes, dtype=np.int64)).any())
+        rows = np.flatnonzero(idx.live & idx.doomed & (self._victim_priorities() < job.priority)
+                              & np.isin(idx.node, np.fromiter(nodes, dtype=np.int64)))
+        return tuple(idx.keys[i] for i in rows.tolist())
 
     # -- the dry run ---------------------------------------------------------------------------
 

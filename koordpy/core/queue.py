@@ -106,9 +106,10 @@ class Queue:
 
 
     def park(self, job: Job, pending: dict[str, str], deadline: float | None, reserved: Mapping[str, str],
-             wake: Wake, now: float = 0.0, attempts: int = 1) -> None:
+             wake: Wake, now: float = 0.0, attempts: int = 1, victims: tuple[str, ...] = ()) -> None:
         """Parks the job that failed at ``now`` with its pods' messages (``pending``): it is skipped
-        until ``wake`` happens, or its NonStrict wait ends (``deadline``), or it is flushed."""
+        until ``wake`` happens, or its NonStrict wait ends (``deadline``), or it is flushed. ``victims``
+        (wake "victims"): the terminating pods its preemption waits for, as the core found them."""
         cluster, filters = self.cluster, self.filters
         assert cluster is not None and filters is not None
         shapes: dict[tuple[bytes, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
@@ -122,19 +123,8 @@ class Queue:
         moves = len(shapes) > 1 or any(filters.rules.applies(p) for p in job.pods)
         parked = self.parked[job.id] = Parked(job, wake, cluster.tick, pending, list(shapes.values()), deadline,
                                               cluster.moves if moves else None, job.priority, now, attempts,
-                                              victims=self._terminating_for(job) if wake == "victims" else ())
+                                              victims=victims)
         parked.backoff_until = now + parked.backoff
-
-    def _terminating_for(self, job: Job) -> tuple[str, ...]:
-        """The pods a preemption is terminating on the nodes where room is held for the job's pods."""
-        cluster = self.cluster
-        assert cluster is not None
-        idx = cluster.index
-        rows = [idx.row[p.key] for p in job.pods if p.key in idx.row]
-        at = np.array(rows, dtype=np.int64)
-        nodes = np.unique(idx.node[at[idx.held[at]]]) if rows else np.zeros(0, dtype=np.int64)
-        doomed = np.flatnonzero(idx.live & idx.doomed & np.isin(idx.node, nodes))
-        return tuple(idx.keys[i] for i in doomed.tolist())
 
     def _victims_done(self, parked: Parked) -> bool:
         """Whether what the parked job waits for happened: every pod it waits for is gone, or one is

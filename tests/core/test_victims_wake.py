@@ -128,3 +128,31 @@ def test_room_freed_elsewhere_wakes_it_as_any_parked_job(monkeypatch: Any) -> No
     live.delete("default/high-2")  # not a victim: room on a node the job was not nominated to
     live.cycle(after=30.0)  # past the backoff
     assert tried == ["default/g"]
+
+
+def test_a_pod_of_higher_priority_terminating_there_is_not_waited_for(monkeypatch: Any) -> None:
+    # A pod of higher priority than the job, terminating on its nominated node because some other
+    # preemption (kube-scheduler's, say) chose it, is not what the job waits for (the core's "waiting"
+    # counts only victims of lower priority): its own victim gone, the job binds at once, as it did
+    # when it was tried every cycle, rather than parked until that pod's long grace period ends.
+    live = Live()
+    live.add("PriorityClass", priority_class("high", 1000))
+    live.add("PriorityClass", priority_class("higher", 2000))
+    live.add("Node", node("n0", cpu="8"))
+    theirs = pod("theirs", cpu="2", node_name="n0", scheduler="default-scheduler", priority_class="higher",
+                 terminationGracePeriodSeconds=3600)
+    theirs["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    theirs["status"] = {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"}]}
+    live.add("Pod", theirs)
+    live.add("Pod", pod("low-0", cpu="5", node_name="n0", scheduler="default-scheduler"))
+    live.add("Pod", pod("p", cpu="5", priority_class="high"))
+    tried = tries(monkeypatch)
+    first = live.cycle()
+    assert [v.pod for v in first.preempted] == ["default/low-0"]
+    live.cycle()  # low-0 terminates: p waits for it
+    tried.clear()
+    live.delete("default/low-0")
+    done = live.cycle(after=0.1)
+    assert tried == ["default/p"]
+    assert [b.pod for b in done.binds] == ["default/p"]
