@@ -131,9 +131,13 @@ class Preemptor:
     def terminating_on_nominated(self, job: Job) -> tuple[str, ...]:
         """The lower-priority pods a preemption is terminating on the nodes the job's pods are
         nominated to: while there are any, the room is coming, preempting again would take more.
-        The queue parks the job until they are gone (wake "victims"): the same pods, no other."""
-        nodes = {self.cluster.node_index[p.nominated_node_name] for p in job.pods
-                 if p.nominated_node_name in self.cluster.node_index}
+        The queue parks the job until they are gone (wake "victims"): the same pods, no other. A
+        nominated node the pod's own filters now rule out (cordoned, tainted unreachable: its victims
+        may never finish terminating) is not waited on: the pod may preempt again, as kube-scheduler's
+        does when its nominated node is UnschedulableAndUnresolvable."""
+        index, static = self.cluster.node_index, self.placer.filters.static
+        nodes = {n for p in job.pods
+                 if (n := index.get(p.nominated_node_name)) is not None and bool(static(p).mask[n])}
         if not nodes:
             return ()
         idx = self.cluster.index

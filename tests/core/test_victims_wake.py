@@ -156,3 +156,24 @@ def test_a_pod_of_higher_priority_terminating_there_is_not_waited_for(monkeypatc
     done = live.cycle(after=0.1)
     assert tried == ["default/p"]
     assert [b.pod for b in done.binds] == ["default/p"]
+
+
+def test_a_nominated_node_the_pod_can_no_longer_use_is_not_waited_on(monkeypatch: Any) -> None:
+    # Its victim's node cordoned (or tainted unreachable: its kubelet gone, the victim never finishes
+    # terminating), the pod preempts again elsewhere, as kube-scheduler's does when its nominated node
+    # is UnschedulableAndUnresolvable, rather than wait there for ever.
+    live = Live()
+    live.add("PriorityClass", priority_class("high", 1000))
+    for i in range(2):
+        live.add("Node", node(f"n{i}", cpu="4"))
+        live.add("Pod", pod(f"low-{i}", cpu="3", node_name=f"n{i}", scheduler="default-scheduler"))
+    live.add("Pod", pod("p", cpu="3", priority_class="high"))
+    first = live.cycle()
+    assert [(n.pod, n.node) for n in first.nominations] == [("default/p", "n0")]
+    live.cycle()  # low-0 terminates: p waits for it
+    cordoned = node("n0", cpu="4")
+    cordoned["spec"] = {"unschedulable": True}
+    live.add("Node", cordoned)
+    again = live.cycle(after=1.0)
+    assert [v.pod for v in again.preempted] == ["default/low-1"]
+    assert [(n.pod, n.node) for n in again.nominations] == [("default/p", "n1")]
