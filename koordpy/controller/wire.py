@@ -27,7 +27,11 @@ from urllib.parse import urlsplit
 MAX_HEAD = 1 << 16
 READ_LIMIT = 2**21  # the stream's buffer, as the client's session reads watch lines
 TIMEOUT = 60.0  # seconds a connection or a response may take before the write counts as failed
-IDLE_SECONDS = 60.0  # a connection idle this long is closed when the next one is put back
+# A connection idle this long is never taken again (and is closed when the next one is put back):
+# the API server closes its own after 90 s, so one still open past that is one whose end never
+# reached us (a server gone without a FIN, a load balancer or firewall that dropped the flow), and a
+# write sent on it would wait out TIMEOUT. (aiohttp's connector reused none idle over 15 s.)
+IDLE_SECONDS = 60.0
 
 
 class WireError(ConnectionError):
@@ -87,13 +91,14 @@ class Wire:
 
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Response:
         """Sends one request (``path`` quoted already) and reads its whole response. A connection the
-        server closed while it was idle is never used; one it closes as the request goes out is
-        replaced once, at once, before anything of the response was read."""
+        server closed while it was idle, or idle IDLE_SECONDS, is never used; one it closes as the
+        request goes out is replaced once, at once, before anything of the response was read."""
         head = self._head(method, path, headers, body)
         async with self._slots:
             for attempt in range(2):
+                stale = time.monotonic() - IDLE_SECONDS
                 conn, reused = (self._idle.pop(), True) if self._idle else (None, False)
-                while conn is not None and not conn.usable():
+                while conn is not None and (not conn.usable() or conn.idle_since < stale):
                     conn.close()
                     conn, reused = (self._idle.pop(), True) if self._idle else (None, False)
                 try:
