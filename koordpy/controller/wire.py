@@ -179,35 +179,43 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[Res
         if not exc.partial:
             raise _Unanswered() from exc
         raise
-    version, _, rest = status_line.decode("latin-1").rstrip("\r\n").partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
-        raise ValueError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
-    status = int(code)
-    length: int | None = None
-    chunked = False
-    keep = version == "HTTP/1.1"
     size = 0
     while True:
-        line = await reader.readuntil(b"\r\n")
-        size += len(line)
-        if size > MAX_HEAD:
-            raise ValueError("the response's head is too long")
-        if line == b"\r\n":
+        size += len(status_line)
+        version, _, rest = status_line.decode("latin-1").rstrip("\r\n").partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+            raise ValueError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
+        status = int(code)
+        length: int | None = None
+        chunked = False
+        keep = version == "HTTP/1.1"
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            size += len(line)
+            if size > MAX_HEAD:
+                raise ValueError("the response's head is too long")
+            if line == b"\r\n":
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            name, value = name.strip().lower(), value.strip()
+            if name == "content-length":
+                length = int(value)
+                if length < 0:
+                    raise ValueError(f"Content-Length {value!r}")
+            elif name == "transfer-encoding":
+                chunked = value.lower().split(",")[-1].strip() == "chunked"
+            elif name == "connection":
+                tokens = {t.strip() for t in value.lower().split(",")}
+                keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
+        if not 100 <= status < 200:
             break
-        name, _, value = line.decode("latin-1").partition(":")
-        name, value = name.strip().lower(), value.strip()
-        if name == "content-length":
-            length = int(value)
-            if length < 0:
-                raise ValueError(f"Content-Length {value!r}")
-        elif name == "transfer-encoding":
-            chunked = value.lower().split(",")[-1].strip() == "chunked"
-        elif name == "connection":
-            tokens = {t.strip() for t in value.lower().split(",")}
-            keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
-    if 100 <= status < 200:
-        raise ValueError(f"an informational response ({status}) to a request that asked for none")
+        if status == 101:
+            raise ValueError("switching protocols (101) on a request that asked for no upgrade")
+        # An interim response (100 Continue, 103 Early Hints): the final one follows. A client must
+        # parse those it did not ask for (RFC 9110, 15.2); taken for a broken connection, a request
+        # the server carried out would be failed and sent again.
+        status_line = await reader.readuntil(b"\r\n")
     if method == "HEAD" or status in (204, 304):
         body = b""
     elif chunked:

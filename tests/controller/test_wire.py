@@ -288,3 +288,24 @@ async def test_a_connection_idle_for_long_is_not_taken_for_a_request() -> None:
         assert (await wire.request("POST", "/", {}, b"{}")).status == 200
         await wire.close()
     assert accepted == [0, 1]
+
+
+async def test_interim_responses_before_the_final_one_are_passed_over() -> None:
+    # A client must parse 1xx responses it did not ask for (RFC 9110, 15.2): a proxy in front of the
+    # API server may send them. Taken for a broken connection, a POST the server carried out (a bind,
+    # an Event) would be failed and sent again.
+    requests: list[str] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        for _ in range(2):
+            requests.append((await read_request(reader))[0])
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"
+                         + answer("201 Created", b"{}", "Content-Length: 2"))
+            await writer.drain()
+
+    async with server(handler) as (host, accepted):
+        wire = Wire(host, None)
+        got = [await wire.request("POST", "/api/v1/namespaces/d/pods/p/binding", {}, b"{}") for _ in range(2)]
+        await wire.close()
+    assert [(r.status, r.json()) for r in got] == [(201, {})] * 2
+    assert len(requests) == 2 and accepted == [0]  # each sent once, on the one connection
