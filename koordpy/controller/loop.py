@@ -95,6 +95,8 @@ class SchedulerLoop:
         # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
         # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
         self._told: dict[str, int] = {}
+        # A parked job's messages (by the dict's id, the dict held) -> the gangs of its pods (``_gangs_waiting``).
+        self._kept_gangs: dict[int, tuple[dict[str, str], frozenset[str]]] = {}
         self.writer = writer
         self.names = scheduler_names
         self.debounce = debounce
@@ -285,7 +287,6 @@ class SchedulerLoop:
         # Gated pods are never tried (the core does not claim them): counted here, as kube-scheduler
         # counts its gated queue.
         m.pending.labels("gated").set(sum(1 for name in self.cache.gated.values() if name in self.names))
-        pending = result.pending
         m.preemption_attempts.inc(result.preemption_attempts)
         victims: dict[str, int] = {}
         for victim in result.preempted:
@@ -294,9 +295,7 @@ class SchedulerLoop:
             m.victims.observe(count)
         m.gang_bound.inc(len(result.gangs_placed))
         m.gang_timed_out.inc(len(result.gangs_timed_out))
-        view = self.state.view
-        m.gang_waiting.set(len({g for g in (view.member_of.get(p) for p in pending) if g})
-                           if view is not None else 0)
+        m.gang_waiting.set(self._gangs_waiting(result))
         m.topology_objects.labels("koordinator").set(1 if self.cache.topology_raw is not None else 0)
         m.topology_objects.labels("volcano").set(len(self.cache.hypernodes))
         m.topology_objects.labels("kueue").set(len(self.cache.topologies))
@@ -314,6 +313,26 @@ class SchedulerLoop:
             if len(binds) == 1:
                 context["pod"] = binds[0].pod
             log.info("binding", job=job, pods=len(binds), **context)
+
+    def _gangs_waiting(self, result: CycleResult) -> int:
+        """How many gangs have a member left pending after the cycle: those tried now, and those of
+        the parked jobs' pods (``result.kept``), whose gangs are read once per parked job, when its
+        messages are first seen (a job parked again is a new dict): 6,000 parked pods read pod by pod
+        in every cycle were a good part of its own time."""
+        view = self.state.view
+        if view is None:
+            return 0
+        member_of = view.member_of
+        gangs = {g for g in map(member_of.get, result.waiting) if g}
+        seen: dict[int, tuple[dict[str, str], frozenset[str]]] = {}
+        for messages in result.kept:
+            found = self._kept_gangs.get(id(messages))
+            if found is None or found[0] is not messages:
+                found = (messages, frozenset(g for g in map(member_of.get, messages) if g))
+            seen[id(messages)] = found
+            gangs |= found[1]
+        self._kept_gangs = seen  # only what is still parked: the dicts held keep their ids unique
+        return len(gangs)
 
     def _profile(self, key: str) -> str:
         """The profile (schedulerName) a pod's metrics are labelled with; "" for a pod gone."""

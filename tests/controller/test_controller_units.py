@@ -465,3 +465,39 @@ def test_the_status_a_podgroup_holds_is_found_by_its_api_group_through_the_regis
     assert loop._podgroup_now("scheduling.volcano.sh", "team/v") == {
         "phase": "Inqueue", "running": 1, "succeeded": 0, "failed": 0}
     assert loop._podgroup_now("scheduling.volcano.sh", "default/missing") is None
+
+
+def test_gangs_waiting_counts_the_gangs_of_every_pod_left_pending() -> None:
+    """``koordpy_gang_waiting`` (issue 21, goal 4: read once per parked job, not pod by pod every
+    cycle): after each cycle, the gangs of the pods tried and left pending and of the parked jobs'."""
+    from koordpy.core.cycle import schedule
+
+    cache = Cache()
+    loop, _ = make_loop(cache)
+    version = [0]
+
+    def add(kind: str, raw: dict[str, Any]) -> None:
+        version[0] += 1
+        cache.observe(kind, "ADDED", rv(raw, version[0]))
+
+    add("Node", node("n1", cpu="8"))
+    counts = []
+    for step in range(5):
+        if step < 3:  # gangs that never fit, parked from the next cycle on
+            add("PodGroup", podgroup(f"big{step}", 2))
+            for i in range(2):
+                add("Pod", pod(f"big{step}-{i}", cpu="6", group=f"big{step}"))
+        if step == 3:  # one that fits, and one waiting for its second member
+            add("PodGroup", podgroup("fits", 1))
+            add("Pod", pod("fits-0", cpu="1", group="fits"))
+            add("PodGroup", podgroup("short", 2))
+            add("Pod", pod("short-0", cpu="1", group="short"))
+        result = schedule(cache.snapshot(NAMES), loop.state, 1000.0 + step)
+        for bind in result.binds:
+            cache.assume(bind.pod, bind.node)
+        view = loop.state.view
+        assert view is not None
+        expected = len({g for g in (view.member_of.get(p) for p in result.pending) if g})
+        assert loop._gangs_waiting(result) == expected
+        counts.append(expected)
+    assert counts[-1] == 4 and counts[0] == 1  # three parked gangs and the short one, in the end

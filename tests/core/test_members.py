@@ -374,3 +374,32 @@ def test_new_pods_are_filed_a_gang_at_a_time_as_pod_by_pod(steps: list[list[tupl
         assert bulk.member_of == ref.member_of
         assert {g: list(m.items()) for g, m in bulk.members.items()} == \
             {g: list(m.items()) for g, m in ref.members.items()}
+
+
+def test_parked_messages_are_found_through_their_jobs_as_merging_them_finds_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21, goal 4: the message a member not tried this cycle was left with is found through its
+    parked job (``Cycle._kept``) rather than by merging every parked job's messages
+    (``CycleResult.pending``): after every cycle of 40 simulated runs, for every gang, the same."""
+    from koordpy.core.cycle import Cycle
+    from koordpy.sim.simulator import World, simulate
+    from tests.core.test_view import workload
+
+    found_kept = [0]  # messages found through a parked job, not among the cycle's own
+    real = Cycle.run
+
+    def checking(cycle: Cycle) -> Any:
+        result = real(cycle)
+        merged = result.pending
+        for key, gang in cycle.view.gangs.items():
+            found: dict[str, str] = {k: result.waiting[k] for k in gang.keys if k in result.waiting}
+            tried = len(found)
+            cycle._kept(key, gang.keys, found)
+            assert found == {k: merged[k] for k in gang.keys if k in merged}
+            found_kept[0] += len(found) - tried
+        return result
+
+    monkeypatch.setattr(Cycle, "run", checking)
+    for seed in range(40):
+        simulate(World.from_objects([("t", o) for o in workload(seed)]))
+    assert found_kept[0] > 0  # the runs did leave members parked while their gangs were looked at
