@@ -507,8 +507,9 @@ def in_window(writes: list[Audited], start: float, end: float) -> Counter[str]:
     return Counter(w.what + ("" if w.code < 300 else f" ({w.code})") for w in writes if start <= w.at < end)
 
 
-def cycle_seconds(log: Path, start: int, end: int) -> list[float]:
-    """The durations of the cycles koordpy logged between two byte offsets of its log."""
+def cycle_seconds(log: Path, start: int, end: int, field: str = "seconds") -> list[float]:
+    """The durations of the cycles koordpy logged between two byte offsets of its log (``field``
+    "core_cpu": the CPU its core's thread spent on each, where the log line has it)."""
     with open(log, "rb") as f:
         f.seek(start)
         chunk = f.read(max(0, end - start))
@@ -519,8 +520,8 @@ def cycle_seconds(log: Path, start: int, end: int) -> list[float]:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if event.get("event") == "cycle":
-                out.append(float(event["seconds"]))
+            if event.get("event") == "cycle" and field in event:
+                out.append(float(event[field]))
     return out
 
 

@@ -501,3 +501,17 @@ def test_gangs_waiting_counts_the_gangs_of_every_pod_left_pending() -> None:
         assert loop._gangs_waiting(result) == expected
         counts.append(expected)
     assert counts[-1] == 4 and counts[0] == 1  # three parked gangs and the short one, in the end
+
+
+async def test_a_cycle_says_the_cpu_its_core_spent() -> None:
+    # The cycle's log line carries the CPU of the core's thread beside its wall time (issue 21, goal
+    # 4: what of a long cycle is work and what is waiting for the GIL).
+    cache = Cache()
+    cache.observe("Node", None, rv(node("n1"), 1))
+    cache.observe("PodGroup", None, rv(podgroup("g", 2), 2))
+    for i in range(2):
+        cache.observe("Pod", None, rv(pod(f"g-{i}", cpu="1", group="g"), 3 + i))
+    loop, _ = make_loop(cache)
+    started = time.perf_counter()
+    await loop.cycle()
+    assert 0 < loop._core_cpu <= time.perf_counter() - started
