@@ -510,7 +510,7 @@ async def test_a_cycle_says_the_cpu_its_core_spent() -> None:
     cache.observe("Node", None, rv(node("n1"), 1))
     cache.observe("PodGroup", None, rv(podgroup("g", 2), 2))
     for i in range(2):
-        cache.observe("Pod", None, rv(pod(f"g-{i}", cpu="1", group="g"), 3 + i))
+        cache.observe("Pod", None, rv(pod(f"g-{i}", cpu="64", group="g"), 3 + i))  # tried, and waits
     loop, _ = make_loop(cache)
     started = time.perf_counter()
     await loop.cycle()
