@@ -508,10 +508,9 @@ async def test_a_cycle_says_the_cpu_its_core_spent() -> None:
     # 4: what of a long cycle is work and what is waiting for the GIL).
     cache = Cache()
     cache.observe("Node", None, rv(node("n1"), 1))
-    cache.observe("PodGroup", None, rv(podgroup("g", 2), 2))
-    for i in range(2):
-        cache.observe("Pod", None, rv(pod(f"g-{i}", cpu="64", group="g"), 3 + i))  # tried, and waits
-    loop, _ = make_loop(cache)
+    cache.observe("Pod", None, rv(pod("big", cpu="64"), 2))  # tried, and waits
+    loop, writer = make_loop(cache)
     started = time.perf_counter()
     await loop.cycle()
     assert 0 < loop._core_cpu <= time.perf_counter() - started
+    assert "Insufficient cpu" in writer.conditions["default/big"]
