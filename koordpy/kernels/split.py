@@ -97,6 +97,38 @@ def _window(b: B, g: int, t: int) -> B:
     return out
 
 
+# The two kernels below add and meet progressions through these, which return plain integers:
+# the general helpers return an array beside them, and numba's reference counting of those
+# arrays, once or twice per domain, was most of each kernel's time while nearly every set is a
+# progression (achievable 721 -> 134 us, allocate 395 -> 97 us on bench_placement's 5,223 domains).
+
+
+@njit(cache=True, nogil=True)
+def _sum_p(g1: int, t1: int, g2: int, t2: int, cap: int) -> tuple[int, int]:
+    """``_sum`` of two progressions when the sum is one: ``(g, t)``; ``(0, 0)`` when it is not."""
+    if t1 == 0:
+        return g2, t2
+    if t2 == 0:
+        return g1, t1
+    if g2 % g1 == 0 and (g1 == g2 or t1 >= g2 - g1):
+        return _norm(g1, t1 + t2, cap)
+    if g1 % g2 == 0 and t2 >= g1 - g2:
+        return _norm(g2, t1 + t2, cap)
+    return 0, 0
+
+
+@njit(cache=True, nogil=True)
+def _meet_p(g: int, t: int, m: int, cap: int) -> tuple[int, int]:
+    """``_meet`` of a progression (``g > 0``), which stays one."""
+    if m <= 1:
+        return g, t
+    a, c = g, m
+    while c:
+        a, c = c, a % c
+    step = g // a * m
+    return _norm(step, (t // step) * step, cap)
+
+
 @njit(cache=True, nogil=True)
 def _sum(g1: int, t1: int, b1: B, g2: int, t2: int, b2: B, cap: int) -> tuple[int, int, B]:
     """Minkowski sum capped at ``cap``. Two progressions stay one when the coarser step's
@@ -106,11 +138,8 @@ def _sum(g1: int, t1: int, b1: B, g2: int, t2: int, b2: B, cap: int) -> tuple[in
     if g2 > 0 and t2 == 0:
         return g1, t1, b1
     if g1 > 0 and g2 > 0:
-        if g2 % g1 == 0 and (g1 == g2 or t1 >= g2 - g1):
-            ng, nt = _norm(g1, t1 + t2, cap)
-            return ng, nt, b1
-        if g1 % g2 == 0 and t2 >= g1 - g2:
-            ng, nt = _norm(g2, t1 + t2, cap)
+        ng, nt = _sum_p(g1, t1, g2, t2, cap)
+        if ng > 0:
             return ng, nt, b1
         out = _window(_bits(g1, t1, cap), g2, t2)
     elif g2 > 0:
@@ -133,11 +162,7 @@ def _meet(g: int, t: int, b: B, m: int, cap: int) -> tuple[int, int, B]:
     if m <= 1:
         return g, t, b
     if g > 0:
-        a, c = g, m
-        while c:
-            a, c = c, a % c
-        step = g // a * m
-        ng, nt = _norm(step, (t // step) * step, cap)
+        ng, nt = _meet_p(g, t, m, cap)
         return ng, nt, b
     out = np.zeros(b.shape[0], dtype=np.bool_)
     for x in range(0, b.shape[0], m):
@@ -187,19 +212,32 @@ def achievable(node_slots: I64, node_domain: I64, end: I64, multiple: I64, desir
     bits = np.zeros((0, cap + 1), dtype=np.bool_)
     empty = np.zeros(0, dtype=np.bool_)
     n_rows = 0
+    # The running sum's bitset: read only while the sum is not a progression (cg == 0), which only
+    # _sum makes it, setting cb as it does; set once here rather than per domain (see _sum_p).
+    cb = empty
     for d in range(n - 1, -1, -1):
         if end[d] == d + 1:  # a node (or the root of an empty tree)
             cg, ct = _norm(1, max(own[d], 0), cap)
-            cb = empty
         else:
-            cg, ct, cb = 1, 0, empty
+            cg, ct = 1, 0
             c = d + 1
             while c < end[d]:
-                kb = bits[row[c]] if g[c] == 0 else empty
-                cg, ct, cb = _sum(cg, ct, cb, g[c], t[c], kb, cap)
+                gc, tc = g[c], t[c]
+                ng, nt = 0, 0
+                if cg > 0 and gc > 0:
+                    ng, nt = _sum_p(cg, ct, gc, tc, cap)
+                if ng > 0:
+                    cg, ct = ng, nt
+                else:
+                    cg, ct, cb = _sum(cg, ct, cb, gc, tc, bits[row[c]] if gc == 0 else empty, cap)
                 c = end[c]
-        cg, ct, cb = _meet(cg, ct, cb, multiple[d], cap)
-        bits, n_rows = _file(g, t, row, bits, n_rows, d, cg, ct, cb)
+        if cg > 0:
+            if multiple[d] > 1:
+                cg, ct = _meet_p(cg, ct, multiple[d], cap)
+            g[d], t[d] = cg, ct
+        else:
+            cg, ct, cb = _meet(cg, ct, cb, multiple[d], cap)
+            bits, n_rows = _file(g, t, row, bits, n_rows, d, cg, ct, cb)
     return g, t, row, bits[:n_rows].copy()
 
 
@@ -301,7 +339,7 @@ def allocate(sums: I64, end: I64, name_rank: I64, g: I64, t: I64, row: I64, bits
         top = np.empty(k, dtype=np.int64)
         for i in range(k):
             c = kids[i]
-            top[i] = _top(g[c], t[c], bits[row[c]] if g[c] == 0 else empty)
+            top[i] = t[c] if g[c] > 0 else _top(g[c], t[c], bits[row[c]])
         order = np.argsort(-top, kind="mergesort")  # stable: name order among equals
         kids = kids[order]
         top = top[order]
@@ -313,6 +351,12 @@ def allocate(sums: I64, end: I64, name_rank: I64, g: I64, t: I64, row: I64, bits
         n_rows = 0
         for i in range(k - 1, -1, -1):
             c = kids[i]
+            ng, nt = 0, 0
+            if g[c] > 0 and sg[i + 1] > 0:
+                ng, nt = _sum_p(g[c], t[c], sg[i + 1], st[i + 1], cap)
+            if ng > 0:
+                sg[i], st[i] = ng, nt
+                continue
             ng, nt, nb = _sum(g[c], t[c], bits[row[c]] if g[c] == 0 else empty,
                               sg[i + 1], st[i + 1], sbits[srow[i + 1]] if sg[i + 1] == 0 else empty, cap)
             sbits, n_rows = _file(sg, st, srow, sbits, n_rows, i, ng, nt, nb)
@@ -322,7 +366,7 @@ def allocate(sums: I64, end: I64, name_rank: I64, g: I64, t: I64, row: I64, bits
             j = i
             while j < k and top[j] >= r:
                 c = kids[j]
-                if _has(g[c], t[c], bits[row[c]] if g[c] == 0 else empty, r) and (
+                if (r <= t[c] and r % g[c] == 0 if g[c] > 0 else _has(g[c], t[c], bits[row[c]], r)) and (
                         best < 0 or sums[c] < sums[best] or (sums[c] == sums[best] and name_rank[c] < name_rank[best])):
                     best = c
                 j += 1
