@@ -464,8 +464,17 @@ class SchedulerLoop:
             self.cache.forget_preempted(d.pod)
 
     async def _nominate(self, d: Nominate, uid: str) -> None:
-        if not await self.writer.nominate(d.pod, uid, d.node):
+        written = await self.writer.nominate(d.pod, uid, d.node, moot=lambda: self._bound(d.pod))
+        if not written or self._bound(d.pod):
+            # Failed, or not needed (maybe not made): the cache must not go on showing a nomination
+            # the API server may never hold, should a bind under way fail (the core nominates again).
             self.cache.forget_nominated(d.pod)
+
+    def _bound(self, pod_key: str) -> bool:
+        """Whether the pod is bound or its bind is under way: a nomination of it would change nothing
+        (the API server refuses one on a bound pod)."""
+        pod = self.cache.pods.get(pod_key)
+        return bool(pod is not None and pod.node_name) or pod_key in self.cache.assumed
 
     def _podgroup_now(self, group: str, key: str) -> dict[str, object] | None:
         """A PodGroup's status as the cache holds it, in the fields the core writes (the registry
