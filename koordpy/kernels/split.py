@@ -213,7 +213,8 @@ def achievable(node_slots: I64, node_domain: I64, end: I64, multiple: I64, desir
     empty = np.zeros(0, dtype=np.bool_)
     n_rows = 0
     # The running sum's bitset: read only while the sum is not a progression (cg == 0), which only
-    # _sum makes it, setting cb as it does; set once here rather than per domain (see _sum_p).
+    # _sum makes it, setting cb as it does; set once here rather than per domain, since each
+    # assignment of an array is reference-counted (the note above _sum_p).
     cb = empty
     for d in range(n - 1, -1, -1):
         if end[d] == d + 1:  # a node (or the root of an empty tree)
