@@ -59,7 +59,13 @@ def release(kube: Kube, namespace: str, victim: str) -> None:
     kwok looks at it again (it saw the pod before it managed the node)."""
     node_name = kube.get("pod", victim, namespace)["spec"]["nodeName"]
     kube.kubectl("annotate", "--overwrite", "node", node_name, f"{KWOK}=fake")
-    kube.kubectl("label", "--overwrite", "-n", namespace, "pod", victim, "koordpy.test/released=true")
+    try:
+        kube.kubectl("label", "--overwrite", "-n", namespace, "pod", victim, "koordpy.test/released=true")
+    except RuntimeError as exc:
+        # kwok may take the pod up on its own once it has the node, and be done before the touch (a
+        # CI run found it gone here): that is the release done, not a failure.
+        if "NotFound" not in str(exc):
+            raise
     wait_for(lambda: victim not in kube.pods(namespace), f"kwok to finish deleting {namespace}/{victim}")
 
 
