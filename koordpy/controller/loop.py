@@ -485,9 +485,7 @@ class SchedulerLoop:
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)
         if pod is not None:
-            if pod.node_name or pod_key in self.cache.assumed:
-                return None
-            return {"uid": pod.uid, "message": pod.unschedulable_message}
+            return None if self._bound(pod_key) else {"uid": pod.uid, "message": pod.unschedulable_message}
         invalid = self.cache.invalid.get(("Pod", pod_key))
         if invalid is None:
             return None

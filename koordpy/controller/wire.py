@@ -171,6 +171,38 @@ class _Unanswered(Exception):
     """The connection ended before the first byte of a response."""
 
 
+async def _read_head(reader: asyncio.StreamReader, status_line: bytes,
+                     size: int) -> tuple[int, str, int | None, bool, bool, int]:
+    """The head of one response after its status line: status, reason, Content-Length, chunked,
+    keep-alive, and the head's bytes read so far (``size`` before it: interim heads count too)."""
+    size += len(status_line)
+    version, _, rest = status_line.decode("latin-1").rstrip("\r\n").partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise ValueError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
+    length: int | None = None
+    chunked = False
+    keep = version == "HTTP/1.1"
+    while True:
+        line = await reader.readuntil(b"\r\n")
+        size += len(line)
+        if size > MAX_HEAD:
+            raise ValueError("the response's head is too long")
+        if line == b"\r\n":
+            return int(code), reason, length, chunked, keep, size
+        name, _, value = line.decode("latin-1").partition(":")
+        name, value = name.strip().lower(), value.strip()
+        if name == "content-length":
+            length = int(value)
+            if length < 0:
+                raise ValueError(f"Content-Length {value!r}")
+        elif name == "transfer-encoding":
+            chunked = value.lower().split(",")[-1].strip() == "chunked"
+        elif name == "connection":
+            tokens = {t.strip() for t in value.lower().split(",")}
+            keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
+
+
 async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[Response, bool]:
     """One response: status, reason and body; and whether the connection may carry another request."""
     try:
@@ -179,43 +211,15 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[Res
         if not exc.partial:
             raise _Unanswered() from exc
         raise
-    size = 0
-    while True:
-        size += len(status_line)
-        version, _, rest = status_line.decode("latin-1").rstrip("\r\n").partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
-            raise ValueError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
-        status = int(code)
-        length: int | None = None
-        chunked = False
-        keep = version == "HTTP/1.1"
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            size += len(line)
-            if size > MAX_HEAD:
-                raise ValueError("the response's head is too long")
-            if line == b"\r\n":
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            name, value = name.strip().lower(), value.strip()
-            if name == "content-length":
-                length = int(value)
-                if length < 0:
-                    raise ValueError(f"Content-Length {value!r}")
-            elif name == "transfer-encoding":
-                chunked = value.lower().split(",")[-1].strip() == "chunked"
-            elif name == "connection":
-                tokens = {t.strip() for t in value.lower().split(",")}
-                keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
-        if not 100 <= status < 200:
-            break
+    status, reason, length, chunked, keep, size = await _read_head(reader, status_line, 0)
+    while 100 <= status < 200:
         if status == 101:
             raise ValueError("switching protocols (101) on a request that asked for no upgrade")
         # An interim response (100 Continue, 103 Early Hints): the final one follows. A client must
         # parse those it did not ask for (RFC 9110, 15.2); taken for a broken connection, a request
         # the server carried out would be failed and sent again.
-        status_line = await reader.readuntil(b"\r\n")
+        status, reason, length, chunked, keep, size = await _read_head(
+            reader, await reader.readuntil(b"\r\n"), size)
     if method == "HEAD" or status in (204, 304):
         body = b""
     elif chunked:
