@@ -8,7 +8,7 @@ place with the reason; the caller decides whether to commit or discard.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import cast
 
@@ -157,7 +157,7 @@ class Placer:
         room than the offerslots showed, and a job waits only when no allowed domain holds it."""
         tree = self.cluster.trees[req.tree]
         domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
-        top = int(tree.rank[0]) if req.scope is None else req.scope
+        top = req.highest(int(tree.rank[0]))
         last: Failure | None = None
         while domain >= 0 and int(tree.rank[domain]) <= top and (req.anchor is None or domain >= req.anchor):
             region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
@@ -365,17 +365,17 @@ class Placer:
         sub-groups, each job-level candidate is tried in that order and, inside it, every sub-group
         gets a HyperNode of its own within its own limit."""
         tree = self.cluster.trees[req.tree]
-        top = int(tree.rank[0])
         lo = int(tree.rank[tree.domain_node < 0].min())
-        hi = top if req.scope is None or not req.hard else min(req.scope, top)
+        hi = req.highest(int(tree.rank[0]))
         scope = 0 if req.anchor is None else req.anchor
         free = self._free()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
         classes = self.kinds(pods)
         if not req.subgroups and len(classes) == 1:
-            if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
-                return None
+            for within, high in self._rings(tree, req.peers, scope, hi):
+                if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt):
+                    return None
             return self._tier_failure(pods, tree, req, scope, lo, hi)
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
@@ -408,12 +408,10 @@ class Placer:
         span = slice(scope, int(tree.end[scope]))
         ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
         cands = [int(d) + scope for d in np.flatnonzero(ok)]
-        vec = np.max(np.stack(shape_vecs), axis=0)
-        cols = vec > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
-        score = util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order))
-        cands.sort(key=lambda d: (int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
+        score = self._tier_scores(tree, alloc, used, np.max(np.stack(shape_vecs), axis=0), len(pods))
+        # Those nearest the running members first (``_rings``), then Volcano's order.
+        near = self._peer_distance(tree, req.peers)
+        cands.sort(key=lambda d: (near(d), int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
         # Work, not a count of candidates, bounds the search: a try costs the subtrees it searched.
         # The bound is as much as WORK_PER_DOMAIN tries of the whole job over the whole tree, and is
         # only looked at after a try, so the first candidate is always tried whatever the job's size.
@@ -470,6 +468,24 @@ class Placer:
 
     WORK_PER_DOMAIN = 64
 
+    @staticmethod
+    def _tier_scores(tree: TopologyTree, alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64],
+                     vec: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.float64]:
+        """Per domain, the utilisation of the requested resources once ``count`` pods of ``vec`` are
+        placed in it (Volcano's binpack score within a tier)."""
+        cols = vec > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(alloc[:, cols] > 0, (used[:, cols] + count * vec[cols]) / alloc[:, cols], 0.0)
+        return np.asarray(util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order)), dtype=np.float64)
+
+    @staticmethod
+    def _peer_distance(tree: TopologyTree, peers: int | None) -> Callable[[int], int]:
+        """A domain's distance from the job's running members: the rank of their lowest common
+        ancestor with it (the order of ``_rings``; 0 for every domain when none run)."""
+        if peers is None:
+            return lambda d: 0
+        return lambda d: int(tree.rank[tree.lca((d, peers))])
+
     def _subgroups_inside(self, cand: int, subgroups: tuple[SubGroup, ...], groups: list[list[Pod]],
                           wanted: dict[str, int], tree: TopologyTree, free: npt.NDArray[np.int64],
                           alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], lo: int,
@@ -506,22 +522,32 @@ class Placer:
     @staticmethod
     def _subgroup_hi(tree: TopologyTree, g: SubGroup, within: int) -> int:
         """The highest rank a sub-group may take inside ``within``: its own hard limit, if lower."""
-        top = int(tree.rank[within])
-        return top if g.scope is None or not g.hard else min(g.scope, top)
+        return g.highest(int(tree.rank[within]))
 
     @staticmethod
-    def _near_peers(tree: TopologyTree, peers: int | None, mask: npt.NDArray[np.bool_], highest: int,
+    def _rings(tree: TopologyTree, peers: int | None, outer: int, highest: int) -> Iterator[tuple[int, int]]:
+        """Where a job with running members looks, in turn, with the highest rank a choice there may
+        take: the domain of those members (``peers``), then each of its ancestors inside ``outer`` up
+        to rank ``highest``, last ``outer`` itself up to ``highest``. A candidate whose lowest common
+        ancestor with the running members is lower comes first (Volcano's score for a job's allocated
+        HyperNode; Koordinator and KAI keep a job together the same way): all of a job in one domain
+        when it can be."""
+        around = peers if peers is not None and outer <= peers < int(tree.end[outer]) else -1
+        while around > outer and int(tree.rank[around]) <= highest:
+            yield around, int(tree.rank[around])
+            around = int(tree.parent[around])
+        yield outer, highest
+
+    @classmethod
+    def _near_peers(cls, tree: TopologyTree, peers: int | None, mask: npt.NDArray[np.bool_], highest: int,
                     search: Callable[[npt.NDArray[np.bool_], int], int]) -> int:
-        """``search`` (a choice among ``mask``'s domains up to rank ``highest``) first inside the domain
-        of the job's running members, then inside each of its ancestors below the root in turn, and
-        last over all of ``mask``: all of a job in one domain when it can be."""
-        around = -1 if peers is None else peers
-        while around > 0 and int(tree.rank[around]) <= highest:
-            chosen = search(_subtree(tree, around, mask), int(tree.rank[around]))
+        """``search`` (a choice among ``mask``'s domains up to rank ``highest``) in each of ``_rings``
+        over the whole tree, the first choice made."""
+        for within, high in cls._rings(tree, peers, 0, highest):
+            chosen = search(mask if within == 0 else _subtree(tree, within, mask), high)
             if chosen >= 0:
                 return chosen
-            around = int(tree.parent[around])
-        return search(mask, highest)
+        return -1
 
     @staticmethod
     def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
@@ -616,8 +642,7 @@ class Placer:
         slots = node_offerslots(self._free(), vec, self.feasible(pods, tree))
         ones = np.ones(len(tree.order), dtype=np.int64)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
-        top = int(tree.rank[0])
-        scope = top if req.scope is None else req.scope
+        scope = req.highest(int(tree.rank[0]))
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         preferred = req.preferred

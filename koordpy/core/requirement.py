@@ -22,6 +22,12 @@ from koordpy.core.tree import TreeKey
 Style = Literal["gather", "tiers", "levels"]
 
 
+def highest_rank(scope: int | None, hard: bool, top: int) -> int:
+    """The highest rank pods held to ``scope`` may share a domain under, ``top`` being the tree's
+    root: a hard limit stops at its scope; a soft one (or none) searches on up to the root."""
+    return top if scope is None or not hard else min(scope, top)
+
+
 @dataclass(frozen=True)
 class SubGroup:
     """Pods of one job placed together inside one domain of their own scope (a Volcano partition)."""
@@ -34,6 +40,10 @@ class SubGroup:
     policy: str = ""
     bound: int = 0  # members already running
     anchor: int | None = None  # the domain its running members keep it in
+
+    def highest(self, top: int) -> int:
+        """The highest rank the sub-group may take (``highest_rank``)."""
+        return highest_rank(self.scope, self.hard, top)
 
     @property
     def ready(self) -> bool:
@@ -66,3 +76,7 @@ class Requirement:
     # domain it can (a replacement rejoins its peers rather than taking the tightest fit elsewhere).
     peers: int | None = None
     labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level
+
+    def highest(self, top: int) -> int:
+        """The highest rank the job may take (``highest_rank``), ``top`` being the tree's root rank."""
+        return highest_rank(self.scope, self.hard, top)
