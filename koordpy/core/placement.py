@@ -324,9 +324,10 @@ class Placer:
         # whole multiples per layer, which its offerslot alone does not say.
         sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
         splits = contains(*sets, desired)
+        order, chain = self._ties(tree, req)
         chosen = self._near_peers(tree, req.peers, allowed & splits, int(tree.rank[0]), lambda mask, _: int(
-            choose_candidate(sums, tree.depth, mask, desired, tree.parent, tree.name_rank)))
-        if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
+            choose_candidate(sums, tree.depth, mask, desired, tree.parent, order, chain)))
+        if chosen < 0 and self._exact(pods, tree, req, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
             koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
@@ -550,6 +551,12 @@ class Placer:
         return -1
 
     @staticmethod
+    def _ties(tree: TopologyTree, req: Requirement) -> tuple[npt.NDArray[np.int64], bool]:
+        """How ``choose_candidate`` tells equally tight domains apart for ``req`` (``Requirement.ties``):
+        the last key, and whether the ancestor chain comes before it."""
+        return (tree.path_rank, False) if req.ties == "values" else (tree.name_rank, True)
+
+    @staticmethod
     def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """Only the domains inside the job's anchor (where its running members keep it), if any."""
         return allowed if req.anchor is None else _subtree(tree, req.anchor, allowed)
@@ -646,11 +653,12 @@ class Placer:
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         preferred = req.preferred
+        order, chain = self._ties(tree, req)
 
         def search(mask: npt.NDArray[np.bool_], highest: int) -> int:
             for rank in range(preferred, highest + 1):
                 found = int(choose_candidate(sums, tree.depth, mask & (tree.rank == rank), desired, tree.parent,
-                                             tree.name_rank))
+                                             order, chain))
                 if found >= 0:
                     return found
             return -1
@@ -688,8 +696,9 @@ class Placer:
 
     MAX_EXACT_TRIES = 32
 
-    def _exact(self, pods: list[Pod], tree: TopologyTree, shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]],
-               allowed: npt.NDArray[np.bool_], multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
+    def _exact(self, pods: list[Pod], tree: TopologyTree, req: Requirement,
+               shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]], allowed: npt.NDArray[np.bool_],
+               multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
         """For a GangGroup of unlike pods (a small master beside big workers, say) that the
         common shape cannot place: try the domains the largest group of like pods fits, in the
         same binpack order, placing every pod where it really fits. Not used with
@@ -701,8 +710,9 @@ class Placer:
         sums = subtree_sums(node_offerslots(self._free(), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
-        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]), ancestor_sums_py(sums, tree.parent, d),
-                                 int(tree.name_rank[d])))
+        order, chain = self._ties(tree, req)
+        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]),
+                                 ancestor_sums_py(sums, tree.parent, d) if chain else (), int(order[d])))
         for domain in fits[: self.MAX_EXACT_TRIES]:
             mark = stmt.savepoint()
             if self._first_fit(pods, tree.subtree_nodes(domain), tree, stmt):

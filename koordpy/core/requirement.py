@@ -21,6 +21,13 @@ from koordpy.core.tree import TreeKey
 #   required scope, climbing one level at a time.
 Style = Literal["gather", "tiers", "levels"]
 
+# How the "gather" and "levels" styles tell equally tight domains apart (same depth, same offerslot):
+# - "chain": the smaller ancestor offerslot, layer by layer from the parent up, then the name
+#   (Koordinator's node order; KAI sorts the more packed ancestor first the same way);
+# - "values": the names on the domain's path from the root, top level first (Kueue's BestFit keeps
+#   the first fitting domain in the order of its level values).
+Ties = Literal["chain", "values"]
+
 
 def highest_rank(scope: int | None, hard: bool, top: int) -> int:
     """The highest rank pods held to ``scope`` may share a domain under, ``top`` being the tree's
@@ -76,6 +83,7 @@ class Requirement:
     # domain it can (a replacement rejoins its peers rather than taking the tightest fit elsewhere).
     peers: int | None = None
     labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level
+    ties: Ties = "chain"  # how equally tight candidates are ordered (the dialect's rule)
 
     def highest(self, top: int) -> int:
         """The highest rank the job may take (``highest_rank``), ``top`` being the tree's root rank."""
