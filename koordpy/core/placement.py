@@ -152,26 +152,109 @@ class Placer:
 
     def _widening(self, pods: list[Pod], req: Requirement, proposed: dict[str, int],
                   stmt: Statement) -> Failure | None:
-        """One by one inside the smallest domain holding the proposal, then inside each ancestor the
-        requirement still allows (its scope, its anchor): the rules between members may need more
-        room than the offerslots showed, and a job waits only when no allowed domain holds it."""
+        """One by one inside the smallest domain holding the proposal, then inside the next candidates
+        of its level (``_siblings``), then inside each ancestor the requirement still allows (its
+        scope, its anchor) and the next candidates of that level in turn: the rules between members
+        may need more room, or other room, than the offerslots showed (kube-scheduler tries every
+        domain of a group's key), and a job waits only when no allowed domain tried holds it."""
         tree = self.cluster.trees[req.tree]
         domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
         top = req.highest(int(tree.rank[0]))
         last: Failure | None = None
         while domain >= 0 and int(tree.rank[domain]) <= top and (req.anchor is None or domain >= req.anchor):
-            region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
-            region[tree.subtree_nodes(domain)] = True
-            region &= ~tree.outside
-            where = tree.name(domain) if domain > 0 else None
-            mark = stmt.savepoint()
-            failure = self._sequential(pods, proposed, region, stmt, strict=False, where=where)
+            failure = self._one_by_one_in(pods, proposed, tree, domain, stmt)
             if failure is None:
                 return None
-            stmt.rollback(mark)
+            tried: list[str] = []
+            siblings, more = self._siblings(pods, req, tree, domain, top) if domain > 0 else ([], 0)
+            for other in siblings:
+                if self._one_by_one_in(pods, self._proposal_in(pods, req, tree, other, stmt), tree, other,
+                                       stmt) is None:
+                    return None
+                tried.append(tree.name(other))
+            if (tried or more) and isinstance(failure.why, Inside):
+                failure = replace(failure, why=replace(failure.why, others=tuple(tried), untried=more))
             last = failure
             domain = int(tree.parent[domain])
         return last
+
+    def _one_by_one_in(self, pods: list[Pod], proposed: dict[str, int], tree: TopologyTree, domain: int,
+                       stmt: Statement) -> Failure | None:
+        """``_sequential`` inside ``domain`` (named in the failure unless it is the whole cluster);
+        nothing stays placed when it fails."""
+        region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        region[tree.subtree_nodes(domain)] = True
+        region &= ~tree.outside
+        mark = stmt.savepoint()
+        failure = self._sequential(pods, proposed, region, stmt, strict=False,
+                                   where=tree.name(domain) if domain > 0 else None)
+        if failure is not None:
+            stmt.rollback(mark)
+        return failure
+
+    # Other domains of one level tried after the proposed one failed on the rules between members: each
+    # try places the members one by one (as ``_regions`` does for up to MAX_REGIONS domains of an
+    # affinity's key), so a job sunk by its rules costs at most this many more tries per level.
+    MAX_SIBLINGS = 8
+
+    def _siblings(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
+                  top: int) -> tuple[list[int], int]:
+        """The other domains of ``domain``'s rank the requirement allows (up to rank ``top``, inside its
+        anchor) whose room takes the job, the rules between members aside as in the proposal: the first
+        MAX_SIBLINGS in the order the job's style ranks its candidates (nearest the running members
+        first), and how many more there are."""
+        level = int(tree.rank[domain])
+        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        slots = node_offerslots(self._free(), vec, self.feasible(self._distinct(pods), tree, rules=False))
+        multiple = np.ones(len(tree.order), dtype=np.int64)
+        for rank, m in req.multiples:
+            multiple[tree.rank == rank] = m
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
+        desired = len(pods)
+        mask = self._within(tree, req, tree.inside_scope(top)) & (tree.rank == level) & (sums >= desired)
+        mask[domain] = False
+        pick: Callable[[npt.NDArray[np.bool_], int], int]
+        if req.style == "tiers":
+            used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
+            alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
+            score = self._tier_scores(tree, alloc, used, vec, desired)
+            mask &= tree.domain_node < 0  # Volcano's candidates are HyperNodes
+
+            def pick(m: npt.NDArray[np.bool_], _: int) -> int:
+                at = np.flatnonzero(m)
+                return int(at[np.lexsort((tree.name_rank[at], sums[at], -score[at]))[0]]) if len(at) else -1
+        else:
+            mask &= contains(*achievable(slots, tree.node_domain, tree.end, multiple, desired), desired)
+            order, chain = self._ties(tree, req)
+
+            def pick(m: npt.NDArray[np.bool_], _: int) -> int:
+                return int(choose_candidate(sums, tree.depth, m, desired, tree.parent, order, chain))
+
+        out: list[int] = []
+        while len(out) < self.MAX_SIBLINGS:
+            chosen = self._near_peers(tree, req.peers, mask, top, pick)
+            if chosen < 0:
+                break
+            out.append(chosen)
+            mask[chosen] = False
+        return out, int(np.count_nonzero(mask))
+
+    def _proposal_in(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
+                     stmt: Statement) -> dict[str, int]:
+        """Where the job's own search, the rules between members aside, puts its pods inside ``domain``
+        alone (nothing when it does not), as the first proposal was made over all the domains."""
+        saved, relaxed = self.only, self.relaxed
+        inside = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        inside[tree.subtree_nodes(domain)] = True
+        self.only, self.relaxed = (inside if saved is None else inside & saved), True
+        mark = stmt.savepoint()
+        try:
+            keys = {p.key for p in pods}
+            placed = self.place(pods, req, stmt) is None
+            return {k: n for k, n in stmt.placed.items() if k in keys} if placed else {}
+        finally:
+            stmt.rollback(mark)
+            self.only, self.relaxed = saved, relaxed
 
     MAX_REGIONS = 8
 
