@@ -206,9 +206,7 @@ class Placer:
         level = int(tree.rank[domain])
         vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
         slots = node_offerslots(self._free(), vec, self.feasible(self._distinct(pods), tree, rules=False))
-        multiple = np.ones(len(tree.order), dtype=np.int64)
-        for rank, m in req.multiples:
-            multiple[tree.rank == rank] = m
+        multiple = self._multiples(tree, req)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         desired = len(pods)
         mask = self._within(tree, req, tree.inside_scope(top)) & (tree.rank == level) & (sums >= desired)
@@ -380,14 +378,19 @@ class Placer:
             failure = self.levels(pods, req, stmt)
         else:
             tree = self.cluster.trees[req.tree]
-            multiple = np.ones(len(tree.order), dtype=np.int64)
-            for rank, m in req.multiples:
-                multiple[tree.rank == rank] = m
             scope = int(tree.rank[0]) if req.scope is None else req.scope
-            failure = self._gather(pods, tree, req, multiple, scope, stmt)
+            failure = self._gather(pods, tree, req, self._multiples(tree, req), scope, stmt)
         if failure is not None and req.notes:
             return replace(failure, why=WithNotes(failure.why, req.notes))
         return failure
+
+    @staticmethod
+    def _multiples(tree: TopologyTree, req: Requirement) -> npt.NDArray[np.int64]:
+        """Per domain, the podCountMultiple its layer asks (1 where none)."""
+        multiple = np.ones(len(tree.order), dtype=np.int64)
+        for rank, m in req.multiples:
+            multiple[tree.rank == rank] = m
+        return multiple
 
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
                 scope: int, stmt: Statement) -> Failure | None:

@@ -20,6 +20,7 @@ from tests.core.test_podrules import spread
 
 HOST = "kubernetes.io/hostname"
 RACK = "topology.kubernetes.io/rack"
+ZONE = "topology.kubernetes.io/zone"
 SPINE = "network.topology.nvidia.com/spine"
 BLOCK = "network.topology.nvidia.com/block"
 SPREAD: dict[str, Any] = {"labels": {"app": "t"}, "topologySpreadConstraints": [spread({"app": "t"}, key=HOST)]}
@@ -60,7 +61,19 @@ def kai_case(layout: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
     return [*domains(layout, **{d: {RACK: d} for d in layout}), topology("net", RACK, HOST), pg, *pods]
 
 
-CASES = {"upstream": upstream_case, "koordinator": koordinator_case, "volcano": volcano_case, "kai": kai_case}
+def kai_preferred_case(layout: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
+    # Style "levels": the zone required, the rack preferred (the zone would hold the job over both racks).
+    pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+          "metadata": {"name": "t", "namespace": "default"},
+          "spec": {"minMember": 4, "topologyConstraint": {"topology": "net", "requiredTopologyLevel": ZONE,
+                                                          "preferredTopologyLevel": RACK}}}
+    pods = [pod(f"t-{i}", cpu="1", annotations={"pod-group-name": "t"}, **SPREAD) for i in range(4)]
+    return [*domains(layout, **{d: {ZONE: "z", RACK: d} for d in layout}), topology("net", ZONE, RACK, HOST), pg,
+            *pods]
+
+
+CASES = {"upstream": upstream_case, "koordinator": koordinator_case, "volcano": volcano_case, "kai": kai_case,
+         "kai-preferred": kai_preferred_case}
 
 
 def where(out: SimulationResult) -> set[str]:
