@@ -398,7 +398,7 @@ class Preemptor:
         top = int(tree.rank[0])
         if req.style == "tiers":
             lo = int(tree.rank[tree.domain_node < 0].min())
-            hi = min(req.scope, top) if req.hard and req.scope is not None else top
+            hi = req.highest(top)
             ranks = list(range(lo, hi + 1))
         else:
             ranks = [top if req.scope is None else req.scope]

@@ -21,6 +21,19 @@ from koordpy.core.tree import TreeKey
 #   required scope, climbing one level at a time.
 Style = Literal["gather", "tiers", "levels"]
 
+# How the "gather" and "levels" styles tell equally tight domains apart (same depth, same offerslot):
+# - "chain": the smaller ancestor offerslot, layer by layer from the parent up, then the name
+#   (Koordinator's node order; KAI sorts the more packed ancestor first the same way);
+# - "values": the names on the domain's path from the root, top level first (Kueue's BestFit keeps
+#   the first fitting domain in the order of its level values).
+Ties = Literal["chain", "values"]
+
+
+def highest_rank(scope: int | None, hard: bool, top: int) -> int:
+    """The highest rank pods held to ``scope`` may share a domain under, ``top`` being the tree's
+    root: a hard limit stops at its scope; a soft one (or none) searches on up to the root."""
+    return top if scope is None or not hard else min(scope, top)
+
 
 @dataclass(frozen=True)
 class SubGroup:
@@ -34,6 +47,10 @@ class SubGroup:
     policy: str = ""
     bound: int = 0  # members already running
     anchor: int | None = None  # the domain its running members keep it in
+
+    def highest(self, top: int) -> int:
+        """The highest rank the sub-group may take (``highest_rank``)."""
+        return highest_rank(self.scope, self.hard, top)
 
     @property
     def ready(self) -> bool:
@@ -66,3 +83,8 @@ class Requirement:
     # domain it can (a replacement rejoins its peers rather than taking the tightest fit elsewhere).
     peers: int | None = None
     labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level
+    ties: Ties = "chain"  # how equally tight candidates are ordered (the dialect's rule)
+
+    def highest(self, top: int) -> int:
+        """The highest rank the job may take (``highest_rank``), ``top`` being the tree's root rank."""
+        return highest_rank(self.scope, self.hard, top)

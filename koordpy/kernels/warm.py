@@ -28,7 +28,7 @@ def warm_up() -> None:
     sums = subtree_sums(slots, node_domain, parent, multiple)
     sets = achievable(slots, node_domain, end, multiple, 2)
     allowed = contains(*sets, 2) & np.ones(3, dtype=np.bool_)
-    chosen = int(choose_candidate(sums, depth, allowed, 2, parent, rank))
+    chosen = int(choose_candidate(sums, depth, allowed, 2, parent, rank, True))
     allocate(sums, end, rank, *sets, chosen, 2)
     # Volcano's tier search over the same tree.
     domain_node = np.array([-1, 0, 1], dtype=np.int64)
