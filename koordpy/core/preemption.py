@@ -271,7 +271,7 @@ class Preemptor:
         for i in ranking.tolist():
             priced = _order_key(tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
             if best is not None and not priced < best[0]:
-                break  # priced no cheaper than a plan in hand: what it really costs is no less
+                break  # priced no cheaper than a plan in hand: the price leaves out only what makes it dearer
             cands, c, chosen = scored[i]
             only = cands.of_node == c
             inside = cands.of_node[v_node] == c
@@ -340,7 +340,7 @@ class Preemptor:
         pod of the job takes a host port it holds, or repels it (or is repelled by it) with required
         anti-affinity over a key that names its node alone. Such a victim stays out wherever its node
         is needed, as kube-scheduler's reprieve finds with its filters; wider rules are left to the
-        verifying placement. Every kind must be kept off, so the price never exceeds the real one."""
+        verifying placement. Every kind must be kept off: a price never counts a victim the job may not need."""
         out = np.zeros(len(rows), dtype=np.bool_)
         presence = self.placer.filters.rules.presence
         reps = [members[0] for members in kinds]
