@@ -578,6 +578,8 @@ class Preemptor:
         number: dict[str, int] = {}
         sizes: list[int] = []
         out = np.full(len(rows), -1, dtype=np.int64)
+        if not any(g.whole or g.units for g in self.gangs.values()):
+            return out, np.zeros(0, dtype=np.int64)  # most clusters: no victim is asked about
         for v, key in enumerate(idx.keys[i] for i in rows.tolist()):
             found = self._unit(key)
             if found is None:
