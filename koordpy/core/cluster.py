@@ -290,7 +290,12 @@ class Cluster:
         """Moves the pod's usage to ``entry`` (node, request), or ends it."""
         old = self.counted.get(key)
         if old is not None:
-            self.change(old[0], old[1], -1, frees=True, pods=key)
+            # The same usage on the same node (a pod assumed there now bound there, its requests parsed
+            # again into a new array) frees no room: counting it as freed would wake parked jobs for
+            # nothing, and only when the confirmation happened to come after they were parked.
+            same = entry is not None and old[0] == entry[0] and (
+                old[1] is entry[1] or bool(np.array_equal(old[1], entry[1])))
+            self.change(old[0], old[1], -1, frees=not same, pods=key)
         if entry is not None:
             self.change(entry[0], entry[1], 1, pods=key)
         self.adopt(key, entry, held)

@@ -118,17 +118,22 @@ class Cycle:
         # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
         # same order and seeing the same moves as one long cycle would.
         limit, placed = self.snapshot.pods_per_cycle, 0
-        round_, tried, woken = queue.round, queue.tried, queue.woken
+        round_, tried = queue.round, queue.tried
         queue.round = None
         queue.tried = set()
-        queue.woken = set()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
         jobs = queue.jobs()
         for at, job in enumerate(jobs):
-            # A parked job the round found woken and left over is tried when its turn comes, as one long
-            # cycle would have tried it: the room that woke it may be taken by then (by the jobs before
-            # it), which would leave it parked with the message of its last attempt.
-            parked = None if job.id in woken else queue.still_parked(job, self.now)
+            # Not queued where the round first stopped (passed in it already, or come since: one long
+            # cycle would not have seen it; wherever it sorts, lest arrivals keep the round going
+            # while what it passed waits), or of pods tried in it already (a gang whose binds made
+            # its other members a job of their own): the next round's.
+            outside = round_ is not None and (job.id not in round_ or any(p.key in tried for p in job.pods))
+            # A job of the round beyond the cap is looked at when its turn comes, in a later cycle of the
+            # round: whether room freed wakes a parked one depends on what the jobs before it take, as it
+            # does in one long cycle.
+            beyond = not outside and bool(limit) and placed >= limit
+            parked = None if beyond else queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
                 if job.id in queue.backing_off:
@@ -136,25 +141,20 @@ class Cycle:
                 else:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
-            self.result.queues["active"] += len(job.pods)
-            # Not queued where the round first stopped (passed in it already, or come since: one long
-            # cycle would not have seen it; wherever it sorts, lest arrivals keep the round going
-            # while what it passed waits), or of pods tried in it already (a gang whose binds made
-            # its other members a job of their own): the next round's.
-            outside = round_ is not None and (job.id not in round_ or any(p.key in tried for p in job.pods))
-            if outside or (limit and placed >= limit):
-                if not outside and queue.round is None:
+            if outside or beyond:
+                if beyond and queue.round is None:
                     queue.round = round_ if round_ is not None else {j.id for j in jobs[at:]}
                 # Not tried, so neither parked nor backed off, and nothing is written for it.
                 self.result.deferred += len(job.pods)
                 was = queue.parked.get(job.id)
+                # A parked job not looked at stays in the unschedulable queue until its turn.
+                self.result.queues["unschedulable" if beyond and was is not None else "active"] += len(job.pods)
                 if was is not None:  # what its pods were told stands until it is tried
                     self.result.kept.append(was.pending)
-                    if not outside:  # woken in this round: tried in it
-                        queue.woken.add(job.id)
                 left.update(g.key for g in job.gangs)
                 left.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
                 continue
+            self.result.queues["active"] += len(job.pods)
             before = queue.parked.pop(job.id, None)
             view.dirty.update(g.key for g in job.gangs)
             member_of = view.member_of
@@ -177,8 +177,6 @@ class Cycle:
                            self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
         if queue.round is not None:  # the round goes on: what it tried stays tried
             queue.tried = tried
-        else:
-            queue.woken = set()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
         deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)

@@ -74,11 +74,10 @@ class Queue:
         # the next round, so arrivals cannot make a round endless), and the pods it has tried.
         self.round: set[str] | None = None
         self.tried: set[str] = set()
-        # Parked jobs the round found woken and left for a later cycle of it: tried there whatever
-        # happened meanwhile, as one long cycle would have tried them.
-        self.woken: set[str] = set()
-        # (parked at tick, now at tick, request, mask id, priority) -> whether the room freed in between fits
-        self._fits: dict[tuple[int, int, bytes, int, int], bool] = {}
+        # (parked at tick, now at tick, moves now, request, mask id, priority) -> whether the room freed in
+        # between fits. The moves: room the jobs tried before took since is seen, so a parked job is
+        # judged by the room left at its turn, whoever asked first.
+        self._fits: dict[tuple[int, int, int, bytes, int, int], bool] = {}
 
     def jobs(self) -> list[Job]:
         """The jobs in queue order; sorted again only when the jobs changed (and then what is parked
@@ -177,9 +176,9 @@ class Queue:
         if parked.wake == "any-room":
             return True
         for vec, mask in parked.shapes:
-            key = (parked.tick, cluster.tick, vec.tobytes(), id(mask), parked.priority)
+            key = (parked.tick, cluster.tick, cluster.moves, vec.tobytes(), id(mask), parked.priority)
             fits = self._fits.get(key)
-            if fits is None:  # parked jobs share ticks and shapes: each pair is asked once a cycle
+            if fits is None:  # parked jobs share ticks and shapes: each is asked once while nothing moves
                 nodes = cluster.freed_since(parked.tick)
                 free = cluster.allocatable[nodes] - cluster.used[nodes] + cluster.reclaimable(nodes, parked.priority)
                 fits = self._fits[key] = bool(np.any(node_offerslots(free, vec, mask[nodes]) > 0))
