@@ -102,8 +102,8 @@ def test_initially_scheduled_true_is_terminal() -> None:
                                                "message": "", "lastTransitionTime": "2025-12-01T00:00:00Z"})
     w = world(node("n0"), done, member("t-0"), member("t-1"))
     result = schedule(w.snapshot(NAMES), SchedulerState(), w.now)
-    # Initially scheduled: no quorum again, so one binds; the other cannot be placed and waits.
-    assert len(result.binds) == 1 and len(result.waiting) == 1
+    # Held to minCount again (issue 29), room for one of two: both wait, and the condition stays True.
+    assert result.binds == [] and len(result.waiting) == 2
     assert "default/train" not in updates(result)
 
 
