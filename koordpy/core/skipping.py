@@ -49,6 +49,13 @@ def skipping(pods: list[Pod], enough: Callable[[list[Pod]], bool], attempt: Atte
             return left, skipped
         failures = {len(left): failure}
         lo, hi, best = 1, len(left) - 1, 0
+        if len({kind.get(p.key) for p in left}) == 1:
+            # Like members: the ones placed are a prefix, so a prefix shorter than enough ends the
+            # attempt, and is never searched (a gang of thousands too large for the room costs one try).
+            least = max(1, _least(left, enough))
+            if least >= len(left) or attempt(left[:least], False) is not None:
+                return None, skipped  # which of them fit is not known: none is said to be passed over
+            lo, best = least + 1, least
         while lo <= hi:
             mid = (lo + hi) // 2
             found = attempt(left[:mid], False)
@@ -67,3 +74,16 @@ def skipping(pods: list[Pod], enough: Callable[[list[Pod]], bool], attempt: Atte
                 rest.append(p)
         skipped[first.key] = why
         left = left[:best] + rest
+
+
+def _least(pods: list[Pod], enough: Callable[[list[Pod]], bool]) -> int:
+    """The shortest prefix of ``pods`` that is ``enough`` (len + 1 when none is): more members never
+    count less, so a binary search finds it."""
+    lo, hi = 0, len(pods) + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mid <= len(pods) and enough(pods[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
