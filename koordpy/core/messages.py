@@ -34,6 +34,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -387,6 +388,10 @@ def render(reason: Reason) -> str:
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
                     f"{reason.pod_priority} and the group {reason.group_priority}; every pod of a group must have "
                     "the group's priority")
+        case GroupPreemptionPolicy():
+            return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has "
+                    f"preemptionPolicy {reason.pod_policy} and the group {reason.group_policy}; every pod of a group "
+                    "must have the group's preemptionPolicy")
         case Refused():
             return f'GangGroup "{group_name(reason.group)}" waits as a whole: {render(reason.inner)}'
         case JobFailed():

@@ -245,6 +245,18 @@ class GroupPriority:
 
 
 @dataclass(frozen=True)
+class GroupPreemptionPolicy:
+    """A pod whose preemptionPolicy differs from its Workload PodGroup's (the tree root's), as
+    kube-scheduler refuses it with the PodGroupPreemptionPolicy gate on."""
+
+    pod: str
+    group: str  # namespace/name
+    pod_policy: str
+    group_policy: str
+    kind: str = "PodGroup"  # or "CompositePodGroup"
+
+
+@dataclass(frozen=True)
 class Refused:
     """A GangGroup waits as a whole for a member that is refused (``inner``)."""
 
@@ -495,7 +507,8 @@ class BoundWithoutOwner:
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
     | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
-    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority | Refused
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority
+    | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode

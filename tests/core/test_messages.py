@@ -44,6 +44,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -152,6 +153,9 @@ TABLE: list[tuple[Reason, str]] = [
     (GroupPriority("default/p", "default/workers", 100, 0),
      "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
      "every pod of a group must have the group's priority"),
+    (GroupPreemptionPolicy("default/p", "default/train", "Never", "PreemptLowerPriority", "CompositePodGroup"),
+     "CompositePodGroup default/train (scheduling.k8s.io) is refused: pod default/p has preemptionPolicy Never and "
+     "the group PreemptLowerPriority; every pod of a group must have the group's preemptionPolicy"),
     (GroupSchedulers("default/p", "default/train", ("default-scheduler", "koordpy"), "CompositePodGroup"),
      "CompositePodGroup default/train (scheduling.k8s.io) is refused: its pods name different schedulerNames "
      "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),

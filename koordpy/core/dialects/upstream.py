@@ -78,6 +78,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -208,9 +209,10 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
         return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
     if group.asks:
         return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
-    # The root of the group's tree: kube-scheduler holds every pod of a tree to the root's scheduler
-    # and priority.
+    # The root of the group's tree: kube-scheduler holds every pod of a tree to the root's scheduler,
+    # priority and preemptionPolicy.
     root, kind, priority = key, "PodGroup", (group.priority_class_name, group.priority)
+    policy = group.preemption_policy or _class_policy(group.priority_class_name, snapshot)
     up = parent_key(group)
     if up is not None:
         composite = composites(snapshot).get(up)
@@ -220,6 +222,7 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
             return GroupRefused(pod.key, pod.scheduling_group, False, None,
                                 tuple(f"CompositePodGroup {up} with {a}" for a in composite.asks))
         root, kind, priority = up, "CompositePodGroup", (composite.priority_class_name, composite.priority)
+        policy = composite.preemption_policy or _class_policy(composite.priority_class_name, snapshot)
     elif key in composites(snapshot):
         return GroupNameShared(pod.key, key)
     names = schedulers(snapshot).get(root, ())
@@ -231,7 +234,14 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     theirs = priority_of(*priority, snapshot)
     if own != theirs:
         return GroupPriority(pod.key, root, own, theirs, kind)
+    # PodGroupPreemptionPolicy (on in v1.37's control plane): the pod's policy must be the root's.
+    mine = pod.preemption_policy or _class_policy(pod.priority_class_name, snapshot) or LOWER
+    if mine != (policy or LOWER):
+        return GroupPreemptionPolicy(pod.key, root, mine, policy or LOWER, kind)
     return None
+
+
+LOWER = "PreemptLowerPriority"  # the preemptionPolicy of a pod or group that has none
 
 
 # -- the topology trees: one label, or a preferred label below it ---------------------------------
@@ -583,7 +593,7 @@ def scheduled_condition(group: WorkloadPodGroup, members: list[Pod], bound_now: 
     waiting = sorted((p for p in members if not p.node_name and p.key not in bound_now), key=lambda p: p.key)
     for p in waiting:
         refused = refusal(p, snapshot)
-        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority):
+        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority | GroupPreemptionPolicy):
             # kube-scheduler validates the group before placing it and says so as an error.
             return "False", SCHEDULER_ERROR, render(refused)
     minimum = group.min_count if group.policy == "gang" and group.min_count is not None else 1
