@@ -148,16 +148,17 @@ def bench_kernels() -> dict[str, float]:
     sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
     allowed = np.ones(len(tree.order), dtype=np.bool_)
     desired = int(sums[0] // 2)
-    chosen = choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank)
+    chosen = choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank, True)
     sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
     cases = {
         "node_offerslots": (lambda: node_offerslots(free, req, feasible),
                             lambda: node_offerslots_py(free, req, feasible)),
         "subtree_sums": (lambda: subtree_sums(slots, tree.node_domain, tree.parent, multiple),
                          lambda: subtree_sums_py(slots, tree.node_domain, tree.parent, multiple)),
-        "choose_candidate": (lambda: choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank),
+        "choose_candidate": (lambda: choose_candidate(sums, tree.depth, allowed, desired, tree.parent, tree.name_rank,
+                                                      True),
                              lambda: choose_candidate_py(sums, tree.depth, allowed, desired, tree.parent,
-                                                         tree.name_rank)),
+                                                         tree.name_rank, True)),
         "achievable": (lambda: achievable(slots, tree.node_domain, tree.end, multiple, desired),
                        lambda: achievable_py(slots, tree.node_domain, tree.end, multiple, desired)),
         "allocate": (lambda: allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired),

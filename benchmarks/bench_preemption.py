@@ -169,21 +169,26 @@ def kernel_inputs(state: SchedulerState) -> dict[str, Any]:
 def kernels(a: dict[str, Any]) -> None:
     reclaim = reclaimable_free(a["free"], a["v_node"], a["v_req"])
     totals = np.bincount(a["of_node"], weights=node_offerslots(reclaim, a["vec"], a["feasible"])).astype(np.int64)
-    evicted = reprieve(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"], a["v_req"])
+    blocks = np.zeros(len(a["v_node"]), dtype=np.bool_)
+    cap = np.full(len(a["feasible"]), 1 << 40, dtype=np.int64)
+    evicted = reprieve(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"], a["v_req"], blocks,
+                       cap)
     v_cand = a["of_node"][a["v_node"]]
     n_cand = int(totals.shape[0])
     n_gang = int(a["gang"].max()) + 1
     bound, least = np.full(n_gang, GANG_SIZE, dtype=np.int64), np.full(n_gang, GANG_SIZE, dtype=np.int64)
     counts = np.ones(len(evicted), dtype=np.bool_)
-    cost_args = (evicted, v_cand, a["prio"], a["gang"], a["gang"], counts, bound, least, n_cand)
+    weight = np.ones(len(evicted), dtype=np.int64)
+    cost_args = (evicted, v_cand, a["prio"], a["gang"], a["gang"], counts, weight, bound, least, n_cand)
     top, jobs, pods = candidate_costs(*cost_args)
     names = np.arange(n_cand, dtype=np.int64)
     cases: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
         ("reclaimable_free", lambda: reclaimable_free(a["free"], a["v_node"], a["v_req"]),
          lambda: reclaimable_free_py(a["free"], a["v_node"], a["v_req"])),
         ("reprieve", lambda: reprieve(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"],
-                                      a["v_req"]),
-         lambda: reprieve_py(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"], a["v_req"])),
+                                      a["v_req"], blocks, cap),
+         lambda: reprieve_py(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"], a["v_req"],
+                             blocks, cap)),
         ("candidate_costs", lambda: candidate_costs(*cost_args), lambda: candidate_costs_py(*cost_args)),
         ("order_candidates", lambda: order_candidates(top, jobs, pods, totals, names, 8),
          lambda: order_candidates_py(top, jobs, pods, totals, names, 8)),

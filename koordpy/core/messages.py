@@ -402,7 +402,12 @@ def render(reason: Reason) -> str:
         case Inside():
             where = (f" inside {reason.domain}, the widest domain the job's topology requirement allows"
                      if reason.domain is not None else "")
-            return render(reason.inner).rstrip(".") + where + "."
+            also = []
+            if reason.others:
+                also.append(f"{', '.join(reason.others)}, the next of that level, failed too")
+            if reason.untried:
+                also.append(f"{reason.untried} more of that level with room were not tried")
+            return render(reason.inner).rstrip(".") + where + (f" ({'; '.join(also)})" if also else "") + "."
         case OnePerNode():
             why = "they share host ports" if reason.ports else f"anti-affinity between them on {', '.join(reason.keys)}"
             return f"{render(reason.inner).rstrip('.')}; at most one member per node, as {why}."

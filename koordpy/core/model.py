@@ -12,7 +12,7 @@ and jobs (``koordpy.core.gang``), placement (``koordpy.core.placement``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 from typing import Protocol, TypeVar
@@ -122,6 +122,15 @@ class Gang:
     # ones before it placed, one that fits nowhere skipped (kube-scheduler's pod group cycle,
     # ``koordpy.core.skipping``).
     skips: bool = False
+    # Units inside a gang that is not whole: member key -> the unit it is only ever evicted with
+    # (a CompositePodGroup child in disruptionMode all under a composite in single mode). Members
+    # not named go alone.
+    units: Mapping[str, str] = field(default_factory=dict)
+
+    def unit(self, key: str) -> str | None:
+        """The unit member ``key`` is evicted with, as a key (the gang's own when it is whole), or
+        None when it is evicted alone."""
+        return self.key if self.whole else self.units.get(key)
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]

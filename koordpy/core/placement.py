@@ -8,7 +8,7 @@ place with the reason; the caller decides whether to commit or discard.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import cast
 
@@ -153,26 +153,107 @@ class Placer:
 
     def _widening(self, pods: list[Pod], req: Requirement, proposed: dict[str, int],
                   stmt: Statement) -> Failure | None:
-        """One by one inside the smallest domain holding the proposal, then inside each ancestor the
-        requirement still allows (its scope, its anchor): the rules between members may need more
-        room than the offerslots showed, and a job waits only when no allowed domain holds it."""
+        """One by one inside the smallest domain holding the proposal, then inside the next candidates
+        of its level (``_siblings``), then inside each ancestor the requirement still allows (its
+        scope, its anchor) and the next candidates of that level in turn: the rules between members
+        may need more room, or other room, than the offerslots showed (kube-scheduler tries every
+        domain of a group's key), and a job waits only when no allowed domain tried holds it."""
         tree = self.cluster.trees[req.tree]
         domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
-        top = int(tree.rank[0]) if req.scope is None else req.scope
+        top = req.highest(int(tree.rank[0]))
         last: Failure | None = None
         while domain >= 0 and int(tree.rank[domain]) <= top and (req.anchor is None or domain >= req.anchor):
-            region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
-            region[tree.subtree_nodes(domain)] = True
-            region &= ~tree.outside
-            where = tree.name(domain) if domain > 0 else None
-            mark = stmt.savepoint()
-            failure = self._sequential(pods, proposed, region, stmt, strict=False, where=where)
+            failure = self._one_by_one_in(pods, proposed, tree, domain, stmt)
             if failure is None:
                 return None
-            stmt.rollback(mark)
+            tried: list[str] = []
+            siblings, more = self._siblings(pods, req, tree, domain, top) if domain > 0 else ([], 0)
+            for other in siblings:
+                if self._one_by_one_in(pods, self._proposal_in(pods, req, tree, other, stmt), tree, other,
+                                       stmt) is None:
+                    return None
+                tried.append(tree.name(other))
+            if (tried or more) and isinstance(failure.why, Inside):
+                failure = replace(failure, why=replace(failure.why, others=tuple(tried), untried=more))
             last = failure
             domain = int(tree.parent[domain])
         return last
+
+    def _one_by_one_in(self, pods: list[Pod], proposed: dict[str, int], tree: TopologyTree, domain: int,
+                       stmt: Statement) -> Failure | None:
+        """``_sequential`` inside ``domain`` (named in the failure unless it is the whole cluster);
+        nothing stays placed when it fails."""
+        region = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        region[tree.subtree_nodes(domain)] = True
+        region &= ~tree.outside
+        mark = stmt.savepoint()
+        failure = self._sequential(pods, proposed, region, stmt, strict=False,
+                                   where=tree.name(domain) if domain > 0 else None)
+        if failure is not None:
+            stmt.rollback(mark)
+        return failure
+
+    # Other domains of one level tried after the proposed one failed on the rules between members: each
+    # try places the members one by one (as ``_regions`` does for up to MAX_REGIONS domains of an
+    # affinity's key), so a job sunk by its rules costs at most this many more tries per level.
+    MAX_SIBLINGS = 8
+
+    def _siblings(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
+                  top: int) -> tuple[list[int], int]:
+        """The other domains of ``domain``'s rank the requirement allows (up to rank ``top``, inside its
+        anchor) whose room takes the job, the rules between members aside as in the proposal: the first
+        MAX_SIBLINGS in the order the job's style ranks its candidates (nearest the running members
+        first), and how many more there are."""
+        level = int(tree.rank[domain])
+        vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
+        slots = node_offerslots(self._free(), vec, self.feasible(self._distinct(pods), tree, rules=False))
+        multiple = self._multiples(tree, req)
+        sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
+        desired = len(pods)
+        mask = self._within(tree, req, tree.inside_scope(top)) & (tree.rank == level) & (sums >= desired)
+        mask[domain] = False
+        pick: Callable[[npt.NDArray[np.bool_], int], int]
+        if req.style == "tiers":
+            used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
+            alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
+            score = self._tier_scores(tree, alloc, used, vec, desired)
+            mask &= tree.domain_node < 0  # Volcano's candidates are HyperNodes
+
+            def pick(m: npt.NDArray[np.bool_], _: int) -> int:
+                at = np.flatnonzero(m)
+                return int(at[np.lexsort((tree.name_rank[at], sums[at], -score[at]))[0]]) if len(at) else -1
+        else:
+            mask &= contains(*achievable(slots, tree.node_domain, tree.end, multiple, desired), desired)
+            order, chain = self._ties(tree, req)
+
+            def pick(m: npt.NDArray[np.bool_], _: int) -> int:
+                return int(choose_candidate(sums, tree.depth, m, desired, tree.parent, order, chain))
+
+        out: list[int] = []
+        while len(out) < self.MAX_SIBLINGS:
+            chosen = self._near_peers(tree, req.peers, mask, top, pick)
+            if chosen < 0:
+                break
+            out.append(chosen)
+            mask[chosen] = False
+        return out, int(np.count_nonzero(mask))
+
+    def _proposal_in(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
+                     stmt: Statement) -> dict[str, int]:
+        """Where the job's own search, the rules between members aside, puts its pods inside ``domain``
+        alone (nothing when it does not), as the first proposal was made over all the domains."""
+        saved, relaxed = self.only, self.relaxed
+        inside = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        inside[tree.subtree_nodes(domain)] = True
+        self.only, self.relaxed = (inside if saved is None else inside & saved), True
+        mark = stmt.savepoint()
+        try:
+            keys = {p.key for p in pods}
+            placed = self.place(pods, req, stmt) is None
+            return {k: n for k, n in stmt.placed.items() if k in keys} if placed else {}
+        finally:
+            stmt.rollback(mark)
+            self.only, self.relaxed = saved, relaxed
 
     MAX_REGIONS = 8
 
@@ -298,14 +379,19 @@ class Placer:
             failure = self.levels(pods, req, stmt)
         else:
             tree = self.cluster.trees[req.tree]
-            multiple = np.ones(len(tree.order), dtype=np.int64)
-            for rank, m in req.multiples:
-                multiple[tree.rank == rank] = m
             scope = int(tree.rank[0]) if req.scope is None else req.scope
-            failure = self._gather(pods, tree, req, multiple, scope, stmt)
+            failure = self._gather(pods, tree, req, self._multiples(tree, req), scope, stmt)
         if failure is not None and req.notes:
             return replace(failure, why=WithNotes(failure.why, req.notes))
         return failure
+
+    @staticmethod
+    def _multiples(tree: TopologyTree, req: Requirement) -> npt.NDArray[np.int64]:
+        """Per domain, the podCountMultiple its layer asks (1 where none)."""
+        multiple = np.ones(len(tree.order), dtype=np.int64)
+        for rank, m in req.multiples:
+            multiple[tree.rank == rank] = m
+        return multiple
 
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
                 scope: int, stmt: Statement) -> Failure | None:
@@ -325,9 +411,10 @@ class Placer:
         # whole multiples per layer, which its offerslot alone does not say.
         sets = achievable(slots, tree.node_domain, tree.end, multiple, desired)
         splits = contains(*sets, desired)
+        order, chain = self._ties(tree, req)
         chosen = self._near_peers(tree, req.peers, allowed & splits, int(tree.rank[0]), lambda mask, _: int(
-            choose_candidate(sums, tree.depth, mask, desired, tree.parent, tree.name_rank)))
-        if chosen < 0 and self._exact(pods, tree, shapes, allowed, multiple, stmt):
+            choose_candidate(sums, tree.depth, mask, desired, tree.parent, order, chain)))
+        if chosen < 0 and self._exact(pods, tree, req, shapes, allowed, multiple, stmt):
             return None
         if chosen < 0:
             koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
@@ -366,17 +453,17 @@ class Placer:
         sub-groups, each job-level candidate is tried in that order and, inside it, every sub-group
         gets a HyperNode of its own within its own limit."""
         tree = self.cluster.trees[req.tree]
-        top = int(tree.rank[0])
         lo = int(tree.rank[tree.domain_node < 0].min())
-        hi = top if req.scope is None or not req.hard else min(req.scope, top)
+        hi = req.highest(int(tree.rank[0]))
         scope = 0 if req.anchor is None else req.anchor
         free = self._free()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
         classes = self.kinds(pods)
         if not req.subgroups and len(classes) == 1:
-            if self._tier_group(pods, tree, free, alloc, used, scope, lo, hi, stmt):
-                return None
+            for within, high in self._rings(tree, req.peers, scope, hi):
+                if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt):
+                    return None
             return self._tier_failure(pods, tree, req, scope, lo, hi)
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
@@ -410,12 +497,10 @@ class Placer:
         span = slice(scope, int(tree.end[scope]))
         ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
         cands = [int(d) + scope for d in np.flatnonzero(ok)]
-        vec = np.max(np.stack(shape_vecs), axis=0)
-        cols = vec > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            util = np.where(alloc[:, cols] > 0, (used[:, cols] + len(pods) * vec[cols]) / alloc[:, cols], 0.0)
-        score = util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order))
-        cands.sort(key=lambda d: (int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
+        score = self._tier_scores(tree, alloc, used, np.max(np.stack(shape_vecs), axis=0), len(pods))
+        # Those nearest the running members first (``_rings``), then Volcano's order.
+        near = self._peer_distance(tree, req.peers)
+        cands.sort(key=lambda d: (near(d), int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
         # Work, not a count of candidates, bounds the search: a try costs the subtrees it searched.
         # The bound is as much as WORK_PER_DOMAIN tries of the whole job over the whole tree, and is
         # only looked at after a try, so the first candidate is always tried whatever the job's size.
@@ -478,6 +563,24 @@ class Placer:
                        code=code, domains=listed, desired=need)
 
     WORK_PER_DOMAIN = 64
+
+    @staticmethod
+    def _tier_scores(tree: TopologyTree, alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64],
+                     vec: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.float64]:
+        """Per domain, the utilisation of the requested resources once ``count`` pods of ``vec`` are
+        placed in it (Volcano's binpack score within a tier)."""
+        cols = vec > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(alloc[:, cols] > 0, (used[:, cols] + count * vec[cols]) / alloc[:, cols], 0.0)
+        return np.asarray(util.mean(axis=1) if util.shape[1] else np.zeros(len(tree.order)), dtype=np.float64)
+
+    @staticmethod
+    def _peer_distance(tree: TopologyTree, peers: int | None) -> Callable[[int], int]:
+        """A domain's distance from the job's running members: the rank of their lowest common
+        ancestor with it (the order of ``_rings``; 0 for every domain when none run)."""
+        if peers is None:
+            return lambda d: 0
+        return lambda d: int(tree.rank[tree.lca((d, peers))])
 
     def _subgroups_inside(self, cand: int, subgroups: tuple[SubGroup, ...], groups: list[list[Pod]],
                           wanted: dict[str, int], tree: TopologyTree, free: npt.NDArray[np.int64],
@@ -542,22 +645,38 @@ class Placer:
     @staticmethod
     def _subgroup_hi(tree: TopologyTree, g: SubGroup, within: int) -> int:
         """The highest rank a sub-group may take inside ``within``: its own hard limit, if lower."""
-        top = int(tree.rank[within])
-        return top if g.scope is None or not g.hard else min(g.scope, top)
+        return g.highest(int(tree.rank[within]))
 
     @staticmethod
-    def _near_peers(tree: TopologyTree, peers: int | None, mask: npt.NDArray[np.bool_], highest: int,
+    def _rings(tree: TopologyTree, peers: int | None, outer: int, highest: int) -> Iterator[tuple[int, int]]:
+        """Where a job with running members looks, in turn, with the highest rank a choice there may
+        take: the domain of those members (``peers``), then each of its ancestors inside ``outer`` up
+        to rank ``highest``, last ``outer`` itself up to ``highest``. A candidate whose lowest common
+        ancestor with the running members is lower comes first (Volcano's score for a job's allocated
+        HyperNode; Koordinator and KAI keep a job together the same way): all of a job in one domain
+        when it can be."""
+        around = peers if peers is not None and outer <= peers < int(tree.end[outer]) else -1
+        while around > outer and int(tree.rank[around]) <= highest:
+            yield around, int(tree.rank[around])
+            around = int(tree.parent[around])
+        yield outer, highest
+
+    @classmethod
+    def _near_peers(cls, tree: TopologyTree, peers: int | None, mask: npt.NDArray[np.bool_], highest: int,
                     search: Callable[[npt.NDArray[np.bool_], int], int]) -> int:
-        """``search`` (a choice among ``mask``'s domains up to rank ``highest``) first inside the domain
-        of the job's running members, then inside each of its ancestors below the root in turn, and
-        last over all of ``mask``: all of a job in one domain when it can be."""
-        around = -1 if peers is None else peers
-        while around > 0 and int(tree.rank[around]) <= highest:
-            chosen = search(_subtree(tree, around, mask), int(tree.rank[around]))
+        """``search`` (a choice among ``mask``'s domains up to rank ``highest``) in each of ``_rings``
+        over the whole tree, the first choice made."""
+        for within, high in cls._rings(tree, peers, 0, highest):
+            chosen = search(mask if within == 0 else _subtree(tree, within, mask), high)
             if chosen >= 0:
                 return chosen
-            around = int(tree.parent[around])
-        return search(mask, highest)
+        return -1
+
+    @staticmethod
+    def _ties(tree: TopologyTree, req: Requirement) -> tuple[npt.NDArray[np.int64], bool]:
+        """How ``choose_candidate`` tells equally tight domains apart for ``req`` (``Requirement.ties``):
+        the last key, and whether the ancestor chain comes before it."""
+        return (tree.path_rank, False) if req.ties == "values" else (tree.name_rank, True)
 
     @staticmethod
     def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
@@ -652,16 +771,16 @@ class Placer:
         slots = node_offerslots(self._free(), vec, self.feasible(pods, tree))
         ones = np.ones(len(tree.order), dtype=np.int64)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
-        top = int(tree.rank[0])
-        scope = top if req.scope is None else req.scope
+        scope = req.highest(int(tree.rank[0]))
         inside = self._within(tree, req, tree.inside_scope(scope))
         desired = len(pods)
         preferred = req.preferred
+        order, chain = self._ties(tree, req)
 
         def search(mask: npt.NDArray[np.bool_], highest: int) -> int:
             for rank in range(preferred, highest + 1):
                 found = int(choose_candidate(sums, tree.depth, mask & (tree.rank == rank), desired, tree.parent,
-                                             tree.name_rank))
+                                             order, chain))
                 if found >= 0:
                     return found
             return -1
@@ -699,8 +818,9 @@ class Placer:
 
     MAX_EXACT_TRIES = 32
 
-    def _exact(self, pods: list[Pod], tree: TopologyTree, shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]],
-               allowed: npt.NDArray[np.bool_], multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
+    def _exact(self, pods: list[Pod], tree: TopologyTree, req: Requirement,
+               shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]], allowed: npt.NDArray[np.bool_],
+               multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
         """For a GangGroup of unlike pods (a small master beside big workers, say) that the
         common shape cannot place: try the domains the largest group of like pods fits, in the
         same binpack order, placing every pod where it really fits. Not used with
@@ -712,8 +832,9 @@ class Placer:
         sums = subtree_sums(node_offerslots(self._free(), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
-        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]), ancestor_sums_py(sums, tree.parent, d),
-                                 int(tree.name_rank[d])))
+        order, chain = self._ties(tree, req)
+        fits.sort(key=lambda d: (-int(tree.depth[d]), int(sums[d]),
+                                 ancestor_sums_py(sums, tree.parent, d) if chain else (), int(order[d])))
         for domain in fits[: self.MAX_EXACT_TRIES]:
             mark = stmt.savepoint()
             if self._first_fit(pods, tree.subtree_nodes(domain), tree, stmt):

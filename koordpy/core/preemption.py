@@ -3,11 +3,12 @@
 Belongs here: whether a job that cannot be placed may preempt (its policy, victims of an earlier
 preemption still terminating on its nominated nodes, a failure that removing pods cannot
 resolve), the dry run that removes every lower-priority pod, the candidates (the domains of the
-job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims, the ranking
-of candidates by what they disrupt, and the plan that results: victims, nominations, and pending
-pods whose nominated room goes. The dry run works on a Statement that is always discarded, so
-nothing it tries outlives it. Does not belong here: carrying the plan out (the cycle turns it into
-decisions, the shell writes them).
+job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims (with the
+rules between pods that keep a pod off one node), units of victims evicted whole, the ranking of
+candidates by what they disrupt, the verified plans compared by what they really evict, and the
+plan that results: victims, nominations, and pending pods whose nominated room goes. The dry run
+works on a Statement that is always discarded, so nothing it tries outlives it. Does not belong
+here: carrying the plan out (the cycle turns it into decisions, the shell writes them).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.verdicts import Failure, NotEligible, NotHelpful, Preempting, RoomTakenBack
 from koordpy.kernels import node_offerslots, subtree_sums
+from koordpy.kernels.offerslot import UNBOUNDED
 from koordpy.kernels.preempt import (
     NO_VICTIM,
     candidate_costs,
@@ -46,6 +48,13 @@ Place = Callable[[list[Pod], Requirement | None, Statement], Failure | None]
 Outcome = Literal["nominated", "waiting", "none"]
 MAX_VERIFIED = 8  # candidates placed for real, best first, before giving up
 MAX_REFINED = 64  # victims put back one by one against the real placement, when the offerslot test is inexact
+# Plans verified and priced for real before the cheapest is chosen. The pricing sees the rules between
+# pods that keep a pod off one node (host ports, anti-affinity on the hostname), so the first plan is
+# mostly as cheap as priced and the next candidate's price ends the search at once; only what the
+# pricing cannot see (rules over wider domains, unlike pods, sub-groups) makes a plan dearer than
+# priced and another worth verifying. Each such plan costs a few placements of the job and up to
+# MAX_REFINED more for its reprieve: four bound a preemption to a few hundred.
+MAX_COMPARED = 4
 
 
 def preemption_policy(pod: Pod, classes: Mapping[str, PriorityClass]) -> str:
@@ -66,6 +75,45 @@ class Plan:
     released: tuple[str, ...] = ()  # pending pods whose nominated or reserved room is taken
     nominated: dict[str, int] = field(default_factory=dict)  # the preemptor's pods -> node
     where: str = ""  # the candidate chosen, as messages name it
+
+
+@dataclass(frozen=True)
+class _Costs:
+    """What prices a set of victims (rows of the plan's victims, in reprieve order): priorities, jobs
+    and gangs as numbers, which cost nothing (nominations), the unit each belongs to (-1: none) and
+    each unit's bound members, each gang's bound members and minimum."""
+
+    prio: npt.NDArray[np.int64]
+    job: npt.NDArray[np.int64]
+    gang: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.bool_]
+    unit: npt.NDArray[np.int64]
+    unit_size: npt.NDArray[np.int64]
+    gang_bound: npt.NDArray[np.int64]
+    gang_min: npt.NDArray[np.int64]
+
+    def price(self, evicted: npt.NDArray[np.bool_], v_cand: npt.NDArray[np.int64],
+              n_cand: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Per candidate: the highest victim priority, the jobs and the pods ``evicted`` disrupts."""
+        by = np.lexsort((self.gang, self.job, v_cand))
+        ev, cand, unit = evicted[by], v_cand[by], self.unit[by]
+        weight = np.ones(len(by), dtype=np.int64)
+        seen: set[tuple[int, int]] = set()
+        for v in np.flatnonzero(unit >= 0).tolist():
+            # A unit goes whole: its first victim in a candidate disrupts all its bound members, the rest nothing more.
+            at = (int(cand[v]), int(unit[v]))
+            first = bool(ev[v]) and at not in seen
+            weight[v] = int(self.unit_size[unit[v]]) if first else 0
+            if first:
+                seen.add(at)
+        return candidate_costs(ev, cand, self.prio[by], self.job[by], self.gang[by], self.counts[by], weight,
+                               self.gang_bound, self.gang_min, n_cand)
+
+
+def _order_key(top: int, jobs: int, pods: int, pack: int, name: int) -> tuple[int, ...]:
+    """``order_candidates``' order as a key: no victims first, then the lowest highest victim
+    priority, the fewest jobs, the fewest pods, the smallest offerslot, the name."""
+    return (0 if jobs == 0 and top == NO_VICTIM else 1, top, jobs, pods, pack, name)
 
 
 @dataclass
@@ -117,15 +165,17 @@ class Preemptor:
                 prio[row] = value
         return prio
 
-    def _whole_gang(self, key: str) -> Gang | None:
-        """The gang of ``key`` when it is only ever disrupted as a unit (disruptionMode all)."""
+    def _unit(self, key: str) -> tuple[Gang, str] | None:
+        """The unit pod ``key`` is only ever evicted with (its gang, whole in disruptionMode all, or a
+        part of it the gang names), as its gang and the unit's key; None: it goes alone."""
         gang = self.gangs.get(self.member_of.get(key, ""))
-        return gang if gang is not None and gang.whole else None
+        unit = gang.unit(key) if gang is not None else None
+        return None if unit is None or gang is None else (gang, unit)
 
-    def _unit_rows(self, gang: Gang) -> list[int]:
-        """The index rows of a unit gang's running members, wherever they run."""
+    def _unit_rows(self, gang: Gang, unit: str) -> list[int]:
+        """The index rows of a unit's running members, wherever they run."""
         idx = self.cluster.index
-        rows = (idx.row.get(p.key) for p in gang.pods if p.node_name)
+        rows = (idx.row.get(p.key) for p in gang.pods if p.node_name and gang.unit(p.key) == unit)
         return [r for r in rows if r is not None and bool(idx.live[r]) and not bool(idx.held[r])]
 
     def terminating_on_nominated(self, job: Job) -> tuple[str, ...]:
@@ -168,32 +218,33 @@ class Preemptor:
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
         kinds = self.placer.kinds(pods)
         vec, feasible = self._loose(kinds, tree)
+        cap = self._cap(pods)
         v_node = idx.node[rows]
         reclaim = reclaimable_free(cluster.free(), v_node, idx.req[rows])
-        slots = node_offerslots(reclaim, vec, feasible)
+        slots = np.minimum(node_offerslots(reclaim, vec, feasible), cap)
         desired = len(pods)
         ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
-        fits = self._fits(kinds, desired, tree, reclaim, ranks)
+        fits = self._fits(kinds, desired, tree, reclaim, cap, ranks)
         if not any(bool(np.any(f)) for f in fits):
-            best = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
+            most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return Plan("none", render(NotHelpful(desired, best[0], best[1])))
+            return Plan("none", render(NotHelpful(desired, most[0], most[1])))
         order = self._reprieve_order(rows, prio)
         rows, v_node = rows[order], v_node[order]
         v_req = idx.req[rows]
         v_held = idx.held[rows]
-        v_prio = prio[rows]
+        blocks = self._blocks(kinds, rows)
+        units, unit_size = self._units_of(rows)
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
+        costs = _Costs(prio[rows], job_ids, gang_ids, ~v_held, units, unit_size, gang_bound, gang_min)
         scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_]]] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
         for cands, fit in zip(ranks, fits, strict=True):
             if not bool(np.any(fit)):
                 continue
-            evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req)
+            evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req, blocks, cap)
             v_cand = cands.of_node[v_node]
-            by = np.lexsort((gang_ids, job_ids, v_cand))
-            top, jobs, npods = candidate_costs(evicted[by], v_cand[by], v_prio[by], job_ids[by], gang_ids[by],
-                                               ~v_held[by], gang_bound, gang_min, len(cands.domains))
+            top, jobs, npods = costs.price(evicted, v_cand, len(cands.domains))
             for c in np.flatnonzero(fit).tolist():
                 scored.append((cands, c, evicted & (v_cand == c)))
                 tops.append(int(top[c]))
@@ -207,7 +258,7 @@ class Preemptor:
         # The offerslot test is exact for one request shape without sub-groups or multiples; else the
         # victims are put back one by one against the real placement.
         shapes = {cluster.request_vector(p).tobytes() for p in pods}
-        # The rules between pods (affinity, spread, ports) are not in the offerslots either.
+        # The rules between pods over wider domains (spread, affinity, zones) are not in the pricing either.
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
                    or any(self.placer.filters.rules.applies(p) for p in pods))
         stmt = Statement(cluster)
@@ -215,7 +266,12 @@ class Preemptor:
         # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives
         # up on it; koordpy keeps the pods the preemptor is affine to).
         wanted = self._wanted(pods, rows)
+        best: tuple[tuple[int, ...], Plan] | None = None
+        compared = 0
         for i in ranking.tolist():
+            priced = _order_key(tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
+            if best is not None and not priced < best[0]:
+                break  # priced no cheaper than a plan in hand: the price leaves out only what makes it dearer
             cands, c, chosen = scored[i]
             only = cands.of_node == c
             inside = cands.of_node[v_node] == c
@@ -224,14 +280,27 @@ class Preemptor:
                 attempts.append(inside & ~wanted)
             for attempt in attempts:
                 plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
-                if plan is not None:
-                    if inexact:
-                        plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
-                    plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
-                    plan.where = cands.names[c]
-                    plan.message = self._message(plan, job)
-                    return plan
-        return Plan("none", render(NotHelpful(desired)))
+                if plan is None:
+                    continue
+                if inexact:
+                    plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
+                plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
+                plan.where = cands.names[c]
+                gone = set(plan.victims)
+                top, jobs, npods = costs.price(np.array([idx.keys[r] in gone for r in rows.tolist()], dtype=np.bool_),
+                                               np.zeros(len(rows), dtype=np.int64), 1)
+                real = _order_key(int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
+                if best is None or real < best[0]:
+                    best = (real, plan)
+                compared += 1
+                break
+            if compared == MAX_COMPARED:
+                break
+        if best is None:
+            return Plan("none", render(NotHelpful(desired)))
+        plan = best[1]
+        plan.message = self._message(plan, job)
+        return plan
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:
@@ -256,8 +325,49 @@ class Preemptor:
             feasible |= self.placer.feasible(members[:1], tree, rules=False)
         return np.asarray(vec, dtype=np.int64), feasible
 
+    def _cap(self, pods: list[Pod]) -> npt.NDArray[np.int64]:
+        """Per node, the most of the job's pods it may take: one where every pair of them repels
+        (a shared host port, anti-affinity on the hostname: the placement's own cap), else no limit."""
+        cap = np.full(len(self.cluster.nodes), UNBOUNDED, dtype=np.int64)
+        if len(pods) > 1:
+            on = self.placer.filters.rules.interplay(pods).cap_on
+            if on is not None:
+                cap[on] = 1
+        return cap
+
+    def _blocks(self, kinds: list[list[Pod]], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Per victim, whether no pod of the job may share its node while it runs there: every kind of
+        pod of the job takes a host port it holds, or repels it (or is repelled by it) with required
+        anti-affinity over a key that names its node alone. Such a victim stays out wherever its node
+        is needed, as kube-scheduler's reprieve finds with its filters; wider rules are left to the
+        verifying placement. Every kind must be kept off: a price never counts a victim the job may not need."""
+        out = np.zeros(len(rows), dtype=np.bool_)
+        presence = self.placer.filters.rules.presence
+        reps = [members[0] for members in kinds]
+        if not all(p.host_ports or p.pod_anti_affinity or presence.repelled(p) for p in reps):
+            return out
+        idx, objects = self.cluster.index, self.cluster.objects
+        for v, row in enumerate(rows.tolist()):
+            victim = objects.get(idx.keys[row])
+            if victim is not None:
+                node = int(idx.node[row])
+                out[v] = all(self._repels(p, victim, node) for p in reps)
+        return out
+
+    def _repels(self, pod: Pod, victim: Pod, node: int) -> bool:
+        """Whether ``victim`` running on ``node`` keeps ``pod`` off that node, and off it alone."""
+        if any(a.conflicts(b) for a in pod.host_ports for b in victim.host_ports):
+            return True
+        presence = self.placer.filters.rules.presence
+        for holder, other in ((pod, victim), (victim, pod)):
+            for term in holder.pod_anti_affinity:
+                dom, _, per_node = presence.domains(term.topology_key)
+                if per_node and dom[node] >= 0 and presence.term_matches(term, other):
+                    return True
+        return False
+
     def _fits(self, kinds: list[list[Pod]], desired: int, tree: TopologyTree, reclaim: npt.NDArray[np.int64],
-              ranks: list[_Candidates]) -> list[npt.NDArray[np.bool_]]:
+              cap: npt.NDArray[np.int64], ranks: list[_Candidates]) -> list[npt.NDArray[np.bool_]]:
         """Per candidate, whether it may hold the job once its lower-priority pods are gone: its
         offerslots reach the job's size, and each kind of pod (request and the nodes it may use) finds
         room for all of its members on its own. Both are necessary, so no candidate the real placement
@@ -267,8 +377,9 @@ class Preemptor:
         if len(kinds) < 2:
             return out  # one kind: the loose offerslot is exact already
         for members in kinds:
-            slots = node_offerslots(reclaim, self.cluster.request_vector(members[0]),
-                                    self.placer.feasible(members[:1], tree, rules=False)).astype(np.float64)
+            slots = np.minimum(node_offerslots(reclaim, self.cluster.request_vector(members[0]),
+                                               self.placer.feasible(members[:1], tree, rules=False)),
+                               cap).astype(np.float64)
             for i, cands in enumerate(ranks):
                 inside = cands.of_node >= 0
                 room = np.bincount(cands.of_node[inside], weights=slots[inside], minlength=len(cands.domains))
@@ -318,34 +429,34 @@ class Preemptor:
         return plan
 
     def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:
-        """A unit gang (disruptionMode all) is a victim only whole: none of its members is one when
-        any of them may not be (protected, or of the preemptor's priority or above)."""
+        """A unit (disruptionMode all) is a victim only whole: none of its members is one when any of
+        them may not be (protected, or of the preemptor's priority or above)."""
         done: set[str] = set()
         for row in np.flatnonzero(sel).tolist():
-            gang = self._whole_gang(self.cluster.index.keys[row])
-            if gang is None or gang.key in done:
+            found = self._unit(self.cluster.index.keys[row])
+            if found is None or found[1] in done:
                 continue
-            done.add(gang.key)
-            rows = self._unit_rows(gang)
+            done.add(found[1])
+            rows = self._unit_rows(*found)
             if not bool(np.all(sel[rows])):
                 sel[rows] = False
 
     def _as_units(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
                   victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_], only: npt.NDArray[np.bool_],
                   plan: Plan) -> Plan:
-        """The plan with every unit gang a victim touches evicted whole (disruptionMode all: its
-        members elsewhere go too), then reprieved unit by unit: a victim the units' extra room makes
-        needless is put back, and a unit goes back only as a whole."""
+        """The plan with every unit a victim touches evicted whole (disruptionMode all: its members
+        elsewhere go too), then reprieved unit by unit: a victim the units' extra room makes needless
+        is put back, and a unit goes back only as a whole."""
         idx = self.cluster.index
         atoms: list[list[int]] = []
         units: set[str] = set()
         for key in plan.victims:
-            gang = self._whole_gang(key)
-            if gang is None:
+            found = self._unit(key)
+            if found is None:
                 atoms.append([idx.row[key]])
-            elif gang.key not in units:
-                units.add(gang.key)
-                atoms.append(self._unit_rows(gang))
+            elif found[1] not in units:
+                units.add(found[1])
+                atoms.append(self._unit_rows(*found))
         if not units:
             return plan
         released = set(plan.released)  # pending pods whose room the plan takes back: they stay so
@@ -398,7 +509,7 @@ class Preemptor:
         top = int(tree.rank[0])
         if req.style == "tiers":
             lo = int(tree.rank[tree.domain_node < 0].min())
-            hi = min(req.scope, top) if req.hard and req.scope is not None else top
+            hi = req.highest(top)
             ranks = list(range(lo, hi + 1))
         else:
             ranks = [top if req.scope is None else req.scope]
@@ -459,9 +570,25 @@ class Preemptor:
         least = np.zeros(len(gang_of), dtype=np.int64)
         for key, g in gang_of.items():
             bound[g], least[g] = gangrule.minimum(self.gangs[key])
-            if self.gangs[key].whole:  # one victim disrupts every bound member: priced so
-                least[g] = max(int(least[g]), int(bound[g]))
         return jobs, gangs, bound, least
+
+    def _units_of(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Per victim, its unit as a number (-1: it goes alone); per unit, its running members."""
+        idx = self.cluster.index
+        number: dict[str, int] = {}
+        sizes: list[int] = []
+        out = np.full(len(rows), -1, dtype=np.int64)
+        if not any(g.whole or g.units for g in self.gangs.values()):
+            return out, np.zeros(0, dtype=np.int64)  # most clusters: no victim is asked about
+        for v, key in enumerate(idx.keys[i] for i in rows.tolist()):
+            found = self._unit(key)
+            if found is None:
+                continue
+            if found[1] not in number:
+                number[found[1]] = len(sizes)
+                sizes.append(len(self._unit_rows(*found)))
+            out[v] = number[found[1]]
+        return out, np.array(sizes, dtype=np.int64)
 
 
 __all__ = ["NO_VICTIM", "Plan", "Preemptor", "preemption_policy"]

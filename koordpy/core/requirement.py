@@ -21,6 +21,19 @@ from koordpy.core.tree import TreeKey
 #   required scope, climbing one level at a time.
 Style = Literal["gather", "tiers", "levels"]
 
+# How the "gather" and "levels" styles tell equally tight domains apart (same depth, same offerslot):
+# - "chain": the smaller ancestor offerslot, layer by layer from the parent up, then the name
+#   (Koordinator's node order; KAI sorts the more packed ancestor first the same way);
+# - "values": the names on the domain's path from the root, top level first (Kueue's BestFit keeps
+#   the first fitting domain in the order of its level values).
+Ties = Literal["chain", "values"]
+
+
+def highest_rank(scope: int | None, hard: bool, top: int) -> int:
+    """The highest rank pods held to ``scope`` may share a domain under, ``top`` being the tree's
+    root: a hard limit stops at its scope; a soft one (or none) searches on up to the root."""
+    return top if scope is None or not hard else min(scope, top)
+
 
 @dataclass(frozen=True)
 class SubGroup:
@@ -40,6 +53,10 @@ class SubGroup:
     # them, one that fits nowhere passed over (a CompositePodGroup's child PodGroup, as kube-scheduler
     # places it: ``koordpy.core.skipping``).
     skips: bool = False
+
+    def highest(self, top: int) -> int:
+        """The highest rank the sub-group may take (``highest_rank``)."""
+        return highest_rank(self.scope, self.hard, top)
 
     @property
     def ready(self) -> bool:
@@ -79,3 +96,8 @@ class Requirement:
     # The CompositePodGroup (namespace/name) whose child PodGroups the sub-groups are: failures speak
     # of its children and of domains of node labels (``labels``), not of Volcano's tiers; "" else.
     composite: str = ""
+    ties: Ties = "chain"  # how equally tight candidates are ordered (the dialect's rule)
+
+    def highest(self, top: int) -> int:
+        """The highest rank the job may take (``highest_rank``), ``top`` being the tree's root rank."""
+        return highest_rank(self.scope, self.hard, top)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import networkx as nx
@@ -173,6 +174,19 @@ class TopologyTree:
 
     def name(self, d: int) -> str:
         return str(self.graph.nodes[self.order[d]]["name"])
+
+    @cached_property
+    def path_rank(self) -> npt.NDArray[np.int64]:
+        """Per domain, its place in the order of the names on its path from the root, top level first,
+        compared as plain strings (Kueue orders a level's domains by their label values so; a node's
+        own value is its name). Built the first time a requirement breaks ties that way."""
+        names = [self.name(d) for d in range(len(self.order))]
+        paths: list[tuple[str, ...]] = [()] * len(self.order)
+        for d in range(1, len(self.order)):  # preorder: a parent's path is known before its children's
+            paths[d] = (*paths[int(self.parent[d])], names[d])
+        out = np.empty(len(self.order), dtype=np.int64)
+        out[sorted(range(len(self.order)), key=lambda d: (paths[d], d))] = np.arange(len(self.order), dtype=np.int64)
+        return out
 
     def inside_scope(self, scope: int) -> npt.NDArray[np.bool_]:
         """Domains inside some domain of rank at most ``scope``: inner domains of such a rank and

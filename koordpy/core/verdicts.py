@@ -283,10 +283,15 @@ class NodesFiltered:
 
 @dataclass(frozen=True)
 class Inside:
-    """``inner`` (a node count) searched only inside ``domain`` (None: the region searched, unnamed)."""
+    """``inner`` (a node count) searched only inside ``domain`` (None: the region searched, unnamed),
+    the widest the job may take; ``others``: the next domains of its level, tried after it, that
+    failed too; ``untried``: how many more of that level had the room but were not tried (the search
+    is bounded)."""
 
     inner: Reason
     domain: str | None = None
+    others: tuple[str, ...] = ()
+    untried: int = 0
 
 
 @dataclass(frozen=True)

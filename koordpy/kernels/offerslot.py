@@ -114,13 +114,15 @@ def _ancestors_first_smaller(sums: I64, parent: I64, a: int, b: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
+def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, order: I64, chain: bool) -> int:
     """The binpack choice among domains that can take the whole job.
 
     Deepest domains first (the tightest network scope); among them the smallest offerslot
-    (least waste); then, layer by layer up the ancestor chain, the smaller ancestor offerslot
-    (keep the biggest domains whole at every layer, as Koordinator's node ordering does); then
-    the name. Returns -1 when no allowed domain offers ``desired``.
+    (least waste); then, with ``chain``, layer by layer up the ancestor chain, the smaller ancestor
+    offerslot (keep the biggest domains whole at every layer, as Koordinator's node ordering does);
+    then ``order`` (the natural name order, or the order of the domains' paths of names when the
+    caller breaks ties by level values, top level first, as Kueue does). Returns -1 when no allowed
+    domain offers ``desired``.
     """
     best = -1
     for d in range(sums.shape[0]):
@@ -137,12 +139,13 @@ def choose_candidate(sums: I64, depth: I64, allowed: B, desired: int, parent: I6
             if sums[d] < sums[best]:
                 best = d
             continue
-        up = _ancestors_first_smaller(sums, parent, d, best)
-        if up != 0:
-            if up < 0:
-                best = d
-            continue
-        if name_rank[d] < name_rank[best]:
+        if chain:
+            up = _ancestors_first_smaller(sums, parent, d, best)
+            if up != 0:
+                if up < 0:
+                    best = d
+                continue
+        if order[d] < order[best]:
             best = d
     return best
 
@@ -157,13 +160,14 @@ def ancestor_sums_py(sums: I64, parent: I64, d: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, name_rank: I64) -> int:
+def choose_candidate_py(sums: I64, depth: I64, allowed: B, desired: int, parent: I64, order: I64,
+                        chain: bool) -> int:
     fits = [d for d in range(len(sums)) if allowed[d] and sums[d] >= desired]
     if not fits:
         return -1
 
     def key(d: int) -> tuple[int, int, tuple[int, ...], int]:
         # Once two chains meet they agree to the root; a chain that ends first compares smaller.
-        return (-int(depth[d]), int(sums[d]), ancestor_sums_py(sums, parent, d), int(name_rank[d]))
+        return (-int(depth[d]), int(sums[d]), ancestor_sums_py(sums, parent, d) if chain else (), int(order[d]))
 
     return min(fits, key=key)

@@ -40,28 +40,45 @@ def reclaimable_free_py(free: I64, v_node: I64, v_req: I64) -> I64:
 
 
 @njit(cache=True, nogil=True)
+def _held_slots(room: I64, vec: I64, feasible: B, node_cap: I64, blocked: I64, n: int) -> int:
+    """Node n's offerslots for the job: none while a victim that blocks it is back, else at most its cap."""
+    if blocked[n] > 0:
+        return 0
+    slots: int = min(node_slots(room, vec, feasible, n), node_cap[n])
+    return slots
+
+
+@njit(cache=True, nogil=True)
 def reprieve(free: I64, vec: I64, feasible: B, desired: int, cand_of_node: I64, cand_total: I64,
-             v_node: I64, v_req: I64) -> B:
+             v_node: I64, v_req: I64, v_blocks: B, node_cap: I64) -> B:
     """Puts victims back one by one, in the order given, keeping each whose return still leaves its
     candidate ``desired`` offerslots; returns which stay victims. ``free`` is the room with every
-    victim gone and ``cand_total`` each candidate's offerslots then (both are left unchanged)."""
+    victim gone and ``cand_total`` each candidate's offerslots then (both are left unchanged). A
+    victim that ``v_blocks`` leaves its node no offerslot while it is back (the rules between pods:
+    a host port the job needs, anti-affinity on the hostname); ``node_cap`` caps a node's offerslots
+    (members that may not share a node), and ``cand_total`` is counted with it."""
     room = free.copy()
     total = cand_total.copy()
+    blocked = np.zeros(free.shape[0], dtype=np.int64)
     evicted = np.zeros(v_node.shape[0], dtype=np.bool_)
     for v in range(v_node.shape[0]):
         n = v_node[v]
         c = cand_of_node[n]
         if c < 0 or total[c] < desired:
             continue  # outside every candidate that can take the job: it never needs to go
-        before = node_slots(room, vec, feasible, n)
+        before = _held_slots(room, vec, feasible, node_cap, blocked, n)
         for j in range(room.shape[1]):
             room[n, j] -= v_req[v, j]
-        after = node_slots(room, vec, feasible, n)
+        if v_blocks[v]:
+            blocked[n] += 1
+        after = _held_slots(room, vec, feasible, node_cap, blocked, n)
         if total[c] - before + after >= desired:
             total[c] += after - before
         else:
             for j in range(room.shape[1]):
                 room[n, j] += v_req[v, j]
+            if v_blocks[v]:
+                blocked[n] -= 1
             evicted[v] = True
     return evicted
 
@@ -74,21 +91,27 @@ def _slots_py(row: list[int], vec: list[int], ok: bool) -> int:
 
 
 def reprieve_py(free: I64, vec: I64, feasible: B, desired: int, cand_of_node: I64, cand_total: I64,
-                v_node: I64, v_req: I64) -> B:
+                v_node: I64, v_req: I64, v_blocks: B, node_cap: I64) -> B:
     room = free.tolist()
     total = cand_total.tolist()
-    q, ok, cand = vec.tolist(), feasible.tolist(), cand_of_node.tolist()
+    q, ok, cand, cap = vec.tolist(), feasible.tolist(), cand_of_node.tolist(), node_cap.tolist()
+    blockers: dict[int, int] = {}
+
+    def slots(n: int, row: list[int], extra: int) -> int:
+        return 0 if blockers.get(n, 0) + extra > 0 else min(_slots_py(row, q, ok[n]), cap[n])
+
     out = []
-    for n, req in zip(v_node.tolist(), v_req.tolist(), strict=True):
+    for n, req, blocks in zip(v_node.tolist(), v_req.tolist(), v_blocks.tolist(), strict=True):
         c = cand[n]
         if c < 0 or total[c] < desired:
             out.append(False)
             continue
         back = [a - b for a, b in zip(room[n], req, strict=True)]
-        before, after = _slots_py(room[n], q, ok[n]), _slots_py(back, q, ok[n])
+        before, after = slots(n, room[n], 0), slots(n, back, int(blocks))
         if total[c] - before + after >= desired:
             total[c] += after - before
             room[n] = back
+            blockers[n] = blockers.get(n, 0) + int(blocks)
             out.append(False)
         else:
             out.append(True)
@@ -96,12 +119,14 @@ def reprieve_py(free: I64, vec: I64, feasible: B, desired: int, cand_of_node: I6
 
 
 @njit(cache=True, nogil=True)
-def candidate_costs(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B,
+def candidate_costs(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B, v_weight: I64,
                     gang_bound: I64, gang_min: I64, n_cand: int) -> tuple[I64, I64, I64]:
     """Per candidate: the highest priority among its victims, how many jobs they disrupt (a GangGroup
     once, a pod of no gang once) and how many pods (evicting a gang below its minimum disrupts all of
     its bound members). Victims must come sorted by candidate, job, gang; ``counts`` is False for a
-    victim that costs nothing (a pending pod's nomination). ``v_gang`` is -1 for a pod of no gang."""
+    victim that costs nothing (a pending pod's nomination). ``v_gang`` is -1 for a pod of no gang.
+    ``v_weight`` is how many pods a victim disrupts itself: 1, or for a unit (evicted whole) all its
+    bound members on the first of its victims in a candidate and 0 on the others."""
     top = np.full(n_cand, NO_VICTIM, dtype=np.int64)
     jobs = np.zeros(n_cand, dtype=np.int64)
     pods = np.zeros(n_cand, dtype=np.int64)
@@ -109,43 +134,41 @@ def candidate_costs(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I6
     for v in range(v_cand.shape[0]):
         if not evicted[v] or not counts[v]:
             continue
-        c, job, g = v_cand[v], v_job[v], v_gang[v]
+        c, job, g, w = v_cand[v], v_job[v], v_gang[v], v_weight[v]
         if v_prio[v] > top[c]:
             top[c] = v_prio[v]
         if c != last_c or job != last_job:
             jobs[c] += 1
         if g < 0:
-            pods[c] += 1
-        elif c == last_c and g == last_gang:
-            run += 1
+            pods[c] += w
         else:
-            run = 1
-        if g >= 0:
             # The gang's price so far replaces what its earlier victims in this run were priced at.
-            prev = run - 1
-            was = 0 if prev == 0 else (gang_bound[g] if gang_bound[g] - prev < gang_min[g] else prev)
+            same = c == last_c and g == last_gang
+            prev = run if same else 0
+            run = prev + w
+            was = 0 if not same else (gang_bound[g] if gang_bound[g] - prev < gang_min[g] else prev)
             now = gang_bound[g] if gang_bound[g] - run < gang_min[g] else run
             pods[c] += now - was
         last_c, last_job, last_gang = c, job, g
     return top, jobs, pods
 
 
-def candidate_costs_py(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B,
+def candidate_costs_py(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang: I64, counts: B, v_weight: I64,
                        gang_bound: I64, gang_min: I64, n_cand: int) -> tuple[I64, I64, I64]:
     top = [NO_VICTIM] * n_cand
     jobs: list[set[int]] = [set() for _ in range(n_cand)]
     per_gang: dict[tuple[int, int], int] = {}
     lone = [0] * n_cand
-    for e, c, p, job, g, k in zip(evicted.tolist(), v_cand.tolist(), v_prio.tolist(), v_job.tolist(),
-                                  v_gang.tolist(), counts.tolist(), strict=True):
+    for e, c, p, job, g, k, w in zip(evicted.tolist(), v_cand.tolist(), v_prio.tolist(), v_job.tolist(),
+                                     v_gang.tolist(), counts.tolist(), v_weight.tolist(), strict=True):
         if not e or not k:
             continue
         top[c] = max(top[c], p)
         jobs[c].add(job)
         if g < 0:
-            lone[c] += 1
+            lone[c] += w
         else:
-            per_gang[c, g] = per_gang.get((c, g), 0) + 1
+            per_gang[c, g] = per_gang.get((c, g), 0) + w
     pods = list(lone)
     for (c, g), k in per_gang.items():
         bound, least = int(gang_bound[g]), int(gang_min[g])

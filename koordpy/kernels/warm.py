@@ -28,7 +28,7 @@ def warm_up() -> None:
     sums = subtree_sums(slots, node_domain, parent, multiple)
     sets = achievable(slots, node_domain, end, multiple, 2)
     allowed = contains(*sets, 2) & np.ones(3, dtype=np.bool_)
-    chosen = int(choose_candidate(sums, depth, allowed, 2, parent, rank))
+    chosen = int(choose_candidate(sums, depth, allowed, 2, parent, rank, True))
     allocate(sums, end, rank, *sets, chosen, 2)
     # Volcano's tier search over the same tree.
     domain_node = np.array([-1, 0, 1], dtype=np.int64)
@@ -42,8 +42,9 @@ def warm_up() -> None:
     reclaim = reclaimable_free(np.ones((2, 2), dtype=np.int64), v_node, v_req)
     of_node = np.zeros(2, dtype=np.int64)
     evicted = reprieve(reclaim, np.ones(2, dtype=np.int64), np.ones(2, dtype=np.bool_), 2, of_node,
-                       np.array([3], dtype=np.int64), v_node, v_req)
+                       np.array([3], dtype=np.int64), v_node, v_req, np.zeros(1, dtype=np.bool_),
+                       np.full(2, 1 << 40, dtype=np.int64))
     one = np.zeros(1, dtype=np.int64)
     ones = np.ones(1, dtype=np.int64)
-    top, jobs, pods = candidate_costs(evicted, one, one, one, one, np.ones(1, dtype=np.bool_), ones, ones, 1)
+    top, jobs, pods = candidate_costs(evicted, one, one, one, one, np.ones(1, dtype=np.bool_), ones, ones, ones, 1)
     order_candidates(top, jobs, pods, one, one, 8)

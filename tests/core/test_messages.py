@@ -185,6 +185,14 @@ TABLE: list[tuple[Reason, str]] = [
     (Inside(INSUFFICIENT, "block-a"),
      "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable inside block-a, the widest domain "
      "the job's topology requirement allows."),
+    # Issue 29, item 8: the next domains of that level were tried too, and the search is bounded.
+    (Inside(INSUFFICIENT, "block-a", ("block-b",)),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable inside block-a, the widest domain "
+     "the job's topology requirement allows (block-b, the next of that level, failed too)."),
+    (Inside(INSUFFICIENT, "block-a", ("block-b", "block-c"), 3),
+     "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable inside block-a, the widest domain "
+     "the job's topology requirement allows (block-b, block-c, the next of that level, failed too; 3 more of that "
+     "level with room were not tried)."),
     (OnePerNode(INSUFFICIENT, True),
      "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable; at most one member per node, as "
      "they share host ports."),

@@ -395,3 +395,82 @@ def test_a_member_beyond_a_satisfied_gangs_minimum_preempts_like_any_pod() -> No
               pod("low", cpu="3", node_name="n1", priority_class="low"))
     assert out.preempted == ["default/low"]
     assert out.bound == {"default/g-1": "n1"}
+
+
+# -- the cheapest victims with the rules between pods (issue 29, item 9) ------------------------------
+
+
+def _ported(p: dict[str, Any], *ports: int) -> dict[str, Any]:
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": n, "hostPort": n} for n in ports]
+    return p
+
+
+def _repels(p: dict[str, Any], app: str, key: str = "kubernetes.io/hostname") -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return p
+
+
+def test_a_pod_needing_two_host_ports_evicts_the_one_pod_holding_one_not_the_two_holding_both() -> None:
+    # The issue's case: n0 runs two low pods holding 8080 and 8081, n1 one holding 8080. Resources
+    # alone price both nodes at no victim and n0 comes first by name; kube-scheduler evicts n1's pod.
+    out = run(node("n0"), node("n1"), HIGH, LOW,
+              _ported(running("a", "n0", cpu="1"), 8080), _ported(running("b", "n0", cpu="1"), 8081),
+              _ported(running("c", "n1", cpu="1"), 8080), _ported(pod("p", cpu="1", priority_class="high"), 8080, 8081))
+    assert out.preempted == ["default/c"]
+    assert out.bound == {"default/p": "n1"}
+
+
+def test_required_anti_affinity_evicts_the_fewest_pods_it_repels() -> None:
+    # p repels app=x on its host: n0 runs two such low pods, n1 one.
+    x = {"app": "x"}
+    out = run(node("n0"), node("n1"), HIGH, LOW, running("x-0", "n0", cpu="1", labels=x),
+              running("x-1", "n0", cpu="1", labels=x), running("x-2", "n1", cpu="1", labels=x),
+              _repels(pod("p", cpu="1", priority_class="high"), "x"))
+    assert out.preempted == ["default/x-2"] and out.bound == {"default/p": "n1"}
+
+
+def test_the_anti_affinity_of_running_pods_is_priced_too() -> None:
+    # The running low pods repel p (app=p) from their host: two of them on n0, one on n1.
+    pods = [_repels(running(f"r-{i}", where, cpu="1"), "p") for i, where in enumerate(("n0", "n0", "n1"))]
+    out = run(node("n0"), node("n1"), HIGH, LOW, *pods, pod("p", cpu="1", priority_class="high", labels={"app": "p"}))
+    assert out.preempted == ["default/r-2"] and out.bound == {"default/p": "n1"}
+
+
+def test_a_block_gang_goes_where_its_host_ports_cost_fewer_victims() -> None:
+    # A MustGather gang of two pods, each on a node of its own (they share host port 9000). Block a
+    # (node-0, node-1) runs two low pods holding the port, block b (node-2, node-3) one: by resources
+    # both blocks are free, a first by name; b costs one victim.
+    layout = {"spine-a": {"blk-a": [0, 1], "blk-b": [2, 3]}}
+    holders = [_ported(running(f"h-{i}", f"node-{i}", cpu="1"), 9000) for i in (0, 1, 2)]
+    must_block = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, *holders,
+              podgroup("train", 2, gather=must_block),
+              [_ported(p, 9000) for p in gang("train", 2, cpu="1")])
+    assert out.preempted == ["default/h-2"]
+    assert sorted(out.bound.values()) == ["node-2", "node-3"]
+
+
+def test_a_rule_over_a_wider_domain_is_priced_by_verifying_more_than_one_candidate() -> None:
+    # The gang repels app=x over its whole block (a key no node holds alone, so the pricing cannot see
+    # it): block a runs two such low pods, block b one. Verifying a finds two victims; b, priced no
+    # dearer, is verified too and costs one.
+    layout = {"spine-a": {"blk-a": [0, 1], "blk-b": [2, 3]}}
+    x = {"app": "x"}
+    xs = [running(f"x-{i}", f"node-{i}", cpu="1", labels=x) for i in (0, 1, 2)]
+    must_block = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    members = [_repels(p, "x", "network.topology.nvidia.com/block") for p in gang("train", 2, cpu="1")]
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, *xs, podgroup("train", 2, gather=must_block),
+              members)
+    assert out.preempted == ["default/x-2"]
+    assert len(out.bound) == 2 and set(out.bound.values()) <= {"node-2", "node-3"}
+
+
+def test_the_pricing_sees_host_ports_so_the_cheapest_of_many_nodes_is_found() -> None:
+    # Nine nodes: the first eight each run two low pods holding the ports p needs, n8 only one. More
+    # candidates than are ever verified: only pricing them with the ports finds n8, as kube-scheduler's
+    # dry run over every node does.
+    holders = [_ported(running(f"h{i}-{port}", f"n{i}", cpu="1"), port) for i in range(8) for port in (8080, 8081)]
+    out = run(*(node(f"n{i}") for i in range(9)), HIGH, LOW, *holders, _ported(running("last", "n8", cpu="1"), 8080),
+              _ported(pod("p", cpu="1", priority_class="high"), 8080, 8081))
+    assert out.preempted == ["default/last"] and out.bound == {"default/p": "n8"}

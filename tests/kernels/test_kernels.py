@@ -62,8 +62,13 @@ def test_tree_kernels_parity(tree: TopologyTree, data: st.DataObject) -> None:
     assert bool(np.all(sums[fits] >= desired))
 
     allowed = np.array(data.draw(st.lists(st.booleans(), min_size=d, max_size=d)), dtype=np.bool_)
-    chosen = choose_candidate(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank)
-    assert chosen == choose_candidate_py(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank)
+    # Both tie-breaks: the ancestor chain, and the order of the domains' paths (Kueue's).
+    values = choose_candidate(sums, tree.depth, allowed & fits, desired, tree.parent, tree.path_rank, False)
+    assert values == choose_candidate_py(sums, tree.depth, allowed & fits, desired, tree.parent, tree.path_rank,
+                                         False)
+    chosen = choose_candidate(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank, True)
+    assert chosen == choose_candidate_py(sums, tree.depth, allowed & fits, desired, tree.parent, tree.name_rank,
+                                         True)
     if chosen >= 0:
         alloc = allocate(sums, tree.end, tree.name_rank, g, t, row, bits, chosen, desired)
         assert alloc.tolist() == allocate_py(sums, tree.end, tree.name_rank, g, t, row, bits, chosen,
@@ -161,11 +166,11 @@ def test_choose_prefers_deepest_then_tightest_then_smaller_parent() -> None:
     sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
     everywhere = np.ones(len(tree.order), dtype=np.bool_)
     # Two pods: blocks b0, b2, b3 each offer exactly 2; b0's spine offers 3 < 4, so b0 wins.
-    pick = choose_candidate(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank)
+    pick = choose_candidate(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank, True)
     assert tree.label(pick) == "B/b0"
     # Three pods: no block fits; s0 offers exactly 3.
-    assert tree.label(choose_candidate(sums, tree.depth, everywhere, 3, tree.parent, tree.name_rank)) == "S/s0"
-    assert choose_candidate(sums, tree.depth, everywhere, 8, tree.parent, tree.name_rank) == -1
+    assert tree.label(choose_candidate(sums, tree.depth, everywhere, 3, tree.parent, tree.name_rank, True)) == "S/s0"
+    assert choose_candidate(sums, tree.depth, everywhere, 8, tree.parent, tree.name_rank, True) == -1
 
 
 def test_choose_breaks_ties_layer_by_layer_up_to_the_root() -> None:
@@ -181,8 +186,8 @@ def test_choose_breaks_ties_layer_by_layer_up_to_the_root() -> None:
 
     def pick(slots: list[int]) -> str:
         sums = subtree_sums(np.array(slots, dtype=np.int64), tree.node_domain, tree.parent, ones)
-        chosen = choose_candidate(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank)
-        assert chosen == choose_candidate_py(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank)
+        chosen = choose_candidate(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank, True)
+        assert chosen == choose_candidate_py(sums, tree.depth, everywhere, 2, tree.parent, tree.name_rank, True)
         return tree.label(chosen)
 
     assert pick([2, 6, 2, 2, 0, 0]) == "NodeTopologyLayer/n2"  # spine s1 (4) under s0 (8)
@@ -196,6 +201,6 @@ def test_choose_and_its_twin_agree_on_chains_of_unlike_length() -> None:
     tree = TopologyTree.build(["S", "B"], ["za", "zb"], {"za": ["s1", "b1"], "zb": ["s1"]})
     sums = np.full(len(tree.order), 4, dtype=np.int64)
     nodes = tree.domain_node >= 0
-    chosen = choose_candidate(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank)
-    assert chosen == choose_candidate_py(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank)
+    chosen = choose_candidate(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank, True)
+    assert chosen == choose_candidate_py(sums, tree.depth, nodes, 2, tree.parent, tree.name_rank, True)
     assert tree.label(chosen).endswith("/zb")

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.kinds import Role
-from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KaiPodGroup, Topology
+from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KUEUE_GROUP, KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
@@ -27,7 +27,7 @@ from koordpy.api.raw import subdomain_problem
 from koordpy.core.dialects.base import DialectBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
-from koordpy.core.requirement import Requirement
+from koordpy.core.requirement import Requirement, Ties
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import HOSTNAME as HOSTNAME
@@ -88,9 +88,14 @@ def requirement(constraint: Mapping[str, str], topologies: Mapping[str, Topology
         return Requirement(key, "gather", failure=(f"{ANN_PREFERRED} {preferred!r} is above {ANN_REQUIRED} "
                                                    f"{required!r} in Topology {name!r}"))
     labels = (*tuple((height - i, level) for i, level in enumerate(topo.levels[:height])), (0, HOSTNAME))
+    # Equally tight domains: Kueue's BestFit keeps the first in the order of their level values (top
+    # level first); KAI sorts its tree so the more packed ancestor comes first, the chain's order.
+    ties: Ties = "values" if topo.group == KUEUE_GROUP else "chain"
     if pref_rank is None:
-        return Requirement(key, "gather", scope=req_rank if req_rank is not None else height + 1, labels=labels)
-    return Requirement(key, "levels", hard=req_rank is not None, scope=req_rank, preferred=pref_rank, labels=labels)
+        return Requirement(key, "gather", scope=req_rank if req_rank is not None else height + 1, labels=labels,
+                           ties=ties)
+    return Requirement(key, "levels", hard=req_rank is not None, scope=req_rank, preferred=pref_rank, labels=labels,
+                       ties=ties)
 
 
 # -- asks and gangs ------------------------------------------------------------------------------

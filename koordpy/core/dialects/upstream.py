@@ -541,11 +541,15 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
     gang.skips = True  # each child's members as a PodGroup's (``SubGroup.skips``)
     gang.asks = (CompositeAsk(composite.key),)
     # The root speaks for the whole tree in preemption: its priority (every pod must have it), its
-    # policy, and disruptionMode all (the children go together). A child's own disruptionMode all
-    # under a single-mode composite (a unit inside the gang) is not applied yet.
+    # policy, and disruptionMode all (the children go together). Under a root in single mode, a
+    # child in disruptionMode all is a unit of its own: kube-scheduler evicts with a pod the highest
+    # group above it in mode all.
     gang.priority = priority_of(composite.priority_class_name, composite.priority, snapshot)
     gang.preemption_policy = composite.preemption_policy or _class_policy(composite.priority_class_name, snapshot)
     gang.whole = composite.disruption_mode == "all"
+    if not gang.whole:
+        whole = {g.key for g in children(composite.key, snapshot) if g.disruption_mode == "all"}
+        gang.units = {p.key: k for p in pods if (k := group_key(p)) in whole}
     return gang
 
 

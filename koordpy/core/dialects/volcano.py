@@ -342,7 +342,10 @@ class VolcanoAsk:
                         f"subGroupPolicy {policy}: minSubGroups is {need} but the job has {have} sub-groups")),
                         anchored)
         req = requirement(self.topology, hn, subgroups, minimums)
-        return Asked(replace(req, dropped=dropped_limits(self.topology, self.policies, hn)), anchored)
+        # New members join the running ones' HyperNode when it has room, whatever the mode (Volcano
+        # scores a candidate by the tier of its lowest common ancestor with the job's allocated
+        # HyperNode); hard mode also keeps them inside its limit around them (the cycle's anchor).
+        return Asked(replace(req, dropped=dropped_limits(self.topology, self.policies, hn)), anchored, peers=True)
 
     def tree_key(self, snapshot: Snapshot) -> TreeKey:
         return TREE
