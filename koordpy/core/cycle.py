@@ -256,7 +256,7 @@ class Cycle:
         if pods and not self._on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
         strict = not job.is_gang or gangrule.strict(job)
-        if (failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure))):
+        if failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure)):
             # kube-scheduler's group cycle: the members that fit, one by one, each given the ones
             # before it; the first that fits nowhere speaks for the job if it cannot bind.
             stmt.rollback(lifted)
