@@ -12,7 +12,9 @@ CompositePodGroup (``scheduling.k8s.io/v1alpha3``) it names with the ``workloadR
 requires beside it. A CompositePodGroup is read here too: its policy (``basic``, or ``gang`` with
 ``minGroupCount``), its topology key, its priority and its ``workloadRef``. Anything either asks for
 that koordpy does not apply yet is listed in ``asks`` by field name, so its pods are refused rather
-than placed as if the field were not there.
+than placed as if the field were not there. What the API server refuses is refused here, naming the
+field: a ``schedulingPolicy`` setting neither or both of ``basic`` and ``gang``, a field the policy does
+not define (strict field validation, kubectl's default), a topology key that is no label key.
 
 Belongs here: reading the object. Does not belong here: what koordpy does with it
 (``koordpy.core.dialects.upstream``).
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.model import NamespacedKey
 from koordpy.api.raw import Reader, int_text, read_object
+from koordpy.api.selectors import qualified_name_problem
 
 # The condition kube-scheduler v1.37 writes on a PodGroup: True once its minimum was first placed
 # (and never False again), False with why while it is not.
@@ -144,14 +147,10 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> WorkloadPodGroup:
         r, meta, (spec, status) = read_object(raw, "PodGroup", "spec", "status")
-        policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
-        gang = policy.get("gang")
-        if gang is not None and policy.get("basic") is not None:
-            raise r.fail("spec.schedulingPolicy", "must set exactly one of basic and gang")
+        gang = _policy(r, spec, "minCount")
         min_count = None
         if gang is not None:
-            min_count = r.integer(r.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"),
-                                  "spec.schedulingPolicy.gang.minCount")
+            min_count = r.integer(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount")
             if min_count is None or min_count < 1:
                 raise r.fail("spec.schedulingPolicy.gang.minCount", f"must be at least 1, got {min_count}")
         keys = _topology_keys(r, spec)
@@ -177,6 +176,37 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    workload_ref=ref,
                    conditions=_conditions(r, status),
                    generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))
+
+
+def _known(r: Reader, mapping: dict[str, Any], field: str, fields: tuple[str, ...]) -> None:
+    """Refuses a key ``mapping`` does not define, as the API server's strict field validation (kubectl's
+    default) refuses it: a misspelt policy must not be read as no policy."""
+    for key in mapping:
+        if key not in fields:
+            near = next((f for f in fields if f.lower() == str(key).lower()), None)
+            hint = f" (did you mean {near!r}?)" if near else ""
+            known = ", ".join(fields) if fields else "none"
+            raise r.fail(f"{field}.{key}", f"unknown field{hint}; the fields are: {known}")
+
+
+def _policy(r: Reader, spec: dict[str, Any], count: str) -> dict[str, Any] | None:
+    """``spec.schedulingPolicy``, a union the API server requires exactly one member of: ``basic: {}``
+    (None) or ``gang: {<count>: N}`` (its mapping). ``{}``, ``gang: null`` and a misspelt member are
+    refused, as the API server refuses them, rather than taken for ``basic``: a gang read as a basic
+    group would bind in part."""
+    field = "spec.schedulingPolicy"
+    policy = r.mapping(spec.get("schedulingPolicy"), field)
+    _known(r, policy, field, ("basic", "gang"))
+    gang, basic = policy.get("gang"), policy.get("basic")
+    if (gang is None) == (basic is None):
+        got = "both" if gang is not None else "neither (a member set to null is not set)"
+        raise r.fail(field, f"must set exactly one of basic and gang, got {got}")
+    if basic is not None:
+        _known(r, r.mapping(basic, f"{field}.basic"), f"{field}.basic", ())
+        return None
+    found = r.mapping(gang, f"{field}.gang")
+    _known(r, found, f"{field}.gang", (count,))
+    return found
 
 
 def _disruption(r: Reader, spec: dict[str, Any]) -> tuple[Literal["single", "all"], str | None]:
@@ -207,6 +237,10 @@ def _topology_keys(r: Reader, spec: dict[str, Any]) -> tuple[str, ...]:
                  for i, t in enumerate(r.seq(constraints.get("topology"), field)))
     if len(keys) > 1:  # the API allows one; which would win is not koordpy's to guess
         raise r.fail(field, f"at most one topology constraint is allowed, got {len(keys)}")
+    for i, key in enumerate(keys):
+        problem = qualified_name_problem(key)
+        if problem:  # the API server requires a label key (k8s-label-key)
+            raise r.fail(f"{field}[{i}].key", f"must be a node label key: {problem}")
     return keys
 
 
@@ -237,14 +271,10 @@ class CompositePodGroup(BaseModel, NamespacedKey):
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> CompositePodGroup:
         r, meta, (spec,) = read_object(raw, "CompositePodGroup", "spec")
-        policy = r.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
-        gang = policy.get("gang")
-        if (gang is None) == (policy.get("basic") is None):
-            raise r.fail("spec.schedulingPolicy", "must set exactly one of basic and gang")
+        gang = _policy(r, spec, "minGroupCount")
         count = 1
         if gang is not None:
-            found = r.integer(r.mapping(gang, "spec.schedulingPolicy.gang").get("minGroupCount"),
-                              "spec.schedulingPolicy.gang.minGroupCount")
+            found = r.integer(gang.get("minGroupCount"), "spec.schedulingPolicy.gang.minGroupCount")
             if found is None or found < 1:
                 raise r.fail("spec.schedulingPolicy.gang.minGroupCount", f"must be at least 1, got {found}")
             count = found

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
@@ -42,6 +43,7 @@ from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
+from koordpy.core.skipping import skipping
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
@@ -248,10 +250,17 @@ class Cycle:
                 stmt.evict(key)
         lifted = stmt.savepoint()
         failure = None
+        skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
         if pods and not self._on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
         strict = not job.is_gang or gangrule.strict(job)
-        if failure and job.is_gang and (strict or req) and not (req and req.subgroups):
+        if failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure)):
+            # kube-scheduler's group cycle: the members that fit, one by one, each given the ones
+            # before it; the first that fits nowhere speaks for the job if it cannot bind.
+            stmt.rollback(lifted)
+            skipped = self._skipping(job, pods, req, stmt, lifted)
+            failure = next(iter(skipped.values()), failure)
+        elif failure and job.is_gang and (strict or req) and not (req and req.subgroups):
             # The attempt was all-or-nothing for every pending member, but the gang may need
             # fewer: the longest rank-order prefix that still meets the minimums goes instead.
             # (Sub-groups are placed whole or not at all already, so what is placed stands.)
@@ -275,20 +284,24 @@ class Cycle:
                 # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
                 # does for them, inside the domain the running members keep (``req.anchor``).
                 # (When some were placed now, the rest try again next cycle, anchored to them.)
-                plan = self.post_filter(job, pods, req, failure, Statement(self.cluster))
+                wanting, why = self._preemptible(job, pods, failure, skipped)
+                plan = self.post_filter(job, wanting, req, why, Statement(self.cluster))
                 if self._follow(job, failure, plan):
                     return self._job(job, preempt=False)
                 if plan is not None and plan.outcome == "nominated":
-                    self._reject(job, failure, plan)
+                    self._reject(job, failure, plan, skipped)
                 else:
-                    self._leftovers(job, failure, plan.message if plan is not None else "")
+                    self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
                 return None
             if failure:  # members beyond the minimum that did not fit keep trying on their own
-                self._leftovers(job, failure)
+                self._leftovers(job, failure, skipped=skipped)
             return None
         partial = [(op.pod, op.node, op.request) for op in stmt.ops() if op.kind == "assume"]
         stmt.rollback(lifted)
-        plan = self.post_filter(job, pods, req, failure, stmt) if failure is not None and preempt else None
+        plan = None
+        if failure is not None and preempt:
+            wanting, why = self._preemptible(job, pods, failure, skipped)
+            plan = self.post_filter(job, wanting, req, why, stmt)
         stmt.discard()
         if self._follow(job, failure, plan):
             return self._job(job, preempt=False)
@@ -302,7 +315,7 @@ class Cycle:
                 self.state.reserve(key, self.cluster.nodes[n].name)
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.start_wait(job.group, self.now)
-        self._reject(job, failure, plan)
+        self._reject(job, failure, plan, skipped)
         # A job with room nominated for it is tried every cycle until it binds there: the room it
         # waits for is counted as its own, so the freed-room test that wakes parked jobs cannot see it.
         # While the victims of its preemption still terminate there it cannot bind: it waits for them
@@ -528,10 +541,75 @@ class Cycle:
         if best and self._place(pods[:best], spec, stmt) is not None:
             stmt.rollback(base)  # not monotone after all (podCountMultiple): place nothing
 
-    def _leftovers(self, job: Job, failure: Failure, said: str = "") -> None:
+    def _skipping(self, job: Job, pods: list[Pod], spec: Requirement | None, stmt: Statement,
+                  base: int) -> dict[str, Failure]:
+        """kube-scheduler's pod group cycle (``koordpy.core.skipping``): leaves placed on ``stmt`` the
+        members that fit, each given the ones before it in rank order, when they meet the gangs'
+        minimums, else nothing. Returns why each member passed over did not fit.
+
+        With a scope (a topology key), kube-scheduler runs that cycle in each domain of the key and
+        keeps the one that places the most pods (its PodGroupPodsCount score): so does this, over the
+        domains the roomiest first, until no domain left could place more (of domains that place as
+        many, the first). The members that do not fit in the domain kept are the ones passed over."""
+        reserved, satisfied = self.state.reserved, self.state.satisfied
+        kind = {p.key: i for i, same in enumerate(self.placer.kinds(pods)) for p in same}
+
+        def attempt(some: list[Pod], keep: bool) -> Failure | None:
+            failure = self._place(some, spec, stmt)
+            if failure is not None or not keep:
+                stmt.rollback(base)
+            return failure
+
+        def enough(some: list[Pod]) -> bool:
+            return gangrule.permit(job, {p.key for p in some}, reserved, satisfied)
+
+        if spec is None or spec.scope is None:
+            return skipping(pods, enough, attempt, kind)[1]
+        saved = self.placer.only
+        best: tuple[list[Pod], npt.NDArray[np.bool_], dict[str, Failure]] | None = None
+        said: dict[str, Failure] | None = None  # the roomiest domain's reasons, when no domain does
+        try:
+            for region, room in self.placer.scope_domains(pods, spec):
+                if best is not None and room <= len(best[0]):
+                    break  # the domains left cannot place more than the one found
+                self.placer.only = region if saved is None else region & saved
+                placed, skipped = skipping(pods, enough, attempt, kind)
+                stmt.rollback(base)
+                said = skipped if said is None else said
+                if placed is not None and (best is None or len(placed) > len(best[0])):
+                    best = (placed, self.placer.only, skipped)
+                    if len(placed) == len(pods):
+                        break
+            if best is None:
+                return said or {}
+            placed, self.placer.only, skipped = best
+            attempt(placed, True)
+            return skipped
+        finally:
+            self.placer.only = saved
+
+    def _preemptible(self, job: Job, pods: list[Pod], failure: Failure,
+                     skipped: dict[str, Failure]) -> tuple[list[Pod], Failure]:
+        """The pods preemption makes room for, and the failure it answers: all of them, or, in a gang
+        that passes over members that fit nowhere (``Gang.skips``), the others, when some member's own
+        node filters (its selector, affinity, taints) leave it no node at all and the rest can still
+        meet the gangs' minimums: kube-scheduler's group PostFilter runs the same cycle, which passes
+        over that member again, and evicting for it would free room no one can use."""
+        if not skipped:
+            return pods, failure
+        static = self.filters.static
+        rest = [p for p in pods if bool(static(p).mask.any())]
+        if len(rest) == len(pods) or not rest or not gangrule.permit(job, {p.key for p in rest}, self.state.reserved,
+                                                                        self.state.satisfied):
+            return pods, failure
+        keys = {p.key for p in rest}
+        return rest, next((f for k, f in skipped.items() if k in keys), failure)
+
+    def _leftovers(self, job: Job, failure: Failure, said: str = "",
+                   skipped: dict[str, Failure] | None = None) -> None:
         """After a GangGroup met its minimums, the members that did not fit say so (with what
         preemption did for them, ``said``); they are no longer held to the gang (once satisfied)
-        and keep trying."""
+        and keep trying. A member passed over (``skipped``) says why it fitted nowhere."""
         bound = sum(1 for p in job.pods if p.key in self.bound)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
         others = render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
@@ -540,12 +618,16 @@ class Cycle:
                 continue
             if pod.key == failure.pod.key:
                 self._say(pod, own)
+            elif skipped and pod.key in skipped:
+                why = skipped[pod.key].why
+                self._say(pod, render(WithPreemption(why, said)) if said else render(why))
             else:
                 self._say(pod, others)
 
-    def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None) -> None:
-        """The member that failed carries the reason (and what preemption did); the others quote it
-        in the GangGroup's words."""
+    def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None,
+                skipped: dict[str, Failure] | None = None) -> None:
+        """The member that failed carries the reason (and what preemption did), as does each member
+        passed over (``skipped``); the others quote it in the GangGroup's words."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
         said = plan.message if plan is not None else ""
         if failure:
@@ -558,6 +640,8 @@ class Cycle:
                 continue
             if failure and pod.key == failure.pod.key:
                 self._say(pod, own)
+            elif skipped and pod.key in skipped:
+                self._say(pod, render(WithPreemption(skipped[pod.key].why, said)))
             else:
                 self._say(pod, others)
 

@@ -86,6 +86,13 @@ def strict(job: Job) -> bool:
     return any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
 
 
+def skips(job: Job) -> bool:
+    """Whether a member of the GangGroup that fits nowhere is skipped while the others are still
+    tried (every gang asks for it: kube-scheduler's pod group cycle), rather than the attempt keeping
+    the longest rank-order prefix that fits."""
+    return bool(job.gangs) and all(g.skips for g in job.gangs)
+
+
 def waiting(gang: Gang, reserved: Mapping[str, str]) -> int:
     """The members held while the gang waits for the rest (reserved, not bound)."""
     return sum(1 for p in gang.pods if p.key in reserved)

@@ -34,6 +34,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -223,6 +224,27 @@ def _cut(tried: int, candidates: int) -> str:
             "the others were not tried)") if tried < candidates else ""
 
 
+def _children(r: SubGroupsNoHyperNode) -> str:
+    """A CompositePodGroup whose children do not fit, in Kubernetes' words: domains of node labels and
+    child PodGroups with their minimums, where Volcano speaks of tiers and sub-groups."""
+    names = dict(r.labels)
+    need = sum(n for _, n in r.wanted)
+    more = " more" if r.ready else ""
+    top = names.get(r.highest)
+    where = f"no domain of {top} holds" if top else "the cluster does not hold"
+    kids = ", ".join(
+        f"{sid} ({n} pending pods, minimum {size}"
+        f"{f', topology key {names[scope]}' if scope is not None and scope in names else ''})"
+        for (sid, n, scope), size in zip(r.subgroups, r.sizes, strict=False))
+    cut = (f" (the search stopped at its work bound after {r.tried} of {r.candidates} candidate domains; "
+           "the others were not tried)") if r.tried < r.candidates else ""
+    offers = ", ".join(f"{names[o.rank]}: {o.slots} ({f'best of {o.among}: ' if o.among > 1 else ''}{o.name})"
+                       if o.rank in names else f"the cluster: {o.slots}" for o in r.offers)
+    return (f"0/{r.total} nodes are available: CompositePodGroup {r.composite}: {where} {need}{more} of its child "
+            f"PodGroups at once, each with its minimum of pods inside one domain of its own topology key: "
+            f"{kids}{cut}{f'; the most pods a domain takes: {offers}' if offers else ''}.")
+
+
 def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLeft) -> str:
     match r:
         case NoHyperNode():
@@ -236,6 +258,8 @@ def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLe
             return (f"0/{r.total} nodes are available: network topology: {what} "
                     f"within tier {r.highest} takes all {r.pods} pods, each kind of pod where "
                     f"it fits{cut}{_offers(r.offers)}.")
+        case SubGroupsNoHyperNode() if r.composite:
+            return _children(r)
         case SubGroupsNoHyperNode():
             cut = _cut(r.tried, r.candidates)
             what = f"none of the first {r.tried} candidate HyperNodes" if cut else "no HyperNode"
@@ -245,9 +269,18 @@ def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLe
             return (f"0/{r.total} nodes are available: network topology: {what} "
                     f"within tier {r.highest} holds {wanted or 'the'} sub-groups the job needs, each inside "
                     f"one HyperNode of its own tier limit: {sub}{cut}{_offers(r.offers)}.")
+        case SubGroupLeft() if r.composite:  # a CompositePodGroup's child, in Kubernetes' words
+            where = f"{r.level}={r.within}" if r.within else "the cluster"
+            own = f" inside one domain of its topology key {r.key}" if r.key else ""
+            child = f"child PodGroup {r.subgroup} of CompositePodGroup {r.composite}"
+            if r.placed:
+                return (f"{child}: {r.pending - r.placed} of its {r.pending} pending pods do not fit{own} beside "
+                        f"the {r.placed} placed (minimum {r.size}) within {where}")
+            return f"{child} ({r.pending} pending pods, minimum {r.size}) does not fit{own} within {where}"
         case SubGroupLeft():
+            where = f"HyperNode {r.within}" if r.within else "the cluster"
             return (f"sub-group {r.subgroup} ({r.pending} pending pods, size {r.size}) does not "
-                    f"fit inside one HyperNode of its tier limit within {r.within}, the job's limit around "
+                    f"fit inside one HyperNode of its tier limit within {where}, the job's limit around "
                     "where its other sub-groups went")
         case _:
             assert_never(r)
@@ -355,6 +388,10 @@ def render(reason: Reason) -> str:
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
                     f"{reason.pod_priority} and the group {reason.group_priority}; every pod of a group must have "
                     "the group's priority")
+        case GroupPreemptionPolicy():
+            return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has "
+                    f"preemptionPolicy {reason.pod_policy} and the group {reason.group_policy}; every pod of a group "
+                    "must have the group's preemptionPolicy")
         case Refused():
             return f'GangGroup "{group_name(reason.group)}" waits as a whole: {render(reason.inner)}'
         case JobFailed():

@@ -117,6 +117,11 @@ class Gang:
     priority: int | None = None
     preemption_policy: str | None = None
     whole: bool = False
+    # How an attempt that cannot place every pending member goes on: False, the longest rank-order
+    # prefix that fits (Koordinator's Strict gang); True, every member tried in rank order with the
+    # ones before it placed, one that fits nowhere skipped (kube-scheduler's pod group cycle,
+    # ``koordpy.core.skipping``).
+    skips: bool = False
     # Units inside a gang that is not whole: member key -> the unit it is only ever evicted with
     # (a CompositePodGroup child in disruptionMode all under a composite in single mode). Members
     # not named go alone.

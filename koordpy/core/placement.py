@@ -22,6 +22,7 @@ from koordpy.core.members import topology_indexes
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
+from koordpy.core.skipping import skipping
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.verdicts import (
@@ -490,7 +491,8 @@ class Placer:
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         need = len(rest)
         for policy, n in wanted.items():
-            sizes = sorted(len(ps) for g, ps in zip(subgroups, groups, strict=True) if g.policy == policy and ps)
+            sizes = sorted(g.needs(len(ps)) for g, ps in zip(subgroups, groups, strict=True)
+                           if g.policy == policy and ps)
             need += sum(sizes[:n])
         span = slice(scope, int(tree.end[scope]))
         ok = (tree.domain_node[span] < 0) & (tree.rank[span] >= lo) & (tree.rank[span] <= hi) & (sums[span] >= need)
@@ -529,17 +531,22 @@ class Placer:
                 for g, members in missed:
                     inside = self._subgroup_scope(tree, region, g.anchor)
                     if inside >= 0 and g.bound + len(members) >= g.min_pods:
-                        self._tier_group(members, tree, local_free, alloc, local_used, inside, lo,
-                                         self._subgroup_hi(tree, g, region), stmt)
+                        self._subgroup_group(g, members, tree, local_free, alloc, local_used, inside, lo,
+                                             self._subgroup_hi(tree, g, region), stmt)
             placed = stmt.placed
-            left = next((g for g, members in zip(subgroups, groups, strict=True)
-                         if members and not any(p.key in placed for p in members)), None)
+            # The rest wait, each whole, and say where they looked; so do the members a sub-group that
+            # counts with its minimum left out (the first sub-group placing none speaks first).
+            short = [(g, [p for p in members if p.key not in placed])
+                     for g, members in zip(subgroups, groups, strict=True)]
+            short.sort(key=lambda x: len(x[1]) < len(x[0].pods))
+            left, out = next(((g, out) for g, out in short if out), (None, []))
             if left is None:
                 return None
-            # The rest wait, each whole, and say where they looked.
-            where = "the cluster" if region == 0 else f"HyperNode {tree.name(region)}"
-            return Failure(by_key[left.pods[0]] if left.pods[0] in by_key else pods[0],
-                           SubGroupLeft(left.id, len(left.pods), left.min_pods, where))
+            names = dict(req.labels)
+            return Failure(out[0], SubGroupLeft(
+                left.id, len(left.pods), left.min_pods, tree.name(region) if region else "",
+                len(left.pods) - len(out), req.composite, tree.domain(region).layer if region else "",
+                names.get(left.scope, "") if left.scope is not None else ""))
         # A search the work bound cut short does not claim that no HyperNode holds the job (the
         # message says how far it went).
         listed = self._tier_domains(tree, sums, scope, lo, hi)
@@ -550,7 +557,9 @@ class Placer:
                            code=code, domains=listed, desired=need)
         sub = tuple((g.id, len(g.pods), g.scope) for g in subgroups[:8])
         return Failure(pods[0], SubGroupsNoHyperNode(len(self.cluster.nodes), hi, tried, len(cands),
-                                                     tuple(wanted.items()), sub, offers),
+                                                     tuple(wanted.items()), sub, offers, req.composite, req.labels,
+                                                     tuple(g.min_pods for g in subgroups[:8]),
+                                                     sum(1 for g in subgroups if g.ready)),
                        code=code, domains=listed, desired=need)
 
     WORK_PER_DOMAIN = 64
@@ -597,14 +606,41 @@ class Placer:
                 inside = self._subgroup_scope(tree, cand, g.anchor)
                 if inside >= 0:
                     work += int(tree.end[inside]) - inside
-                    if self._tier_group(members, tree, free, alloc, used, inside, lo,
-                                        self._subgroup_hi(tree, g, cand), stmt):
-                        done[g.policy] = done.get(g.policy, 0) + 1
+                    if self._subgroup_group(g, members, tree, free, alloc, used, inside, lo,
+                                            self._subgroup_hi(tree, g, cand), stmt):
+                        # One whose running members make it whole is counted in ``wanted`` already.
+                        done[g.policy] = done.get(g.policy, 0) + (0 if g.ready else 1)
                         continue
             missed.append((g, members))
             if done.get(g.policy, 0) + untried[g.policy] < wanted.get(g.policy, 0):
                 return False, missed, work
         return all(done.get(policy, 0) >= n for policy, n in wanted.items()), missed, work
+
+    def _subgroup_group(self, g: SubGroup, members: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
+                        alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], scope: int, lo: int,
+                        hi: int, stmt: Statement) -> bool:
+        """A sub-group inside one domain of ``scope``'s subtree (``_tier_group``): all its members, or,
+        for one that counts with its minimum (``SubGroup.skips``), the members that fit, each given the
+        ones before it, when with its running ones they reach ``min_pods``."""
+        if self._tier_group(members, tree, free, alloc, used, scope, lo, hi, stmt):
+            return True
+        if not g.skips:
+            return False
+        kind = {p.key: i for i, same in enumerate(self.kinds(members)) for p in same}
+
+        def attempt(some: list[Pod], keep: bool) -> bool | None:
+            mark = stmt.savepoint()
+            trial_free, trial_used = free.copy(), used.copy()
+            if not self._tier_group(some, tree, trial_free, alloc, trial_used, scope, lo, hi, stmt):
+                return False
+            if keep:
+                free[:], used[:] = trial_free, trial_used
+            else:
+                stmt.rollback(mark)
+            return None
+
+        placed, _ = skipping(members, lambda some: g.bound + len(some) >= g.min_pods, attempt, kind)
+        return bool(placed)
 
     @staticmethod
     def _subgroup_hi(tree: TopologyTree, g: SubGroup, within: int) -> int:
@@ -848,6 +884,28 @@ class Placer:
     def _shapes(self, pods: list[Pod]) -> dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""
         return self.cluster.shapes(pods)
+
+    def scope_domains(self, pods: list[Pod], req: Requirement) -> list[tuple[npt.NDArray[np.bool_], int]]:
+        """The domains of ``req``'s scope the job may use (inside its anchor), each as its nodes and
+        the most of ``pods`` it could take (each kind of pod up to its offerslots there), the roomiest
+        first: the placements kube-scheduler's group cycle evaluates one by one for a topology key."""
+        tree = self.cluster.trees[req.tree]
+        assert req.scope is not None
+        at = np.flatnonzero(self._within(tree, req, tree.rank == req.scope) & (tree.domain_node < 0))
+        free = self._free()
+        slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
+                                                self._mask(self.filters.static(members[0]).mask & ~tree.outside)))
+                 for members in self.kinds(pods)]
+        out = []
+        for d in at.tolist():
+            nodes = tree.subtree_nodes(d)
+            room = sum(min(n, int(per[nodes].sum())) for n, per in slots)
+            if room:
+                mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+                mask[nodes] = True
+                out.append((mask & ~tree.outside, room, int(tree.name_rank[d])))
+        out.sort(key=lambda x: (-x[1], x[2]))
+        return [(mask, room) for mask, room, _ in out]
 
     # A pod without node constraints or rules between pods, where no present pod repels any: its
     # key in ``_distinct``, as ``constraints_key`` and the rules would make it.

@@ -37,7 +37,8 @@ def highest_rank(scope: int | None, hard: bool, top: int) -> int:
 
 @dataclass(frozen=True)
 class SubGroup:
-    """Pods of one job placed together inside one domain of their own scope (a Volcano partition)."""
+    """Pods of one job placed together inside one domain of their own scope (a Volcano partition, a
+    CompositePodGroup's child)."""
 
     id: str  # <job>/<policy>-<match values>
     pods: tuple[str, ...]  # its pending pods' keys, in rank order
@@ -47,6 +48,11 @@ class SubGroup:
     policy: str = ""
     bound: int = 0  # members already running
     anchor: int | None = None  # the domain its running members keep it in
+    # False: placed whole, every pending member or none (a Volcano sub-group). True: it counts once
+    # ``min_pods`` of its members are bound or placed, and every other member that fits goes with
+    # them, one that fits nowhere passed over (a CompositePodGroup's child PodGroup, as kube-scheduler
+    # places it: ``koordpy.core.skipping``).
+    skips: bool = False
 
     def highest(self, top: int) -> int:
         """The highest rank the sub-group may take (``highest_rank``)."""
@@ -56,6 +62,10 @@ class SubGroup:
     def ready(self) -> bool:
         """Whether it needs nothing more: its running members reach its size."""
         return self.bound >= self.min_pods
+
+    def needs(self, pending: int) -> int:
+        """How many of its ``pending`` members must be placed for it to count."""
+        return max(0, self.min_pods - self.bound) if self.skips else pending
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,9 @@ class Requirement:
     # domain it can (a replacement rejoins its peers rather than taking the tightest fit elsewhere).
     peers: int | None = None
     labels: tuple[tuple[int, str], ...] = field(default=())  # rank -> how messages name that level
+    # The CompositePodGroup (namespace/name) whose child PodGroups the sub-groups are: failures speak
+    # of its children and of domains of node labels (``labels``), not of Volcano's tiers; "" else.
+    composite: str = ""
     ties: Ties = "chain"  # how equally tight candidates are ordered (the dialect's rule)
 
     def highest(self, top: int) -> int:

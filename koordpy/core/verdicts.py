@@ -245,6 +245,18 @@ class GroupPriority:
 
 
 @dataclass(frozen=True)
+class GroupPreemptionPolicy:
+    """A pod whose preemptionPolicy differs from its Workload PodGroup's (the tree root's), as
+    kube-scheduler refuses it with the PodGroupPreemptionPolicy gate on."""
+
+    pod: str
+    group: str  # namespace/name
+    pod_policy: str
+    group_policy: str
+    kind: str = "PodGroup"  # or "CompositePodGroup"
+
+
+@dataclass(frozen=True)
 class Refused:
     """A GangGroup waits as a whole for a member that is refused (``inner``)."""
 
@@ -339,12 +351,19 @@ class NoHyperNode:
 
 @dataclass(frozen=True)
 class SubGroupLeft:
-    """Enough sub-groups went into a HyperNode, but this one fits nowhere within the job's limit."""
+    """Enough sub-groups went into a HyperNode, but this one fits nowhere within the job's limit (or,
+    ``placed`` > 0, a sub-group that counts with its minimum placed only that many of its pods).
+    ``composite``: the CompositePodGroup whose child PodGroup the sub-group is, said in its words:
+    ``level`` names the node label whose domain ``within`` is, ``key`` the child's own topology key."""
 
     subgroup: str
     pending: int
     size: int
-    within: str  # "the cluster" or "HyperNode <name>"
+    within: str  # the domain's name; "" the whole cluster
+    placed: int = 0
+    composite: str = ""
+    level: str = ""
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -363,7 +382,8 @@ class KindsNoHyperNode:
 @dataclass(frozen=True)
 class SubGroupsNoHyperNode:
     """Volcano's sub-groups: no HyperNode within tier ``highest`` holds the sub-groups each policy
-    needs (``wanted``), each inside one HyperNode of its own limit (``subgroups``: id, pods, tier)."""
+    needs (``wanted``), each inside one HyperNode of its own limit (``subgroups``: id, pods, tier); or a
+    CompositePodGroup's children, no domain of its key holds the children it needs."""
 
     total: int
     highest: int
@@ -372,6 +392,13 @@ class SubGroupsNoHyperNode:
     wanted: tuple[tuple[str, int], ...]
     subgroups: tuple[tuple[str, int, int | None], ...]
     offers: tuple[TierOffer, ...] = ()
+    # A CompositePodGroup's children (``composite``, its namespace/name), said in its words: the node
+    # label of each rank (``labels``), each child's minimum (``sizes``, in ``subgroups`` order) and how
+    # many children count already by their bound pods (``ready``).
+    composite: str = ""
+    labels: tuple[tuple[int, str], ...] = ()
+    sizes: tuple[int, ...] = ()
+    ready: int = 0
 
 
 @dataclass(frozen=True)
@@ -485,7 +512,8 @@ class BoundWithoutOwner:
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
     | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
-    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority | Refused
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority
+    | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode

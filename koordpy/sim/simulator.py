@@ -221,6 +221,17 @@ class World(Stores):
         the group. A ``priority`` given is kept (a group read back from a cluster was admitted)."""
         store = self.stores[UPSTREAM_STORE]
         group = store[key]
+        named = group.priority_class_name
+        if group.preemption_policy is not None and (not named or named in self.priority_classes):
+            # With PodGroupPreemptionPolicy the admission computes the group's policy from its class
+            # (PreemptLowerPriority without one) and refuses a group that says otherwise.
+            pc = self._admission_class(named, f"PodGroup {key}")
+            computed = pc.preemption_policy if pc is not None else "PreemptLowerPriority"
+            if group.preemption_policy != computed:
+                why = f"PriorityClass {pc.name!r}" if pc is not None else "no PriorityClass"
+                raise ParseError(f"PodGroup {key}", "spec.preemptionPolicy",
+                                 f"{group.preemption_policy} differs from the {computed} the Priority admission "
+                                 f"computes from {why}, and is refused")
         if group.priority is not None:
             return
         pc = self._admission_class(group.priority_class_name, f"PodGroup {key}")

@@ -44,6 +44,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -152,6 +153,9 @@ TABLE: list[tuple[Reason, str]] = [
     (GroupPriority("default/p", "default/workers", 100, 0),
      "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
      "every pod of a group must have the group's priority"),
+    (GroupPreemptionPolicy("default/p", "default/train", "Never", "PreemptLowerPriority", "CompositePodGroup"),
+     "CompositePodGroup default/train (scheduling.k8s.io) is refused: pod default/p has preemptionPolicy Never and "
+     "the group PreemptLowerPriority; every pod of a group must have the group's preemptionPolicy"),
     (GroupSchedulers("default/p", "default/train", ("default-scheduler", "koordpy"), "CompositePodGroup"),
      "CompositePodGroup default/train (scheduling.k8s.io) is refused: its pods name different schedulerNames "
      "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),
@@ -232,9 +236,32 @@ TABLE: list[tuple[Reason, str]] = [
     (SubGroupsNoHyperNode(8, 2, 2, 2, (("a", 0),), ()),
      "0/8 nodes are available: network topology: no HyperNode within tier 2 holds the sub-groups the job needs, "
      "each inside one HyperNode of its own tier limit: ."),
-    (SubGroupLeft("job/a-1", 2, 3, "HyperNode s1"),
+    (SubGroupLeft("job/a-1", 2, 3, "s1"),
      "sub-group job/a-1 (2 pending pods, size 3) does not fit inside one HyperNode of its tier limit within "
      "HyperNode s1, the job's limit around where its other sub-groups went"),
+    (SubGroupLeft("job/a-1", 2, 3, ""),
+     "sub-group job/a-1 (2 pending pods, size 3) does not fit inside one HyperNode of its tier limit within "
+     "the cluster, the job's limit around where its other sub-groups went"),
+    # -- a CompositePodGroup's children (issue 29, item 7): Kubernetes' words ---------------------------
+    (SubGroupsNoHyperNode(4, 2, 2, 2, (("", 2),), (("default/c0", 1, 1), ("default/c1", 2, None)),
+                          (TierOffer(2, 1, 2, "ra"),), "default/train", ((2, "rack"), (1, "host"), (0, "node")),
+                          (1, 2)),
+     "0/4 nodes are available: CompositePodGroup default/train: no domain of rack holds 2 of its child PodGroups "
+     "at once, each with its minimum of pods inside one domain of its own topology key: default/c0 (1 pending "
+     "pods, minimum 1, topology key host), default/c1 (2 pending pods, minimum 2); the most pods a domain takes: "
+     "rack: 1 (best of 2: ra)."),
+    (SubGroupsNoHyperNode(4, 1, 1, 3, (("", 1),), (("default/c0", 2, None),), (TierOffer(1, 3, 1, "the cluster"),),
+                          "default/train", ((0, "node"),), (2,), 1),
+     "0/4 nodes are available: CompositePodGroup default/train: the cluster does not hold 1 more of its child "
+     "PodGroups at once, each with its minimum of pods inside one domain of its own topology key: default/c0 (2 "
+     "pending pods, minimum 2) (the search stopped at its work bound after 1 of 3 candidate domains; the others "
+     "were not tried); the most pods a domain takes: the cluster: 3."),
+    (SubGroupLeft("default/c1", 3, 2, "", 0, "default/train"),
+     "child PodGroup default/c1 of CompositePodGroup default/train (3 pending pods, minimum 2) does not fit within "
+     "the cluster"),
+    (SubGroupLeft("default/c1", 3, 2, "ra", 2, "default/train", "rack", "host"),
+     "child PodGroup default/c1 of CompositePodGroup default/train: 1 of its 3 pending pods do not fit inside one "
+     "domain of its topology key host beside the 2 placed (minimum 2) within rack=ra"),
     (NoDomainAtLevel(8, "cluster", "rack", "block", 5, (("b0", 4), ("the cluster", 0))),
      "0/8 nodes are available: no domain of Topology cluster at or above rack within block can take all 5 pods; "
      "offerslots at block: b0 4, the cluster 0."),

@@ -2,7 +2,7 @@
 Priority admission applies to a PodGroup on its way in as it does to a pod (v1.37: a group without
 ``priority`` gets its PriorityClass's value, or the global default class and its value; a class
 that does not exist refuses it); a ``PodGroupInitiallyScheduled=True`` read from a manifest is
-terminal: the group's later pods are not held to ``minCount`` again."""
+terminal, and the group's later pods are held to ``minCount`` all the same (issue 29)."""
 
 from __future__ import annotations
 
@@ -56,20 +56,27 @@ def test_a_podgroup_naming_a_missing_priority_class_is_refused_like_a_pod() -> N
                               "'missing'")
 
 
-def test_initially_scheduled_true_read_holds_later_pods_to_no_quorum() -> None:
-    # minCount 3 met once (the condition says so); one replacement pod exists now: it binds alone,
-    # as kube-scheduler's group met its minimum and is not held to it again.
-    out = simulate(world(node("n0"), scheduled(group(min_count=3)), member("t-3")))
-    assert out.bound == {"default/t-3": "n0"}
-    # Not initially scheduled: the same pod waits for minCount pods.
-    out = simulate(world(node("n0"), group(min_count=3), member("t-3")))
-    assert out.bound == {}
+def test_initially_scheduled_true_read_does_not_lower_the_quorum_of_replacements() -> None:
+    # Issue 29, item 2: minCount 4 met once (the condition says so, as koordpy writes it after the first
+    # bind), two members running, two replacements pending, room for one: kube-scheduler binds none
+    # ("minCount (4) cannot be satisfied"), since it counts assigned and placed pods every time and
+    # reads no condition. Koordpy used to bind one and leave the gang at 3 of 4 holding a node.
+    running = [member(f"t-{i}", node_name=f"n{i}") for i in range(2)]
+    replacements = [member(f"t-{i}") for i in range(2, 4)]
+    out = simulate(world(*(node(f"n{i}") for i in range(3)), scheduled(group(min_count=4)), *running,
+                         *replacements))
+    assert not set(out.bound) - {"default/t-0", "default/t-1"}
+    assert set(out.pending) == {"default/t-2", "default/t-3"}
+    # Room for both: they bind together.
+    out = simulate(world(*(node(f"n{i}") for i in range(4)), scheduled(group(min_count=4)), *running,
+                         *replacements))
+    assert {out.bound["default/t-2"], out.bound["default/t-3"]} == {"n2", "n3"}
 
 
 def test_initially_scheduled_true_still_holds_later_pods_to_the_groups_domain() -> None:
     nodes = [node("r1-0", labels={RACK: "r1"}), node("r2-0", labels={RACK: "r2"})]
     running = member("t-0", node_name="r1-0", cpu="4")
-    out = simulate(world(*nodes, scheduled(group(min_count=3, topology=RACK)), running,
+    out = simulate(world(*nodes, scheduled(group(min_count=2, topology=RACK)), running,
                          member("t-1", cpu="4"), member("t-2", cpu="8")))
     assert out.bound == {"default/t-1": "r1-0"}  # t-2 does not fit in r1 and does not leave it
     assert set(out.pending) == {"default/t-2"}

@@ -6,24 +6,27 @@ kube-scheduler v1.37 does with such a group, koordpy does:
 - ``gang: {minCount}``: a gang (one ``Gang``, Strict, no waiting-time limit of its own: kube-scheduler
   places a group in one attempt and holds nothing between attempts). It waits until ``minCount`` of
   its pods exist, binds only when its bound members and the ones placed in one attempt reach
-  ``minCount``, and every member that fits binds with them.
-- ``basic: {}``: no quorum; pods bind one by one: a gang of minimum 1, as kube-scheduler's group
-  cycle takes it, so that each lands in the group's domain (with a topology constraint) and the group
-  gets its condition (without one too).
+  ``minCount`` (every attempt: a replacement too, whatever the group's condition says), and every
+  member that fits binds with them. Its members are tried as kube-scheduler's group cycle tries them
+  (``Gang.skips``): in rank order, each given the ones before it, one that fits nowhere passed over.
+- ``basic: {}``: a gang of minimum 1, as kube-scheduler's group cycle takes it: every pod that fits
+  binds, one that fits nowhere does not hold the others; each lands in the group's domain (with a
+  topology constraint) and the group gets its condition (without one too).
 - ``schedulingConstraints.topology[].key``: every member in one domain of that node label (one tree
   per label, one level: the label's values; a node without the label is no candidate). A group with
   members bound is held to their domain.
 - ``status.conditions``: ``PodGroupInitiallyScheduled`` as kube-scheduler writes it (``GroupStatus``):
-  True, ``Scheduled``, once the group's minimum is bound, and never changed again (a group read with it
-  True holds its later pods to no quorum: ``initially_scheduled``); False,
-  ``Unschedulable``, with why its pods wait; False, ``SchedulerError``, for a group refused as
-  kube-scheduler refuses it (schedulerNames, priority, claims).
+  True, ``Scheduled``, once the group's minimum is bound, and never changed again (``initially_scheduled``;
+  it says what happened, and lowers no quorum); False, ``Unschedulable``, with why its pods wait;
+  False, ``SchedulerError``, for a group refused as kube-scheduler refuses it (schedulerNames,
+  priority, preemptionPolicy, claims).
 - CompositePodGroup (``scheduling.k8s.io/v1alpha3``): the PodGroups that name it in
   ``parentCompositePodGroupName`` are its children, and all their pods are one gang keyed by the
-  composite's ``namespace/name`` (``enclosing``). Each child is a sub-group placed whole inside one
-  domain of its own topology key, with its own minimum (its bound members count); the gang binds
-  only when ``minGroupCount`` children (one for ``basic``) are placed or bound at once, inside one
-  domain of the composite's own key, and every other child that fits binds with them. It waits,
+  composite's ``namespace/name`` (``enclosing``). Each child is a sub-group inside one domain of its
+  own topology key that counts once its own minimum (``minCount``; 1 for ``basic``) is placed or bound
+  (``SubGroup.skips``: its other pods that fit go with it, one that fits nowhere is passed over); the
+  gang binds only when ``minGroupCount`` children (one for ``basic``) count at once, inside one
+  domain of the composite's own key, and every other member that fits binds with them. It waits,
   as kube-scheduler does, until that many children have their minimum of pods, and while the
   CompositePodGroup it names does not exist. The tree is the node labels of the composite's key
   above its children's. Like kube-scheduler, koordpy reads neither the Workload nor the template
@@ -75,6 +78,7 @@ from koordpy.core.verdicts import (
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
+    GroupPreemptionPolicy,
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
@@ -144,9 +148,9 @@ def group_key(pod: Pod) -> str | None:
 
 def makes_gang(group: WorkloadPodGroup) -> bool:
     """Every group is a gang: a gang policy with its ``minCount``, a basic group with a minimum of 1
-    (one pod at a time, as kube-scheduler's group cycle takes a basic group: its minimum is 1), so
-    that each group gets its ``PodGroupInitiallyScheduled`` condition, a basic one without a topology
-    constraint too, as kube-scheduler writes it for every group it schedules."""
+    (as kube-scheduler's group cycle takes a basic group: its minimum is 1), so that each group gets
+    its ``PodGroupInitiallyScheduled`` condition, a basic one without a topology constraint too, as
+    kube-scheduler writes it for every group it schedules."""
     return group.policy in ("gang", "basic")
 
 
@@ -205,9 +209,10 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
         return GroupMissing(pod.key, pod.namespace, pod.scheduling_group)
     if group.asks:
         return GroupRefused(pod.key, pod.scheduling_group, group.policy == "gang", group.min_count, tuple(group.asks))
-    # The root of the group's tree: kube-scheduler holds every pod of a tree to the root's scheduler
-    # and priority.
+    # The root of the group's tree: kube-scheduler holds every pod of a tree to the root's scheduler,
+    # priority and preemptionPolicy.
     root, kind, priority = key, "PodGroup", (group.priority_class_name, group.priority)
+    policy = group.preemption_policy or _class_policy(group.priority_class_name, snapshot)
     up = parent_key(group)
     if up is not None:
         composite = composites(snapshot).get(up)
@@ -217,6 +222,7 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
             return GroupRefused(pod.key, pod.scheduling_group, False, None,
                                 tuple(f"CompositePodGroup {up} with {a}" for a in composite.asks))
         root, kind, priority = up, "CompositePodGroup", (composite.priority_class_name, composite.priority)
+        policy = composite.preemption_policy or _class_policy(composite.priority_class_name, snapshot)
     elif key in composites(snapshot):
         return GroupNameShared(pod.key, key)
     names = schedulers(snapshot).get(root, ())
@@ -228,7 +234,14 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     theirs = priority_of(*priority, snapshot)
     if own != theirs:
         return GroupPriority(pod.key, root, own, theirs, kind)
+    # PodGroupPreemptionPolicy (on in v1.37's control plane): the pod's policy must be the root's.
+    mine = pod.preemption_policy or _class_policy(pod.priority_class_name, snapshot) or LOWER
+    if mine != (policy or LOWER):
+        return GroupPreemptionPolicy(pod.key, root, mine, policy or LOWER, kind)
     return None
+
+
+LOWER = "PreemptLowerPriority"  # the preemptionPolicy of a pod or group that has none
 
 
 # -- the topology trees: one label, or a preferred label below it ---------------------------------
@@ -470,10 +483,11 @@ class CompositeAsk:
                 if anchor < 0:
                     continue  # its members already span more than its domain: it can take no more
             subgroups.append(SubGroup(g.key, tuple(p.key for p in members if p.key in pending), child_minimum(g),
-                                      scope, policy="", bound=len(bound), anchor=anchor))
+                                      scope, policy="", bound=len(bound), anchor=anchor, skips=True))
         labels = tuple((level_rank(levels, k), k) for k in levels)
         req = Requirement(key, "tiers", scope=level_rank(levels, own) if own is not None else None,
-                          subgroups=tuple(subgroups), policy_minimums=(("", need),), labels=(*labels, (0, "node")))
+                          subgroups=tuple(subgroups), policy_minimums=(("", need),), labels=(*labels, (0, "node")),
+                          composite=self.key)
         return Asked(req, anchored)
 
     def tree_key(self, snapshot: Snapshot) -> TreeKey:
@@ -491,14 +505,16 @@ class CompositeAsk:
 
 
 def group_gang(group: WorkloadPodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
-    # Once initially scheduled (the condition read, terminal), later pods are not held to minCount.
-    minimum = group.min_count if group.min_count is not None and not initially_scheduled(group) else 1
+    # minCount every time, whatever PodGroupInitiallyScheduled says: kube-scheduler counts the bound
+    # and placed members against it at each attempt (a replacement too), and reads no condition.
+    minimum = child_minimum(group)
     # Strict (all or nothing in one attempt); bound members count, as kube-scheduler counts the
     # assigned ones, and nothing is remembered once the minimum was met ("waiting-and-running"); the
     # waiting time is never used, since a Strict gang holds no reservation to time out.
     config = GangConfig(key=group.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(group.key, config, pods, creation_time(group.creation))
+    gang.skips = True  # a member that fits nowhere is passed over, as kube-scheduler's group cycle does
     ask = topology_ask(group)
     gang.asks = (ask,) if ask is not None else ()
     # The group speaks for its pods in preemption, as kube-scheduler's PodGroup preemption has it:
@@ -522,6 +538,7 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
     config = GangConfig(key=composite.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(composite.key, config, pods, creation_time(composite.creation))
+    gang.skips = True  # each child's members as a PodGroup's (``SubGroup.skips``)
     gang.asks = (CompositeAsk(composite.key),)
     # The root speaks for the whole tree in preemption: its priority (every pod must have it), its
     # policy, and disruptionMode all (the children go together). Under a root in single mode, a
@@ -561,9 +578,9 @@ class GroupStatus:
 
 def initially_scheduled(group: WorkloadPodGroup) -> bool:
     """Whether the group's ``PodGroupInitiallyScheduled`` is True (whoever wrote it: kube-scheduler,
-    koordpy, a manifest given to ``koordpy simulate``). Terminal, as kube-scheduler keeps it: the
-    group met its minimum once, so the pods that come later (replacements, a grown Job) are placed one
-    by one, each inside the group's domain, rather than held to ``minCount`` again."""
+    koordpy, a manifest given to ``koordpy simulate``). Terminal, as kube-scheduler keeps it: never
+    written again. It relaxes nothing: the pods that come later (replacements, a grown Job) are held
+    to ``minCount`` with the bound ones, as kube-scheduler counts them at every attempt."""
     current = group.condition(INITIALLY_SCHEDULED)
     return current is not None and current.status == "True"
 
@@ -580,7 +597,7 @@ def scheduled_condition(group: WorkloadPodGroup, members: list[Pod], bound_now: 
     waiting = sorted((p for p in members if not p.node_name and p.key not in bound_now), key=lambda p: p.key)
     for p in waiting:
         refused = refusal(p, snapshot)
-        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority):
+        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority | GroupPreemptionPolicy):
             # kube-scheduler validates the group before placing it and says so as an error.
             return "False", SCHEDULER_ERROR, render(refused)
     minimum = group.min_count if group.policy == "gang" and group.min_count is not None else 1
@@ -622,8 +639,6 @@ def group_facts(group: WorkloadPodGroup, snapshot: Snapshot) -> tuple[tuple[str,
     """What ``koordpy explain`` says of the group: its policy, topology key, preferred label, priority
     and ``PodGroupInitiallyScheduled`` condition, each as kube-scheduler (or koordpy) reads it."""
     policy = f"gang, minCount {group.min_count}" if group.policy == "gang" else "basic (no quorum)"
-    if initially_scheduled(group) and group.policy == "gang":
-        policy += " (initially scheduled: later pods are held to no quorum)"
     value = priority_of(group.priority_class_name, group.priority, snapshot)
     named = f" (PriorityClass {group.priority_class_name})" if group.priority_class_name else ""
     facts = [("policy", policy), ("topology key", ", ".join(group.topology_keys) or "-"),

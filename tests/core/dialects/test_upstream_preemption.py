@@ -85,19 +85,29 @@ def test_the_groups_priority_decides_as_victim_not_its_pods() -> None:
     assert out.preempted == ["default/low-0"]
 
 
-def test_the_groups_preemption_policy_decides_not_its_pods() -> None:
-    # The pods' class would preempt; the group's own policy says Never.
+def test_a_group_of_preemption_policy_never_does_not_preempt() -> None:
+    # The group's policy is Never (its class's, as the Priority admission fills it), as are its pods'.
     objs = [*the_live_shape("all")]
-    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high", preemptionPolicy="Never")
+    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high-never")
+    objs[8] = member("high-0", "3", "high", priority_class="high-never")
+    objs[9] = member("high-1", "3", "high", priority_class="high-never")
     out = run(*objs)
     assert out.preempted == [] and "default/high-0" in out.pending
     assert "preemptionPolicy=Never" in out.pending["default/high-0"]
-    # And the other way round: pods of a Never class in a group whose own policy preempts.
-    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high-never",
-                    preemptionPolicy="PreemptLowerPriority")
+
+
+def test_a_group_whose_preemption_policy_is_not_its_pods_is_refused() -> None:
+    # Issue 29, item 5: kube-scheduler v1.37 with PodGroupPreemptionPolicy (on in the control plane)
+    # refuses a group whose pods' preemptionPolicy is not the group's (validatePodGroup,
+    # SchedulerError), either way round; koordpy used to let the group's policy decide.
+    objs = [*the_live_shape("all")]
     objs[8] = member("high-0", "3", "high", priority_class="high-never")
     objs[9] = member("high-1", "3", "high", priority_class="high-never")
-    assert sorted(run(*objs).preempted) == ["default/low-0", "default/low-1", "default/low-2"]
+    out = run(*objs)
+    assert out.preempted == [] and out.bound == {}
+    assert ("PodGroup default/high (scheduling.k8s.io) is refused: pod default/high-0 has preemptionPolicy Never "
+            "and the group PreemptLowerPriority; every pod of a group must have the group's preemptionPolicy"
+            in out.pending["default/high-0"])
 
 
 def test_a_unit_group_with_a_member_that_may_not_be_evicted_is_no_victim() -> None:
@@ -140,7 +150,9 @@ def test_explain_gives_the_groups_policy_and_priority_and_the_whole_unit() -> No
     assert (facts.policy, facts.priority) == ("PreemptLowerPriority", 2000)
     assert sorted(facts.would_evict) == ["default/low-0", "default/low-1", "default/low-2"]
     objs = the_live_shape("all")
-    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high", preemptionPolicy="Never")
+    objs[7] = group("high", min_count=2, topology=RACK, priorityClassName="high-never", preemptionPolicy="Never")
+    objs[8] = member("high-0", "3", "high", priority_class="high-never")
+    objs[9] = member("high-1", "3", "high", priority_class="high-never")
     assert explain(objs).policy == "Never"
 
 

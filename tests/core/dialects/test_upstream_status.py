@@ -95,6 +95,15 @@ def test_a_group_with_resource_claims_gets_scheduler_error() -> None:
     assert "spec.resourceClaims (gpu)" in cond.message
 
 
+def test_a_group_whose_pods_preemption_policy_differs_gets_scheduler_error() -> None:
+    # Issue 29, item 5: as kube-scheduler's validatePodGroup with PodGroupPreemptionPolicy on.
+    w = world(node("n0"), priority_class("never", 0, policy="Never"), group(min_count=1),
+              member("t-0", priority_class="never"))
+    cond = written(schedule(w.snapshot(NAMES), SchedulerState(), w.now))
+    assert (cond.status, cond.reason) == ("False", "SchedulerError")
+    assert "pod default/t-0 has preemptionPolicy Never and the group PreemptLowerPriority" in cond.message
+
+
 def test_initially_scheduled_true_is_terminal() -> None:
     # Scheduled once (its pods since gone or recreated): a member that cannot be placed now does not
     # turn the condition back to False, as kube-scheduler never regresses it.
@@ -102,8 +111,8 @@ def test_initially_scheduled_true_is_terminal() -> None:
                                                "message": "", "lastTransitionTime": "2025-12-01T00:00:00Z"})
     w = world(node("n0"), done, member("t-0"), member("t-1"))
     result = schedule(w.snapshot(NAMES), SchedulerState(), w.now)
-    # Initially scheduled: no quorum again, so one binds; the other cannot be placed and waits.
-    assert len(result.binds) == 1 and len(result.waiting) == 1
+    # Held to minCount again (issue 29), room for one of two: both wait, and the condition stays True.
+    assert result.binds == [] and len(result.waiting) == 2
     assert "default/train" not in updates(result)
 
 
