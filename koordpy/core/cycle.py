@@ -568,10 +568,13 @@ class Cycle:
         saved = self.placer.only
         best: tuple[list[Pod], npt.NDArray[np.bool_], dict[str, Failure]] | None = None
         said: dict[str, Failure] | None = None  # the roomiest domain's reasons, when no domain does
+        # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
+        # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
+        need = gangrule.deficit(job, reserved, satisfied)
         try:
-            for region, room in self.placer.scope_domains(pods, spec):
-                if best is not None and room <= len(best[0]):
-                    break  # the domains left cannot place more than the one found
+            for at, (region, room) in enumerate(self.placer.scope_domains(pods, spec)):
+                if room < need or (best is not None and room <= len(best[0])) or at >= self.placer.MAX_EXACT_TRIES:
+                    break  # the domains left cannot place more than the one found (or the bound is reached)
                 self.placer.only = region if saved is None else region & saved
                 placed, skipped = skipping(pods, enough, attempt, kind)
                 stmt.rollback(base)
