@@ -7,6 +7,11 @@ as it would run; a pod's generic ephemeral volume gets its claim from its templa
 is not given (the ephemeral volume controller); and a PersistentVolume whose claimRef koordpy sets
 before a binding is bound to that claim at once (the PV controller). No provisioner runs: a claim
 koordpy annotates with ``volume.kubernetes.io/selected-node`` stays unbound, and its pod pending.
+
+The API server's admission is played for what it lets in: a pod not admitted yet (without
+``spec.priority``) gets its PriorityClass's priority and its RuntimeClass merged in
+(``koordpy.api.runtimeclass``), and a Kubernetes PodGroup its priority; what the admission refuses
+is an input error.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from koordpy.api.podgroup import (
     check_pod_annotations,
 )
 from koordpy.api.raw import Reader
+from koordpy.api.runtimeclass import API_VERSION as RUNTIME_CLASS_API
+from koordpy.api.runtimeclass import KIND as RUNTIME_CLASS
+from koordpy.api.runtimeclass import RuntimeClass
+from koordpy.api.runtimeclass import admit as admit_runtime_class
 from koordpy.api.storage import (
     ANN_BIND_COMPLETED,
     ANN_SELECTED_NODE,
@@ -104,6 +113,9 @@ class World(Stores):
         pending_pods: list[tuple[str, dict[str, Any]]] = []
         podgroup_sources: dict[str, str] = {}  # Workload PodGroup key -> its source, for admission errors
         jobs: list[tuple[str, dict[str, Any]]] = []
+        # What the RuntimeClass admission merges into the pods it lets in (``_admitted``: not those
+        # read back from a cluster); the core never reads them.
+        runtime_classes: dict[str, RuntimeClass] = {}
         first_seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first defined
 
         def once(kind: str, key: str, source: str) -> None:
@@ -116,6 +128,14 @@ class World(Stores):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
             if kind_key in PASSIVE_KINDS:
                 world.ignored.append(f"{source}: {object_ref(raw)}")
+                continue
+            if kind_key == (RUNTIME_CLASS_API, RUNTIME_CLASS):
+                try:
+                    found = RuntimeClass.from_raw(raw)
+                except ParseError as exc:
+                    raise InputError(source, exc) from exc
+                once(RUNTIME_CLASS, found.name, source)
+                runtime_classes[found.name] = found
                 continue
             kind = kind_for(*kind_key)
             if kind is None:
@@ -154,6 +174,8 @@ class World(Stores):
         terminating: dict[str, tuple[float, float | None]] = {}
         for source, raw in pending_pods:
             try:
+                if not _admitted(raw):
+                    raw = admit_runtime_class(raw, runtime_classes)
                 pod = Pod.from_raw(raw)
                 for claim in _ephemeral_claims(raw, pod, world.storage.claims):
                     world.storage.claims[claim.key] = claim
@@ -426,6 +448,15 @@ def _hypernode_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {name: {"nodeCount": hn.node_count(name), **({"problems": hn.problems[name]} if name in hn.problems
                                                           else {})}
             for name in cluster.trees.snapshot.hypernodes}
+
+
+def _admitted(raw: dict[str, Any]) -> bool:
+    """Whether the pod was let in by an API server already (read back from a cluster): the Priority
+    admission, on in every cluster, gave it ``spec.priority``. Its spec then holds what the
+    RuntimeClass admission merged in when it was created, and is not merged again (its class may
+    have changed since, or be left out of the dump)."""
+    spec = raw.get("spec")
+    return isinstance(spec, dict) and spec.get("priority") is not None
 
 
 def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
