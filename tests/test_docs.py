@@ -154,3 +154,40 @@ def test_the_field_list_refuses_what_koordpy_refuses_in_its_own_words() -> None:
     assert all(any(f"`{f}`" in r[0] for f in REFUSED_FIELDS) or "invalid" in r[3] for r in refused), refused
     said = " ".join(r[3] for r in rows)
     assert AFFINITY in said and FEATURES in said
+
+
+# -- kubectl commands name every PodGroup kind in full (issue 29, item 15) ------------------------
+
+# Where commands are documented: the pages, the examples, the e2e scripts and their READMEs, the
+# chart's NOTES and the CLI's own help texts.
+COMMAND_DOCS = sorted({*PAGES, *(ROOT / "examples").rglob("*.md"), *(ROOT / "examples").rglob("*.yaml"),
+                       *(ROOT / "e2e").rglob("*.md"), *(ROOT / "e2e").rglob("*.sh"),
+                       *(ROOT / "charts").rglob("NOTES.txt"), *(ROOT / "koordpy" / "cli").glob("*.py")})
+# kubectl VERB [flags] RESOURCES: the comma-separated resource list after the verb and its flags.
+_KUBECTL = re.compile(r"\bkubectl\s+(?:get|describe|delete|edit|patch|label|annotate|wait|explain)\s+"
+                      r"(?:-\S+\s+)*([^\s|`\\]+)", re.I)
+
+
+def bare_podgroups(text: str) -> list[str]:
+    """The kubectl commands in ``text`` that name a PodGroup kind by a bare ``podgroups``: on a v1.37
+    cluster that serves Kubernetes' own ``scheduling.k8s.io`` PodGroup, kubectl resolves it to that
+    one, and every other PodGroup kind (Koordinator's, Volcano's, KAI's) is left out."""
+    found = []
+    for line in text.splitlines():
+        for m in _KUBECTL.finditer(line):
+            if any(r.split("/")[0].lower() in ("podgroup", "podgroups") for r in m.group(1).split(",")):
+                found.append(line.strip())
+    return found
+
+
+def test_the_podgroup_checker_sees_bare_names_and_passes_full_ones() -> None:
+    assert bare_podgroups("kubectl get nodes,pods,podgroups,cnt -A -o yaml | koordpy simulate -f -")
+    assert bare_podgroups("$KUBECTL get -A podgroup train -o yaml")
+    assert bare_podgroups("  kubectl describe podgroups/train")
+    assert not bare_podgroups("kubectl get nodes,podgroups.scheduling.sigs.k8s.io,pg -A -o yaml")
+    assert not bare_podgroups("kubectl get pods -l pod-group.scheduling.sigs.k8s.io=train")
+
+
+@pytest.mark.parametrize("path", COMMAND_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_documented_kubectl_commands_name_podgroups_in_full(path: Path) -> None:
+    assert bare_podgroups(path.read_text()) == []

@@ -68,6 +68,7 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
     notes.extend(loaded.notes)
     notes.extend(f"not acted on: {line}" for line in world.ignored)
     notes.extend(world.created)
+    notes.extend(world.absent_group_kinds())
     if simulate_first:
         result = simulate(world, names)
         if result.truncated:
@@ -247,7 +248,8 @@ examples:
   koordpy explain podgroup default/train --kubeconfig ~/.kube/config -o json
   koordpy explain podgroup default/Job/tune -f examples/kai-rack --simulate
   koordpy explain default/too-big-0 -f examples/spine-block --simulate
-  kubectl get nodes,pods,podgroups,clusternetworktopologies -A -o yaml | koordpy explain default/train-0 -f -
+  kubectl get nodes,pods,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies -A -o yaml \\
+    | koordpy explain default/train-0 -f -
 
 exit status: 0 answered; 1 no such pod or PodGroup; 2 invalid arguments or input (one line on
 stderr naming the file, the object and the field), or a short group name several groups share.

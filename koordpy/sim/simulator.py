@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import KINDS, Kind, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
@@ -56,6 +56,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
+from koordpy.core.dialects import DIALECTS, build_gang
 from koordpy.core.dialects.koordinator import detail_status
 from koordpy.core.dialects.upstream import STORE as UPSTREAM_STORE
 from koordpy.core.snapshot import Snapshot
@@ -251,6 +252,39 @@ class World(Stores):
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         return Snapshot(scheduler_names=scheduler_names, **snapshot_fields(self.stores))
+
+    def absent_group_kinds(self) -> list[str]:
+        """A warning for each kind of PodGroup that pods name as their gang (in its dialect's words)
+        while the input holds no object of that kind at all, and that no pod declares without one
+        (a gang of annotations): a dump that left the kind out, most likely by a bare ``kubectl get
+        podgroups``, which on a v1.37 cluster lists Kubernetes' own PodGroups only. Those pods wait
+        for their PodGroup, "not found"."""
+        out: list[str] = []
+        snapshot: Snapshot | None = None
+        for dialect in DIALECTS:
+            kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
+            if not kinds or any(self.stores[k.store] for k in kinds):
+                continue
+            named: dict[str, list[Pod]] = {}
+            for p in self.pods.values():
+                key = None if p.terminal else dialect.member(p, None)
+                if key is not None:
+                    named.setdefault(key, []).append(p)
+            if not named:
+                continue
+            snapshot = snapshot or self.snapshot(frozenset())
+            missing = {k: pods for k, pods in sorted(named.items())
+                       if (gang := build_gang(k, pods, snapshot)) is None or gang.config is None}
+            if not missing:
+                continue
+            kind = kinds[0]
+            shown = ", ".join(list(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            pods = sum(len(v) for v in missing.values())
+            out.append(f"{pods} pod(s) name a {kind.kind} of {kind.group} as their gang ({shown}), and the input "
+                       f"holds no {kind.id} at all: they wait for it to exist. Was the kind left out of a "
+                       f"dump? Name it in full, {kind.id}: a bare `kubectl get podgroups` lists one kind of "
+                       "PodGroup only (Kubernetes' own, scheduling.k8s.io, on a v1.37 cluster that serves it)")
+        return out
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
