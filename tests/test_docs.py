@@ -191,3 +191,23 @@ def test_the_podgroup_checker_sees_bare_names_and_passes_full_ones() -> None:
 @pytest.mark.parametrize("path", COMMAND_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_documented_kubectl_commands_name_podgroups_in_full(path: Path) -> None:
     assert bare_podgroups(path.read_text()) == []
+
+
+# -- one truth about the rules between pods and volumes (issue 29, item 13) ------------------------
+
+# What the field list says koordpy honours, by the words a page would use for it.
+HONOURED_RULES = {"`spec.affinity.podAffinity`": ("pod affinity", "anti-affinity"),
+                  "`spec.topologySpreadConstraints`": ("topology spread", "spread constraint"),
+                  "`spec.containers[].ports[].hostPort`": ("host port",),
+                  "`spec.volumes[].persistentVolumeClaim`": ("volume topology", "volume zone")}
+
+
+def test_the_migration_guide_does_not_call_what_the_reference_honours_unsupported() -> None:
+    rows = {r[0].split(" ", 1)[0].rstrip(","): r[1] for r in _field_rows()}
+    assert {field: rows.get(field) for field in HONOURED_RULES} == dict.fromkeys(HONOURED_RULES, "honoured")
+    text = (ROOT / "docs" / "migration.md").read_text()
+    unsupported = [p for p in re.split(r"\n\s*\n", text) if p.lstrip().startswith("**Not supported**")]
+    assert len(unsupported) >= 3  # one per scheduler: the split found them
+    said = [(words, p.split(":", 1)[0]) for p in unsupported for words in
+            (w for ws in HONOURED_RULES.values() for w in ws) if words in " ".join(p.lower().split())]
+    assert said == []
