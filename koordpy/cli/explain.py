@@ -35,7 +35,8 @@ class NotFound(KoordpyError):
 
 
 def parse_target(words: list[str]) -> tuple[str, str]:
-    """``[pod|podgroup] NAMESPACE/NAME`` as (kind, key)."""
+    """``[pod|podgroup] [NAMESPACE/]NAME`` as (kind, key); a bare NAME stays bare (its namespace is
+    the caller's to find, as kubectl finds it: ``with_namespace``)."""
     if len(words) == 1:
         kind, key = "pod", words[0]
     elif len(words) == 2:
@@ -43,7 +44,9 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         if kind not in TARGET_KINDS:
             raise UsageError(f"{kind!r}: expected pod or podgroup before {key}")
     else:
-        raise UsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
+        raise UsageError(f"expected [pod|podgroup] [NAMESPACE/]NAME, got {' '.join(words)!r}")
+    if "/" not in key and key:
+        return kind, key
     parts = key.split("/")
     # A podgroup may also be named as messages name an implicit group: NAMESPACE/KIND/NAME
     # (the pods of Job t in default are the group default/Job/t).
@@ -53,6 +56,11 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"
         raise UsageError(f"{key!r}: expected {shape}")
     return kind, key
+
+
+def with_namespace(key: str, namespace: str) -> str:
+    """``key`` as ``namespace/NAME`` when the user gave a bare NAME."""
+    return key if "/" in key else f"{namespace}/{key}"
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -197,13 +205,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     notes: list[str] = []
     invalid: dict[str, str] = {}
     kind, key = parse_target(args.target)
+    if "/" in key and args.namespace:
+        raise UsageError(f"{key!r} names its namespace: give -n/--namespace with a bare NAME only")
     if args.file and args.kubeconfig:
         raise UsageError("give -f files or --kubeconfig, not both")
     if args.simulate and not args.file:
         raise UsageError("--simulate needs -f files (a live cluster is explained as it stands)")
     if args.file:
+        key = with_namespace(key, args.namespace or "default")
         snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
     else:
+        if "/" not in key:
+            from koordpy.controller.oneshot import default_namespace
+
+            key = with_namespace(key, args.namespace or default_namespace(args.kubeconfig))
         snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
         now = time.time()
     for line in notes:
@@ -231,8 +246,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-USAGE = ("koordpy explain [pod|podgroup] NAMESPACE/[KIND/]NAME [-f PATH]... [--kubeconfig PATH] [--simulate]\n"
-         "                       [-o {table,json}] [--scheduler-name NAME]...")
+USAGE = ("koordpy explain [pod|podgroup] [NAMESPACE/][KIND/]NAME [-n NAMESPACE] [-f PATH]... [--kubeconfig PATH]\n"
+         "                       [--simulate] [-o {table,json}] [--scheduler-name NAME]...")
 
 HELP = """\
 Why is my job stuck? Explains why a pod or a PodGroup waits, or where it went, from the
@@ -245,6 +260,7 @@ Reads the live cluster with LIST calls only, or manifests with -f.
 EPILOG = """\
 examples:
   koordpy explain default/train-0
+  koordpy explain train-0 -n ml              # a bare NAME: -n, else the kubeconfig context's namespace
   koordpy explain podgroup default/train --kubeconfig ~/.kube/config -o json
   koordpy explain podgroup default/Job/tune -f examples/kai-rack --simulate
   koordpy explain default/too-big-0 -f examples/spine-block --simulate
@@ -262,9 +278,13 @@ def add_parser(sub: Any) -> None:
     cmd = sub.add_parser("explain", help="why is my job stuck? why a pod or PodGroup waits, or where it went",
                          description=HELP, epilog=EPILOG, formatter_class=raw, usage=USAGE)
     cmd.add_argument("target", nargs="+", metavar="TARGET",
-                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`; a group "
-                          "koordpy forms from an owner's pods is `podgroup NAMESPACE/KIND/NAME` as messages "
-                          "name it (or NAMESPACE/NAME when no other group has that name)")
+                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`; a bare "
+                          "NAME is in the namespace of -n, else of the kubeconfig's current context (in-cluster: "
+                          "the pod's own; with -f: default), as kubectl takes it; a group koordpy forms from an "
+                          "owner's pods is `podgroup NAMESPACE/KIND/NAME` as messages name it (or NAMESPACE/NAME "
+                          "when no other group has that name)")
+    cmd.add_argument("-n", "--namespace", metavar="NAMESPACE",
+                     help="the namespace of a bare NAME (default: the kubeconfig context's, else default)")
     cmd.add_argument("-f", "--file", action="append", metavar="PATH",
                      help="explain against manifests instead of the cluster (files, folders, - for standard "
                           "input; repeatable, as for `simulate`)")
