@@ -116,14 +116,24 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         w(line + "\n")
     w(f"\nJob         {exp.job}: {exp.job_kind}, priority {exp.priority}\n")
     for g in exp.gangs:
-        if g.min_member is None:
-            w(f"  gang {g.key} ({g.declared_by}): invalid: {_short(g.error or '')}\n")
+        what = f"gang {g.key} ({g.declared_by})"
+        if g.part_of:
+            what = f"group {g.key} ({g.declared_by}) in gang {g.part_of}"
+        if g.min_member is None and g.part_of is None:
+            w(f"  {what}: invalid: {_short(g.error or '')}\n")
             continue
-        short = f" (SHORT by {g.min_member - g.members})" if g.members < g.min_member else ""
+        # Short only where it holds pods back: a gang whose members all run (others finished) waits for nothing.
+        short = (f" (SHORT by {g.min_member - g.members})"
+                 if g.min_member is not None and g.pending and g.members < g.min_member else "")
+        finished = f" (and {g.finished} finished)" if g.finished else ""
+        said = g.declared_minimum or f"minMember {g.min_member}"
+        # Waiting (reservations), a mode and a waiting time are only Koordinator's gangs' (mode None otherwise).
+        waiting = f", {g.waiting} waiting" if g.mode is not None else ""
         timeout = f", timeout {g.timeout_seconds:g}s" if g.timeout_seconds is not None else ""
+        mode = f"; {g.mode}{timeout}" if g.mode is not None else ""
         timed_out = ", TIMED OUT" if g.timed_out else ""
-        w(f"  gang {g.key} ({g.declared_by}): {g.members} pod(s) of minMember {g.min_member}{short}; "
-          f"{g.bound} bound, {g.pending} pending, {g.waiting} waiting; {g.mode}{timeout}{timed_out}\n")
+        w(f"  {what}: {g.members} pod(s){finished} of {said}{short}; "
+          f"{g.bound} bound, {g.pending} pending{waiting}{mode}{timed_out}\n")
         if g.error:
             w(f"    error: {_short(g.error)}\n")
         for what, value in g.details:
