@@ -211,3 +211,32 @@ def test_the_migration_guide_does_not_call_what_the_reference_honours_unsupporte
     said = [(words, p.split(":", 1)[0]) for p in unsupported for words in
             (w for ws in HONOURED_RULES.values() for w in ws) if words in " ".join(p.lower().split())]
     assert said == []
+
+
+# -- one figure for the first build of the control plane (issue 29, item 18) ----------------------
+
+BUILD_DOCS = [*PAGES, ROOT / "examples" / "README.md", *(ROOT / "e2e").rglob("*.md"),
+              ROOT / "e2e" / "controlplane" / "build.sh"]
+_MINUTES = re.compile(r"(?:about|~|takes?)\s*(\d+)\s*min(?:utes?)?\b", re.I)
+
+
+def build_times(text: str) -> list[int]:
+    """The minutes a paragraph about building gives (``about 15 minutes``, ``~15 min``)."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        if re.search(r"\bbuil[dt]", paragraph, re.I):
+            out += [int(m) for m in _MINUTES.findall(" ".join(paragraph.split()))]
+    return out
+
+
+def test_the_build_time_checker_reads_the_forms_the_docs_use() -> None:
+    assert build_times("up.sh   # the first time it builds the binaries: about 15 minutes on 2 cores") == [15]
+    assert build_times("builds the binaries the first time (~15 min)") == [15]
+    assert build_times("the round would have taken ~80 minutes") == []
+
+
+def test_the_docs_agree_on_the_first_builds_time() -> None:
+    found = {str(p.relative_to(ROOT)): build_times(p.read_text()) for p in BUILD_DOCS}
+    found = {k: v for k, v in found.items() if v}
+    assert {"README.md", "examples/README.md", "e2e/controlplane/build.sh"} <= set(found), found
+    assert {m for v in found.values() for m in v} == {15}, found
