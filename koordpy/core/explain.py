@@ -241,8 +241,11 @@ class _Explainer:
         gangs = self._group(gang)
         job = str(self._gid(gang)) if gang is not None else pod.key
         prio = effective_priority(pod, self.snapshot.priority_classes)
+        own = dialects.own_group(pod, self.snapshot) if gang is not None else None
+        # A pod of a group that is part of its gang (a CompositePodGroup's child): that group too.
+        part = (self._part_facts(own, gang.key)[0],) if own is not None and gang is not None and own != gang.key else ()
         base = Explanation("pod", pod.key, "pending", "", job, self._job_kind(gangs), prio,
-                           gangs=tuple(self._gang_facts(g) for g in gangs),
+                           gangs=(*(self._gang_facts(g) for g in gangs), *part),
                            pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, pod)),
                            topology=self._topology(gangs))
         if pod.phase in ("Succeeded", "Failed"):
@@ -295,18 +298,7 @@ class _Explainer:
         gang's job, the group's own pods and minimum, and its pods' answer."""
         gang = self.gangs[whole]
         gangs = self._group(gang)
-
-        def own(pods: list[Pod]) -> list[Pod]:
-            return sorted((p for p in pods if dialects.own_group(p, self.snapshot) == key),
-                          key=lambda p: natural_key(p.key))
-
-        pods, finished = own(gang.pods), own(self.finished.get(whole, []))
-        terms = dialects.group_terms(key, None, self.snapshot)
-        bound = sum(1 for p in pods if p.node_name)
-        part = GangFacts(key, dialects.declared_by(key, self.snapshot), terms.minimum if terms else None, len(pods),
-                         bound, len(pods) - bound, 0, None, None, False, None,
-                         dialects.object_facts(key, self.snapshot), finished=len(finished),
-                         declared_minimum=terms.said if terms else "", part_of=whole)
+        part, pods, finished = self._part_facts(key, whole)
         prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
         base = Explanation("podgroup", key, "pending", "", str(self._gid(gang)), self._job_kind(gangs),
                            gang.priority if gang.priority is not None else prio,
@@ -320,6 +312,22 @@ class _Explainer:
         exp = self._settled(base, pods, finished, part, gangs)
         whose = f"{key} is part of the gang {whole} ({dialects.declared_by(whole, self.snapshot)})"
         return replace(exp, summary=f"{exp.summary}; {whose}")
+
+    def _part_facts(self, key: str, whole: str) -> tuple[GangFacts, list[Pod], list[Pod]]:
+        """The facts of the group ``key`` that is part of the gang ``whole``, and its live and
+        finished pods (natural order)."""
+        def own(pods: list[Pod]) -> list[Pod]:
+            return sorted((p for p in pods if dialects.own_group(p, self.snapshot) == key),
+                          key=lambda p: natural_key(p.key))
+
+        pods, finished = own(self.gangs[whole].pods), own(self.finished.get(whole, []))
+        terms = dialects.group_terms(key, None, self.snapshot)
+        bound = sum(1 for p in pods if p.node_name)
+        facts = GangFacts(key, dialects.declared_by(key, self.snapshot), terms.minimum if terms else None, len(pods),
+                          bound, len(pods) - bound, 0, None, None, False, None,
+                          dialects.object_facts(key, self.snapshot), finished=len(finished),
+                          declared_minimum=terms.said if terms else "", part_of=whole)
+        return facts, pods, finished
 
     def _settled(self, base: Explanation, pods: list[Pod], finished: list[Pod], facts: GangFacts,
                  gangs: list[Gang]) -> Explanation:

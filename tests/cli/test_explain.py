@@ -660,6 +660,10 @@ def test_explain_podgroup_on_a_composite_child_explains_the_child(tmp_path: Path
     assert waiting["target"]["key"] == "default/serve-2" and waiting["status"] == "pending"
     assert [p["key"] for p in waiting["pods"]] == ["default/serve-2-0", "default/serve-2-1"]
     assert waiting["wouldPlace"] == {}
+    # A pod of a child: its gang is the composite's, and its own group is said beside it.
+    member = explain_json("default/serve-2-1", "-f", WORKLOAD_API, "--simulate")
+    assert [(g["key"], g["partOf"]) for g in member["job"]["gangs"]] == [
+        ("default/serve-replicas", None), ("default/serve-2", "default/serve-replicas")]
     text = koordpy("podgroup", "default/serve-0", "-f", WORKLOAD_API, "--simulate")
     assert text.returncode == 0, text.stderr
     assert ("  group default/serve-0 (PodGroup scheduling.k8s.io) in gang default/serve-replicas: 2 pod(s) of "
