@@ -226,7 +226,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
     else:
         if "/" not in key:
-            from koordpy.controller.oneshot import default_namespace
+            from koordpy.controller.oneshot import default_namespace  # the API client: only a live read pays
 
             key = with_namespace(key, args.namespace or default_namespace(args.kubeconfig))
         snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
