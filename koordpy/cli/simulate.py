@@ -114,7 +114,7 @@ examples:
   koordpy simulate -f examples/spine-block
 
   # what if: replay a live cluster from standard input, add a new job
-  kubectl get nodes,pods,priorityclasses,jobs,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\
+  kubectl get nodes,pods,priorityclasses,runtimeclasses,jobs,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\
     -A -o yaml | koordpy simulate -f - -f new-job.yaml
   (each PodGroup kind by its full name: a bare `podgroups` is Kubernetes' own
   scheduling.k8s.io PodGroup on a v1.37 cluster that serves it)
