@@ -163,9 +163,9 @@ def test_the_field_list_refuses_what_koordpy_refuses_in_its_own_words() -> None:
 COMMAND_DOCS = sorted({*PAGES, *(ROOT / "examples").rglob("*.md"), *(ROOT / "examples").rglob("*.yaml"),
                        *(ROOT / "e2e").rglob("*.md"), *(ROOT / "e2e").rglob("*.sh"),
                        *(ROOT / "charts").rglob("NOTES.txt"), *(ROOT / "koordpy" / "cli").glob("*.py")})
-# kubectl VERB [flags] RESOURCES: the comma-separated resource list after the verb and its flags.
-_KUBECTL = re.compile(r"\bkubectl\s+(?:get|describe|delete|edit|patch|label|annotate|wait|explain)\s+"
-                      r"(?:-\S+\s+)*([^\s|`\\]+)", re.I)
+# kubectl VERB ...: one command, up to a pipe, a `;` or the line's end (lines continued by `\` joined).
+_KUBECTL = re.compile(r"\bkubectl\s+(?:get|describe|delete|edit|patch|label|annotate|wait|explain)\s+([^|;`\n]*)",
+                      re.I)
 
 
 def bare_podgroups(text: str) -> list[str]:
@@ -173,10 +173,10 @@ def bare_podgroups(text: str) -> list[str]:
     cluster that serves Kubernetes' own ``scheduling.k8s.io`` PodGroup, kubectl resolves it to that
     one, and every other PodGroup kind (Koordinator's, Volcano's, KAI's) is left out."""
     found = []
-    for line in text.splitlines():
-        for m in _KUBECTL.finditer(line):
-            if any(r.split("/")[0].lower() in ("podgroup", "podgroups") for r in m.group(1).split(",")):
-                found.append(line.strip())
+    for m in _KUBECTL.finditer(re.sub(r"\\\s*\n\s*", " ", text)):
+        names = (part.split("/")[0].lower() for word in m.group(1).split() for part in word.split(","))
+        if any(name in ("podgroup", "podgroups") for name in names):
+            found.append(" ".join(m.group(0).split()))
     return found
 
 
@@ -184,6 +184,7 @@ def test_the_podgroup_checker_sees_bare_names_and_passes_full_ones() -> None:
     assert bare_podgroups("kubectl get nodes,pods,podgroups,cnt -A -o yaml | koordpy simulate -f -")
     assert bare_podgroups("$KUBECTL get -A podgroup train -o yaml")
     assert bare_podgroups("  kubectl describe podgroups/train")
+    assert bare_podgroups("kubectl get -A -o yaml \\\n    nodes,podgroups,cnt \\\n    | koordpy simulate -f -")
     assert not bare_podgroups("kubectl get nodes,podgroups.scheduling.sigs.k8s.io,pg -A -o yaml")
     assert not bare_podgroups("kubectl get pods -l pod-group.scheduling.sigs.k8s.io=train")
 

@@ -114,8 +114,9 @@ examples:
   koordpy simulate -f examples/spine-block
 
   # what if: replay a live cluster from standard input, add a new job
-  kubectl get nodes,pods,priorityclasses,runtimeclasses,jobs,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\
-    -A -o yaml | koordpy simulate -f - -f new-job.yaml
+  kubectl get -A -o yaml \\
+    nodes,pods,priorityclasses,runtimeclasses,jobs,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\
+    | koordpy simulate -f - -f new-job.yaml
   (each PodGroup kind by its full name: a bare `podgroups` is Kubernetes' own
   scheduling.k8s.io PodGroup on a v1.37 cluster that serves it)
 

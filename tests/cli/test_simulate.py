@@ -204,7 +204,7 @@ def test_help_speaks_to_users() -> None:
     assert "only places that do I/O" not in top.stdout  # not the module's docstring
     sim = koordpy("simulate", "--help")
     assert sim.returncode == 0
-    assert "-A -o yaml | koordpy simulate -f - -f new-job.yaml" in sim.stdout
+    assert "    | koordpy simulate -f - -f new-job.yaml" in sim.stdout
     assert "podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\\n" in sim.stdout
 
 
