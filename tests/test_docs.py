@@ -154,3 +154,90 @@ def test_the_field_list_refuses_what_koordpy_refuses_in_its_own_words() -> None:
     assert all(any(f"`{f}`" in r[0] for f in REFUSED_FIELDS) or "invalid" in r[3] for r in refused), refused
     said = " ".join(r[3] for r in rows)
     assert AFFINITY in said and FEATURES in said
+
+
+# -- kubectl commands name every PodGroup kind in full (issue 29, item 15) ------------------------
+
+# Where commands are documented: the pages, the examples, the e2e scripts and their READMEs, the
+# chart's NOTES and the CLI's own help texts.
+COMMAND_DOCS = sorted({*PAGES, *(ROOT / "examples").rglob("*.md"), *(ROOT / "examples").rglob("*.yaml"),
+                       *(ROOT / "e2e").rglob("*.md"), *(ROOT / "e2e").rglob("*.sh"),
+                       *(ROOT / "charts").rglob("NOTES.txt"), *(ROOT / "koordpy" / "cli").glob("*.py")})
+# kubectl VERB ...: one command, up to a pipe, a `;` or the line's end (lines continued by `\` joined).
+_KUBECTL = re.compile(r"\bkubectl\s+(?:get|describe|delete|edit|patch|label|annotate|wait|explain)\s+([^|;`\n]*)",
+                      re.I)
+
+
+def bare_podgroups(text: str) -> list[str]:
+    """The kubectl commands in ``text`` that name a PodGroup kind by a bare ``podgroups``: on a v1.37
+    cluster that serves Kubernetes' own ``scheduling.k8s.io`` PodGroup, kubectl resolves it to that
+    one, and every other PodGroup kind (Koordinator's, Volcano's, KAI's) is left out."""
+    found = []
+    for m in _KUBECTL.finditer(re.sub(r"\\\s*\n\s*", " ", text)):
+        names = (part.split("/")[0].lower() for word in m.group(1).split() for part in word.split(","))
+        if any(name in ("podgroup", "podgroups") for name in names):
+            found.append(" ".join(m.group(0).split()))
+    return found
+
+
+def test_the_podgroup_checker_sees_bare_names_and_passes_full_ones() -> None:
+    assert bare_podgroups("kubectl get nodes,pods,podgroups,cnt -A -o yaml | koordpy simulate -f -")
+    assert bare_podgroups("$KUBECTL get -A podgroup train -o yaml")
+    assert bare_podgroups("  kubectl describe podgroups/train")
+    assert bare_podgroups("kubectl get -A -o yaml \\\n    nodes,podgroups,cnt \\\n    | koordpy simulate -f -")
+    assert not bare_podgroups("kubectl get nodes,podgroups.scheduling.sigs.k8s.io,pg -A -o yaml")
+    assert not bare_podgroups("kubectl get pods -l pod-group.scheduling.sigs.k8s.io=train")
+
+
+@pytest.mark.parametrize("path", COMMAND_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_documented_kubectl_commands_name_podgroups_in_full(path: Path) -> None:
+    assert bare_podgroups(path.read_text()) == []
+
+
+# -- one truth about the rules between pods and volumes (issue 29, item 13) ------------------------
+
+# What the field list says koordpy honours, by the words a page would use for it.
+HONOURED_RULES = {"`spec.affinity.podAffinity`": ("pod affinity", "anti-affinity"),
+                  "`spec.topologySpreadConstraints`": ("topology spread", "spread constraint"),
+                  "`spec.containers[].ports[].hostPort`": ("host port",),
+                  "`spec.volumes[].persistentVolumeClaim`": ("volume topology", "volume zone")}
+
+
+def test_the_migration_guide_does_not_call_what_the_reference_honours_unsupported() -> None:
+    rows = {r[0].split(" ", 1)[0].rstrip(","): r[1] for r in _field_rows()}
+    assert {field: rows.get(field) for field in HONOURED_RULES} == dict.fromkeys(HONOURED_RULES, "honoured")
+    text = (ROOT / "docs" / "migration.md").read_text()
+    unsupported = [p for p in re.split(r"\n\s*\n", text) if p.lstrip().startswith("**Not supported**")]
+    assert len(unsupported) >= 3  # one per scheduler: the split found them
+    said = [(words, p.split(":", 1)[0]) for p in unsupported for words in
+            (w for ws in HONOURED_RULES.values() for w in ws) if words in " ".join(p.lower().split())]
+    assert said == []
+
+
+# -- one figure for the first build of the control plane (issue 29, item 18) ----------------------
+
+BUILD_DOCS = [*PAGES, ROOT / "examples" / "README.md", *(ROOT / "e2e").rglob("*.md"),
+              ROOT / "e2e" / "controlplane" / "build.sh"]
+_MINUTES = re.compile(r"(?:about|~|takes?)\s*(\d+)\s*min(?:utes?)?\b", re.I)
+
+
+def build_times(text: str) -> list[int]:
+    """The minutes a paragraph about building gives (``about 15 minutes``, ``~15 min``)."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        if re.search(r"\bbuil[dt]", paragraph, re.I):
+            out += [int(m) for m in _MINUTES.findall(" ".join(paragraph.split()))]
+    return out
+
+
+def test_the_build_time_checker_reads_the_forms_the_docs_use() -> None:
+    assert build_times("up.sh   # the first time it builds the binaries: about 15 minutes on 2 cores") == [15]
+    assert build_times("builds the binaries the first time (~15 min)") == [15]
+    assert build_times("the round would have taken ~80 minutes") == []
+
+
+def test_the_docs_agree_on_the_first_builds_time() -> None:
+    found = {str(p.relative_to(ROOT)): build_times(p.read_text()) for p in BUILD_DOCS}
+    found = {k: v for k, v in found.items() if v}
+    assert {"README.md", "examples/README.md", "e2e/controlplane/build.sh"} <= set(found), found
+    assert {m for v in found.values() for m in v} == {15}, found

@@ -36,7 +36,7 @@ fi
 build() {  # name module package ldflags
   local out="$bindir/$1"
   if [ -x "$out" ]; then return; fi
-  echo "build.sh: building $1 (first time only; kube-apiserver takes several minutes)" >&2
+  echo "build.sh: building $1 (first time only; the whole first build takes about 15 minutes on 2 cores)" >&2
   local start=$SECONDS
   (cd "$here/$2" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $4" -o "$out.partial.$$" "$3")
   mv -f "$out.partial.$$" "$out"

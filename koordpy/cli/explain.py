@@ -35,7 +35,8 @@ class NotFound(KoordpyError):
 
 
 def parse_target(words: list[str]) -> tuple[str, str]:
-    """``[pod|podgroup] NAMESPACE/NAME`` as (kind, key)."""
+    """``[pod|podgroup] [NAMESPACE/]NAME`` as (kind, key); a bare NAME stays bare (its namespace is
+    the caller's to find, as kubectl finds it: ``with_namespace``)."""
     if len(words) == 1:
         kind, key = "pod", words[0]
     elif len(words) == 2:
@@ -43,7 +44,9 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         if kind not in TARGET_KINDS:
             raise UsageError(f"{kind!r}: expected pod or podgroup before {key}")
     else:
-        raise UsageError(f"expected [pod|podgroup] NAMESPACE/NAME, got {' '.join(words)!r}")
+        raise UsageError(f"expected [pod|podgroup] [NAMESPACE/]NAME, got {' '.join(words)!r}")
+    if "/" not in key and key:
+        return kind, key
     parts = key.split("/")
     # A podgroup may also be named as messages name an implicit group: NAMESPACE/KIND/NAME
     # (the pods of Job t in default are the group default/Job/t).
@@ -53,6 +56,11 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"
         raise UsageError(f"{key!r}: expected {shape}")
     return kind, key
+
+
+def with_namespace(key: str, namespace: str) -> str:
+    """``key`` as ``namespace/NAME`` when the user gave a bare NAME."""
+    return key if "/" in key else f"{namespace}/{key}"
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -68,6 +76,7 @@ def snapshot_from_files(paths: list[str], names: frozenset[str], simulate_first:
     notes.extend(loaded.notes)
     notes.extend(f"not acted on: {line}" for line in world.ignored)
     notes.extend(world.created)
+    notes.extend(world.absent_group_kinds())
     if simulate_first:
         result = simulate(world, names)
         if result.truncated:
@@ -107,14 +116,24 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         w(line + "\n")
     w(f"\nJob         {exp.job}: {exp.job_kind}, priority {exp.priority}\n")
     for g in exp.gangs:
-        if g.min_member is None:
-            w(f"  gang {g.key} ({g.declared_by}): invalid: {_short(g.error or '')}\n")
+        what = f"gang {g.key} ({g.declared_by})"
+        if g.part_of:
+            what = f"group {g.key} ({g.declared_by}) in gang {g.part_of}"
+        if g.min_member is None and g.part_of is None:
+            w(f"  {what}: invalid: {_short(g.error or '')}\n")
             continue
-        short = f" (SHORT by {g.min_member - g.members})" if g.members < g.min_member else ""
+        # Short only where it holds pods back: a gang whose members all run (others finished) waits for nothing.
+        short = (f" (SHORT by {g.min_member - g.members})"
+                 if g.min_member is not None and g.pending and g.members < g.min_member else "")
+        finished = f" (and {g.finished} finished)" if g.finished else ""
+        said = g.declared_minimum or f"minMember {g.min_member}"
+        # Waiting (reservations), a mode and a waiting time are only Koordinator's gangs' (mode None otherwise).
+        waiting = f", {g.waiting} waiting" if g.mode is not None else ""
         timeout = f", timeout {g.timeout_seconds:g}s" if g.timeout_seconds is not None else ""
+        mode = f"; {g.mode}{timeout}" if g.mode is not None else ""
         timed_out = ", TIMED OUT" if g.timed_out else ""
-        w(f"  gang {g.key} ({g.declared_by}): {g.members} pod(s) of minMember {g.min_member}{short}; "
-          f"{g.bound} bound, {g.pending} pending, {g.waiting} waiting; {g.mode}{timeout}{timed_out}\n")
+        w(f"  {what}: {g.members} pod(s){finished} of {said}{short}; "
+          f"{g.bound} bound, {g.pending} pending{waiting}{mode}{timed_out}\n")
         if g.error:
             w(f"    error: {_short(g.error)}\n")
         for what, value in g.details:
@@ -196,13 +215,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     notes: list[str] = []
     invalid: dict[str, str] = {}
     kind, key = parse_target(args.target)
+    if "/" in key and args.namespace:
+        raise UsageError(f"{key!r} names its namespace: give -n/--namespace with a bare NAME only")
     if args.file and args.kubeconfig:
         raise UsageError("give -f files or --kubeconfig, not both")
     if args.simulate and not args.file:
         raise UsageError("--simulate needs -f files (a live cluster is explained as it stands)")
     if args.file:
+        key = with_namespace(key, args.namespace or "default")
         snapshot, now = snapshot_from_files(args.file, names, args.simulate, notes)
     else:
+        if "/" not in key:
+            from koordpy.controller.oneshot import default_namespace  # the API client: only a live read pays
+
+            key = with_namespace(key, args.namespace or default_namespace(args.kubeconfig))
         snapshot, invalid = snapshot_from_cluster(args.kubeconfig, names, notes)
         now = time.time()
     for line in notes:
@@ -230,8 +256,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-USAGE = ("koordpy explain [pod|podgroup] NAMESPACE/[KIND/]NAME [-f PATH]... [--kubeconfig PATH] [--simulate]\n"
-         "                       [-o {table,json}] [--scheduler-name NAME]...")
+USAGE = ("koordpy explain [pod|podgroup] [NAMESPACE/][KIND/]NAME [-n NAMESPACE] [-f PATH]... [--kubeconfig PATH]\n"
+         "                       [--simulate] [-o {table,json}] [--scheduler-name NAME]...")
 
 HELP = """\
 Why is my job stuck? Explains why a pod or a PodGroup waits, or where it went, from the
@@ -244,10 +270,12 @@ Reads the live cluster with LIST calls only, or manifests with -f.
 EPILOG = """\
 examples:
   koordpy explain default/train-0
+  koordpy explain train-0 -n ml              # a bare NAME: -n, else the kubeconfig context's namespace
   koordpy explain podgroup default/train --kubeconfig ~/.kube/config -o json
   koordpy explain podgroup default/Job/tune -f examples/kai-rack --simulate
   koordpy explain default/too-big-0 -f examples/spine-block --simulate
-  kubectl get nodes,pods,podgroups,clusternetworktopologies -A -o yaml | koordpy explain default/train-0 -f -
+  kubectl get nodes,pods,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies -A -o yaml \\
+    | koordpy explain default/train-0 -f -
 
 exit status: 0 answered; 1 no such pod or PodGroup; 2 invalid arguments or input (one line on
 stderr naming the file, the object and the field), or a short group name several groups share.
@@ -260,9 +288,13 @@ def add_parser(sub: Any) -> None:
     cmd = sub.add_parser("explain", help="why is my job stuck? why a pod or PodGroup waits, or where it went",
                          description=HELP, epilog=EPILOG, formatter_class=raw, usage=USAGE)
     cmd.add_argument("target", nargs="+", metavar="TARGET",
-                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`; a group "
-                          "koordpy forms from an owner's pods is `podgroup NAMESPACE/KIND/NAME` as messages "
-                          "name it (or NAMESPACE/NAME when no other group has that name)")
+                     help="NAMESPACE/NAME of a pod, `pod NAMESPACE/NAME` or `podgroup NAMESPACE/NAME`; a bare "
+                          "NAME is in the namespace of -n, else of the kubeconfig's current context (in-cluster: "
+                          "the pod's own; with -f: default), as kubectl takes it; a group koordpy forms from an "
+                          "owner's pods is `podgroup NAMESPACE/KIND/NAME` as messages name it (or NAMESPACE/NAME "
+                          "when no other group has that name)")
+    cmd.add_argument("-n", "--namespace", metavar="NAMESPACE",
+                     help="the namespace of a bare NAME (default: the kubeconfig context's, else default)")
     cmd.add_argument("-f", "--file", action="append", metavar="PATH",
                      help="explain against manifests instead of the cluster (files, folders, - for standard "
                           "input; repeatable, as for `simulate`)")

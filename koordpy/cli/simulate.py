@@ -83,6 +83,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         gc.enable()
     for line in (*loaded.notes, *(f"not acted on: {x}" for x in world.ignored), *world.created):
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
+    for line in world.absent_group_kinds():
+        print(f"koordpy simulate: warning: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
     for name, status in result.hypernodes.items():  # the live scheduler sets Valid=False on these
         for problem in status.get("problems", ()):
@@ -112,9 +114,11 @@ examples:
   koordpy simulate -f examples/spine-block
 
   # what if: replay a live cluster from standard input, add a new job
-  kubectl get nodes,pods,podgroups,clusternetworktopologies,hypernodes,topologies,priorityclasses,jobs \\
-    -A -o yaml \\
+  kubectl get -A -o yaml \\
+    nodes,pods,priorityclasses,runtimeclasses,jobs,podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\
     | koordpy simulate -f - -f new-job.yaml
+  (each PodGroup kind by its full name: a bare `podgroups` is Kubernetes' own
+  scheduling.k8s.io PodGroup on a v1.37 cluster that serves it)
 
 exit status: 0 simulated (pods that cannot be placed are listed as Pending, with why);
 2 invalid input (one line on stderr naming the file, the object and the field);

@@ -2,12 +2,18 @@
 
 LIST calls only: nothing is watched or written. Going through ``Cache`` gives the snapshot
 ``koordpy run`` would schedule against, objects it cannot parse reported the way it reports them.
+A kind the cluster does not serve (its CRD not installed: a cluster without JobSets, say) has no
+objects to leave out and goes unsaid; one it serves but does not let the reader list is noted.
+Also here: the namespace a bare ``NAME`` means, as kubectl takes it from the same configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
+from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import watched
@@ -26,7 +32,9 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
                 items, version = await list_objects(api, kind.group, kind.version, kind.plural)
             except ApiException as exc:
                 if not_served(exc, kind.group, kind.plural):
-                    notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left out")
+                    if exc.status != 404:  # served but not readable: objects of it may exist
+                        notes.append(f"{kind.plural}.{kind.group} not listed ({exc.status}): its objects are left "
+                                     "out")
                     continue
                 raise
             cache.reconcile(kind, items, version)
@@ -34,6 +42,29 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
         await api.close()
     invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}
     return cache.snapshot(names), invalid
+
+
+# Where a pod's ServiceAccount namespace is mounted: in-cluster, kubectl's default namespace.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_namespace(kubeconfig: str | None) -> str:
+    """The namespace kubectl would use for a bare name: the current context's in the kubeconfig
+    (``kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``), in-cluster the pod's own, else
+    ``default``. A kubeconfig that cannot be read leaves it ``default``: reading the cluster then
+    says what is wrong with it."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path or os.path.exists(os.path.expanduser("~/.kube/config")):
+        try:
+            _, current = kube_config.list_kube_config_contexts(path)
+        except Exception:  # no file, no current context, bad YAML: the read will name it
+            return "default"
+        context = (current or {}).get("context") or {}
+        return str(context.get("namespace") or "default")
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
 
 
 def read_snapshot(kubeconfig: str | None, names: frozenset[str],

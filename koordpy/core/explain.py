@@ -25,6 +25,7 @@ from koordpy.core.decisions import Bind
 from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
 from koordpy.core.messages import render
 from koordpy.core.model import Gang, TopologyFacts
+from koordpy.core.naming import natural_key
 from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -64,6 +65,13 @@ class GangFacts:
     # What the declaring object says beyond the counts, in its dialect's terms (a Workload PodGroup:
     # its policy, topology key, preferred label, priority and PodGroupInitiallyScheduled).
     details: tuple[tuple[str, str], ...] = ()
+    finished: int = 0  # pods of it that have finished (Succeeded, Failed): no longer members
+    # The minimum as its object states it ("minMember 6", "minCount 8", "minGroupCount 2 ..."); mode
+    # and timeout are None for a gang whose dialect has neither (only Koordinator's gangs have them).
+    declared_minimum: str = ""
+    # For a group that is part of a gang (a CompositePodGroup's child): that gang's key. Its counts
+    # are its own pods; min_member is its own minimum.
+    part_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,8 +137,9 @@ class Explanation:
             target: {kind: pod|podgroup, key}
             status: bound|pending|schedulable|finished|terminating|not-ours|invalid
             summary: one sentence
-            job: {id, kind, priority, gangs: [{key, declaredBy, minMember, members, bound, pending,
-                  waiting, mode, timeoutSeconds, timedOut, error, details: {what: value}}]}
+            job: {id, kind, priority, gangs: [{key, declaredBy, minMember, declaredMinimum, members,
+                  finished, bound, pending, waiting, mode, timeoutSeconds, timedOut, error, partOf,
+                  details: {what: value}}]}
             pods: [{key, state, node, nominatedNode, path: [top domain ... node], message}]
             topology: null | {source, required: [...], preferred: [...]}
             diagnosis: null | {pod, reason, resolvable, nodes, filtered: [{reason, nodes}],
@@ -151,9 +160,11 @@ class Explanation:
             "summary": self.summary,
             "job": {"id": self.job, "kind": self.job_kind, "priority": self.priority,
                     "gangs": [{"key": g.key, "declaredBy": g.declared_by, "minMember": g.min_member,
-                               "members": g.members, "bound": g.bound, "pending": g.pending,
+                               "declaredMinimum": g.declared_minimum, "members": g.members,
+                               "finished": g.finished, "bound": g.bound, "pending": g.pending,
                                "waiting": g.waiting, "mode": g.mode, "timeoutSeconds": g.timeout_seconds,
-                               "timedOut": g.timed_out, "error": g.error, "details": dict(g.details)}
+                               "timedOut": g.timed_out, "error": g.error, "partOf": g.part_of,
+                               "details": dict(g.details)}
                               for g in self.gangs]},
             "pods": [{"key": x.key, "state": x.state, "node": x.node, "nominatedNode": x.nominated_node,
                       "path": list(x.path), "message": x.message} for x in self.pods],
@@ -195,7 +206,8 @@ def explain_podgroup(snapshot: Snapshot, state: SchedulerState, now: float, key:
     """Why the gang ``key`` waits, or where its pods went; None when nothing declares such a gang.
     ``key`` is namespace/name of its PodGroup or annotation gang, or an implicit group's name as
     messages give it (``namespace/Job/name``), or that group's short ``namespace/name`` when only
-    one group has that name (``AmbiguousGang`` otherwise)."""
+    one group has that name (``AmbiguousGang`` otherwise), or a group that is part of a gang (a
+    CompositePodGroup's child PodGroup), explained as that part of it."""
     return _Explainer(snapshot, state, now).podgroup(key)
 
 
@@ -206,6 +218,13 @@ class _Explainer:
         self.now = now
         self.gangs, self.member_of = resolve_gangs(snapshot)
         self.groups = group_of(self.gangs)
+        # The pods that have finished, by the gang they were part of: no longer its members, but
+        # what a finished job, or a gang short of pods that finished, is told by.
+        self.finished: dict[str, list[Pod]] = {}
+        for p in snapshot.pods:
+            was = dialects.gang_member(p, snapshot, finished=True) if p.terminal else None
+            if was is not None:
+                self.finished.setdefault(was, []).append(p)
         self._cluster: Cluster | None = None
         self._empty: DryRun | None = None
 
@@ -222,8 +241,11 @@ class _Explainer:
         gangs = self._group(gang)
         job = str(self._gid(gang)) if gang is not None else pod.key
         prio = effective_priority(pod, self.snapshot.priority_classes)
+        own = dialects.own_group(pod, self.snapshot) if gang is not None else None
+        # A pod of a group that is part of its gang (a CompositePodGroup's child): that group too.
+        part = (self._part_facts(own, gang.key)[0],) if own is not None and gang is not None and own != gang.key else ()
         base = Explanation("pod", pod.key, "pending", "", job, self._job_kind(gangs), prio,
-                           gangs=tuple(self._gang_facts(g) for g in gangs),
+                           gangs=(*(self._gang_facts(g) for g in gangs), *part),
                            pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, pod)),
                            topology=self._topology(gangs))
         if pod.phase in ("Succeeded", "Failed"):
@@ -251,16 +273,17 @@ class _Explainer:
         if len(named) > 1:
             raise AmbiguousGang(key, named)
         if not named:
-            return None
+            whole = dialects.enclosing(key, self.snapshot)
+            return self._part(key, whole) if whole is not None and whole in self.gangs else None
         key = named[0]
         gang = self.gangs[key]
         gangs = self._group(gang)
         job = str(self._gid(gang))
-        pods = sorted(gang.pods, key=lambda p: p.key)
+        pods = sorted(gang.pods, key=lambda p: natural_key(p.key))
         prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
         base = Explanation("podgroup", key, "pending", "", job, self._job_kind(gangs), prio,
                            gangs=tuple(self._gang_facts(g) for g in gangs),
-                           pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, None)),
+                           pods=tuple(self._pod_facts(p, gangs) for p in self._members(gangs, None, finished=True)),
                            topology=self._topology(gangs))
         pending = [p for p in pods if self.snapshot.claims(p)]
         if pending:
@@ -268,32 +291,91 @@ class _Explainer:
         facts = base.gangs[gangs.index(gang)]
         if gang.error is not None:
             return replace(base, summary=gang.error, changes=(f"fix the gang: {gang.error}",))
-        if facts.min_member is not None and facts.members < facts.min_member:
-            return replace(base, summary=f"minMember {facts.min_member} but only {facts.members} pod(s) exist",
-                           changes=tuple(self._short_changes(gangs)))
-        nodes = sorted({p.node_name for p in pods if p.node_name})
+        return self._settled(base, pods, self.finished.get(key, []), facts, gangs)
+
+    def _part(self, key: str, whole: str) -> Explanation:
+        """The group ``key`` that is part of the gang ``whole`` (a CompositePodGroup's child): the
+        gang's job, the group's own pods and minimum, and its pods' answer."""
+        gang = self.gangs[whole]
+        gangs = self._group(gang)
+        part, pods, finished = self._part_facts(key, whole)
+        prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
+        base = Explanation("podgroup", key, "pending", "", str(self._gid(gang)), self._job_kind(gangs),
+                           gang.priority if gang.priority is not None else prio,
+                           gangs=(*(self._gang_facts(g) for g in gangs), part),
+                           pods=tuple(self._pod_facts(p, gangs) for p in sorted((*pods, *finished),
+                                                                                 key=lambda p: natural_key(p.key))),
+                           topology=self._topology(gangs))
+        pending = [p for p in pods if self.snapshot.claims(p)]
+        if pending:
+            return self._dry(base, pending[0].key, gangs, frozenset(p.key for p in pods))
+        exp = self._settled(base, pods, finished, part, gangs)
+        whose = f"{key} is part of the gang {whole} ({dialects.declared_by(whole, self.snapshot)})"
+        return replace(exp, summary=f"{exp.summary}; {whose}")
+
+    def _part_facts(self, key: str, whole: str) -> tuple[GangFacts, list[Pod], list[Pod]]:
+        """The facts of the group ``key`` that is part of the gang ``whole``, and its live and
+        finished pods (natural order)."""
+        def own(pods: list[Pod]) -> list[Pod]:
+            return sorted((p for p in pods if dialects.own_group(p, self.snapshot) == key),
+                          key=lambda p: natural_key(p.key))
+
+        pods, finished = own(self.gangs[whole].pods), own(self.finished.get(whole, []))
+        terms = dialects.group_terms(key, None, self.snapshot)
+        bound = sum(1 for p in pods if p.node_name)
+        facts = GangFacts(key, dialects.declared_by(key, self.snapshot), terms.minimum if terms else None, len(pods),
+                          bound, len(pods) - bound, 0, None, None, False, None,
+                          dialects.object_facts(key, self.snapshot), finished=len(finished),
+                          declared_minimum=terms.said if terms else "", part_of=whole)
+        return facts, pods, finished
+
+    def _settled(self, base: Explanation, pods: list[Pod], finished: list[Pod], facts: GangFacts,
+                 gangs: list[Gang]) -> Explanation:
+        """A group none of whose pods koordpy would place now: finished, bound, short of pods, or
+        held by what is not koordpy's to change."""
+        if not pods and finished:
+            return replace(base, status="finished", summary=f"the job has finished: its {len(finished)} pod(s) "
+                           f"{_phases(finished)}")
+        short = facts.min_member is not None and facts.members < facts.min_member
+        said = facts.declared_minimum or f"minMember {facts.min_member}"
         if not pods:
+            if short:
+                return replace(base, summary=f"{said} but only 0 pod(s) exist",
+                               changes=tuple(self._short_changes(gangs)))
             return replace(base, summary="the gang has no live pods")
+        done = f"; {len(finished)} more finished ({_phases(finished)})" if finished else ""
         if all(p.node_name for p in pods):
+            nodes = sorted({p.node_name for p in pods}, key=natural_key)
+            # Nothing waits: a minimum the live pods no longer reach (pods that finished or went)
+            # holds no pod back.
             return replace(base, status="bound", summary=f"all {len(pods)} pod(s) are bound, on "
-                           f"{', '.join(nodes)}")
+                           f"{', '.join(nodes)}{done}")
+        if short:
+            return replace(base, summary=f"{said} but only {facts.members} pod(s) exist{done}",
+                           changes=tuple(self._short_changes(gangs)))
         return replace(base, summary=f"{facts.bound} of {len(pods)} pod(s) are bound; the others are not "
                        "koordpy's to place (another schedulerName, or being deleted)")
 
     # -- the dry run -----------------------------------------------------------------------
 
-    def _dry(self, base: Explanation, key: str, gangs: list[Gang]) -> Explanation:
+    def _dry(self, base: Explanation, key: str, gangs: list[Gang],
+             targets: frozenset[str] | None = None) -> Explanation:
+        """The dry run of the job of the pod ``key``. ``targets``: the pods the answer is about (a
+        group that is part of the job), None for a whole gang; a pod's answer is about itself."""
         run = dry_run(self.snapshot, self.state, self.now, key)
         if run is None:  # claimed pods are always in the queue; a job the core cannot form says so
             return replace(base, summary="koordpy does not queue this pod", messages={})
         pods = set(run.pods)
-        target = key if base.kind == "pod" else next(iter(sorted(pods)), key)
+        if base.kind == "pod":
+            targets = frozenset({key})
+        target = key if targets is not None else next(iter(sorted(pods, key=natural_key)), key)
 
         def binds_of(r: DryRun) -> tuple[tuple[str, str], ...]:
-            return tuple((d.pod, d.node) for d in r.decisions if isinstance(d, Bind))
+            binds = ((d.pod, d.node) for d in r.decisions if isinstance(d, Bind))
+            return tuple(sorted(binds, key=lambda b: natural_key(b[0])))
 
         def places_target(binding: tuple[tuple[str, str], ...]) -> bool:
-            return bool(binding) and (base.kind == "podgroup" or any(p == target for p, _ in binding))
+            return bool(binding) and (targets is None or any(p in targets for p, _ in binding))
 
         binds = binds_of(run)
         if places_target(binds):
@@ -303,7 +385,7 @@ class _Explainer:
             assert queued is not None
             queued_binds = binds_of(queued)
             if places_target(queued_binds):
-                where = ", ".join(sorted({n for _, n in queued_binds}))
+                where = ", ".join(sorted({n for _, n in queued_binds}, key=natural_key))
                 behind = f", after the {len(queued.ahead)} job(s) ahead of it in the queue" if queued.ahead else ""
                 return replace(base, would_place=queued_binds, messages={}, job=queued.job, status="schedulable",
                                summary=f"it fits now: the next cycle would bind {len(queued_binds)} pod(s) on "
@@ -335,7 +417,7 @@ class _Explainer:
         f = run.failure
         if f is None:
             return None
-        domains = tuple(sorted(f.domains, key=lambda d: -d[1]))[:SHOWN_DOMAINS]
+        domains = tuple(sorted(f.domains, key=lambda d: (-d[1], natural_key(d[0]))))[:SHOWN_DOMAINS]
         fits_empty = None
         if f.resolvable:
             again = self._empty_run(run, gangs)
@@ -361,8 +443,8 @@ class _Explainer:
         first = run.failure.pod if run.failure is not None else pods[0]
         nominated = tuple((p.key, p.nominated_node_name) for p in pods if p.nominated_node_name)
         where = {n for _, n in nominated}
-        terminating = tuple(sorted(p.key for p in self.snapshot.pods
-                                   if p.deleting and p.preempted and p.node_name in where))
+        terminating = tuple(sorted((p.key for p in self.snapshot.pods
+                                    if p.deleting and p.preempted and p.node_name in where), key=natural_key))
         plan = run.plan
         names = self.cluster.nodes
         # A gang whose declaring object speaks for its pods (Kubernetes' PodGroup) has its own.
@@ -377,8 +459,8 @@ class _Explainer:
             message=plan.message.removeprefix("preemption: ") if plan is not None else "",
             would_evict=plan.victims if plan is not None else (),
             would_release=plan.released if plan is not None else (),
-            would_nominate=tuple(sorted((k, names[n].name) for k, n in plan.nominated.items()))
-            if plan is not None else (),
+            would_nominate=tuple(sorted(((k, names[n].name) for k, n in plan.nominated.items()),
+                                        key=lambda kn: natural_key(kn[0]))) if plan is not None else (),
             where=plan.where if plan is not None else "")
 
     # -- what would change the answer --------------------------------------------------------
@@ -444,8 +526,14 @@ class _Explainer:
         for g in gangs:
             if g.config is not None and gangrule.too_few(g):
                 missing = g.config.min_member - len(g.pods)
-                out.append(f"minMember {g.config.min_member} but only {len(g.pods)} pod(s) of gang {g.key} exist: "
-                           f"create {missing} more (or lower minMember)")
+                terms = dialects.group_terms(g.key, g.config.min_member, self.snapshot)
+                said = terms.said if terms is not None else f"minMember {g.config.min_member}"
+                field = terms.field if terms is not None else "minMember"
+                gone = len(self.finished.get(g.key, ()))
+                counted = f" ({gone} more finished, which count no more)" if gone else ""
+                lower = f" (or lower {field})" if field else ""
+                out.append(f"{said} but only {len(g.pods)} pod(s) of gang {g.key} exist{counted}: "
+                           f"create {missing} more{lower}")
         return out
 
     # -- facts -------------------------------------------------------------------------------
@@ -458,11 +546,12 @@ class _Explainer:
             return []
         return [self.gangs[k] for k in self._gid(gang) if k in self.gangs]
 
-    def _members(self, gangs: list[Gang], pod: Pod | None) -> list[Pod]:
-        pods = {p.key: p for g in gangs for p in g.pods}
+    def _members(self, gangs: list[Gang], pod: Pod | None, finished: bool = False) -> list[Pod]:
+        """The job's pods (and ``pod``), in natural order; with ``finished``, those that finished too."""
+        pods = {p.key: p for g in gangs for p in (*g.pods, *(self.finished.get(g.key, ()) if finished else ()))}
         if pod is not None:
             pods.setdefault(pod.key, pod)
-        return sorted(pods.values(), key=lambda p: p.key)
+        return sorted(pods.values(), key=lambda p: natural_key(p.key))
 
     def _job_kind(self, gangs: list[Gang]) -> str:
         if not gangs:
@@ -479,10 +568,15 @@ class _Explainer:
         cfg = gang.config
         bound = sum(1 for p in gang.pods if p.node_name)
         waiting = gangrule.waiting(gang, self.state.reserved)
+        terms = dialects.group_terms(gang.key, cfg.min_member, self.snapshot) if cfg is not None else None
+        modes = cfg if cfg is not None and terms is not None and terms.modes else None
         return GangFacts(gang.key, self._declared_by(gang), cfg.min_member if cfg is not None else None,
                          len(gang.pods), bound, len(gang.pods) - bound, waiting,
-                         cfg.mode if cfg is not None else None, cfg.waiting_seconds if cfg is not None else None,
-                         gang.timed_out, gang.error, dialects.object_facts(gang.key, self.snapshot))
+                         modes.mode if modes is not None else None,
+                         modes.waiting_seconds if modes is not None else None,
+                         gang.timed_out, gang.error, dialects.object_facts(gang.key, self.snapshot),
+                         finished=len(self.finished.get(gang.key, ())),
+                         declared_minimum=terms.said if terms is not None else "")
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
         if pod.phase in ("Succeeded", "Failed"):
@@ -510,13 +604,22 @@ class _Explainer:
         if key is None or n is None:
             return (node,)
         tree = self.cluster.trees[key]
-        return (*_ancestors(tree, int(tree.parent[tree.node_domain[n]]), key.labelled), node)
+        above = _ancestors(tree, int(tree.parent[tree.node_domain[n]]), key.labelled)
+        # A level of single nodes (a hostname key) names each domain after its node: said once.
+        return (*(above[:-1] if above and above[-1] == node else above), node)
 
     def _topology(self, gangs: list[Gang]) -> TopologyFacts | None:
         for g in gangs:
             if g.asks:
                 return g.asks[0].facts()
         return None
+
+
+def _phases(pods: list[Pod]) -> str:
+    """How finished ``pods`` ended: "Succeeded" when all did alike, else "3 Succeeded, 1 Failed"."""
+    counts = {phase: sum(1 for p in pods if p.phase == phase) for phase in ("Succeeded", "Failed")}
+    said = [f"{n} {phase}" for phase, n in counts.items() if n]
+    return said[0].split(" ", 1)[1] if len(said) == 1 else ", ".join(said)
 
 
 def _ancestors(tree: TopologyTree, d: int, labelled: bool) -> list[str]:

@@ -7,6 +7,11 @@ as it would run; a pod's generic ephemeral volume gets its claim from its templa
 is not given (the ephemeral volume controller); and a PersistentVolume whose claimRef koordpy sets
 before a binding is bound to that claim at once (the PV controller). No provisioner runs: a claim
 koordpy annotates with ``volume.kubernetes.io/selected-node`` stays unbound, and its pod pending.
+
+The API server's admission is played for what it lets in: a pod not admitted yet (without
+``spec.priority``) gets its PriorityClass's priority and its RuntimeClass merged in
+(``koordpy.api.runtimeclass``), and a Kubernetes PodGroup its priority; what the admission refuses
+is an input error.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import KINDS, Kind, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
@@ -26,6 +31,10 @@ from koordpy.api.podgroup import (
     check_pod_annotations,
 )
 from koordpy.api.raw import Reader
+from koordpy.api.runtimeclass import API_VERSION as RUNTIME_CLASS_API
+from koordpy.api.runtimeclass import KIND as RUNTIME_CLASS
+from koordpy.api.runtimeclass import RuntimeClass
+from koordpy.api.runtimeclass import admit as admit_runtime_class
 from koordpy.api.storage import (
     ANN_BIND_COMPLETED,
     ANN_SELECTED_NODE,
@@ -47,6 +56,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
+from koordpy.core.dialects import DIALECTS, build_gang
 from koordpy.core.dialects.koordinator import detail_status
 from koordpy.core.dialects.upstream import STORE as UPSTREAM_STORE
 from koordpy.core.snapshot import Snapshot
@@ -104,6 +114,9 @@ class World(Stores):
         pending_pods: list[tuple[str, dict[str, Any]]] = []
         podgroup_sources: dict[str, str] = {}  # Workload PodGroup key -> its source, for admission errors
         jobs: list[tuple[str, dict[str, Any]]] = []
+        # What the RuntimeClass admission merges into the pods it lets in (``_admitted``: not those
+        # read back from a cluster); the core never reads them.
+        runtime_classes: dict[str, RuntimeClass] = {}
         first_seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first defined
 
         def once(kind: str, key: str, source: str) -> None:
@@ -116,6 +129,14 @@ class World(Stores):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
             if kind_key in PASSIVE_KINDS:
                 world.ignored.append(f"{source}: {object_ref(raw)}")
+                continue
+            if kind_key == (RUNTIME_CLASS_API, RUNTIME_CLASS):
+                try:
+                    found = RuntimeClass.from_raw(raw)
+                except ParseError as exc:
+                    raise InputError(source, exc) from exc
+                once(RUNTIME_CLASS, found.name, source)
+                runtime_classes[found.name] = found
                 continue
             kind = kind_for(*kind_key)
             if kind is None:
@@ -154,6 +175,8 @@ class World(Stores):
         terminating: dict[str, tuple[float, float | None]] = {}
         for source, raw in pending_pods:
             try:
+                if not _admitted(raw):
+                    raw = admit_runtime_class(raw, runtime_classes)
                 pod = Pod.from_raw(raw)
                 for claim in _ephemeral_claims(raw, pod, world.storage.claims):
                     world.storage.claims[claim.key] = claim
@@ -240,6 +263,39 @@ class World(Stores):
 
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         return Snapshot(scheduler_names=scheduler_names, **snapshot_fields(self.stores))
+
+    def absent_group_kinds(self) -> list[str]:
+        """A warning for each kind of PodGroup that pods name as their gang (in its dialect's words)
+        while the input holds no object of that kind at all, and that no pod declares without one
+        (a gang of annotations): a dump that left the kind out, most likely by a bare ``kubectl get
+        podgroups``, which on a v1.37 cluster lists Kubernetes' own PodGroups only. Those pods wait
+        for their PodGroup, "not found"."""
+        out: list[str] = []
+        snapshot: Snapshot | None = None
+        for dialect in DIALECTS:
+            kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
+            if not kinds or any(self.stores[k.store] for k in kinds):
+                continue
+            named: dict[str, list[Pod]] = {}
+            for p in self.pods.values():
+                key = None if p.terminal else dialect.member(p, None)
+                if key is not None:
+                    named.setdefault(key, []).append(p)
+            if not named:
+                continue
+            snapshot = snapshot or self.snapshot(frozenset())
+            missing = {k: pods for k, pods in sorted(named.items())
+                       if (gang := build_gang(k, pods, snapshot)) is None or gang.config is None}
+            if not missing:
+                continue
+            kind = kinds[0]
+            shown = ", ".join(list(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            pods = sum(len(v) for v in missing.values())
+            out.append(f"{pods} pod(s) name a {kind.kind} of {kind.group} as their gang ({shown}), and the input "
+                       f"holds no {kind.id} at all: they wait for it to exist. Was the kind left out of a "
+                       f"dump? Name it in full, {kind.id}: a bare `kubectl get podgroups` lists one kind of "
+                       "PodGroup only (Kubernetes' own, scheduling.k8s.io, on a v1.37 cluster that serves it)")
+        return out
 
     def apply(self, result: CycleResult) -> int:
         """Carries out a cycle's decisions; returns how many changed the world's scheduling state."""
@@ -437,6 +493,15 @@ def _hypernode_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {name: {"nodeCount": hn.node_count(name), **({"problems": hn.problems[name]} if name in hn.problems
                                                           else {})}
             for name in cluster.trees.snapshot.hypernodes}
+
+
+def _admitted(raw: dict[str, Any]) -> bool:
+    """Whether the pod was let in by an API server already (read back from a cluster): the Priority
+    admission, on in every cluster, gave it ``spec.priority``. Its spec then holds what the
+    RuntimeClass admission merged in when it was created, and is not merged again (its class may
+    have changed since, or be left out of the dump)."""
+    spec = raw.get("spec")
+    return isinstance(spec, dict) and spec.get("priority") is not None
 
 
 def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:

@@ -226,8 +226,9 @@ def test_json_shape() -> None:
     assert set(out) == {"apiVersion", "kind", "target", "status", "summary", "job", "pods", "topology",
                         "diagnosis", "wouldPlace", "preemption", "changes", "messages"}
     assert set(out["job"]) == {"id", "kind", "priority", "gangs"}
-    assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "members", "bound", "pending",
-                                           "waiting", "mode", "timeoutSeconds", "timedOut", "error", "details"}
+    assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "declaredMinimum", "members",
+                                           "finished", "bound", "pending", "waiting", "mode", "timeoutSeconds",
+                                           "timedOut", "error", "partOf", "details"}
     assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message"}
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster"}
@@ -240,9 +241,11 @@ def test_json_shape() -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["nope"], "'nope': expected NAMESPACE/NAME"),
+    (["a/b/c"], "'a/b/c': expected NAMESPACE/NAME"),
+    (["podgroup", "a/"], "'a/': expected NAMESPACE/NAME or NAMESPACE/KIND/NAME"),
+    (["default/x", "-n", "ml", "-f", PREEMPTION], "'default/x' names its namespace"),
     (["pods", "default/x"], "'pods': expected pod or podgroup"),
-    (["a", "b", "c"], "expected [pod|podgroup] NAMESPACE/NAME"),
+    (["a", "b", "c"], "expected [pod|podgroup] [NAMESPACE/]NAME"),
     (["default/x", "-f", PREEMPTION, "--kubeconfig", "/dev/null"], "not both"),
     (["default/x", "--simulate", "--kubeconfig", "/nonexistent"], "--simulate needs -f"),
     (["default/x", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig /nonexistent/kubeconfig: no such file"),
@@ -309,6 +312,7 @@ class _FakeApi(BaseHTTPRequestHandler):
 
     lists: ClassVar[dict[str, list[dict[str, Any]]]] = {}
     requests: ClassVar[list[tuple[str, str]]] = []
+    forbidden: ClassVar[set[str]] = set()  # paths served but not readable (403)
 
     def _record(self) -> None:
         self.requests.append((self.command, self.path))
@@ -316,6 +320,9 @@ class _FakeApi(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._record()
         path = self.path.split("?")[0]
+        if path in self.forbidden:
+            self._send(403, {"kind": "Status", "code": 403})
+            return
         if path not in self.lists:
             self._send(404, {"kind": "Status", "code": 404})
             return
@@ -357,7 +364,7 @@ def fake_api(tmp_path: Path) -> Iterator[tuple[str, type[_FakeApi]]]:
     for kind in watched():  # a real API server serves every core kind, if only as an empty list
         if not kind.group:
             lists.setdefault(f"/api/{kind.version}/{kind.plural}", [])
-    handler = type("Api", (_FakeApi,), {"lists": lists, "requests": []})
+    handler = type("Api", (_FakeApi,), {"lists": lists, "requests": [], "forbidden": set()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -387,6 +394,71 @@ def test_live_path_reads_with_get_only_and_answers(fake_api: tuple[str, type[_Fa
     missing = koordpy("default/ghost", "--kubeconfig", kubeconfig)
     assert missing.returncode == 1 and "no pod default/ghost in the cluster" in missing.stderr
     assert {method for method, _ in handler.requests} == {"GET"}
+
+
+def test_live_path_says_nothing_of_kinds_not_installed_and_notes_kinds_it_may_not_list(
+        fake_api: tuple[str, type[_FakeApi]]) -> None:
+    # The fake serves no JobSet, Volcano, KAI or Kueue kinds (404, their CRDs not installed): there is
+    # nothing of them to leave out, and explain says nothing (issue 29, item 18). A kind it serves
+    # but refuses (403) may hold objects: that is noted.
+    kubeconfig, handler = fake_api
+    run = koordpy("default/train-0", "--kubeconfig", kubeconfig)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    handler.forbidden.add("/apis/topology.volcano.sh/v1alpha1/hypernodes")
+    run = koordpy("default/train-0", "--kubeconfig", kubeconfig)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ("koordpy explain: note: hypernodes.topology.volcano.sh not listed (403): its objects are "
+                          "left out\n")
+
+
+def test_a_bare_name_is_in_the_kubeconfig_contexts_namespace_or_the_one_given(
+        fake_api: tuple[str, type[_FakeApi]], tmp_path: Path) -> None:
+    kubeconfig, _ = fake_api
+    assert explain_json("train-0", "--kubeconfig", kubeconfig)["target"] == {"kind": "pod", "key": "default/train-0"}
+    assert explain_json("podgroup", "batch", "--kubeconfig", kubeconfig)["target"]["key"] == "default/batch"
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    config["contexts"][0]["context"]["namespace"] = "ml"
+    in_ml = tmp_path / "in-ml"
+    in_ml.write_text(yaml.safe_dump(config))
+    missing = koordpy("train-0", "--kubeconfig", str(in_ml))
+    assert missing.returncode == 1 and "no pod ml/train-0 in the cluster" in missing.stderr
+    found = explain_json("train-0", "-n", "default", "--kubeconfig", str(in_ml))
+    assert found["target"]["key"] == "default/train-0"
+
+
+def test_a_bare_name_in_files_is_in_default_or_the_namespace_given(tmp_path: Path) -> None:
+    assert explain_json("train-0", "-f", PREEMPTION)["target"]["key"] == "default/train-0"
+    other = pod("p", cpu="1")
+    other["metadata"]["namespace"] = "ml"
+    extra = write(tmp_path, "ml.yaml", other)
+    out = explain_json("p", "-n", "ml", "-f", str(EXAMPLES / "spine-block" / "cluster.yaml"), "-f", extra)
+    assert out["target"]["key"] == "ml/p" and out["status"] == "schedulable"
+
+
+def test_default_namespace_reads_the_current_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from koordpy.controller import oneshot
+
+    def config(namespace: str | None) -> str:
+        context: dict[str, Any] = {"cluster": "c", "user": "u", **({"namespace": namespace} if namespace else {})}
+        path = tmp_path / f"config-{namespace}"
+        path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
+                                        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+                                        "users": [{"name": "u", "user": {"token": "t"}}],
+                                        "contexts": [{"name": "x", "context": context}]}))
+        return str(path)
+
+    assert oneshot.default_namespace(config("team-a")) == "team-a"
+    assert oneshot.default_namespace(config(None)) == "default"
+    monkeypatch.setenv("KUBECONFIG", config("from-env"))
+    assert oneshot.default_namespace(None) == "from-env"
+    assert oneshot.default_namespace(str(tmp_path / "missing")) == "default"
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(oneshot, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "sa-namespace")
+    assert oneshot.default_namespace(None) == "default"
+    (tmp_path / "sa-namespace").write_text("in-cluster\n")
+    assert oneshot.default_namespace(None) == "in-cluster"
 
 
 def test_live_path_unreachable_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -490,3 +562,128 @@ def test_explain_text_shows_a_workload_podgroups_facts_and_its_pending_condition
     assert "    policy: basic (no quorum)\n" in run.stdout
     assert "    priority: 1000 (PriorityClass high)\n" in run.stdout
     assert "    PodGroupInitiallyScheduled: not set\n" in run.stdout
+
+
+# -- issue 29, item 17: finished jobs, composite children, the dialect's own words ---------------
+
+
+def _explain_group(objects: list[dict[str, Any]], key: str) -> Any:
+    world = World.from_objects([("test", o) for o in objects])
+    exp = explain_podgroup(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, key)
+    assert exp is not None
+    return exp
+
+
+def _finished(p: dict[str, Any], phase: str = "Succeeded") -> dict[str, Any]:
+    p["status"] = {"phase": phase}
+    return p
+
+
+def test_a_finished_job_is_finished_not_short_of_pods(tmp_path: Path) -> None:
+    from tests.builders import node
+
+    objects = [*(node(f"n{i}") for i in range(4)), podgroup("done", 4),
+               *(_finished(pod(f"done-{i}", cpu="1", group="done", node_name=f"n{i}"), "Failed" if i == 3
+                           else "Succeeded") for i in range(4))]
+    exp = _explain_group(objects, "default/done")
+    assert exp.status == "finished"
+    assert exp.summary == "the job has finished: its 4 pod(s) 3 Succeeded, 1 Failed"
+    assert exp.changes == () and not any("create" in c for c in exp.changes)
+    assert [(g.members, g.finished) for g in exp.gangs] == [(0, 4)]
+    assert [p.state for p in exp.pods] == ["Succeeded", "Succeeded", "Succeeded", "Failed"]
+    run = koordpy("podgroup", "default/done", "-f", write(tmp_path, "done.yaml", *objects))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("podgroup default/done: FINISHED\n")
+    assert "SHORT" not in run.stdout and "create" not in run.stdout
+
+
+def test_an_upstream_gang_whose_member_finished_is_bound_and_said_in_its_own_words(tmp_path: Path) -> None:
+    # An Indexed Job's group (minCount 8) once one pod Succeeded: 7 live members, all bound. Nothing
+    # waits, so nothing is short; and Kubernetes' PodGroup has a minCount, no mode, no waiting time.
+    from tests.builders import node
+
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "idx", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}
+    members = [pod(f"idx-{i}", cpu="1", node_name=f"n{i}", schedulingGroup={"podGroupName": "idx"})
+               for i in range(8)]
+    objects = [*(node(f"n{i}") for i in range(8)), group, *members[:3], _finished(members[3]), *members[4:]]
+    exp = _explain_group(objects, "default/idx")
+    assert exp.status == "bound"
+    assert exp.summary == "all 7 pod(s) are bound, on n0, n1, n2, n4, n5, n6, n7; 1 more finished (Succeeded)"
+    g = exp.gangs[0]
+    assert (g.members, g.finished, g.min_member, g.declared_minimum) == (7, 1, 8, "minCount 8")
+    assert (g.mode, g.timeout_seconds) == (None, None)
+    run = koordpy("podgroup", "default/idx", "-f", write(tmp_path, "idx.yaml", *objects))
+    assert run.returncode == 0, run.stderr
+    line = next(x for x in run.stdout.splitlines() if x.startswith("  gang default/idx"))
+    assert line == ("  gang default/idx (PodGroup scheduling.k8s.io): 7 pod(s) (and 1 finished) of minCount 8; "
+                    "7 bound, 0 pending")
+    for koordinator_word in ("SHORT", "Strict", "minMember", "timeout", "waiting"):
+        assert koordinator_word not in run.stdout
+
+
+def test_a_short_gang_counts_its_finished_pods_apart() -> None:
+    # One of a Strict gang's pods finished and a replacement waits: the gang rule counts live pods,
+    # and explain says why the count is one short.
+    from tests.builders import node
+
+    objects = [*(node(f"n{i}") for i in range(4)), podgroup("g", 3),
+               pod("g-0", cpu="1", group="g", node_name="n0"),
+               _finished(pod("g-1", cpu="1", group="g", node_name="n1")), pod("g-2", cpu="1", group="g")]
+    exp = _explain_group(objects, "default/g")
+    assert exp.status == "pending"
+    assert exp.changes[0] == ("minMember 3 but only 2 pod(s) of gang default/g exist (1 more finished, which count "
+                              "no more): create 1 more (or lower minMember)")
+
+
+def test_explain_podgroup_on_a_composite_child_explains_the_child(tmp_path: Path) -> None:
+    out = explain_json("podgroup", "default/serve-0", "-f", WORKLOAD_API, "--simulate")
+    assert out["target"] == {"kind": "podgroup", "key": "default/serve-0"}
+    assert out["status"] == "bound"
+    assert out["summary"] == ("all 2 pod(s) are bound, on r1-0; default/serve-0 is part of the gang "
+                              "default/serve-replicas (CompositePodGroup scheduling.k8s.io)")
+    assert out["job"]["id"] == "default/serve-replicas"
+    composite, child = out["job"]["gangs"]
+    assert composite["declaredBy"] == "CompositePodGroup scheduling.k8s.io"
+    assert composite["declaredMinimum"] == "minGroupCount 2 of its 3 child PodGroups (at least 4 pods)"
+    assert composite["details"]["policy"] == "gang, minGroupCount 2"
+    assert composite["details"]["child PodGroups"] == ("serve-0 2/2 bound (minCount 2), serve-1 2/2 bound "
+                                                       "(minCount 2), serve-2 0/2 bound (minCount 2)")
+    assert (child["key"], child["partOf"], child["declaredBy"]) == ("default/serve-0", "default/serve-replicas",
+                                                                     "PodGroup scheduling.k8s.io")
+    assert (child["minMember"], child["members"], child["bound"], child["mode"]) == (2, 2, 2, None)
+    assert [p["key"] for p in out["pods"]] == ["default/serve-0-0", "default/serve-0-1"]
+    # A hostname level names its domain after the node: the path says it once.
+    assert out["pods"][0]["path"] == ["r1", "r1-0"]
+    waiting = explain_json("podgroup", "serve-2", "-f", WORKLOAD_API, "--simulate")
+    assert waiting["target"]["key"] == "default/serve-2" and waiting["status"] == "pending"
+    assert [p["key"] for p in waiting["pods"]] == ["default/serve-2-0", "default/serve-2-1"]
+    assert waiting["wouldPlace"] == {}
+    # A pod of a child: its gang is the composite's, and its own group is said beside it.
+    member = explain_json("default/serve-2-1", "-f", WORKLOAD_API, "--simulate")
+    assert [(g["key"], g["partOf"]) for g in member["job"]["gangs"]] == [
+        ("default/serve-replicas", None), ("default/serve-2", "default/serve-replicas")]
+    text = koordpy("podgroup", "default/serve-0", "-f", WORKLOAD_API, "--simulate")
+    assert text.returncode == 0, text.stderr
+    assert ("  group default/serve-0 (PodGroup scheduling.k8s.io) in gang default/serve-replicas: 2 pod(s) of "
+            "minCount 2; 2 bound, 0 pending\n") in text.stdout
+    # explain's own words for the upstream dialect: no HyperNodes, sub-groups, modes or waiting times.
+    own = text.stdout.split("\n\n", 1)[1]
+    for word in ("HyperNode", "sub-group", "Strict", "minMember", "timeout"):
+        assert word not in own, word
+
+
+def test_node_and_pod_names_sort_naturally(tmp_path: Path) -> None:
+    from tests.builders import node
+
+    objects = [*(node(f"node-{i}", cpu="1") for i in (2, 10, 1)), podgroup("t", 3),
+               *(pod(f"t-{i}", cpu="1", group="t", node_name=f"node-{n}") for i, n in ((10, 1), (2, 10), (1, 2)))]
+    exp = _explain_group(objects, "default/t")
+    assert exp.summary == "all 3 pod(s) are bound, on node-1, node-2, node-10"
+    assert [p.key for p in exp.pods] == ["default/t-1", "default/t-2", "default/t-10"]
+    fits = _explain_group([*(node(f"node-{i}", cpu="1") for i in (10, 2, 1)), podgroup("u", 3),
+                           *(pod(f"u-{i}", cpu="1", group="u") for i in (10, 2, 1))], "default/u")
+    assert fits.status == "schedulable"
+    assert [p for p, _ in fits.would_place] == ["default/u-1", "default/u-2", "default/u-10"]
+    assert "on node-1, node-2, node-10" in fits.summary

@@ -204,8 +204,8 @@ def test_help_speaks_to_users() -> None:
     assert "only places that do I/O" not in top.stdout  # not the module's docstring
     sim = koordpy("simulate", "--help")
     assert sim.returncode == 0
-    assert "| koordpy simulate -f - -f new-job.yaml" in sim.stdout
-    assert "kubectl get nodes,pods,podgroups,clusternetworktopologies,hypernodes,topologies" in sim.stdout
+    assert "    | koordpy simulate -f - -f new-job.yaml" in sim.stdout
+    assert "podgroups.scheduling.sigs.k8s.io,clusternetworktopologies \\\n" in sim.stdout
 
 
 def test_unschedulable_workload_exits_0(tmp_path: Path) -> None:
@@ -285,3 +285,26 @@ def test_a_workload_podgroup_naming_a_missing_priority_class_exits_2(tmp_path: P
     path = write(tmp_path, "bad.yaml", node("n"), bad)
     assert one_error_line(koordpy("simulate", "-f", path)) == (
         f"{path} (document 2): PodGroup default/g: spec.priorityClassName: no PriorityClass named 'missing'")
+
+
+def test_pods_naming_a_kind_of_podgroup_the_input_lacks_entirely_are_warned_of(tmp_path: Path) -> None:
+    # A dump made with a bare `kubectl get podgroups` on v1.37 holds Kubernetes' own PodGroups only:
+    # Koordinator's gang waits "not found", and simulate says why on stderr (issue 29, item 15).
+    named = [pod(f"train-{i}", cpu="1", group="train") for i in range(2)]
+    upstream = pod("up-0", cpu="1", schedulingGroup={"podGroupName": "up"})
+    dump = write(tmp_path, "dump.yaml", node("n0"), *named, upstream)
+    run = koordpy("simulate", "-f", dump)
+    assert run.returncode == 0, run.stderr
+    warnings = [line for line in run.stderr.splitlines() if line.startswith("koordpy simulate: warning: ")]
+    assert len(warnings) == 2, run.stderr
+    assert ("2 pod(s) name a PodGroup of scheduling.sigs.k8s.io as their gang (default/train), and the input holds "
+            "no podgroups.scheduling.sigs.k8s.io at all") in warnings[0]
+    assert "name it in full, podgroups.scheduling.sigs.k8s.io" in warnings[0].lower()
+    assert "no podgroups.scheduling.k8s.io at all" in warnings[1]
+    # A PodGroup of the kind in the input (if not the one named), or a gang the pods declare by their
+    # own annotations: the kind was not left out, and nothing is said.
+    annotated = pod("solo-0", cpu="1", annotations={"gang.scheduling.koordinator.sh/name": "solo",
+                                                     "gang.scheduling.koordinator.sh/min-available": "1"})
+    quiet = koordpy("simulate", "-f", write(tmp_path, "quiet.yaml", node("n0"), podgroup("other", 1), *named,
+                                            annotated))
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr

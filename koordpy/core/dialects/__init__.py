@@ -26,7 +26,7 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
-from koordpy.core.dialects.base import Dialect, DialectBase
+from koordpy.core.dialects.base import Dialect, DialectBase, GroupTerms
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
@@ -68,11 +68,12 @@ def compare_key(role: Role) -> Callable[[Any], object] | None:
 # -- gangs -----------------------------------------------------------------------------------------
 
 
-def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
+def gang_member(pod: Pod, snapshot: Snapshot | None = None, finished: bool = False) -> str | None:
     """The gang a live pod belongs to, if any, in the first dialect that claims it: a Koordinator
     gang, a Volcano or KAI PodGroup, or (``snapshot`` given) the implicit group of its top-level
-    owner among the snapshot's owners."""
-    if pod.terminal:
+    owner among the snapshot's owners. With ``finished``, a pod that has finished too (the gang it
+    was part of, which ``koordpy explain`` counts it in; the gang rule never does)."""
+    if pod.terminal and not finished:
         return None
     owners = snapshot.owners if snapshot is not None else None
     for dialect in DIALECTS:
@@ -81,6 +82,18 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
             # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
             return (dialect.enclosing(key, snapshot) or key) if snapshot is not None else key
     return None
+
+
+def own_group(pod: Pod, snapshot: Snapshot) -> str | None:
+    """The group the pod names itself, before the gang that group may be part of (``enclosing``)."""
+    return first(lambda d: d.member(pod, snapshot.owners))
+
+
+def enclosing(key: str, snapshot: Snapshot) -> str | None:
+    """The gang that the group ``key`` is part of when its object says so (a CompositePodGroup's
+    child PodGroup); None for a group that is its own gang, or that no object declares."""
+    dialect = declaring(key, snapshot)
+    return dialect.enclosing(key, snapshot) if dialect is not None else None
 
 
 def declared_keys(snapshot: Snapshot) -> list[str]:
@@ -147,6 +160,12 @@ def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, 
 def declared_by(key: str, snapshot: Snapshot) -> str:
     """What declares the gang, as ``koordpy explain`` says it."""
     return first(lambda d: d.declared_by(key, snapshot)) or koordinator.ANNOTATION_GANG
+
+
+def group_terms(key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+    """How ``koordpy explain`` states the group's minimum, in the words of the object that declares it
+    (a gang no object declares is Koordinator's, of annotations)."""
+    return (declaring(key, snapshot) or koordinator.DIALECT).group_terms(key, minimum, snapshot)
 
 
 def object_facts(key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:

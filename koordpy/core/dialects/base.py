@@ -17,6 +17,7 @@ them (``koordpy.core.dialects``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from koordpy.api.kinds import Role
@@ -28,6 +29,18 @@ from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
+
+
+@dataclass(frozen=True)
+class GroupTerms:
+    """A group's minimum as ``koordpy explain`` states it, in the words of the object that declares it."""
+
+    field: str  # the field that sets it: minMember, minCount, minGroupCount
+    said: str  # the minimum as the object says it ("minCount 8", "minGroupCount 2 child PodGroups ...")
+    minimum: int  # in pods
+    # Whether a mode (Strict / NonStrict) and a waiting time are the gang's own words (Koordinator's);
+    # other dialects' gangs have neither, and explain does not speak of them.
+    modes: bool = False
 
 
 class Dialect(Protocol):
@@ -87,6 +100,12 @@ class Dialect(Protocol):
     def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
         """What ``koordpy explain`` says of its object that declares ``key`` beyond the gang's counts
         (its policy, priority, conditions...), as (what, value) pairs in its own terms."""
+        ...
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        """How ``koordpy explain`` states the minimum of the group ``key`` its object declares:
+        ``minimum`` is the gang's (as the gang rule counts it), None for a group that is part of a
+        gang (``enclosing``), whose own minimum the dialect knows; None: not stated."""
         ...
 
     @property
@@ -196,6 +215,11 @@ class DialectBase:
 
     def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
         return ()
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        # scheduler-plugins', Volcano's and KAI's PodGroups all call it minMember; only the
+        # registry's dispatch asks, and only the dialect that declares the group.
+        return None if minimum is None else GroupTerms("minMember", f"minMember {minimum}", minimum)
 
     def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         return None

@@ -32,7 +32,7 @@ from koordpy.api.podgroup import (
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase
+from koordpy.core.dialects.base import DialectBase, GroupTerms
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
@@ -357,6 +357,10 @@ class Koordinator(DialectBase):
         if podgroup is None or gang.error or not gang.pods:
             return None
         return podgroup.annotations, {}
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        # Its gangs (of a PodGroup or of annotations) have a mode and a waiting time of their own.
+        return None if minimum is None else GroupTerms("minMember", f"minMember {minimum}", minimum, modes=True)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         # A PodGroup that failed to parse is one of any kind; explain has always called it this.

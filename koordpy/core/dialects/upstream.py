@@ -62,7 +62,7 @@ from koordpy.api.workload import (
     WorkloadPodGroup,
 )
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase
+from koordpy.core.dialects.base import DialectBase, GroupTerms
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.messages import WORKLOAD_PODGROUP, render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
@@ -653,6 +653,32 @@ def group_facts(group: WorkloadPodGroup, snapshot: Snapshot) -> tuple[tuple[str,
     return tuple(facts)
 
 
+# How many children ``koordpy explain`` lists in a CompositePodGroup's facts before "and N more".
+SHOWN_CHILDREN = 8
+
+
+def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """What ``koordpy explain`` says of a CompositePodGroup: its policy, topology key, priority and
+    each child PodGroup with its pods (bound of live) against its own minimum."""
+    policy = (f"gang, minGroupCount {composite.min_group_count}" if composite.policy == "gang"
+              else "basic (one child PodGroup at a time)")
+    value = priority_of(composite.priority_class_name, composite.priority, snapshot)
+    named = f" (PriorityClass {composite.priority_class_name})" if composite.priority_class_name else ""
+    kids = children(composite.key, snapshot)
+    counts = {g.key: [0, 0] for g in kids}  # child -> [live pods, bound]
+    for p in snapshot.pods:
+        found = counts.get(group_key(p) or "") if not p.terminal else None
+        if found is not None:
+            found[0] += 1
+            found[1] += bool(p.node_name)
+    said = [f"{g.name} {counts[g.key][1]}/{counts[g.key][0]} bound "
+            f"({'minCount ' + str(g.min_count) if g.policy == 'gang' else 'basic'})" for g in kids[:SHOWN_CHILDREN]]
+    if len(kids) > SHOWN_CHILDREN:
+        said.append(f"and {len(kids) - SHOWN_CHILDREN} more")
+    return (("policy", policy), ("topology key", ", ".join(composite.topology_keys) or "-"),
+            ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
+
+
 class Upstream(DialectBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group)."""
 
@@ -695,8 +721,29 @@ class Upstream(DialectBase):
         return DECLARED_BY if key in groups(snapshot) else None
 
     def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return composite_facts(composite, snapshot)
         group = groups(snapshot).get(key)
         return () if group is None else group_facts(group, snapshot)
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            kids = children(key, snapshot)
+            need = group_count(composite)
+            pods = minimum if minimum is not None else max(1, sum(sorted(child_minimum(g) for g in kids)[:need]))
+            if composite.policy == "gang":
+                return GroupTerms("minGroupCount", f"minGroupCount {need} of its {len(kids)} child PodGroups "
+                                  f"(at least {pods} pods)", pods)
+            return GroupTerms("", f"basic: 1 of its {len(kids)} child PodGroups (at least {pods} pods)", pods)
+        group = groups(snapshot).get(key)
+        if group is None:
+            return None
+        held = minimum if minimum is not None else child_minimum(group)
+        if group.policy == "gang" and group.min_count is not None:
+            return GroupTerms("minCount", f"minCount {group.min_count}", held)
+        return GroupTerms("", "basic (minimum 1)", held)
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         # Asked of every member of every gang: a pod that names no group is answered here.
