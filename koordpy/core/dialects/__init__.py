@@ -74,13 +74,16 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     owner among the snapshot's owners."""
     if pod.terminal:
         return None
-    owners = snapshot.owners if snapshot is not None else None
-    for dialect in DIALECTS:
-        key = dialect.member(pod, owners)
-        if key is not None:
-            # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
-            return (dialect.enclosing(key, snapshot) or key) if snapshot is not None else key
-    return None
+    return first(lambda d: _claim(d, pod, snapshot))
+
+
+def _claim(dialect: Dialect, pod: Pod, snapshot: Snapshot | None) -> str | None:
+    """The gang ``dialect`` alone puts the pod in (``snapshot`` None: only what the pod itself says)."""
+    key = dialect.member(pod, snapshot.owners if snapshot is not None else None)
+    if key is None or snapshot is None:
+        return key
+    # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
+    return dialect.enclosing(key, snapshot) or key
 
 
 def declared_keys(snapshot: Snapshot) -> list[str]:
@@ -116,8 +119,12 @@ def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
     whose pods name no such object (Volcano's, KAI's) leaves a missing group to gang annotations,
     as before."""
     first = pods[0] if pods else None
+    # The dialect's own claim, not the pod's gang: a pod two dialects name (a Job's pod with
+    # ``spec.schedulingGroup`` and a scheduler-plugins label) is in the first one's gang, and when
+    # that one's object is missing the other, whose object exists, must not speak for it: the pods
+    # wait for the object they were filed under, as pods that name only that one do.
     return next((d for d in DIALECTS if first is not None and d.names_objects(first)
-                 and gang_member(first, snapshot) == key), None)
+                 and _claim(d, first, snapshot) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],
