@@ -74,6 +74,12 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     owner among the snapshot's owners."""
     if pod.terminal:
         return None
+    return gang_of(pod, snapshot)
+
+
+def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
+    """The gang the pod is in or, once it finished (Succeeded, Failed), was in: what its gang's
+    object status counts it under (``gang_member`` for the gang it is scheduled with)."""
     return first(lambda d: _claim(d, pod, snapshot))
 
 
@@ -181,8 +187,9 @@ def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
 def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
              snapshot: Snapshot, pending: Mapping[str, str]) -> list[tuple[str, GangStatus]]:
     """The statuses the gang's objects should have after this cycle (object key, status), written by
-    the dialect that declares it, where they differ from what the objects say (``pending``: why each
-    unbound member waits). Most gangs have one object; a CompositePodGroup's gang writes its children."""
+    the dialect that declares it, where they differ from what the objects say (``members``: its pods,
+    finished ones included; ``pending``: why each unbound member waits). Most gangs have one object;
+    a CompositePodGroup's gang writes its children."""
     dialect = declaring(key, snapshot)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
 
