@@ -384,10 +384,13 @@ class ApiWriter:
         version = by_id(f"podgroups.{group}").version
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
-        written = await self._report(
-            f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-                group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
-            kind="podgroup-status")
+        try:
+            written = await self._report(
+                f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+                    group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
+                kind="podgroup-status")
+        finally:
+            self.reports.status_done(group, key)
         if not written:
             self.reports.status_failed(group, key, status)
 
