@@ -106,12 +106,14 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     )
 
 
-async def sync(api: ApiClient, cache: Cache,
-               kinds: list[tuple[Kind, str, str, str]] | None = None) -> dict[str, int]:
+async def sync(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]] | None = None,
+               unserved: set[str] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns the
     list resourceVersion of each kind served (by ``Kind.id``). Done once before the first cycle
     (scheduling on half a view would overcommit) and then every RESYNC_SECONDS as a safety net for
-    deletions no watch event reported."""
+    deletions no watch event reported. ``unserved``: the kinds said not to be served already (kept
+    up to date here), so that a kind whose CRD is not installed is said once, not at every resync."""
+    said = set() if unserved is None else unserved
     delay = 0.5
     while True:
         versions: dict[str, int] = {}
@@ -121,10 +123,13 @@ async def sync(api: ApiClient, cache: Cache,
                     list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
                     if not_served(exc, group, plural):
-                        log.warning("kind not served or not readable (CRD not installed?); its objects are "
-                                    "ignored", kind=kind.label)
+                        if kind.id not in said:
+                            log.warning("kind not served or not readable (CRD not installed?); its objects are "
+                                        "ignored", kind=kind.label)
+                            said.add(kind.id)
                         continue
                     raise
+                said.discard(kind.id)  # served (again): should it go, that is said again
                 versions[kind.id] = list_version
                 if dropped:
                     log.info("resync dropped objects the watches had not reported deleted", kind=kind.label,
@@ -148,11 +153,12 @@ def settle_memory(full: bool = False) -> None:
     gc.freeze()
 
 
-async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]]) -> None:
+async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]],
+                         unserved: set[str] | None = None) -> None:
     resyncs = 0
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
-        await sync(api, cache, kinds)
+        await sync(api, cache, kinds, unserved)
         resyncs += 1
         settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
         memory.trim_memory()  # the LIST's pages, decoded and dropped: a loop never idle trims here
@@ -254,6 +260,26 @@ def warm_up() -> None:
     schedule(snapshot, SchedulerState(), time.time())
 
 
+# How long the warm-up may take before the log says why the start waits: loading the kernels from
+# numba's cache takes under a second, compiling them on a cold cache (a first start) 18-22 s.
+WARM_NOTICE = 2.0
+
+
+async def warm_up_said(notice: float = WARM_NOTICE) -> None:
+    """``warm_up`` in a thread (the metrics server answers meanwhile); one that takes longer than
+    ``notice`` seconds is numba compiling the kernels, and the log says so, and when it is done,
+    rather than the start staying silent for twenty seconds."""
+    started = time.monotonic()
+    task = asyncio.ensure_future(asyncio.to_thread(warm_up))
+    done, _ = await asyncio.wait({task}, timeout=notice)
+    if not done:
+        log.info("warming the kernels: numba compiles them on a first start (about 20 s, once; "
+                 "later starts load them from its cache)")
+    await task
+    if not done:
+        log.info("kernels warm", seconds=round(time.monotonic() - started, 1))
+
+
 def identity() -> str:
     """This replica's name in the Lease: the pod's name in a cluster, else host and process."""
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
@@ -271,10 +297,11 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
         host, port = split_address(settings.server.bind_address)
         address = await server.start(host, port)
         log.info("serving /metrics, /healthz and /readyz", address=address)
-    warm_up()
+    await warm_up_said()
     api = await api_client(kubeconfig)
     cache = Cache()
-    versions = await sync(api, cache, kinds)
+    unserved: set[str] = set()
+    versions = await sync(api, cache, kinds, unserved)
     settle_memory()
     memory.trim_memory()
     synced = True
@@ -301,7 +328,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     ready_flag = asyncio.Event()
     operator = asyncio.ensure_future(kopf.operator(registry=registry, settings=settings_, clusterwide=True,
                                                    standalone=True, stop_flag=stop_flag, ready_flag=ready_flag))
-    resync = asyncio.ensure_future(resync_forever(api, cache, kinds))
+    resync = asyncio.ensure_future(resync_forever(api, cache, kinds, unserved))
     watches = {asyncio.ensure_future(watch_kind(api, cache, kind, str(versions[kind.id] or "")))
                for kind, *_ in kinds if kind.id in versions}
     scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))
