@@ -67,6 +67,15 @@ def resources(sources: tuple[TopologySource, ...]) -> list[tuple[Kind, str, str,
 
 
 LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
+# kopf's logger that says which of its kinds no CRD serves.
+KOPF_OBSERVATION = "kopf._core.reactor.observation"
+
+
+def _not_kopfs_unresolved(record: logging.LogRecord) -> bool:
+    """Drops kopf's "Unresolved resources cannot be served": the kinds left to kopf are the ones the
+    start found not served, which ``sync`` has said once already, and kopf says it again at every
+    change of any CRD in the cluster."""
+    return not record.getMessage().startswith("Unresolved resources cannot be served")
 
 
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
@@ -97,6 +106,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     root.setLevel(getattr(logging, level))
     logging.captureWarnings(True)  # a Python warning too is a line of the log, not text of its own
     logging.getLogger("kopf").setLevel(logging.WARNING)
+    logging.getLogger(KOPF_OBSERVATION).addFilter(_not_kopfs_unresolved)  # added once, however often called
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
     structlog.configure(
         processors=[*shared, *tail],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import MutableMapping
 from typing import Any
@@ -103,3 +104,20 @@ async def test_a_kind_not_served_is_said_once_across_resyncs(monkeypatch: pytest
         await main_module.sync(None, Cache(), kinds, unserved)
     said = [e for e in logs if e["event"].startswith("kind not served")]
     assert [e["kind"] for e in said] == [jobset.label, jobset.label]
+
+
+def test_kopf_does_not_say_again_that_a_kind_is_not_served() -> None:
+    # kopf watches the kinds not served at the start, for a CRD installed later, and says they are
+    # unresolved at the start and again at every change of any CRD; sync said it once already.
+    main_module.configure_logging("INFO", "json")
+    main_module.configure_logging("INFO", "json")
+    kopf = logging.getLogger(main_module.KOPF_OBSERVATION)
+    assert len(kopf.filters) == 1
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord(kopf.name, logging.WARNING, __file__, 1, message, None, None)
+
+    unresolved = ("Unresolved resources cannot be served (try creating their CRDs): "
+                  "Selector(group='jobset.x-k8s.io', version='v1alpha2', any_name='jobsets')")
+    assert not kopf.filter(record(unresolved))
+    assert kopf.filter(record("Ambiguous resources will not be served (try specifying API groups): x"))
