@@ -67,6 +67,15 @@ def resources(sources: tuple[TopologySource, ...]) -> list[tuple[Kind, str, str,
 
 
 LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
+# kopf's logger that says which of its kinds no CRD serves.
+KOPF_OBSERVATION = "kopf._core.reactor.observation"
+
+
+def _not_kopfs_unresolved(record: logging.LogRecord) -> bool:
+    """Drops kopf's "Unresolved resources cannot be served": the kinds left to kopf are the ones the
+    start found not served, which ``sync`` has said once already, and kopf says it again at every
+    change of any CRD in the cluster."""
+    return not record.getMessage().startswith("Unresolved resources cannot be served")
 
 
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
@@ -97,6 +106,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     root.setLevel(getattr(logging, level))
     logging.captureWarnings(True)  # a Python warning too is a line of the log, not text of its own
     logging.getLogger("kopf").setLevel(logging.WARNING)
+    logging.getLogger(KOPF_OBSERVATION).addFilter(_not_kopfs_unresolved)  # added once, however often called
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
     structlog.configure(
         processors=[*shared, *tail],
@@ -106,12 +116,14 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     )
 
 
-async def sync(api: ApiClient, cache: Cache,
-               kinds: list[tuple[Kind, str, str, str]] | None = None) -> dict[str, int]:
+async def sync(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]] | None = None,
+               unserved: set[str] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns the
     list resourceVersion of each kind served (by ``Kind.id``). Done once before the first cycle
     (scheduling on half a view would overcommit) and then every RESYNC_SECONDS as a safety net for
-    deletions no watch event reported."""
+    deletions no watch event reported. ``unserved``: the kinds said not to be served already (kept
+    up to date here), so that a kind whose CRD is not installed is said once, not at every resync."""
+    said = set() if unserved is None else unserved
     delay = 0.5
     while True:
         versions: dict[str, int] = {}
@@ -121,10 +133,13 @@ async def sync(api: ApiClient, cache: Cache,
                     list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
                     if not_served(exc, group, plural):
-                        log.warning("kind not served or not readable (CRD not installed?); its objects are "
-                                    "ignored", kind=kind.label)
+                        if kind.id not in said:
+                            log.warning("kind not served or not readable (CRD not installed?); its objects are "
+                                        "ignored", kind=kind.label)
+                            said.add(kind.id)
                         continue
                     raise
+                said.discard(kind.id)  # served (again): should it go, that is said again
                 versions[kind.id] = list_version
                 if dropped:
                     log.info("resync dropped objects the watches had not reported deleted", kind=kind.label,
@@ -148,11 +163,12 @@ def settle_memory(full: bool = False) -> None:
     gc.freeze()
 
 
-async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]]) -> None:
+async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]],
+                         unserved: set[str] | None = None) -> None:
     resyncs = 0
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
-        await sync(api, cache, kinds)
+        await sync(api, cache, kinds, unserved)
         resyncs += 1
         settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
         memory.trim_memory()  # the LIST's pages, decoded and dropped: a loop never idle trims here
@@ -254,6 +270,26 @@ def warm_up() -> None:
     schedule(snapshot, SchedulerState(), time.time())
 
 
+# How long the warm-up may take before the log says why the start waits: loading the kernels from
+# numba's cache takes under a second, compiling them on a cold cache (a first start) 18-22 s.
+WARM_NOTICE = 2.0
+
+
+async def warm_up_said(notice: float = WARM_NOTICE) -> None:
+    """``warm_up`` in a thread (the metrics server answers meanwhile); one that takes longer than
+    ``notice`` seconds is numba compiling the kernels, and the log says so, and when it is done,
+    rather than the start staying silent for twenty seconds."""
+    started = time.monotonic()
+    task = asyncio.ensure_future(asyncio.to_thread(warm_up))
+    done, _ = await asyncio.wait({task}, timeout=notice)
+    if not done:
+        log.info("warming the kernels: numba compiles them on a first start (about 20 s, once; "
+                 "later starts load them from its cache)")
+    await task
+    if not done:
+        log.info("kernels warm", seconds=round(time.monotonic() - started, 1))
+
+
 def identity() -> str:
     """This replica's name in the Lease: the pod's name in a cluster, else host and process."""
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
@@ -271,10 +307,11 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
         host, port = split_address(settings.server.bind_address)
         address = await server.start(host, port)
         log.info("serving /metrics, /healthz and /readyz", address=address)
-    warm_up()
+    await warm_up_said()
     api = await api_client(kubeconfig)
     cache = Cache()
-    versions = await sync(api, cache, kinds)
+    unserved: set[str] = set()
+    versions = await sync(api, cache, kinds, unserved)
     settle_memory()
     memory.trim_memory()
     synced = True
@@ -301,7 +338,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     ready_flag = asyncio.Event()
     operator = asyncio.ensure_future(kopf.operator(registry=registry, settings=settings_, clusterwide=True,
                                                    standalone=True, stop_flag=stop_flag, ready_flag=ready_flag))
-    resync = asyncio.ensure_future(resync_forever(api, cache, kinds))
+    resync = asyncio.ensure_future(resync_forever(api, cache, kinds, unserved))
     watches = {asyncio.ensure_future(watch_kind(api, cache, kind, str(versions[kind.id] or "")))
                for kind, *_ in kinds if kind.id in versions}
     scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))

@@ -3,7 +3,8 @@
 Belongs here: coalescing a pod's Unschedulable condition (written once it has settled, then at
 most once per cooldown, never twice while the same write is in flight) and a PodGroup's status
 (the latest kept, written at most once per STATUS_INTERVAL within a phase, at once on a phase
-change, not at all when the object says it already). Every method that needs the time takes
+change, never while a write of the same object is in flight, not at all when the object says it
+already). Every method that needs the time takes
 ``now`` (seconds on any monotonic clock), so the policy is tested with a fake clock
 (tests/controller/test_reports.py). Not here: the writes themselves, retries, the leader fence
 and metrics (``transport``, ``writer``).
@@ -63,6 +64,10 @@ class Reports:
         self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
         # PodGroup -> (when, the status, the cache's before): also what paces a group's writes.
         self._status_sent: dict[str, tuple[float, dict[str, object], dict[str, object] | None]] = {}
+        # The PodGroups with a status write in flight: two merge patches of one object sent at once
+        # may land in either order, and an older status landing last stood (nothing the core sees
+        # changes to make it write again once the job settles).
+        self._status_writing: set[str] = set()
 
     def unschedulable(self, pod_key: str, message: str, now: float) -> None:
         """The pod's condition message as it should be (already capped)."""
@@ -92,6 +97,10 @@ class Reports:
         """The write of ``status`` failed: it is no longer in flight (unless another was sent since)."""
         if (self._status_sent.get(f"{group} {key}") or (0.0, None))[1] is status:
             del self._status_sent[f"{group} {key}"]
+
+    def status_done(self, group: str, key: str) -> None:
+        """The status write of the PodGroup ended (written or not): the next one may go."""
+        self._status_writing.discard(f"{group} {key}")
 
     def due(self, now: float, still_pending: Callable[[str], dict[str, str] | None],
             podgroup_now: Callable[[str, str], dict[str, object] | None]) -> Due:
@@ -135,8 +144,11 @@ class Reports:
                 continue
             if last is not None and now - last[0] < STATUS_INTERVAL and last[1].get("phase") == st.get("phase"):
                 continue  # written a moment ago in the same phase: the latest is written when due
+            if k in self._status_writing:
+                continue  # the latest goes once the write before it ended
             del self._statuses[k]
             self._status_sent[k] = (now, st, current)
+            self._status_writing.add(k)
             out.statuses.append((group, key, st))
         if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
             self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}
@@ -148,3 +160,4 @@ class Reports:
         self._statuses.clear()
         self._sent.clear()
         self._status_sent.clear()
+        self._status_writing.clear()

@@ -33,7 +33,22 @@ class Gone(Exception):
 
 
 class Conflict(Exception):
-    """The API server refused the write as conflicting (409)."""
+    """The API server refused the write as conflicting (409); ``message`` is its own word for why
+    (the Status body's message), which tells a pod bound already from one being deleted."""
+
+    def __init__(self, what: str, message: str = "") -> None:
+        super().__init__(f"{what}: {message}" if message else what)
+        self.message = message
+
+
+def status_message(body: object) -> str:
+    """The ``message`` of the Status an API server's refusal carries ("" when the body holds none)."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text.strip()
+    return str(found.get("message") or "") if isinstance(found, dict) else ""
 
 
 class NotLeader(Exception):
@@ -56,7 +71,7 @@ async def with_retries(what: str, op: Callable[[], Awaitable[T]], attempts: int 
             if exc.status == 404:
                 raise Gone(what) from exc
             if exc.status == 409:
-                raise Conflict(f"{what}: {exc.reason}") from exc
+                raise Conflict(what, status_message(exc.body) or str(exc.reason or "")) from exc
             if exc.status not in (429, 500, 502, 503, 504) or attempt == attempts:
                 raise
             log.warning("api write failed, retrying", what=what, status=exc.status, attempt=attempt)

@@ -91,6 +91,21 @@ def _already_bound(exc: ApiException) -> bool:
     return exc.status == 422 and "already bound" in body
 
 
+# What a bind refused as a conflict (409) met, by the words the API server's pods/binding uses for
+# it, and what the log says: only the first is "already bound".
+_BIND_CONFLICTS = (
+    ("is already assigned to node", "bind conflict: the pod is already bound"),
+    ("is being deleted", "bind refused: the pod is being deleted"),
+    ("schedulingGates", "bind refused: the pod has scheduling gates"),
+    ("Precondition failed: UID", "bind refused: the pod was recreated under its name (another UID)"),
+)
+
+
+def bind_conflict(message: str) -> str:
+    """What the log says of a bind the API server refused with 409 and ``message``."""
+    return next((said for words, said in _BIND_CONFLICTS if words in message), "bind conflict")
+
+
 def _uid_mismatch(exc: ApiException) -> bool:
     """A patch naming the pod's UID was refused because the pod under that name is another one."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
@@ -165,7 +180,7 @@ class ApiWriter:
             except Gone:
                 return False
             except Conflict as exc:
-                log.warning("bind conflict: the pod is already bound", pod=pod_key, node=node, error=str(exc))
+                log.warning(bind_conflict(exc.message), pod=pod_key, node=node, error=str(exc))
                 return False
             except NotLeader:
                 return False
@@ -384,10 +399,13 @@ class ApiWriter:
         version = by_id(f"podgroups.{group}").version
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
-        written = await self._report(
-            f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-                group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
-            kind="podgroup-status")
+        try:
+            written = await self._report(
+                f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+                    group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
+                kind="podgroup-status")
+        finally:
+            self.reports.status_done(group, key)
         if not written:
             self.reports.status_failed(group, key, status)
 

@@ -832,7 +832,9 @@ class Cycle:
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
         for key in dirty:
-            members = gangs[key].pods if key in gangs else []
+            # Its finished pods too: the object's status counts them (succeeded, failed, a phase
+            # that says the job is done), though they are no longer members to place.
+            members = [*(gangs[key].pods if key in gangs else ()), *self.view.finished_in(key)]
             if not any(p.scheduler_name in self.snapshot.scheduler_names for p in members):
                 # Another scheduler's group (koord-scheduler's, Volcano's), or one with no pods
                 # yet: its status is not ours to write, and two writers would fight over it.

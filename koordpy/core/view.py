@@ -26,7 +26,7 @@ from koordpy.api import kinds
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects import build_gang, compare_key, gang_member
+from koordpy.core.dialects import build_gang, compare_key, gang_member, gang_of
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     GangGroupId,
@@ -135,6 +135,10 @@ class View:
         self.claimed: dict[str, Pod] = {}
         self.member_of: dict[str, str] = {}
         self.members: dict[str, dict[str, Pod]] = {}
+        # The pods that finished (Succeeded, Failed), by the gang they were in: they leave its
+        # members (``gang_member``), but its object's status counts them (``finished_in``).
+        self.finished: dict[str, dict[str, Pod]] = {}
+        self._finished_in: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
         self.groups: dict[str, GangGroupId] = {}  # gang -> its GangGroup
         self.group_jobs: dict[GangGroupId, Job] = {}
@@ -172,6 +176,28 @@ class View:
                 members = self.members[new] = {}
             members[key] = pod
             touched.add(new)
+
+    def _file_finished(self, key: str, pod: Pod | None, gang: str | None, touched: set[str]) -> None:
+        """Files the finished ``pod`` (whose key is ``key``) among the finished pods of ``gang``
+        (None: of none, or the pod is not finished or gone), out of the gang it was filed under; both
+        gangs are marked to be rebuilt, so that a pod that finishes or goes moves its gang's status."""
+        old = self._finished_in.get(key)
+        if old is not None and old != gang:
+            done = self.finished.get(old, {})
+            done.pop(key, None)
+            if not done:
+                self.finished.pop(old, None)
+            touched.add(old)
+        if gang is None or pod is None:
+            self._finished_in.pop(key, None)
+            return
+        self._finished_in[key] = gang
+        self.finished.setdefault(gang, {})[key] = pod
+        touched.add(gang)
+
+    def finished_in(self, gang: str) -> list[Pod]:
+        """The pods that were in ``gang`` and finished, as the last refresh saw them."""
+        return list(self.finished.get(gang, {}).values())
 
     def _file_fresh(self, fresh: dict[str, dict[str, Pod]], touched: set[str]) -> None:
         """``_file`` of pods filed under no gang before, ``fresh`` (gang -> its pods, in order): a
@@ -292,6 +318,8 @@ class View:
             if was is not None:
                 self.members.get(was, {}).pop(key, None)
                 touched.add(was)
+            if key in self._finished_in:
+                self._file_finished(key, None, None, touched)
         filed: dict[str, str | None] = {}  # pod -> the gang it was filed under now, asked of this snapshot
         member_of, single_jobs = self.member_of, self.single_jobs
         # Pods filed under no gang before (a new gang's), by the gang they join: filed a gang at a
@@ -304,6 +332,8 @@ class View:
                 continue
             single_keys.add(key)
             new = filed[key] = gang_member(pod, snapshot)
+            if pod.terminal or key in self._finished_in:
+                self._file_finished(key, pod, gang_of(pod, snapshot) if pod.terminal else None, touched)
             if known:
                 self._file_fresh(fresh, touched)
                 self._file(pod, new, touched, key)

@@ -47,11 +47,13 @@ def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_
     r.podgroup_status("default/g", base, "scheduling.sigs.k8s.io")
     assert r.due(10.0, lambda _: None, lambda g, k: None).statuses == [
         ("scheduling.sigs.k8s.io", "default/g", base)]
+    r.status_done("scheduling.sigs.k8s.io", "default/g")  # the write ended
     later = {**base, "running": 3}
     r.podgroup_status("default/g", later, "scheduling.sigs.k8s.io")
     assert r.due(10.0 + STATUS_INTERVAL / 2, lambda _: None, lambda g, k: None).statuses == []  # paced
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses == [
         ("scheduling.sigs.k8s.io", "default/g", later)]
+    r.status_done("scheduling.sigs.k8s.io", "default/g")
     running = {"phase": "Running", "running": 4}
     r.podgroup_status("default/g", running, "scheduling.sigs.k8s.io")
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses != []  # a new phase: at once
@@ -68,9 +70,27 @@ def test_a_failed_status_write_is_sent_again() -> None:
     assert r.due(0.0, lambda _: None, lambda g, k: None).statuses
     r.podgroup_status("default/g", st, "scheduling.volcano.sh")
     assert r.due(5.0, lambda _: None, lambda g, k: None).skipped == [("podgroup-status", "unchanged")]
+    r.status_done("scheduling.volcano.sh", "default/g")
     r.status_failed("scheduling.volcano.sh", "default/g", st)
     r.podgroup_status("default/g", st, "scheduling.volcano.sh")
     assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [("scheduling.volcano.sh", "default/g", st)]
+
+
+def test_a_status_waits_for_the_write_of_the_same_podgroup_in_flight() -> None:
+    # Issue 29, item 16: two merge patches of one PodGroup in flight at once may land in either
+    # order; "Scheduling, scheduled: 3" landing after "Scheduled, scheduled: 4" stood.
+    r = Reports()
+    group = "scheduling.sigs.k8s.io"
+    first: dict[str, object] = {"phase": "Scheduling", "scheduled": 3}
+    r.podgroup_status("default/g", first, group)
+    assert r.due(0.0, lambda _: None, lambda g, k: None).statuses == [(group, "default/g", first)]
+    latest: dict[str, object] = {"phase": "Scheduled", "scheduled": 4}
+    r.podgroup_status("default/g", latest, group)  # a new phase, which would go at once
+    r.podgroup_status("default/h", first, group)  # another PodGroup is not held
+    assert r.due(0.1, lambda _: None, lambda g, k: None).statuses == [(group, "default/h", first)]
+    assert r.due(5.0, lambda _: None, lambda g, k: None).statuses == []
+    r.status_done(group, "default/g")
+    assert r.due(5.1, lambda _: None, lambda g, k: None).statuses == [(group, "default/g", latest)]
 
 
 def test_the_policy_reads_no_clock_of_its_own() -> None:

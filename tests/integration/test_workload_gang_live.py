@@ -38,6 +38,10 @@ koordpy runs every test and passes every rule, the Indexed Job's gang, the ``dis
 preemption and the CompositePodGroup's ``minGroupCount``; a rule it could not apply would be a strict
 expected failure naming its gap (``koordpy_lacks``), so that a
 mark cannot outlive the gap it stands for.
+
+Section 5 is issue 29's items 1-3 (what a group's minimum counts: every pod tried, not a prefix; no
+quorum relaxed by ``PodGroupInitiallyScheduled``; a composite's children at their own minimum). Each
+passed on kube-scheduler v1.37.2 and failed on koordpy before the upstream dialect counted so.
 """
 
 from __future__ import annotations
@@ -265,8 +269,11 @@ def podgroup(name: str, policy: Obj, *, priority_class_name: str | None = None, 
 
 
 def member(name: str, scheduler_name: str, cpu: str, *, group: str | None = None,
-           priority_class_name: str | None = None, node_name: str | None = None) -> Obj:
+           priority_class_name: str | None = None, node_name: str | None = None,
+           node_selector: dict[str, str] | None = None) -> Obj:
     spec: Obj = {"schedulerName": scheduler_name, "containers": [container(cpu)]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     if priority_class_name:
@@ -436,3 +443,109 @@ def test_a_kubectl_dump_of_an_indexed_job_gang_replays_in_simulate(kube: Kube, t
     [status] = [v for k, v in out["podgroups"].items() if k.startswith("default/train-")]
     assert status["conditions"][0]["type"] == "PodGroupInitiallyScheduled", status
     assert status["conditions"][0]["status"] == "True", status
+
+
+# -- 5: issue 29, items 1-3: what a group's minimum counts, checked against kube-scheduler ---------
+
+POOL = "koordpy.test/pool"
+NOWHERE = {"koordpy.test/no-node-has-this": "true"}
+
+
+def pooled(pool: str, count: int) -> list[Obj]:
+    """``count`` kwok nodes of 4 CPUs labelled ``POOL=pool``: a pod of 3 CPUs fills one."""
+    return fake([node(f"{pool}-{i}", cpu="4", labels={POOL: pool}) for i in range(count)])
+
+
+def tried_then_nodes(kube: Kube, pods: list[Obj], nodes: list[Obj]) -> None:
+    """Creates ``pods`` (their groups made already) on a cluster without nodes, waits until the
+    scheduler has tried every one, then adds ``nodes``: the scheduler then meets each group whole."""
+    kube.apply(pods)
+    names = [p["metadata"]["name"] for p in pods if p.get("kind") == "Pod"]
+    wait_for(lambda: tried(kube, names), "every pod tried on a cluster without nodes", timeout=BIND_TIMEOUT)
+    kube.apply(nodes)
+
+
+def tried(kube: Kube, names: list[str]) -> bool:
+    """Every pod of ``names`` bound, or PodScheduled=False with the scheduler's reason."""
+    pods = kube.pods()
+    return all(p in pods and (pods[p]["spec"].get("nodeName") or any(
+        c["type"] == "PodScheduled" and c["status"] == "False" for c in pods[p]["status"].get("conditions") or []))
+        for p in names)
+
+
+def test_one_unplaceable_pod_does_not_hold_its_group(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 1. A ``basic`` PodGroup of 3 pods (what the Job controller makes for a plain Job)
+    on 3 free nodes of pool b, its first pod asking for a label no node has; a gang ``minCount: 2`` of
+    the same 3 pods on 3 free nodes of pool g. kube-scheduler tries every pod of a group and gives up
+    only when the minimum can no longer be met: two bind in each group, the first pod waits.
+
+    The pods are all there, and tried, before the nodes come (``tried_then_nodes``), so each group is
+    tried whole: pods arriving one by one would let each fit alone, and the test pass on a scheduler
+    that stops at the first pod that fits nowhere."""
+    pods = []
+    for pool, group, policy in (("b", "basic-grp", {"basic": {}}), ("g", "gang-grp", {"gang": {"minCount": 2}})):
+        kube.apply(podgroup(group, policy))
+        pods += [member(f"{group}-{i}", under_test.scheduler_name, "3", group=group,
+                        node_selector={POOL: pool, **(NOWHERE if i == 0 else {})}) for i in range(3)]
+    tried_then_nodes(kube, pods, pooled("b", 3) + pooled("g", 3))
+    wait_for(lambda: len(kube.bound()) >= 4, "two pods of each group bound", timeout=BIND_TIMEOUT)
+    bound = settle(kube.bound, 3.0)
+    assert sorted(bound) == ["basic-grp-1", "basic-grp-2", "gang-grp-1", "gang-grp-2"], bound
+    under_test.check()
+
+
+def test_replacements_after_the_first_schedule_are_held_to_min_count(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 2. A gang ``minCount: 4`` already initially scheduled
+    (``PodGroupInitiallyScheduled=True``), two members running, two replacements pending and room
+    for one: no v1.37.2 scheduler code relaxes the quorum on that condition, it counts the assigned
+    pods and the ones it places every time, 3 of 4, and binds none. A fourth node then makes room for
+    both, and both bind: the pods were held by the quorum, not refused."""
+    kube.apply(fake([node(f"n{i}", cpu="4") for i in range(3)]))
+    kube.apply(podgroup("g", {"gang": {"minCount": 4}}))
+    condition = {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    kube.kubectl("patch", PODGROUPS, "g", "-n", "default", "--subresource=status", "--type=merge",
+                 "-p", json.dumps({"status": {"conditions": [condition]}}))
+    kube.apply([member(f"run-{i}", under_test.scheduler_name, "3", group="g", node_name=f"n{i}") for i in range(2)])
+    kube.apply([member(f"new-{i}", under_test.scheduler_name, "3", group="g") for i in range(2)])
+    wait_for(lambda: tried(kube, ["new-0", "new-1"]), "both replacements tried", timeout=BIND_TIMEOUT)
+    bound = settle(kube.bound, 5.0)
+    assert bound == {"run-0": "n0", "run-1": "n1"}, bound
+    kube.apply(fake([node("n3", cpu="4")]))
+    bound = wait_for(lambda: when({"new-0", "new-1"} <= kube.bound().keys(), kube.bound()),
+                     "both replacements bound", timeout=BIND_TIMEOUT)
+    assert sorted([bound["new-0"], bound["new-1"]]) == ["n2", "n3"], bound
+    under_test.check()
+
+
+def composite(name: str, child_policy: Obj, pool: str, scheduler_name: str) -> list[Obj]:
+    """A Workload and its CompositePodGroup ``name`` (``minGroupCount: 2``) of two children
+    ``<name>-0``, ``<name>-1`` of policy ``child_policy``, each of 3 pods held to ``pool``."""
+    workload = {"apiVersion": V1BETA1, "kind": "Workload", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"compositePodGroupTemplates": [{
+                    "name": "replicas", "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                    "podGroupTemplates": [{"name": "workers", "schedulingPolicy": child_policy}]}]}}
+    parent = {"apiVersion": V1ALPHA3, "kind": "CompositePodGroup", "metadata": {"name": name, "namespace": "default"},
+              "spec": {"workloadRef": {"workloadName": name, "templateName": "replicas"},
+                       "schedulingPolicy": {"gang": {"minGroupCount": 2}}}}
+    children = [f"{name}-{c}" for c in range(2)]
+    groups = [podgroup(g, child_policy, parent=name, workload_ref={"workloadName": name, "templateName": "workers"})
+              for g in children]
+    pods = [member(f"{g}-{i}", scheduler_name, "3", group=g, node_selector={POOL: pool})
+            for g in children for i in range(3)]
+    return [workload, parent, *groups, *pods]
+
+
+def test_composite_children_count_at_their_own_minimum(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 3. A CompositePodGroup ``minGroupCount: 2`` of two children of 3 pods, with room
+    for 5 (5 nodes, a pod fills one): each child counts once its own minimum is placed, so 5 bind,
+    for children of ``minCount: 2`` (pool g) and for ``basic`` children (minimum 1, pool b) alike.
+    The pods are tried before the nodes come (``tried_then_nodes``), so each composite is met whole."""
+    tried_then_nodes(kube, composite("cg", {"gang": {"minCount": 2}}, "g", under_test.scheduler_name)
+                     + composite("cb", {"basic": {}}, "b", under_test.scheduler_name), pooled("g", 5) + pooled("b", 5))
+    wait_for(lambda: len(kube.bound()) >= 10, "5 pods of each composite bound", timeout=BIND_TIMEOUT)
+    bound = settle(kube.bound, 3.0)
+    per_child = {g: sum(f"{g}-{i}" in bound for i in range(3)) for g in ("cg-0", "cg-1", "cb-0", "cb-1")}
+    assert sorted([per_child["cg-0"], per_child["cg-1"]]) == [2, 3], per_child
+    assert sorted([per_child["cb-0"], per_child["cb-1"]]) == [2, 3], per_child
+    under_test.check()

@@ -75,13 +75,22 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None, finished: bool = Fal
     was part of, which ``koordpy explain`` counts it in; the gang rule never does)."""
     if pod.terminal and not finished:
         return None
-    owners = snapshot.owners if snapshot is not None else None
-    for dialect in DIALECTS:
-        key = dialect.member(pod, owners)
-        if key is not None:
-            # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
-            return (dialect.enclosing(key, snapshot) or key) if snapshot is not None else key
-    return None
+    return gang_of(pod, snapshot)
+
+
+def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
+    """The gang the pod is in or, once it finished (Succeeded, Failed), was in: what its gang's
+    object status counts it under (``gang_member`` for the gang it is scheduled with)."""
+    return first(lambda d: _claim(d, pod, snapshot))
+
+
+def _claim(dialect: Dialect, pod: Pod, snapshot: Snapshot | None) -> str | None:
+    """The gang ``dialect`` alone puts the pod in (``snapshot`` None: only what the pod itself says)."""
+    key = dialect.member(pod, snapshot.owners if snapshot is not None else None)
+    if key is None or snapshot is None:
+        return key
+    # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
+    return dialect.enclosing(key, snapshot) or key
 
 
 def own_group(pod: Pod, snapshot: Snapshot) -> str | None:
@@ -129,8 +138,12 @@ def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
     whose pods name no such object (Volcano's, KAI's) leaves a missing group to gang annotations,
     as before."""
     first = pods[0] if pods else None
+    # The dialect's own claim, not the pod's gang: a pod two dialects name (a Job's pod with
+    # ``spec.schedulingGroup`` and a scheduler-plugins label) is in the first one's gang, and when
+    # that one's object is missing the other, whose object exists, must not speak for it: the pods
+    # wait for the object they were filed under, as pods that name only that one do.
     return next((d for d in DIALECTS if first is not None and d.names_objects(first)
-                 and gang_member(first, snapshot) == key), None)
+                 and _claim(d, first, snapshot) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],
@@ -193,8 +206,9 @@ def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
 def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
              snapshot: Snapshot, pending: Mapping[str, str]) -> list[tuple[str, GangStatus]]:
     """The statuses the gang's objects should have after this cycle (object key, status), written by
-    the dialect that declares it, where they differ from what the objects say (``pending``: why each
-    unbound member waits). Most gangs have one object; a CompositePodGroup's gang writes its children."""
+    the dialect that declares it, where they differ from what the objects say (``members``: its pods,
+    finished ones included; ``pending``: why each unbound member waits). Most gangs have one object;
+    a CompositePodGroup's gang writes its children."""
     dialect = declaring(key, snapshot)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
 

@@ -120,7 +120,8 @@ class Dialect(Protocol):
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         """The status its object declaring ``key`` should have after this cycle, when it differs from
-        what the object says; else None. ``pending``: why each member left unbound waits, by pod key."""
+        what the object says; else None. ``members``: its pods, those that finished (Succeeded,
+        Failed) included; ``pending``: why each member left unbound waits, by pod key."""
         ...
 
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],

@@ -271,9 +271,14 @@ class PodGroupGangStatus:
         return obj.model_copy(update={"status": PodGroupStatus.from_api(Reader(f"PodGroup {obj.key}"), self.wire())})
 
 
+# The phases that say the job is over: they stand while none of its pods is live (its finished pods
+# deleted with their Job, say), as scheduler-plugins' PodGroup controller stops at them.
+FINAL_PHASES = ("Finished", "Failed")
+
+
 def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
                     reserved: dict[str, str], now: float) -> PodGroupGangStatus:
-    """PodGroup ``status`` as the gang stands after this cycle."""
+    """PodGroup ``status`` as the gang stands after this cycle (``members``: its finished pods too)."""
     # One pass over the members (a gang may have thousands), each asked its key once.
     scheduled = waiting = 0
     phases: dict[str, int] = {}
@@ -290,7 +295,7 @@ def podgroup_status(pg: PodGroup, members: list[Pod], bound_now: dict[str, str],
         phase = "Finished"
     elif failed and succeeded + running < pg.min_member:
         phase = "Failed"
-    elif running >= pg.min_member:
+    elif running + succeeded >= pg.min_member:  # the members that finished ran
         phase = "Running"
     elif scheduled >= pg.min_member:
         phase = "Scheduled"
@@ -379,6 +384,8 @@ class Koordinator(DialectBase):
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         pg = snapshot.podgroups.get(key)
         if pg is None:
+            return None
+        if pg.status.phase in FINAL_PHASES and all(p.terminal for p in members):
             return None
         status = podgroup_status(pg, members, bound_now, reserved, now)
         current = pg.status.counts()
