@@ -433,12 +433,7 @@ class Cycle:
             # members: the ones that count other pods, and the static volumes their claims take, are
             # checked for the members together. A job that breaks one waits (conservative: no other
             # arrangement is searched), so a Strict gang is never bound in part.
-            by_key = {p.key: p for p in pods}
-            placing: dict[int, list[Pod]] = {}
-            for key, node in stmt.placed.items():
-                if key in by_key and by_key[key].volumes:
-                    placing.setdefault(node, []).append(by_key[key])
-            broken = rules.together(placing, self.cluster.nodes, self.filters.placed())
+            broken = self._apart(pods, stmt)
             if broken is not None:
                 stmt.rollback(mark)
                 if req is None and self._one_by_one(pods, stmt) is None:
@@ -447,6 +442,19 @@ class Cycle:
                 pod, why = broken
                 return Failure(pod, VolumesTogether(len(self.cluster.nodes), why), code=Code.UNRESOLVABLE)
         return failure
+
+    def _apart(self, pods: list[Pod], stmt: Statement) -> tuple[Pod, str] | None:
+        """The volume rule ``pods``, as ``stmt`` places them, break together (the member and why), else
+        None."""
+        rules = self.filters.volumes
+        if rules is None:
+            return None
+        by_key = {p.key: p for p in pods}
+        placing: dict[int, list[Pod]] = {}
+        for key, node in stmt.placed.items():
+            if key in by_key and by_key[key].volumes:
+                placing.setdefault(node, []).append(by_key[key])
+        return rules.together(placing, self.cluster.nodes, self.filters.placed())
 
     def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
         """Binpacks a job without a topology request one member at a time, each confined to the nodes
@@ -552,7 +560,11 @@ class Cycle:
         domains the roomiest first, until no domain left could place more (of domains that place as
         many, the first). The members that do not fit in the domain kept are the ones passed over."""
         reserved, satisfied = self.state.reserved, self.state.satisfied
-        kind = {p.key: i for i, same in enumerate(self.placer.kinds(pods)) for p in same}
+        kinds = self.placer.kinds(pods)
+        kind = {p.key: i for i, same in enumerate(kinds) for p in same}
+        # Kinds with no rules between pods: members placed later only take room from them.
+        applies = self.filters.rules.applies
+        settled = {i for i, same in enumerate(kinds) if not applies(same[0])}
 
         def attempt(some: list[Pod], keep: bool) -> Failure | None:
             failure = self._place(some, spec, stmt)
@@ -560,34 +572,50 @@ class Cycle:
                 stmt.rollback(base)
             return failure
 
+        def add(placed: list[Pod], pod: Pod) -> Failure | None:
+            mark = stmt.savepoint()
+            failure = self._place([pod], spec, stmt)
+            if failure is None and pod.volumes:
+                # Its volume filters counted the pods placed before the job, not the members placed
+                # before it: the rules that count other pods are checked with them, as for a job.
+                broken = self._apart([p for p in pods if p.key in stmt.placed], stmt)
+                if broken is not None:
+                    failure = Failure(pod, VolumesTogether(len(self.cluster.nodes), broken[1]), code=Code.UNRESOLVABLE)
+            if failure is not None:
+                stmt.rollback(mark)
+            return failure
+
         def enough(some: list[Pod]) -> bool:
             return gangrule.permit(job, {p.key for p in some}, reserved, satisfied)
 
+        def search() -> tuple[list[Pod] | None, dict[str, Failure]]:
+            return skipping(pods, enough, attempt, add, lambda: stmt.rollback(base), kind, settled)
+
         if spec is None or spec.scope is None:
-            return skipping(pods, enough, attempt, kind)[1]
+            return search()[1]
         saved = self.placer.only
-        best: tuple[list[Pod], npt.NDArray[np.bool_], dict[str, Failure]] | None = None
+        best: tuple[int, npt.NDArray[np.bool_]] | None = None  # the most pods a domain placed, and its nodes
         said: dict[str, Failure] | None = None  # the roomiest domain's reasons, when no domain does
         # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
         # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
         need = gangrule.deficit(job, reserved, satisfied)
         try:
             for at, (region, room) in enumerate(self.placer.scope_domains(pods, spec)):
-                if room < need or (best is not None and room <= len(best[0])) or at >= self.placer.MAX_EXACT_TRIES:
+                if room < need or (best is not None and room <= best[0]) or at >= self.placer.MAX_EXACT_TRIES:
                     break  # the domains left cannot place more than the one found (or the bound is reached)
                 self.placer.only = region if saved is None else region & saved
-                placed, skipped = skipping(pods, enough, attempt, kind)
+                placed, skipped = search()
                 stmt.rollback(base)
                 said = skipped if said is None else said
-                if placed is not None and (best is None or len(placed) > len(best[0])):
-                    best = (placed, self.placer.only, skipped)
+                if placed is not None and (best is None or len(placed) > best[0]):
+                    best = (len(placed), self.placer.only)
                     if len(placed) == len(pods):
                         break
             if best is None:
                 return said or {}
-            placed, self.placer.only, skipped = best
-            attempt(placed, True)
-            return skipped
+            # The search in the domain kept, again: it places the same members the same way.
+            self.placer.only = best[1]
+            return search()[1]
         finally:
             self.placer.only = saved
 

@@ -103,17 +103,32 @@ def minimum(gang: Gang) -> tuple[int, int]:
     return len(gang.bound()), _minimum(gang)
 
 
+def met(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = ()) -> bool:
+    """Whether the gang's members placed now, reserved and (per its match policy) bound reach its
+    minimum; for a gang of parts (``Gang.parts``), whether enough parts each reach their own."""
+    if counted(gang, reserved, placed) < _minimum(gang):
+        return False
+    if gang.parts is None:
+        return True
+    need, parts = gang.parts
+    bound = {p.key for p in gang.bound()}
+    return sum(1 for keys, least in parts
+               if sum(1 for k in keys if k in placed or k in reserved or k in bound) >= least) >= need
+
+
 def permit(job: Job, placed: Collection[str], reserved: Mapping[str, str], satisfied: AbstractSet[str]) -> bool:
     """Whether every gang of the GangGroup reaches its minimum with what is placed now (a lone
     pod: whether it is placed)."""
     if not job.is_gang:
         return all(p.key in placed for p in job.pods)
-    return all(done(g, satisfied) or counted(g, reserved, placed) >= _minimum(g) for g in job.gangs)
+    return all(done(g, satisfied) or met(g, reserved, placed) for g in job.gangs)
 
 
 def deficit(job: Job, reserved: Mapping[str, str], satisfied: AbstractSet[str]) -> int:
-    """How many more members the GangGroup's gangs need, beyond the bound and reserved ones."""
-    return sum(max(0, _minimum(g) - counted(g, reserved)) for g in job.gangs if not done(g, satisfied))
+    """How many more members the GangGroup's gangs need, beyond the bound and reserved ones (at least
+    one for a gang of parts whose members add up but whose parts do not)."""
+    return sum(max(0, _minimum(g) - counted(g, reserved), 0 if met(g, reserved) else 1)
+               for g in job.gangs if not done(g, satisfied))
 
 
 def counts(job: Job, reserved: Mapping[str, str]) -> tuple[GangCount, ...]:

@@ -126,6 +126,10 @@ class Gang:
     # (a CompositePodGroup child in disruptionMode all under a composite in single mode). Members
     # not named go alone.
     units: Mapping[str, str] = field(default_factory=dict)
+    # A gang of parts (a CompositePodGroup's children): it meets its minimum only when this many parts
+    # each count their own minimum of members (placed, reserved or bound), whatever the pods add up
+    # to: (parts needed, ((the part's member keys, its minimum), ...)). None: its pods count.
+    parts: tuple[int, tuple[tuple[frozenset[str], int], ...]] | None = None
 
     def unit(self, key: str) -> str | None:
         """The unit member ``key`` is evicted with, as a key (the gang's own when it is whole), or

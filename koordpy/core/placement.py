@@ -626,12 +626,16 @@ class Placer:
             return True
         if not g.skips:
             return False
-        kind = {p.key: i for i, same in enumerate(self.kinds(members)) for p in same}
+        kinds = self.kinds(members)
+        kind = {p.key: i for i, same in enumerate(kinds) for p in same}
+        settled = {i for i, same in enumerate(kinds) if not self.filters.rules.applies(same[0])}
+        start, free0, used0 = stmt.savepoint(), free.copy(), used.copy()
 
         def attempt(some: list[Pod], keep: bool) -> bool | None:
             mark = stmt.savepoint()
             trial_free, trial_used = free.copy(), used.copy()
             if not self._tier_group(some, tree, trial_free, alloc, trial_used, scope, lo, hi, stmt):
+                stmt.rollback(mark)
                 return False
             if keep:
                 free[:], used[:] = trial_free, trial_used
@@ -639,7 +643,22 @@ class Placer:
                 stmt.rollback(mark)
             return None
 
-        placed, _ = skipping(members, lambda some: g.bound + len(some) >= g.min_pods, attempt, kind)
+        def reset() -> None:
+            stmt.rollback(start)
+            free[:], used[:] = free0, used0
+
+        def add(placed: list[Pod], pod: Pod) -> bool | None:
+            # The child is whole inside one domain: the member joins the ones placed by placing them
+            # all again together (a pod placed alone could take another domain).
+            reset()
+            if attempt([*placed, pod], True) is None:
+                return None
+            if placed:
+                attempt(placed, True)
+            return False
+
+        placed, _ = skipping(members, lambda some: g.bound + len(some) >= g.min_pods, attempt, add, reset,
+                             kind, settled)
         return bool(placed)
 
     @staticmethod

@@ -14,66 +14,87 @@ Statement, or one sub-group's placement inside a domain). Does not belong here: 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import TypeVar
 
 from koordpy.api.objects import Pod
 
 F = TypeVar("F")
 
-# ``attempt(pods, keep)``: places ``pods`` together, or nothing, and says why not (None: placed);
-# placed pods stay placed only with ``keep``.
+# ``attempt(pods, keep)``: places ``pods`` together on top of nothing the search placed, or nothing,
+# and says why not (None: placed); placed pods stay placed only with ``keep``.
 Attempt = Callable[[list[Pod], bool], F | None]
+# ``add(placed, pod)``: places one more pod beside ``placed`` (what the search keeps placed), kept when
+# it fits; else leaves ``placed`` as it was.
+Add = Callable[[list[Pod], Pod], F | None]
 
 
-def skipping(pods: list[Pod], enough: Callable[[list[Pod]], bool], attempt: Attempt[F],
-             kind: Mapping[str, Hashable]) -> tuple[list[Pod] | None, dict[str, F]]:
+def skipping(pods: list[Pod], enough: Callable[[list[Pod]], bool], attempt: Attempt[F], add: Add[F],
+             reset: Callable[[], None], kind: Mapping[str, Hashable],
+             settled: Collection[Hashable] = ()) -> tuple[list[Pod] | None, dict[str, F]]:
     """The members of ``pods`` (in rank order) placed as kube-scheduler's group cycle places them,
     left placed; None when the members that could still be placed are not ``enough`` (nothing is
-    then placed). Also why each skipped member was skipped (the failure of the attempt that took it).
+    then placed: ``reset``). Also why each member passed over did not fit (its own attempt's failure).
 
-    Each member fits or not given the ones placed before it, so the first member that does not fit
-    is found as the end of the longest prefix that fits (fewer pods never need more room). Members
-    of its kind (``kind``: same request, node constraints and rules between pods) that come after
-    it meet the same room or less, so they are skipped with it: a gang of thousands of like pods
-    costs a few attempts, not one per pod."""
+    The longest prefix that fits is placed together (fewer pods never need more room, so a binary
+    search finds it in a logarithmic number of attempts, and a group that fits whole costs one).
+    Each member after it is then added alone, given every member placed before it, as kube-scheduler
+    tries them one by one. A member of a kind (``kind``: same request, node constraints and rules
+    between pods) that failed since the last member placed meets the very same cluster, so it is
+    passed over without an attempt; so is one of a ``settled`` kind (no rules between pods: members
+    placed since only take room from it) that failed at all. A gang of thousands of like pods too
+    large for the room costs a few attempts, not one per pod; a member after one passed over, where a
+    member of another kind placed between may have made it room (a spread it evens out), is tried."""
     skipped: dict[str, F] = {}
-    left = list(pods)
-    while True:
-        if not enough(left):
+    if not enough(pods):
+        return None, skipped
+    if not pods:
+        return [], skipped
+    failure = attempt(pods, True)
+    if failure is None:
+        return list(pods), skipped
+    failures = {len(pods): failure}
+    lo, hi, best = 1, len(pods) - 1, 0
+    if len({kind.get(p.key) for p in pods}) == 1:
+        # Like members: the ones placed are a prefix (each after a failed one meets the same cluster),
+        # so a prefix shorter than enough ends the attempt and is never searched.
+        least = max(1, _least(pods, enough))
+        if least >= len(pods) or attempt(pods[:least], False) is not None:
+            return None, skipped  # which of them fit is not known: none is said to be passed over
+        lo, best = least + 1, least
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        found = attempt(pods[:mid], False)
+        if found is None:
+            best, lo = mid, mid + 1
+        else:
+            failures[mid], hi = found, mid - 1
+    placed = pods[:best]
+    if placed and attempt(placed, True) is not None:  # not monotone after all: nothing placed
+        placed = []
+    failed: dict[Hashable, F] = {}  # kinds that failed since the last member placed (settled ones for good)
+    first = pods[best]
+    skipped[first.key] = failures[best + 1]
+    failed[kind.get(first.key)] = failures[best + 1]
+    for at in range(best + 1, len(pods)):
+        if not enough(placed + pods[at:]):
+            reset()
             return None, skipped
-        if not left:
-            return left, skipped
-        failure = attempt(left, True)
-        if failure is None:
-            return left, skipped
-        failures = {len(left): failure}
-        lo, hi, best = 1, len(left) - 1, 0
-        if len({kind.get(p.key) for p in left}) == 1:
-            # Like members: the ones placed are a prefix, so a prefix shorter than enough ends the
-            # attempt, and is never searched (a gang of thousands too large for the room costs one try).
-            least = max(1, _least(left, enough))
-            if least >= len(left) or attempt(left[:least], False) is not None:
-                return None, skipped  # which of them fit is not known: none is said to be passed over
-            lo, best = least + 1, least
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            found = attempt(left[:mid], False)
-            if found is None:
-                best, lo = mid, mid + 1
-            else:
-                failures[mid], hi = found, mid - 1
-        first = left[best]
-        why = failures[best + 1]
-        like = kind.get(first.key)
-        rest = []
-        for p in left[best + 1:]:
-            if like is not None and kind.get(p.key) == like:
-                skipped[p.key] = why
-            else:
-                rest.append(p)
-        skipped[first.key] = why
-        left = left[:best] + rest
+        pod = pods[at]
+        like = kind.get(pod.key)
+        why = failed.get(like) if like is not None else None
+        if why is None:
+            why = add(placed, pod)
+            if why is None:
+                placed.append(pod)
+                failed = {k: f for k, f in failed.items() if k in settled}
+                continue
+            failed[like] = why
+        skipped[pod.key] = why
+    if not enough(placed):
+        reset()
+        return None, skipped
+    return placed, skipped
 
 
 def _least(pods: list[Pod], enough: Callable[[list[Pod]], bool]) -> int:

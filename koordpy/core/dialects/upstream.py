@@ -539,6 +539,12 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(composite.key, config, pods, creation_time(composite.creation))
     gang.skips = True  # each child's members as a PodGroup's (``SubGroup.skips``)
+    # The minimum in pods above is a floor; what binds it is minGroupCount children each at theirs.
+    kids = children(composite.key, snapshot)
+    mine: dict[str | None, set[str]] = {}
+    for p in pods:
+        mine.setdefault(group_key(p), set()).add(p.key)
+    gang.parts = (group_count(composite), tuple((frozenset(mine.get(g.key, ())), child_minimum(g)) for g in kids))
     gang.asks = (CompositeAsk(composite.key),)
     # The root speaks for the whole tree in preemption: its priority (every pod must have it), its
     # policy, and disruptionMode all (the children go together). Under a root in single mode, a
