@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, check_invariants
+from tests.integration.kube import (
+    ROOT,
+    ControlPlane,
+    Kube,
+    Scheduler,
+    UnderTest,
+    check_invariants,
+    start_kube_scheduler,
+)
 
 UP = ROOT / "e2e" / "controlplane" / "up.sh"
 DOWN = ROOT / "e2e" / "controlplane" / "down.sh"
@@ -64,3 +72,18 @@ def scheduler(controlplane: ControlPlane, kube: Kube, tmp_path: Path) -> Iterato
     log = (tmp_path / "koordpy.log").read_text(errors="replace")
     assert alive, f"koordpy run exited during the test:\n{log[-4000:]}"
     assert "Traceback" not in log, log[-4000:]
+
+
+@pytest.fixture(params=["kube-scheduler", "koordpy"])
+def under_test(request: pytest.FixtureRequest, controlplane: ControlPlane, kube: Kube,
+               tmp_path: Path) -> Iterator[UnderTest]:
+    """Runs the test twice, once with kube-scheduler v1.37.2 (the reference, started with the control
+    plane's gates), once with ``koordpy run``: the test's pods name ``under_test.scheduler_name``."""
+    if request.param == "kube-scheduler":
+        s = start_kube_scheduler(controlplane, tmp_path)
+    else:
+        k = Scheduler(controlplane, tmp_path / "koordpy.log")
+        k.start()
+        s = UnderTest("koordpy", "koordpy", k.log, koordpy=k)
+    yield s
+    s.stop()

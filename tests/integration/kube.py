@@ -1,4 +1,5 @@
-"""A thin, real-kubectl driver for the integration tests, plus the invariants checked after each."""
+"""A thin, real-kubectl driver for the integration tests, the schedulers they run (``koordpy run``,
+kube-scheduler v1.37.2 for the tests that compare the two), and the invariants checked after each."""
 
 from __future__ import annotations
 
@@ -203,6 +204,54 @@ class Scheduler:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class UnderTest:
+    """One scheduler, started for one test (the ``under_test`` fixture: kube-scheduler v1.37.2, then
+    ``koordpy run``); ``scheduler_name`` is what the test's pods name."""
+
+    name: str
+    scheduler_name: str
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None  # kube-scheduler
+    koordpy: Scheduler | None = None
+
+    def alive(self) -> bool:
+        if self.koordpy is not None:
+            return self.koordpy.alive()
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self) -> None:
+        """Still running, and (koordpy) no traceback in its log: called at the end of each test, so a
+        crash fails the test itself."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        assert self.alive(), f"{self.name} exited during the test:\n{text[-4000:]}"
+        if self.koordpy is not None:
+            assert "Traceback" not in text, text[-4000:]
+
+    def stop(self) -> None:
+        if self.koordpy is not None:
+            self.koordpy.kill()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+def start_kube_scheduler(cp: ControlPlane, tmp_path: Path) -> UnderTest:
+    cfg = tmp_path / "kube-scheduler.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": cp.kubeconfig, "qps": 1000, "burst": 1000},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": "default-scheduler"}]}))
+    log = tmp_path / "kube-scheduler.log"
+    # The control plane's gates: kube-scheduler enables its gang and topology plugins from them.
+    gates = ["--feature-gates", cp.env["FEATURE_GATES"]]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([cp.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0", *gates],
+                                stdout=out, stderr=subprocess.STDOUT)
+    return UnderTest("kube-scheduler", "default-scheduler", log, proc=proc)
 
 
 def check_invariants(kube: Kube) -> list[str]:

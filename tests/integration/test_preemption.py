@@ -7,6 +7,9 @@ does not manage yet: the API server marks it terminating and waits, as it would 
 has not confirmed. ``release`` hands the node to kwok and touches the pod, and kwok then finishes
 the deletion as a kubelet would. Every pod that could be a victim runs on such a node, so a wrong
 victim stays visible (condition, deletionTimestamp) instead of vanishing before it is looked at.
+
+A test that takes ``under_test`` runs twice, on the same plain pods: once with kube-scheduler
+v1.37.2 (the reference), once with ``koordpy run``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from typing import Any
 
 from tests.builders import SEED_12, SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, spine_block_nodes
-from tests.integration.kube import PG, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.kube import PG, Kube, Scheduler, UnderTest, fake, settle, wait_for, when
 
 KWOK = "kwok.x-k8s.io/node"
 SPINE = "network.topology.nvidia.com/spine"
@@ -236,3 +239,31 @@ def test_a_scheduler_restarted_mid_preemption_finishes_it_without_evicting_more(
     bound = wait_for(lambda: when({"job-0", "job-1"} <= kube.bound(ns).keys(), kube.bound(ns)), "the job bound")
     assert sorted([bound["job-0"], bound["job-1"]]) == sorted(["n2", victim_node])
     assert not terminating(kube, ns, other) and disruption(kube.get("pod", other, ns)) is None
+
+
+def test_the_cheapest_victims_are_chosen_with_the_rules_between_pods(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 9. A pod needing host ports 8080 and 8081; n0 runs two low pods holding one port
+    each, n1 one low pod holding 8080 (CPU is no constraint). Evicting the pod on n1 is enough there,
+    and n0 needs both evicted: kube-scheduler and koordpy evict only the pod on n1 and bind there. A
+    scheduler that prices nodes by CPU alone sees n0 and n1 alike, and one that gives up every
+    lower-priority pod of the node it chooses may evict both pods on n0: koordpy did, before
+    c-preempt's merge (d9490ac)."""
+    ns = "preempt-ports"
+    setup(kube, ns)
+    kube.apply(held([node("n0"), node("n1")]))
+
+    def with_ports(name: str, ports: list[int], **spec: Any) -> dict[str, Any]:
+        p = pod(name, cpu="1", scheduler=under_test.scheduler_name, **spec)
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": n, "hostPort": n} for n in ports]
+        return in_ns(p, ns)
+
+    placed = {"a-8080": ("n0", 8080), "a-8081": ("n0", 8081), "b-8080": ("n1", 8080)}
+    kube.apply([with_ports(name, [port], node_name=n, priority_class="low") for name, (n, port) in placed.items()])
+    kube.apply(with_ports("web", [8080, 8081], priority_class="high"))
+    wait_for(lambda: victims(kube, ns) or None, "a victim marked", timeout=60)
+    assert settle(lambda: victims(kube, ns), 2.0).keys() == {"b-8080"}
+    assert terminating(kube, ns, "b-8080")
+    assert not terminating(kube, ns, "a-8080") and not terminating(kube, ns, "a-8081")
+    release(kube, ns, "b-8080")
+    wait_for(lambda: kube.bound(ns).get("web") == "n1" or None, "web bound on n1", timeout=60)
+    under_test.check()

@@ -42,6 +42,15 @@ mark cannot outlive the gap it stands for.
 Section 5 is issue 29's items 1-3 (what a group's minimum counts: every pod tried, not a prefix; no
 quorum relaxed by ``PodGroupInitiallyScheduled``; a composite's children at their own minimum). Each
 passed on kube-scheduler v1.37.2 and failed on koordpy before the upstream dialect counted so.
+
+Section 6 is issue 29's items 4 (a ``disruptionMode: all`` child of a ``single`` composite is
+evicted whole, its sibling not), 5 (a group whose ``preemptionPolicy`` is not its pods' is refused)
+and 8 (a gang whose spread sinks one rack binds in a sibling rack). Each passes on kube-scheduler
+v1.37.2 and failed on koordpy before its fix: item 8 on 9285c5d (before b-placement's merge: nothing
+bound), item 4 on d9490ac (before c-preempt's: low-all-0 alone evicted), item 5 on 5fbac88 (before
+a-upstream's: the group bound). kube-scheduler's own result hangs on the rules too: with the child in
+mode single it evicts low-all-0 alone, and without the spread it puts the gang in ra, two a node.
+Item 9 (the cheapest victims, plain pods) is in test_preemption.py, on the same two schedulers.
 """
 
 from __future__ import annotations
@@ -50,16 +59,13 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.builders import node, priority_class
-from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.kube import Kube, UnderTest, fake, settle, wait_for, when
 
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 V1ALPHA3 = "scheduling.k8s.io/v1alpha3"
@@ -78,68 +84,6 @@ def koordpy_lacks(request: pytest.FixtureRequest, under_test: UnderTest, what: s
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"issue 20, not built yet: {what}"))
 
 Obj = dict[str, Any]
-
-
-# -- the scheduler under test -------------------------------------------------------------------
-
-@dataclass
-class UnderTest:
-    """One scheduler, started for one test; ``scheduler_name`` is what the test's pods name."""
-
-    name: str
-    scheduler_name: str
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None  # kube-scheduler
-    koordpy: Scheduler | None = None
-
-    def alive(self) -> bool:
-        if self.koordpy is not None:
-            return self.koordpy.alive()
-        return self.proc is not None and self.proc.poll() is None
-
-    def check(self) -> None:
-        """Still running, and (koordpy) no traceback in its log: called at the end of each test, so a
-        crash fails the test itself."""
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        assert self.alive(), f"{self.name} exited during the test:\n{text[-4000:]}"
-        if self.koordpy is not None:
-            assert "Traceback" not in text, text[-4000:]
-
-    def stop(self) -> None:
-        if self.koordpy is not None:
-            self.koordpy.kill()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-
-
-def start_kube_scheduler(cp: ControlPlane, tmp_path: Path) -> UnderTest:
-    cfg = tmp_path / "kube-scheduler.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": cp.kubeconfig, "qps": 1000, "burst": 1000},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": "default-scheduler"}]}))
-    log = tmp_path / "kube-scheduler.log"
-    # The control plane's gates: kube-scheduler enables its gang and topology plugins from them.
-    gates = ["--feature-gates", cp.env["FEATURE_GATES"]]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([cp.env["KUBE_SCHEDULER"], "--config", str(cfg), "--secure-port", "0", *gates],
-                                stdout=out, stderr=subprocess.STDOUT)
-    return UnderTest("kube-scheduler", "default-scheduler", log, proc=proc)
-
-
-@pytest.fixture(params=["kube-scheduler", "koordpy"])
-def under_test(request: pytest.FixtureRequest, controlplane: ControlPlane, kube: Kube,
-               tmp_path: Path) -> Iterator[UnderTest]:
-    if request.param == "kube-scheduler":
-        s = start_kube_scheduler(controlplane, tmp_path)
-    else:
-        k = Scheduler(controlplane, tmp_path / "koordpy.log")
-        k.start()
-        s = UnderTest("koordpy", "koordpy", k.log, koordpy=k)
-    yield s
-    s.stop()
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -548,4 +492,122 @@ def test_composite_children_count_at_their_own_minimum(kube: Kube, under_test: U
     per_child = {g: sum(f"{g}-{i}" in bound for i in range(3)) for g in ("cg-0", "cg-1", "cb-0", "cb-1")}
     assert sorted([per_child["cg-0"], per_child["cg-1"]]) == [2, 3], per_child
     assert sorted([per_child["cb-0"], per_child["cb-1"]]) == [2, 3], per_child
+    under_test.check()
+
+
+# -- 6: issue 29, items 4, 5 and 8, checked against kube-scheduler ---------------------------------
+
+HOST = "kubernetes.io/hostname"
+
+
+def marked(kube: Kube) -> dict[str, Obj]:
+    """The pods marked as victims (DisruptionTarget=True) -> their condition."""
+    return {n: c for n, p in kube.pods().items() if (c := disruption(p)) is not None}
+
+
+def test_a_disruption_mode_all_child_of_a_single_composite_is_evicted_whole(kube: Kube,
+                                                                            under_test: UnderTest) -> None:
+    """Issue 29, item 4. The CompositePodGroup ``low`` (``disruptionMode`` single, the default) has two
+    children: ``low-all`` (``disruptionMode: {all: {}}``) with pods on n0 and n1, and ``low-one`` with
+    a pod on n2; a pod fills a node. A high-priority pod that only n0 may take needs the room of
+    low-all-0: choosing it evicts the highest ancestor in mode all, the child, so low-all-1 on n1 goes
+    too; the composite, in mode single, is no unit, so low-one-0 stays. The nodes are held from kwok
+    until the victims are marked (see ``held``)."""
+    kube.apply(CLASSES)
+    kube.apply(held([node(f"n{i}", cpu="4") for i in range(3)]))
+    ref = {"workloadName": "low", "templateName": "replicas"}
+    workload = {"apiVersion": V1BETA1, "kind": "Workload", "metadata": {"name": "low", "namespace": "default"},
+                "spec": {"compositePodGroupTemplates": [{
+                    "name": "replicas", "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                    "podGroupTemplates": [
+                        {"name": "all", "schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}},
+                        {"name": "one", "schedulingPolicy": {"basic": {}}}]}]}}
+    parent = {"apiVersion": V1ALPHA3, "kind": "CompositePodGroup", "metadata": {"name": "low", "namespace": "default"},
+              "spec": {"workloadRef": ref, "priorityClassName": "wg-low",
+                       "schedulingPolicy": {"gang": {"minGroupCount": 2}}}}
+    placed = {"low-all-0": "n0", "low-all-1": "n1", "low-one-0": "n2"}
+    kube.apply(workload, parent,
+               podgroup("low-all", {"gang": {"minCount": 2}}, priority_class_name="wg-low", all_mode=True,
+                        parent="low", workload_ref={"workloadName": "low", "templateName": "all"}),
+               podgroup("low-one", {"basic": {}}, priority_class_name="wg-low", parent="low",
+                        workload_ref={"workloadName": "low", "templateName": "one"}),
+               [member(p, under_test.scheduler_name, "3", group=p.rsplit("-", 1)[0], priority_class_name="wg-low",
+                       node_name=n) for p, n in placed.items()])
+    assert kube.get(PODGROUPS, "low-all")["spec"]["disruptionMode"] == {"all": {}}
+    assert kube.get("compositepodgroups.scheduling.k8s.io", "low")["spec"]["disruptionMode"] == {"single": {}}
+
+    kube.apply(member("high", under_test.scheduler_name, "3", priority_class_name="wg-high",
+                      node_selector={HOST: "n0"}))
+    wait_for(lambda: marked(kube) or None, "a victim marked", timeout=BIND_TIMEOUT)
+    victims = settle(lambda: marked(kube), 2.0)
+    whole = {"low-all-0", "low-all-1"}
+    assert set(victims) == whole, victims  # the child whole; low-one-0, of the other child, is no victim
+    assert {c["reason"] for c in victims.values()} == {"PreemptionByScheduler"}, victims
+    pods = kube.pods()
+    assert all(pods[p]["metadata"].get("deletionTimestamp") for p in whole), "a victim was not deleted"
+    assert not pods["low-one-0"]["metadata"].get("deletionTimestamp")
+
+    for p in sorted(whole):
+        release(kube, placed[p], [p])
+    wait_for(lambda: not set(kube.pods()) & whole, "kwok to finish the victims' deletion")
+    bound = wait_for(lambda: when("high" in kube.bound(), kube.bound()), "the high pod bound", timeout=BIND_TIMEOUT)
+    assert bound == {"high": "n0", "low-one-0": "n2"}, bound
+    under_test.check()
+
+
+def test_a_group_whose_preemption_policy_is_not_its_pods_binds_nothing(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 5. With PodGroupPreemptionPolicy on (as in the control plane), the Priority
+    admission holds a PodGroup's ``preemptionPolicy`` to its class's, and gives a pod that of its own
+    class: the gang ``mixed`` names ``wg-never`` (Never), its pods ``wg-low`` (PreemptLowerPriority),
+    both of value 1000, so priorities agree and only the policies differ. (The group states Never
+    itself: the API server defaults the field to PreemptLowerPriority before the admission runs, and
+    the admission then refuses the group.) kube-scheduler's ``validatePodGroup`` refuses such a group
+    before it tries it: no pod binds although two free nodes would take both, and the group is
+    ``PodGroupInitiallyScheduled=False``, ``SchedulerError``."""
+    kube.apply(CLASSES, priority_class("wg-never", 1000, policy="Never"))
+    kube.apply(fake([node(f"n{i}", cpu="4") for i in range(2)]))
+    group = podgroup("mixed", {"gang": {"minCount": 2}}, priority_class_name="wg-never")
+    group["spec"]["preemptionPolicy"] = "Never"
+    kube.apply(group,
+               [member(f"mixed-{i}", under_test.scheduler_name, "3", group="mixed", priority_class_name="wg-low")
+                for i in range(2)])
+    admitted = kube.get(PODGROUPS, "mixed")["spec"]
+    assert (admitted.get("priority"), admitted.get("preemptionPolicy")) == (1000, "Never"), admitted
+    admitted = kube.get("pod", "mixed-0")["spec"]
+    assert (admitted.get("priority"), admitted.get("preemptionPolicy")) == (1000, "PreemptLowerPriority"), admitted
+
+    def refused() -> Obj | None:
+        conditions = kube.get(PODGROUPS, "mixed").get("status", {}).get("conditions", [])
+        return next((c for c in conditions if c.get("type") == "PodGroupInitiallyScheduled"), None)
+
+    condition = wait_for(refused, "PodGroupInitiallyScheduled on the PodGroup", timeout=BIND_TIMEOUT)
+    assert (condition["status"], condition["reason"]) == ("False", "SchedulerError"), condition
+    assert "PreemptLowerPriority" in condition["message"] and "Never" in condition["message"], condition
+    assert settle(kube.bound, 2.0) == {}
+    # Each pod says why (its PodScheduled reason differs: SchedulerError from kube-scheduler,
+    # Unschedulable from koordpy).
+    for i in range(2):
+        message = kube.condition_message(f"mixed-{i}")
+        assert "PreemptLowerPriority" in message and "Never" in message, message
+    under_test.check()
+
+
+def test_a_gang_whose_spread_sinks_one_rack_binds_in_its_sibling(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 29, item 8 (the upstream variant). A gang of 4 that must share a rack, its pods spread
+    over hosts (maxSkew 1, DoNotSchedule); pods ask 1 CPU. Rack ra has 2 nodes of 2 CPUs, rb 4 of 1:
+    ra has the CPUs but holds the gang only with 2 pods a node, a skew of 2 against rb's empty nodes,
+    so the gang goes to rb, one pod a node. A scheduler that tries one rack, fails the spread there
+    and tries no sibling of it binds nothing."""
+    kube.apply(fake(racked("ra", "ra", 2, "2") + racked("rb", "rb", 4, "1")))
+    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "spread"}}}]
+    pods = [member(f"spread-{i}", under_test.scheduler_name, "1", group="spread") for i in range(4)]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "spread"}
+        p["spec"]["topologySpreadConstraints"] = spread
+    kube.apply(podgroup("spread", {"gang": {"minCount": 4}}, rack=True), pods)
+    bound = wait_for(lambda: when(len(kube.bound()) == 4, kube.bound()), "the gang bound", timeout=BIND_TIMEOUT)
+    racks = rack_of(kube)
+    assert {racks[n] for n in bound.values()} == {"rb"}, bound
+    assert len(set(bound.values())) == 4, bound
     under_test.check()
