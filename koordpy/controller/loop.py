@@ -266,7 +266,7 @@ class SchedulerLoop:
                 self.cache.assume_nominated(d.pod, d.node)
                 self.writer.spawn(self._nominate(d, uid(d.pod)))
             case SetPodScheduledFalse():
-                self.writer.unschedulable(d.pod, d.message)
+                self.writer.unschedulable(d.pod, d.message, d.reason)
             case PodGroupStatusUpdate():
                 self.writer.podgroup_status(d.podgroup, d.status.wire(), d.status.kind.group)
             case Annotate():

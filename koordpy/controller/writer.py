@@ -139,6 +139,8 @@ class ApiWriter:
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
         # What to write when (conditions and PodGroup statuses, coalesced): the pure policy, on this clock.
         self.reports = Reports(settle, cooldown, time.monotonic())
+        # Pods whose condition owed has a reason other than Unschedulable (SchedulerError), until written.
+        self._condition_reasons: dict[str, str] = {}
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
         self.events = EventRecorder()
 
@@ -290,11 +292,17 @@ class ApiWriter:
 
     # -- coalesced conditions, events and statuses -----------------------------------------
 
-    def unschedulable(self, pod_key: str, message: str) -> None:
-        # Capped here, so that it compares equal to what an earlier write left on the pod.
+    def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
+        # Capped here, so that it compares equal to what an earlier write left on the pod. The reason
+        # goes with the message (one message, one reason): only the rare other one is kept aside.
+        if reason != "Unschedulable":
+            self._condition_reasons[pod_key] = reason
+        else:
+            self._condition_reasons.pop(pod_key, None)
         self.reports.unschedulable(pod_key, cap(message, CONDITION_LIMIT), time.monotonic())
 
     def bound(self, pod_key: str) -> None:
+        self._condition_reasons.pop(pod_key, None)
         self.reports.bound(pod_key)
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
@@ -385,11 +393,13 @@ class ApiWriter:
     async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
         ns, name = pod_key.split("/", 1)
         body = {"status": {"conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "type": "PodScheduled", "status": "False",
+            "reason": self._condition_reasons.get(pod_key, "Unschedulable"),
             "message": cap(message, CONDITION_LIMIT),
             "lastTransitionTime": now_rfc3339(), "lastProbeTime": None}]}}
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                 name, ns, body, _preload_content=False), kind="pod-status"):
+            self._condition_reasons.pop(pod_key, None)
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
         else:
             self.reports.condition_failed(pod_key, message)

@@ -72,6 +72,7 @@ from koordpy.core.verdicts import (
     WaitingForMembers,
     Wake,
     WithPreemption,
+    condition_reason,
 )
 from koordpy.core.view import View
 
@@ -230,9 +231,9 @@ class Cycle:
             if rejected.code is Code.TIMED_OUT:
                 reason = self._time_out(job, self._wait_limit(job))
                 self.result.gangs_timed_out.append(job.id)
-            message = render(reason)
+            message, condition = render(reason), condition_reason(reason)
             for pod in job.pods:
-                self._say(pod, message)
+                self._say(pod, message, condition)
             return wake
         reserved = self.state.reserved
         if reserved:
@@ -817,10 +818,10 @@ class Cycle:
                     return smaller
         return plan
 
-    def _say(self, pod: Pod, message: str) -> None:
+    def _say(self, pod: Pod, message: str, condition: str = "Unschedulable") -> None:
         self.result.waiting[pod.key] = message
         if pod.unschedulable_message != message:
-            self.result.decisions.append(SetPodScheduledFalse(pod.key, message))
+            self.result.decisions.append(SetPodScheduledFalse(pod.key, message, condition))
             self.result.decisions.append(Event("Pod", pod.key, "Warning", EventReason.FAILED_SCHEDULING, message))
 
     # -- helpers -------------------------------------------------------------------------

@@ -43,7 +43,8 @@ class Bind:
 
 @dataclass(frozen=True)
 class SetPodScheduledFalse:
-    """``PodScheduled=False`` with reason Unschedulable, as kube-scheduler writes it."""
+    """``PodScheduled=False`` with reason Unschedulable (or SchedulerError, for a group kube-scheduler's
+    validation refuses), as kube-scheduler writes it."""
 
     pod: str
     message: str

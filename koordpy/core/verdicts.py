@@ -554,6 +554,15 @@ class Failure:
         return self.code is Code.UNSCHEDULABLE
 
 
+def condition_reason(reason: Reason) -> str:
+    """The reason of the ``PodScheduled=False`` condition a refused pod gets: ``SchedulerError`` for a
+    group kube-scheduler's own validation refuses (its pods' schedulerNames, priorities or preemption
+    policies do not match), as it writes it; ``Unschedulable`` for everything else."""
+    inner = reason.inner if isinstance(reason, Refused) else reason
+    return "SchedulerError" if isinstance(inner, GroupSchedulers | GroupPriority | GroupPreemptionPolicy) \
+        else "Unschedulable"
+
+
 def resolvable(flag: bool) -> Code:
     """The code of a failure from whether removing pods could change its answer."""
     return Code.UNSCHEDULABLE if flag else Code.UNRESOLVABLE

@@ -304,7 +304,7 @@ class RecordingWriter:
     async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
         self.events.append((obj, uid, type_, reason, message))
 
-    def unschedulable(self, pod_key: str, message: str) -> None:
+    def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
         pass
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "") -> None:

@@ -264,7 +264,7 @@ class FakeWriter:
         self.events.append((reason, obj, uid, message))
         return asyncio.sleep(0)
 
-    def unschedulable(self, pod_key: str, message: str) -> None:
+    def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
         self.conditions[pod_key] = message
 
     def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:

@@ -192,3 +192,24 @@ async def test_attempt_duration_is_one_pods_attempt_labelled_with_its_profile() 
     cache.observe("Pod", "MODIFIED", ungated)
     await loop.cycle()
     assert sample(metrics, "scheduler_pending_pods", queue="gated") == 0
+
+
+async def test_a_condition_carries_the_reason_it_was_owed_with() -> None:
+    # A group kube-scheduler's validation refuses: its pods' PodScheduled=False says SchedulerError, as
+    # kube-scheduler's failure handler writes it; any other wait says Unschedulable (issue 29, item 5).
+    bodies: dict[str, Any] = {}
+
+    class Capturing(FakeCore):
+        async def patch_namespaced_pod_status(self, name: str, ns: str, body: Any, **kw: Any) -> dict[str, Any]:
+            bodies[f"{ns}/{name}"] = body
+            return {}
+
+    writer = make_writer(Capturing())
+    writer.unschedulable("default/refused", "all pods ... preemption policy", "SchedulerError")
+    writer.unschedulable("default/waits", "0/1 nodes are available: 1 Insufficient cpu.")
+    await writer._write_condition("default/refused", "uid-1", "all pods ... preemption policy")
+    await writer._write_condition("default/waits", "uid-2", "0/1 nodes are available: 1 Insufficient cpu.")
+    reasons = {k: b["status"]["conditions"][0]["reason"] for k, b in bodies.items()}
+    assert reasons == {"default/refused": "SchedulerError", "default/waits": "Unschedulable"}
+    assert not writer._condition_reasons  # kept only until written
+    await writer.drain(2.0)

@@ -584,11 +584,13 @@ def test_a_group_whose_preemption_policy_is_not_its_pods_binds_nothing(kube: Kub
     assert (condition["status"], condition["reason"]) == ("False", "SchedulerError"), condition
     assert "PreemptLowerPriority" in condition["message"] and "Never" in condition["message"], condition
     assert settle(kube.bound, 2.0) == {}
-    # Each pod says why (its PodScheduled reason differs: SchedulerError from kube-scheduler,
-    # Unschedulable from koordpy).
+    # Each pod says why, with the reason kube-scheduler gives a group its validation refuses.
     for i in range(2):
         message = kube.condition_message(f"mixed-{i}")
         assert "PreemptLowerPriority" in message and "Never" in message, message
+        scheduled = next(c for c in kube.get("pod", f"mixed-{i}")["status"]["conditions"]
+                         if c["type"] == "PodScheduled")
+        assert scheduled["reason"] == "SchedulerError", scheduled
     under_test.check()
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from koordpy.api.workload import INITIALLY_SCHEDULED, GroupCondition, WorkloadPodGroup
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import CycleResult, PodGroupStatusUpdate
+from koordpy.core.decisions import CycleResult, PodGroupStatusUpdate, SetPodScheduledFalse
 from koordpy.core.dialects import upstream
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World, simulate
@@ -99,9 +99,20 @@ def test_a_group_whose_pods_preemption_policy_differs_gets_scheduler_error() -> 
     # Issue 29, item 5: as kube-scheduler's validatePodGroup with PodGroupPreemptionPolicy on.
     w = world(node("n0"), priority_class("never", 0, policy="Never"), group(min_count=1),
               member("t-0", priority_class="never"))
-    cond = written(schedule(w.snapshot(NAMES), SchedulerState(), w.now))
+    result = schedule(w.snapshot(NAMES), SchedulerState(), w.now)
+    cond = written(result)
     assert (cond.status, cond.reason) == ("False", "SchedulerError")
     assert "pod default/t-0 has preemptionPolicy Never and the group PreemptLowerPriority" in cond.message
+    # Its pods too, as kube-scheduler's failure handler writes a validation error (not Unschedulable).
+    said = [d for d in result.decisions if isinstance(d, SetPodScheduledFalse)]
+    assert [(d.pod, d.reason) for d in said] == [("default/t-0", "SchedulerError")]
+
+
+def test_a_pod_that_waits_for_room_is_unschedulable() -> None:
+    w = world(node("n0", cpu="1"), group(min_count=1), member("t-0", cpu="2"))
+    result = schedule(w.snapshot(NAMES), SchedulerState(), w.now)
+    said = [d for d in result.decisions if isinstance(d, SetPodScheduledFalse)]
+    assert [(d.pod, d.reason) for d in said] == [("default/t-0", "Unschedulable")]
 
 
 def test_initially_scheduled_true_is_terminal() -> None:
