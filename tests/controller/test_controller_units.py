@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.podgroup import PodGroup
@@ -31,6 +30,7 @@ from koordpy.core.decisions import Bind, CycleResult
 from koordpy.core.view import View
 from tests.api.test_api_volcano_kai import volcano_podgroup
 from tests.builders import node, pod, podgroup
+from tests.controller.served import api_for
 
 NAMES = frozenset({"koordpy"})
 
@@ -410,21 +410,12 @@ async def test_a_refused_write_is_seen_as_refused_through_the_real_client() -> N
 
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", binding)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server: Any = site._server
-    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
     metrics = Metrics()
-    try:
+    async with api_for(app) as api:
         writer = ApiWriter(api, metrics=metrics)
         assert await writer.bind("default/taken", "u1", "n1") is False  # 409: bound already
         assert await writer.bind("default/gone", "u2", "n1") is False  # 404
         assert await writer.bind("default/p", "u3", "n1") is True  # 503, retried, then 201
-    finally:
-        await api.close()
-        await runner.cleanup()
     assert seen == ["taken", "gone", "p", "p"]
     assert metrics.registry.get_sample_value("koordpy_api_retries_total", {"reason": "503"}) == 1
     assert metrics.registry.get_sample_value("koordpy_api_writes_total", {"kind": "bind", "result": "failed"}) == 2

@@ -23,6 +23,7 @@ from koordpy.controller import podwatch
 from koordpy.controller.cache import Cache
 from koordpy.controller.podwatch import watch_kind
 from tests.builders import node
+from tests.controller.served import api_for
 
 NODE = by_id("nodes")
 
@@ -52,17 +53,8 @@ class Api:
 async def served(fake: Api) -> AsyncIterator[ApiClient]:
     app = web.Application()
     app.router.add_get("/api/v1/nodes", fake.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server: Any = site._server
-    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
-    try:
+    async with api_for(app) as api:
         yield api
-    finally:
-        await api.close()
-        await runner.cleanup()
 
 
 async def watch_for(fake: Api, seconds: float) -> Cache:
@@ -197,24 +189,17 @@ async def test_a_crd_deleted_and_installed_again_is_watched_again_within_seconds
 
     app = web.Application()
     app.router.add_get("/api/v1/nodes", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server: Any = site._server
-    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
     cache = Cache()
     # Nodes stand in for an optional kind here: not_served asks the registry, so it is told yes.
     monkeypatch.setattr(podwatch, "not_served", lambda exc, group, plural, refused=True: exc.status in (403, 404))
-    task = asyncio.ensure_future(watch_kind(api, cache, NODE, "5"))
-    try:
-        for _ in range(400):  # 8 s at the most
-            if "n1" in cache.nodes:
-                break
-            await asyncio.sleep(0.02)
-        assert "n1" in cache.nodes, calls
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await api.close()
-        await runner.cleanup()
+    async with api_for(app) as api:
+        task = asyncio.ensure_future(watch_kind(api, cache, NODE, "5"))
+        try:
+            for _ in range(400):  # 8 s at the most
+                if "n1" in cache.nodes:
+                    break
+                await asyncio.sleep(0.02)
+            assert "n1" in cache.nodes, calls
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import by_id
 from koordpy.controller import main as main_module
 from koordpy.controller.cache import Cache
 from koordpy.controller.writer import ApiWriter
+from tests.controller.served import api_for
 
 # What kube-apiserver v1.37's pods/binding answers (pkg/registry/core/pod/storage), in its words.
 CONFLICTS = {
@@ -40,18 +40,9 @@ async def _bind_refused(message: str) -> list[MutableMapping[str, Any]]:
 
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", binding)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server: Any = site._server
-    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
-    try:
+    async with api_for(app) as api:
         with structlog.testing.capture_logs() as logs:
             assert await ApiWriter(api).bind("default/p", "u1", "n1") is False
-    finally:
-        await api.close()
-        await runner.cleanup()
     return logs
 
 

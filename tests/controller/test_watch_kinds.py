@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client import ApiClient
 
 from koordpy.api.kinds import by_id
 from koordpy.controller import podwatch
@@ -21,6 +21,7 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.main import RESOURCES, kopf_kinds
 from koordpy.controller.podwatch import watch_kind
 from tests.builders import node, podgroup
+from tests.controller.served import api_for
 
 NODE = by_id("nodes")
 PODGROUP = by_id("podgroups.scheduling.sigs.k8s.io")
@@ -65,17 +66,8 @@ class FakeApi:
 async def served(fake: FakeApi) -> AsyncIterator[ApiClient]:
     app = web.Application()
     app.router.add_get(fake.path, fake.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server: Any = site._server
-    api = ApiClient(Configuration(host=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"))
-    try:
+    async with api_for(app) as api:
         yield api
-    finally:
-        await api.close()
-        await runner.cleanup()
 
 
 async def until(what: Callable[[], bool], seconds: float = 10.0) -> None:
