@@ -137,6 +137,7 @@ class Preemptor:
     groups: Mapping[str, GangGroupId]
     gangs: Mapping[str, Gang]
     _prio_of: dict[str, int] | None = field(default=None, init=False)
+    _units_seen: bool | None = field(default=None, init=False)
 
     # -- eligibility -------------------------------------------------------------------------
 
@@ -164,6 +165,12 @@ class Preemptor:
             if row is not None:
                 prio[row] = value
         return prio
+
+    def _any_units(self) -> bool:
+        """Whether some gang is evicted only in units (whole, or parts of it): asked once per preemptor."""
+        if self._units_seen is None:
+            self._units_seen = any(g.whole or g.units for g in self.gangs.values())
+        return self._units_seen
 
     def _unit(self, key: str) -> tuple[Gang, str] | None:
         """The unit pod ``key`` is only ever evicted with (its gang, whole in disruptionMode all, or a
@@ -431,6 +438,8 @@ class Preemptor:
     def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:
         """A unit (disruptionMode all) is a victim only whole: none of its members is one when any of
         them may not be (protected, or of the preemptor's priority or above)."""
+        if not self._any_units():
+            return  # most clusters: no victim is asked about (a look per eligible pod otherwise)
         done: set[str] = set()
         for row in np.flatnonzero(sel).tolist():
             found = self._unit(self.cluster.index.keys[row])
@@ -578,7 +587,7 @@ class Preemptor:
         number: dict[str, int] = {}
         sizes: list[int] = []
         out = np.full(len(rows), -1, dtype=np.int64)
-        if not any(g.whole or g.units for g in self.gangs.values()):
+        if not self._any_units():
             return out, np.zeros(0, dtype=np.int64)  # most clusters: no victim is asked about
         for v, key in enumerate(idx.keys[i] for i in rows.tolist()):
             found = self._unit(key)
