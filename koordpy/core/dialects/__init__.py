@@ -81,7 +81,15 @@ def gang_member(pod: Pod, snapshot: Snapshot | None = None, finished: bool = Fal
 def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     """The gang the pod is in or, once it finished (Succeeded, Failed), was in: what its gang's
     object status counts it under (``gang_member`` for the gang it is scheduled with)."""
-    return first(lambda d: _claim(d, pod, snapshot))
+    # ``first`` over ``_claim``, spelled out: asked of every pod the view files (a 3,000-pod gang's
+    # refresh paid ~2 ms for the two calls a pod and dialect).
+    owners = snapshot.owners if snapshot is not None else None
+    for dialect in DIALECTS:
+        key = dialect.member(pod, owners)
+        if key is not None:
+            # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
+            return (dialect.enclosing(key, snapshot) or key) if snapshot is not None else key
+    return None
 
 
 def _claim(dialect: Dialect, pod: Pod, snapshot: Snapshot | None) -> str | None:
