@@ -16,19 +16,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 STATUS_INTERVAL = 1.0  # seconds between two status writes of one PodGroup in the same phase
+# A PodGroup's status write in flight this long is taken as lost, and the next one goes: a write has
+# no timeout of its own through a proxy, and one that never ends must not hold the status for ever.
+# (A write on the direct connection gives up well before: 60 s an attempt.)
+STATUS_WRITE_LIMIT = 120.0
 
 
 @dataclass
 class Pending:
     message: str
     first_seen: float
+    reason: str = "Unschedulable"  # the condition's reason, which goes with its message
 
 
 @dataclass
 class Due:
     """What a look at the reports found due: the writes to start, and those found needless."""
 
-    conditions: list[tuple[str, str, str]] = field(default_factory=list)  # (pod, its uid, message)
+    conditions: list[tuple[str, str, str, str]] = field(default_factory=list)  # (pod, its uid, message, reason)
     statuses: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # (group, key, status)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (kind, reason) of each write not made
 
@@ -67,15 +72,15 @@ class Reports:
         # The PodGroups with a status write in flight: two merge patches of one object sent at once
         # may land in either order, and an older status landing last stood (nothing the core sees
         # changes to make it write again once the job settles).
-        self._status_writing: set[str] = set()
+        self._status_writing: dict[str, float] = {}  # ... and when each was sent
 
-    def unschedulable(self, pod_key: str, message: str, now: float) -> None:
-        """The pod's condition message as it should be (already capped)."""
+    def unschedulable(self, pod_key: str, message: str, now: float, reason: str = "Unschedulable") -> None:
+        """The pod's condition message as it should be (already capped), and its reason."""
         pending = self._conditions.get(pod_key)
         if pending is None:
-            self._conditions[pod_key] = Pending(message, now)
+            self._conditions[pod_key] = Pending(message, now, reason)
         else:
-            pending.message = message
+            pending.message, pending.reason = message, reason
 
     def bind_written(self, pod_key: str) -> None:
         """The pod's bind went through: no condition is owed."""
@@ -100,7 +105,7 @@ class Reports:
 
     def status_done(self, group: str, key: str) -> None:
         """The status write of the PodGroup ended (written or not): the next one may go."""
-        self._status_writing.discard(f"{group} {key}")
+        self._status_writing.pop(f"{group} {key}", None)
 
     def due(self, now: float, still_pending: Callable[[str], dict[str, str] | None],
             podgroup_now: Callable[[str, str], dict[str, object] | None]) -> Due:
@@ -126,7 +131,7 @@ class Reports:
             del self._conditions[pod]
             self._last_written[pod] = now
             self._sent[pod] = (pending.message, info["message"])
-            out.conditions.append((pod, info["uid"], pending.message))
+            out.conditions.append((pod, info["uid"], pending.message, pending.reason))
         if now - self._pruned >= self.cooldown:  # what is past its cooldown need not be remembered
             self._pruned = now
             self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
@@ -144,11 +149,11 @@ class Reports:
                 continue
             if last is not None and now - last[0] < STATUS_INTERVAL and last[1].get("phase") == st.get("phase"):
                 continue  # written a moment ago in the same phase: the latest is written when due
-            if k in self._status_writing:
-                continue  # the latest goes once the write before it ended
+            if now - self._status_writing.get(k, -STATUS_WRITE_LIMIT) < STATUS_WRITE_LIMIT:
+                continue  # the latest goes once the write before it ended (or is taken as lost)
             del self._statuses[k]
             self._status_sent[k] = (now, st, current)
-            self._status_writing.add(k)
+            self._status_writing[k] = now
             out.statuses.append((group, key, st))
         if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
             self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}

@@ -139,8 +139,6 @@ class ApiWriter:
         self.instance = f"{COMPONENT}-{socket.gethostname()}-{os.getpid()}"
         # What to write when (conditions and PodGroup statuses, coalesced): the pure policy, on this clock.
         self.reports = Reports(settle, cooldown, time.monotonic())
-        # Pods whose condition owed has a reason other than Unschedulable (SchedulerError), until written.
-        self._condition_reasons: dict[str, str] = {}
         self.skipped: dict[tuple[str, str], int] = {}  # (kind, reason) -> writes not made
         self.events = EventRecorder()
 
@@ -293,16 +291,10 @@ class ApiWriter:
     # -- coalesced conditions, events and statuses -----------------------------------------
 
     def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
-        # Capped here, so that it compares equal to what an earlier write left on the pod. The reason
-        # goes with the message (one message, one reason): only the rare other one is kept aside.
-        if reason != "Unschedulable":
-            self._condition_reasons[pod_key] = reason
-        else:
-            self._condition_reasons.pop(pod_key, None)
-        self.reports.unschedulable(pod_key, cap(message, CONDITION_LIMIT), time.monotonic())
+        # Capped here, so that it compares equal to what an earlier write left on the pod.
+        self.reports.unschedulable(pod_key, cap(message, CONDITION_LIMIT), time.monotonic(), reason)
 
     def bound(self, pod_key: str) -> None:
-        self._condition_reasons.pop(pod_key, None)
         self.reports.bound(pod_key)
 
     def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
@@ -325,8 +317,8 @@ class ApiWriter:
         due = self.reports.due(time.monotonic(), still_pending, podgroup_now)
         for kind, reason in due.skipped:
             self.skip(kind, reason)
-        for pod, uid, message in due.conditions:
-            self.spawn(self._write_condition(pod, uid, message))
+        for pod, uid, message, reason in due.conditions:
+            self.spawn(self._write_condition(pod, uid, message, reason))
         for group, key, status in due.statuses:
             self.spawn(self._write_podgroup_status(group, key, status))
 
@@ -390,16 +382,15 @@ class ApiWriter:
                 log.error("cannot write", what=what, error=str(exc))
                 return False
 
-    async def _write_condition(self, pod_key: str, uid: str, message: str) -> None:
+    async def _write_condition(self, pod_key: str, uid: str, message: str, reason: str = "Unschedulable") -> None:
         ns, name = pod_key.split("/", 1)
         body = {"status": {"conditions": [{
             "type": "PodScheduled", "status": "False",
-            "reason": self._condition_reasons.get(pod_key, "Unschedulable"),
+            "reason": reason,
             "message": cap(message, CONDITION_LIMIT),
             "lastTransitionTime": now_rfc3339(), "lastProbeTime": None}]}}
         if await self._report(f"condition of pod {pod_key}", lambda: self.core.patch_namespaced_pod_status(
                 name, ns, body, _preload_content=False), kind="pod-status"):
-            self._condition_reasons.pop(pod_key, None)
             await self.event("Pod", pod_key, uid, "Warning", "FailedScheduling", message)
         else:
             self.reports.condition_failed(pod_key, message)

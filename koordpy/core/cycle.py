@@ -55,6 +55,7 @@ from koordpy.core.verdicts import (
     Failure,
     GangTimeoutEvent,
     GatedMembers,
+    GroupUnschedulable,
     JobFailed,
     MarkedTimedOut,
     MemberRejected,
@@ -641,10 +642,12 @@ class Cycle:
                    skipped: dict[str, Failure] | None = None) -> None:
         """After a GangGroup met its minimums, the members that did not fit say so (with what
         preemption did for them, ``said``); they are no longer held to the gang (once satisfied)
-        and keep trying. A member passed over (``skipped``) says why it fitted nowhere."""
+        and keep trying. A member passed over (``skipped``) says why it fitted nowhere; in
+        kube-scheduler's group cycle (``gangrule.skips``) every member says the failure itself, as
+        kube-scheduler words each pod's, with no GangGroup of Koordinator's around it."""
         bound = sum(1 for p in job.pods if p.key in self.bound)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
-        others = render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
+        others = own if gangrule.skips(job) else render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
         for pod in job.pods:
             if pod.key in self.bound:
                 continue
@@ -659,12 +662,14 @@ class Cycle:
     def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None,
                 skipped: dict[str, Failure] | None = None) -> None:
         """The member that failed carries the reason (and what preemption did), as does each member
-        passed over (``skipped``); the others quote it in the GangGroup's words."""
+        passed over (``skipped``); the others quote it in the GangGroup's words, or, in kube-scheduler's
+        group cycle (``gangrule.skips``), in kube-scheduler's ("pod group ... is unschedulable")."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
         said = plan.message if plan is not None else ""
         if failure:
             own = render(WithPreemption(failure.why, said))
-            others = render(MemberRejected(job.id, failure.pod.key, failure.why, already, said))
+            others = render(GroupUnschedulable(job.id, failure.pod.key, failure.why, said) if gangrule.skips(job)
+                            else MemberRejected(job.id, failure.pod.key, failure.why, already, said))
         else:
             own = others = render(WaitingForMembers(job.id, gangrule.counts(job, self.state.reserved), already))
         for pod in job.pods:

@@ -38,6 +38,7 @@ from koordpy.core.verdicts import (
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
+    GroupUnschedulable,
     Inside,
     JobFailed,
     KindsNoHyperNode,
@@ -83,6 +84,7 @@ SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulin
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
 WORKLOAD_PODGROUP = "PodGroup scheduling.k8s.io"
+COMPOSITE_PODGROUP = "CompositePodGroup scheduling.k8s.io"
 
 # -- kube-scheduler v1.37's per-node filter reasons, counted in "0/N nodes are available" -------------
 
@@ -323,6 +325,9 @@ def render(reason: Reason) -> str:
         case TooFewMembers() if reason.declared_by == WORKLOAD_PODGROUP:  # kube-scheduler's terms
             return (f"waiting for minCount pods of PodGroup {reason.gang} to exist: {reason.have} of minCount "
                     f"{reason.need} created")
+        case TooFewMembers() if reason.declared_by == COMPOSITE_PODGROUP:  # its children's minimums, summed
+            return (f"waiting for the pods of CompositePodGroup {reason.gang} to exist: {reason.have} created, "
+                    f"and its minGroupCount child PodGroups need at least {reason.need} (each its own minCount)")
         case TooFewMembers():  # Koordinator's words
             return (f"gang child pod not collect enough, gangName: {reason.gang}, podNum: {reason.have}, "
                     f"minMember: {reason.need}")
@@ -437,6 +442,10 @@ def render(reason: Reason) -> str:
             return (f'GangGroup "{group_name(reason.group)}" gets rejected due to member Pod "{reason.member}" '
                     f'is unschedulable with reason "{render(reason.inner)}", '
                     f"alreadyWaitForBound: {reason.already}{quoted}")
+        case GroupUnschedulable():  # kube-scheduler's errPodGroupUnschedulable, with the member's reason
+            said = f" {reason.preemption}" if reason.preemption else ""
+            return (f"pod group {group_name(reason.group)} is unschedulable: pod {reason.member}: "
+                    f"{render(reason.inner)}{said}")
         case BeyondMinimum():
             return (f'GangGroup "{group_name(reason.group)}" reached its minimum with {reason.bound} of '
                     f'{reason.pending} pending members bound; the rest wait: "{render(reason.inner)}"')

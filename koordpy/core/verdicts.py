@@ -449,6 +449,18 @@ class MemberRejected:
 
 
 @dataclass(frozen=True)
+class GroupUnschedulable:
+    """Kube-scheduler's words for the other pods of a group its group cycle could not place (a
+    ``scheduling.k8s.io`` PodGroup or CompositePodGroup): the group is unschedulable, for the member
+    that failed."""
+
+    group: GroupId
+    member: str
+    inner: Reason
+    preemption: str = ""  # the failed member's preemption message, quoted
+
+
+@dataclass(frozen=True)
 class BeyondMinimum:
     """A GangGroup met its minimums; its members that did not fit wait on their own."""
 
@@ -518,7 +530,8 @@ Reason: TypeAlias = (
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption
-    | MemberRejected | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting | PreemptedBy
+    | MemberRejected | GroupUnschedulable | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting
+    | PreemptedBy
     | Assigned | BoundWithoutOwner
 )
 

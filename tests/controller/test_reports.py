@@ -19,17 +19,18 @@ def test_a_condition_waits_to_settle_then_for_its_cooldown() -> None:
     r.unschedulable(POD, "no room", now=100.0)
     assert r.due(100.5, lambda _: waiting(), lambda g, k: None).conditions == []  # still settling
     due = r.due(101.0, lambda _: waiting(), lambda g, k: None)
-    assert due.conditions == [(POD, "u", "no room")]
+    assert due.conditions == [(POD, "u", "no room", "Unschedulable")]
     r.unschedulable(POD, "still no room", now=102.0)
     r.condition_failed(POD, "no room")  # the write failed: not in flight any more
     assert r.due(105.9, lambda _: waiting(), lambda g, k: None).conditions == []  # within the cooldown
-    assert r.due(106.0, lambda _: waiting(), lambda g, k: None).conditions == [(POD, "u", "still no room")]
+    assert r.due(106.0, lambda _: waiting(), lambda g, k: None).conditions == [
+        (POD, "u", "still no room", "Unschedulable")]
 
 
 def test_a_condition_in_flight_or_on_the_pod_is_skipped_and_a_bound_pod_owes_none() -> None:
     r = Reports(settle=0.0, cooldown=0.0)
     r.unschedulable(POD, "no room", now=0.0)
-    assert r.due(0.0, lambda _: waiting(), lambda g, k: None).conditions == [(POD, "u", "no room")]
+    assert r.due(0.0, lambda _: waiting(), lambda g, k: None).conditions == [(POD, "u", "no room", "Unschedulable")]
     r.unschedulable(POD, "no room", now=1.0)  # sent, not yet back on the watch
     assert r.due(1.0, lambda _: waiting(), lambda g, k: None).skipped == [("pod-status", "unchanged")]
     r.unschedulable(POD, "no room", now=2.0)  # on the pod already

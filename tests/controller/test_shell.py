@@ -205,11 +205,11 @@ async def test_a_condition_carries_the_reason_it_was_owed_with() -> None:
             return {}
 
     writer = make_writer(Capturing())
+    writer.reports.settle = 0.0
     writer.unschedulable("default/refused", "all pods ... preemption policy", "SchedulerError")
     writer.unschedulable("default/waits", "0/1 nodes are available: 1 Insufficient cpu.")
-    await writer._write_condition("default/refused", "uid-1", "all pods ... preemption policy")
-    await writer._write_condition("default/waits", "uid-2", "0/1 nodes are available: 1 Insufficient cpu.")
+    writer.flush(lambda pod: {"uid": f"uid-{pod}", "message": ""})
+    await asyncio.sleep(0.05)
     reasons = {k: b["status"]["conditions"][0]["reason"] for k, b in bodies.items()}
     assert reasons == {"default/refused": "SchedulerError", "default/waits": "Unschedulable"}
-    assert not writer._condition_reasons  # kept only until written
     await writer.drain(2.0)

@@ -48,6 +48,7 @@ from koordpy.core.verdicts import (
     GroupPriority,
     GroupRefused,
     GroupSchedulers,
+    GroupUnschedulable,
     Inside,
     JobFailed,
     KindsNoHyperNode,
@@ -278,6 +279,15 @@ TABLE: list[tuple[Reason, str]] = [
      f'GangGroup "default/a" gets rejected due to member Pod "default/a-0" is unschedulable with reason "{SAID}", '
      "alreadyWaitForBound: 0. preemption: preemption already attempted by default/a-0 with message not eligible "
      "due to preemptionPolicy=Never."),
+    (GroupUnschedulable("default/a", "default/a-0", INSUFFICIENT),
+     f"pod group default/a is unschedulable: pod default/a-0: {SAID}"),
+    (GroupUnschedulable("default/a", "default/a-0", INSUFFICIENT, "preemption: not helpful: no candidate takes all "
+                                                                   "2 pods once its lower-priority pods are gone."),
+     f"pod group default/a is unschedulable: pod default/a-0: {SAID} preemption: not helpful: no candidate takes "
+     "all 2 pods once its lower-priority pods are gone."),
+    (TooFewMembers("default/c", 4, 5, "CompositePodGroup scheduling.k8s.io"),
+     "waiting for the pods of CompositePodGroup default/c to exist: 4 created, and its minGroupCount child "
+     "PodGroups need at least 5 (each its own minCount)"),
     (BeyondMinimum("default/a", 3, 5, INSUFFICIENT),
      f'GangGroup "default/a" reached its minimum with 3 of 5 pending members bound; the rest wait: "{SAID}"'),
     (NotEligible("never"), "preemption: not eligible due to preemptionPolicy=Never."),

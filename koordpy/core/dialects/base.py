@@ -16,7 +16,7 @@ them (``koordpy.core.dialects``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -251,3 +251,10 @@ class DialectBase:
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         raise NotImplementedError(f"the {self.name} dialect writes no topology manifest (its manifest_format is None)")
+
+
+def final_stands(phase: str | None, finals: Collection[str], members: Iterable[Pod]) -> bool:
+    """Whether a PodGroup's final phase (its job over: ``finals``) stands: while none of its pods is
+    live, what is left of them (its finished pods deleted one by one, with their Job or by the pod
+    garbage collector) says nothing new, as the PodGroup controllers stop at those phases."""
+    return phase in finals and all(p.terminal for p in members)

@@ -32,7 +32,7 @@ from koordpy.api.podgroup import (
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, GroupTerms
+from koordpy.core.dialects.base import DialectBase, GroupTerms, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
@@ -385,7 +385,7 @@ class Koordinator(DialectBase):
         pg = snapshot.podgroups.get(key)
         if pg is None:
             return None
-        if pg.status.phase in FINAL_PHASES and all(p.terminal for p in members):
+        if final_stands(pg.status.phase, FINAL_PHASES, members):
             return None
         status = podgroup_status(pg, members, bound_now, reserved, now)
         current = pg.status.counts()

@@ -63,8 +63,8 @@ from koordpy.api.workload import (
 )
 from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects.base import DialectBase, GroupTerms
+from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
-from koordpy.core.messages import WORKLOAD_PODGROUP, render
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -93,7 +93,7 @@ DECLARED_BY = WORKLOAD_PODGROUP
 
 # Its CompositePodGroups' store (an optional kind: a cluster without the CompositePodGroup gate has none).
 COMPOSITES = "composite_podgroups"
-COMPOSITE_DECLARED_BY = "CompositePodGroup scheduling.k8s.io"
+COMPOSITE_DECLARED_BY = COMPOSITE_PODGROUP
 
 
 def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:

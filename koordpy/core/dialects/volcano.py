@@ -24,7 +24,7 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase
+from koordpy.core.dialects.base import DialectBase, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -559,7 +559,7 @@ class Volcano(DialectBase):
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         pg = snapshot.volcano_podgroups.get(key)
-        if pg is None:
+        if pg is None or final_stands(pg.status.phase, ("Completed",), members):
             return None
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None

@@ -50,8 +50,8 @@ def test_a_gang_binds_none_when_the_pods_that_fit_fall_short_of_min_count() -> N
     out = run(free_nodes(), group(min_count=3), three())
     assert out.bound == {}
     assert "didn't match Pod's node affinity/selector" in out.pending["default/t-1"]
-    # The others quote it.
-    assert 'member Pod "default/t-1"' in out.pending["default/t-0"]
+    # The others quote it, in kube-scheduler's words (its group cycle's "pod group is unschedulable").
+    assert out.pending["default/t-0"].startswith("pod group default/train is unschedulable: pod default/t-1: ")
 
 
 def test_room_for_fewer_than_min_count_binds_none_and_room_for_more_binds_every_pod_that_fits() -> None:
