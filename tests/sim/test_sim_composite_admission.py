@@ -1,5 +1,5 @@
-"""Adversarial review of issue 29, item 12 (simulate refuses what the API server refuses). Each test names
-the defect it shows; each fails on the code reviewed."""
+"""``simulate`` plays v1.37's Priority admission for CompositePodGroups as for PodGroups: what the
+API server refuses is refused."""
 
 from __future__ import annotations
 
@@ -12,14 +12,20 @@ from tests.core.dialects.test_upstream_composite import composite
 
 
 def test_a_composite_podgroup_the_priority_admission_refuses_is_refused() -> None:
-    # Defect: v1.37.2's Priority admission (plugin/pkg/admission/priority, admitCompositePodGroup) treats a
+    # v1.37.2's Priority admission (plugin/pkg/admission/priority, admitCompositePodGroup) treats a
     # CompositePodGroup as it treats a PodGroup: a PriorityClass that does not exist, or a
-    # preemptionPolicy other than the one it computes from the class, is refused. The simulator plays
-    # that admission for PodGroups (World._admit_podgroup) and not at all for CompositePodGroups: both
-    # are accepted, and the composite's gang is scheduled as if the API server had let it in.
+    # preemptionPolicy other than the one it computes from the class, is refused, so the
+    # composite's gang never reaches a scheduler.
     never = priority_class("never", 1000, policy="Never")
-    with pytest.raises(InputError, match=r"spec\.preemptionPolicy"):
+    with pytest.raises(InputError, match=r"CompositePodGroup default/train.*spec\.preemptionPolicy"):
         World.from_objects([("t.yaml", o) for o in (
             never, composite(priorityClassName="never", preemptionPolicy="PreemptLowerPriority"))])
     with pytest.raises(InputError, match=r"spec\.priorityClassName"):
         World.from_objects([("t.yaml", composite(priorityClassName="nosuch"))])
+
+
+def test_a_composite_podgroup_admitted_takes_its_priority_class_value() -> None:
+    # The admission writes the class's value into spec.priority (the composite's pods are held to it).
+    high = priority_class("high", 1000)
+    world = World.from_objects([("t.yaml", o) for o in (high, composite(priorityClassName="high"))])
+    assert world.stores["composite_podgroups"]["default/train"].priority == 1000
