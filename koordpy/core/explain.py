@@ -13,7 +13,7 @@ never carried out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -274,7 +274,7 @@ class _Explainer:
             raise AmbiguousGang(key, named)
         if not named:
             whole = dialects.enclosing(key, self.snapshot)
-            return self._part(key, whole) if whole is not None and whole in self.gangs else None
+            return self._part(key, whole) if whole is not None else None
         key = named[0]
         gang = self.gangs[key]
         gangs = self._group(gang)
@@ -295,32 +295,49 @@ class _Explainer:
 
     def _part(self, key: str, whole: str) -> Explanation:
         """The group ``key`` that is part of the gang ``whole`` (a CompositePodGroup's child): the
-        gang's job, the group's own pods and minimum, and its pods' answer."""
-        gang = self.gangs[whole]
+        gang's job, the group's own pods and minimum, and its pods' answer. A gang that is missing
+        (its object not there yet, or deleted) or that koordpy does not build leaves the group
+        alone: its pods' answer says what they wait for."""
+        gang = self.gangs.get(whole)
         gangs = self._group(gang)
         part, pods, finished = self._part_facts(key, whole)
         prio = max((effective_priority(p, self.snapshot.priority_classes) for p in pods), default=0)
-        base = Explanation("podgroup", key, "pending", "", str(self._gid(gang)), self._job_kind(gangs),
-                           gang.priority if gang.priority is not None else prio,
+        if gang is not None:
+            whose = f"{key} is part of the gang {whole} ({dialects.declared_by(whole, self.snapshot)})"
+            job, kind = str(self._gid(gang)), self._job_kind(gangs)
+        elif dialects.declaring(whole, self.snapshot) is None:
+            whose = f"{key} is part of the gang {whole}, which does not exist"
+            job, kind = whole, "missing (no object declares it)"
+        else:
+            whose = f"{key} is part of {whole} ({dialects.declared_by(whole, self.snapshot)}), which koordpy refuses"
+            job, kind = whole, f"{dialects.declared_by(whole, self.snapshot)}, refused (no gang is built of it)"
+        base = Explanation("podgroup", key, "pending", "", job, kind,
+                           gang.priority if gang is not None and gang.priority is not None else prio,
                            gangs=(*(self._gang_facts(g) for g in gangs), part),
                            pods=tuple(self._pod_facts(p, gangs) for p in sorted((*pods, *finished),
                                                                                  key=lambda p: natural_key(p.key))),
                            topology=self._topology(gangs))
         pending = [p for p in pods if self.snapshot.claims(p)]
         if pending:
-            return self._dry(base, pending[0].key, gangs, frozenset(p.key for p in pods))
-        exp = self._settled(base, pods, finished, part, gangs)
-        whose = f"{key} is part of the gang {whole} ({dialects.declared_by(whole, self.snapshot)})"
+            exp = self._dry(base, pending[0].key, gangs, frozenset(p.key for p in pods))
+            # Without the gang each pod is queued alone (its refusal says why): the job stays the gang's name.
+            return exp if gang is not None else replace(exp, job=job)
+        # A group whose pods all finished ends the job only when no other part of it runs.
+        exp = self._settled(base, pods, finished, part, gangs,
+                            "the job" if gang is not None and not gang.pods else "the group")
         return replace(exp, summary=f"{exp.summary}; {whose}")
 
     def _part_facts(self, key: str, whole: str) -> tuple[GangFacts, list[Pod], list[Pod]]:
         """The facts of the group ``key`` that is part of the gang ``whole``, and its live and
         finished pods (natural order)."""
-        def own(pods: list[Pod]) -> list[Pod]:
+        def own(pods: Iterable[Pod]) -> list[Pod]:
             return sorted((p for p in pods if dialects.own_group(p, self.snapshot) == key),
                           key=lambda p: natural_key(p.key))
 
-        pods, finished = own(self.gangs[whole].pods), own(self.finished.get(whole, []))
+        gang = self.gangs.get(whole)
+        # Without the gang (its object missing), the pods the dialect files under it all the same.
+        live = gang.pods if gang is not None else (p for p in self.snapshot.pods if self.member_of.get(p.key) == whole)
+        pods, finished = own(live), own(self.finished.get(whole, []))
         terms = dialects.group_terms(key, None, self.snapshot)
         bound = sum(1 for p in pods if p.node_name)
         facts = GangFacts(key, dialects.declared_by(key, self.snapshot), terms.minimum if terms else None, len(pods),
@@ -330,11 +347,11 @@ class _Explainer:
         return facts, pods, finished
 
     def _settled(self, base: Explanation, pods: list[Pod], finished: list[Pod], facts: GangFacts,
-                 gangs: list[Gang]) -> Explanation:
+                 gangs: list[Gang], ended: str = "the job") -> Explanation:
         """A group none of whose pods koordpy would place now: finished, bound, short of pods, or
-        held by what is not koordpy's to change."""
+        held by what is not koordpy's to change. ``ended``: what has finished when its pods all did."""
         if not pods and finished:
-            return replace(base, status="finished", summary=f"the job has finished: its {len(finished)} pod(s) "
+            return replace(base, status="finished", summary=f"{ended} has finished: its {len(finished)} pod(s) "
                            f"{_phases(finished)}")
         short = facts.min_member is not None and facts.members < facts.min_member
         said = facts.declared_minimum or f"minMember {facts.min_member}"

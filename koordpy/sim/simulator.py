@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import KINDS, Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.podgroup import (
@@ -58,7 +58,6 @@ from koordpy.core.decisions import (
 )
 from koordpy.core.dialects import DIALECTS, build_gang
 from koordpy.core.dialects.koordinator import detail_status
-from koordpy.core.dialects.upstream import STORE as UPSTREAM_STORE
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
@@ -72,6 +71,10 @@ MAX_ROUNDS = 10_000
 # not act on: listed as ignored, not refused. A Workload is the template its PodGroups were made
 # from; the PodGroups say all the scheduler reads.
 PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
+
+# The groups v1.37's Priority admission plugin resolves and refuses as it does pods (Workload
+# PodGroups and CompositePodGroups alike); the simulation plays it for them (``World._admit_group``).
+PRIORITY_ADMITTED: frozenset[Role] = frozenset({"workload-podgroup", "composite-podgroup"})
 
 
 @dataclass
@@ -112,7 +115,9 @@ class World(Stores):
                 stamped.append(ts)
         base = max([DEFAULT_EPOCH, *(t + 1 for t in stamped)])
         pending_pods: list[tuple[str, dict[str, Any]]] = []
-        podgroup_sources: dict[str, str] = {}  # Workload PodGroup key -> its source, for admission errors
+        # The groups the Priority admission sees (Workload PodGroups, CompositePodGroups), with their
+        # sources for its errors: (kind, key) -> source.
+        admitted_groups: dict[tuple[Kind, str], str] = {}
         jobs: list[tuple[str, dict[str, Any]]] = []
         # What the RuntimeClass admission merges into the pods it lets in (``_admitted``: not those
         # read back from a cluster); the core never reads them.
@@ -148,15 +153,15 @@ class World(Stores):
                     pending_pods.append((source, raw))
                 else:
                     world._add(kind, kind.parse(raw), raw, source, once)
-                    if kind.role == "workload-podgroup":
-                        podgroup_sources[kind.store_key(kind.key(raw))] = source
+                    if kind.role in PRIORITY_ADMITTED:
+                        admitted_groups[kind, kind.store_key(kind.key(raw))] = source
                     if kind_key == ("batch/v1", "Job"):
                         jobs.append((source, raw))
             except ParseError as exc:
                 raise InputError(source, exc) from exc
-        for key, source in podgroup_sources.items():  # every PriorityClass is known by now
+        for (kind, key), source in admitted_groups.items():  # every PriorityClass is known by now
             try:
-                world._admit_podgroup(key)
+                world._admit_group(kind, key)
             except ParseError as exc:
                 raise InputError(source, exc) from exc
         stamp = base + len(docs) * CREATION_STEP
@@ -237,27 +242,29 @@ class World(Stores):
         return pod.model_copy(update={"priority": pc.value,
                                       "preemption_policy": pod.preemption_policy or pc.preemption_policy})
 
-    def _admit_podgroup(self, key: str) -> None:
-        """What the Priority admission plugin does to a Workload PodGroup on its way in (v1.37, for
-        PodGroups as for pods): no ``priority`` given, it gets its PriorityClass's value, or the
-        global default class (named in it) and its value, or 0; a class that does not exist refuses
-        the group. A ``priority`` given is kept (a group read back from a cluster was admitted)."""
-        store = self.stores[UPSTREAM_STORE]
+    def _admit_group(self, kind: Kind, key: str) -> None:
+        """What the Priority admission plugin does to a Workload PodGroup or a CompositePodGroup
+        (``kind``) on its way in (v1.37, for both alike, as for pods): no ``priority`` given, it gets
+        its PriorityClass's value, or the global default class (named in it) and its value, or 0; a
+        class that does not exist refuses the group. A ``priority`` given is kept (a group read back
+        from a cluster was admitted)."""
+        store = self.stores[kind.store]
         group = store[key]
+        what = f"{kind.kind} {key}"
         named = group.priority_class_name
         if group.preemption_policy is not None and (not named or named in self.priority_classes):
             # With PodGroupPreemptionPolicy the admission computes the group's policy from its class
             # (PreemptLowerPriority without one) and refuses a group that says otherwise.
-            pc = self._admission_class(named, f"PodGroup {key}")
+            pc = self._admission_class(named, what)
             computed = pc.preemption_policy if pc is not None else "PreemptLowerPriority"
             if group.preemption_policy != computed:
                 why = f"PriorityClass {pc.name!r}" if pc is not None else "no PriorityClass"
-                raise ParseError(f"PodGroup {key}", "spec.preemptionPolicy",
+                raise ParseError(what, "spec.preemptionPolicy",
                                  f"{group.preemption_policy} differs from the {computed} the Priority admission "
                                  f"computes from {why}, and is refused")
         if group.priority is not None:
             return
-        pc = self._admission_class(group.priority_class_name, f"PodGroup {key}")
+        pc = self._admission_class(group.priority_class_name, what)
         update = {"priority": 0} if pc is None else {"priority": pc.value, "priority_class_name": pc.name}
         store[key] = group.model_copy(update=update)
 
