@@ -80,7 +80,7 @@ JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
 CLAIMS = "koordpy does not allocate ResourceClaims yet"
-SCHEDULING_GROUP = "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet"
+SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet"
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
 WORKLOAD_PODGROUP = "PodGroup scheduling.k8s.io"

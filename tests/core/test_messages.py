@@ -131,17 +131,17 @@ TABLE: list[tuple[Reason, str]] = [
      "koordpy does not allocate ResourceClaims yet: pod default/dra has spec.resourceClaims (gpu, nic), which "
      "kube-scheduler's DynamicResources plugin would allocate; it stays pending"),
     (GroupNamedOtherwise("default/p", "x"),
-     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p names its group by "
+     "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p names its group by "
      "'x', which koordpy does not read; it stays pending"),
     (GroupMissing("default/p", "default", "workers"),
      "waiting for PodGroup default/workers (scheduling.k8s.io), which pod default/p names in "
      "spec.schedulingGroup, to exist"),
     (GroupRefused("default/p", "workers", True, 4),
-     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
+     "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
      "'workers' with gang policy (minCount 4), which kube-scheduler's GangScheduling plugin would apply; it stays "
      "pending"),
     (GroupRefused("default/p", "workers", False, None, ("schedulingConstraints", "resourceClaims")),
-     "koordpy does not schedule Workload PodGroups (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
+     "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p belongs to PodGroup "
      "'workers' with schedulingConstraints, resourceClaims, which kube-scheduler's GangScheduling plugin would "
      "apply; it stays pending"),
     (GroupSchedulers("default/p", "default/workers", ("default-scheduler", "koordpy")),
