@@ -222,7 +222,7 @@ class _Explainer:
         # what a finished job, or a gang short of pods that finished, is told by.
         self.finished: dict[str, list[Pod]] = {}
         for p in snapshot.pods:
-            was = dialects.gang_member(p, snapshot, finished=True) if p.terminal else None
+            was = dialects.gang_of(p, snapshot) if p.terminal else None
             if was is not None:
                 self.finished.setdefault(was, []).append(p)
         self._cluster: Cluster | None = None

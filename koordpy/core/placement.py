@@ -904,10 +904,11 @@ class Placer:
         """Pods grouped by request vector: (vector, positions in ``pods``)."""
         return self.cluster.shapes(pods)
 
-    def scope_domains(self, pods: list[Pod], req: Requirement) -> list[tuple[npt.NDArray[np.bool_], int]]:
+    def scope_domains(self, pods: list[Pod], req: Requirement) -> Iterator[tuple[npt.NDArray[np.bool_], int]]:
         """The domains of ``req``'s scope the job may use (inside its anchor), each as its nodes and
         the most of ``pods`` it could take (each kind of pod up to its offerslots there), the roomiest
-        first: the placements kube-scheduler's group cycle evaluates one by one for a topology key."""
+        first: the placements kube-scheduler's group cycle evaluates one by one for a topology key.
+        A domain's node mask is made when it is reached (the caller stops after a few)."""
         tree = self.cluster.trees[req.tree]
         assert req.scope is not None
         at = np.flatnonzero(self._within(tree, req, tree.rank == req.scope) & (tree.domain_node < 0))
@@ -915,16 +916,17 @@ class Placer:
         slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
                                                 self._mask(self.filters.static(members[0]).mask & ~tree.outside)))
                  for members in self.kinds(pods)]
-        out = []
+        rooms = []
         for d in at.tolist():
             nodes = tree.subtree_nodes(d)
             room = sum(min(n, int(per[nodes].sum())) for n, per in slots)
             if room:
-                mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
-                mask[nodes] = True
-                out.append((mask & ~tree.outside, room, int(tree.name_rank[d])))
-        out.sort(key=lambda x: (-x[1], x[2]))
-        return [(mask, room) for mask, room, _ in out]
+                rooms.append((room, d))
+        rooms.sort(key=lambda x: (-x[0], int(tree.name_rank[x[1]])))
+        for room, d in rooms:
+            mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+            mask[tree.subtree_nodes(d)] = True
+            yield mask & ~tree.outside, room
 
     # A pod without node constraints or rules between pods, where no present pod repels any: its
     # key in ``_distinct``, as ``constraints_key`` and the rules would make it.

@@ -68,14 +68,12 @@ def compare_key(role: Role) -> Callable[[Any], object] | None:
 # -- gangs -----------------------------------------------------------------------------------------
 
 
-def gang_member(pod: Pod, snapshot: Snapshot | None = None, finished: bool = False) -> str | None:
+def gang_member(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     """The gang a live pod belongs to, if any, in the first dialect that claims it: a Koordinator
     gang, a Volcano or KAI PodGroup, or (``snapshot`` given) the implicit group of its top-level
-    owner among the snapshot's owners. With ``finished``, a pod that has finished too (the gang it
-    was part of, which ``koordpy explain`` counts it in; the gang rule never does)."""
-    if pod.terminal and not finished:
-        return None
-    return gang_of(pod, snapshot)
+    owner among the snapshot's owners (``gang_of`` for a pod that finished: the gang rule never
+    counts it)."""
+    return None if pod.terminal else gang_of(pod, snapshot)
 
 
 def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:

@@ -533,14 +533,14 @@ def _class_policy(class_name: str, snapshot: Snapshot) -> str | None:
 def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snapshot) -> Gang:
     """All the pods of a CompositePodGroup's children, one Strict gang. Its minimum is what the
     ``minGroupCount`` smallest children need together (the sub-groups, ``CompositeAsk``, say which)."""
-    least = sorted(child_minimum(g) for g in children(composite.key, snapshot))
+    kids = children(composite.key, snapshot)
+    least = sorted(child_minimum(g) for g in kids)
     minimum = max(1, sum(least[: group_count(composite)]))
     config = GangConfig(key=composite.key, min_member=minimum, total_number=max(minimum, len(pods)), mode="Strict",
                         match_policy="waiting-and-running", from_crd=True)
     gang = Gang(composite.key, config, pods, creation_time(composite.creation))
     gang.skips = True  # each child's members as a PodGroup's (``SubGroup.skips``)
     # The minimum in pods above is a floor; what binds it is minGroupCount children each at theirs.
-    kids = children(composite.key, snapshot)
     mine: dict[str | None, set[str]] = {}
     for p in pods:
         mine.setdefault(group_key(p), set()).add(p.key)
@@ -554,7 +554,7 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
     gang.preemption_policy = composite.preemption_policy or _class_policy(composite.priority_class_name, snapshot)
     gang.whole = composite.disruption_mode == "all"
     if not gang.whole:
-        whole = {g.key for g in children(composite.key, snapshot) if g.disruption_mode == "all"}
+        whole = {g.key for g in kids if g.disruption_mode == "all"}
         gang.units = {p.key: k for p in pods if (k := group_key(p)) in whole}
     return gang
 
@@ -606,8 +606,7 @@ def scheduled_condition(group: WorkloadPodGroup, members: list[Pod], bound_now: 
         if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority | GroupPreemptionPolicy):
             # kube-scheduler validates the group before placing it and says so as an error.
             return "False", SCHEDULER_ERROR, render(refused)
-    minimum = group.min_count if group.policy == "gang" and group.min_count is not None else 1
-    if len(members) - len(waiting) >= minimum:
+    if len(members) - len(waiting) >= child_minimum(group):
         return "True", SCHEDULED, ""
     why = next((pending[p.key] for p in waiting if p.key in pending), None)
     return None if why is None else ("False", UNSCHEDULABLE, why)
