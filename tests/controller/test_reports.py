@@ -77,14 +77,23 @@ def test_a_failed_status_write_is_sent_again() -> None:
     assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [("scheduling.volcano.sh", "default/g", st)]
 
 
+GROUP = "scheduling.sigs.k8s.io"
+
+
+def in_flight(status: dict[str, object]) -> Reports:
+    """Reports with ``status`` of PodGroup default/g sent at time 0 and its write not ended."""
+    r = Reports()
+    r.podgroup_status("default/g", status, GROUP)
+    assert r.due(0.0, lambda _: None, lambda g, k: None).statuses == [(GROUP, "default/g", status)]
+    return r
+
+
 def test_a_status_waits_for_the_write_of_the_same_podgroup_in_flight() -> None:
     # Issue 29, item 16: two merge patches of one PodGroup in flight at once may land in either
     # order; "Scheduling, scheduled: 3" landing after "Scheduled, scheduled: 4" stood.
-    r = Reports()
-    group = "scheduling.sigs.k8s.io"
+    group = GROUP
     first: dict[str, object] = {"phase": "Scheduling", "scheduled": 3}
-    r.podgroup_status("default/g", first, group)
-    assert r.due(0.0, lambda _: None, lambda g, k: None).statuses == [(group, "default/g", first)]
+    r = in_flight(first)
     latest: dict[str, object] = {"phase": "Scheduled", "scheduled": 4}
     r.podgroup_status("default/g", latest, group)  # a new phase, which would go at once
     r.podgroup_status("default/h", first, group)  # another PodGroup is not held
@@ -104,3 +113,16 @@ def test_the_policy_reads_no_clock_of_its_own() -> None:
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not imported & {"time", "asyncio", "datetime", "aiohttp", "kubernetes_asyncio"}, imported
+
+
+def test_a_status_write_that_never_ends_does_not_hold_the_podgroup_for_ever() -> None:
+    # Found by a review: a PodGroup's next status waited for the write in flight (``_status_writing``)
+    # with no limit. Writes through a proxy go on aiohttp with no timeout (transport._NO_TIMEOUT; the Wire,
+    # with its 60 s, is not used then), so one request that never ends froze the PodGroup's status
+    # until the scheduler restarted or lost the Lease: the job's Finished was never written.
+    r = in_flight({"phase": "Running", "running": 4})
+    finished: dict[str, object] = {"phase": "Finished", "running": 0, "succeeded": 4}
+    r.podgroup_status("default/g", finished, GROUP)
+    # An hour on, the first write has not ended (it never will): the latest status must go.
+    later = 3600.0 + STATUS_INTERVAL
+    assert r.due(later, lambda _: None, lambda g, k: None).statuses == [(GROUP, "default/g", finished)]
