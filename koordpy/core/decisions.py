@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
+from koordpy.api.dra import Allocation, Consumer
 from koordpy.api.kinds import Kind
 
 
@@ -32,6 +33,27 @@ class VolumeBinding:
     prebound: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class ClaimWrite:
+    """One ResourceClaim's PreBind writes: the finalizer ``resource.kubernetes.io/delete-protection``,
+    then ``status.allocation`` (when this cycle allocated it; None: it was allocated already) with
+    ``consumer`` added to ``status.reservedFor``."""
+
+    claim: str  # namespace/name
+    consumer: Consumer
+    allocation: Allocation | None = None
+
+
+@dataclass(frozen=True)
+class DeviceBinding:
+    """What kube-scheduler's DynamicResources PreBind writes before the pod is bound: every claim the
+    pod uses, in the pod's order (the pod is bound only once all are written and, for devices with
+    binding conditions, ready)."""
+
+    node: str
+    claims: tuple[ClaimWrite, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Bind:
     pod: str  # namespace/name
@@ -39,6 +61,8 @@ class Bind:
     # Kube-scheduler's PreBind for claims bound at scheduling time: written first, and the pod is
     # bound only once every claim it names is Bound (None: nothing to wait for).
     volumes: VolumeBinding | None = None
+    # DynamicResources' PreBind: the claims' allocations and reservations (None: the pod uses no claim).
+    devices: DeviceBinding | None = None
 
 
 @dataclass(frozen=True)
