@@ -61,6 +61,7 @@ from fractions import Fraction
 from typing import Any, Literal, Self
 
 from koordpy.api.objects import NodeSelectorTerm, node_selector_terms
+from koordpy.api.objects import PodClaim as PodClaim  # a pod's entry; the Pod reads it, the vocabulary is here
 from koordpy.api.quantity import exact_quantity, is_extended_resource
 from koordpy.api.raw import Reader, label_problem, read_object, subdomain_problem
 from koordpy.api.selectors import label_value_problem, qualified_name_problem
@@ -467,18 +468,6 @@ class DeviceTaintRule:
         # The API server stamps timeAdded when absent; a file without it means "now", which the
         # allocator reads as not yet expired.
         return cls(name=name, driver=driver, pool=pool, device=device, taint=_taint(r, spec["taint"], "spec.taint"))
-
-
-# -- what pods and PodGroups ask for ---------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class PodClaim:
-    """An entry of a pod's (or a Workload PodGroup's) ``spec.resourceClaims``: exactly one of a claim's
-    name or a template's name."""
-
-    name: str
-    claim: str = ""  # resourceClaimName
-    template: str = ""  # resourceClaimTemplateName
 
 
 # -- a snapshot's DRA objects ----------------------------------------------------------------------
