@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from koordpy.api.dra import Devices
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
@@ -158,6 +159,8 @@ class Cache(Stores):
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
     storage: Storage = field(init=False)
+    # The DRA objects over their stores (``Stores.devices``).
+    devices: Devices = field(init=False)
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from koordpy.api.dra import Devices
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
@@ -89,6 +90,7 @@ class World(Stores):
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
     created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
     storage: Storage = field(init=False)  # the storage stores, as the core reads them
+    devices: Devices = field(init=False)  # the DRA stores, as the core reads them
     # Claim -> what koordpy wrote before a binding: {"selectedNode": node} or {"volume": PV bound to it}.
     volume_writes: dict[str, dict[str, str]] = field(default_factory=dict)
     waiting_volumes: dict[str, str] = field(default_factory=dict)  # pod -> why its binding waits
