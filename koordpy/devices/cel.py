@@ -681,13 +681,12 @@ class _Compiler:
         if (name == "bind" and isinstance(target, Ident) and target.name == "cel" and "cel" not in self.scope
                 and len(args) == 3):
             return self.bind_macro(args, node.pos)
-        if name in ("all", "exists", "exists_one", "existsOne", "map", "filter") and args and all(
-                isinstance(a, Ident) for a in args[:-1]) and 2 <= len(args) <= 3:
-            if name in ("map",) and len(args) == 3:
-                return self.comprehension(name, target, args[:1], args[1:], node.pos)
-            if len(args) == 3 and name in ("map", "filter"):
-                return None
-            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)
+        if name in ("all", "exists", "exists_one", "existsOne") and len(args) in (2, 3) and all(
+                isinstance(a, Ident) for a in args[:-1]):
+            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)  # (x, p) or (k, v, p)
+        if (name == "map" and len(args) in (2, 3) or name == "filter" and len(args) == 2) and isinstance(
+                args[0], Ident):
+            return self.comprehension(name, target, args[:1], args[1:], node.pos)  # (x, f), (x, p, f), (x, p)
         return None
 
     def has(self, arg: Node, pos: int) -> tuple[Fn, T]:

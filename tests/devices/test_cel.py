@@ -339,6 +339,7 @@ def test_string_list_and_set_functions_of_the_environment() -> None:
     assert matches('[1, 2, 3].max() == 3 && [[1], [2, 3]].flatten() == [1, 2, 3] && [1, 1].distinct() == [1]')
     assert matches('sets.contains([1, 2, 3], [2]) && sets.intersects([1], [1, 4]) && lists.range(3) == [0, 1, 2]')
     assert matches('[1, 2, 3].map(x, x * 2) == [2, 4, 6] && [1, 2, 3].filter(x, x > 1).size() == 2')
+    assert matches('[1, 2, 3].map(x, x > 1, x * 10) == [20, 30]')
     assert matches('{"a": 1, "b": 2}.all(k, v, v > 0) && [5, 6].exists(i, v, i == 1 && v == 6)')
     assert matches('[1, 2, 3].exists_one(x, x == 2) && !([2, 2].exists_one(x, x == 2))')
     assert matches("dyn(1) == 1.0 && dyn(1u) == 1 && 1 < 1.5 && 2u > 1")
