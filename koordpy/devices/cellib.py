@@ -477,7 +477,7 @@ def operator_equals(a: object, b: object) -> bool:
             return False
         if type(b) is not ta:
             raise no_such_overload("_==_", a, b)
-        if ta is Quantity and b.pointer:  # type: ignore[attr-defined]
+        if isinstance(b, Quantity) and b.pointer:
             raise no_such_overload("_==_", a, b)
         return a == b
     return equals(a, b)
