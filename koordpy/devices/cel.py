@@ -309,13 +309,14 @@ _NO_DEVICE = _Device("", {}, {}, False)
 
 
 class _Ctx:
-    __slots__ = ("cost", "device", "limit", "vars")
+    __slots__ = ("absorbed", "cost", "device", "limit", "vars")
 
     def __init__(self, device: _Device, slots: int, limit: int) -> None:
         self.device = device
         self.vars: list[Any] = [None] * slots
         self.cost = 0
         self.limit = limit
+        self.absorbed = False  # an error that && / || / all / exists made no difference to
 
 
 Fn = Callable[[_Ctx], Any]
@@ -381,6 +382,8 @@ class _Compiler:
         try:
             value = fn(c)
         except (EvalError, CostExceeded):
+            return fn, t
+        if c.absorbed:  # keep the evaluation that says so
             return fn, t
         cost = c.cost
         if cost == 0:
@@ -606,6 +609,7 @@ class _Compiler:
                 except EvalError as e:
                     b = second(c)
                     if b is stop:
+                        c.absorbed = True
                         return stop
                     raise e from None
                 if a is stop:
@@ -629,6 +633,7 @@ class _Compiler:
                     error = error or e
                     continue
                 if v is stop:
+                    c.absorbed = c.absorbed or error is not None
                     return stop
                 if type(v) is not bool:
                     error = error or EvalError(f"no such overload: {op}")
@@ -900,9 +905,13 @@ class _Compiler:
             "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0),
             "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1)}[fn]
 
+        # Only an overload the checker chose costs by size; one left to run time (dyn operands that
+        # more than one overload accepts) costs what any call does.
+        sized = _string_overload(ka, kb)
+
         def rel(c: _Ctx) -> Any:
             x, y = _two(c, a, b)
-            c.cost += _eq_cost(x, y) if type(x) in (str, bytes) and type(y) is type(x) else 1
+            c.cost += _eq_cost(x, y) if sized else 1
             return test(cellib.compare(fn, x, y))
         return rel, BOOL
 
@@ -941,10 +950,11 @@ class _Compiler:
         if result.kind == "list" and ka == kb == "list":
             result = _list(_join(_param(at, 0), _param(bt, 0)))
         op = _ARITHMETIC_FNS[fn]
+        sized = fn == "_+_" and _string_overload(ka, kb)  # see relation
 
         def arith(c: _Ctx) -> Any:
             x, y = _two(c, a, b)
-            if fn == "_+_" and type(x) in (str, bytes):
+            if sized:
                 c.cost += math.ceil((cellib.size_of(x) + cellib.size_of(y)) * cellib.STRING_COST)
                 if c.cost > c.limit:
                     raise CostExceeded()
@@ -1073,6 +1083,13 @@ def _charge(c: _Ctx, overload: cellib.Overload, args: Sequence[Any], result: Any
         raise CostExceeded()
 
 
+_FAILED = object()  # a failed call's value, which has size 1 when its cost is counted
+
+
+def _charge_failed(c: _Ctx, overload: cellib.Overload, args: Sequence[Any]) -> None:
+    c.cost += 1 if overload.cost is None else overload.cost(args, _FAILED)
+
+
 # A call evaluates all its arguments and is charged even when one of them, or the call, fails (cel-go
 # observes the call with the error as its value): 1, what its cost comes to with an error's size.
 
@@ -1124,7 +1141,7 @@ def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
             try:
                 r = impl(x)
             except EvalError:
-                c.cost += 1
+                _charge_failed(c, overload, (x,))
                 raise
             _charge(c, overload, (x,), r)
             return r
@@ -1137,7 +1154,7 @@ def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
             try:
                 r = impl(x, y)
             except EvalError:
-                c.cost += 1
+                _charge_failed(c, overload, (x, y))
                 raise
             _charge(c, overload, (x, y), r)
             return r
@@ -1148,7 +1165,7 @@ def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
         try:
             r = impl(*args)
         except EvalError:
-            c.cost += 1
+            _charge_failed(c, overload, args)
             raise
         _charge(c, overload, args, r)
         return r
@@ -1164,7 +1181,7 @@ def _dispatch(name: str, candidates: Sequence[cellib.Overload], fns: list[Fn]) -
                 try:
                     r = overload.impl(*args)
                 except EvalError:
-                    c.cost += 1
+                    _charge_failed(c, overload, args)
                     raise
                 _charge(c, overload, args, r)
                 return r
@@ -1184,6 +1201,13 @@ def _same_literal_type(a: T, b: T) -> bool:
         return True
     return a.kind == b.kind and a.kind in ("list", "map") and (
         all(p.var for p in a.params) or all(p.var for p in b.params))
+
+
+def _string_overload(ka: str, kb: str) -> bool:
+    """Whether the checker picks the string (or bytes) overload of a binary operator: one operand is
+    a string (bytes) and the other the same or dyn."""
+    known = {ka, kb} - {"dyn"}
+    return known in ({"string"}, {"bytes"})
 
 
 def _relative(operand: Node) -> int:
@@ -1266,6 +1290,7 @@ def _quantifier(rng: Fn, slots: list[int], predicate: Fn, exists: bool) -> Fn:
                 error = error or EvalError(f"no such overload: {'_||_' if exists else '_&&_'}")
         c.cost += 1  # the result
         if decided:
+            c.absorbed = c.absorbed or error is not None
             return exists
         if error is not None:
             raise error
@@ -1338,6 +1363,14 @@ def _filter_macro(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
 
 # -- the interface -----------------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    matched: bool | None
+    error: str | None
+    cost: int
+    absorbed: bool
+
+
 class Selector:
     """A compiled selector; ``matches`` evaluates it on one device."""
 
@@ -1371,10 +1404,21 @@ class Selector:
     def cost(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
              allow_multiple_allocations: bool = False) -> int:
         """The runtime cost of one evaluation (for tests and the benchmark); errors count what ran."""
+        return self.evaluate(driver, attributes, capacity, allow_multiple_allocations).cost
+
+    def evaluate(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
+                 allow_multiple_allocations: bool = False) -> Evaluation:
+        """One evaluation in full, for tests: the verdict or the error, the cost, and whether an error
+        was absorbed on the way (where cel-go may count a little differently)."""
         c = _Ctx(_Device(driver, attributes, capacity, allow_multiple_allocations), self._slots, self.limit)
-        with contextlib.suppress(EvalError, CostExceeded):
-            self._fn(c)
-        return c.cost
+        try:
+            result = self._fn(c)
+        except (EvalError, CostExceeded) as e:
+            return Evaluation(None, e.message, c.cost, c.absorbed)
+        if type(result) is not bool:
+            return Evaluation(None, f"CEL result of type {cellib.type_name(result)} could not be converted to bool",
+                              c.cost, c.absorbed)
+        return Evaluation(result, None, c.cost, c.absorbed)
 
     def __repr__(self) -> str:
         return f"Selector({self.expression!r})"
