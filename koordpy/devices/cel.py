@@ -19,8 +19,10 @@ device. This is a compiler of its own rather than a CEL package: see docs/design
 
 The tree compiles to nested Python closures, each taking the evaluation's ``_Ctx`` (the device, the
 comprehension variables, the cost so far). A CEL error is ``EvalError`` inside and ``CelRuntimeError``
-outside; cost counts as cel-go's runtime tracker does (1 per variable, selection, index and plain
-function call; string functions by length; list 10 and map 30 to build; comprehensions per iteration).
+outside; cost counts as cel-go's runtime tracker does, unit for unit (the rules: docs/design.md), and
+the parts cel-go's planner computes when it builds the program are computed here when compiling, their
+failures compile errors as there. tests/devices/test_cel_upstream.py holds all of it to upstream's
+own CEL (e2e/celref).
 """
 
 from __future__ import annotations
