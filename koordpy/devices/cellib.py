@@ -15,6 +15,7 @@ error value: nothing absorbs it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -29,6 +30,7 @@ import re2
 from koordpy.devices.celparse import UInt
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
 UINT64_MAX = 2**64 - 1
 STRING_COST = 0.1  # cel-go's common.StringTraversalCostFactor
 REGEX_COST = 0.25  # common.RegexStringLengthCostFactor
@@ -904,7 +906,14 @@ def _flatten(items: Sequence[object], depth: int = 1) -> list[object]:
     return out
 
 
+def _affordable(cost: int) -> None:
+    """A call whose own cost is past the limit stops before it does the work (quadratic ones)."""
+    if cost > MAX_COST:
+        raise CostExceeded()
+
+
 def _distinct(items: Sequence[object]) -> list[object]:
+    _affordable(2 * len(items) ** 2)
     out: list[object] = []
     for x in items:
         if not any(equals(x, y) for y in out):
@@ -919,7 +928,7 @@ def _range(n: int) -> list[int]:
 
 
 def _sort(items: Sequence[object]) -> list[object]:
-    import functools
+    _affordable(2 * len(items) ** 2)
     _sorted_key(items)
     return sorted(items, key=functools.cmp_to_key(lambda a, b: compare("sort", a, b)))
 
@@ -943,6 +952,7 @@ _def("last", True, "list", "optional_type", lambda items: Optional(items[-1]) if
 
 # ext.Sets.
 def _set_contains(a: Sequence[object], b: Sequence[object]) -> bool:
+    _affordable(len(a) * len(b))
     return all(any(equals(x, y) for y in a) for x in b)
 
 
@@ -950,7 +960,12 @@ _sets_cost: CostFn = lambda args, result: size_of(args[0]) * size_of(args[1]) + 
 _def("sets.contains", False, "list,list", "bool", _set_contains, _sets_cost)
 _def("sets.equivalent", False, "list,list", "bool", lambda a, b: _set_contains(a, b) and _set_contains(b, a),
      lambda args, result: 2 * size_of(args[0]) * size_of(args[1]) + 1)
-_def("sets.intersects", False, "list,list", "bool", lambda a, b: any(any(equals(x, y) for y in b) for x in a),
+def _intersects(a: Sequence[object], b: Sequence[object]) -> bool:
+    _affordable(len(a) * len(b))
+    return any(any(equals(x, y) for y in b) for x in a)
+
+
+_def("sets.intersects", False, "list,list", "bool", _intersects,
      _sets_cost)
 
 

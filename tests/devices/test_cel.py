@@ -4,6 +4,7 @@ own words, and the libraries and rules behind them."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -472,3 +473,22 @@ CEL_GO_COSTS = {
 def test_runtime_cost_is_cel_gos(expression: str) -> None:
     attributes: dict[str, AttrValue] = {"a": 1, "b": 2}
     assert compile_selector(expression).cost("d", attributes, {}) == CEL_GO_COSTS[expression]
+
+
+def test_a_failed_compile_is_cached_too() -> None:
+    first = cel._compiled("device.driver ==")
+    assert isinstance(first, CelCompileError)
+    assert cel._compiled("device.driver ==") is first
+    assert "Syntax error" in compile_error("device.driver ==")
+
+
+def test_a_quadratic_call_past_the_limit_stops_before_its_work() -> None:
+    start = time.process_time()
+    assert "actual cost limit exceeded" in runtime_error("sets.contains(lists.range(3000), lists.range(3000))")
+    assert "actual cost limit exceeded" in runtime_error("lists.range(3000).distinct().size() > 0")
+    assert time.process_time() - start < 1.0
+
+
+def test_a_version_the_api_server_would_refuse_is_an_error_not_a_crash() -> None:
+    message = runtime_error('device.attributes["dra.example.com"].v.major() == 1', {"v": SemVer("not-a-version")})
+    assert message.startswith("parse semantic version")
