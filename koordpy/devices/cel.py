@@ -929,6 +929,15 @@ class _Compiler:
         free = isinstance(rhs, ListLit) and id(rhs) in self.literals and all(
             isinstance(e, Lit) and type(e.value) in (bool, int, UInt, float, str) for e in rhs.elements)
         dynamic = bt.kind == "dyn"  # dispatched at run time: the plain cost of a call
+        if free and isinstance(rhs, ListLit):
+            # And a set it is here too: free work inside a loop must not cost time either.
+            members = frozenset(_set_key(e.value) for e in rhs.elements if isinstance(e, Lit))
+
+            def set_member(c: _Ctx) -> Any:
+                x = _one(c, a)
+                key = _set_key(x)
+                return key in members if key is not None else False
+            return set_member, BOOL
 
         def member(c: _Ctx) -> Any:
             x, coll = _two(c, a, b)
@@ -1206,6 +1215,19 @@ def _same_literal_type(a: T, b: T) -> bool:
         return True
     return a.kind == b.kind and a.kind in ("list", "map") and (
         all(p.var for p in a.params) or all(p.var for p in b.params))
+
+
+def _set_key(value: object) -> tuple[str, object] | None:
+    """A primitive value as a set key with CEL's equality: numbers by value whatever their kind, a bool
+    never equal to a number, NaN equal to nothing; None for anything else (never in a set of them)."""
+    t = type(value)
+    if t is bool:
+        return ("b", value)
+    if t is int or t is UInt or (t is float and value == value):
+        return ("n", value)
+    if t is str:
+        return ("s", value)
+    return None
 
 
 def _string_overload(ka: str, kb: str) -> bool:

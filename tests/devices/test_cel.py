@@ -492,3 +492,14 @@ def test_a_quadratic_call_past_the_limit_stops_before_its_work() -> None:
 def test_a_version_the_api_server_would_refuse_is_an_error_not_a_crash() -> None:
     message = runtime_error('device.attributes["dra.example.com"].v.major() == 1', {"v": SemVer("not-a-version")})
     assert message.startswith("parse semantic version")
+
+
+def test_membership_in_constants_is_a_set_with_cels_equality() -> None:
+    assert matches("dyn(1) in [1.0] && dyn(1u) in [1] && dyn(1) in [1u] && 'a' in ['a']")
+    assert not matches("dyn(true) in [1] || dyn(1) in [true] || dyn(1.5) in [1] || dyn([1]) in [1]")
+    assert not matches("dyn(0.0 / 0.0) in [1.0]")
+    # Free upstream, and cheap here: 200 constants tested per element of a long list.
+    constants = ", ".join(str(-i) for i in range(1, 200))
+    start = time.process_time()
+    assert "actual cost limit exceeded" in runtime_error(f"lists.range(300000).all(x, !(x in [{constants}]))")
+    assert time.process_time() - start < 2.0
