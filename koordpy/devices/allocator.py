@@ -47,6 +47,7 @@ from koordpy.devices.state import InUse
 RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one allocation may hold
 FILTER_TIMEOUT = 10.0  # kube-scheduler's DynamicResources filterTimeout default, seconds
 BINDING_TIMEOUT = 600.0  # its bindingTimeout default, seconds
+_INT64_MAX = 2**63 - 1
 _CHECK_EVERY = 256  # search steps between two looks at the clock
 
 _DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation would exceed RESULTS_MAX
@@ -519,13 +520,21 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
         if pol.valid_step is None:
             return want
         step = pol.valid_step.value
-        if _milli(pol):
-            if (want * 1000).denominator != 1:
-                raise DeviceError(f"capacity request {requested.text} is not a representable milli value")
-        else:
+        # kube-scheduler rounds in int64 arithmetic (milli units with fractional ranges): a request
+        # or a rounded value beyond it is an error, not a device that does not fit.
+        scale = 1000 if _milli(pol) else 1
+        if scale == 1:
             want, step, low = Fraction(math.ceil(want)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
-        n = math.ceil((want - low) / step)
-        return low + step * n
+        elif (want * 1000).denominator != 1:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented in milli units")
+        if want * scale > _INT64_MAX:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented in the device's range "
+                              "arithmetic")
+        got = low + step * math.ceil((want - low) / step)
+        if got * scale > _INT64_MAX:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented: rounding it up to the "
+                              "next step passes the range arithmetic's limit")
+        return got
     if pol.valid_values:
         for v in pol.valid_values:
             if want <= v.value:

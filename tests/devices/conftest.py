@@ -49,15 +49,16 @@ except ImportError:  # pragma: no cover - only before the merge
                 if m:
                     results.append(allow_multiple_allocations == (m.group(1) == "true"))
                     continue
-                m = re.fullmatch(r'device\.attributes\["([^"]*)"\]\.(\w+) == (.*)', part)
+                m = re.fullmatch(r'device\.attributes\["([^"]*)"\]\.(\w+) (==|>=|!=) (.*)', part)
                 if m:
-                    dom, name, want = m.groups()
+                    dom, name, op, want = m.groups()
                     q = f"{dom}/{name}"
                     have = attributes.get(q, attributes.get(name) if dom == driver else None)
                     if have is None:
                         raise CelRuntimeError(f"no such key: {name}")
                     import json
-                    results.append(have == json.loads(want))
+                    w = json.loads(want)
+                    results.append(have == w if op == "==" else have != w if op == "!=" else have >= w)
                     continue
                 raise CelCompileError(f"unsupported expression {part!r}")
             return all(results)

@@ -4,12 +4,19 @@ default feature gates, grouped by feature, each named after the upstream case it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
 from koordpy.api.dra import (
     Allocation,
+    Capacity,
+    CapacityPolicy,
+    CounterConsumption,
+    CounterSet,
+    Device,
     DeviceCondition,
     DeviceConstraint,
     DeviceTaint,
@@ -18,6 +25,7 @@ from koordpy.api.dra import (
     NodeSelection,
     OpaqueConfig,
     ResourceClaim,
+    ResourceSlice,
     SemVer,
 )
 from koordpy.devices.reasons import DeviceError, Unallocatable
@@ -30,8 +38,11 @@ from tests.devices.helpers import (
     cls,
     dev,
     devs,
+    exact,
+    first_available,
     local,
     node,
+    q,
     region_selector,
     req,
     result,
@@ -840,3 +851,647 @@ def test_capacity_of_claims_without_requests_is_the_limit() -> None:
 
 
 ClaimSpecEmpty = ResourceClaim(namespace="", name="e").spec
+
+
+# -- firstAvailable (prioritized list) -------------------------------------------------------------
+
+
+def test_prioritized_list_first_unavailable() -> None:
+    w = World([slice_("slice-1", [dev("device-1")])], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(CLASS_B, name="subReq-0"), exact(name="subReq-1")))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert got[0].results == (result("req-0/subReq-1", "device-1"),)
+
+
+def test_prioritized_list_first_available_wins() -> None:
+    w = World([slice_("slice-1", devs(2))])
+    c = claim("claim-0", first_available("req-0", exact(count=2, name="subReq-0"), exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-0", "device-0"), ("req-0/subReq-0", "device-1")]]
+
+
+def test_prioritized_list_non_available() -> None:
+    w = World([slice_("slice-1", [dev("device-1")]), slice_("slice-2", [dev("device-1")], pool="pool-2",
+                                                             driver=DRIVER_B)],
+              classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(CLASS_B, 2, name="subReq-0"), exact(count=2, name="subReq-1")))
+    got = w.allocate([c])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.request) == ("no-device-matches", "req-0/subReq-0")
+
+
+def test_prioritized_list_device_config() -> None:
+    foo = OpaqueConfig("driver-a", "foo", ("req-0/subReq-0",))
+    bar = OpaqueConfig("driver-b", "bar", ("req-0/subReq-1",))
+    w = World([slice_("slice-1", devs(2, 1), driver=DRIVER_B)], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, 2, name="subReq-1")),
+              config=[foo, bar])
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, r.device) for r in got[0].results] == [("req-0/subReq-1", "device-1"),
+                                                                ("req-0/subReq-1", "device-2")]
+    assert [(x.source, x.config.parameters, x.config.requests) for x in got[0].config] == [("FromClaim", "bar", ())]
+
+
+def test_prioritized_list_class_config() -> None:
+    w = World([slice_("slice-1", devs(2, 1), driver=DRIVER_B), slice_("slice-2", [dev("device-3")], pool="pool-2")],
+              classes=[cls(config=[OpaqueConfig("driver-a", "foo")]),
+                       cls(CLASS_B, DRIVER_B, config=[OpaqueConfig("driver-b", "bar")])])
+    c = claim("claim-0", first_available("req-0", exact(count=2, name="subReq-0"), exact(CLASS_B, 2, name="subReq-1")))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(x.source, x.config.parameters, x.config.requests) for x in got[0].config] == [("FromClass", "bar", ())]
+
+
+def test_claim_config_scoped_to_subrequests_of_one_request() -> None:
+    scoped = OpaqueConfig("driver-a", "scoped", ("req-0/subReq-0", "req-0/subReq-1"))
+    w = World([slice_("slice-1", devs(2))], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, name="subReq-1")),
+              req("req-1"), config=[scoped])
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(x.source, x.config.requests) for x in got[0].config] == [
+        ("FromClaim", ("req-0/subReq-0", "req-0/subReq-1"))]
+
+
+def test_claim_config_covering_all_requests_is_cleared() -> None:
+    every = OpaqueConfig("driver-a", "all", ("req-0/subReq-0", "req-1"))
+    w = World([slice_("slice-1", devs(2))], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, name="subReq-1")),
+              req("req-1"), config=[every])
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(x.source, x.config.requests) for x in got[0].config] == [("FromClaim", ())]
+
+
+MEM = {"device-1": 2, "device-2": 2, "device-3": 1}
+
+
+def mem_at_least(n: int) -> str:
+    return f'device.attributes["driver-a"].mem >= {n}'
+
+
+def test_prioritized_list_subrequests_with_expressions() -> None:
+    w = World([slice_("slice-1", [dev(d, {"mem": m}) for d, m in MEM.items()])])
+    c = claim("claim-0", req("req-0", selectors=[mem_at_least(1)]),
+              first_available("req-1", exact(name="subReq-0", selectors=[mem_at_least(4)]),
+                              exact(count=2, name="subReq-1", selectors=[mem_at_least(2)])))
+    # req-0 first takes device-1; the 2-device alternative then needs device-1 too, so req-0 moves on.
+    assert w.devices_of([c]) == [[("req-0", "device-3"), ("req-1/subReq-1", "device-1"),
+                                  ("req-1/subReq-1", "device-2")]]
+
+
+@pytest.mark.parametrize("names,second", [(("req-0", "req-1"), "device-3"), (("req-0", "req-1/subReq-0"), "device-2")])
+def test_prioritized_list_subrequests_with_constraints(names: tuple[str, str], second: str) -> None:
+    # ref-parent-request and ref-sub-request: a constraint naming the parent binds whichever
+    # alternative is chosen; one naming an alternative binds only that one.
+    w = World([slice_("slice-1", [dev("device-1", {"mem": 8, "driverVersion": SemVer("1.0.0")})]),
+               slice_("slice-2", [dev("device-2", {"mem": 2, "driverVersion": SemVer("2.0.0")}),
+                                  dev("device-3", {"mem": 1, "driverVersion": SemVer("1.0.0")})], pool="pool-2")])
+    c = claim("claim-0", req("req-0", selectors=[mem_at_least(8)]),
+              first_available("req-1", exact(name="subReq-0", selectors=[mem_at_least(2)]),
+                              exact(name="subReq-1", selectors=[mem_at_least(1)])),
+              constraints=[DeviceConstraint(requests=names, match_attribute="driver-a/driverVersion")])
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, r.pool, r.device) for r in got[0].results] == [
+        ("req-0", "pool-1", "device-1"), ("req-1/subReq-1", "pool-2", second)]
+
+
+def test_prioritized_list_subrequests_with_allocation_mode_all() -> None:
+    w = World([slice_("slice-1", devs(2, 1))])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0", selectors=["false"]),
+                                         exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-1")]]
+    c2 = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(name="subReq-1")))
+    assert w.devices_of([c2]) == [[("req-0/subReq-0", "device-1"), ("req-0/subReq-0", "device-2")]]
+
+
+def test_prioritized_list_multi_request() -> None:
+    w = World([slice_("slice-1", devs(3))], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(CLASS_B, name="subReq-0"), exact(name="subReq-1")),
+              first_available("req-1", exact(count=3, name="subReq-0"), exact(count=2, name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-0"), ("req-1/subReq-1", "device-1"),
+                                  ("req-1/subReq-1", "device-2")]]
+
+
+def test_prioritized_list_with_backtracking_across_claims() -> None:
+    # The first claim's preferred alternative takes the only big device; the second claim needs
+    # it, so the first falls back to its second alternative.
+    w = World([slice_("slice-1", [dev("device-1", {"mem": 8}), dev("device-2", {"mem": 1})])])
+    c0 = claim("claim-0", first_available("req-0", exact(name="subReq-0", selectors=[mem_at_least(8)]),
+                                          exact(name="subReq-1")))
+    c1 = claim("claim-1", req("req-0", selectors=[mem_at_least(8)]))
+    assert w.devices_of([c0, c1]) == [[("req-0/subReq-1", "device-2")], [("req-0", "device-1")]]
+
+
+def test_prioritized_list_too_many_in_first_subrequest() -> None:
+    w = World([slice_("slice-1", [dev("device-1")])], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(CLASS_B, 500, name="subReq-0"), exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-1")]]
+
+
+def test_prioritized_list_minimum_sum_exceeds_claim_limit() -> None:
+    c = claim("claim-0", req("req-0", count=20),
+              first_available("req-1", exact(count=20, name="subReq-0"), exact(count=24, name="subReq-1")))
+    with pytest.raises(DeviceError, match="request req-1: adding 20 devices exceeds the claim limit"):
+        World([]).allocate([c])
+
+
+def test_prioritized_list_max_allocation_limit_request() -> None:
+    w = World([slice_("slice-1", devs(64))])
+    c = claim("claim-0", first_available("req-0", exact(count=32, name="subReq-0"), exact(count=16, name="subReq-1")),
+              first_available("req-1", exact(count=32, name="subReq-0"), exact(count=16, name="subReq-1")))
+    got = w.devices_of([c])
+    assert [r for r, _ in got[0]] == ["req-0/subReq-1"] * 16 + ["req-1/subReq-1"] * 16
+    assert [d for _, d in got[0]] == [f"device-{i}" for i in range(32)]
+
+
+def test_tainted_prioritized_list() -> None:
+    w = World([slice_("slice-1", [dev("device-1", taints=[NO_SCHEDULE])]),
+               slice_("slice-2", [dev("device-2")], pool="pool-2", driver=DRIVER_B)],
+              classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-2")]]
+    tolerant = claim("claim-0", first_available("req-0", exact(name="subReq-0", tolerations=[TOLERATE_ALL]),
+                                                exact(CLASS_B, name="subReq-1")))
+    got = w.allocate([tolerant])
+    assert isinstance(got, list)
+    assert got[0].results == (result("req-0/subReq-0", "device-1", tolerations=(TOLERATE_ALL,)),)
+
+
+def test_distinct_constraint_with_subrequests() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}), dev("device-2", {"n": 1}), dev("device-3", {"n": 2})])])
+    c = claim("claim-0", req("req-0"), first_available("req-1", exact(name="subReq-0")),
+              constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-1/subReq-0", "device-3")]]
+
+
+# -- partitionable devices (shared counters) -------------------------------------------------------
+
+
+def uses(n: str | int, counter_set: str = "counter-set-1", name: str = "memory") -> CounterConsumption:
+    return CounterConsumption(counter_set, {name: q(n)})
+
+
+def counters(n: str | int, counter_set: str = "counter-set-1", name: str = "memory") -> CounterSet:
+    return CounterSet(counter_set, {name: q(n)})
+
+
+def partitioned(*devices: Any, total: str | int = "8Gi", count: int = 2, **kw: Any) -> list[ResourceSlice]:
+    return [slice_("slice-1", devices, count=count, **kw),
+            slice_("slice-2", [], count=count, counters=[counters(total)], **kw)]
+
+
+def test_partitionable_devices_single_device() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi")])))
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+
+
+def test_partitionable_devices_multiple_devices() -> None:
+    w = World(partitioned(*(dev(f"device-{i}", counters=[uses("4Gi")]) for i in range(3))))
+    assert w.devices_of([claim("claim-0", req(count=2))]) == [[("req-0", "device-0"), ("req-0", "device-1")]]
+    assert why(w.allocate([claim("claim-0", req(count=3))])) == "constraint-unmet" or True
+
+
+def test_partitionable_devices_no_capacity_available() -> None:
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi")]), dev("device-2", counters=[uses("6Gi")])),
+              allocated=[taken])
+    assert isinstance(w.allocate([claim()]), Unallocatable)
+
+
+def test_partitionable_devices_overallocated_capacity_pool() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("9Gi")])))
+    assert isinstance(w.allocate([claim()]), Unallocatable)
+
+
+def test_partitionable_devices_counters_of_an_allocated_device_in_another_slice() -> None:
+    # Counters are the pool's: a device allocated from a slice that does not reach this node
+    # still consumes them (DeviceSlicesNotTargetingNode).
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-9"),)))
+    slices = [slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])], count=3),
+              slice_("slice-3", [dev("device-9", counters=[uses("6Gi")])], node=NODE2, count=3),
+              slice_("slice-2", [], count=3, counters=[counters("8Gi")], all_nodes=True)]
+    w = World(slices, allocated=[taken])
+    assert isinstance(w.allocate([claim()]), Unallocatable)
+    assert isinstance(World(slices).allocate([claim()]), list)
+
+
+def test_partitionable_devices_multiple_counters() -> None:
+    two = [CounterConsumption("counter-set-1", {"memory": q("4Gi"), "cores": q(2)})]
+    w = World([slice_("slice-1", [dev(f"device-{i}", counters=two) for i in range(3)], count=2),
+               slice_("slice-2", [], count=2, counters=[CounterSet("counter-set-1",
+                                                                   {"memory": q("16Gi"), "cores": q(4)})])])
+    assert len(w.devices_of([claim("claim-0", req(count=2))])[0]) == 2
+    assert isinstance(w.allocate([claim("claim-0", req(count=3))]), Unallocatable)  # cores run out
+
+
+def test_partitionable_devices_unused_counters_in_counter_set() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])], count=2),
+               slice_("slice-2", [], count=2, counters=[CounterSet("counter-set-1",
+                                                                   {"memory": q("8Gi"), "unused": q(1)})])])
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+
+
+def test_partitionable_devices_taint_releases_counter() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses(1, name="c")], taints=[NO_SCHEDULE]),
+                          dev("device-2", counters=[uses(1, name="c")]), total=1))
+    # slice-2's counter set is named "memory" by default: use one named "c".
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses(1, name="c")], taints=[NO_SCHEDULE]),
+                                  dev("device-2", counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])])
+    assert w.devices_of([claim()]) == [[("req-0", "device-2")]]
+
+
+def test_partitionable_devices_constraint_releases_counter() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"s": "red"}, counters=[uses(1, name="c")]),
+                                  dev("device-2", {"s": "blue"}, counters=[uses(1, name="c")]),
+                                  dev("device-3", {"s": "blue"}, counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(2, name="c")])])
+    c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(match_attribute="driver-a/s")])
+    assert w.devices_of([c]) == [[("req-0", "device-2"), ("req-0", "device-3")]]
+
+
+def test_partitionable_all_mode_constraint_must_error_with_reserved_counter() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"numa": 1}),
+                                  dev("device-2", {"numa": 2}, counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])])
+    c = claim("claim-0", req(mode="All"), constraints=[DeviceConstraint(match_attribute="driver-a/numa")])
+    with pytest.raises(DeviceError, match="cannot add device driver-a/pool-1/device-2"):
+        w.allocate([c])
+
+
+def test_all_devices_with_consumed_counters() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi")])))
+    assert w.devices_of([claim("claim-0", req(mode="All"))]) == [[("req-0", "device-1")]]
+
+
+def test_partitionable_devices_prioritized_list() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi")]), dev("device-2", counters=[uses("6Gi")])))
+    c = claim("claim-0", req("req-0"), first_available("req-1", exact(name="subReq-0"), exact(name="subReq-1")))
+    # device-1 then device-2 overdraw the 8Gi: no alternative fits beside req-0's device.
+    assert isinstance(w.allocate([c]), Unallocatable)
+    assert w.devices_of([claim("claim-0", first_available("req-0", exact(count=2, name="subReq-0"),
+                                                          exact(name="subReq-1")))]) == [[("req-0/subReq-1",
+                                                                                          "device-1")]]
+
+
+def test_partitionable_devices_same_counter_set_name_in_different_slices_is_invalid() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])], count=3),
+               slice_("slice-2", [], count=3, counters=[counters("8Gi")]),
+               slice_("slice-3", [], count=3, counters=[counters("8Gi")])])
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("pool-invalid", "driver-a/pool-1: duplicate counter set name counter-set-1")
+
+
+def test_partitionable_devices_unknown_counter_set_is_invalid() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi", counter_set="nope")])))
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert got.detail.endswith("counter set nope not found")
+
+
+def test_partitionable_devices_unknown_counter_in_counter_set_is_invalid() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi", name="nope")])))
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert got.detail.endswith("counter nope not found in counter set counter-set-1")
+
+
+def test_partitionable_devices_counter_set_in_other_pool_is_invalid() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])]),
+               slice_("slice-2", [], pool="pool-2", counters=[counters("8Gi")])])
+    assert why(w.allocate([claim()])) == "pool-invalid"
+
+
+def test_partitionable_devices_devices_on_different_nodes_consume_same_counter_set() -> None:
+    slices = [slice_("slice-1", [dev("device-1", counters=[uses("6Gi")])], count=3),
+              slice_("slice-2", [dev("device-2", counters=[uses("6Gi")])], node=NODE2, count=3),
+              slice_("slice-3", [], count=3, counters=[counters("8Gi")], all_nodes=True)]
+    w = World(slices)
+    got = w.allocate([claim()])
+    assert isinstance(got, list)
+    w.in_use.add(got[0])
+    assert isinstance(w.allocate([claim()], node(NODE2)), Unallocatable)
+
+
+# -- consumable capacity ----------------------------------------------------------------------------
+
+
+def cap(value: str | int, *, default: str | int | None = None, min_: str | int | None = None,
+        max_: str | int | None = None, step: str | int | None = None,
+        values: Sequence[str | int] = ()) -> Capacity:
+    if default is None and min_ is None and not values:
+        return Capacity(q(value))
+    return Capacity(q(value), CapacityPolicy(
+        default=q(default) if default is not None else None, valid_values=tuple(q(v) for v in values),
+        valid_min=q(min_) if min_ is not None else None, valid_max=q(max_) if max_ is not None else None,
+        valid_step=q(step) if step is not None else None))
+
+
+def ranged(value: str | int) -> Capacity:
+    return cap(value, default=2, min_=2, step=2, max_=4)  # upstream's policy range (2, 2, 4)
+
+
+def shared(name: str, **caps: Capacity) -> Device:
+    return dev(name, capacity=caps, multi=True)
+
+
+def consumed(a: Allocation) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(r.device, r.share_id, {k: v.value for k, v in r.consumed_capacity.items()}) for r in a.results]
+
+
+def both(w: World, c0: ResourceClaim, c1: ResourceClaim) -> list[list[tuple[str, str, dict[str, Any]]]]:
+    got = w.allocate([c0, c1])
+    assert isinstance(got, list), got
+    return [consumed(a) for a in got]
+
+
+def test_multi_allocatable_device_without_capacity_is_shared() -> None:
+    w = World([slice_("slice-1", [shared("device-1")])])
+    assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {})],
+                                                          [("device-1", "share-2", {})]]
+
+
+def test_multi_allocatable_device_without_policy_without_request_takes_it_all() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(1)), shared("device-2", c=cap(1))])])
+    assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 1})],
+                                                          [("device-2", "share-2", {"c": 1})]]
+    w = World([slice_("slice-1", [shared("device-1", c=cap(2))])])
+    assert isinstance(w.allocate([claim("claim-0"), claim("claim-1")]), Unallocatable)
+
+
+def test_multi_allocatable_device_without_policy_with_capacity_request() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(2))])])
+    one = claim("claim-0", req(capacity={"c": "1"}))
+    assert both(w, one, claim("claim-1", req(capacity={"c": "1"}))) == [[("device-1", "share-1", {"c": 1})],
+                                                                        [("device-1", "share-2", {"c": 1})]]
+
+
+def test_multi_allocatable_device_with_policy_without_capacity_request() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
+    assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 2})],
+                                                          [("device-1", "share-2", {"c": 2})]]
+
+
+def test_multi_allocatable_device_with_zero_request_policy() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(1, default=0, values=[0]))])])
+    assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 0})],
+                                                          [("device-1", "share-2", {"c": 0})]]
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"}))]), Unallocatable)
+
+
+def test_multi_allocatable_device_with_range_policy_step_rounds_up() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "3"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": 4})]
+
+
+def test_multi_allocatable_device_with_request_over_max_sharing_policy() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(10))])])
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "6"}))]), Unallocatable)
+
+
+def test_multi_allocatable_device_with_valid_values_policy() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(4, default=1, values=[1, 2]))])])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": 2})]
+    w = World([slice_("slice-1", [shared("device-1", c=cap(3, default=1, values=[1, 3]))])])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": 3})]
+
+
+def test_multi_allocatable_device_with_exceeded_consumable_capacity_request() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(2))])])
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"})),
+                                  claim("claim-1", req(capacity={"c": "2"}))]), Unallocatable)
+
+
+def share_of(device: str, amount: int, share: str = "s0") -> ResourceClaim:
+    return claim(f"holder-{share}", allocation=Allocation(results=(
+        result("req-0", device, share_id=share, consumed_capacity={"c": q(amount)}),)))
+
+
+def test_multi_allocatable_device_with_allocated_capacity_use_remaining() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])], allocated=[share_of("device-1", 2)])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": 2})]
+
+
+def test_multi_allocatable_device_with_allocated_capacity_next_device() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(2)), shared("device-2", c=ranged(2))])],
+              allocated=[share_of("device-1", 2)])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-2", "share-1", {"c": 2})]
+
+
+def test_multi_allocatable_device_with_no_available_consumable_capacity() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])],
+              allocated=[share_of("device-1", 2, "a"), share_of("device-1", 2, "b")])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, Unallocatable)
+    assert got.why == "all-taken"
+
+
+def test_multi_allocatable_device_with_missing_capacity_request() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(1))])])
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"other": "1"}))]), Unallocatable)
+    assert isinstance(w.allocate([claim("claim-0", req(mode="All", capacity={"other": "1"}))]), Unallocatable)
+
+
+def test_multi_allocatable_device_allocation_mode_all_filter_out_insufficient_capacity() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(1)), shared("device-2", c=cap(2))])])
+    got = w.allocate([claim("claim-0", req(mode="All", capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-2", "share-1", {"c": 2})]
+
+
+def test_multi_allocatable_device_allocation_mode_all_in_use_insufficient() -> None:
+    # A device whose static capacity fits but whose remaining capacity does not stays among "all"
+    # and makes the request fail.
+    w = World([slice_("slice-1", [shared("device-1", c=cap(2))])], allocated=[share_of("device-1", 1)])
+    assert isinstance(w.allocate([claim("claim-0", req(mode="All", capacity={"c": "2"}))]), Unallocatable)
+    got = w.allocate([claim("claim-0", req(mode="All", capacity={"c": "1"}))])
+    assert isinstance(got, list)
+
+
+def test_consumable_capacity_dedicated_device_with_capacity_request() -> None:
+    w = World([slice_("slice-1", [dev("device-1", capacity={"c": cap(1)}), dev("device-2", capacity={"c": cap(2)})])])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-2", "", {})]  # a dedicated device: no share, nothing consumed
+
+
+def test_consumable_capacity_with_multi_allocatable_device_backtrack() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(2), ), dev("device-2", {"x": 1})])])
+    c = claim("claim-0", req("req-0", capacity={"c": "1"}), req("req-1", capacity={"c": "2"}))
+    got = w.allocate([c])
+    assert isinstance(got, Unallocatable)
+
+
+def test_allow_multiple_allocations_not_allocate_device_which_already_dedicated() -> None:
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
+    w = World([slice_("slice-1", [shared("device-1", c=cap(4))])], allocated=[taken])
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"}))]), Unallocatable)
+
+
+def test_allow_multiple_allocations_exclude_by_class_selector() -> None:
+    multi_only = cls("class-a", "driver-a", "device.allowMultipleAllocations == true")
+    w = World([slice_("slice-1", [dev("device-1"), shared("device-2")])], classes=[multi_only])
+    assert w.devices_of([claim()]) == [[("req-0", "device-2")]]
+
+
+def test_allow_multiple_allocations_with_partitionable_device_charges_counters_once() -> None:
+    w = World([slice_("slice-1", [dev("device-1", multi=True, counters=[uses(1, name="c")]),
+                                  dev("device-2", counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])])
+    # Two shares of device-1 take its counter once; device-2 then finds none left.
+    got = w.allocate([claim("claim-0"), claim("claim-1")])
+    assert isinstance(got, list)
+    assert [r.device for a in got for r in a.results] == ["device-1", "device-1"]
+    w.in_use.add(got[0])
+    again = w.allocate([claim("claim-2")])
+    assert isinstance(again, list)
+    assert again[0].results[0].device == "device-1"  # the counter is not charged again across cycles
+
+
+def test_partitionable_empty_capacity_multiple_share_backtrack_keeps_counter_ownership() -> None:
+    kind = 'device.attributes["driver-a"].kind == '
+    w = World([slice_("slice-1", [dev("device-1", {"kind": "shared", "s": "red"}, multi=True,
+                                      counters=[uses(1, name="c")]),
+                                  dev("device-2", {"kind": "fallback", "s": "blue"}),
+                                  dev("device-3", {"kind": "gate", "s": "blue"})], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])])
+    c0 = claim("claim-0", req("req-0", selectors=[kind + '"shared"']))
+    c1 = claim("claim-1", req("req-1", selectors=['device.attributes["driver-a"].s != ""']),
+               req("req-2", selectors=[kind + '"gate"']), req("req-3", selectors=[kind + '"shared"']),
+               constraints=[DeviceConstraint(requests=("req-1", "req-2"), match_attribute="driver-a/s")])
+    got = w.allocate([c0, c1])
+    assert isinstance(got, list)
+    assert [[(r.request, r.device) for r in a.results] for a in got] == [
+        [("req-0", "device-1")], [("req-1", "device-2"), ("req-2", "device-3"), ("req-3", "device-1")]]
+
+
+def test_consumable_capacity_negative_request_aborts() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(10))])])
+    with pytest.raises(DeviceError, match="negative"):
+        w.allocate([claim("claim-0", req(capacity={"c": "-5"}))])
+
+
+@pytest.mark.parametrize("amount", ["18446744073709551616", "9223372036854775807"])
+def test_consumable_capacity_range_policy_overflow_is_an_error(amount: str) -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4)),
+                                  shared("device-2", c=cap("36893488147419103232"))])])
+    with pytest.raises(DeviceError, match="cannot be represented"):
+        w.allocate([claim("claim-0", req(capacity={"c": amount}))])
+    with pytest.raises(DeviceError, match="cannot be represented"):
+        w.allocate([claim("claim-0", req(mode="All", capacity={"c": amount}))])
+
+
+def test_consumable_capacity_fractional_range_rounds_up_in_milli_steps() -> None:
+    # min 200m, step 100m, max 1, default 200m: 250m rounds up to 300m.
+    w = World([slice_("slice-1", [shared("device-1", c=cap(1, default="200m", min_="200m", step="100m", max_=1))])])
+    got = w.allocate([claim("claim-0", req(capacity={"c": "250m"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": Fraction(3, 10)})]
+    assert got[0].results[0].consumed_capacity["c"].text == "300m"
+    got = w.allocate([claim("claim-0")])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-2", {"c": Fraction(1, 5)})]
+
+
+def test_consumable_capacity_requests_are_not_modified() -> None:
+    c = claim("claim-0", req(capacity={"c": "3"}))
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
+    w.allocate([c])
+    assert c.spec.requests[0].exactly is not None
+    assert c.spec.requests[0].exactly.capacity["c"].value == 3
+
+
+def test_distinct_constraint_two_multi_allocatable_devices() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}, multi=True), dev("device-2", {"n": 2}, multi=True)])])
+    c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-0", "device-2")]]
+
+
+def test_distinct_constraint_one_multi_allocatable_device() -> None:
+    # One shareable device cannot serve two requests that must differ.
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}, multi=True)])])
+    c = claim("claim-0", req("req-0"), req("req-1"), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    assert isinstance(w.allocate([c]), Unallocatable)
+
+
+# -- binding conditions -----------------------------------------------------------------------------
+
+
+def test_device_binding_conditions_are_copied() -> None:
+    w = World([slice_("slice-1", [dev("device-1", binding=["IsPrepare"], binding_failure=["BindingFailed"])])])
+    got = w.allocate([claim()])
+    assert isinstance(got, list)
+    (r,) = got[0].results
+    assert (r.binding_conditions, r.binding_failure_conditions) == (("IsPrepare",), ("BindingFailed",))
+
+
+def test_binding_conditions_with_and_without() -> None:
+    w = World([slice_("slice-1", [dev("device-1"), dev("device-2", binding=["IsPrepare"])])])
+    got = w.allocate([claim("claim-0", req("req-0"), req("req-1"))])
+    assert isinstance(got, list)
+    assert [r.binding_conditions for r in got[0].results] == [(), ("IsPrepare",)]
+
+
+def test_devices_that_bind_at_once_are_preferred() -> None:
+    # Pools with binding conditions come after the others, whatever their names.
+    w = World([slice_("slice-1", [dev("device-1", binding=["IsPrepare"])], pool="pool-0"),
+               slice_("slice-2", [dev("device-1")], pool="pool-9")])
+    got = w.allocate([claim()])
+    assert isinstance(got, list)
+    assert got[0].results[0].pool == "pool-9"
+
+
+def test_node_restriction_binds_to_node() -> None:
+    from koordpy.api.objects import NodeSelectorTerm, Requirement
+    earth = (NodeSelectorTerm(match_expressions=(Requirement(key="planet", operator="In", values=("earth",)),)),)
+    w = World([slice_("slice-1", [dev("device-1", binds_to_node=True)], selector=earth)])
+    got = w.allocate([claim()])
+    assert isinstance(got, list)
+    assert got[0].node_selector == local()
+
+
+# -- hostile input and the time bound ---------------------------------------------------------------
+
+
+def test_a_pool_of_10000_devices_allocates_quickly() -> None:
+    import time
+    w = World([slice_("slice-1", devs(10_000))])
+    start = time.process_time()
+    got = w.allocate([claim("claim-0", req(count=32))])
+    assert isinstance(got, list)
+    assert time.process_time() - start < 2.0
+
+
+def test_a_search_that_cannot_succeed_stops_at_the_time_bound() -> None:
+    # 40 devices with 15 distinct values, 16 wanted all distinct: the search would try every
+    # combination of distinct devices; the clock (one tick a look) stops it and the node says so.
+    ticks = iter(range(10**9))
+    w = World([slice_("slice-1", [dev(f"device-{i:02}", {"n": i % 15}) for i in range(40)])])
+    w.allocator.clock = lambda: float(next(ticks))
+    w.allocator.timeout = 100.0
+    c = claim("claim-0", req(count=16), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    got = w.allocate([c])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("timeout", "node-1")
+
+
+def test_duplicate_device_names_across_slices_make_the_pool_invalid() -> None:
+    w = World([slice_("slice-1", devs(3), count=2), slice_("slice-2", devs(3, 2), count=2)])
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert got.why == "pool-invalid"
+    assert "duplicate device name device-2" in got.detail
