@@ -648,14 +648,23 @@ def test_unknown_constraint() -> None:
         w.allocate([claim("claim-0", constraints=[DeviceConstraint()])])
 
 
+MISSING = 'device.attributes["driver-a"].missing == 1'  # no such key: a runtime error
+
+
+def test_invalid_cel_compile_error() -> None:
+    w = World([slice_("slice-1", [dev("device-1")])])
+    with pytest.raises(DeviceError, match="undeclared reference"):
+        w.allocate([claim("claim-0", req(selectors=["noSuchVar"]))])
+
+
 def test_invalid_cel_one_device() -> None:
     w = World([slice_("slice-1", [dev("device-1")])])
     with pytest.raises(DeviceError, match="claim default/claim-0: selector #0 on device driver-a/pool-1/device-1"):
-        w.allocate([claim("claim-0", req(selectors=["runtime-error"]))])
+        w.allocate([claim("claim-0", req(selectors=[MISSING]))])
 
 
 def test_invalid_cel_one_device_class() -> None:
-    w = World([slice_("slice-1", [dev("device-1")])], classes=[cls("class-a", "driver-a", "runtime-error")])
+    w = World([slice_("slice-1", [dev("device-1")])], classes=[cls("class-a", "driver-a", MISSING)])
     with pytest.raises(DeviceError, match="class class-a: selector #1 on device"):
         w.allocate([claim()])
 
@@ -663,7 +672,7 @@ def test_invalid_cel_one_device_class() -> None:
 def test_invalid_cel_all_devices() -> None:
     w = World([slice_("slice-1", [dev("device-1")])])
     with pytest.raises(DeviceError, match="CEL runtime error"):
-        w.allocate([claim("claim-0", all_req(selectors=["runtime-error"]))])  # type: ignore[arg-type]
+        w.allocate([claim("claim-0", all_req(selectors=[MISSING]))])  # type: ignore[arg-type]
 
 
 def test_cel_error_on_a_device_in_use_is_not_reached() -> None:
