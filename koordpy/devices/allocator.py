@@ -173,10 +173,11 @@ class Allocator:
     # -- the API ---------------------------------------------------------------------------------
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
-                 consumer: Consumer | None = None) -> list[Allocation] | Unallocatable:
+                 consumer: Consumer | None = None, deadline: float | None = None) -> list[Allocation] | Unallocatable:
         """One allocation per claim, in order, or why not. A claim allocated already is checked (its
         node selector admits the node, its binding has not failed or timed out, and with
-        ``consumer`` given, it can take one more) and returned unchanged."""
+        ``consumer`` given, it can take one more) and returned unchanged. The search gives up at
+        ``deadline`` (on ``clock``; default: ``timeout`` from now)."""
         out: list[Allocation | None] = []
         todo: list[ResourceClaim] = []
         for claim in claims:
@@ -190,7 +191,7 @@ class Allocator:
                 return why
             out.append(a)
         if todo:
-            got = self._allocate(node, todo, now)
+            got = self._allocate(node, todo, now, self.clock() + self.timeout if deadline is None else deadline)
             if isinstance(got, Unallocatable):
                 return got
             it = iter(got)
@@ -199,7 +200,8 @@ class Allocator:
 
     def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
         """How many pods, each with fresh claims of these specs, ``node`` can take (0..limit), one
-        after another as kube-scheduler would allocate them."""
+        after another as kube-scheduler would allocate them. The count shares one time bound: a
+        search that runs out of it ends the count there."""
         if limit <= 0:
             return 0
         fast = self._capacity_fast(node, claims, limit)
@@ -208,10 +210,11 @@ class Allocator:
         fresh = [ResourceClaim(namespace="", name=f"#{i}", spec=s) for i, s in enumerate(claims)]
         undo: list[Callable[[], None]] = []
         n = 0
+        deadline = self.clock() + self.timeout
         try:
             while n < limit:
                 try:
-                    got = self.allocate(node, fresh, now)
+                    got = self.allocate(node, fresh, now, deadline=deadline)
                 except DeviceError:
                     break
                 if isinstance(got, Unallocatable):
@@ -247,7 +250,10 @@ class Allocator:
                 key = (x.device_class, x.selectors, x.tolerations)
                 if key not in sets:
                     cands, errors = self._candidates(node, cls, x, "")
-                    if errors or any(e.allow_multiple or e.device.consumes_counters for e in cands):
+                    # Shares, counters and capacity policies make a device's use depend on others'.
+                    if errors or any(e.allow_multiple or e.device.consumes_counters
+                                     or any(c.policy is not None for c in e.device.capacity.values())
+                                     for e in cands):
                         return None
                     sets[key] = cands
                     kinds[key] = x
@@ -272,7 +278,8 @@ class Allocator:
 
     # -- the search --------------------------------------------------------------------------------
 
-    def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float) -> list[Allocation] | Unallocatable:
+    def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+                  deadline: float) -> list[Allocation] | Unallocatable:
         views = self.pools.for_node(node)
         plan: list[list[_Slot]] = []
         for ci, claim in enumerate(claims):
@@ -293,7 +300,7 @@ class Allocator:
                     reqs.append(_Req(ci, r.name, x, cls))
                 slots.append(_Slot(r.name, reqs, r.exactly is None))
             plan.append(slots)
-        search = _Search(self, node, views, claims, plan)
+        search = _Search(self, node, views, claims, plan, deadline)
         for ci, claim in enumerate(claims):
             total = 0
             for slot in plan[ci]:
@@ -579,7 +586,7 @@ class _Search:
     """One allocate call's search state."""
 
     def __init__(self, a: Allocator, node: Node, views: tuple[PoolView, ...], claims: Sequence[ResourceClaim],
-                 plan: list[list[_Slot]]) -> None:
+                 plan: list[list[_Slot]], deadline: float) -> None:
         self.a = a
         self.node = node
         self.views = views
@@ -594,7 +601,7 @@ class _Search:
         self.allocating_cap: dict[str, dict[str, Fraction]] = {}
         self.counters: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> set -> counter -> consumed
         self.steps = 0
-        self.deadline = a.clock() + a.timeout
+        self.deadline = deadline
 
     # -- "All" requests ----------------------------------------------------------------------------
 

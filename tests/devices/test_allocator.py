@@ -1504,3 +1504,35 @@ def test_duplicate_device_names_across_slices_make_the_pool_invalid() -> None:
     assert isinstance(got, Unallocatable)
     assert got.why == "pool-invalid"
     assert "duplicate device name device-2" in got.detail
+
+
+def test_capacity_shares_one_time_bound() -> None:
+    # The count gives every pod's search the same deadline rather than 10 s each.
+    w = World([slice_("slice-1", [dev(f"device-{i}", {"n": i}) for i in range(6)])])
+    seen: list[float | None] = []
+    inner = w.allocator.allocate
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(kw.get("deadline"))
+        return inner(*args, **kw)
+
+    w.allocator.allocate = spy  # type: ignore[method-assign]
+    constrained = spec(req(count=2), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    assert w.allocator.capacity(node(), [constrained], 10, 0.0) == 3
+    assert len(seen) == 4 and len(set(seen)) == 1 and seen[0] is not None
+
+
+def test_a_deadline_already_past_stops_a_long_search() -> None:
+    w = World([slice_("slice-1", [dev(f"device-{i:02}", {"n": i % 15}) for i in range(40)])])
+    c = claim("claim-0", req(count=16), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    got = w.allocator.allocate(node(), [c], 0.0, deadline=w.allocator.clock() - 1)
+    assert why(got) == "timeout"
+    assert w.allocator.steps <= 256
+
+
+def test_capacity_fast_path_skips_devices_whose_policy_refuses_a_whole_device() -> None:
+    # A device whose capacity policy admits no request without an amount (no default, the full
+    # value not a valid value) is not usable; the count must not include it.
+    odd = cap(4, values=[1, 2])
+    w = World([slice_("slice-1", [dev("device-1", capacity={"c": odd}), dev("device-2")])])
+    assert w.allocator.capacity(node(), [spec(req())], 10, 0.0) == 1
