@@ -166,7 +166,9 @@ class Allocator:
         self.clock = clock
         # (node name, class, selectors, tolerations) -> (node, candidates, CEL errors by device id)
         self._cands: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, DeviceError]]] = {}
-        self._avail: dict[str, tuple[int, dict[str, dict[str, Fraction]]]] = {}
+        # id(view) -> (view, InUse.version, counters left): a pool's view differs by node (which
+        # of its slices reach the node), so the counters left are the view's.
+        self._avail: dict[int, tuple[PoolView, int, dict[str, dict[str, Fraction]]]] = {}
         self._selectors: dict[str, tuple[NodeSelectorTerm, ...]] = {}
         self.steps = 0  # search steps of the last allocate (kube-scheduler's allocateOne invocations)
 
@@ -293,8 +295,11 @@ class Allocator:
                     raise DeviceError(f"claim {claim.key}, request {r.name}: unknown request type", claim.key, r.name)
                 reqs = []
                 for x in alts:
-                    cls = self.classes.get(x.device_class)
                     name = f"{r.name}/{x.name}" if x.name else r.name
+                    if not x.device_class:
+                        raise DeviceError(f"claim {claim.key}, request {name}: missing device class name", claim.key,
+                                          name)
+                    cls = self.classes.get(x.device_class)
                     if cls is None:
                         return Unallocatable("class-missing", claim.key, name, x.device_class)
                     reqs.append(_Req(ci, r.name, x, cls))
@@ -365,9 +370,9 @@ class Allocator:
 
     def available_counters(self, view: PoolView) -> dict[str, dict[str, Fraction]]:
         """A pool's counters less what its allocated devices consume (may go negative)."""
-        got = self._avail.get(view.key)
-        if got is not None and got[0] == self.in_use.version:
-            return got[1]
+        got = self._avail.get(id(view))
+        if got is not None and got[0] is view and got[1] == self.in_use.version:
+            return got[2]
         avail = {name: dict(cs) for name, cs in view.counter_sets.items()}
         for e in (*view.devices, *view.others):
             if e.device.consumes_counters and self.in_use.allocated(e.id):
@@ -378,7 +383,7 @@ class Allocator:
                     for c, q in use.counters.items():
                         if c in have:
                             have[c] -= q.value
-        self._avail[view.key] = (self.in_use.version, avail)
+        self._avail[id(view)] = (view, self.in_use.version, avail)
         return avail
 
     # -- the allocation written back ---------------------------------------------------------------

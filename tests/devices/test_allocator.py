@@ -1014,6 +1014,7 @@ def test_prioritized_list_max_allocation_limit_request() -> None:
     got = w.devices_of([c])
     assert [r for r, _ in got[0]] == ["req-0/subReq-1"] * 16 + ["req-1/subReq-1"] * 16
     assert [d for _, d in got[0]] == [f"device-{i}" for i in range(32)]
+    assert w.allocator.steps == 75  # upstream's count of allocateOne calls
 
 
 def test_tainted_prioritized_list() -> None:
@@ -1536,3 +1537,307 @@ def test_capacity_fast_path_skips_devices_whose_policy_refuses_a_whole_device() 
     odd = cap(4, values=[1, 2])
     w = World([slice_("slice-1", [dev("device-1", capacity={"c": odd}), dev("device-2")])])
     assert w.allocator.capacity(node(), [spec(req())], 10, 0.0) == 1
+
+
+# -- more of upstream's table ------------------------------------------------------------------------
+
+
+def test_empty_class() -> None:
+    with pytest.raises(DeviceError, match="request req-0: missing device class name"):
+        World([slice_("slice-1", [dev("device-1")])]).allocate([claim("claim-0", req("req-0", ""))])
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_exact_count_totals_too_large_for_the_claim(n: int) -> None:
+    huge = 2**62 + 1
+    c = claim("claim-0", *(req(f"req-{i}", count=huge) for i in range(n)))
+    with pytest.raises(DeviceError, match="exceeds the claim limit"):
+        World([]).allocate([c])
+
+
+def test_all_devices_no_slices() -> None:
+    assert why(World([]).allocate([claim("claim-0", req(mode="All"))])) == "no-device-matches"
+
+
+def test_all_devices_slice_without_devices_prioritized_list() -> None:
+    w = World([slice_("slice-1", [])], classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(CLASS_B, name="subReq-1")))
+    got = w.allocate([c])
+    assert isinstance(got, Unallocatable)
+
+
+def test_all_devices_some_allocated_prioritized_list() -> None:
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
+    w = World([slice_("slice-1", devs(2, 1))], allocated=[taken])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-2")]]
+
+
+def test_prioritized_list_overflowing_first_subrequest_is_pruned() -> None:
+    w = World([slice_("slice-1", devs(2, 1))])
+    c = claim("claim-0", req("req-0"), first_available("req-1", exact(count=2**62, name="subReq-0"),
+                                                       exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-1/subReq-1", "device-2")]]
+    assert w.allocator.steps == 8  # upstream's count of allocateOne calls
+
+
+def test_prioritized_list_allocation_mode_all_multiple_requests() -> None:
+    w = World([slice_("slice-1", devs(2, 1))])
+    c = claim("claim-0", req("req-0"),
+              first_available("req-1", exact(mode="All", name="subReq-0"), exact(name="subReq-1")))
+    # req-0 holds device-1, so "All" cannot have every device: the second alternative gets one.
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-1/subReq-1", "device-2")]]
+
+
+def test_prioritized_list_allocation_mode_all_with_selectors_multiple_pools() -> None:
+    big = 'device.attributes["driver-a"].big == true'
+    w = World([slice_("slice-1", [dev("device-1", {"big": True}), dev("device-2", {"big": False})]),
+               slice_("slice-2", [dev("device-3", {"big": True})], pool="pool-2")])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0", selectors=[big]),
+                                         exact(name="subReq-1")))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, r.pool, r.device) for r in got[0].results] == [("req-0/subReq-0", "pool-1", "device-1"),
+                                                                        ("req-0/subReq-0", "pool-2", "device-3")]
+
+
+def test_prioritized_list_allocation_mode_all_multiple_pools_across_nodes() -> None:
+    # Only the devices that reach the node count for "All".
+    w = World([slice_("slice-1", [dev("device-1")]), slice_("slice-2", [dev("device-2")], node=NODE2, pool="pool-2")])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-0", "device-1")]]
+
+
+def test_prioritized_list_max_allocation_allocation_mode_all() -> None:
+    # "All" would be 31 devices and req-1 two more: past 32, so the second alternative is taken.
+    w = World([slice_("slice-1", devs(31)), slice_("slice-b", devs(2), pool="pool-2", driver=DRIVER_B)],
+              classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(count=2, name="subReq-1")),
+              req("req-1", CLASS_B, 2))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-0"), ("req-0/subReq-1", "device-1"),
+                                  ("req-1", "device-0"), ("req-1", "device-1")]]
+    assert w.allocator.steps == 42  # upstream's count of allocateOne calls
+
+
+def test_allocation_mode_all_with_multi_host_resource_pool() -> None:
+    w = World([slice_("slice-1", [dev("device-1")], count=2),
+               slice_("slice-2", [dev("device-2")], node=NODE2, count=2)])
+    assert w.devices_of([claim("claim-0", req(mode="All"))]) == [[("req-0", "device-1")]]
+
+
+@pytest.mark.parametrize("first,second", [("node-1", NODE2), (NODE2, "node-1")])
+def test_multi_host_resource_pool_incomplete_update(first: str, second: str) -> None:
+    w = World([slice_("slice-1a", [dev("device-1")], node=first, count=2, generation=1),
+               slice_("slice-1b", [dev("device-2")], node=first, count=2, generation=1),
+               slice_("slice-2a", [dev("device-1")], node=second, count=2, generation=2)])
+    got = w.allocate([claim()])
+    if first == "node-1":
+        # node-1 sees only its own two slices: complete by themselves, the old generation.
+        assert isinstance(got, list)
+    else:
+        # node-1 has one slice of the new generation out of two: incomplete.
+        assert why(got) == "pool-incomplete"
+
+
+def test_partitionable_devices_counter_cache_scoped_by_pool_id() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")]),
+               slice_("slice-3", [dev("device-2", counters=[uses(2, name="c")])], count=2, driver=DRIVER_B),
+               slice_("slice-4", [], count=2, counters=[counters(2, name="c")], driver=DRIVER_B)],
+              classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    got = w.devices_of([claim("claim-0"), claim("claim-1", req("req-1", CLASS_B))])
+    assert got == [[("req-0", "device-1")], [("req-1", "device-2")]]
+
+
+def test_partitionable_devices_counter_quantities_are_not_modified() -> None:
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
+    slices = [slice_("slice-1", [dev("device-1", counters=[uses("9000000000000000000", name="c")]),
+                                 dev("device-2", counters=[uses(1, name="c")])], count=2),
+              slice_("slice-2", [], count=2, counters=[counters("9000000000000000001", name="c")])]
+    w = World(slices, allocated=[taken])
+    assert w.devices_of([claim()]) == [[("req-0", "device-2")]]
+    assert slices[1].shared_counters[0].counters["c"].value == 9000000000000000001
+    assert w.devices_of([claim()]) == [[("req-0", "device-2")]]  # and again: nothing was spent
+
+
+def test_partitionable_devices_multiple_pools() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses("6Gi")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters("8Gi")]),
+               slice_("slice-3", [dev("device-2", counters=[uses("6Gi")])], count=2, pool="pool-2"),
+               slice_("slice-4", [], count=2, counters=[counters("8Gi")], pool="pool-2")])
+    got = w.allocate([claim("claim-0", req(count=2))])
+    assert isinstance(got, list)
+    assert [(r.pool, r.device) for r in got[0].results] == [("pool-1", "device-1"), ("pool-2", "device-2")]
+
+
+def test_partitionable_devices_multiple_counter_sets() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi"), uses("4Gi", counter_set="counter-set-2")]),
+                                  dev("device-2", counters=[uses("4Gi", counter_set="counter-set-2")])], count=2),
+               slice_("slice-2", [], count=2,
+                      counters=[counters("8Gi"), counters("6Gi", counter_set="counter-set-2")])])
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+    assert isinstance(w.allocate([claim("claim-0", req(count=2))]), Unallocatable)  # counter-set-2: 8Gi > 6Gi
+
+
+def test_partitionable_devices_validation_error_on_non_targeting_slice() -> None:
+    w = World([slice_("slice-1", [], count=3, counters=[counters("8Gi")]),
+               slice_("slice-2", [dev("device-1", counters=[uses("6Gi")])], count=3),
+               slice_("slice-3", [dev("device-3", counters=[uses("6Gi", counter_set="counter-set-2")])], node=NODE2,
+                      count=3)])
+    assert why(w.allocate([claim()])) == "pool-invalid"
+
+
+def test_partitionable_devices_per_device_node_selection_multiple_devices() -> None:
+    w = World([slice_("slice-1", [dev("device-1", node_sel=NodeSelection(node_name=NODE2), counters=[uses("4Gi")]),
+                                  dev("device-2", node_sel=NodeSelection(node_name="node-1"), counters=[uses("4Gi")]),
+                                  dev("device-3", node_sel=NodeSelection(all_nodes=True), counters=[uses("4Gi")])],
+                      per_device=True, count=2),
+               slice_("slice-2", [], count=2, counters=[counters("8Gi")], all_nodes=True)])
+    got = w.allocate([claim("claim-0", req(count=2))])
+    assert isinstance(got, list)
+    assert [r.device for r in got[0].results] == ["device-2", "device-3"]
+    assert got[0].node_selector == local()
+
+
+def test_partitionable_devices_with_binding_conditions_and_taints() -> None:
+    w = World(partitioned(dev("device-1", counters=[uses("4Gi")], binding=["IsPrepare"], taints=[NO_SCHEDULE])))
+    assert why(w.allocate([claim()])) == "taint-not-tolerated"
+    got = w.allocate([claim("claim-0", req(tolerations=[TOLERATE_ALL]))])
+    assert isinstance(got, list)
+    assert got[0].results[0].binding_conditions == ("IsPrepare",)
+
+
+def test_partitionable_consumable_capacity_shared_device_counter_not_recharged() -> None:
+    existing = claim("holder", allocation=Allocation(results=(result("req-0", "device-1", share_id="s0"),)))
+    w = World([slice_("slice-1", [dev("device-1", multi=True, counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])], allocated=[existing])
+    got = w.allocate([claim()])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {})]
+
+
+def test_allow_multiple_allocations_with_shared_device_counter_cross_cycle() -> None:
+    # device-1 (shared, in use) holds the pool's only counter; device-2 would need it too.
+    existing = claim("holder", allocation=Allocation(results=(
+        result("req-0", "device-1", share_id="s0", consumed_capacity={"c": q(1)}),)))
+    mode_b = 'device.attributes["driver-a"].mode == "b"'
+    w = World([slice_("slice-1", [dev("device-1", {"mode": "a"}, capacity={"c": cap(1)}, multi=True,
+                                      counters=[uses(1, name="c")]),
+                                  dev("device-2", {"mode": "b"}, capacity={"c": cap(1)}, multi=True,
+                                      counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])], allocated=[existing])
+    assert isinstance(w.allocate([claim("claim-0", req(selectors=[mode_b], capacity={"c": "1"}))]), Unallocatable)
+
+
+def test_allow_multiple_allocations_not_allocate_dedicated_device_which_change_from_multi_allocatable() -> None:
+    existing = claim("holder", allocation=Allocation(results=(
+        result("req-0", "device-1", share_id="s0", consumed_capacity={"c": q(1)}),)))
+    w = World([slice_("slice-1", [dev("device-1", capacity={"c": ranged(2)})])], allocated=[existing])
+    assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"}))]), Unallocatable)
+
+
+def test_consumable_capacity_multi_allocatable_device_with_subrequest() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
+    c = claim("claim-0", first_available("req-0", exact(name="subReq-0", capacity={"c": "6"}),
+                                         exact(name="subReq-1", capacity={"c": "1"})))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, {k: v.value for k, v in r.consumed_capacity.items()}) for r in got[0].results] == [
+        ("req-0/subReq-1", {"c": Fraction(2)})]
+
+
+@pytest.mark.parametrize("held,ok", [(0, True), (2, False)])
+def test_consumable_capacity_allocation_mode_all_allocating(held: int, ok: bool) -> None:
+    # Another claim of the same pod takes part of the device first (allocating-sufficient /
+    # allocating-insufficient).
+    w = World([slice_("slice-1", [shared("device-1", c=cap(4))])])
+    first = claim("claim-0", req(capacity={"c": str(2 + held)}))
+    every = claim("claim-1", req(mode="All", capacity={"c": "2"}))
+    assert isinstance(w.allocate([first, every]), list) is ok
+
+
+def test_check_combinations_across_slices_and_pools() -> None:
+    # The two devices that match each other sit in different pools, after others that do not.
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}), dev("device-2", {"n": 2})]),
+               slice_("slice-2", [dev("device-3", {"n": 3})], pool="pool-2"),
+               slice_("slice-3", [dev("device-4", {"n": 2})], pool="pool-3")])
+    c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(match_attribute="driver-a/n")])
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.pool, r.device) for r in got[0].results] == [("pool-1", "device-2"), ("pool-3", "device-4")]
+
+
+def test_check_combinations_with_prioritized_list() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}), dev("device-2", {"n": 2}), dev("device-3", {"n": 2})])])
+    c = claim("claim-0", first_available("req-0", exact(count=3, name="subReq-0"), exact(count=2, name="subReq-1")),
+              constraints=[DeviceConstraint(match_attribute="driver-a/n")])
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-2"), ("req-0/subReq-1", "device-3")]]
+
+
+def test_distinct_constraint_single_request_multiple_devices_attribute_set() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"n": 1}), dev("device-2"), dev("device-3", {"n": 2})])])
+    c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-0", "device-3")]]
+
+
+def test_tainted_two_devices_prioritized_list_tolerated() -> None:
+    w = World([slice_("slice-1", [dev("device-1", taints=[NO_SCHEDULE]), dev("device-2", taints=[NO_EXECUTE])])])
+    c = claim("claim-0", first_available("req-0", exact(count=2, name="subReq-0", tolerations=[TOLERATE_ALL]),
+                                         exact(name="subReq-1")))
+    assert w.devices_of([c]) == [[("req-0/subReq-0", "device-1"), ("req-0/subReq-0", "device-2")]]
+
+
+# -- the search's work: upstream's counts of allocateOne calls ---------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["one-slice", "two-slices", "pools-and-slices", "four-pools"])
+def test_check_combinations_within_single_request(layout: str) -> None:
+    # Five wanted, four exist: every combination is tried once, never a permutation (16 steps).
+    one = [dev(f"device-{i}") for i in range(1, 5)]
+    slices = {
+        "one-slice": [slice_("slice-1", one)],
+        "two-slices": [slice_("slice-1", one[:2], count=2), slice_("slice-2", one[2:], count=2)],
+        "pools-and-slices": [slice_("slice-1", one[:1], count=2), slice_("slice-2", one[1:2], count=2),
+                             slice_("slice-3", one[2:], pool="pool-2")],
+        "four-pools": [slice_(f"slice-{i}", [d], pool=f"pool-{i}") for i, d in enumerate(one, 1)],
+    }[layout]
+    w = World(slices)
+    assert isinstance(w.allocate([claim("claim-0", req(count=5))]), Unallocatable)
+    assert w.allocator.steps == 16
+
+
+TYPE_X = 'device.attributes["driver-a"].type == "X"'
+TYPE_Y = 'device.attributes["driver-a"].type == "Y"'
+
+
+def test_check_combinations_with_backtracking_counts() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"type": "X"}), dev("device-2", {"type": "Y"}),
+                                  dev("device-3", {"type": "Y"})])])
+    c = claim("claim-0", req("req-1", count=2), req("req-2", selectors=[TYPE_X]))
+    assert w.devices_of([c]) == [[("req-1", "device-2"), ("req-1", "device-3"), ("req-2", "device-1")]]
+    assert w.allocator.steps == 12
+
+
+def test_check_combinations_with_backtracking_across_slices_and_pools_counts() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"type": "X"})], count=2),
+               slice_("slice-2", [dev("device-2", {"type": "Y"})], count=2),
+               slice_("slice-3", [dev("device-3", {"type": "Y"}, binding=["IsPrepare"])], pool="pool-2")])
+    c = claim("claim-0", req("req-1", count=2), req("req-2", selectors=[TYPE_X]))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, r.pool, r.device, r.binding_conditions) for r in got[0].results] == [
+        ("req-1", "pool-1", "device-2", ()), ("req-1", "pool-2", "device-3", ("IsPrepare",)),
+        ("req-2", "pool-1", "device-1", ())]
+    assert w.allocator.steps == 12
+
+
+def test_check_combinations_with_prioritized_list_counts() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"type": "X"}), dev("device-2", {"type": "Y"}),
+                                  dev("device-3", {"type": "Y"})])])
+    c = claim("claim-0",
+              first_available("req-1", exact(count=3, name="subReq-0", selectors=[TYPE_Y]),
+                              exact(count=2, name="subReq-1")),
+              first_available("req-2", exact(count=2, name="subReq-0"), exact(name="subReq-1", selectors=[TYPE_X])))
+    assert w.devices_of([c]) == [[("req-1/subReq-1", "device-2"), ("req-1/subReq-1", "device-3"),
+                                  ("req-2/subReq-1", "device-1")]]
+    assert w.allocator.steps == 26
