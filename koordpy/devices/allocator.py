@@ -200,6 +200,23 @@ class Allocator:
             out = [a if a is not None else next(it) for a in out]
         return [a for a in out if a is not None]
 
+    def fits(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+             consumer: Consumer | None = None) -> Unallocatable | None:
+        """Whether ``allocate`` would succeed (None) or why not, without making the allocations:
+        what a filter over many nodes asks."""
+        todo: list[ResourceClaim] = []
+        for claim in claims:
+            if claim.allocation is None:
+                todo.append(claim)
+                continue
+            why = _check_allocated(claim, claim.allocation, node, now, consumer)
+            if why is not None:
+                return why
+        if not todo:
+            return None
+        got = self._allocate(node, todo, now, self.clock() + self.timeout, build=False)
+        return got if isinstance(got, Unallocatable) else None
+
     def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
         """How many pods, each with fresh claims of these specs, ``node`` can take (0..limit), one
         after another as kube-scheduler would allocate them. The count shares one time bound: a
@@ -281,7 +298,7 @@ class Allocator:
     # -- the search --------------------------------------------------------------------------------
 
     def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
-                  deadline: float) -> list[Allocation] | Unallocatable:
+                  deadline: float, build: bool = True) -> list[Allocation] | Unallocatable:
         views = self.pools.for_node(node)
         plan: list[list[_Slot]] = []
         for ci, claim in enumerate(claims):
@@ -339,6 +356,8 @@ class Allocator:
                 if v.invalid:
                     return Unallocatable("pool-invalid", detail=f"{v.key}: {v.invalid}")
             return search.diagnose()
+        if not build:
+            return []
         return [self._result(node, claim, plan[ci], search.results[ci], now) for ci, claim in enumerate(claims)]
 
     def _candidates(self, node: Node, cls: DeviceClass, x: ExactRequest,
@@ -595,7 +614,6 @@ class _Search:
         self.a = a
         self.node = node
         self.views = views
-        self.view_of = {v.key: v for v in views}
         self.claims = claims
         self.plan = plan
         self.in_use = a.in_use
@@ -807,7 +825,7 @@ class _Search:
     def charge(self, e: DeviceEntry, sign: int) -> bool:
         """Add (sign 1) the counters ``e`` consumes to this search's, failing (and undoing) when a
         counter of its pool would be overdrawn; sign -1 takes them back."""
-        view = self.view_of[f"{e.driver}/{e.pool}"]
+        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
         mine = self.counters.setdefault(view.key, {})
         for use in e.device.consumes_counters:
             have = mine.setdefault(use.counter_set, {})

@@ -1841,3 +1841,13 @@ def test_check_combinations_with_prioritized_list_counts() -> None:
     assert w.devices_of([c]) == [[("req-1/subReq-1", "device-2"), ("req-1/subReq-1", "device-3"),
                                   ("req-2/subReq-1", "device-1")]]
     assert w.allocator.steps == 26
+
+
+def test_fits_answers_as_allocate_does_without_allocations() -> None:
+    taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
+    w = World([slice_("slice-1", devs(2, 1))], allocated=[taken])
+    assert w.allocator.fits(node(), [claim()], 0.0) is None
+    got = w.allocator.fits(node(), [claim("claim-0", req(count=2))], 0.0)
+    assert isinstance(got, Unallocatable)
+    assert got == w.allocate([claim("claim-0", req(count=2))])
+    assert why(w.allocator.fits(node(), [allocated_claim(sel=local(NODE2))], 0.0)) == "not-on-node"
