@@ -201,7 +201,7 @@ class Allocator:
         return [a for a in out if a is not None]
 
     def fits(self, node: Node, claims: Sequence[ResourceClaim], now: float,
-             consumer: Consumer | None = None) -> Unallocatable | None:
+             consumer: Consumer | None = None, deadline: float | None = None) -> Unallocatable | None:
         """Whether ``allocate`` would succeed (None) or why not, without making the allocations:
         what a filter over many nodes asks."""
         todo: list[ResourceClaim] = []
@@ -214,7 +214,8 @@ class Allocator:
                 return why
         if not todo:
             return None
-        got = self._allocate(node, todo, now, self.clock() + self.timeout, build=False)
+        got = self._allocate(node, todo, now, self.clock() + self.timeout if deadline is None else deadline,
+                             build=False)
         return got if isinstance(got, Unallocatable) else None
 
     def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
@@ -472,6 +473,25 @@ class Allocator:
         if fields or exprs:
             return (NodeSelectorTerm(match_expressions=tuple(exprs), match_fields=tuple(fields)),)
         return None
+
+
+FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize: alternatives one request may list
+
+
+def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:
+    """A node's score for the alternatives its allocations got (kube-scheduler's DynamicResources
+    Score with prioritized lists): each ``firstAvailable`` request adds 8 for its first alternative,
+    7 for the second, and so on; ``allocations`` are the claims' own, in order (``allocate``'s)."""
+    score = 0
+    for claim, allocation in zip(claims, allocations, strict=True):
+        got = {r.request for r in allocation.results if "/" in r.request}
+        if not got:
+            continue
+        for request in claim.spec.requests:
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in got:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
 
 
 def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest, claim: str) -> bool:

@@ -1851,3 +1851,44 @@ def test_fits_answers_as_allocate_does_without_allocations() -> None:
     assert isinstance(got, Unallocatable)
     assert got == w.allocate([claim("claim-0", req(count=2))])
     assert why(w.allocator.fits(node(), [allocated_claim(sel=local(NODE2))], 0.0)) == "not-on-node"
+
+
+# -- the node score of prioritized lists (the plugin's *-prioritized-list-scoring cases) -------------
+
+
+def scores(w: World, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> dict[str, int]:
+    from koordpy.devices.allocator import first_available_score
+    out = {}
+    for name in nodes:
+        got = w.allocate(claims, node(name))
+        assert isinstance(got, list), got
+        out[name] = first_available_score(claims, got)
+    return out
+
+
+def per_node(counts: dict[str, int]) -> list[ResourceSlice]:
+    return [slice_(f"slice-{n}", [dev(f"instance-{i}") for i in range(1, k + 1)], node=n, pool=n)
+            for n, k in counts.items()]
+
+
+def test_single_claim_prioritized_list_scoring() -> None:
+    flag = 'device.attributes["driver-a"].flag == true'
+    w = World([slice_("slice-1", [dev("instance-1", {"flag": True})], node="node-1", pool="node-1"),
+               slice_("slice-2", [dev("instance-1", {"flag": False})], node=NODE2, pool=NODE2)])
+    c = claim("claim-0", first_available("req-1", exact(name="subreq-1", selectors=[flag]), exact(name="subreq-2")))
+    assert scores(w, [c], ["node-1", NODE2]) == {"node-1": 8, NODE2: 7}
+
+
+def test_multiple_claims_prioritized_list_scoring() -> None:
+    w = World(per_node({"node-1": 4, NODE2: 2, "node-3": 1}))
+    c1 = claim("claim-1", first_available("req-1", exact(name="subreq-1")))
+    c2 = claim("claim-2", first_available("req-1", *(exact(count=4 - i, name=f"subreq-{i + 1}") for i in range(4))))
+    assert scores(w, [c1, c2], ["node-1", NODE2]) == {"node-1": 15, NODE2: 13}
+    assert isinstance(w.allocate([c1, c2], node("node-3")), Unallocatable)
+
+
+def test_multiple_requests_prioritized_list_scoring() -> None:
+    w = World(per_node({"node-1": 4, NODE2: 3, "node-3": 2}))
+    c = claim("claim-0", first_available("req-1", exact(count=2, name="subreq-1"), exact(name="subreq-2")),
+              first_available("req-2", exact(count=2, name="subreq-1"), exact(name="subreq-2")))
+    assert scores(w, [c], ["node-1", NODE2, "node-3"]) == {"node-1": 16, NODE2: 15, "node-3": 14}
