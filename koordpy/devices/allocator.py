@@ -644,7 +644,13 @@ class _Search:
         self.allocating_cap: dict[str, dict[str, Fraction]] = {}
         self.counters: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> set -> counter -> consumed
         self.steps = 0
+        self.work = 0  # steps and devices looked at since the clock was last read
         self.deadline = deadline
+
+    def tick(self) -> None:
+        self.work = 0
+        if self.a.clock() > self.deadline:
+            raise _Timeout
 
     # -- "All" requests ----------------------------------------------------------------------------
 
@@ -669,8 +675,9 @@ class _Search:
 
     def one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> int:
         self.steps += 1
-        if self.steps % _CHECK_EVERY == 0 and self.a.clock() > self.deadline:
-            raise _Timeout
+        self.work += 1
+        if self.work >= _CHECK_EVERY:
+            self.tick()
         if ci >= len(self.plan):
             return _DONE
         slots = self.plan[ci]
@@ -706,6 +713,10 @@ class _Search:
             return got
         cands, errors = self.a._candidates(self.node, req.cls, req.exact, self.claims[ci].key)
         for idx in range(start, len(cands)):
+            # A step may look at thousands of devices: the clock is read by devices looked at too.
+            self.work += 1
+            if self.work >= _CHECK_EVERY:
+                self.tick()
             e = cands[idx]
             if req.admin:
                 if (e.id, ci) in self.allocating_for:

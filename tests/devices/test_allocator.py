@@ -1892,3 +1892,35 @@ def test_multiple_requests_prioritized_list_scoring() -> None:
     c = claim("claim-0", first_available("req-1", exact(count=2, name="subreq-1"), exact(name="subreq-2")),
               first_available("req-2", exact(count=2, name="subreq-1"), exact(name="subreq-2")))
     assert scores(w, [c], ["node-1", NODE2, "node-3"]) == {"node-1": 16, NODE2: 15, "node-3": 14}
+
+
+def test_cel_runtime_error_in_kube_schedulers_words() -> None:
+    # The plugin's CEL-runtime-error-for-one-of-two-nodes: the claim, the selector, the device and
+    # CEL's own hint.
+    w = World([slice_("slice-1", [dev("instance-1")], pool="worker", driver="some-driver")],
+              classes=[cls("class-a", "some-driver")])
+    c = ResourceClaim(namespace="default", name="my-pod-my-resource",
+                      spec=claim("x", req(selectors=['device.attributes["some-driver"].healthy'])).spec)
+    with pytest.raises(DeviceError) as got:
+        w.allocate([c])
+    assert got.value.message == (
+        "claim default/my-pod-my-resource: selector #0 on device some-driver/worker/instance-1: CEL runtime "
+        "error: no such key: healthy. consider using CEL optional chaining (.? followed by orValue()) or "
+        "guarding the check with has() for optional fields")
+    assert got.value.claim == "default/my-pod-my-resource"
+    # Another node whose device has the attribute is fine.
+    ok = World([slice_("slice-2", [dev("instance-1", {"healthy": True})], node=NODE2, pool="worker2",
+                       driver="some-driver")], classes=[cls("class-a", "some-driver")])
+    assert isinstance(ok.allocate([c], node(NODE2)), list)
+
+
+def test_the_time_bound_holds_when_each_step_looks_at_many_devices() -> None:
+    # 10,000 devices with 7 values, 8 wanted all distinct: each step of the search looks at
+    # thousands of devices; the clock is read by devices looked at, so the bound holds.
+    import time
+    w = World([slice_("slice-1", [dev(f"device-{i}", {"n": i % 7}) for i in range(10_000)])])
+    w.allocator.timeout = 0.5
+    start = time.monotonic()
+    got = w.allocate([claim("claim-0", req(count=8), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])])
+    assert why(got) == "timeout"
+    assert time.monotonic() - start < 1.5
