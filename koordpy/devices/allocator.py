@@ -926,7 +926,16 @@ class _Search:
             except DeviceError:
                 return []
         return [e for e in matching if _tolerated(e, req) and (req.admin or not self.in_use.exclusive(e.id))
-                and (not e.device.capacity or self.capacity_ok(req, e))]
+                and (not e.device.capacity or self.capacity_ok(req, e)) and self._counters_left(e)]
+
+    def _counters_left(self, e: DeviceEntry) -> bool:
+        """Whether the pool's counters left (what allocated devices leave) cover what ``e`` consumes."""
+        if not e.device.consumes_counters or (e.allow_multiple and self.in_use.shared(e.id)):
+            return True
+        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
+        avail = self.a.available_counters(view)
+        return all(q.value <= avail.get(use.counter_set, {}).get(c, Fraction(0))
+                   for use in e.device.consumes_counters for c, q in use.counters.items())
 
     def _alone(self, req: _Req, claim: str, incomplete: str) -> Unallocatable | None:
         if req.all_mode:

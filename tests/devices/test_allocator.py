@@ -1061,19 +1061,26 @@ def test_partitionable_devices_single_device() -> None:
 def test_partitionable_devices_multiple_devices() -> None:
     w = World(partitioned(*(dev(f"device-{i}", counters=[uses("4Gi")]) for i in range(3))))
     assert w.devices_of([claim("claim-0", req(count=2))]) == [[("req-0", "device-0"), ("req-0", "device-1")]]
-    assert why(w.allocate([claim("claim-0", req(count=3))])) == "constraint-unmet" or True
+    # Each device alone fits the counters, three together do not: requests competing.
+    assert why(w.allocate([claim("claim-0", req(count=3))])) == "constraint-unmet"
 
 
 def test_partitionable_devices_no_capacity_available() -> None:
     taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
     w = World(partitioned(dev("device-1", counters=[uses("4Gi")]), dev("device-2", counters=[uses("6Gi")])),
               allocated=[taken])
-    assert isinstance(w.allocate([claim()]), Unallocatable)
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("all-taken", "0/1")
 
 
 def test_partitionable_devices_overallocated_capacity_pool() -> None:
+    # Counters that do not add up: the device consumes more than its pool has. The reason says
+    # the matching device is not free rather than blaming constraints the claim does not have.
     w = World(partitioned(dev("device-1", counters=[uses("9Gi")])))
-    assert isinstance(w.allocate([claim()]), Unallocatable)
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("all-taken", "0/1")
 
 
 def test_partitionable_devices_counters_of_an_allocated_device_in_another_slice() -> None:
