@@ -220,7 +220,10 @@ def test_incomplete_pool_does_not_stop_another_pool() -> None:
 def test_multi_host_resource_pool_with_stale_slice_for_current_node() -> None:
     w = World([slice_("slice-1", [dev("device-1")], count=2, generation=1),
                slice_("slice-2", [dev("device-2")], node=NODE2, count=2, generation=2)])
-    assert why(w.allocate([claim()])) != ""
+    # node-1's slice is of an older generation than node-2's: obsolete, so node-1 has no pool.
+    got = w.allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("no-device-matches", "0/1")
 
 
 def test_multi_host_resource_pool_complete_update_from_node_2_to_node_1() -> None:
