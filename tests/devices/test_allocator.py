@@ -187,6 +187,7 @@ def test_newest_generation_only() -> None:
     assert w.devices_of([claim()]) == [[("req-0", "device-2")]]
 
 
+# upstream: duplicate-slice, invalid-pool-is-error-if-no-other-device-can-be-allocated
 def test_duplicate_slice_makes_the_pool_invalid() -> None:
     w = World([slice_("slice-1", [dev("device-1")], count=2), slice_("slice-1-2", [dev("device-1")], count=2)])
     got = w.allocate([claim()])
@@ -295,6 +296,7 @@ def test_local_and_network_attached_devices() -> None:
     assert got[0].node_selector == local()
 
 
+# upstream: partitionable-devices-per-device-node-selection-nodename
 def test_per_device_node_selection_node_name() -> None:
     w = World([slice_("s1", [dev("device-1", node_sel=NodeSelection(node_name=NODE2)),
                              dev("device-2", node_sel=NodeSelection(node_name="node-1"))], per_device=True)])
@@ -304,6 +306,7 @@ def test_per_device_node_selection_node_name() -> None:
     assert got[0].node_selector == local()
 
 
+# upstream: partitionable-devices-per-device-node-selection-node-selector
 def test_per_device_node_selection_node_selector() -> None:
     w = World([slice_("s1", [dev("device-1", node_sel=NodeSelection(node_selector=region_selector("region-2"))),
                              dev("device-2", node_sel=NodeSelection(node_selector=region_selector()))],
@@ -354,6 +357,7 @@ def test_all_devices_of_the_incomplete_pool() -> None:
     assert (got.why, got.request, got.detail) == ("pool-incomplete", "req-0", "driver-a/pool-1")
 
 
+# upstream: all-devices-plus-another(-reversed), all-devices-many-plus-another(-reversed)
 @pytest.mark.parametrize("reverse", [False, True])
 def test_all_devices_plus_another(reverse: bool) -> None:
     w = World([slice_("slice-1", devs(2, 1)), slice_("slice-b", [dev("device-1")], driver=DRIVER_B)],
@@ -366,6 +370,7 @@ def test_all_devices_plus_another(reverse: bool) -> None:
     assert got == (want[::-1] if reverse else want)
 
 
+# upstream: all-devices-no-solution(-reversed)
 @pytest.mark.parametrize("reverse", [False, True])
 def test_all_devices_no_solution(reverse: bool) -> None:
     w = World([slice_("slice-1", [dev("device-1")])])
@@ -388,6 +393,7 @@ def test_all_devices_some_allocated() -> None:
 # -- admin access ---------------------------------------------------------------------------------
 
 
+# upstream: admin-access-enabled
 def test_admin_access_enabled_uses_devices_in_use() -> None:
     taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
     w = World([slice_("slice-1", [dev("device-1")])], allocated=[taken])
@@ -654,6 +660,7 @@ def test_unknown_constraint() -> None:
 MISSING = 'device.attributes["driver-a"].missing == 1'  # no such key: a runtime error
 
 
+# upstream: invalid-CEL-one-device (compile)
 def test_invalid_cel_compile_error() -> None:
     w = World([slice_("slice-1", [dev("device-1")])])
     with pytest.raises(DeviceError, match="undeclared reference"):
@@ -706,6 +713,7 @@ def test_exact_count_sum_exceeds_claim_limit() -> None:
         World([]).allocate([claim("claim-0", req("req-0", count=20), req("req-1", count=20))])
 
 
+# upstream: many-devices-okay, max-number-devices, exact-count-sum-exactly-fills-claim-limit
 def test_many_devices_okay_and_sum_exactly_fills_claim_limit() -> None:
     w = World([slice_("slice-1", devs(32))])
     got = w.devices_of([claim("claim-0", req("req-0", count=16), req("req-1", count=16))])
@@ -732,6 +740,7 @@ def test_with_constraint_non_existent_attribute() -> None:
 
 @pytest.mark.parametrize("attr,a,b", [("numa", 1, 2), ("stringAttribute", "x", "y"), ("boolAttribute", True, False),
                                       ("driverVersion", SemVer("1.0.0"), SemVer("2.0.0"))])
+# upstream: with-constraint-not-matching-{int,string,bool,version}-attribute
 def test_with_constraint_not_matching_attribute(attr: str, a: object, b: object) -> None:
     w = World([slice_("slice-1", [dev("device-1", {attr: a}), dev("device-2", {attr: b})])])
     c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(match_attribute=f"driver-a/{attr}")])
@@ -793,12 +802,15 @@ def test_distinct_constraint_single_request_count_3_all_distinct() -> None:
     assert len(w.devices_of([c])[0]) == 3
 
 
+# upstream:
+#   with-distinct-constraints-attribute-not-set, distinct-constraint-single-request-multiple-devices-attribute-not-set
 def test_with_distinct_constraints_attribute_not_set() -> None:
     w = World([slice_("slice-1", [dev("device-1"), dev("device-2")])])
     c = claim("claim-0", req("req-0"), req("req-1"), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
     assert isinstance(w.allocate([c]), Unallocatable)
 
 
+# upstream: distinct-constraint-single-request-not-enough-distinct-values
 def test_distinct_constraint_not_enough_distinct_values() -> None:
     w = World([slice_("slice-1", [dev(f"device-{i}", {"n": i % 2}) for i in range(4)])])
     c = claim("claim-0", req(count=3), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
@@ -953,6 +965,7 @@ def test_prioritized_list_subrequests_with_expressions() -> None:
                                   ("req-1/subReq-1", "device-2")]]
 
 
+# upstream: prioritized-list-subrequests-with-constraints-ref-parent-request, -ref-sub-request
 @pytest.mark.parametrize("names,second", [(("req-0", "req-1"), "device-3"), (("req-0", "req-1/subReq-0"), "device-2")])
 def test_prioritized_list_subrequests_with_constraints(names: tuple[str, str], second: str) -> None:
     # ref-parent-request and ref-sub-request: a constraint naming the parent binds whichever
@@ -1033,6 +1046,7 @@ def test_tainted_prioritized_list() -> None:
     assert got[0].results == (result("req-0/subReq-0", "device-1", tolerations=(TOLERATE_ALL,)),)
 
 
+# upstream: with-distinct-constraints-with-subrequests
 def test_distinct_constraint_with_subrequests() -> None:
     w = World([slice_("slice-1", [dev("device-1", {"n": 1}), dev("device-2", {"n": 1}), dev("device-3", {"n": 2})])])
     c = claim("claim-0", req("req-0"), first_available("req-1", exact(name="subReq-0")),
@@ -1157,6 +1171,7 @@ def test_partitionable_devices_prioritized_list() -> None:
                                                                                           "device-1")]]
 
 
+# upstream: partitionable-devices-same-counter-set-name-in-different-resource-slices
 def test_partitionable_devices_same_counter_set_name_in_different_slices_is_invalid() -> None:
     w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])], count=3),
                slice_("slice-2", [], count=3, counters=[counters("8Gi")]),
@@ -1166,6 +1181,7 @@ def test_partitionable_devices_same_counter_set_name_in_different_slices_is_inva
     assert (got.why, got.detail) == ("pool-invalid", "driver-a/pool-1: duplicate counter set name counter-set-1")
 
 
+# upstream: partitionable-devices-device-counter-consumption-references-unknown-counter-set
 def test_partitionable_devices_unknown_counter_set_is_invalid() -> None:
     w = World(partitioned(dev("device-1", counters=[uses("4Gi", counter_set="nope")])))
     got = w.allocate([claim()])
@@ -1173,6 +1189,7 @@ def test_partitionable_devices_unknown_counter_set_is_invalid() -> None:
     assert got.detail.endswith("counter set nope not found")
 
 
+# upstream: partitionable-devices-device-counter-consumption-references-unknown-counter-in-counter-set
 def test_partitionable_devices_unknown_counter_in_counter_set_is_invalid() -> None:
     w = World(partitioned(dev("device-1", counters=[uses("4Gi", name="nope")])))
     got = w.allocate([claim()])
@@ -1180,12 +1197,15 @@ def test_partitionable_devices_unknown_counter_in_counter_set_is_invalid() -> No
     assert got.detail.endswith("counter nope not found in counter set counter-set-1")
 
 
+# upstream: partitionable-devices-device-counter-consumption-references-counter-set-in-other-pool
 def test_partitionable_devices_counter_set_in_other_pool_is_invalid() -> None:
     w = World([slice_("slice-1", [dev("device-1", counters=[uses("4Gi")])]),
                slice_("slice-2", [], pool="pool-2", counters=[counters("8Gi")])])
     assert why(w.allocate([claim()])) == "pool-invalid"
 
 
+# upstream: partitionable-devices-devices-on-different-nodes-consume-same-counter-set,
+#   -devices-consume-counter-set-in-different-nodes
 def test_partitionable_devices_devices_on_different_nodes_consume_same_counter_set() -> None:
     slices = [slice_("slice-1", [dev("device-1", counters=[uses("6Gi")])], count=3),
               slice_("slice-2", [dev("device-2", counters=[uses("6Gi")])], node=NODE2, count=3),
@@ -1229,12 +1249,14 @@ def both(w: World, c0: ResourceClaim, c1: ResourceClaim) -> list[list[tuple[str,
     return [consumed(a) for a in got]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-without-capacity-without-capacity-request
 def test_multi_allocatable_device_without_capacity_is_shared() -> None:
     w = World([slice_("slice-1", [shared("device-1")])])
     assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {})],
                                                           [("device-1", "share-2", {})]]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-without-policy-without-capacity-request(-block)
 def test_multi_allocatable_device_without_policy_without_request_takes_it_all() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(1)), shared("device-2", c=cap(1))])])
     assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 1})],
@@ -1243,6 +1265,7 @@ def test_multi_allocatable_device_without_policy_without_request_takes_it_all() 
     assert isinstance(w.allocate([claim("claim-0"), claim("claim-1")]), Unallocatable)
 
 
+# upstream: consumable-capacity-multi-allocatable-device-without-policy-with-capacity-request
 def test_multi_allocatable_device_without_policy_with_capacity_request() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(2))])])
     one = claim("claim-0", req(capacity={"c": "1"}))
@@ -1250,12 +1273,14 @@ def test_multi_allocatable_device_without_policy_with_capacity_request() -> None
                                                                         [("device-1", "share-2", {"c": 1})]]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-policy-without-capacity-request
 def test_multi_allocatable_device_with_policy_without_capacity_request() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
     assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 2})],
                                                           [("device-1", "share-2", {"c": 2})]]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-zero-request-policy, -violates-zero-request-policy
 def test_multi_allocatable_device_with_zero_request_policy() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(1, default=0, values=[0]))])])
     assert both(w, claim("claim-0"), claim("claim-1")) == [[("device-1", "share-1", {"c": 0})],
@@ -1263,6 +1288,7 @@ def test_multi_allocatable_device_with_zero_request_policy() -> None:
     assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"}))]), Unallocatable)
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-range-policy-step
 def test_multi_allocatable_device_with_range_policy_step_rounds_up() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
     got = w.allocate([claim("claim-0", req(capacity={"c": "3"}))])
@@ -1270,11 +1296,13 @@ def test_multi_allocatable_device_with_range_policy_step_rounds_up() -> None:
     assert consumed(got[0]) == [("device-1", "share-1", {"c": 4})]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-request-over-max-sharing-policy
 def test_multi_allocatable_device_with_request_over_max_sharing_policy() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(10))])])
     assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "6"}))]), Unallocatable)
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-valid-values-policy(-round-up)
 def test_multi_allocatable_device_with_valid_values_policy() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(4, default=1, values=[1, 2]))])])
     got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
@@ -1286,6 +1314,7 @@ def test_multi_allocatable_device_with_valid_values_policy() -> None:
     assert consumed(got[0]) == [("device-1", "share-1", {"c": 3})]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-exceeded-consumable-capacity-request
 def test_multi_allocatable_device_with_exceeded_consumable_capacity_request() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(2))])])
     assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"})),
@@ -1297,6 +1326,7 @@ def share_of(device: str, amount: int, share: str = "s0") -> ResourceClaim:
         result("req-0", device, share_id=share, consumed_capacity={"c": q(amount)}),)))
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-allocated-capacity-use-remaining
 def test_multi_allocatable_device_with_allocated_capacity_use_remaining() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])], allocated=[share_of("device-1", 2)])
     got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
@@ -1304,6 +1334,7 @@ def test_multi_allocatable_device_with_allocated_capacity_use_remaining() -> Non
     assert consumed(got[0]) == [("device-1", "share-1", {"c": 2})]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-allocated-capacity-next-device
 def test_multi_allocatable_device_with_allocated_capacity_next_device() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(2)), shared("device-2", c=ranged(2))])],
               allocated=[share_of("device-1", 2)])
@@ -1312,6 +1343,7 @@ def test_multi_allocatable_device_with_allocated_capacity_next_device() -> None:
     assert consumed(got[0]) == [("device-2", "share-1", {"c": 2})]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-no-available-consumable-capacity
 def test_multi_allocatable_device_with_no_available_consumable_capacity() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])],
               allocated=[share_of("device-1", 2, "a"), share_of("device-1", 2, "b")])
@@ -1320,12 +1352,15 @@ def test_multi_allocatable_device_with_no_available_consumable_capacity() -> Non
     assert got.why == "all-taken"
 
 
+# upstream: consumable-capacity-multi-allocatable-device-with-missing-capacity-request,
+#   -allocation-mode-all-with-missing-capacity-request
 def test_multi_allocatable_device_with_missing_capacity_request() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(1))])])
     assert isinstance(w.allocate([claim("claim-0", req(capacity={"other": "1"}))]), Unallocatable)
     assert isinstance(w.allocate([claim("claim-0", req(mode="All", capacity={"other": "1"}))]), Unallocatable)
 
 
+# upstream: consumable-capacity-multi-allocatable-device-allocation-mode-all-filter-out-insufficient-capacity
 def test_multi_allocatable_device_allocation_mode_all_filter_out_insufficient_capacity() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(1)), shared("device-2", c=cap(2))])])
     got = w.allocate([claim("claim-0", req(mode="All", capacity={"c": "2"}))])
@@ -1333,6 +1368,7 @@ def test_multi_allocatable_device_allocation_mode_all_filter_out_insufficient_ca
     assert consumed(got[0]) == [("device-2", "share-1", {"c": 2})]
 
 
+# upstream: consumable-capacity-multi-allocatable-device-allocation-mode-all-in-use-insufficient, -in-use-sufficient
 def test_multi_allocatable_device_allocation_mode_all_in_use_insufficient() -> None:
     # A device whose static capacity fits but whose remaining capacity does not stays among "all"
     # and makes the request fail.
@@ -1342,6 +1378,7 @@ def test_multi_allocatable_device_allocation_mode_all_in_use_insufficient() -> N
     assert isinstance(got, list)
 
 
+# upstream: consumable-capacity-dedicated-device-with-consumable-capacity-request
 def test_consumable_capacity_dedicated_device_with_capacity_request() -> None:
     w = World([slice_("slice-1", [dev("device-1", capacity={"c": cap(1)}), dev("device-2", capacity={"c": cap(2)})])])
     got = w.allocate([claim("claim-0", req(capacity={"c": "2"}))])
@@ -1349,6 +1386,7 @@ def test_consumable_capacity_dedicated_device_with_capacity_request() -> None:
     assert consumed(got[0]) == [("device-2", "", {})]  # a dedicated device: no share, nothing consumed
 
 
+# upstream: consumable-capacity-with-multi-allocatable-device-backtrack
 def test_consumable_capacity_with_multi_allocatable_device_backtrack() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(2), ), dev("device-2", {"x": 1})])])
     c = claim("claim-0", req("req-0", capacity={"c": "1"}), req("req-1", capacity={"c": "2"}))
@@ -1356,18 +1394,21 @@ def test_consumable_capacity_with_multi_allocatable_device_backtrack() -> None:
     assert isinstance(got, Unallocatable)
 
 
+# upstream: allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated
 def test_allow_multiple_allocations_not_allocate_device_which_already_dedicated() -> None:
     taken = claim("other", allocation=Allocation(results=(result("req-0", "device-1"),)))
     w = World([slice_("slice-1", [shared("device-1", c=cap(4))])], allocated=[taken])
     assert isinstance(w.allocate([claim("claim-0", req(capacity={"c": "1"}))]), Unallocatable)
 
 
+# upstream: allow-multiple-allocations-exclude-multi-allocatable-device-by-class-selector
 def test_allow_multiple_allocations_exclude_by_class_selector() -> None:
     multi_only = cls("class-a", "driver-a", "device.allowMultipleAllocations == true")
     w = World([slice_("slice-1", [dev("device-1"), shared("device-2")])], classes=[multi_only])
     assert w.devices_of([claim()]) == [[("req-0", "device-2")]]
 
 
+# upstream: allow-multiple-allocations-with-partitionable-device
 def test_allow_multiple_allocations_with_partitionable_device_charges_counters_once() -> None:
     w = World([slice_("slice-1", [dev("device-1", multi=True, counters=[uses(1, name="c")]),
                                   dev("device-2", counters=[uses(1, name="c")])], count=2),
@@ -1405,6 +1446,8 @@ def test_consumable_capacity_negative_request_aborts() -> None:
         w.allocate([claim("claim-0", req(capacity={"c": "-5"}))])
 
 
+# upstream: consumable-capacity-range-policy-request-above-int64-rejected, -rounded-value-overflow-rejected,
+#   -overflow-aborts-not-skip, -allocation-mode-all-overflow-aborts
 @pytest.mark.parametrize("amount", ["18446744073709551616", "9223372036854775807"])
 def test_consumable_capacity_range_policy_overflow_is_an_error(amount: str) -> None:
     w = World([slice_("slice-1", [shared("device-1", c=ranged(4)),
@@ -1415,6 +1458,7 @@ def test_consumable_capacity_range_policy_overflow_is_an_error(amount: str) -> N
         w.allocate([claim("claim-0", req(mode="All", capacity={"c": amount}))])
 
 
+# upstream: consumable-capacity-fractional-range-gate-enabled-round-up
 def test_consumable_capacity_fractional_range_rounds_up_in_milli_steps() -> None:
     # min 200m, step 100m, max 1, default 200m: 250m rounds up to 300m.
     w = World([slice_("slice-1", [shared("device-1", c=cap(1, default="200m", min_="200m", step="100m", max_=1))])])
@@ -1435,12 +1479,14 @@ def test_consumable_capacity_requests_are_not_modified() -> None:
     assert c.spec.requests[0].exactly.capacity["c"].value == 3
 
 
+# upstream: distinct-constraint-two-multi-allocatable-devices-with-distinct-constraint
 def test_distinct_constraint_two_multi_allocatable_devices() -> None:
     w = World([slice_("slice-1", [dev("device-1", {"n": 1}, multi=True), dev("device-2", {"n": 2}, multi=True)])])
     c = claim("claim-0", req(count=2), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
     assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-0", "device-2")]]
 
 
+# upstream: distinct-constraint-one-multi-allocatable-device-with-distinct-constraint
 def test_distinct_constraint_one_multi_allocatable_device() -> None:
     # One shareable device cannot serve two requests that must differ.
     w = World([slice_("slice-1", [dev("device-1", {"n": 1}, multi=True)])])
@@ -1451,6 +1497,7 @@ def test_distinct_constraint_one_multi_allocatable_device() -> None:
 # -- binding conditions -----------------------------------------------------------------------------
 
 
+# upstream: device-binding-conditions
 def test_device_binding_conditions_are_copied() -> None:
     w = World([slice_("slice-1", [dev("device-1", binding=["IsPrepare"], binding_failure=["BindingFailed"])])])
     got = w.allocate([claim()])
@@ -1475,6 +1522,7 @@ def test_devices_that_bind_at_once_are_preferred() -> None:
     assert got[0].results[0].pool == "pool-9"
 
 
+# upstream: node-restriction
 def test_node_restriction_binds_to_node() -> None:
     from koordpy.api.objects import NodeSelectorTerm, Requirement
     earth = (NodeSelectorTerm(match_expressions=(Requirement(key="planet", operator="In", values=("earth",)),)),)
@@ -1557,6 +1605,7 @@ def test_empty_class() -> None:
         World([slice_("slice-1", [dev("device-1")])]).allocate([claim("claim-0", req("req-0", ""))])
 
 
+# upstream: exact-count-total-overflows-claim-limit, exact-count-total-would-wrap-to-zero
 @pytest.mark.parametrize("n", [2, 4])
 def test_exact_count_totals_too_large_for_the_claim(n: int) -> None:
     huge = 2**62 + 1
@@ -1569,6 +1618,7 @@ def test_all_devices_no_slices() -> None:
     assert why(World([]).allocate([claim("claim-0", req(mode="All"))])) == "no-device-matches"
 
 
+# upstream: all-devices-slice-without-devices-prioritized-list, all-devices-no-slices-prioritized-list
 def test_all_devices_slice_without_devices_prioritized_list() -> None:
     w = World([slice_("slice-1", [])], classes=[cls(), cls(CLASS_B, DRIVER_B)])
     c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0"), exact(CLASS_B, name="subReq-1")))
@@ -1611,6 +1661,7 @@ def test_prioritized_list_allocation_mode_all_with_selectors_multiple_pools() ->
                                                                         ("req-0/subReq-0", "pool-2", "device-3")]
 
 
+# upstream: prioritized-list-allocation-mode-all-with-selectors-multiple-pools-across-nodes
 def test_prioritized_list_allocation_mode_all_multiple_pools_across_nodes() -> None:
     # Only the devices that reach the node count for "All".
     w = World([slice_("slice-1", [dev("device-1")]), slice_("slice-2", [dev("device-2")], node=NODE2, pool="pool-2")])
@@ -1635,6 +1686,7 @@ def test_allocation_mode_all_with_multi_host_resource_pool() -> None:
     assert w.devices_of([claim("claim-0", req(mode="All"))]) == [[("req-0", "device-1")]]
 
 
+# upstream: multi-host-resource-pool-incomplete-update-from-node-1-to-node-2, -from-node-2-to-node-1
 @pytest.mark.parametrize("first,second", [("node-1", NODE2), (NODE2, "node-1")])
 def test_multi_host_resource_pool_incomplete_update(first: str, second: str) -> None:
     w = World([slice_("slice-1a", [dev("device-1")], node=first, count=2, generation=1),
@@ -1697,6 +1749,7 @@ def test_partitionable_devices_validation_error_on_non_targeting_slice() -> None
     assert why(w.allocate([claim()])) == "pool-invalid"
 
 
+# upstream: partitionable-devices-per-device-node-selection-node-selector-multiple-devices
 def test_partitionable_devices_per_device_node_selection_multiple_devices() -> None:
     w = World([slice_("slice-1", [dev("device-1", node_sel=NodeSelection(node_name=NODE2), counters=[uses("4Gi")]),
                                   dev("device-2", node_sel=NodeSelection(node_name="node-1"), counters=[uses("4Gi")]),
@@ -1709,6 +1762,7 @@ def test_partitionable_devices_per_device_node_selection_multiple_devices() -> N
     assert got[0].node_selector == local()
 
 
+# upstream: partitionable-devices-with-binding-conditions-and-taints(-tolerated)
 def test_partitionable_devices_with_binding_conditions_and_taints() -> None:
     w = World(partitioned(dev("device-1", counters=[uses("4Gi")], binding=["IsPrepare"], taints=[NO_SCHEDULE])))
     assert why(w.allocate([claim()])) == "taint-not-tolerated"
@@ -1756,6 +1810,8 @@ def test_consumable_capacity_multi_allocatable_device_with_subrequest() -> None:
         ("req-0/subReq-1", {"c": Fraction(2)})]
 
 
+# upstream:
+#   consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-sufficient, -allocating-insufficient
 @pytest.mark.parametrize("held,ok", [(0, True), (2, False)])
 def test_consumable_capacity_allocation_mode_all_allocating(held: int, ok: bool) -> None:
     # Another claim of the same pod takes part of the device first (allocating-sufficient /
@@ -1800,6 +1856,9 @@ def test_tainted_two_devices_prioritized_list_tolerated() -> None:
 # -- the search's work: upstream's counts of allocateOne calls ---------------------------------------
 
 
+# upstream:
+#   check-combinations-within-single-request-{single-pool-single-slice,single-pool-multiple-slices,multiple-pools-multip
+#   le-slices,many-pools}
 @pytest.mark.parametrize("layout", ["one-slice", "two-slices", "pools-and-slices", "four-pools"])
 def test_check_combinations_within_single_request(layout: str) -> None:
     # Five wanted, four exist: every combination is tried once, never a permutation (16 steps).
@@ -1820,6 +1879,7 @@ TYPE_X = 'device.attributes["driver-a"].type == "X"'
 TYPE_Y = 'device.attributes["driver-a"].type == "Y"'
 
 
+# upstream: check-combinations-with-backtracking
 def test_check_combinations_with_backtracking_counts() -> None:
     w = World([slice_("slice-1", [dev("device-1", {"type": "X"}), dev("device-2", {"type": "Y"}),
                                   dev("device-3", {"type": "Y"})])])
@@ -1828,6 +1888,7 @@ def test_check_combinations_with_backtracking_counts() -> None:
     assert w.allocator.steps == 12
 
 
+# upstream: check-combinations-with-backtracking-across-slices-and-pools
 def test_check_combinations_with_backtracking_across_slices_and_pools_counts() -> None:
     w = World([slice_("slice-1", [dev("device-1", {"type": "X"})], count=2),
                slice_("slice-2", [dev("device-2", {"type": "Y"})], count=2),
@@ -1841,6 +1902,7 @@ def test_check_combinations_with_backtracking_across_slices_and_pools_counts() -
     assert w.allocator.steps == 12
 
 
+# upstream: check-combinations-with-prioritized-list
 def test_check_combinations_with_prioritized_list_counts() -> None:
     w = World([slice_("slice-1", [dev("device-1", {"type": "X"}), dev("device-2", {"type": "Y"}),
                                   dev("device-3", {"type": "Y"})])])
@@ -1934,3 +1996,172 @@ def test_the_time_bound_holds_when_each_step_looks_at_many_devices() -> None:
     got = w.allocate([claim("claim-0", req(count=8), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])])
     assert why(got) == "timeout"
     assert time.monotonic() - start < 1.5
+
+
+# -- the last of upstream's table that applies --------------------------------------------------------
+
+
+def test_partitionable_devices_counter_cache_not_crossed_between_driver_schemas() -> None:
+    w = World([slice_("slice-1", [dev("device-1", counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")]),
+               slice_("slice-3", [dev("device-2", counters=[uses(2, counter_set="counter-set-2", name="d")])], count=2,
+                      driver=DRIVER_B),
+               slice_("slice-4", [], count=2, counters=[counters(1, counter_set="counter-set-2", name="d")],
+                      driver=DRIVER_B)],
+              classes=[cls(), cls(CLASS_B, DRIVER_B)])
+    assert isinstance(w.allocate([claim("claim-0"), claim("claim-1", req("req-1", CLASS_B))]), Unallocatable)
+
+
+def test_partitionable_consumable_capacity_backtrack_releases_counter() -> None:
+    kind = 'device.attributes["driver-a"].kind == '
+    w = World([slice_("slice-1", [dev("device-1", {"kind": "shared"}, multi=True, counters=[uses(1, name="c")]),
+                                  dev("device-2", {"kind": "shared"}),
+                                  dev("device-3", {"kind": "counteronly"}, counters=[uses(1, name="c")])], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(1, name="c")])])
+    c = claim("claim-0", req("req-0", selectors=[kind + '"shared"']), req("req-1", selectors=[kind + '"counteronly"']))
+    assert w.devices_of([c]) == [[("req-0", "device-2"), ("req-1", "device-3")]]
+
+
+def mem_cap(gi: int) -> str:
+    return f'device.capacity["driver-a"].memory.compareTo(quantity("{gi}Gi")) >= 0'
+
+
+def test_partitionable_devices_multiple_capacity_pools() -> None:
+    def d(name: str, gi: int, cpus: int) -> Device:
+        return dev(name, capacity={"memory": cap(f"{gi}Gi"), "cpus": cap(cpus)},
+                   counters=[uses(f"{gi}Gi"), uses(cpus, counter_set="counter-set-2", name="cpus")])
+    w = World([slice_("slice-1", [d("device-1", 4, 4), d("device-2", 6, 6), d("device-3", 4, 4)], count=2),
+               slice_("slice-2", [], count=2, counters=[counters("18Gi"), counters(8, counter_set="counter-set-2",
+                                                                                  name="cpus")])])
+    c = claim("claim-0", req("req-0"), first_available("req-1", exact(name="subReq-0", selectors=[mem_cap(6)]),
+                                                       exact(name="subReq-1", selectors=[mem_cap(4)])))
+    assert w.devices_of([c]) == [[("req-0", "device-1"), ("req-1/subReq-1", "device-3")]]
+
+
+def test_prioritized_list_allocation_mode_all_with_selectors_deviceclass_subset() -> None:
+    gen = 'device.attributes["driver-a"].generation == '
+    picky = cls("class-a", "driver-a", 'device.attributes["driver-a"].selected')
+    w = World([slice_("slice-1", [dev("device-1", {"generation": "v6", "selected": False}),
+                                  dev("device-2", {"generation": "v5", "selected": False}),
+                                  dev("device-3", {"generation": "v5", "selected": True})])], classes=[picky])
+    c = claim("claim-0", first_available("req-0", exact(mode="All", name="subReq-0", selectors=[gen + '"v6"']),
+                                         exact(mode="All", name="subReq-1", selectors=[gen + '"v5"'])))
+    assert w.devices_of([c]) == [[("req-0/subReq-1", "device-3")]]
+
+
+def test_consumable_capacity_with_partitionable_device_multiple_capacity_pools() -> None:
+    def d(name: str, c0: int) -> Device:
+        return dev(name, capacity={"c0": cap(c0), "c1": ranged(4)}, multi=True,
+                   counters=[uses(c0, name="c0"), uses(4, counter_set="counter-set-2", name="c1")])
+    w = World([slice_("slice-1", [d("device-1", 2), d("device-2", 4), d("device-3", 2)], count=2),
+               slice_("slice-2", [], count=2, counters=[counters(4, name="c0"),
+                                                        counters(8, counter_set="counter-set-2", name="c1")])])
+    at_least = 'device.capacity["driver-a"].c0.compareTo(quantity("{}")) >= 0'
+    c = claim("claim-0", req("req-0", capacity={"c0": "1"}), req("req-2", capacity={"c0": "2"}),
+              first_available("req-1", exact(name="subReq-0", selectors=[at_least.format(4)], capacity={"c0": "1"}),
+                              exact(name="subReq-1", selectors=[at_least.format(2)], capacity={"c0": "1"})))
+    got = w.allocate([c])
+    assert isinstance(got, list)
+    assert [(r.request, r.device, {k: v.value for k, v in r.consumed_capacity.items()}) for r in got[0].results] == [
+        ("req-0", "device-1", {"c0": Fraction(1), "c1": Fraction(2)}),
+        ("req-2", "device-3", {"c0": Fraction(2), "c1": Fraction(2)}),
+        ("req-1/subReq-1", "device-1", {"c0": Fraction(1), "c1": Fraction(2)})]
+
+
+def test_distinct_constraint_two_requests_with_count_not_distinct() -> None:
+    w = World([slice_("slice-1", [dev("device-1", {"s": "value1"}), dev("device-2", {"s": "value2"}),
+                                  dev("device-3", {"s": "value1"})])])
+    c = claim("claim-0", req("req-0", count=2), req("req-1"),
+              constraints=[DeviceConstraint(requests=("req-0", "req-1"), distinct_attribute="driver-a/s")])
+    assert why(w.allocate([c])) == "constraint-unmet"
+
+
+def test_binding_conditions_multiple_devices() -> None:
+    w = World([slice_("slice-1", [dev(f"device-{i}", binding=[f"IsPrepare{i}"], binding_failure=[f"BindingFailed{i}"])
+                                  for i in range(1, 4)])])
+    got = w.allocate([claim("claim-0", req("req-0", count=2), req("req-1"))])
+    assert isinstance(got, list)
+    assert [(r.request, r.device, r.binding_conditions, r.binding_failure_conditions) for r in got[0].results] == [
+        ("req-0", "device-1", ("IsPrepare1",), ("BindingFailed1",)),
+        ("req-0", "device-2", ("IsPrepare2",), ("BindingFailed2",)),
+        ("req-1", "device-3", ("IsPrepare3",), ("BindingFailed3",))]
+
+
+def test_partitionable_devices_with_binding_conditions_multi_slices() -> None:
+    # Slices are taken in name order within the pool: device-2 (slice-2) before device-1 (slice-4).
+    w = World([slice_("slice-4", [dev("device-1", counters=[uses("4Gi")], binding=["IsPrepare"],
+                                      binding_failure=["BindingFailed"])], count=4),
+               slice_("slice-3", [], count=4, counters=[counters("8Gi")]),
+               slice_("slice-2", [dev("device-2", counters=[uses("4Gi", counter_set="counter-set-2")])], count=4),
+               slice_("slice-1", [], count=4, counters=[counters("8Gi", counter_set="counter-set-2")])])
+    got = w.allocate([claim("claim-0", req(count=2))])
+    assert isinstance(got, list)
+    assert [(r.device, r.binding_conditions) for r in got[0].results] == [("device-2", ()),
+                                                                          ("device-1", ("IsPrepare",))]
+
+
+def test_partitionable_devices_with_attribute_selector() -> None:
+    def d(name: str, special: bool, cpu: str) -> Device:
+        return dev(name, {"special": special}, counters=[uses(1, name=cpu),
+                                                         uses("10Gi", counter_set="counter-set-2", name="mem")])
+    w = World([slice_("slice-1", [d("device-1", True, "cpu1"), d("device-2", False, "cpu2"),
+                                  d("device-3", False, "cpu3")], count=2),
+               slice_("slice-2", [], count=2, counters=[
+                   CounterSet("counter-set-1", {"cpu1": q(1), "cpu2": q(1), "cpu3": q(1)}),
+                   counters("30Gi", counter_set="counter-set-2", name="mem")])])
+    c = claim("claim-0", req("req-0", count=2), req("req-1", selectors=['device.attributes["driver-a"].special']))
+    assert w.devices_of([c]) == [[("req-0", "device-2"), ("req-0", "device-3"), ("req-1", "device-1")]]
+
+
+def test_consumable_capacity_dedicated_device_with_multiple_consumable_capacity_request() -> None:
+    dedicated = cls("class-a", "driver-a", "device.allowMultipleAllocations == false")
+    w = World([slice_("slice-1", [dev("device-1", capacity={"c": ranged(2)})])], classes=[dedicated])
+    one = req(capacity={"c": "1"})
+    assert isinstance(w.allocate([claim("claim-0", one), claim("claim-1", one)]), Unallocatable)
+    got = w.allocate([claim("claim-0", one)])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "", {})]
+
+
+def test_consumable_capacity_multi_allocatable_device_with_range_policy_with_capacity_request() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=ranged(4))])])
+    one = req(capacity={"c": "1"})
+    assert both(w, claim("claim-0", one), claim("claim-1", one)) == [[("device-1", "share-1", {"c": 2})],
+                                                                    [("device-1", "share-2", {"c": 2})]]
+
+
+def test_partitionable_devices_with_binding_conditions_some_devices_no_conditions() -> None:
+    # upstream: also partitionable-devices-with-binding-conditions-multiple
+    w = World(partitioned(
+        dev("device-1", counters=[uses("2Gi")], binding=["IsPrepare"], binding_failure=["BindingFailed"]),
+        dev("device-2", counters=[uses("2Gi")]),
+        dev("device-3", counters=[uses("2Gi")], binding=["IsReady"], binding_failure=["BindingTimeout"])))
+    got = w.allocate([claim("claim-0", req(count=3))])
+    assert isinstance(got, list)
+    assert [(r.device, r.binding_conditions, r.binding_failure_conditions) for r in got[0].results] == [
+        ("device-1", ("IsPrepare",), ("BindingFailed",)), ("device-2", (), ()),
+        ("device-3", ("IsReady",), ("BindingTimeout",))]
+
+
+def test_consumable_capacity_multi_allocatable_device_allocation_mode_all_filter_out_no_capacity() -> None:
+    w = World([slice_("slice-1", [shared("device-1", c=cap(2)), shared("device-2")])])
+    got = w.allocate([claim("claim-0", req(mode="All", capacity={"c": "2"}))])
+    assert isinstance(got, list)
+    assert consumed(got[0]) == [("device-1", "share-1", {"c": 2})]
+
+
+def test_consumable_capacity_rejection_rolls_back_constraints() -> None:
+    # claim-1's "All" alternative passes its constraint on device-1, then finds no capacity left
+    # (claim-0 took it): the constraint must forget device-1 before the next alternative.
+    attr = 'device.attributes["driver-a"].s == '
+    w = World([slice_("slice-1", [dev("device-1", {"s": "cap"}, capacity={"c": cap(2)}, multi=True),
+                                  dev("device-2", {"s": "fb"})])])
+    c0 = claim("claim-0", req("req-0", selectors=[attr + '"cap"'], capacity={"c": "2"}))
+    c1 = claim("claim-1", first_available("req-0", exact(mode="All", name="subReq-0", selectors=[attr + '"cap"'],
+                                                         capacity={"c": "2"}),
+                                          exact(name="subReq-1", selectors=[attr + '"fb"'])),
+               constraints=[DeviceConstraint(match_attribute="driver-a/s")])
+    got = w.allocate([c0, c1])
+    assert isinstance(got, list)
+    assert [[(r.request, r.device) for r in a.results] for a in got] == [[("req-0", "device-1")],
+                                                                         [("req-0/subReq-1", "device-2")]]
