@@ -15,6 +15,7 @@ import pytest
 from koordpy.api.dra import (
     Allocation,
     AttrValue,
+    Capacity,
     CounterConsumption,
     CounterSet,
     Device,
@@ -33,7 +34,9 @@ TAINT = DeviceTaint(key="t", effect="NoSchedule")
 TOLERATE = DeviceToleration(key="t", operator="Exists")
 
 
-def world(rng: random.Random) -> tuple[list[ResourceSlice], list[ResourceClaim]]:
+def world(rng: random.Random, shares: bool = False) -> tuple[list[ResourceSlice], list[ResourceClaim]]:
+    """Pools of a few devices, some partitionable, some tainted, some in use; with ``shares``, some
+    devices allow multiple allocations of a capacity "c" of 4 and some dedicated ones have it too."""
     slices = []
     for p in range(rng.randint(1, 2)):
         partitioned = rng.random() < 0.4
@@ -41,7 +44,9 @@ def world(rng: random.Random) -> tuple[list[ResourceSlice], list[ResourceClaim]]
         for i in range(rng.randint(1, 4)):
             attrs: dict[str, AttrValue] = {"numa": rng.randint(0, 1), "model": rng.choice(["a", "b"])}
             uses = [CounterConsumption("cs", {"mem": q(rng.randint(1, 3))})] if partitioned else []
-            devices.append(dev(f"d{i}", attrs, counters=uses, taints=[TAINT] if rng.random() < 0.2 else []))
+            kind = rng.random() if shares else 1.0
+            devices.append(dev(f"d{i}", attrs, counters=uses, taints=[TAINT] if rng.random() < 0.2 else [],
+                               multi=kind < 0.4, capacity={"c": Capacity(q(4))} if kind < 0.6 else None))
         slices.append(slice_(f"s{p}", devices, pool=f"p{p}", count=2 if partitioned else 1))
         if partitioned:
             slices.append(slice_(f"s{p}-counters", [], pool=f"p{p}", count=2,
@@ -50,12 +55,16 @@ def world(rng: random.Random) -> tuple[list[ResourceSlice], list[ResourceClaim]]
     for s in slices:
         for d in s.devices:
             if rng.random() < 0.15:
-                taken.append(claim(f"taken-{s.pool}-{d.name}",
-                                   allocation=Allocation(results=(result("r", d.name, pool=s.pool),))))
+                if d.allow_multiple_allocations:
+                    held = result("r", d.name, pool=s.pool, share_id=f"old-{d.name}",
+                                  consumed_capacity={"c": q(rng.randint(1, 4))})
+                else:
+                    held = result("r", d.name, pool=s.pool)
+                taken.append(claim(f"taken-{s.pool}-{d.name}", allocation=Allocation(results=(held,))))
     return slices, taken
 
 
-def random_claims(rng: random.Random) -> list[ResourceClaim]:
+def random_claims(rng: random.Random, shares: bool = False) -> list[ResourceClaim]:
     claims = []
     for c in range(rng.randint(1, 2)):
         requests: list[DeviceRequest] = []
@@ -66,8 +75,9 @@ def random_claims(rng: random.Random) -> list[ResourceClaim]:
                 requests.append(first_available(f"r{r}", exact(count=2, name="big", selectors=sel, tolerations=tol),
                                                 exact(count=1, name="small", tolerations=tol)))
             else:
+                amount = {"c": str(rng.randint(1, 3))} if shares and rng.random() < 0.5 else None
                 requests.append(req(f"r{r}", count=rng.randint(1, 2), selectors=sel, tolerations=tol,
-                                    admin=rng.random() < 0.1))
+                                    admin=rng.random() < 0.1, capacity=amount))
         constraints = []
         if rng.random() < 0.3:
             constraints.append(DeviceConstraint(match_attribute="driver-a/numa"))
@@ -85,9 +95,16 @@ def device_of(slices: Sequence[ResourceSlice], pool: str, name: str) -> Device:
 
 
 def valid(slices: Sequence[ResourceSlice], taken: Sequence[ResourceClaim], claims: Sequence[ResourceClaim],
-          allocations: Sequence[Allocation]) -> str | None:
-    """Why these allocations break the API's rules (None: they do not)."""
-    in_use = {(r.pool, r.device) for t in taken for a in [t.allocation] if a for r in a.results}
+          allocations: Sequence[Allocation], made: bool = True) -> str | None:
+    """Why these allocations break the API's rules (None: they do not). ``made``: the allocator's
+    (shares and consumed capacity written in the results are checked too)."""
+    held = [r for t in taken for a in [t.allocation] if a for r in a.results]
+    in_use = {(r.pool, r.device) for r in held if not r.share_id}
+    shared = {(r.pool, r.device) for r in held if r.share_id}
+    used: dict[tuple[str, str], Fraction] = {}
+    for r in held:
+        for v in r.consumed_capacity.values():
+            used[(r.pool, r.device)] = used.get((r.pool, r.device), Fraction(0)) + v.value
     # Within one pod's allocation, kube-scheduler's rule is ordered: a device an earlier request took
     # (admin or not) is in use for a later request without admin access; an admin request only
     # avoids the devices its own claim took.
@@ -107,6 +124,22 @@ def valid(slices: Sequence[ResourceSlice], taken: Sequence[ResourceClaim], claim
                     return f"{r.device} does not match {expr}"
             if any(t.effect == "NoSchedule" and not any(tol.tolerates(t) for tol in x.tolerations) for t in d.taints):
                 return f"{r.device}: taint not tolerated"
+            if any(name not in d.capacity for name in x.capacity):
+                return f"{r.device} lacks a capacity the request asks for"
+            want = {name: (x.capacity[name].value if name in x.capacity else c.value.value)
+                    for name, c in d.capacity.items()}
+            if any(v > d.capacity[name].value.value for name, v in want.items()):
+                return f"{r.device}: more capacity asked than it has"
+            if d.allow_multiple_allocations:
+                key = (r.pool, r.device)
+                used[key] = used.get(key, Fraction(0)) + want.get("c", Fraction(0))
+                if "c" in d.capacity and used[key] > d.capacity["c"].value.value:
+                    return f"{r.device}: shares consume more than its capacity"
+                if made and (not r.share_id or {k: v.value for k, v in r.consumed_capacity.items()} != want):
+                    return f"{r.device}: share or consumed capacity not written"
+                continue
+            if made and (r.share_id or r.consumed_capacity):
+                return f"{r.device}: a dedicated device got a share"
             if x.admin_access:
                 if (r.pool, r.device) in mine:
                     return f"{r.device} twice in one claim"
@@ -139,9 +172,19 @@ def valid(slices: Sequence[ResourceSlice], taken: Sequence[ResourceClaim], claim
             def mem(pool: str, name: str) -> Fraction:
                 return sum((u.counters["mem"].value for u in device_of(slices, pool, name).consumes_counters),
                            Fraction(0))
-            before = sum((mem(p, n) for p, n in in_use if p == s.pool), Fraction(0))
-            spent = before + sum((mem(r.pool, r.device) for a in allocations for r in a.results if r.pool == s.pool),
-                                 Fraction(0))
+            before = sum((mem(p, n) for p, n in in_use | shared if p == s.pool), Fraction(0))
+            # A device that allows multiple allocations charges its counters once, with its first share.
+            charged = set(shared)
+            spent = before
+            for a in allocations:
+                for r in a.results:
+                    if r.pool != s.pool:
+                        continue
+                    if device_of(slices, r.pool, r.device).allow_multiple_allocations:
+                        if (r.pool, r.device) in charged:
+                            continue
+                        charged.add((r.pool, r.device))
+                    spent += mem(r.pool, r.device)
             if spent > cs.counters["mem"].value and spent > before:
                 return f"pool {s.pool}: counters overdrawn"
     return None
@@ -173,7 +216,7 @@ def _assign(slices: Sequence[ResourceSlice], taken: Sequence[ResourceClaim], cla
         allocations = [Allocation(results=tuple(
             r if not _admin(claims[i], r.request) else result(r.request, r.device, pool=r.pool, admin_access=True)
             for r in a.results)) for i, a in enumerate(allocations)]
-        return valid(slices, taken, claims, allocations) is None
+        return valid(slices, taken, claims, allocations, made=False) is None
     ci, name, x = choice[at]
     count = x.count  # type: ignore[attr-defined]
     for combo in itertools.combinations(candidates, count):
@@ -189,7 +232,7 @@ def _admin(c: ResourceClaim, request: str) -> bool:
     return x is not None and x.admin_access
 
 
-@pytest.mark.parametrize("seed", range(150))
+@pytest.mark.parametrize("seed", range(100))
 def test_random_worlds_valid_and_complete(seed: int) -> None:
     rng = random.Random(seed)
     slices, taken = world(rng)
@@ -202,6 +245,19 @@ def test_random_worlds_valid_and_complete(seed: int) -> None:
     else:
         assert valid(slices, taken, claims, got) is None, valid(slices, taken, claims, got)
         assert w.allocator.fits(node(), claims, 0.0) is None
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_worlds_with_shared_devices_valid_and_complete(seed: int) -> None:
+    rng = random.Random(5000 + seed)
+    slices, taken = world(rng, shares=True)
+    claims = random_claims(rng, shares=True)
+    w = World(slices, allocated=taken)
+    got = w.allocate(claims)
+    if isinstance(got, Unallocatable):
+        assert not exists(slices, taken, claims), f"said {got} but an allocation exists"
+    else:
+        assert valid(slices, taken, claims, got) is None, valid(slices, taken, claims, got)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -230,3 +286,13 @@ def test_the_checker_catches_a_broken_allocation() -> None:
     assert valid(slices, [], [c], [Allocation(results=())]) is not None
     assert valid(slices, [], [c], [Allocation(results=(result("r0", "d1", pool="p0"),))]) is not None
     assert exists(slices, [], [c]) and not exists(slices, [], [claim("c0", req("r0", count=2))])
+
+
+def test_the_checker_catches_broken_shares() -> None:
+    slices = [slice_("s0", [dev("d0", capacity={"c": Capacity(q(4))}, multi=True)], pool="p0")]
+    c = claim("c0", req("r0", capacity={"c": "3"}))
+    share = result("r0", "d0", pool="p0", share_id="x", consumed_capacity={"c": q(3)})
+    assert valid(slices, [], [c], [Allocation(results=(share,))]) is None
+    assert valid(slices, [], [c, c], [Allocation(results=(share,))] * 2) is not None  # 6 of 4
+    assert valid(slices, [], [c], [Allocation(results=(result("r0", "d0", pool="p0"),))]) is not None  # no share
+    assert not exists(slices, [], [c, c])
