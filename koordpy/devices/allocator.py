@@ -39,8 +39,8 @@ from koordpy.api.dra import (
     SemVer,
 )
 from koordpy.api.objects import Node, NodeSelectorTerm, Requirement
-from koordpy.devices.cel import CelCompileError, CelError
-from koordpy.devices.pools import DeviceEntry, Pools, PoolView, node_matches
+from koordpy.devices.cel import CelError
+from koordpy.devices.pools import DeviceEntry, Pools, PoolView, SelectorError, node_matches
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
@@ -164,8 +164,6 @@ class Allocator:
         self.timeout = timeout
         self.share_id = share_id or (lambda: str(uuid.uuid4()))
         self.clock = clock
-        # (node name, class, selectors, tolerations) -> (node, candidates, CEL errors by device id)
-        self._cands: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, DeviceError]]] = {}
         # id(view) -> (view, InUse.version, counters left): a pool's view differs by node (which
         # of its slices reach the node), so the counters left are the view's.
         self._avail: dict[int, tuple[PoolView, int, dict[str, dict[str, Fraction]]]] = {}
@@ -367,26 +365,33 @@ class Allocator:
         selectors and can be used on the node, in kube-scheduler's order, and the CEL errors met
         (raised only when the search reaches that device, as kube-scheduler evaluates lazily).
         Taints are not looked at here."""
-        key = (node.name, cls.name, x.selectors, claim if x.selectors else "")
-        got = self._cands.get(key)
-        if got is not None and got[0] is node:
-            return got[1], got[2]
-        cands: list[DeviceEntry] = []
-        errors: dict[str, DeviceError] = {}
-        for view in self.pools.for_node(node):
-            if view.incomplete or view.invalid:
-                continue
-            for e in view.devices:
-                try:
-                    ok = _selectable(e, cls, x, claim)
-                except DeviceError as err:
-                    errors[e.id] = err
-                    cands.append(e)
+        # Kept with the pools: they outlive this allocator while slices, classes and rules do not
+        # change (claims change with every bind).
+        cache = self.pools.candidates
+        key = (node.name, cls.name, cls.selectors, x.selectors)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is node:
+            got = hit
+        else:
+            cands: list[DeviceEntry] = []
+            found: dict[str, SelectorError] = {}
+            for view in self.pools.for_node(node):
+                if view.incomplete or view.invalid:
                     continue
-                if ok and (e.own_node is None or node_matches(e.own_node, node)):
-                    cands.append(e)
-        self._cands[key] = (node, cands, errors)
-        return cands, errors
+                for e in view.devices:
+                    try:
+                        ok = _selectable(e, cls, x)
+                    except SelectorError as err:
+                        found[e.id] = err
+                        cands.append(e)
+                        continue
+                    if ok and (e.own_node is None or node_matches(e.own_node, node)):
+                        cands.append(e)
+            got = (node, cands, found)
+            cache[key] = got
+        if not got[2]:
+            return got[1], {}
+        return got[1], {k: v.for_claim(claim) for k, v in got[2].items()}
 
     def available_counters(self, view: PoolView) -> dict[str, dict[str, Fraction]]:
         """A pool's counters less what its allocated devices consume (may go negative)."""
@@ -494,23 +499,15 @@ def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence
     return score
 
 
-def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest, claim: str) -> bool:
-    for i, expr in enumerate(cls.selectors):
-        try:
-            if not e.selected(expr):
-                return False
-        except CelError as err:
-            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
-            raise DeviceError(f"class {cls.name}: selector #{i} on device {e.id}: CEL {kind} error: "
-                              f"{err.message}") from err
-    for i, expr in enumerate(x.selectors):
-        try:
-            if not e.selected(expr):
-                return False
-        except CelError as err:
-            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
-            raise DeviceError(f"claim {claim}: selector #{i} on device {e.id}: CEL {kind} error: "
-                              f"{err.message}", claim) from err
+def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest) -> bool:
+    """Whether the class's and then the request's selectors admit ``e`` (raises ``SelectorError``)."""
+    for owner, selectors in ((cls, cls.selectors), (None, x.selectors)):
+        for i, expr in enumerate(selectors):
+            try:
+                if not e.selected(expr):
+                    return False
+            except CelError as err:
+                raise SelectorError(owner, i, e.id, err) from err
     return True
 
 
@@ -662,8 +659,11 @@ class _Search:
             if v.invalid:
                 return Unallocatable("pool-invalid", claim, req.name, f"{v.key}: {v.invalid}")
             for e in v.devices:
-                if not _selectable(e, req.cls, req.exact, claim):
-                    continue
+                try:
+                    if not _selectable(e, req.cls, req.exact):
+                        continue
+                except SelectorError as err:
+                    raise err.for_claim(claim) from err
                 if e.own_node is not None and not node_matches(e.own_node, self.node):
                     continue
                 if not self.capacity_ok(req, e, static=True):

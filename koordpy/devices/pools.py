@@ -20,6 +20,7 @@ from fractions import Fraction
 from koordpy.api.dra import (
     AttrValue,
     Device,
+    DeviceClass,
     Devices,
     DeviceTaint,
     DeviceTaintRule,
@@ -27,7 +28,8 @@ from koordpy.api.dra import (
     ResourceSlice,
 )
 from koordpy.api.objects import Node, NodeSelectorTerm
-from koordpy.devices.cel import CelError, compile_selector
+from koordpy.devices.cel import CelCompileError, CelError, compile_selector
+from koordpy.devices.reasons import DeviceError
 
 
 def node_matches(sel: NodeSelection, node: Node) -> bool:
@@ -39,6 +41,24 @@ def node_matches(sel: NodeSelection, node: Node) -> bool:
     if sel.node_selector is not None:
         return any(t.matches(node.name, node.labels) for t in sel.node_selector)
     return False
+
+
+class SelectorError(Exception):
+    """A CEL error met on a device: whose selector (the class's or the request's), which, and the error;
+    made into a ``DeviceError`` with the claim's name where the search reaches the device."""
+
+    def __init__(self, cls: DeviceClass | None, index: int, device: str, error: CelError) -> None:
+        super().__init__(error.message)
+        self.cls = cls
+        self.index = index
+        self.device = device
+        self.error = error
+
+    def for_claim(self, claim: str) -> DeviceError:
+        kind = "compile" if isinstance(self.error, CelCompileError) else "runtime"
+        where = f"class {self.cls.name}" if self.cls is not None else f"claim {claim}"
+        return DeviceError(f"{where}: selector #{self.index} on device {self.device}: CEL {kind} error: "
+                           f"{self.error.message}", claim)
 
 
 class DeviceEntry:
@@ -135,6 +155,10 @@ class Pools:
         self._views: dict[str, tuple[Node, tuple[PoolView, ...]]] = {}
         self._built: dict[tuple[str, str, int, tuple[str, ...]], PoolView] = {}
         self.slice_count = 0
+        # The allocator's candidates per (node, class, selectors): (node, devices, CEL errors by
+        # device id). Kept here because they depend on nothing but the pools, the class and the
+        # request, and the pools outlive an allocator while slices, classes and rules are the same.
+        self.candidates: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, SelectorError]]] = {}
 
     @classmethod
     def build(cls, devices: Devices, previous: Pools | None = None) -> Pools:
