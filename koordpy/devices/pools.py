@@ -31,6 +31,12 @@ from koordpy.api.objects import Node, NodeSelectorTerm
 from koordpy.devices.cel import CelCompileError, CelError, compile_selector
 from koordpy.devices.reasons import DeviceError
 
+Num = int | Fraction  # a counter's value: an int when whole (the common case, and fast), else exact
+
+
+def num(v: Fraction) -> Num:
+    return v.numerator if v.denominator == 1 else v
+
 
 def node_matches(sel: NodeSelection, node: Node) -> bool:
     """Whether devices published with this selection can be used on ``node``."""
@@ -65,7 +71,7 @@ class DeviceEntry:
     """One published device with what the allocator asks of it, computed once per build."""
 
     __slots__ = ("allow_multiple", "binding", "device", "driver", "id", "name", "node_local",
-                 "node_selector", "own_node", "pool", "qattrs", "slice", "taints", "verdicts")
+                 "node_selector", "own_node", "pool", "qattrs", "slice", "taints", "uses", "verdicts")
 
     def __init__(self, sl: ResourceSlice, device: Device, taints: tuple[DeviceTaint, ...],
                  verdicts: dict[str, bool | CelError]) -> None:
@@ -79,6 +85,9 @@ class DeviceEntry:
         self.verdicts = verdicts
         self.allow_multiple = device.allow_multiple_allocations
         self.binding = bool(device.binding_conditions)
+        # What it consumes of its pool's shared counters, by (counter set, counter).
+        self.uses: tuple[tuple[tuple[str, str], Num], ...] = tuple(
+            ((u.counter_set, c), num(q.value)) for u in device.consumes_counters for c, q in u.counters.items())
         # Attributes by fully qualified name: an unqualified name belongs to the driver's domain.
         self.qattrs: dict[str, AttrValue] = {
             (k if "/" in k else f"{sl.driver}/{k}"): v for k, v in device.attributes.items()}
@@ -125,6 +134,7 @@ class PoolView:
     devices: tuple[DeviceEntry, ...] = ()
     others: tuple[DeviceEntry, ...] = ()
     counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)
+    counters: Mapping[tuple[str, str], Num] = field(default_factory=dict)  # the same, by (set, counter)
     binding: bool = False  # a device has binding conditions (such pools come last)
 
     @property
@@ -270,7 +280,8 @@ class Pools:
             p.driver, p.pool,
             devices=tuple(e for s in device_slices for e in self._entries[s.name][1]),
             others=tuple(e for s in other_devices for e in self._entries[s.name][1]),
-            counter_sets=counter_sets, binding=binding)
+            counter_sets=counter_sets, binding=binding,
+            counters={(name, c): num(v) for name, cs in counter_sets.items() for c, v in cs.items()})
 
 
 def _add(relevant: dict[tuple[str, str], list[ResourceSlice]], sl: ResourceSlice) -> None:
