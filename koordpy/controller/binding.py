@@ -1,0 +1,242 @@
+"""One pod's binding cycle in the live scheduler: reserve, the pre-bind writes, bind, then confirm or
+forget, each step with its undo.
+
+Belongs here: what follows a ``Bind`` decision until the pod is bound or back in the queue, as
+kube-scheduler's binding cycle runs it (Reserve, PreBind, Bind, and Unreserve on a failure): the pod
+and what its pre-bind writes will say are assumed in the cache at once (the next scheduling cycle
+must see the room and the volumes taken), the pre-bind steps write and wait in order (volumes, then
+devices), and a failure at any step undoes every step before it, in reverse, and puts the pod back in
+the queue. Not here: the bodies of the writes and their retries (``writer``, ``transport``), what the
+cache holds (``cache``), which decisions a cycle makes (the core), the loop that starts a binding
+cycle for each ``Bind`` (``loop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import structlog
+
+from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
+from koordpy.controller.cache import Cache
+from koordpy.controller.metrics import Metrics
+from koordpy.controller.writer import ApiWriter
+from koordpy.core.decisions import Bind, Event, VolumeBinding
+
+log = structlog.get_logger("koordpy.loop")
+# How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
+# VolumeBinding bindTimeoutSeconds default), and how often it looks.
+PREBIND_TIMEOUT = 600.0
+PREBIND_POLL = 0.5
+
+
+class PreBindStep(Protocol):
+    """One pre-bind step of a pod's binding cycle (a kube-scheduler PreBind plugin, as the shell
+    carries out what the core decided for it)."""
+
+    plugin: str  # kube-scheduler's name for it: what the pod's condition says failed
+    failed: str  # what the log says when it fails
+
+    def reserve(self) -> None:
+        """Shows in the cache at once what the step will write (no I/O)."""
+
+    async def pre_bind(self, cycle: BindingCycle) -> None:
+        """Writes, then waits until the pod may be bound; raises when it may not."""
+
+    async def unreserve(self) -> None:
+        """Undoes ``reserve`` and whatever ``pre_bind`` wrote so far (never raises)."""
+
+
+class BindingCycle:
+    """One pod's binding cycle. ``reserve`` runs as the decision is applied (the next scheduling
+    cycle sees the pod on its node and its pre-bind writes made); ``run`` carries out the rest in
+    the background."""
+
+    def __init__(self, binder: Binder, decision: Bind) -> None:
+        self.binder = binder
+        self.decision = decision
+        self.steps: list[PreBindStep] = []
+        if decision.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
+            self.steps.append(VolumeStep(binder.cache, binder.writer, decision.volumes))
+        self.reserved = False
+
+    def reserve(self) -> None:
+        self.binder.cache.assume(self.decision.pod, self.decision.node, writing=True)
+        for step in self.steps:
+            step.reserve()
+        self.reserved = True
+
+    def hold(self) -> None:
+        """Keeps the pod assumed on its node while a pre-bind step waits (whatever ASSUME_TTL says);
+        raises when the pod is gone meanwhile."""
+        d = self.decision
+        if d.pod not in self.binder.cache.pods:
+            raise LookupError("the pod is gone")
+        self.binder.cache.assume(d.pod, d.node, writing=True)
+
+    async def run(self, uid: str, started: float | None = None, event: Event | None = None) -> None:
+        """Pre-bind steps in order, then the bind, and then ``event`` (the pod's Scheduled Event) if
+        the bind was written. ``started``: when the scheduling cycle that chose it began
+        (perf_counter), the start of the pod's attempt for the metrics. A step that fails undoes
+        itself and the steps before it, in reverse, and the pod goes back to the queue with kube-
+        scheduler's message; a bind that fails undoes them all and the pod is pending again."""
+        if not self.reserved:
+            self.reserve()
+        d = self.decision
+        done: list[PreBindStep] = []
+        for step in self.steps:
+            done.append(step)  # a step that fails half-way undoes its own writes too
+            try:
+                await step.pre_bind(self)
+            except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
+                log.error(step.failed, pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
+                await self._unreserve(done)
+                self.binder.writer.unschedulable(d.pod, f"running PreBind plugin \"{step.plugin}\": {exc}")
+                return
+        if await self._bind(uid, started):
+            self._confirm(uid, event)
+        else:
+            await self._unreserve(done)
+
+    async def _bind(self, uid: str, started: float | None) -> bool:
+        d = self.decision
+        writer, metrics = self.binder.writer, self.binder.metrics
+        failed = False
+        try:
+            bound = await writer.bind(d.pod, uid, d.node)
+        except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
+            log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
+            bound, failed = False, True
+        if metrics is not None and started is not None and (bound or failed):
+            # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
+            found = self.binder.cache.pods.get(d.pod)
+            profile = found.scheduler_name if found is not None else ""
+            outcome = "scheduled" if bound else "error"
+            metrics.attempts.labels(outcome, profile).inc()
+            metrics.attempt_duration.labels(outcome, profile).observe(time.perf_counter() - started)
+        return bound
+
+    def _confirm(self, uid: str, event: Event | None) -> None:
+        """The bind is written: ASSUME_TTL counts from now, the pod's pending report is dropped and its
+        Scheduled Event goes out (kube-scheduler writes it after the bind, never for a refused one)."""
+        cache, writer = self.binder.cache, self.binder.writer
+        cache.bind_written(self.decision.pod)
+        writer.bound(self.decision.pod)
+        if event is not None:
+            writer.spawn_owed(writer.event(event.kind, event.obj, uid, event.type, event.reason, event.message))
+
+    async def _unreserve(self, done: list[PreBindStep]) -> None:
+        for step in reversed(done):
+            await step.unreserve()
+        # Forgotten, the pod is pending again in the next snapshot and the cache's change brings that
+        # cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
+        self.binder.cache.forget(self.decision.pod)
+
+
+class Binder:
+    """Starts and carries out the pods' binding cycles for the loop: ``reserve`` as a ``Bind`` is
+    applied, ``run`` in the background."""
+
+    def __init__(self, cache: Cache, writer: ApiWriter, metrics: Metrics | None = None) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.metrics = metrics
+        self._reserved: dict[str, BindingCycle] = {}  # pod -> its cycle, reserved and not yet run
+
+    def reserve(self, d: Bind) -> None:
+        cycle = BindingCycle(self, d)
+        cycle.reserve()
+        self._reserved[d.pod] = cycle
+
+    async def run(self, d: Bind, uid: str, started: float | None = None, event: Event | None = None) -> None:
+        cycle = self._reserved.get(d.pod)
+        if cycle is not None and cycle.decision is d:
+            del self._reserved[d.pod]
+        else:
+            cycle = BindingCycle(self, d)
+        await cycle.run(uid, started, event)
+
+
+# -- volumes -------------------------------------------------------------------------------------
+
+class VolumeStep:
+    """kube-scheduler's VolumeBinding PreBind: writes the claimRefs and selected-nodes, waits (the
+    pod assumed on its node, its room held) until every claim is Bound by the PV controller or the
+    provisioner. A failed write, a binding undone meanwhile or a wait past PREBIND_TIMEOUT fails it."""
+
+    plugin = "VolumeBinding"
+    failed = "volume binding failed"
+
+    def __init__(self, cache: Cache, writer: ApiWriter, vb: VolumeBinding) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.vb = vb
+        self._undo: list[Callable[[], None]] = []
+
+    def reserve(self) -> None:
+        """PreBind's writes shown in the cache at once, so the next cycle gives no other claim the same
+        PersistentVolume and sees the claim's node chosen (kube-scheduler's assume cache)."""
+        vb = self.vb
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        for claim_key, pv_name in vb.static:
+            claim, pv = claims.get(claim_key), pvs.get(pv_name)
+            if claim is not None and pv is not None and not pv.bound_to(claim):
+                self._undo.append(self.cache.assume_storage(pv.model_copy(update={"claim_ref": ClaimRef(
+                    namespace=claim.namespace, name=claim.name, uid=claim.uid)})))
+        for claim_key in vb.provision:
+            claim = claims.get(claim_key)
+            if claim is not None and claim.selected_node != vb.node:
+                self._undo.append(self.cache.assume_storage(claim.model_copy(update={"annotations": {
+                    **claim.annotations, ANN_SELECTED_NODE: vb.node}})))
+
+    async def pre_bind(self, cycle: BindingCycle) -> None:
+        vb = self.vb
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        for claim_key, pv_name in vb.static:
+            claim = claims.get(claim_key)
+            pv = pvs.get(pv_name)
+            if claim is None or pv is None:
+                raise LookupError(f"PersistentVolumeClaim {claim_key} or PersistentVolume {pv_name} is gone")
+            version = self.cache.versions.get(("PersistentVolume", pv_name))
+            await self.writer.claim_volume(pv_name, claim.namespace, claim.name, claim.uid,
+                                           str(version) if version else "")
+        for claim_key in vb.provision:
+            await self.writer.select_node(claim_key, vb.node)
+        deadline = time.monotonic() + PREBIND_TIMEOUT
+        while not all(k in claims and claims[k].bound for k in vb.claims):
+            given_up = self._undone()
+            if given_up:  # as kube-scheduler's checkBindings: no use waiting for a bind that was undone
+                raise LookupError(given_up)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"claims {', '.join(vb.claims)} not bound within {PREBIND_TIMEOUT:g}s")
+            cycle.hold()
+            await asyncio.sleep(PREBIND_POLL)
+
+    async def unreserve(self) -> None:
+        # What the watch brought meanwhile stays: each undo restores only its own assumption.
+        for revert in reversed(self._undo):
+            revert()
+        self._undo.clear()
+
+    def _undone(self) -> str | None:
+        """Why a PreBind wait cannot succeed any more: a claim gone, a provisioner that reset the
+        claim's selected node (it gives the pod back to scheduling that way), or a static volume whose
+        claimRef no longer names its claim."""
+        vb = self.vb
+        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
+        for key in vb.claims:
+            if key not in claims:
+                return f"PersistentVolumeClaim {key} is gone"
+        for key in vb.provision:
+            claim = claims[key]
+            if not claim.bound and claim.selected_node != vb.node:
+                return (f"the provisioner of PersistentVolumeClaim {key} reset its selected node "
+                        f"(now {claim.selected_node or 'none'})")
+        for key, pv_name in (*vb.static, *vb.prebound):
+            claim, pv = claims[key], pvs.get(pv_name)
+            if not claim.bound and (pv is None or not pv.bound_to(claim)):
+                return f"PersistentVolume {pv_name} no longer names PersistentVolumeClaim {key}"
+        return None
