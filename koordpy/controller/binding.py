@@ -14,23 +14,32 @@ cycle for each ``Bind`` (``loop``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
-from typing import Protocol
+from functools import partial
+from typing import Any, Protocol
 
 import structlog
 
+from koordpy.api.dra import DELETE_PROTECTION, ResourceClaim
 from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
-from koordpy.controller.cache import Cache
+from koordpy.controller import claimwrites
+from koordpy.controller.cache import Cache, ClaimAssumption
 from koordpy.controller.metrics import Metrics
-from koordpy.controller.writer import ApiWriter
-from koordpy.core.decisions import Bind, Event, VolumeBinding
+from koordpy.controller.writer import ApiWriter, Conflict, Gone
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, VolumeBinding
 
 log = structlog.get_logger("koordpy.loop")
 # How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
 # VolumeBinding bindTimeoutSeconds default), and how often it looks.
 PREBIND_TIMEOUT = 600.0
 PREBIND_POLL = 0.5
+# How long a pod's binding waits for its devices' binding conditions (kube-scheduler's DynamicResources
+# bindingTimeout default), and how many times a claim's status write is tried again after a conflict
+# (client-go's DefaultRetry, which kube-scheduler's bindClaim retries with).
+BINDING_CONDITIONS_TIMEOUT = 600.0
+CONFLICT_RETRIES = 5
 
 
 class PreBindStep(Protocol):
@@ -59,8 +68,11 @@ class BindingCycle:
         self.binder = binder
         self.decision = decision
         self.steps: list[PreBindStep] = []
-        if decision.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
+        # kube-scheduler's PreBind order: VolumeBinding, then DynamicResources.
+        if decision.volumes is not None:  # the pod holds its node while its claims bind
             self.steps.append(VolumeStep(binder.cache, binder.writer, decision.volumes))
+        if decision.devices is not None and decision.devices.claims:
+            self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices))
         self.reserved = False
 
     def reserve(self) -> None:
@@ -240,3 +252,213 @@ class VolumeStep:
             if not claim.bound and (pv is None or not pv.bound_to(claim)):
                 return f"PersistentVolume {pv_name} no longer names PersistentVolumeClaim {key}"
         return None
+
+
+# -- devices (DRA) --------------------------------------------------------------------------------
+
+def _reserved(claim: ResourceClaim, uid: str) -> bool:
+    return any(c.uid == uid for c in claim.reserved_for)
+
+
+def _with_write(w: ClaimWrite, claim: ResourceClaim) -> ResourceClaim:
+    """The claim as ``w``'s writes leave it: protected, allocated, reserved for its consumer."""
+    finalizers = claim.finalizers if DELETE_PROTECTION in claim.finalizers or w.allocation is None else (
+        *claim.finalizers, DELETE_PROTECTION)
+    reserved = claim.reserved_for if _reserved(claim, w.consumer.uid) else (*claim.reserved_for, w.consumer)
+    allocation = w.allocation if w.allocation is not None and claim.allocation is None else claim.allocation
+    return dataclasses.replace(claim, finalizers=finalizers, reserved_for=reserved, allocation=allocation)
+
+
+def _shows_write(w: ClaimWrite, claim: ResourceClaim) -> bool:
+    """The watch brought the claim as ``w`` wrote it (its reservation comes with its allocation)."""
+    return _reserved(claim, w.consumer.uid) and claim.allocation is not None
+
+
+def _without(uid: str, deallocate: bool, claim: ResourceClaim) -> ResourceClaim:
+    """The claim once the reservation of ``uid`` is taken back (and the allocation with it)."""
+    reserved = tuple(c for c in claim.reserved_for if c.uid != uid)
+    if not deallocate:
+        return dataclasses.replace(claim, reserved_for=reserved)
+    return dataclasses.replace(claim, reserved_for=reserved, allocation=None,
+                               finalizers=tuple(f for f in claim.finalizers if f != DELETE_PROTECTION))
+
+
+def _unreserved(uid: str, deallocate: bool, claim: ResourceClaim) -> bool:
+    return not _reserved(claim, uid) and (not deallocate or claim.allocation is None)
+
+
+def _raw_reserved(raw: dict[str, Any], uid: str) -> bool:
+    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    entries = (status or {}).get("reservedFor") or []
+    return any(isinstance(e, dict) and e.get("uid") == uid for e in entries)
+
+
+class ClaimStep:
+    """kube-scheduler's DynamicResources PreBind: for each claim in the pod's order, the finalizer
+    ``resource.kubernetes.io/delete-protection`` (with an allocation of ours), then ``status.allocation``
+    with the pod's ``reservedFor`` entry in one status patch; then, if a device has binding conditions,
+    a wait until all of them are True. Reserve shows every claim allocated and reserved in the cache at
+    once; unreserve takes back what was written (the reservation, and the allocation and finalizer when
+    nobody else holds the claim) and what was assumed."""
+
+    plugin = "DynamicResources"
+    failed = "device binding failed"
+
+    def __init__(self, cache: Cache, writer: ApiWriter, devices: DeviceBinding) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.devices = devices
+        self._assumed: list[tuple[ClaimWrite, ClaimAssumption]] = []
+        self._protected: list[ClaimWrite] = []  # finalizers added, claims not (yet) written
+        self._written: list[ClaimWrite] = []  # status written: allocation and reservation
+
+    def reserve(self) -> None:
+        for w in self.devices.claims:
+            assumed = self.cache.assume_claim(w.claim, partial(_with_write, w), partial(_shows_write, w))
+            if assumed is not None:
+                self._assumed.append((w, assumed))
+
+    async def pre_bind(self, cycle: BindingCycle) -> None:
+        for w in self.devices.claims:
+            await self._write(w)
+        waited = [w for w in self._written if w.allocation is not None
+                  and any(r.binding_conditions for r in w.allocation.results)]
+        if not waited:
+            return
+        deadline = time.monotonic() + BINDING_CONDITIONS_TIMEOUT
+        while True:
+            ready = True
+            for w in waited:
+                ready = self._ready(w) and ready
+            if ready:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"binding conditions of ResourceClaims {', '.join(w.claim for w in waited)} "
+                                   f"not met within {BINDING_CONDITIONS_TIMEOUT:g}s")
+            cycle.hold()
+            await asyncio.sleep(PREBIND_POLL)
+
+    def _ready(self, w: ClaimWrite) -> bool:
+        """Whether every binding condition of ``w``'s devices is True on the claim; raises when a
+        binding failure condition is (kube-scheduler's isClaimReadyForBinding)."""
+        claim = self.cache.claim(w.claim)
+        if claim is None:
+            raise LookupError(f"ResourceClaim {w.claim} is gone")
+        assert w.allocation is not None
+        conditions = {(c.driver, c.pool, c.device, c.type): c.status for c in claim.device_conditions}
+        ready = True
+        for r in w.allocation.results:
+            for failure in r.binding_failure_conditions:
+                if conditions.get((r.driver, r.pool, r.device, failure)) == "True":
+                    raise RuntimeError(f"binding failure condition {failure} of device {r.device_id} is True "
+                                       f"(ResourceClaim {w.claim})")
+            if any(conditions.get((r.driver, r.pool, r.device, c)) != "True" for c in r.binding_conditions):
+                ready = False
+        return ready
+
+    async def _write(self, w: ClaimWrite) -> None:
+        claim = self.cache.claim(w.claim)
+        if claim is None:
+            raise LookupError(f"ResourceClaim {w.claim} is gone")
+        if claim.deleting:
+            raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
+        version = self.cache.versions.get(("ResourceClaim", w.claim))
+        rv = str(version) if version else ""
+        if w.allocation is not None and DELETE_PROTECTION not in claim.finalizers:
+            self._protected.append(w)
+            raw = await self.writer.patch_claim(w.claim, claimwrites.add_finalizer(claim.uid), "finalizer")
+            # The claim as it is now: allocated meanwhile, or the version the allocation is written against.
+            rv = self._unallocated(w, raw) or rv
+        for attempt in range(CONFLICT_RETRIES):
+            body = claimwrites.reserve(claim.uid, w.consumer, w.allocation, time.time(), rv)
+            try:
+                await self.writer.patch_claim(w.claim, body, "allocation and reservation", status=True)
+                break
+            except Conflict:
+                if w.allocation is None or attempt == CONFLICT_RETRIES - 1:
+                    raise
+            # The claim changed since the cache saw it: written anyway only if nobody allocated it.
+            found = self._unallocated(w, await self.writer.read_claim(w.claim))
+            if found is None:
+                break  # ours: an earlier attempt landed and its answer was lost
+            rv = found
+        self._written.append(w)
+        if w in self._protected:
+            self._protected.remove(w)
+        for done, assumed in self._assumed:
+            if done is w:
+                self.cache.claim_written(assumed)
+
+    @staticmethod
+    def _unallocated(w: ClaimWrite, raw: dict[str, Any]) -> str | None:
+        """The resourceVersion of ``raw`` (the claim as the API server has it), which has no allocation;
+        None when the allocation there is ours already; raises when it is being deleted or allocated
+        elsewhere (kube-scheduler's bindClaim refuses both)."""
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+        if (meta or {}).get("deletionTimestamp"):
+            raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
+        if (status or {}).get("allocation"):
+            if _raw_reserved(raw, w.consumer.uid):
+                return None
+            raise LookupError(f"ResourceClaim {w.claim} got allocated elsewhere in the meantime")
+        return str((meta or {}).get("resourceVersion") or "")
+
+    async def unreserve(self) -> None:
+        for _, assumed in reversed(self._assumed):
+            self.cache.forget_claim(assumed)
+        self._assumed.clear()
+        undo: list[tuple[ClaimWrite, bool, str]] = []
+        for w in reversed(self._written):
+            claim = self.cache.claim(w.claim)
+            if claim is None:
+                continue  # gone: nothing to take back
+            others = any(c.uid != w.consumer.uid for c in claim.reserved_for)
+            deallocate = w.allocation is not None and not others
+            version = self.cache.versions.get(("ResourceClaim", w.claim))
+            # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
+            taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
+                                                 partial(_unreserved, w.consumer.uid, deallocate))
+            undo.append((w, deallocate, str(version) if version else ""))
+            if taken_back is not None:
+                self.cache.claim_written(taken_back)
+        self._written.clear()
+        for w, deallocate, rv in undo:
+            await self._take_back(w, deallocate, rv)
+        for w in reversed(self._protected):  # a finalizer added for an allocation never written
+            claim = self.cache.claim(w.claim)
+            if claim is not None and claim.allocation is None:
+                await self._quietly(w.claim, claimwrites.drop_finalizer(claim.uid), "finalizer")
+        self._protected.clear()
+
+    async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> None:
+        claim = self.cache.claim(w.claim)
+        uid = claim.uid if claim is not None else ""
+        body = claimwrites.unreserve(uid, w.consumer.uid, deallocate, rv)
+        try:
+            await self.writer.patch_claim(w.claim, body, "reservation", status=True)
+        except Conflict:
+            if not deallocate:
+                log.error("cannot unreserve a ResourceClaim", claim=w.claim, error="conflict")
+                return
+            # Someone reserved it meanwhile: only our entry goes, the allocation is theirs now too.
+            await self._quietly(w.claim, claimwrites.unreserve(uid, w.consumer.uid, False), "reservation",
+                                status=True)
+            return
+        except Gone:
+            return
+        except Exception as exc:
+            log.error("cannot unreserve a ResourceClaim", claim=w.claim, error=f"{type(exc).__name__}: {exc}")
+            return
+        if deallocate:
+            await self._quietly(w.claim, claimwrites.drop_finalizer(uid), "finalizer")
+
+    async def _quietly(self, key: str, body: dict[str, Any], what: str, status: bool = False) -> None:
+        """An undo's write: a failure is logged (the claim controller or the next attempt mends it)."""
+        try:
+            await self.writer.patch_claim(key, body, what, status=status)
+        except Gone:
+            pass
+        except Exception as exc:
+            log.error("cannot undo a ResourceClaim write", claim=key, what=what,
+                      error=f"{type(exc).__name__}: {exc}")

@@ -53,6 +53,8 @@ from koordpy.controller.wire import Response
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io"  # the registry's id of ResourceClaims
 COMPONENT = "koordpy"
 CONDITION_LIMIT = 4096
 EVENT_LIMIT = 1024  # what the API server keeps of an event's note
@@ -220,6 +222,36 @@ class ApiWriter:
             await self._call("volume", f"selected-node of PersistentVolumeClaim {claim_key}",
                              lambda: self.core.patch_namespaced_persistent_volume_claim(
                                  name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
+
+    # -- PreBind: devices ---------------------------------------------------------------------
+
+    async def patch_claim(self, claim_key: str, body: dict[str, Any], what: str,
+                          status: bool = False) -> dict[str, Any]:
+        """A strategic merge patch of a ResourceClaim (``status``: of its status subresource), as
+        PreBind's DynamicResources writes it (``claimwrites`` makes the bodies); returns the claim as
+        written. Raises when the write fails: Conflict when a resourceVersion in the body no longer
+        holds, Gone when the claim is."""
+        ns, name = claim_key.split("/", 1)
+        rc = by_id(RESOURCE_CLAIMS)
+        custom = self.custom
+        patch = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+        async with self.sem:
+            resp = await self._call("claim", f"{what} of ResourceClaim {claim_key}", lambda: patch(
+                rc.group, rc.version, ns, rc.plural, name, body, _content_type=STRATEGIC_MERGE,
+                _preload_content=False))
+            written = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
+                resp.json() if isinstance(resp, Response) else resp
+        return written if isinstance(written, dict) else {}
+
+    async def read_claim(self, claim_key: str) -> dict[str, Any]:
+        """A ResourceClaim as the API server holds it now (after a conflict: what changed meanwhile)."""
+        ns, name = claim_key.split("/", 1)
+        rc = by_id(RESOURCE_CLAIMS)
+        async with self.sem:
+            found = await self._call("claim", f"read ResourceClaim {claim_key}",
+                                     lambda: self.custom.get_namespaced_custom_object(
+                                         rc.group, rc.version, ns, rc.plural, name))
+        return found if isinstance(found, dict) else {}
 
     # -- preemption -----------------------------------------------------------------------
 
