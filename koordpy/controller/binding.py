@@ -23,11 +23,12 @@ from typing import Any, Protocol
 import structlog
 
 from koordpy.api.dra import DELETE_PROTECTION, ResourceClaim
+from koordpy.api.kinds import by_id
 from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller import claimwrites
 from koordpy.controller.cache import Cache, ClaimAssumption
 from koordpy.controller.metrics import Metrics
-from koordpy.controller.writer import ApiWriter, Conflict, Gone
+from koordpy.controller.writer import RESOURCE_CLAIMS, ApiWriter, Conflict, Gone
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, VolumeBinding
 
 log = structlog.get_logger("koordpy.loop")
@@ -40,6 +41,7 @@ PREBIND_POLL = 0.5
 # (client-go's DefaultRetry, which kube-scheduler's bindClaim retries with).
 BINDING_CONDITIONS_TIMEOUT = 600.0
 CONFLICT_RETRIES = 5
+_CLAIM = by_id(RESOURCE_CLAIMS).label  # what the cache files ResourceClaims' versions under
 
 
 class PreBindStep(Protocol):
@@ -362,7 +364,7 @@ class ClaimStep:
             raise LookupError(f"ResourceClaim {w.claim} is gone")
         if claim.deleting:
             raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
-        version = self.cache.versions.get(("ResourceClaim", w.claim))
+        version = self.cache.versions.get((_CLAIM, w.claim))
         rv = str(version) if version else ""
         if w.allocation is not None and DELETE_PROTECTION not in claim.finalizers:
             self._protected.append(w)
@@ -415,7 +417,7 @@ class ClaimStep:
                 continue  # gone: nothing to take back
             others = any(c.uid != w.consumer.uid for c in claim.reserved_for)
             deallocate = w.allocation is not None and not others
-            version = self.cache.versions.get(("ResourceClaim", w.claim))
+            version = self.cache.versions.get((_CLAIM, w.claim))
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
             taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
                                                  partial(_unreserved, w.consumer.uid, deallocate))

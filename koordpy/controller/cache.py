@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from koordpy.api.dra import ResourceClaim
+from koordpy.api.dra import Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
@@ -171,6 +171,8 @@ class Cache(Stores):
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
     storage: Storage = field(init=False)
+    # The DRA objects over their stores (``Stores.devices``).
+    devices: Devices = field(init=False)
     # ResourceClaims with a write in flight or not yet shown by the watch: key -> the assumptions laid
     # over the claim, and the claim as the watch last brought it (the store shows it with them).
     _claim_assumptions: dict[str, list[ClaimAssumption]] = field(default_factory=dict)

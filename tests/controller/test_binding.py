@@ -427,3 +427,37 @@ def test_an_allocation_on_the_wire() -> None:
             {"key": "zone", "operator": "In", "values": ["z1"]}]}]},
         "allocationTimestamp": "2027-01-15T08:00:00Z"}
     assert claimwrites.allocation(Allocation(), 1_800_000_000.0)["allocationTimestamp"] == "2027-01-15T08:00:00Z"
+
+
+def _raw_claim(rv: int, allocated: bool = False, finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c1", "namespace": "default", "uid": "uid-c1", "resourceVersion": str(rv),
+                     "finalizers": list(finalizers)},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+    if allocated:
+        raw["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"}]}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": POD_UID}]}
+    return raw
+
+
+def test_the_claims_watch_keeps_an_assumption_until_it_brings_the_write() -> None:
+    """Through the registry's store and the watch: a claim assumed allocated stays so while the watch
+    brings versions without the write (the finalizer's), and the assumption ends with the written one."""
+    cache = _claims_cache()
+    cache.observe(RC, "ADDED", _raw_claim(10))
+    step_write = _write("c1", _allocation())
+    assumed = cache.assume_claim("default/c1", lambda c: dataclasses.replace(c, allocation=step_write.allocation,
+                                                                             reserved_for=(step_write.consumer,)),
+                                 lambda c: any(r.uid == POD_UID for r in c.reserved_for))
+    assert assumed is not None
+    cache.observe(RC, "MODIFIED", _raw_claim(11, finalizers=(DELETE_PROTECTION,)))
+    shown = cache.devices.claims["default/c1"]
+    assert shown.allocation == step_write.allocation and shown.finalizers == (DELETE_PROTECTION,)
+    assert cache.claim("default/c1") is not None and cache.claim("default/c1").allocation is None  # type: ignore[union-attr]
+    cache.observe(RC, "MODIFIED", _raw_claim(12, allocated=True, finalizers=(DELETE_PROTECTION,)))
+    assert not cache._claim_assumptions and cache.devices.claims["default/c1"].allocation is not None
+    assert cache.devices.claims["default/c1"].allocation != step_write.allocation  # the written one, as read
+    cache.forget_claim(assumed)  # too late to undo: nothing changes
+    assert cache.devices.claims["default/c1"].allocation is not None
