@@ -313,6 +313,7 @@ class ClaimStep:
         self._assumed: list[tuple[ClaimWrite, ClaimAssumption]] = []
         self._protected: list[ClaimWrite] = []  # finalizers added, claims not (yet) written
         self._written: list[ClaimWrite] = []  # status written: allocation and reservation
+        self._known: dict[str, tuple[int, frozenset[str], bool]] = {}  # claim -> ``_note``
 
     def reserve(self) -> None:
         for w in self.devices.claims:
@@ -369,12 +370,14 @@ class ClaimStep:
         if w.allocation is not None and DELETE_PROTECTION not in claim.finalizers:
             self._protected.append(w)
             raw = await self.writer.patch_claim(w.claim, claimwrites.add_finalizer(claim.uid), "finalizer")
+            self._note(w.claim, raw)
             # The claim as it is now: allocated meanwhile, or the version the allocation is written against.
             rv = self._unallocated(w, raw) or rv
         for attempt in range(CONFLICT_RETRIES):
             body = claimwrites.reserve(claim.uid, w.consumer, w.allocation, time.time(), rv)
             try:
-                await self.writer.patch_claim(w.claim, body, "allocation and reservation", status=True)
+                self._note(w.claim, await self.writer.patch_claim(w.claim, body, "allocation and reservation",
+                                                                  status=True))
                 break
             except Conflict:
                 if w.allocation is None or attempt == CONFLICT_RETRIES - 1:
@@ -390,6 +393,32 @@ class ClaimStep:
         for done, assumed in self._assumed:
             if done is w:
                 self.cache.claim_written(assumed)
+
+    def _note(self, key: str, raw: dict[str, Any]) -> None:
+        """The claim as one of our writes left it (the API server's answer): what an undo is made
+        against when the watch has not brought it yet."""
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+        try:
+            rv = int((meta or {}).get("resourceVersion") or 0)
+        except (TypeError, ValueError):
+            return
+        entries = (status or {}).get("reservedFor") or []
+        uids = frozenset(str(e.get("uid")) for e in entries if isinstance(e, dict))
+        self._known[key] = (rv, uids, bool((status or {}).get("allocation")))
+
+    def _latest(self, key: str) -> tuple[str, frozenset[str], bool] | None:
+        """The claim's newest known state: (resourceVersion, the consumers' uids, allocated), from the
+        watch or from our own writes' answers, whichever is newer; None when it is gone."""
+        claim = self.cache.claim(key)
+        if claim is None:
+            return None
+        version = self.cache.versions.get((_CLAIM, key), 0)
+        known = self._known.get(key)
+        if known is not None and known[0] > version:
+            return str(known[0]), known[1], known[2]
+        return (str(version) if version else "", frozenset(c.uid for c in claim.reserved_for),
+                claim.allocation is not None)
 
     @staticmethod
     def _unallocated(w: ClaimWrite, raw: dict[str, Any]) -> str | None:
@@ -412,25 +441,26 @@ class ClaimStep:
         self._assumed.clear()
         undo: list[tuple[ClaimWrite, bool, str]] = []
         for w in reversed(self._written):
-            claim = self.cache.claim(w.claim)
-            if claim is None:
+            latest = self._latest(w.claim)
+            if latest is None:
                 continue  # gone: nothing to take back
-            others = any(c.uid != w.consumer.uid for c in claim.reserved_for)
-            deallocate = w.allocation is not None and not others
-            version = self.cache.versions.get((_CLAIM, w.claim))
+            rv, consumers, _ = latest
+            deallocate = w.allocation is not None and not consumers - {w.consumer.uid}
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
             taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
                                                  partial(_unreserved, w.consumer.uid, deallocate))
-            undo.append((w, deallocate, str(version) if version else ""))
+            undo.append((w, deallocate, rv))
             if taken_back is not None:
                 self.cache.claim_written(taken_back)
         self._written.clear()
         for w, deallocate, rv in undo:
             await self._take_back(w, deallocate, rv)
         for w in reversed(self._protected):  # a finalizer added for an allocation never written
+            latest = self._latest(w.claim)
             claim = self.cache.claim(w.claim)
-            if claim is not None and claim.allocation is None:
-                await self._quietly(w.claim, claimwrites.drop_finalizer(claim.uid), "finalizer")
+            if latest is not None and claim is not None and not latest[2]:
+                # Conditional: a claim allocated by someone else meanwhile keeps the finalizer.
+                await self._quietly(w.claim, claimwrites.drop_finalizer(claim.uid, latest[0]), "finalizer")
         self._protected.clear()
 
     async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> None:
@@ -438,12 +468,12 @@ class ClaimStep:
         uid = claim.uid if claim is not None else ""
         body = claimwrites.unreserve(uid, w.consumer.uid, deallocate, rv)
         try:
-            await self.writer.patch_claim(w.claim, body, "reservation", status=True)
+            raw = await self.writer.patch_claim(w.claim, body, "reservation", status=True)
         except Conflict:
             if not deallocate:
                 log.error("cannot unreserve a ResourceClaim", claim=w.claim, error="conflict")
                 return
-            # Someone reserved it meanwhile: only our entry goes, the allocation is theirs now too.
+            # Changed meanwhile (someone reserved it too): only our entry goes, the allocation stays.
             await self._quietly(w.claim, claimwrites.unreserve(uid, w.consumer.uid, False), "reservation",
                                 status=True)
             return
@@ -453,7 +483,10 @@ class ClaimStep:
             log.error("cannot unreserve a ResourceClaim", claim=w.claim, error=f"{type(exc).__name__}: {exc}")
             return
         if deallocate:
-            await self._quietly(w.claim, claimwrites.drop_finalizer(uid), "finalizer")
+            self._note(w.claim, raw)
+            known = self._known.get(w.claim)
+            await self._quietly(w.claim, claimwrites.drop_finalizer(uid, str(known[0]) if known else ""),
+                                "finalizer")
 
     async def _quietly(self, key: str, body: dict[str, Any], what: str, status: bool = False) -> None:
         """An undo's write: a failure is logged (the claim controller or the next attempt mends it)."""

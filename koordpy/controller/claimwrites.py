@@ -139,9 +139,10 @@ def add_finalizer(uid: str) -> dict[str, Any]:
     return {"metadata": {**_meta(uid), "finalizers": [DELETE_PROTECTION]}}
 
 
-def drop_finalizer(uid: str) -> dict[str, Any]:
-    """The metadata patch that removes the finalizer and leaves the others."""
-    return {"metadata": {**_meta(uid), "$deleteFromPrimitiveList/finalizers": [DELETE_PROTECTION]}}
+def drop_finalizer(uid: str, resource_version: str = "") -> dict[str, Any]:
+    """The metadata patch that removes the finalizer and leaves the others, conditional on
+    ``resource_version`` (the claim as seen unallocated) when given."""
+    return {"metadata": {**_meta(uid, resource_version), "$deleteFromPrimitiveList/finalizers": [DELETE_PROTECTION]}}
 
 
 def reserve(uid: str, who: Consumer, written: Allocation | None, now: float,

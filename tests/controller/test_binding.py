@@ -461,3 +461,18 @@ def test_the_claims_watch_keeps_an_assumption_until_it_brings_the_write() -> Non
     assert cache.devices.claims["default/c1"].allocation != step_write.allocation  # the written one, as read
     cache.forget_claim(assumed)  # too late to undo: nothing changes
     assert cache.devices.claims["default/c1"].allocation is not None
+
+
+async def test_unreserve_before_the_watch_brought_the_write_still_deallocates() -> None:
+    """Found live: the bind refused before the watch brought the claim as written, the undo was made
+    against the version the cache held (older than our own writes), refused as a conflict, and left
+    the allocation behind. The writes' answers say which version the claim is at."""
+    cache = _claims_cache()
+    api = FakeClaims(cache, refuse=True, watch=False)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(_write("c1", _allocation()))
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    claim, _ = api.claims["default/c1"]
+    assert claim.allocation is None and claim.reserved_for == () and claim.finalizers == ()

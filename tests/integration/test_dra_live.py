@@ -1,0 +1,137 @@
+"""DRA's PreBind writes on the real API server (v1.37, kwok nodes, ResourceSlices the test publishes:
+no driver is needed, as nothing runs).
+
+The binding cycle's claims step is driven in-process first (a ``Bind`` with its ``DeviceBinding``
+made by hand, the controller's own writer and cache): the finalizer, ``status.allocation`` and the
+``reservedFor`` entry as kube-apiserver takes them, and their undo when the bind is refused. Then
+``koordpy run`` end to end: a pod naming a ResourceClaim is bound, and the claim allocated from its
+node's slice and reserved for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from koordpy.api.dra import DELETE_PROTECTION, Allocation, Consumer, DeviceResult
+from koordpy.api.objects import NodeSelectorTerm, Requirement
+from koordpy.controller import listing
+from koordpy.controller.binding import Binder
+from koordpy.controller.cache import Cache
+from koordpy.controller.client import api_client
+from koordpy.controller.writer import ApiWriter
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
+from tests.builders import node, pod
+from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, wait_for
+
+DRIVER = "gpu.example.com"
+DRA = ("resourceclaims.resource.k8s.io", "resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io")
+
+
+@pytest.fixture(autouse=True)
+def _no_claims_left(kube: Kube) -> Iterator[None]:
+    """Claims keep the delete-protection finalizer until kube-controller-manager drops it: each test's
+    DRA objects go, finalizers and all, so the next test starts from none."""
+    yield
+    for item in kube.get("resourceclaims", namespace="default")["items"]:
+        kube.kubectl("patch", "resourceclaims", item["metadata"]["name"], "-n", "default", "--type=merge", "-p",
+                     '{"metadata": {"finalizers": null}}', check=False)
+    for kind in DRA:
+        kube.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
+
+
+def _class() -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+
+def _slice(on: str, devices: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{on}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": on, "pool": {"name": on, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}"} for i in range(devices)]}}
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+
+
+def _user(name: str, claim: str, scheduler: str = "koordpy") -> dict[str, Any]:
+    out = pod(name, cpu="1", scheduler=scheduler, resourceClaims=[{"name": "gpu", "resourceClaimName": claim}])
+    out["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return out
+
+
+def _on(node_name: str) -> tuple[NodeSelectorTerm, ...]:
+    return (NodeSelectorTerm(match_fields=(Requirement(key="metadata.name", operator="In", values=(node_name,)),)),)
+
+
+def _bind_by_hand(cp: ControlPlane, kube: Kube, bind_uid: str | None = None) -> None:
+    """The binding cycle of pod ``user`` to node-a with claim ``c1`` allocated device gpu-1 of node-a's
+    pool, run in-process with the controller's writer and a cache listed from the API server. The
+    bind carries ``bind_uid`` (the pod's own when None)."""
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+
+    async def go() -> None:
+        api = await api_client(cp.kubeconfig)
+        try:
+            cache = Cache()
+            for kind, group, plural in (("Node", "", "nodes"), ("Pod", "", "pods"),
+                                        ("ResourceClaim", "resource.k8s.io", "resourceclaims")):
+                await listing.list_into(cache, kind, api, group, "v1", plural)
+            allocation = Allocation(results=(DeviceResult("gpu", DRIVER, "node-a", "gpu-1"),),
+                                    node_selector=_on("node-a"))
+            d = Bind("default/user", "node-a", devices=DeviceBinding("node-a", (
+                ClaimWrite("default/c1", Consumer("pods", "user", pod_uid), allocation),)))
+            binder = Binder(cache, ApiWriter(api))
+            binder.reserve(d)
+            await binder.run(d, pod_uid if bind_uid is None else bind_uid)
+        finally:
+            await api.close()
+
+    asyncio.run(asyncio.wait_for(go(), 120))
+
+
+def test_the_claims_prebind_writes_as_the_api_server_takes_them(controlplane: ControlPlane, kube: Kube) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("c1"),
+               _user("user", "c1", scheduler="nobody"))
+    _bind_by_hand(controlplane, kube)
+    assert kube.bound().get("user") == "node-a"
+    claim = kube.get("resourceclaims", "c1")
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+    allocation = claim["status"]["allocation"]
+    assert allocation["devices"]["results"] == [{"request": "gpu", "driver": DRIVER, "pool": "node-a",
+                                                 "device": "gpu-1"}]
+    assert allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-a"]
+    assert allocation["allocationTimestamp"]
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+
+
+def test_a_refused_bind_takes_the_allocation_back(controlplane: ControlPlane, kube: Kube) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("c1"),
+               _user("user", "c1", scheduler="nobody"))
+    _bind_by_hand(controlplane, kube, bind_uid="not-the-pods-uid")  # refused: the UID precondition fails
+    assert "user" not in kube.bound()
+    claim = kube.get("resourceclaims", "c1")
+    status = claim.get("status") or {}
+    assert not status.get("allocation") and not status.get("reservedFor")
+    assert DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or [])
+
+
+def test_koordpy_run_allocates_a_pods_claim_on_its_node(kube: Kube, scheduler: Scheduler) -> None:
+    """End to end: needs the core's device seam (branch d-core) to decide the claim's allocation."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-b", devices=1),
+               _claim("c1"), _user("user", "c1"))
+    node_name = wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60)
+    assert node_name == "node-b"  # the only node with a device
+    claim = kube.get("resourceclaims", "c1")
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "node-b", "device": "gpu-0"}]
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
