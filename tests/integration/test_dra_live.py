@@ -11,6 +11,7 @@ node's slice and reserved for it.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,7 @@ from koordpy.controller.client import api_client
 from koordpy.controller.writer import ApiWriter
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
 from tests.builders import node, pod
-from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, wait_for
+from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for
 
 DRIVER = "gpu.example.com"
 DRA = ("resourceclaims.resource.k8s.io", "resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io")
@@ -135,3 +136,23 @@ def test_koordpy_run_allocates_a_pods_claim_on_its_node(kube: Kube, scheduler: S
     pod_uid = kube.get("pods", "user")["metadata"]["uid"]
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
     assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+
+
+def test_binding_conditions_hold_the_bind_until_the_driver_says_ready(kube: Kube, scheduler: Scheduler) -> None:
+    """A device with binding conditions (an attachable device, say): the allocation is written and the
+    pod is bound only once the driver (the test) sets every condition True on the claim."""
+    attachable = _slice("node-a", devices=1)
+    attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
+                                            bindingFailureConditions=["AttachFailed"])
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
+    wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
+             "the allocation written", timeout=60)
+    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # waiting for the driver
+    result = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"][0]
+    assert result["bindingConditions"] == ["Attached"] and result["bindingFailureConditions"] == ["AttachFailed"]
+    attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
+                                                     "conditions": [attached]}]}}))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
