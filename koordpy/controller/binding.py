@@ -74,7 +74,7 @@ class BindingCycle:
         if decision.volumes is not None:  # the pod holds its node while its claims bind
             self.steps.append(VolumeStep(binder.cache, binder.writer, decision.volumes))
         if decision.devices is not None and decision.devices.claims:
-            self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices))
+            self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices, binder.allocating))
         self.reserved = False
 
     def reserve(self) -> None:
@@ -159,6 +159,9 @@ class Binder:
         self.writer = writer
         self.metrics = metrics
         self._reserved: dict[str, BindingCycle] = {}  # pod -> its cycle, reserved and not yet run
+        # Claims whose allocation a binding cycle is writing: the others sharing the claim (a gang's
+        # members, pods naming one claim) write their reservations once it is written.
+        self.allocating: dict[str, Allocating] = {}
 
     def reserve(self, d: Bind) -> None:
         cycle = BindingCycle(self, d)
@@ -295,6 +298,19 @@ def _raw_reserved(raw: dict[str, Any], uid: str) -> bool:
     return any(isinstance(e, dict) and e.get("uid") == uid for e in entries)
 
 
+class Allocating:
+    """An allocation being written: those that share the claim wait for it (``done``) and go on only
+    if it was written (``ok``)."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.ok = False
+
+    def end(self, ok: bool) -> None:
+        self.ok = ok
+        self.done.set()
+
+
 class ClaimStep:
     """kube-scheduler's DynamicResources PreBind: for each claim in the pod's order, the finalizer
     ``resource.kubernetes.io/delete-protection`` (with an allocation of ours), then ``status.allocation``
@@ -306,10 +322,13 @@ class ClaimStep:
     plugin = "DynamicResources"
     failed = "device binding failed"
 
-    def __init__(self, cache: Cache, writer: ApiWriter, devices: DeviceBinding) -> None:
+    def __init__(self, cache: Cache, writer: ApiWriter, devices: DeviceBinding,
+                 allocating: dict[str, Allocating] | None = None) -> None:
         self.cache = cache
         self.writer = writer
         self.devices = devices
+        self.allocating = {} if allocating is None else allocating  # shared by the Binder's cycles
+        self._allocating: dict[str, Allocating] = {}  # ours, not yet ended
         self._assumed: list[tuple[ClaimWrite, ClaimAssumption]] = []
         self._protected: list[ClaimWrite] = []  # finalizers added, claims not (yet) written
         self._written: list[ClaimWrite] = []  # status written: allocation and reservation
@@ -317,6 +336,8 @@ class ClaimStep:
 
     def reserve(self) -> None:
         for w in self.devices.claims:
+            if w.allocation is not None:
+                self._allocating[w.claim] = self.allocating[w.claim] = Allocating()
             assumed = self.cache.assume_claim(w.claim, partial(_with_write, w), partial(_shows_write, w))
             if assumed is not None:
                 self._assumed.append((w, assumed))
@@ -359,7 +380,22 @@ class ClaimStep:
                 ready = False
         return ready
 
+    def _end(self, key: str, ok: bool) -> None:
+        mine = self._allocating.pop(key, None)
+        if mine is not None:
+            mine.end(ok)
+            if self.allocating.get(key) is mine:
+                del self.allocating[key]
+
     async def _write(self, w: ClaimWrite) -> None:
+        shared = self.allocating.get(w.claim) if w.allocation is None else None
+        if shared is not None:
+            # Its allocation is another binding cycle's, in flight: a reservation lands only on an
+            # allocated claim (the API server refuses reservedFor without an allocation).
+            await shared.done.wait()
+            if not shared.ok:
+                raise LookupError(f"the allocation of ResourceClaim {w.claim}, shared with another pod, "
+                                  "was not written")
         claim = self.cache.claim(w.claim)
         if claim is None:
             raise LookupError(f"ResourceClaim {w.claim} is gone")
@@ -388,6 +424,7 @@ class ClaimStep:
                 break  # ours: an earlier attempt landed and its answer was lost
             rv = found
         self._written.append(w)
+        self._end(w.claim, True)
         if w in self._protected:
             self._protected.remove(w)
         for done, assumed in self._assumed:
@@ -436,6 +473,8 @@ class ClaimStep:
         return str((meta or {}).get("resourceVersion") or "")
 
     async def unreserve(self) -> None:
+        for key in list(self._allocating):  # those waiting to share an allocation never written give up
+            self._end(key, False)
         for _, assumed in reversed(self._assumed):
             self.cache.forget_claim(assumed)
         self._assumed.clear()
@@ -444,6 +483,10 @@ class ClaimStep:
             latest = self._latest(w.claim)
             if latest is None:
                 continue  # gone: nothing to take back
+            if w.consumer.resource != "pods":
+                # A PodGroup's reservation serves its other members too (bound, or binding): it stays, as
+                # kube-scheduler leaves it, until the group is found unschedulable or done.
+                continue
             rv, consumers, _ = latest
             deallocate = w.allocation is not None and not consumers - {w.consumer.uid}
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).

@@ -476,3 +476,66 @@ async def test_unreserve_before_the_watch_brought_the_write_still_deallocates() 
     await binder.run(d, POD_UID)
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is None and claim.reserved_for == () and claim.finalizers == ()
+
+
+async def test_a_pod_sharing_a_claim_reserves_it_once_the_other_pods_allocation_is_written() -> None:
+    """Two pods of one cycle share a claim: the first's binding cycle writes the allocation, the second
+    only its reservation, which the API server refuses on a claim not yet allocated. The second waits
+    for the first's write, whichever task runs first."""
+    cache = _claims_cache()
+    cache.observe("Pod", "ADDED", pod("q"))
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "shared", uid="uid-s"))
+    order: list[str] = []
+    original = api.patch_claim
+
+    async def recorded(claim_key: str, body: dict[str, Any], what: str, status: bool = False) -> dict[str, Any]:
+        if status and not api.claims[claim_key][0].allocation and "allocation" not in body["status"]:
+            raise AssertionError("reservedFor may not be specified when allocated is not set")
+        order.append(f"{body['status']['reservedFor'][0]['name']}: {what}" if status else what)
+        return await original(claim_key, body, what, status)
+
+    api.patch_claim = recorded  # type: ignore[method-assign]
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    first = _devices(_write("shared", _allocation()))
+    second = Bind("default/q", "a", devices=DeviceBinding("a", (
+        ClaimWrite("default/shared", Consumer("pods", "q", "uid-q")),)))
+    binder.reserve(first)
+    binder.reserve(second)
+    await asyncio.gather(binder.run(second, "uid-q"), binder.run(first, POD_UID))  # the second one first
+    assert order == ["finalizer", "p: allocation and reservation", "q: allocation and reservation"]
+    assert {c.uid for c in api.claims["default/shared"][0].reserved_for} == {POD_UID, "uid-q"}
+    assert not binder.allocating
+
+
+async def test_a_pod_sharing_an_allocation_never_written_gives_up_without_writing() -> None:
+    cache = _claims_cache()
+    cache.observe("Pod", "ADDED", pod("q"))
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "shared", uid="uid-s"))
+    api.fail[("default/shared", "allocation and reservation")] = OSError("connection refused")
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    first = _devices(_write("shared", _allocation()))
+    second = Bind("default/q", "a", devices=DeviceBinding("a", (
+        ClaimWrite("default/shared", Consumer("pods", "q", "uid-q")),)))
+    binder.reserve(first)
+    binder.reserve(second)
+    await asyncio.gather(binder.run(second, "uid-q"), binder.run(first, POD_UID))
+    assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation", "finalizer"]
+    assert "was not written" in api.conditions["default/q"]
+    assert "bind" not in [c[0] for c in api.calls]
+
+
+async def test_a_podgroups_reservation_stays_when_one_members_bind_fails() -> None:
+    """kube-scheduler's Unreserve leaves a claim reserved for the PodGroup: its other members use it."""
+    cache = _claims_cache()
+    api = FakeClaims(cache, refuse=True)
+    group = Consumer("podgroups", "g", "uid-g", "scheduling.k8s.io")
+    api.put(ResourceClaim("default", "g-gpu", uid="uid-c"))
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = Bind("default/p", "a", devices=DeviceBinding("a", (ClaimWrite("default/g-gpu", group, _allocation()),)))
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    claim, _ = api.claims["default/g-gpu"]
+    assert claim.reserved_for == (group,) and claim.allocation is not None
+    assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation"]
