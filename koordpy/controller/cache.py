@@ -36,8 +36,10 @@ log = structlog.get_logger("koordpy.cache")
 V = TypeVar("V")
 ASSUME_TTL = 60.0  # seconds a written but unconfirmed binding keeps its room (none while it is written)
 # Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
-# heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
-KEPT_IF_EQUAL = frozenset({"nodes", "pods"})
+# heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed. A ResourceSlice
+# or DeviceClass rewritten alike (a driver republishing, a label added) keeps the object the
+# devices' per-slice caches (CEL verdicts) are held against.
+KEPT_IF_EQUAL = frozenset({"nodes", "pods", "devices.slices", "devices.classes"})
 CLAIMS = "devices.claims"  # the registry's store of ResourceClaims (namespace/name -> ResourceClaim)
 
 
