@@ -25,8 +25,8 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client
 from koordpy.controller.writer import ApiWriter
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
-from tests.builders import node, pod
-from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for
+from tests.builders import node, pod, podgroup
+from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
 
 DRIVER = "gpu.example.com"
 DRA = ("resourceclaims.resource.k8s.io", "resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io")
@@ -156,3 +156,50 @@ def test_binding_conditions_hold_the_bind_until_the_driver_says_ready(kube: Kube
                  json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
                                                      "conditions": [attached]}]}}))
     wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
+
+
+def test_a_device_allocated_by_someone_else_is_respected(kube: Kube, scheduler: Scheduler) -> None:
+    """A claim allocated and reserved outside koordpy (kube-scheduler, a restart's predecessor) holds its
+    device: the next claim gets the other one."""
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("taken"),
+               _user("holder", "taken", scheduler="nobody"))
+    kube.kubectl("create", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "holder", "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"}}))
+    holder = kube.get("pods", "holder")["metadata"]["uid"]
+    kube.kubectl("patch", "resourceclaims", "taken", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"allocation": {"devices": {"results": [
+                     {"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}]}},
+                     "reservedFor": [{"resource": "pods", "name": "holder", "uid": holder}]}}))
+    kube.apply(_claim("c1"), _user("user", "c1"))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound", timeout=60)
+    results = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-1"]
+
+
+def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler: Scheduler) -> None:
+    """A Koordinator gang of two, each member's claim made from a ResourceClaimTemplate by
+    kube-controller-manager: both bound, one per node (each node has one device), each claim
+    allocated on its pod's node and reserved for it."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+    members = []
+    for i in range(2):
+        member = pod(f"worker-{i}", cpu="1", group="job",
+                     resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
+        member["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        members.append(member)
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
+               _slice("node-b", devices=1), template, podgroup("job", 2), *members)
+    bound = wait_for(lambda: when(len(kube.bound()) == 2, kube.bound()), "both members bound", timeout=90)
+    assert sorted(bound.values()) == ["node-a", "node-b"]
+    claims = {c["metadata"]["name"]: c for c in kube.get("resourceclaims")["items"]}
+    for name, on in bound.items():
+        member = kube.get("pods", name)
+        [status] = member["status"]["resourceClaimStatuses"]
+        claim = claims[status["resourceClaimName"]]
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == on
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name,
+                                                   "uid": member["metadata"]["uid"]}]
