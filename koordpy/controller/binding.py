@@ -41,6 +41,9 @@ PREBIND_POLL = 0.5
 # (client-go's DefaultRetry, which kube-scheduler's bindClaim retries with).
 BINDING_CONDITIONS_TIMEOUT = 600.0
 CONFLICT_RETRIES = 5
+# How long a refused allocation waits for the watch to bring the claim as it is now, and how often it looks.
+CONFLICT_WAIT = 5.0
+CONFLICT_POLL = 0.05
 _CLAIM = by_id(RESOURCE_CLAIMS).label  # what the cache files ResourceClaims' versions under
 
 
@@ -418,11 +421,16 @@ class ClaimStep:
             except Conflict:
                 if w.allocation is None or attempt == CONFLICT_RETRIES - 1:
                     raise
-            # The claim changed since the cache saw it: written anyway only if nobody allocated it.
-            found = self._unallocated(w, await self.writer.read_claim(w.claim))
-            if found is None:
-                break  # ours: an earlier attempt landed and its answer was lost
-            rv = found
+            # The claim changed since that version: written anyway only if nobody allocated it, as the
+            # watch shows it (kube-scheduler reads it again; the watch needs no more than list and watch).
+            fresh, fresh_version = await self._fresher(w.claim, rv)
+            if fresh.deleting:
+                raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
+            if fresh.allocation is not None:
+                if _reserved(fresh, w.consumer.uid):
+                    break  # ours: an earlier attempt landed and its answer was lost
+                raise LookupError(f"ResourceClaim {w.claim} got allocated elsewhere in the meantime")
+            rv = fresh_version
         self._written.append(w)
         self._end(w.claim, True)
         if w in self._protected:
@@ -430,6 +438,22 @@ class ClaimStep:
         for done, assumed in self._assumed:
             if done is w:
                 self.cache.claim_written(assumed)
+
+    async def _fresher(self, key: str, than: str) -> tuple[ResourceClaim, str]:
+        """The claim and its resourceVersion once the watch brought a version newer than ``than`` (a
+        write made against ``than`` was refused as conflicting)."""
+        deadline = time.monotonic() + CONFLICT_WAIT
+        while True:
+            claim = self.cache.claim(key)
+            if claim is None:
+                raise LookupError(f"ResourceClaim {key} is gone")
+            version = self.cache.versions.get((_CLAIM, key), 0)
+            if version > int(than or 0):
+                return claim, str(version)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ResourceClaim {key} changed and the watch did not bring it within "
+                                   f"{CONFLICT_WAIT:g}s")
+            await asyncio.sleep(CONFLICT_POLL)
 
     def _note(self, key: str, raw: dict[str, Any]) -> None:
         """The claim as one of our writes left it (the API server's answer): what an undo is made

@@ -243,16 +243,6 @@ class ApiWriter:
                 resp.json() if isinstance(resp, Response) else resp
         return written if isinstance(written, dict) else {}
 
-    async def read_claim(self, claim_key: str) -> dict[str, Any]:
-        """A ResourceClaim as the API server holds it now (after a conflict: what changed meanwhile)."""
-        ns, name = claim_key.split("/", 1)
-        rc = by_id(RESOURCE_CLAIMS)
-        async with self.sem:
-            found = await self._call("claim", f"read ResourceClaim {claim_key}",
-                                     lambda: self.custom.get_namespaced_custom_object(
-                                         rc.group, rc.version, ns, rc.plural, name))
-        return found if isinstance(found, dict) else {}
-
     # -- preemption -----------------------------------------------------------------------
 
     async def preempt(self, pod_key: str, uid: str, message: str) -> bool:

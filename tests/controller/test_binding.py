@@ -156,6 +156,7 @@ class FakeClaims(FakeWriter):
         claim, rv = self.claims[claim_key]
         meta = body.get("metadata", {})
         if meta.get("resourceVersion") and meta["resourceVersion"] != str(rv):
+            _file(self.cache, claim, rv)  # the watch brings the claim as it is now
             raise Conflict(f"{what} of ResourceClaim {claim_key}", "the object has been modified")
         finalizers = list(claim.finalizers)
         if DELETE_PROTECTION in meta.get("finalizers", ()) and DELETE_PROTECTION not in finalizers:
@@ -177,9 +178,6 @@ class FakeClaims(FakeWriter):
         self.claims[claim_key] = (new, rv + 1)
         if self.watch:
             _file(self.cache, new, rv + 1)
-        return self._raw(claim_key)
-
-    async def read_claim(self, claim_key: str) -> dict[str, Any]:
         return self._raw(claim_key)
 
     def _raw(self, claim_key: str) -> dict[str, Any]:
@@ -539,3 +537,38 @@ async def test_a_podgroups_reservation_stays_when_one_members_bind_fails() -> No
     claim, _ = api.claims["default/g-gpu"]
     assert claim.reserved_for == (group,) and claim.allocation is not None
     assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation"]
+
+
+async def test_an_allocation_refused_as_a_conflict_is_written_against_the_claim_as_the_watch_brings_it() -> None:
+    """The claim changed (not allocated) since the cache saw it: the write is refused as a conflict and
+    made again against the version the watch brings, with no GET (the chart grants list and watch)."""
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1", finalizers=(DELETE_PROTECTION,)))
+    claim, rv = api.claims["default/c1"]
+    api.claims["default/c1"] = (dataclasses.replace(claim, annotations={"touched": "yes"}), rv + 5)
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(_write("c1", _allocation()))
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    versions = [body["metadata"].get("resourceVersion") for _, _, body in api.patches]
+    assert versions == ["10", "15"]
+    assert api.claims["default/c1"][0].allocation is not None
+    assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
+
+
+async def test_a_pod_deleted_while_its_devices_attach_unreserves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
+    d = _devices(_write("c1", alloc))
+    binder.reserve(d)
+    task = asyncio.ensure_future(binder.run(d, POD_UID))
+    await asyncio.sleep(0.05)
+    cache.observe("Pod", "DELETED", pod("p"))
+    await asyncio.wait_for(task, 2.0)
+    assert "bind" not in [c[0] for c in api.calls]
+    assert api.claims["default/c1"][0].allocation is None and api.claims["default/c1"][0].reserved_for == ()
