@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from koordpy.api.dra import DELETE_PROTECTION, ResourceClaim
+from koordpy.api.dra import DELETE_PROTECTION, Allocation, ResourceClaim
 from koordpy.api.kinds import by_id
 from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller import claimwrites
@@ -348,33 +348,43 @@ class ClaimStep:
     async def pre_bind(self, cycle: BindingCycle) -> None:
         for w in self.devices.claims:
             await self._write(w)
-        waited = [w for w in self._written if w.allocation is not None
-                  and any(r.binding_conditions for r in w.allocation.results)]
+        # Every claim of the pod, allocated now or before (a restart finds its predecessor's allocation
+        # written and the devices not ready yet): kube-scheduler's isPodReadyForBinding looks at all.
+        waited = [(w, a) for w in self._written if (a := self._allocation(w)) is not None
+                  and any(r.binding_conditions for r in a.results)]
         if not waited:
             return
-        deadline = time.monotonic() + BINDING_CONDITIONS_TIMEOUT
+        # 600 s from the start of the wait, or from the allocation's timestamp when that is earlier.
+        stamps = [a.timestamp for _, a in waited if a.timestamp is not None]
+        deadline = min([time.time(), *stamps]) + BINDING_CONDITIONS_TIMEOUT
         while True:
             ready = True
-            for w in waited:
-                ready = self._ready(w) and ready
+            for w, a in waited:
+                ready = self._ready(w, a) and ready
             if ready:
                 return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"binding conditions of ResourceClaims {', '.join(w.claim for w in waited)} "
+            if time.time() > deadline:
+                raise TimeoutError(f"binding conditions of ResourceClaims {', '.join(w.claim for w, _ in waited)} "
                                    f"not met within {BINDING_CONDITIONS_TIMEOUT:g}s")
             cycle.hold()
             await asyncio.sleep(PREBIND_POLL)
 
-    def _ready(self, w: ClaimWrite) -> bool:
-        """Whether every binding condition of ``w``'s devices is True on the claim; raises when a
+    def _allocation(self, w: ClaimWrite) -> Allocation | None:
+        """The allocation ``w``'s claim holds: the one written now, or the one it had."""
+        if w.allocation is not None:
+            return w.allocation
+        claim = self.cache.claim(w.claim)
+        return claim.allocation if claim is not None else None
+
+    def _ready(self, w: ClaimWrite, allocation: Allocation) -> bool:
+        """Whether every binding condition of the claim's devices is True on the claim; raises when a
         binding failure condition is (kube-scheduler's isClaimReadyForBinding)."""
         claim = self.cache.claim(w.claim)
         if claim is None:
             raise LookupError(f"ResourceClaim {w.claim} is gone")
-        assert w.allocation is not None
         conditions = {(c.driver, c.pool, c.device, c.type): c.status for c in claim.device_conditions}
         ready = True
-        for r in w.allocation.results:
+        for r in allocation.results:
             for failure in r.binding_failure_conditions:
                 if conditions.get((r.driver, r.pool, r.device, failure)) == "True":
                     raise RuntimeError(f"binding failure condition {failure} of device {r.device_id} is True "

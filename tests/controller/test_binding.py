@@ -572,3 +572,26 @@ async def test_a_pod_deleted_while_its_devices_attach_unreserves(monkeypatch: py
     await asyncio.wait_for(task, 2.0)
     assert "bind" not in [c[0] for c in api.calls]
     assert api.claims["default/c1"][0].allocation is None and api.claims["default/c1"][0].reserved_for == ()
+
+
+async def test_a_claim_allocated_before_waits_for_its_binding_conditions_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart finds its predecessor's allocation written and the device not ready yet: the bind still
+    waits for the conditions (kube-scheduler checks every claim of the pod, not only those it allocated)."""
+    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    alloc = dataclasses.replace(_allocation(_result(binding_conditions=("Attached",),
+                                                    binding_failure_conditions=("Failed",))), timestamp=None)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, finalizers=(DELETE_PROTECTION,),
+                          reserved_for=(Consumer("pods", "p", POD_UID),)))
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(_write("c1"))
+    binder.reserve(d)
+    task = asyncio.ensure_future(binder.run(d, POD_UID))
+    await asyncio.sleep(0.1)
+    assert "bind" not in [c[0] for c in api.calls]
+    claim, rv = api.claims["default/c1"]
+    api.put(dataclasses.replace(claim, device_conditions=(
+        DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Attached", "True"),)), rv + 1)
+    await asyncio.wait_for(task, 2.0)
+    assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
