@@ -203,3 +203,26 @@ def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler
         assert result["pool"] == on
         assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name,
                                                    "uid": member["metadata"]["uid"]}]
+
+
+def test_a_restart_while_devices_attach_binds_once_they_are_ready(kube: Kube, scheduler: Scheduler) -> None:
+    """koordpy stopped after writing the allocation, before the device was ready: the next one reads the
+    allocation from the claim, holds the pod's bind until the conditions are True, and binds it there."""
+    attachable = _slice("node-a", devices=1)
+    attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
+                                            bindingFailureConditions=["AttachFailed"])
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
+    wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
+             "the allocation written", timeout=60)
+    scheduler.kill()
+    scheduler.start()
+    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # the new one waits for the driver too
+    attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
+                                                     "conditions": [attached]}]}}))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
+    claim = kube.get("resourceclaims", "c1")
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert [c["name"] for c in claim["status"]["reservedFor"]] == ["user"]
