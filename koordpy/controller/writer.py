@@ -15,6 +15,10 @@ is thousands of ``Scheduled`` Events, which must follow their binds within a sec
 queue behind conditions and statuses. They and the binds decided are the writes a stop finishes
 (``drain``): an Event says what was done (a bind, a preemption), and no later leader would write it.
 
+PreBind's writes (a PersistentVolume's claimRef, a claim's selected node, a ResourceClaim's finalizer
+and status) share the binds' connections; what they say for a claim is ``claimwrites``, when they are
+made the binding cycle's (``binding``).
+
 Preemption's writes (a victim's DisruptionTarget condition and its deletion, a pending pod's
 nominatedNodeName) are one-off, never coalesced, and have connections of their own: a flood of
 binds or reports must not hold up the room a higher-priority job waits for. Each names the pod's
