@@ -404,8 +404,10 @@ class ClaimStep:
         shared = self.allocating.get(w.claim) if w.allocation is None else None
         if shared is not None:
             # Its allocation is another binding cycle's, in flight: a reservation lands only on an
-            # allocated claim (the API server refuses reservedFor without an allocation).
-            await shared.done.wait()
+            # allocated claim (the API server refuses reservedFor without an allocation). Bounded, though
+            # the waits follow the core's order (a pod shares only what a pod placed before it allocated).
+            async with asyncio.timeout(PREBIND_TIMEOUT):
+                await shared.done.wait()
             if not shared.ok:
                 raise LookupError(f"the allocation of ResourceClaim {w.claim}, shared with another pod, "
                                   "was not written")
