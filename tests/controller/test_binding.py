@@ -26,7 +26,7 @@ from koordpy.api.objects import NodeSelectorTerm, Requirement
 from koordpy.controller import binding as binding_module
 from koordpy.controller import claimwrites
 from koordpy.controller.binding import Binder
-from koordpy.controller.cache import CLAIMS, Cache
+from koordpy.controller.cache import ASSUME_TTL, CLAIMS, Cache
 from koordpy.controller.writer import Conflict
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, VolumeBinding
 from tests.builders import node, pod
@@ -595,3 +595,18 @@ async def test_a_claim_allocated_before_waits_for_its_binding_conditions_too(mon
         DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Attached", "True"),)), rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
+
+
+def test_a_claim_assumption_the_watch_never_confirms_ends_assume_ttl_after_the_write() -> None:
+    cache = _claims_cache()
+    cache.observe(RC, "ADDED", _raw_claim(10))
+    allocation = _allocation()
+    assumed = cache.assume_claim("default/c1", lambda c: dataclasses.replace(c, allocation=allocation),
+                                 lambda c: c.allocation is not None)
+    assert assumed is not None
+    cache.snapshot(NAMES)
+    assert cache.devices.claims["default/c1"].allocation == allocation  # in flight: no TTL yet
+    cache.claim_written(assumed)
+    assumed.since -= ASSUME_TTL + 1  # written long ago, and the watch never brought it
+    snap = cache.snapshot(NAMES)
+    assert snap.devices.claims["default/c1"].allocation is None and not cache._claim_assumptions
