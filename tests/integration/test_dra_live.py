@@ -26,6 +26,7 @@ from koordpy.controller.client import api_client
 from koordpy.controller.writer import ApiWriter
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
 from tests.builders import node, pod, podgroup
+from tests.core.dialects.test_topology_sources import volcano_pg
 from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
 
 DRIVER = "gpu.example.com"
@@ -177,21 +178,33 @@ def test_a_device_allocated_by_someone_else_is_respected(kube: Kube, scheduler: 
     assert [r["device"] for r in results] == ["gpu-1"]
 
 
-def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler: Scheduler) -> None:
-    """A Koordinator gang of two, each member's claim made from a ResourceClaimTemplate by
-    kube-controller-manager: both bound, one per node (each node has one device), each claim
-    allocated on its pod's node and reserved for it."""
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-gpu", "namespace": "default"},
-                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+
+
+def _gang(dialect: str, size: int, minimum: int) -> list[dict[str, Any]]:
+    """A gang of ``size`` members with ``minimum`` to bind, each member's claim made from TEMPLATE."""
     members = []
-    for i in range(2):
-        member = pod(f"worker-{i}", cpu="1", group="job",
-                     resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
+    for i in range(size):
+        if dialect == "koordinator":
+            member = pod(f"worker-{i}", cpu="1", group="job")
+        else:
+            member = pod(f"worker-{i}", cpu="1", annotations={"scheduling.k8s.io/group-name": "job"})
+        member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         member["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
         members.append(member)
+    group = podgroup("job", minimum) if dialect == "koordinator" else volcano_pg("job", minimum)
+    return [TEMPLATE, group, *members]
+
+
+@pytest.mark.parametrize("dialect", ["koordinator", "volcano"])
+def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler: Scheduler, dialect: str) -> None:
+    """A gang of two, each member's claim made from a ResourceClaimTemplate by kube-controller-manager:
+    both bound, one per node (each node has one device), each claim allocated on its pod's node and
+    reserved for it."""
     kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
-               _slice("node-b", devices=1), template, podgroup("job", 2), *members)
+               _slice("node-b", devices=1), *_gang(dialect, 2, 2))
     bound = wait_for(lambda: when(len(kube.bound()) == 2, kube.bound()), "both members bound", timeout=90)
     assert sorted(bound.values()) == ["node-a", "node-b"]
     claims = {c["metadata"]["name"]: c for c in kube.get("resourceclaims")["items"]}
@@ -203,6 +216,19 @@ def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler
         assert result["pool"] == on
         assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name,
                                                    "uid": member["metadata"]["uid"]}]
+
+
+def test_a_gang_that_waits_holds_no_device_and_writes_nothing(kube: Kube, scheduler: Scheduler) -> None:
+    """Three members, two devices: no member is bound and none of their claims is written on."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
+               _slice("node-b", devices=1), *_gang("koordinator", 3, 3))
+    wait_for(lambda: len(kube.get("resourceclaims")["items"]) == 3, "the members' claims made", timeout=60)
+    wait_for(lambda: all(kube.condition_message(f"worker-{i}") for i in range(3)), "the members told why they wait",
+             timeout=60)
+    assert settle(lambda: kube.bound(), 3.0) == {}
+    for claim in kube.get("resourceclaims")["items"]:
+        assert not (claim.get("status") or {}).get("allocation"), claim
+        assert DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or [])
 
 
 def test_a_restart_while_devices_attach_binds_once_they_are_ready(kube: Kube, scheduler: Scheduler) -> None:
