@@ -189,16 +189,21 @@ def _gang(dialect: str, size: int, minimum: int) -> list[dict[str, Any]]:
     for i in range(size):
         if dialect == "koordinator":
             member = pod(f"worker-{i}", cpu="1", group="job")
+        elif dialect == "kai":
+            member = pod(f"worker-{i}", cpu="1", annotations={"pod-group-name": "job"})
         else:
             member = pod(f"worker-{i}", cpu="1", annotations={"scheduling.k8s.io/group-name": "job"})
         member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         member["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
         members.append(member)
-    group = podgroup("job", minimum) if dialect == "koordinator" else volcano_pg("job", minimum)
+    group = podgroup("job", minimum) if dialect == "koordinator" else volcano_pg("job", minimum) \
+        if dialect == "volcano" else {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                                      "metadata": {"name": "job", "namespace": "default"},
+                                      "spec": {"minMember": minimum}}
     return [TEMPLATE, group, *members]
 
 
-@pytest.mark.parametrize("dialect", ["koordinator", "volcano"])
+@pytest.mark.parametrize("dialect", ["koordinator", "volcano", "kai"])
 def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler: Scheduler, dialect: str) -> None:
     """A gang of two, each member's claim made from a ResourceClaimTemplate by kube-controller-manager:
     both bound, one per node (each node has one device), each claim allocated on its pod's node and
