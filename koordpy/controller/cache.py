@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from koordpy.api.dra import Devices
+from koordpy.api.dra import Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
@@ -40,6 +40,18 @@ ASSUME_TTL = 60.0  # seconds a written but unconfirmed binding keeps its room (n
 # or DeviceClass rewritten alike (a driver republishing, a label added) keeps the object the
 # devices' per-slice caches (CEL verdicts) are held against.
 KEPT_IF_EQUAL = frozenset({"nodes", "pods", "devices.slices", "devices.classes"})
+CLAIMS = "devices.claims"  # the registry's store of ResourceClaims (namespace/name -> ResourceClaim)
+
+
+@dataclass(eq=False)
+class ClaimAssumption:
+    """A write on a ResourceClaim shown in the cache before the watch brings it (``Cache.assume_claim``):
+    ``shown`` makes the claim as the write leaves it, ``written`` tells the claim as written."""
+
+    key: str
+    shown: Callable[[ResourceClaim], ResourceClaim]
+    written: Callable[[ResourceClaim], bool]
+    since: float = math.inf  # when the write was made (monotonic): ASSUME_TTL counts from then
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,10 @@ class Cache(Stores):
     storage: Storage = field(init=False)
     # The DRA objects over their stores (``Stores.devices``).
     devices: Devices = field(init=False)
+    # ResourceClaims with a write in flight or not yet shown by the watch: key -> the assumptions laid
+    # over the claim, and the claim as the watch last brought it (the store shows it with them).
+    _claim_assumptions: dict[str, list[ClaimAssumption]] = field(default_factory=dict)
+    _claims_seen: dict[str, ResourceClaim] = field(default_factory=dict)
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
@@ -351,6 +367,65 @@ class Cache(Stores):
                 self.changed.set()
         return undo
 
+    def claim(self, key: str) -> ResourceClaim | None:
+        """A ResourceClaim as the watch last brought it (without what the scheduler assumed of it)."""
+        seen = self._claims_seen.get(key)
+        return seen if seen is not None else self.stores[CLAIMS].get(key)
+
+    def assume_claim(self, key: str, shown: Callable[[ResourceClaim], ResourceClaim],
+                     written: Callable[[ResourceClaim], bool]) -> ClaimAssumption | None:
+        """Shows the claim as a write will leave it (``shown``: PreBind's finalizer, allocation and
+        reservation, or their undo) until the watch brings a version ``written`` accepts (or ASSUME_TTL
+        after ``claim_written``): an allocation in flight is never handed out twice, whatever versions
+        the watch brings meanwhile (the finalizer's patch comes back before the status). None when the
+        cache does not hold the claim."""
+        real = self.claim(key)
+        if real is None:
+            return None
+        assumption = ClaimAssumption(key, shown, written)
+        self._claims_seen[key] = real
+        self._claim_assumptions.setdefault(key, []).append(assumption)
+        self._show_claim(key)
+        return assumption
+
+    def claim_written(self, assumption: ClaimAssumption) -> None:
+        """The write is made: ASSUME_TTL counts from now until the watch shows it."""
+        assumption.since = time.monotonic()
+
+    def forget_claim(self, assumption: ClaimAssumption) -> None:
+        """The write did not go through (or is being undone): the claim is shown as the watch brought it."""
+        held = self._claim_assumptions.get(assumption.key)
+        if held is not None and assumption in held:
+            held.remove(assumption)
+            self._show_claim(assumption.key)
+
+    def _show_claim(self, key: str) -> None:
+        """Files the claim as the watch brought it with the assumptions the watch has not shown yet."""
+        real = self._claims_seen.get(key)
+        held = [a for a in self._claim_assumptions.get(key, ()) if real is not None and not a.written(real)]
+        store = self.stores[CLAIMS]
+        if real is None or not held:
+            self._claim_assumptions.pop(key, None)
+            self._claims_seen.pop(key, None)
+        else:
+            self._claim_assumptions[key] = held
+        shown = real
+        for assumption in held:
+            assert shown is not None
+            shown = assumption.shown(shown)
+        if shown is not None and store.get(key) is not shown:
+            store[key] = shown
+            self.changed.set()
+
+    def _claim_filed(self, key: str, claim: ResourceClaim, raw: dict[str, Any]) -> None:
+        if key in self._claim_assumptions:
+            self._claims_seen[key] = claim
+            self._show_claim(key)
+
+    def _claim_dropped(self, key: str) -> None:
+        self._claim_assumptions.pop(key, None)
+        self._claims_seen.pop(key, None)
+
     # The assumptions (a binding, a nomination, a victim's eviction): set when the write is decided,
     # dropped when it did not go through. Either way the next snapshot shows the pod anew; a dropped
     # one also owes a cycle, the pod being pending again or the room it held free.
@@ -439,6 +514,10 @@ class Cache(Stores):
             if now - since > ASSUME_TTL:
                 del self.preempting[key]
                 self._dirty[key] = None
+        for key, held in list(self._claim_assumptions.items()):
+            if any(now - a.since > ASSUME_TTL for a in held):
+                self._claim_assumptions[key] = [a for a in held if now - a.since <= ASSUME_TTL]
+                self._show_claim(key)
         fields = snapshot_fields(self.stores, {at: err for at, (err, _) in self.invalid.items()},
                                  skip=frozenset({"pods"}))
         invalid_groups: dict[str, str] = fields["invalid_podgroups"]
@@ -527,7 +606,7 @@ class Cache(Stores):
 # Cache.stores -> what else the cache notes when an object is filed there, or dropped from there.
 _FILED: dict[str, Callable[[Cache, str, Any, dict[str, Any]], None]] = {
     "nodes": Cache._node_changed, "pods": Cache._pod_filed, "topology": Cache._topology_filed,
-    "hypernodes": Cache._hypernode_filed}
+    "hypernodes": Cache._hypernode_filed, CLAIMS: Cache._claim_filed}
 _DROPPED: dict[str, Callable[[Cache, str], None]] = {
     "nodes": Cache._node_changed, "pods": Cache._pod_dropped, "topology": Cache._topology_dropped,
-    "hypernodes": Cache._hypernode_dropped}
+    "hypernodes": Cache._hypernode_dropped, CLAIMS: Cache._claim_dropped}

@@ -17,8 +17,8 @@ from typing import Any, TypeGuard, assert_never, cast
 import structlog
 
 from koordpy.api.kinds import by_id
-from koordpy.api.storage import ANN_SELECTED_NODE, ClaimRef
 from koordpy.controller import memory
+from koordpy.controller.binding import Binder
 from koordpy.controller.cache import Cache
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
@@ -35,7 +35,6 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
-    VolumeBinding,
 )
 from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_network_topology
 from koordpy.core.naming import natural_key
@@ -51,10 +50,6 @@ FAILURE_BACKOFF_MAX = 30.0
 # parked that long; a rebuild costs the whole cluster (2.5 s at 5,000 nodes and 50,000 pods), so it
 # is rarer.
 FULL_CYCLE_SECONDS = 1800.0
-# How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
-# VolumeBinding bindTimeoutSeconds default), and how often it looks.
-PREBIND_TIMEOUT = 600.0
-PREBIND_POLL = 0.5
 # After cycles, once the loop has been idle for a flush period, malloc's free pages are handed back
 # (``memory.trim_memory``, 2-11 ms at 5,000 nodes and 16,000 pods), at most once in TRIM_SECONDS.
 TRIM_SECONDS = 10.0
@@ -106,6 +101,7 @@ class SchedulerLoop:
         # A parked job's messages (by the dict's id, the dict held) -> the gangs of its pods (``_gangs_waiting``).
         self._kept_gangs: dict[int, tuple[dict[str, str], frozenset[str]]] = {}
         self.writer = writer
+        self.binder = Binder(cache, writer, metrics)  # the pods' binding cycles
         self.names = scheduler_names
         self.debounce = debounce
         self.flush_every = flush_every
@@ -249,12 +245,10 @@ class SchedulerLoop:
         """Carries out one decision; every kind of decision has its case (``assert_never``)."""
         match d:
             case Bind():
-                self.cache.assume(d.pod, d.node, writing=True)
-                if d.volumes is not None:  # PreBind first: the pod holds its node while its claims bind
-                    undo = self._assume_volumes(d.volumes)
-                    self.writer.spawn_owed(self._prebind(d, uid(d.pod), undo, started, scheduled.get(d.pod)))
-                else:
-                    self.writer.spawn_owed(self._bind(d, uid(d.pod), started, scheduled.get(d.pod)))
+                # Reserve now (the pod and its pre-bind writes assumed in the cache), the rest in the
+                # background.
+                self.binder.reserve(d)
+                self.writer.spawn_owed(self._bind(d, uid(d.pod), started, scheduled.get(d.pod)))
             case Preempt():
                 # Victims and nominations are assumed like binds: the next cycle must already see the
                 # victims terminating and the room reserved, or it would choose victims again.
@@ -354,107 +348,9 @@ class SchedulerLoop:
         return found.scheduler_name if found is not None else ""
 
     async def _bind(self, d: Bind, uid: str, started: float | None = None, event: Event | None = None) -> None:
-        """Writes a bind, and then ``event`` (the pod's Scheduled Event) if it was written.
-        ``started``: when the cycle that chose it began (perf_counter), the start of the pod's
-        attempt for the metrics."""
-        failed = False
-        try:
-            bound = await self.writer.bind(d.pod, uid, d.node)
-        except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
-            log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
-            bound, failed = False, True
-        if self.metrics is not None and started is not None and (bound or failed):
-            # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
-            profile = self._profile(d.pod)
-            outcome = "scheduled" if bound else "error"
-            self.metrics.attempts.labels(outcome, profile).inc()
-            self.metrics.attempt_duration.labels(outcome, profile).observe(time.perf_counter() - started)
-        if bound:
-            self.cache.bind_written(d.pod)
-            self.writer.bound(d.pod)
-            if event is not None:
-                self.writer.spawn_owed(self.writer.event(event.kind, event.obj, uid, event.type, event.reason,
-                                                          event.message))
-        else:
-            # Forgotten, the pod is pending again in the next snapshot and the cache's change
-            # brings that cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
-            self.cache.forget(d.pod)
-
-    def _assume_volumes(self, vb: VolumeBinding) -> list[Callable[[], None]]:
-        """PreBind's writes shown in the cache at once, so the next cycle gives no other claim the same
-        PersistentVolume and sees the claim's node chosen (kube-scheduler's assume cache)."""
-        undo = []
-        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
-        for claim_key, pv_name in vb.static:
-            claim, pv = claims.get(claim_key), pvs.get(pv_name)
-            if claim is not None and pv is not None and not pv.bound_to(claim):
-                undo.append(self.cache.assume_storage(pv.model_copy(update={"claim_ref": ClaimRef(
-                    namespace=claim.namespace, name=claim.name, uid=claim.uid)})))
-        for claim_key in vb.provision:
-            claim = claims.get(claim_key)
-            if claim is not None and claim.selected_node != vb.node:
-                undo.append(self.cache.assume_storage(claim.model_copy(update={"annotations": {
-                    **claim.annotations, ANN_SELECTED_NODE: vb.node}})))
-        return undo
-
-    async def _prebind(self, d: Bind, uid: str, undo: list[Callable[[], None]], started: float | None,
-                       event: Event | None) -> None:
-        """kube-scheduler's VolumeBinding PreBind: writes the claimRefs and selected-nodes, waits (the
-        pod assumed on its node, its room held) until every claim is Bound by the PV controller or the
-        provisioner, then binds the pod. A failed write or a wait past PREBIND_TIMEOUT puts the pod back
-        in the queue, as kube-scheduler's Unreserve does."""
-        vb = d.volumes
-        assert vb is not None
-        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
-        try:
-            for claim_key, pv_name in vb.static:
-                claim = claims.get(claim_key)
-                pv = pvs.get(pv_name)
-                if claim is None or pv is None:
-                    raise LookupError(f"PersistentVolumeClaim {claim_key} or PersistentVolume {pv_name} is gone")
-                version = self.cache.versions.get(("PersistentVolume", pv_name))
-                await self.writer.claim_volume(pv_name, claim.namespace, claim.name, claim.uid,
-                                               str(version) if version else "")
-            for claim_key in vb.provision:
-                await self.writer.select_node(claim_key, vb.node)
-            deadline = time.monotonic() + PREBIND_TIMEOUT
-            while not all(k in claims and claims[k].bound for k in vb.claims):
-                given_up = self._binding_undone(vb)
-                if given_up:  # as kube-scheduler's checkBindings: no use waiting for a bind that was undone
-                    raise LookupError(given_up)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"claims {', '.join(vb.claims)} not bound within {PREBIND_TIMEOUT:g}s")
-                if d.pod not in self.cache.pods:
-                    raise LookupError("the pod is gone")
-                self.cache.assume(d.pod, d.node, writing=True)  # held, whatever ASSUME_TTL says, while PreBind waits
-                await asyncio.sleep(PREBIND_POLL)
-        except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
-            log.error("volume binding failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
-            for revert in undo:
-                revert()
-            self.cache.forget(d.pod)
-            self.writer.unschedulable(d.pod, f"running PreBind plugin \"VolumeBinding\": {exc}")
-            return
-        await self._bind(d, uid, started, event)
-
-    def _binding_undone(self, vb: VolumeBinding) -> str | None:
-        """Why a PreBind wait cannot succeed any more: a claim gone, a provisioner that reset the
-        claim's selected node (it gives the pod back to scheduling that way), or a static volume whose
-        claimRef no longer names its claim."""
-        claims, pvs = self.cache.storage.claims, self.cache.storage.volumes
-        for key in vb.claims:
-            if key not in claims:
-                return f"PersistentVolumeClaim {key} is gone"
-        for key in vb.provision:
-            claim = claims[key]
-            if not claim.bound and claim.selected_node != vb.node:
-                return (f"the provisioner of PersistentVolumeClaim {key} reset its selected node "
-                        f"(now {claim.selected_node or 'none'})")
-        for key, pv_name in (*vb.static, *vb.prebound):
-            claim, pv = claims[key], pvs.get(pv_name)
-            if not claim.bound and (pv is None or not pv.bound_to(claim)):
-                return f"PersistentVolume {pv_name} no longer names PersistentVolumeClaim {key}"
-        return None
+        """The pod's binding cycle (``binding.Binder``): pre-bind writes, the bind, then ``event`` (its
+        Scheduled Event) once the bind is written. ``started``: when the cycle that chose it began."""
+        await self.binder.run(d, uid, started, event)
 
     async def _preempt(self, d: Preempt, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message):

@@ -232,10 +232,21 @@ class DirectCore(_Direct):
 
 
 class DirectCustom(_Direct):
-    """``CustomObjectsApi`` with a namespaced object's status patch (a PodGroup's) sent directly."""
+    """``CustomObjectsApi`` with a namespaced object's patches sent directly: a PodGroup's status, and a
+    ResourceClaim's finalizer and status (PreBind's, one of each a pod's claim, ``/apis`` serves
+    ``resource.k8s.io`` as it serves a custom resource)."""
 
     def __init__(self, api: ApiClient) -> None:
         super().__init__(api, CustomObjectsApi(api))
+
+    async def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                             name: str, body: object, **options: Any) -> Any:
+        if not _plain(options) or "_content_type" not in options:
+            return await self._generated.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, body, **options)
+        return await self._send(
+            "PATCH", f"/apis/{_p(group)}/{_p(version)}/namespaces/{_p(namespace)}/{_p(plural)}/{_p(name)}",
+            body, options["_content_type"])
 
     async def patch_namespaced_custom_object_status(self, group: str, version: str, namespace: str, plural: str,
                                                     name: str, body: object, **options: Any) -> Any:

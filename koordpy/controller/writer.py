@@ -15,6 +15,10 @@ is thousands of ``Scheduled`` Events, which must follow their binds within a sec
 queue behind conditions and statuses. They and the binds decided are the writes a stop finishes
 (``drain``): an Event says what was done (a bind, a preemption), and no later leader would write it.
 
+PreBind's writes (a PersistentVolume's claimRef, a claim's selected node, a ResourceClaim's finalizer
+and status) share the binds' connections; what they say for a claim is ``claimwrites``, when they are
+made the binding cycle's (``binding``).
+
 Preemption's writes (a victim's DisruptionTarget condition and its deletion, a pending pod's
 nominatedNodeName) are one-off, never coalesced, and have connections of their own: a flood of
 binds or reports must not hold up the room a higher-priority job waits for. Each names the pod's
@@ -53,6 +57,8 @@ from koordpy.controller.wire import Response
 log = structlog.get_logger("koordpy.writer")
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io"  # the registry's id of ResourceClaims
 COMPONENT = "koordpy"
 CONDITION_LIMIT = 4096
 EVENT_LIMIT = 1024  # what the API server keeps of an event's note
@@ -220,6 +226,26 @@ class ApiWriter:
             await self._call("volume", f"selected-node of PersistentVolumeClaim {claim_key}",
                              lambda: self.core.patch_namespaced_persistent_volume_claim(
                                  name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
+
+    # -- PreBind: devices ---------------------------------------------------------------------
+
+    async def patch_claim(self, claim_key: str, body: dict[str, Any], what: str,
+                          status: bool = False) -> dict[str, Any]:
+        """A strategic merge patch of a ResourceClaim (``status``: of its status subresource), as
+        PreBind's DynamicResources writes it (``claimwrites`` makes the bodies); returns the claim as
+        written. Raises when the write fails: Conflict when a resourceVersion in the body no longer
+        holds, Gone when the claim is."""
+        ns, name = claim_key.split("/", 1)
+        rc = by_id(RESOURCE_CLAIMS)
+        custom = self.custom
+        patch = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+        async with self.sem:
+            resp = await self._call("claim", f"{what} of ResourceClaim {claim_key}", lambda: patch(
+                rc.group, rc.version, ns, rc.plural, name, body, _content_type=STRATEGIC_MERGE,
+                _preload_content=False))
+            written = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
+                resp.json() if isinstance(resp, Response) else resp
+        return written if isinstance(written, dict) else {}
 
     # -- preemption -----------------------------------------------------------------------
 

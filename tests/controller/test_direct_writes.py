@@ -18,6 +18,7 @@ from koordpy.controller.client import Client, wire_of
 from koordpy.controller.transport import DirectCore, DirectCustom, raise_for_status
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 HEADERS = ("Content-Type", "Accept", "Authorization", "User-Agent", "Cookie")
 
 # Names as the API server takes them in a path (``path.IsValidPathSegmentName``: never "." or "..",
@@ -117,6 +118,20 @@ def test_a_podgroup_status_patch_is_sent_as_the_generated_client_sends_it(
         group, version, ns, plural, name, body, _content_type=MERGE_PATCH, _preload_content=False),
         lambda api: DirectCustom(api).patch_namespaced_custom_object_status(
         group, version, ns, plural, name, body, _content_type=MERGE_PATCH, _preload_content=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(ns=names, name=names, body=bodies, status=st.booleans())
+def test_a_resourceclaim_patch_is_sent_as_the_generated_client_sends_it(
+        ns: str, name: str, body: dict[str, Any], status: bool) -> None:
+    """PreBind's claim writes (a finalizer, the status: strategic merge patches of resource.k8s.io)."""
+    call = "patch_namespaced_custom_object_status" if status else "patch_namespaced_custom_object"
+    both(lambda api: getattr(CustomObjectsApi(api), call)(
+        "resource.k8s.io", "v1", ns, "resourceclaims", name, body, _content_type=STRATEGIC_MERGE,
+        _preload_content=False),
+        lambda api: getattr(DirectCustom(api), call)(
+        "resource.k8s.io", "v1", ns, "resourceclaims", name, body, _content_type=STRATEGIC_MERGE,
+        _preload_content=False))
 
 
 async def test_other_calls_and_options_go_to_the_generated_client() -> None:

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from koordpy.api.storage import ClaimRef
-from koordpy.controller import loop as loop_module
+from koordpy.controller import binding as binding_module
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import ApiWriter
@@ -81,7 +81,7 @@ def test_reverted_prebind_assumption_does_not_keep_a_pv_taken() -> None:
     state = SchedulerState()
     first = schedule(cache.snapshot(NAMES), state, 0.0)
     assert [b.pod for b in first.binds] == ["default/p1"]
-    # The shell's PreBind: assumed, the write fails, undone (SchedulerLoop._assume_volumes/_prebind).
+    # The shell's PreBind: assumed, the write fails, undone (the binding cycle's VolumeStep).
     held = cache.storage.volumes["only"]
     undo = cache.assume_storage(held.model_copy(update={"claim_ref": ClaimRef(namespace="default", name="d1")}))
     undo()
@@ -93,7 +93,7 @@ def test_reverted_prebind_assumption_does_not_keep_a_pv_taken() -> None:
 
 
 class _VolumeWriter:
-    """What SchedulerLoop._prebind asks of its writer."""
+    """What the binding cycle's VolumeStep asks of its writer."""
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
@@ -124,7 +124,7 @@ class _VolumeWriter:
         pass
 
 
-# Bug 3 (a pod stuck 600 s on a node its provisioner refused). SchedulerLoop._prebind polls only
+# Bug 3 (a pod stuck 600 s on a node its provisioner refused). The shell's PreBind (now binding.VolumeStep) polled only
 # "are all claims Bound?" until PREBIND_TIMEOUT (600 s). kube-scheduler's VolumeBinding PreBind
 # (binder.go checkBindings) fails at once when the claim's selected-node annotation is reset (the
 # provisioner's signal to reschedule), a static PV's claimRef is reset, or a claim is gone, so the
@@ -132,7 +132,7 @@ class _VolumeWriter:
 # ten minutes. Expected: PreBind gives up (Unreserve: forget + condition) as soon as the annotation
 # it wrote is gone.
 async def test_prebind_gives_up_when_the_provisioner_resets_selected_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loop_module, "PREBIND_POLL", 0.01)
+    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
     cache = Cache()
     cache.observe("Node", "ADDED", node("a"))
     cache.observe("StorageClass", "ADDED", sc("fast", provisioner="csi.example.com"))
@@ -145,7 +145,7 @@ async def test_prebind_gives_up_when_the_provisioner_resets_selected_node(monkey
     d = Bind("default/p", "a", VolumeBinding("a", (), ("default/data",), ("default/data",)))
     cache.assume(d.pod, d.node)
     try:
-        await asyncio.wait_for(loop._prebind(d, "", [], None, None), timeout=3.0)
+        await asyncio.wait_for(loop._bind(d, ""), timeout=3.0)
     except TimeoutError:
         pytest.fail("PreBind still waits for a claim whose provisioner reset its selected-node")
     assert writer.binds == [] and "default/p" in writer.conditions

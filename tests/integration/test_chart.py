@@ -30,6 +30,10 @@ import yaml
 
 from tests.builders import node, pod, podgroup
 from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.test_dra_live import _claim as dra_claim
+from tests.integration.test_dra_live import _class as dra_class
+from tests.integration.test_dra_live import _slice as dra_slice
+from tests.integration.test_dra_live import _user as dra_user
 from tests.integration.test_volumes_live import _claim as volume_claim
 from tests.integration.test_volumes_live import _class as volume_class
 from tests.integration.test_volumes_live import _user as volume_user
@@ -307,6 +311,12 @@ def drive_every_write(kube: Kube) -> None:
              "the static volume's claimRef set", 60)
     wait_for(lambda: (kube.get("pvc", "d")["metadata"].get("annotations") or {}).get(
         "volume.kubernetes.io/selected-node") == "n0", "the provisioned claim's selected node", 60)
+    # DRA's PreBind writes: a claim's finalizer (patch resourceclaims), then its allocation and
+    # reservation (patch resourceclaims/status, which the API server also checks as resourceclaims/binding).
+    kube.reset()
+    kube.apply(fake([node("n0")]), dra_class(), dra_slice("n0"), dra_claim("gpu"), dra_user("gu", "gpu"))
+    wait_for(lambda: (kube.get("resourceclaims", "gpu").get("status") or {}).get("reservedFor"),
+             "the claim allocated and reserved", 60)
     kube.reset()
     # The same FailedScheduling Event twice (patch events): a pod that fits nowhere, told A; a second
     # node that does not fit either changes the message to B; that node gone, A again. The writer

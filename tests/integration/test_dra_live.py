@@ -1,0 +1,300 @@
+"""DRA's PreBind writes on the real API server (v1.37, kwok nodes, ResourceSlices the test publishes:
+no driver is needed, as nothing runs).
+
+The binding cycle's claims step is driven in-process first (a ``Bind`` with its ``DeviceBinding``
+made by hand, the controller's own writer and cache): the finalizer, ``status.allocation`` and the
+``reservedFor`` entry as kube-apiserver takes them, and their undo when the bind is refused. Then
+``koordpy run`` end to end: a pod naming a ResourceClaim is bound, and the claim allocated from its
+node's slice and reserved for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from koordpy.api.dra import DELETE_PROTECTION, Allocation, Consumer, DeviceResult
+from koordpy.api.objects import NodeSelectorTerm, Requirement
+from koordpy.controller import listing
+from koordpy.controller.binding import Binder
+from koordpy.controller.cache import Cache
+from koordpy.controller.client import api_client
+from koordpy.controller.writer import ApiWriter
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
+from tests.builders import node, pod, podgroup
+from tests.core.dialects.test_topology_sources import volcano_pg
+from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+
+DRIVER = "gpu.example.com"
+DRA = ("resourceclaims.resource.k8s.io", "resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io")
+
+
+@pytest.fixture(autouse=True)
+def _no_claims_left(kube: Kube) -> Iterator[None]:
+    """Claims keep the delete-protection finalizer until kube-controller-manager drops it: each test's
+    DRA objects go, finalizers and all, so the next test starts from none."""
+    yield
+    for item in kube.get("resourceclaims", namespace="default")["items"]:
+        kube.kubectl("patch", "resourceclaims", item["metadata"]["name"], "-n", "default", "--type=merge", "-p",
+                     '{"metadata": {"finalizers": null}}', check=False)
+    for kind in DRA:
+        kube.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
+
+
+def _class() -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+
+def _slice(on: str, devices: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{on}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": on, "pool": {"name": on, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}"} for i in range(devices)]}}
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+
+
+def _user(name: str, claim: str, scheduler: str = "koordpy") -> dict[str, Any]:
+    out = pod(name, cpu="1", scheduler=scheduler, resourceClaims=[{"name": "gpu", "resourceClaimName": claim}])
+    out["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return out
+
+
+def _on(node_name: str) -> tuple[NodeSelectorTerm, ...]:
+    return (NodeSelectorTerm(match_fields=(Requirement(key="metadata.name", operator="In", values=(node_name,)),)),)
+
+
+def _bind_by_hand(cp: ControlPlane, kube: Kube, bind_uid: str | None = None) -> None:
+    """The binding cycle of pod ``user`` to node-a with claim ``c1`` allocated device gpu-1 of node-a's
+    pool, run in-process with the controller's writer and a cache listed from the API server. The
+    bind carries ``bind_uid`` (the pod's own when None)."""
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+
+    async def go() -> None:
+        api = await api_client(cp.kubeconfig)
+        try:
+            cache = Cache()
+            for kind, group, plural in (("Node", "", "nodes"), ("Pod", "", "pods"),
+                                        ("ResourceClaim", "resource.k8s.io", "resourceclaims")):
+                await listing.list_into(cache, kind, api, group, "v1", plural)
+            allocation = Allocation(results=(DeviceResult("gpu", DRIVER, "node-a", "gpu-1"),),
+                                    node_selector=_on("node-a"))
+            d = Bind("default/user", "node-a", devices=DeviceBinding("node-a", (
+                ClaimWrite("default/c1", Consumer("pods", "user", pod_uid), allocation),)))
+            binder = Binder(cache, ApiWriter(api))
+            binder.reserve(d)
+            await binder.run(d, pod_uid if bind_uid is None else bind_uid)
+        finally:
+            await api.close()
+
+    asyncio.run(asyncio.wait_for(go(), 120))
+
+
+def test_the_claims_prebind_writes_as_the_api_server_takes_them(controlplane: ControlPlane, kube: Kube) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("c1"),
+               _user("user", "c1", scheduler="nobody"))
+    _bind_by_hand(controlplane, kube)
+    assert kube.bound().get("user") == "node-a"
+    claim = kube.get("resourceclaims", "c1")
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+    allocation = claim["status"]["allocation"]
+    assert allocation["devices"]["results"] == [{"request": "gpu", "driver": DRIVER, "pool": "node-a",
+                                                 "device": "gpu-1"}]
+    assert allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-a"]
+    assert allocation["allocationTimestamp"]
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+
+
+def test_a_refused_bind_takes_the_allocation_back(controlplane: ControlPlane, kube: Kube) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("c1"),
+               _user("user", "c1", scheduler="nobody"))
+    _bind_by_hand(controlplane, kube, bind_uid="not-the-pods-uid")  # refused: the UID precondition fails
+    assert "user" not in kube.bound()
+    claim = kube.get("resourceclaims", "c1")
+    status = claim.get("status") or {}
+    assert not status.get("allocation") and not status.get("reservedFor")
+    assert DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or [])
+
+
+def test_koordpy_run_allocates_a_pods_claim_on_its_node(kube: Kube, scheduler: Scheduler) -> None:
+    """End to end: needs the core's device seam (branch d-core) to decide the claim's allocation."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-b", devices=1),
+               _claim("c1"), _user("user", "c1"))
+    node_name = wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60)
+    assert node_name == "node-b"  # the only node with a device
+    claim = kube.get("resourceclaims", "c1")
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "node-b", "device": "gpu-0"}]
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+
+
+def test_binding_conditions_hold_the_bind_until_the_driver_says_ready(kube: Kube, scheduler: Scheduler) -> None:
+    """A device with binding conditions (an attachable device, say): the allocation is written and the
+    pod is bound only once the driver (the test) sets every condition True on the claim."""
+    attachable = _slice("node-a", devices=1)
+    attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
+                                            bindingFailureConditions=["AttachFailed"])
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
+    wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
+             "the allocation written", timeout=60)
+    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # waiting for the driver
+    result = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"][0]
+    assert result["bindingConditions"] == ["Attached"] and result["bindingFailureConditions"] == ["AttachFailed"]
+    attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
+                                                     "conditions": [attached]}]}}))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
+
+
+def test_a_device_allocated_by_someone_else_is_respected(kube: Kube, scheduler: Scheduler) -> None:
+    """A claim allocated and reserved outside koordpy (kube-scheduler, a restart's predecessor) holds its
+    device: the next claim gets the other one."""
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), _slice("node-a"), _claim("taken"),
+               _user("holder", "taken", scheduler="nobody"))
+    kube.kubectl("create", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "holder", "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"}}))
+    holder = kube.get("pods", "holder")["metadata"]["uid"]
+    kube.kubectl("patch", "resourceclaims", "taken", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"allocation": {"devices": {"results": [
+                     {"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}]}},
+                     "reservedFor": [{"resource": "pods", "name": "holder", "uid": holder}]}}))
+    kube.apply(_claim("c1"), _user("user", "c1"))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound", timeout=60)
+    results = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-1"]
+
+
+TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+
+
+def _gang(dialect: str, size: int, minimum: int) -> list[dict[str, Any]]:
+    """A gang of ``size`` members with ``minimum`` to bind, each member's claim made from TEMPLATE."""
+    members = []
+    for i in range(size):
+        if dialect == "koordinator":
+            member = pod(f"worker-{i}", cpu="1", group="job")
+        elif dialect == "kai":
+            member = pod(f"worker-{i}", cpu="1", annotations={"pod-group-name": "job"})
+        else:
+            member = pod(f"worker-{i}", cpu="1", annotations={"scheduling.k8s.io/group-name": "job"})
+        member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        member["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        members.append(member)
+    group = podgroup("job", minimum) if dialect == "koordinator" else volcano_pg("job", minimum) \
+        if dialect == "volcano" else {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                                      "metadata": {"name": "job", "namespace": "default"},
+                                      "spec": {"minMember": minimum}}
+    return [TEMPLATE, group, *members]
+
+
+@pytest.mark.parametrize("dialect", ["koordinator", "volcano", "kai"])
+def test_a_gang_gets_a_device_per_member_from_its_template(kube: Kube, scheduler: Scheduler, dialect: str) -> None:
+    """A gang of two, each member's claim made from a ResourceClaimTemplate by kube-controller-manager:
+    both bound, one per node (each node has one device), each claim allocated on its pod's node and
+    reserved for it."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
+               _slice("node-b", devices=1), *_gang(dialect, 2, 2))
+    bound = wait_for(lambda: when(len(kube.bound()) == 2, kube.bound()), "both members bound", timeout=90)
+    assert sorted(bound.values()) == ["node-a", "node-b"]
+    claims = {c["metadata"]["name"]: c for c in kube.get("resourceclaims")["items"]}
+    for name, on in bound.items():
+        member = kube.get("pods", name)
+        [status] = member["status"]["resourceClaimStatuses"]
+        claim = claims[status["resourceClaimName"]]
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == on
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name,
+                                                   "uid": member["metadata"]["uid"]}]
+
+
+def test_a_gang_that_waits_holds_no_device_and_writes_nothing(kube: Kube, scheduler: Scheduler) -> None:
+    """Three members, two devices: no member is bound and none of their claims is written on."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
+               _slice("node-b", devices=1), *_gang("koordinator", 3, 3))
+    wait_for(lambda: len(kube.get("resourceclaims")["items"]) == 3, "the members' claims made", timeout=60)
+    wait_for(lambda: all(kube.condition_message(f"worker-{i}") for i in range(3)), "the members told why they wait",
+             timeout=60)
+    assert settle(lambda: kube.bound(), 3.0) == {}
+    for claim in kube.get("resourceclaims")["items"]:
+        assert not (claim.get("status") or {}).get("allocation"), claim
+        assert DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or [])
+
+
+def test_a_restart_while_devices_attach_binds_once_they_are_ready(kube: Kube, scheduler: Scheduler) -> None:
+    """koordpy stopped after writing the allocation, before the device was ready: the next one reads the
+    allocation from the claim, holds the pod's bind until the conditions are True, and binds it there."""
+    attachable = _slice("node-a", devices=1)
+    attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
+                                            bindingFailureConditions=["AttachFailed"])
+    kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
+    wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
+             "the allocation written", timeout=60)
+    scheduler.kill()
+    scheduler.start()
+    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # the new one waits for the driver too
+    attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
+                                                     "conditions": [attached]}]}}))
+    wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
+    claim = kube.get("resourceclaims", "c1")
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert [c["name"] for c in claim["status"]["reservedFor"]] == ["user"]
+
+
+def test_a_workload_podgroups_own_claim_is_allocated_once_and_reserved_for_the_group(
+        kube: Kube, scheduler: Scheduler) -> None:
+    """KEP-5729 (DRAWorkloadResourceClaims, on in the control plane): a scheduling.k8s.io PodGroup's claim
+    from a template, made by kube-controller-manager and owned by the group; both members name it with
+    an identical entry. It is allocated once (a network-attached channel reaching rack r1's nodes),
+    reserved for the PodGroup, and both members bound where the channel reaches."""
+    rack = "topology.kubernetes.io/rack"
+    nodes = fake([node(n, cpu="64", labels={rack: r}) for n, r in (("r1-0", "r1"), ("r1-1", "r1"), ("r2-0", "r2"))])
+    channel = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "channel"},
+               "spec": {"selectors": [{"cel": {"expression": 'device.driver == "channel.example.com"'}}]}}
+    domain = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "domain-r1"},
+              "spec": {"driver": "channel.example.com",
+                       "pool": {"name": "domain-r1", "generation": 1, "resourceSliceCount": 1},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                           {"key": rack, "operator": "In", "values": ["r1"]}]}]},
+                       "devices": [{"name": "channel-0"}]}}
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "channel", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "ch", "exactly": {"deviceClassName": "channel"}}]}}}}
+    entry = [{"name": "channel", "resourceClaimTemplateName": "channel"}]
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": entry}}
+    members = []
+    for i in range(2):
+        body = pod(f"t-{i}", cpu="40", schedulingGroup={"podGroupName": "train"})
+        body["spec"]["resourceClaims"] = entry
+        members.append(body)
+    kube.apply(nodes, channel, domain, template, group, *members)
+    bound = wait_for(lambda: when(len(kube.bound()) == 2, kube.bound()), "both members bound", timeout=90)
+    assert sorted(bound.values()) == ["r1-0", "r1-1"]
+    [claim] = kube.get("resourceclaims")["items"]
+    [owner] = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("PodGroup", "train")
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["channel-0"]
+    group_uid = kube.get("podgroups.scheduling.k8s.io", "train")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                                               "name": "train", "uid": group_uid}]
