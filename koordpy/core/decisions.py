@@ -116,7 +116,8 @@ def _setter(cls: type, name: str) -> Callable[[object, object], None]:
     return setter
 
 
-_bind_pod, _bind_node, _bind_volumes = (_setter(Bind, name) for name in ("pod", "node", "volumes"))
+_bind_pod, _bind_node, _bind_volumes, _bind_devices = (
+    _setter(Bind, name) for name in ("pod", "node", "volumes", "devices"))
 _event_kind, _event_obj, _event_type, _event_reason, _event_message = (
     _setter(Event, name) for name in ("kind", "obj", "type", "reason", "message"))
 
@@ -127,6 +128,7 @@ def bind_of(pod: str, node: str) -> Bind:
     _bind_pod(made, pod)
     _bind_node(made, node)
     _bind_volumes(made, None)
+    _bind_devices(made, None)
     return made
 
 
@@ -146,7 +148,7 @@ def scheduled(pods: list[str], nodes: list[str], messages: list[str]) -> list[Bi
     order: what a gang's plain binds decide, made in one pass."""
     out: list[Bind | Event] = []
     append = out.append
-    new, bind_pod, bind_node, bind_volumes = _new, _bind_pod, _bind_node, _bind_volumes
+    new, bind_pod, bind_node, bind_volumes, bind_devices = _new, _bind_pod, _bind_node, _bind_volumes, _bind_devices
     kind, obj, type_, reason, message_ = _event_kind, _event_obj, _event_type, _event_reason, _event_message
     why = EventReason.SCHEDULED
     for pod, node, message in zip(pods, nodes, messages, strict=True):
@@ -154,6 +156,7 @@ def scheduled(pods: list[str], nodes: list[str], messages: list[str]) -> list[Bi
         bind_pod(made, pod)
         bind_node(made, node)
         bind_volumes(made, None)
+        bind_devices(made, None)
         append(made)
         event = new(Event)
         kind(event, "Pod")

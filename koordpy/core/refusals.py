@@ -13,21 +13,19 @@ from __future__ import annotations
 
 from koordpy.api.objects import Pod
 from koordpy.core import dialects
-from koordpy.core.messages import CLAIMS as CLAIMS
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.verdicts import ClaimsRefused, Reason, Refused
+from koordpy.core.verdicts import Reason, Refused
 
 # Each refused field and the words its message starts with (docs/reference.md's list is checked
-# against this by tests/test_docs.py): those of no dialect, then each dialect's.
-REFUSED_FIELDS = {"spec.resourceClaims": CLAIMS, **dialects.REFUSED_FIELDS}
+# against this by tests/test_docs.py): those of no dialect (none since ResourceClaims are allocated,
+# koordpy.core.claims), then each dialect's.
+REFUSED_FIELDS = {**dialects.REFUSED_FIELDS}
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why koordpy will not place ``pod``, or None. A pod of a Kubernetes PodGroup whose policy is
     ``basic`` and that asks nothing more (the Job controller's group for a plain Job) is refused for
     nothing: it is placed pod by pod, in a group of minimum 1 (``koordpy.core.dialects.upstream``)."""
-    if pod.resource_claims:
-        return ClaimsRefused(pod.key, tuple(pod.resource_claims))
     return dialects.refusal(pod, snapshot)
 
 

@@ -154,12 +154,6 @@ class WaitingForMembers:
 
 
 @dataclass(frozen=True)
-class ClaimsRefused:
-    pod: str
-    claims: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class GroupNamedOtherwise:
     """A pod names its Workload PodGroup by a field koordpy does not read."""
 
@@ -422,6 +416,16 @@ class VolumesTogether:
 
 
 @dataclass(frozen=True)
+class DevicesTogether:
+    """A member's claims cannot be allocated on the node placement gave it, once the members before it
+    in rank order took their devices (``why``: the device rules' per-node reason)."""
+
+    total: int
+    node: str
+    why: str
+
+
+@dataclass(frozen=True)
 class PreBindConflict:
     """A member's claim lost its PV to a member bound before it (``why``: the volume rules')."""
 
@@ -523,13 +527,13 @@ class BoundWithoutOwner:
 
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
-    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
+    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers
     | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority
     | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
-    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption
+    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting
     | PreemptedBy
     | Assigned | BoundWithoutOwner

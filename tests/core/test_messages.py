@@ -32,10 +32,10 @@ from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
-    ClaimsRefused,
     Code,
     CompositeMissing,
     CompositeShort,
+    DevicesTogether,
     Failure,
     GangCount,
     GangTimeoutEvent,
@@ -127,9 +127,10 @@ TABLE: list[tuple[Reason, str]] = [
      'GangGroup "default/a,default/b" is waiting for its members: default/a 2/3, default/b 1/1, '
      "alreadyWaitForBound: 2"),
     # -- refused pod-spec fields ---------------------------------------------------------------
-    (ClaimsRefused("default/dra", ("gpu", "nic")),
-     "koordpy does not allocate ResourceClaims yet: pod default/dra has spec.resourceClaims (gpu, nic), which "
-     "kube-scheduler's DynamicResources plugin would allocate; it stays pending"),
+    (DevicesTogether(4, "n1", "cannot allocate all claims (resourceclaim default/g-1-gpus, request gpus: too few of "
+                             "the devices that match are free (0 of 8))"),
+     "0/4 nodes are available: cannot allocate all claims (resourceclaim default/g-1-gpus, request gpus: too few of "
+     "the devices that match are free (0 of 8)) (on n1, with the members of its job before it placed)."),
     (GroupNamedOtherwise("default/p", "x"),
      "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p names its group by "
      "'x', which koordpy does not read; it stays pending"),
