@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -232,25 +232,55 @@ def _capacity_value(capacity: Capacity) -> Quantity:
 
 
 class _Device:
-    __slots__ = ("allow_multiple_allocations", "attributes", "capacity", "driver")
+    __slots__ = ("_attributes", "_capacity", "allow_multiple_allocations", "driver", "raw_attributes",
+                 "raw_capacity")
 
     def __init__(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
                  allow_multiple_allocations: bool) -> None:
         self.driver = driver
-        self.attributes = _Domains(attributes, driver, _attr_value)
-        self.capacity = _Domains(capacity, driver, _capacity_value)
+        self.raw_attributes = attributes
+        self.raw_capacity = capacity
         self.allow_multiple_allocations = allow_multiple_allocations
+        self._attributes: _Domains | None = None  # the views, made when the expression asks
+        self._capacity: _Domains | None = None
 
     def field(self, name: str) -> object:
         if name == "driver":
             return self.driver
         if name == "attributes":
-            return self.attributes
+            if self._attributes is None:
+                self._attributes = _Domains(self.raw_attributes, self.driver, _attr_value)
+            return self._attributes
         if name == "capacity":
-            return self.capacity
+            if self._capacity is None:
+                self._capacity = _Domains(self.raw_capacity, self.driver, _capacity_value)
+            return self._capacity
         if name == "allowMultipleAllocations":
             return self.allow_multiple_allocations
         raise EvalError(f"no such key: {name}")
+
+
+def _device_lookup(field: str, domain: str, name: str) -> Fn:
+    """``device.attributes[domain].name`` (or ``["name"]``, or capacity) in one step: the record's entry
+    under the qualified name, or under the bare name when the domain is the driver's."""
+    qualified = f"{domain}/{name}"
+    bare = "/" not in name
+    convert: Callable[[Any], object] = _attr_value if field == "attributes" else _capacity_value
+
+    def lookup(c: _Ctx) -> Any:
+        c.cost += 4
+        d = c.device
+        raw = d.raw_attributes if field == "attributes" else d.raw_capacity
+        value = raw.get(qualified)
+        if value is None and bare and domain == d.driver:
+            value = raw.get(name)
+        if value is None:
+            raise EvalError(f"no such key: {name}")
+        return convert(value)
+    return lookup
+
+
+_NO_DEVICE = _Device("", {}, {}, False)
 
 
 class _Ctx:
@@ -294,6 +324,31 @@ class _Compiler:
             self.scope[name] = previous
 
     def compile(self, node: Node) -> tuple[Fn, T]:
+        fn, t = self.compile_node(node)
+        if isinstance(node, Lit) or not _constant(node):
+            return fn, t
+        # A part that reads neither the device nor a variable has one value: computed here once, its
+        # cost still charged on every evaluation (so that a costly constant inside a loop stays costly).
+        c = _Ctx(_NO_DEVICE, self.slots, MAX_COST)
+        try:
+            value = fn(c)
+        except (EvalError, CostExceeded):
+            return fn, t
+        cost = c.cost
+        if cost == 0:
+            return (lambda _c: value), t
+
+        def folded(c: _Ctx) -> Any:
+            c.cost += cost
+            if c.cost > c.limit:
+                raise CostExceeded()
+            return value
+        return folded, t
+
+    def compile_node(self, node: Node) -> tuple[Fn, T]:
+        direct = self.device_lookup(node)
+        if direct is not None:
+            return direct
         if isinstance(node, Lit):
             return self.literal(node)
         if isinstance(node, Ident):
@@ -313,6 +368,25 @@ class _Compiler:
         if isinstance(node, MapLit):
             return self.map_literal(node)
         raise _Error("unsupported expression", node.pos)
+
+    def device_lookup(self, node: Node) -> tuple[Fn, T] | None:
+        """The common path ``device.attributes["<domain>"].<name>`` compiled to one closure."""
+        if isinstance(node, Select) and not node.optional:
+            name, inner = node.field, node.operand
+        elif isinstance(node, Index) and not node.optional and isinstance(node.index, Lit) \
+                and type(node.index.value) is str:
+            name, inner = node.index.value, node.operand
+        else:
+            return None
+        if not (isinstance(inner, Index) and not inner.optional and isinstance(inner.index, Lit)
+                and type(inner.index.value) is str):
+            return None
+        top = inner.operand
+        if not (isinstance(top, Select) and not top.optional and top.field in ("attributes", "capacity")
+                and isinstance(top.operand, Ident) and top.operand.name == "device" and "device" not in self.scope):
+            return None
+        result = _param(_param(_DEVICE_FIELDS[top.field], 1), 1)
+        return _device_lookup(top.field, inner.index.value, name), result
 
     # leaves
 
@@ -346,6 +420,11 @@ class _Compiler:
         if ot.kind == DEVICE.kind:
             if name not in _DEVICE_FIELDS:
                 raise _Error(f"undefined field '{name}'", node.pos)
+            if isinstance(node.operand, Ident):  # device.<field>: the variable and the selection at once
+                def device_field_of_variable(c: _Ctx) -> Any:
+                    c.cost += 2
+                    return c.device.field(name)
+                return device_field_of_variable, _DEVICE_FIELDS[name]
 
             def device_field(c: _Ctx) -> Any:
                 d = operand(c)
@@ -602,13 +681,12 @@ class _Compiler:
         if (name == "bind" and isinstance(target, Ident) and target.name == "cel" and "cel" not in self.scope
                 and len(args) == 3):
             return self.bind_macro(args, node.pos)
-        if name in ("all", "exists", "exists_one", "existsOne", "map", "filter") and args and all(
-                isinstance(a, Ident) for a in args[:-1]) and 2 <= len(args) <= 3:
-            if name in ("map",) and len(args) == 3:
-                return self.comprehension(name, target, args[:1], args[1:], node.pos)
-            if len(args) == 3 and name in ("map", "filter"):
-                return None
-            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)
+        if name in ("all", "exists", "exists_one", "existsOne") and len(args) in (2, 3) and all(
+                isinstance(a, Ident) for a in args[:-1]):
+            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)  # (x, p) or (k, v, p)
+        if (name == "map" and len(args) in (2, 3) or name == "filter" and len(args) == 2) and isinstance(
+                args[0], Ident):
+            return self.comprehension(name, target, args[:1], args[1:], node.pos)  # (x, f), (x, p, f), (x, p)
         return None
 
     def has(self, arg: Node, pos: int) -> tuple[Fn, T]:
@@ -786,11 +864,46 @@ _ARITHMETIC_FNS: dict[str, Callable[[Any, Any], Any]] = {
     "_+_": cellib.add, "_-_": cellib.subtract, "_*_": cellib.multiply, "_/_": cellib.divide, "_%_": cellib.modulo}
 
 
+def _constant(node: Node) -> bool:
+    """Whether ``node`` reads nothing: no variable, no ``device`` (a namespace such as ``cel`` or
+    ``optional`` before a function's name is no variable)."""
+    if isinstance(node, Lit):
+        return True
+    if isinstance(node, Ident):
+        return False
+    if isinstance(node, (Select, Index)):
+        return _constant(node.operand) and (not isinstance(node, Index) or _constant(node.index))
+    if isinstance(node, Call):
+        target = node.target
+        if target is not None and not (isinstance(target, Ident) and target.name in _NAMESPACES
+                                       and node.function != "bind") and not _constant(target):
+            return False
+        return all(_constant(a) for a in node.args)
+    if isinstance(node, (And, Or)):
+        return all(_constant(t) for t in node.terms)
+    if isinstance(node, Cond):
+        return _constant(node.cond) and _constant(node.then) and _constant(node.otherwise)
+    if isinstance(node, ListLit):
+        return all(_constant(e) for e in node.elements)
+    if isinstance(node, MapLit):
+        return all(_constant(k) and _constant(v) for k, v in node.entries)
+    return False
+
+
 def _kind(t: T) -> str:
     return t.kind
 
 
+_SCALARS = frozenset({bool, int, UInt, float, type(None), Quantity, cellib.Semver})
+
+
 def _eq_cost(x: object, y: object) -> int:
+    # A tenth of the shorter operand (cel-go's float arithmetic, rounded up), at least 1.
+    tx, ty = type(x), type(y)
+    if tx in _SCALARS or ty in _SCALARS:
+        return 1
+    if tx is str and ty is str:
+        return math.ceil(min(len(x), len(y)) * cellib.STRING_COST) or 1  # type: ignore[arg-type]
     return max(1, math.ceil(min(cellib.size_of(x), cellib.size_of(y)) * cellib.STRING_COST))
 
 
@@ -918,14 +1031,21 @@ def _loop(c: _Ctx, per_item: int) -> None:
 
 def _quantifier(rng: Fn, slots: list[int], predicate: Fn, exists: bool) -> Fn:
     two = len(slots) == 2
+    per_item = 3 if exists else 2  # the loop condition and the accumulator, as the macro's expansion costs
+    first = slots[0]
 
     def quantify(c: _Ctx) -> Any:
-        items = _items(rng(c), two)
         error: EvalError | None = None
+        variables = c.vars
+        items: Iterable[Any] = _items(rng(c), True) if two else cellib.iterate(rng(c))
         for item in items:
-            _loop(c, 3 if exists else 2)  # the loop condition and the accumulator, as the expansion costs
-            for slot, v in zip(slots, item, strict=True):
-                c.vars[slot] = v
+            c.cost += per_item
+            if c.cost > c.limit:
+                raise CostExceeded()
+            if two:
+                variables[first], variables[slots[1]] = item
+            else:
+                variables[first] = item
             try:
                 v = predicate(c)
             except EvalError as e:
