@@ -935,8 +935,8 @@ class Placer:
         for p in pods:
             if repelling or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
                              or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread or p.claims):
-                out[(constraints_key(p), rules_key(p, presence) if rules.applies(p) else None,
-                     id(self.filters.static(p)) if p.claims else None)] = p
+                key = (constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)
+                out[(*key, id(self.filters.static(p))) if p.claims else key] = p  # claims filter nodes too
             else:
                 out[plain] = p
         return list(out.values())
