@@ -60,6 +60,7 @@ from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
 _VERSIONS = itertools.count(1)
+WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class PodClaims:
     prefilter: PreFilterReason | None = None
     claims: tuple[ResourceClaim, ...] = ()
     fresh: tuple[ResourceClaim, ...] = ()  # not allocated: the allocator's work
+    consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
 
     @property
     def allocated(self) -> tuple[ResourceClaim, ...]:
@@ -85,9 +87,19 @@ def consumer_of(pod: Pod) -> Consumer:
     return Consumer("pods", pod.name, pod.uid)
 
 
-def _reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
-    return any(c.resource == "pods" and c.name == pod.name and (not c.uid or not pod.uid or c.uid == pod.uid)
-               for c in claim.reserved_for)
+def _group_consumer(claim: ResourceClaim, pod: Pod) -> Consumer | None:
+    """The Workload PodGroup a template's claim was made for, when it is the pod's own group
+    (KEP-5729, ``resourceclaim.BindTo``: the member's identical entry names the group's claim, which
+    is reserved for the group, not the pod); else None."""
+    owner = claim.owner
+    if owner is None or owner[0] != "PodGroup" or not pod.scheduling_group or owner[1] != pod.scheduling_group:
+        return None
+    return Consumer("podgroups", owner[1], owner[2], WORKLOAD_GROUP)
+
+
+def _holds(claim: ResourceClaim, consumer: Consumer) -> bool:
+    return any(c.resource == consumer.resource and c.name == consumer.name
+               and (not c.uid or not consumer.uid or c.uid == consumer.uid) for c in claim.reserved_for)
 
 
 class DeviceRules:
@@ -125,6 +137,7 @@ class DeviceRules:
     def resolve(self, pod: Pod) -> PodClaims:
         """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
         out: list[ResourceClaim] = []
+        consumers: list[Consumer] = []
         for entry in pod.claims:
             name, owned = entry.claim, False
             if not name:
@@ -142,11 +155,13 @@ class DeviceRules:
                 return PodClaims(device_claim_not_found(name))
             if claim.deleting:
                 return PodClaims(device_claim_deleting(name))
-            if owned and (claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name
-                          or (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)):
+            consumer = (_group_consumer(claim, pod) if owned else None) or consumer_of(pod)
+            if owned and consumer.resource == "pods" and (
+                    claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name
+                    or (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)):
                 return PodClaims(device_claim_not_owned(key, pod.key))
             if (claim.allocation is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX
-                    and not _reserved_for(claim, pod)):
+                    and not _holds(claim, consumer)):
                 return PodClaims(device_claim_in_use(key))
             if claim.allocation is None:
                 for field_name in claim.alpha_fields:
@@ -158,7 +173,8 @@ class DeviceRules:
                             what = f"{request.name}/{sub.name}" if sub.name else request.name
                             return PodClaims(class_missing(key, what, sub.device_class))
             out.append(claim)
-        return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None))
+            consumers.append(consumer)
+        return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers))
 
     def key(self, pod: Pod) -> tuple[object, ...]:
         """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
@@ -262,17 +278,16 @@ class DeviceRules:
             if isinstance(got, Unallocatable):
                 return unallocatable(got)
             made = list(got)
-        consumer = consumer_of(pod)
         fresh = {c.key: a for c, a in zip(found.fresh, made, strict=True)}
         writes = []
-        for claim in found.claims:
+        for claim, consumer in zip(found.claims, found.consumers, strict=True):
             allocation = fresh.get(claim.key)
             writes.append(ClaimWrite(claim.key, consumer, allocation))
             updated = claim
             if allocation is not None:
                 self._undo(txn, self.in_use.add(allocation))
                 updated = replace(updated, allocation=allocation)
-            if not _reserved_for(claim, pod):
+            if not _holds(claim, consumer):
                 updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
             if updated is not claim:
                 self._swap(txn, claim.key, updated)

@@ -30,7 +30,6 @@ from koordpy.core.verdicts import (
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
-    GroupClaims,
     GroupId,
     GroupMissing,
     GroupNamedOtherwise,
@@ -81,7 +80,6 @@ from koordpy.devices.reasons import Unallocatable
 JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
-CLAIMS = "koordpy does not allocate ResourceClaims yet"
 SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet"
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
@@ -473,10 +471,6 @@ def render(reason: Reason) -> str:
         case GroupSchedulers():
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: its pods name different "
                     f"schedulerNames ({', '.join(reason.names)}), and only one scheduler may place a group; "
-                    f"pod {reason.pod} stays pending")
-        case GroupClaims():
-            return (f"{CLAIMS}: PodGroup {reason.group} (scheduling.k8s.io) has spec.resourceClaims "
-                    f"({', '.join(reason.claims)}), which kube-scheduler's DynamicResources plugin would allocate; "
                     f"pod {reason.pod} stays pending")
         case GroupPriority():
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "

@@ -219,15 +219,6 @@ class GroupNameShared:
 
 
 @dataclass(frozen=True)
-class GroupClaims:
-    """A Workload PodGroup with ``spec.resourceClaims``, which koordpy does not allocate."""
-
-    pod: str
-    group: str  # namespace/name
-    claims: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class GroupPriority:
     """A pod whose priority differs from its Workload PodGroup's, as kube-scheduler refuses it."""
 
@@ -528,7 +519,7 @@ class BoundWithoutOwner:
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
     | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers
-    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupPriority
     | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside

@@ -684,7 +684,7 @@ class _Compiler:
         if name in ("all", "exists", "exists_one", "existsOne") and len(args) in (2, 3) and all(
                 isinstance(a, Ident) for a in args[:-1]):
             return self.comprehension(name, target, args[:-1], args[-1:], node.pos)  # (x, p) or (k, v, p)
-        if (name == "map" and len(args) in (2, 3) or name == "filter" and len(args) == 2) and isinstance(
+        if ((name == "map" and len(args) in (2, 3)) or (name == "filter" and len(args) == 2)) and isinstance(
                 args[0], Ident):
             return self.comprehension(name, target, args[:1], args[1:], node.pos)  # (x, f), (x, p, f), (x, p)
         return None

@@ -40,7 +40,6 @@ from koordpy.core.verdicts import (
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
-    GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
@@ -148,10 +147,6 @@ TABLE: list[tuple[Reason, str]] = [
     (GroupSchedulers("default/p", "default/workers", ("default-scheduler", "koordpy")),
      "PodGroup default/workers (scheduling.k8s.io) is refused: its pods name different schedulerNames "
      "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),
-    (GroupClaims("default/p", "default/workers", ("gpu",)),
-     "koordpy does not allocate ResourceClaims yet: PodGroup default/workers (scheduling.k8s.io) has "
-     "spec.resourceClaims (gpu), which kube-scheduler's DynamicResources plugin would allocate; pod default/p "
-     "stays pending"),
     (GroupPriority("default/p", "default/workers", 100, 0),
      "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
      "every pod of a group must have the group's priority"),

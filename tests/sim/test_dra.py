@@ -261,3 +261,45 @@ def _running(body: dict[str, Any], node_name: str) -> list[dict[str, Any]]:
                                             "controller": True}]
     made["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
     return [made, body]
+
+
+# -- a Workload PodGroup's own claims (KEP-5729, DRAWorkloadResourceClaims) ---------------------------------
+
+def channel_objects() -> list[dict[str, Any]]:
+    """A network-attached channel device usable on rack r1's nodes (a ComputeDomain's, say), its class
+    and a template asking for it."""
+    rack = "topology.kubernetes.io/rack"
+    nodes = [node(n, cpu="64", labels={rack: r}) for n, r in (("r1-0", "r1"), ("r1-1", "r1"), ("r2-0", "r2"))]
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "channel"},
+           "spec": {"selectors": [{"cel": {"expression": 'device.driver == "channel.example.com"'}}]}}
+    sl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "domain-r1"},
+          "spec": {"driver": "channel.example.com",
+                   "pool": {"name": "domain-r1", "generation": 1, "resourceSliceCount": 1},
+                   "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": rack, "operator": "In", "values": ["r1"]}]}]},
+                   "devices": [{"name": "channel-0"}]}}
+    tpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": "channel", "namespace": "default"},
+           "spec": {"spec": {"devices": {"requests": [{"name": "ch", "exactly": {"deviceClassName": "channel"}}]}}}}
+    return [*nodes, cls, sl, tpl]
+
+
+def test_a_podgroups_claim_is_allocated_once_for_its_members_and_reserved_for_the_group() -> None:
+    from koordpy.sim.simulator import World, simulate
+
+    entry = [{"name": "channel", "resourceClaimTemplateName": "channel"}]
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "default", "uid": "uid-train"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": entry}}
+    members = []
+    for i in range(2):
+        body = pod(f"t-{i}", cpu="40", schedulingGroup={"podGroupName": "train"})
+        body["spec"]["resourceClaims"] = entry
+        members.append(body)
+    world = World.from_objects([("t", o) for o in (*channel_objects(), group, *members)])
+    out = simulate(world)
+    assert sorted(out.bound.values()) == ["r1-0", "r1-1"]  # one member a node, both where the channel reaches
+    assert out.allocations == {"default/train-channel": ["channel.example.com/domain-r1/channel-0"]}
+    made = world.devices.claims["default/train-channel"]
+    assert [(c.resource, c.name, c.api_group) for c in made.reserved_for] == [
+        ("podgroups", "train", "scheduling.k8s.io")]
