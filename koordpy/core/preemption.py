@@ -191,10 +191,11 @@ class Preemptor:
         The queue parks the job until they are gone (wake "victims"): the same pods, no other. A
         nominated node the pod's own filters now rule out (cordoned, tainted unreachable: its victims
         may never finish terminating) is not waited on: the pod may preempt again, as kube-scheduler's
-        does when its nominated node is UnschedulableAndUnresolvable."""
+        does when its nominated node is UnschedulableAndUnresolvable. (Devices the victims still hold
+        are not such a rule: their going frees them, so the loose mask is asked.)"""
         index, static = self.cluster.node_index, self.placer.filters.static
         nodes = {n for p in job.pods
-                 if (n := index.get(p.nominated_node_name)) is not None and bool(static(p).mask[n])}
+                 if (n := index.get(p.nominated_node_name)) is not None and bool(static(p, True).mask[n])}
         if not nodes:
             return ()
         idx = self.cluster.index

@@ -303,3 +303,24 @@ def test_a_podgroups_claim_is_allocated_once_for_its_members_and_reserved_for_th
     made = world.devices.claims["default/train-channel"]
     assert [(c.resource, c.name, c.api_group) for c in made.reserved_for] == [
         ("podgroups", "train", "scheduling.k8s.io")]
+
+
+def test_a_gang_preempts_for_devices_inside_one_block() -> None:
+    # Every node's GPUs are held by a low-priority pod; block b2's pods also hold more CPU. The gang
+    # (MustGather on the block) evicts exactly the two GPU holders of one block, and their claims go.
+    where = {f"n{i}": {SPINE: "s1", BLOCK: "b1" if i < 2 else "b2"} for i in range(4)}
+    objs: list[dict[str, Any]] = [*gpu_nodes(*where, labels=where), gpu_class(), template(),
+                                  *[gpu_slice(n) for n in where], priority_class("low", 1),
+                                  priority_class("high", 1000)]
+    for i, n in enumerate(where):
+        objs += _running(claiming(pod(f"low-{i}", cpu="1", priority_class="low"), template_name="gpus"), n)
+    gang = podgroup("train", 2, gather=[{"layer": "BlockLayer", "strategy": "MustGather"}])
+    members = [claiming(pod(f"train-{i}", cpu="1", group="train", index=i, priority_class="high"),
+                        template_name="gpus") for i in range(2)]
+    out = run(objs, SPINE_BLOCK, gang, *members)
+    assert len(out.preempted) == 2
+    victims_nodes = {f"n{out.preempted[0][-1]}", f"n{out.preempted[1][-1]}"}
+    assert victims_nodes in ({"n0", "n1"}, {"n2", "n3"})  # one block's
+    assert {out.bound["default/train-0"], out.bound["default/train-1"]} == victims_nodes
+    assert out.allocations is not None
+    assert not any(f"default/{v.split('/')[1]}-gpus" in out.allocations for v in out.preempted)
