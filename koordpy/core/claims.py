@@ -72,6 +72,17 @@ class PodClaims:
     claims: tuple[ResourceClaim, ...] = ()
     fresh: tuple[ResourceClaim, ...] = ()  # not allocated: the allocator's work
     consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
+    names: tuple[str, ...] = ()  # each claim's name in the pod's spec.resourceClaims
+
+    def key(self) -> tuple[object, ...]:
+        """What a node's answer depends on: how the pod names its claims, the claims allocated already
+        (their node selectors), the specs of those to allocate."""
+        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh))
+
+    def named(self, reason: Unallocatable) -> str:
+        """``reason`` in words, naming the claim as the pod does (pods of one template share the words)."""
+        entry = next((n for c, n in zip(self.claims, self.names, strict=True) if c.key == reason.claim), reason.claim)
+        return unallocatable(reason, entry)
 
     @property
     def allocated(self) -> tuple[ResourceClaim, ...]:
@@ -130,7 +141,12 @@ class DeviceRules:
         self.bindings: dict[str, DeviceBinding] = {}
         self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
         self._served: dict[str, bool] = {}  # node -> whether any pool's devices may be used there
-        self._capacity: dict[tuple[object, ...], tuple[int, npt.NDArray[np.int64]]] = {}
+        # Answers per node, kept while the devices in use there do not change: a node's stamp moves
+        # when an allocation pinned to it comes or goes, every node's (``_common``) for one that is not.
+        self._stamps: dict[str, int] = {}
+        self._common = 0
+        self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
+        self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
 
     # -- PreFilter -------------------------------------------------------------------------
 
@@ -138,6 +154,7 @@ class DeviceRules:
         """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
         out: list[ResourceClaim] = []
         consumers: list[Consumer] = []
+        names: list[str] = []
         for entry in pod.claims:
             name, owned = entry.claim, False
             if not name:
@@ -174,16 +191,16 @@ class DeviceRules:
                             return PodClaims(class_missing(key, what, sub.device_class))
             out.append(claim)
             consumers.append(consumer)
-        return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers))
+            names.append(entry.name)
+        return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
+                         tuple(names))
 
     def key(self, pod: Pod) -> tuple[object, ...]:
         """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
         pod's own; else the claims allocated already (their node selectors) and the specs of those to
         allocate (a gang's pods with claims from one template share one answer)."""
         found = self.resolve(pod)
-        if found.prefilter is not None:
-            return (pod.key, found.prefilter)
-        return (tuple(c.key for c in found.allocated), _specs_key(found.fresh))
+        return (pod.key, found.prefilter) if found.prefilter is not None else found.key()
 
     # -- Filter ----------------------------------------------------------------------------
 
@@ -199,8 +216,17 @@ class DeviceRules:
             if self._loose is None:
                 self._loose = Allocator(self.pools, self.classes, InUse())
             allocator = self._loose
+        cache = self._reasons.setdefault((*found.key(), loose), {})
+        stamps, common = self._stamps, self._common
+        out: list[str | None] = []
         try:
-            return [self._node_reason(found, node, allocator) for node in nodes]
+            for node in nodes:
+                stamp = max(common, stamps.get(node.name, 0))
+                hit = cache.get(node.name)
+                if hit is None or hit[0] != stamp:
+                    hit = cache[node.name] = (stamp, self._node_reason(found, node, allocator))
+                out.append(hit[1])
+            return out
         except DeviceError as exc:  # kube-scheduler's error status: the pod is not scheduled at all
             return [device_error(exc.message)] * len(nodes)
 
@@ -211,7 +237,7 @@ class DeviceRules:
         if not self.served(node):
             return NO_DEVICES
         got = allocator.allocate(node, found.fresh, self.now)
-        return unallocatable(got) if isinstance(got, Unallocatable) else None
+        return found.named(got) if isinstance(got, Unallocatable) else None
 
     def served(self, node: Node) -> bool:
         """Whether any pool's devices may be used on ``node`` (else no claim is allocated there)."""
@@ -241,19 +267,19 @@ class DeviceRules:
         if not specs:
             return None
         out = np.zeros(len(nodes), dtype=np.int64)
+        stamps, common = self._stamps, self._common
         for key, spec in specs.items():
-            hit = self._capacity.get((key, limit))
-            if hit is None or hit[0] != self.version:
-                per = np.full(len(nodes), -1, dtype=np.int64)
-                hit = (self.version, per)
-                self._capacity[(key, limit)] = hit
-            per = hit[1]
-            for i in np.flatnonzero(mask & (per < 0)).tolist():
+            cache = self._capacity.setdefault((key, limit), {})
+            for i in np.flatnonzero(mask).tolist():
                 node = nodes[i]
-                per[i] = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
-            # Pods of several kinds: a node takes at most what the kind it suits best takes (the
-            # pruning never underestimates; Reserve is the exact test).
-            out = np.maximum(out, np.where(per < 0, 0, per))
+                stamp = max(common, stamps.get(node.name, 0))
+                hit = cache.get(node.name)
+                if hit is None or hit[0] != stamp:
+                    taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
+                    hit = cache[node.name] = (stamp, taken)
+                # Pods of several kinds: a node takes at most what the kind it suits best takes (the
+                # pruning never underestimates; Reserve is the exact test).
+                out[i] = max(out[i], hit[1])
         return out
 
     # -- Reserve -----------------------------------------------------------------------------
@@ -276,7 +302,7 @@ class DeviceRules:
             except DeviceError as exc:
                 return device_error(exc.message)
             if isinstance(got, Unallocatable):
-                return unallocatable(got)
+                return found.named(got)
             made = list(got)
         fresh = {c.key: a for c, a in zip(found.fresh, made, strict=True)}
         writes = []
@@ -285,7 +311,7 @@ class DeviceRules:
             writes.append(ClaimWrite(claim.key, consumer, allocation))
             updated = claim
             if allocation is not None:
-                self._undo(txn, self.in_use.add(allocation))
+                self._undo(txn, self.in_use.add(allocation), _pinned(allocation))
                 updated = replace(updated, allocation=allocation)
             if not _holds(claim, consumer):
                 updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
@@ -316,7 +342,7 @@ class DeviceRules:
                 others = [c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name)]
                 if others:
                     continue
-                self._undo(txn, self.in_use.remove(claim.allocation))
+                self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
                 self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))
 
     # -- the undo log ------------------------------------------------------------------------
@@ -325,9 +351,18 @@ class DeviceRules:
         self.version = next(_VERSIONS)
         self.assumed = True
 
-    def _undo(self, txn: Txn, undo: Callable[[], None]) -> None:
+    def _undo(self, txn: Txn, undo: Callable[[], None], nodes: tuple[str, ...] | None) -> None:
         self._changed()
-        txn.record(_Undo(self, undo))
+        self.touch(nodes)
+        txn.record(_Undo(self, undo, nodes))
+
+    def touch(self, nodes: tuple[str, ...] | None) -> None:
+        """The devices in use on ``nodes`` (None: anywhere) changed: their cached answers expire."""
+        if nodes is None:
+            self._common = self.version
+        else:
+            for name in nodes:
+                self._stamps[name] = self.version
 
     def _swap(self, txn: Txn, key: str, claim: ResourceClaim) -> None:
         old = self.claims.get(key)
@@ -359,10 +394,23 @@ class _Undo:
 
     rules: DeviceRules
     back: Callable[[], None]
+    nodes: tuple[str, ...] | None = ()  # where the devices in use changed (None: anywhere; (): none)
 
     def undo(self) -> None:
         self.back()
         self.rules.version = next(_VERSIONS)
+        self.rules.touch(self.nodes)
+
+
+def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
+    """The nodes an allocation's devices are pinned to by name (node-local devices), else None."""
+    terms = allocation.node_selector
+    if not terms or len(terms) != 1 or terms[0].match_expressions:
+        return None
+    fields = terms[0].match_fields
+    if len(fields) != 1 or fields[0].key != "metadata.name" or fields[0].operator != "In":
+        return None
+    return tuple(fields[0].values)
 
 
 def _specs_key(claims: tuple[ResourceClaim, ...]) -> str:

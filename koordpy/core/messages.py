@@ -204,9 +204,11 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NO_DEVICES = f"{CANNOT_ALLOCATE} (no ResourceSlice publishes devices for the node)"
 
 
-def unallocatable(reason: Unallocatable) -> str:
-    """A node's allocator failure: kube-scheduler's words, then which claim and request and why."""
-    where = f"resourceclaim {reason.claim}" + (f", request {reason.request}" if reason.request else "")
+def unallocatable(reason: Unallocatable, claim: str = "") -> str:
+    """A node's allocator failure: kube-scheduler's words, then which claim (``claim``: as the pod
+    names it in its spec.resourceClaims, else the ResourceClaim) and request, and why."""
+    where = (f"claim {claim}" if claim else f"resourceclaim {reason.claim}") + (
+        f", request {reason.request}" if reason.request else "")
     have, _, want = reason.detail.partition("/")
     match reason.why:
         case "not-on-node":

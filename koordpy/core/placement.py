@@ -89,7 +89,7 @@ class Placer:
         devices take, when they claim devices (a gang of 8-GPU claims gathers as one of 8-GPU requests)."""
         cap = None if cap_on is None else np.where(cap_on, 1, np.iinfo(np.int64).max).astype(np.int64)
         devices = self.filters.devices
-        if devices is not None and any(p.claims for p in pods):
+        if devices is not None and len(pods) > 1 and any(p.claims for p in pods):  # one pod: its mask says
             mask = self._mask(self.filters.static(pods[0]).mask)
             counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods))
             if counted is not None:

@@ -111,7 +111,7 @@ def test_reserve_takes_devices_for_the_pods_after_it_and_a_rollback_gives_them_b
     assert (write.consumer.resource, write.consumer.name, write.consumer.uid) == ("pods", "p", "u1")
     assert rules.claims["default/a"].allocation == write.allocation
     why = rules.reasons(second, [N0])[0]
-    assert why is not None and why.startswith("cannot allocate all claims (resourceclaim default/b, request gpus")
+    assert why is not None and why.startswith("cannot allocate all claims (claim gpus, request gpus")
     assert rules.reserve(second, N0, txn) == why
     txn.rollback(0)  # the job is rolled back: it holds no device, and nothing is written
     assert rules.bindings == {} and rules.claims["default/a"].allocation is None

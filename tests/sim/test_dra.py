@@ -125,7 +125,7 @@ def test_tainted_devices_and_a_selector_no_device_meets_are_told_apart_per_node(
               claiming(pod("p", cpu="1"), claim_name="c"))
     said = out.pending["default/p"]
     assert said.startswith("0/3 nodes are available: ")
-    assert "resourceclaim default/c, request gpus" in said
+    assert "claim gpus, request gpus" in said
     assert "taints it does not tolerate" in said and "too few devices match" in said
     assert "1 cannot allocate all claims (no ResourceSlice publishes devices for the node)" in said
     assert out.allocations == {}
