@@ -249,6 +249,8 @@ class Cycle:
         for pod in pods:
             if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
                 stmt.evict(key)
+        if reserved:  # a NonStrict gang's held members take their devices before the others are placed
+            self.reserve.held(job.pods, reserved, stmt)
         lifted = stmt.savepoint()
         failure = None
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)

@@ -83,6 +83,18 @@ class Reserve:
                 return Failure(pod, DevicesTogether(len(nodes), nodes[at].name, why))
         return None
 
+    def held(self, pods: list[Pod], reserved: Mapping[str, str], stmt: Statement) -> None:
+        """The members a NonStrict gang holds room for take their devices on their nodes, on ``stmt``
+        (they waited holding room, not devices: a job that waits again gives them back); what one
+        cannot have any more is said when it is bound."""
+        rules, index = self.filters.devices, self.cluster.node_index
+        if rules is None:
+            return
+        for pod in pods:
+            node = reserved.get(pod.key)
+            if node is not None and pod.claims and node in index and pod.key not in rules.bindings:
+                rules.reserve(pod, self.cluster.nodes[index[node]], stmt.txn)
+
     def apart(self, pods: list[Pod], stmt: Statement) -> tuple[Pod, str] | None:
         """The volume rule ``pods``, as ``stmt`` places them, break together (the member and why), else
         None."""

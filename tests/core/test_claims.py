@@ -163,3 +163,12 @@ def test_pods_with_claims_of_one_spec_share_one_cached_answer() -> None:
     rules = DeviceRules(devices(claim("a"), claim("b")))
     assert rules.key(claimer("p", "a")) == rules.key(claimer("q", "b"))
     assert rules.key(claimer("p", "a")) != rules.key(claimer("p", "missing"))
+
+
+def test_a_claim_using_an_alpha_field_is_refused_naming_it() -> None:
+    body = claim("c")
+    body["spec"]["devices"]["requests"][0]["exactly"]["derivedAttributes"] = [{"name": "x"}]
+    rules = DeviceRules(devices(body))
+    why = rules.resolve(claimer("p", "c")).prefilter
+    assert why is not None and "spec.devices.requests[0].exactly.derivedAttributes" in why
+    assert why.startswith("resourceclaim default/c uses ")

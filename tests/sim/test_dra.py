@@ -324,3 +324,30 @@ def test_a_gang_preempts_for_devices_inside_one_block() -> None:
     assert {out.bound["default/train-0"], out.bound["default/train-1"]} == victims_nodes
     assert out.allocations is not None
     assert not any(f"default/{v.split('/')[1]}-gpus" in out.allocations for v in out.preempted)
+
+
+def test_a_nonstrict_gang_holds_room_but_no_device_while_it_waits_and_gets_them_at_bind() -> None:
+    from koordpy.core.cycle import schedule
+    from koordpy.core.state import SchedulerState
+    from koordpy.sim.simulator import World
+
+    gang = podgroup("g", 3, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"})
+
+    def world(*names: str) -> World:
+        objs = [*gpu_nodes(*names), gpu_class(), template(), *[gpu_slice(n) for n in names], gang,
+                *koord_gang("g", 3)]
+        return World.from_objects([("t", o) for o in objs])
+
+    state = SchedulerState()
+    two = world("n0", "n1")
+    first = schedule(two.snapshot(frozenset({"koordpy"})), state, two.now)
+    assert first.binds == [] and len(state.reserved) == 2  # room held on two nodes
+    assert state.view is not None and state.view.devices is not None
+    assert not any(c.allocation for c in state.view.devices.claims.values())  # and no device
+    three = world("n0", "n1", "n2")
+    second = schedule(three.snapshot(frozenset({"koordpy"})), state, three.now + 1)
+    assert sorted(b.node for b in second.binds) == ["n0", "n1", "n2"]
+    for bind in second.binds:
+        assert bind.devices is not None and bind.devices.node == bind.node
+        (write,) = bind.devices.claims
+        assert write.allocation is not None and {r.pool for r in write.allocation.results} == {bind.node}
