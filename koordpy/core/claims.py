@@ -121,12 +121,12 @@ class DeviceRules:
 
     def __init__(self, devices: Devices, previous: DeviceRules | None = None) -> None:
         self.devices = devices
-        self.classes = devices.classes
+        self.classes = dict(devices.classes)
         self.claims: dict[str, ResourceClaim] = dict(devices.claims)
+        # What the pools are made of, copied: a shell may change its stores in place.
+        self._made_of = (dict(devices.slices), dict(devices.taint_rules), self.classes)
         same_pools = previous is not None and all(
-            _same(a, b) for a, b in ((devices.slices, previous.devices.slices),
-                                     (devices.taint_rules, previous.devices.taint_rules),
-                                     (devices.classes, previous.devices.classes)))
+            _same(a, b) for a, b in zip(self._made_of, previous._made_of, strict=True))
         self.pools: Pools
         if previous is not None and same_pools:
             self.pools = previous.pools
@@ -243,7 +243,7 @@ class DeviceRules:
         """Whether any pool's devices may be used on ``node`` (else no claim is allocated there)."""
         hit = self._served.get(node.name)
         if hit is None:
-            hit = self._served[node.name] = any(_slice_serves(s, node) for s in self.devices.slices.values())
+            hit = self._served[node.name] = any(_slice_serves(s, node) for s in self._made_of[0].values())
         return hit
 
     # -- the topology search's count ---------------------------------------------------------

@@ -172,3 +172,14 @@ def test_a_claim_using_an_alpha_field_is_refused_naming_it() -> None:
     why = rules.resolve(claimer("p", "c")).prefilter
     assert why is not None and "spec.devices.requests[0].exactly.derivedAttributes" in why
     assert why.startswith("resourceclaim default/c uses ")
+
+
+def test_the_pools_are_built_again_when_a_shell_changes_its_slices_in_place() -> None:
+    made = devices(claim("c"))
+    first = DeviceRules(made)
+    assert first.reasons(claimer("p", "c"), [N1])[0] is not None  # no slice reaches n1
+    again = DeviceRules(made, first)
+    assert again.pools is first.pools  # nothing changed: the pools (and their CEL verdicts) are kept
+    extra = ResourceSlice.from_raw(gpu_slice("n1"))
+    made.slices[extra.name] = extra  # the same dict, changed in place, as a shell's store may be
+    assert DeviceRules(made, again).reasons(claimer("p", "c"), [N1]) == [None]
