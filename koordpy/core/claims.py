@@ -32,6 +32,8 @@ from koordpy.api.dra import (
     Allocation,
     ClaimSpec,
     Consumer,
+    DeviceClass,
+    DeviceTaintRule,
     Devices,
     ResourceClaim,
     ResourceSlice,
@@ -124,9 +126,11 @@ class DeviceRules:
         self.classes = dict(devices.classes)
         self.claims: dict[str, ResourceClaim] = dict(devices.claims)
         # What the pools are made of, copied: a shell may change its stores in place.
-        self._made_of = (dict(devices.slices), dict(devices.taint_rules), self.classes)
-        same_pools = previous is not None and all(
-            _same(a, b) for a, b in zip(self._made_of, previous._made_of, strict=True))
+        self._made_of: tuple[dict[str, ResourceSlice], dict[str, DeviceTaintRule], dict[str, DeviceClass]] = (
+            dict(devices.slices), dict(devices.taint_rules), self.classes)
+        before = previous._made_of if previous is not None else None
+        same_pools = before is not None and (_same(self._made_of[0], before[0]) and _same(self._made_of[1], before[1])
+                                             and _same(self._made_of[2], before[2]))
         self.pools: Pools
         if previous is not None and same_pools:
             self.pools = previous.pools
