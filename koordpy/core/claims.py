@@ -33,8 +33,8 @@ from koordpy.api.dra import (
     ClaimSpec,
     Consumer,
     DeviceClass,
-    DeviceTaintRule,
     Devices,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
 )
