@@ -351,3 +351,42 @@ def test_a_nonstrict_gang_holds_room_but_no_device_while_it_waits_and_gets_them_
         assert bind.devices is not None and bind.devices.node == bind.node
         (write,) = bind.devices.claims
         assert write.allocation is not None and {r.pool for r in write.allocation.results} == {bind.node}
+
+
+def test_a_workload_podgroup_with_a_topology_key_goes_to_the_rack_whose_gpus_are_free() -> None:
+    # kube-scheduler's group cycle per domain of the key: rack r1 has more free CPU, but its GPUs are
+    # taken; the group goes to r2 whole.
+    rack = "topology.kubernetes.io/rack"
+    names = {"a0": "r1", "a1": "r1", "a2": "r1", "b0": "r2", "b1": "r2"}
+    objs: list[dict[str, Any]] = [*[node(n, cpu="64", labels={rack: r}) for n, r in names.items()], gpu_class(),
+                                  template(), *[gpu_slice(n) for n in names]]
+    for i, n in enumerate(("a0", "a1", "a2")):
+        objs += _running(claiming(pod(f"busy-{i}", cpu="1"), template_name="gpus"), n)
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                      "schedulingConstraints": {"topology": [{"key": rack}]}}}
+    members = [claiming(pod(f"g-{i}", cpu="1", schedulingGroup={"podGroupName": "g"}), template_name="gpus")
+               for i in range(2)]
+    out = run(objs, group, *members)
+    assert sorted(out.bound[f"default/g-{i}"] for i in range(2)) == ["b0", "b1"]
+
+
+def test_a_kai_gang_with_a_required_rack_goes_where_the_gpus_are_free() -> None:
+    rack = "example.com/rack"
+    names = {"a0": "r1", "a1": "r1", "a2": "r1", "b0": "r2", "b1": "r2"}
+    topology = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "network"},
+                "spec": {"levels": [{"nodeLabel": rack}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+    objs: list[dict[str, Any]] = [*[node(n, cpu="64", labels={rack: r}) for n, r in names.items()], gpu_class(),
+                                  template(), *[gpu_slice(n) for n in names], topology]
+    for i, n in enumerate(("a0", "a1", "a2")):
+        objs += _running(claiming(pod(f"busy-{i}", cpu="1"), template_name="gpus"), n)
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default",
+                          "annotations": {"kai.scheduler/topology": "network",
+                                          "kai.scheduler/topology-required-placement": rack}},
+             "spec": {"minMember": 2}}
+    members = [claiming(pod(f"g-{i}", cpu="1", annotations={"pod-group-name": "g"}), template_name="gpus")
+               for i in range(2)]
+    out = run(objs, group, *members)
+    assert sorted(out.bound[f"default/g-{i}"] for i in range(2)) == ["b0", "b1"], out.pending
