@@ -27,6 +27,7 @@ from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
     DevicesTogether,
+    ExtendedRefused,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
@@ -80,6 +81,7 @@ from koordpy.devices.reasons import Unallocatable
 JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
+EXTENDED = "koordpy does not allocate DRA-backed extended resources yet"
 SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet"
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
@@ -446,6 +448,10 @@ def render(reason: Reason) -> str:
         case WaitingForMembers():  # Koordinator's words, with koordpy's counts
             return (f'GangGroup "{group_name(reason.group)}" is waiting for its members: '
                     f"{counts(reason.counts)}, alreadyWaitForBound: {reason.already}")
+        case ExtendedRefused():
+            return (f"{EXTENDED}: pod {reason.pod} asks for {reason.resource}, which no node lists and DeviceClass "
+                    f"{reason.device_class} backs; kube-scheduler's DynamicResources plugin would allocate it "
+                    "through a ResourceClaim of its own; it stays pending")
         case GroupNamedOtherwise():
             return (f"{SCHEDULING_GROUP}: pod {reason.pod} names its group by {reason.group!r}, which "
                     "koordpy does not read; it stays pending")

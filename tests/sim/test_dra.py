@@ -390,3 +390,15 @@ def test_a_kai_gang_with_a_required_rack_goes_where_the_gpus_are_free() -> None:
                for i in range(2)]
     out = run(objs, group, *members)
     assert sorted(out.bound[f"default/g-{i}"] for i in range(2)) == ["b0", "b1"], out.pending
+
+
+def test_a_dra_backed_extended_resource_no_node_lists_is_refused_saying_so() -> None:
+    backed = gpu_class()
+    backed["spec"]["extendedResourceName"] = "example.com/gpu"
+    asking = pod("p", cpu="1")
+    asking["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    out = run(gpu_nodes("node-a"), backed, gpu_slice("node-a"), asking)
+    assert out.pending["default/p"].startswith(
+        "koordpy does not allocate DRA-backed extended resources yet: pod default/p asks for example.com/gpu")
+    listed = run(node("node-a", cpu="64", extra={"example.com/gpu": "2"}), backed, gpu_slice("node-a"), asking)
+    assert listed.bound == {"default/p": "node-a"}  # a device plugin's resource, counted as any other
