@@ -200,6 +200,7 @@ class ResourceSlice:
             if spec.get(f):
                 alpha.append(f"spec.{f}")
         devices, advanced = [], False
+        _at_most(r, raw_devices, SLICE_DEVICES_MAX, "spec.devices")  # before parsing a hostile 10,000
         for i, d in enumerate(raw_devices):
             device, uses = _device(r, d, f"spec.devices[{i}]", node is None, alpha)
             devices.append(device)
