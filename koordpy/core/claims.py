@@ -343,8 +343,9 @@ class DeviceRules:
                 claim = self.claims.get(f"{pod.namespace}/{name}") if name else None
                 if claim is None or claim.allocation is None:
                     continue
-                others = [c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name)]
-                if others:
+                others = tuple(c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name))
+                if others:  # still in use; another victim that shares it may free it
+                    self._swap(txn, claim.key, replace(claim, reserved_for=others))
                     continue
                 self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
                 self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))

@@ -449,7 +449,12 @@ class World(Stores):
                          if c.resource != "pods" or f"{claim.namespace}/{c.name}" in self.pods)
             if len(left) == len(claim.reserved_for):
                 continue
-            claims[key] = replace(claim, reserved_for=left, allocation=claim.allocation if left else None)
+            # The last consumer gone, the controller deallocates what a scheduler allocated (the claim
+            # carries its finalizer) and drops the finalizer; a driver's own allocation stays.
+            ours = DELETE_PROTECTION in claim.finalizers and not left
+            claims[key] = replace(claim, reserved_for=left, allocation=None if ours else claim.allocation,
+                                  finalizers=tuple(f for f in claim.finalizers if f != DELETE_PROTECTION)
+                                  if ours else claim.finalizers)
 
     def allocations(self) -> dict[str, list[str]]:
         """Every allocated claim -> its devices (``driver/pool/device``)."""

@@ -183,3 +183,14 @@ def test_the_pools_are_built_again_when_a_shell_changes_its_slices_in_place() ->
     extra = ResourceSlice.from_raw(gpu_slice("n1"))
     made.slices[extra.name] = extra  # the same dict, changed in place, as a shell's store may be
     assert DeviceRules(made, again).reasons(claimer("p", "c"), [N1]) == [None]
+
+
+def test_two_victims_sharing_a_claim_free_it_together() -> None:
+    rules = DeviceRules(devices(claim("new"), allocated("shared", ["v", "w"])))
+    incoming, txn = claimer("n", "new"), Txn()
+    rules.release([claimer("v", "shared", uid="uid-v")], txn)
+    assert rules.reasons(incoming, [N0])[0] is not None  # w still holds it
+    rules.release([claimer("w", "shared", uid="uid-w")], txn)
+    assert rules.reasons(incoming, [N0]) == [None]
+    txn.rollback(0)
+    assert [c.name for c in rules.claims["default/shared"].reserved_for] == ["v", "w"]

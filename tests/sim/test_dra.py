@@ -260,6 +260,7 @@ def _running(body: dict[str, Any], node_name: str) -> list[dict[str, Any]]:
     made["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": f"uid-{name}",
                                             "controller": True}]
     made["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
+    made["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]  # kube-scheduler's, as it allocated
     return [made, body]
 
 
@@ -402,3 +403,18 @@ def test_a_dra_backed_extended_resource_no_node_lists_is_refused_saying_so() -> 
         "koordpy does not allocate DRA-backed extended resources yet: pod default/p asks for example.com/gpu")
     listed = run(node("node-a", cpu="64", extra={"example.com/gpu": "2"}), backed, gpu_slice("node-a"), asking)
     assert listed.bound == {"default/p": "node-a"}  # a device plugin's resource, counted as any other
+
+
+def test_a_claim_a_driver_allocated_stays_allocated_when_its_consumer_goes() -> None:
+    # The ResourceClaim controller deallocates only what a scheduler allocated (its finalizer).
+    from koordpy.sim.simulator import World
+
+    low = claiming(pod("low", cpu="1", priority_class="low"), template_name="gpus")
+    made, running = _running(low, "node-a")
+    made["metadata"]["finalizers"] = []
+    world = World.from_objects([("t", o) for o in (*gpu_nodes("node-a"), gpu_class(), gpu_slice("node-a"),
+                                                   priority_class("low", 1), made, running)])
+    world.gone_at["default/low"] = world.now
+    world.finish_deletions()
+    assert world.devices.claims["default/low-gpus"].allocation is not None
+    assert world.devices.claims["default/low-gpus"].reserved_for == ()
