@@ -148,6 +148,11 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         for p in exp.pods:
             where = " > ".join(p.path) if p.path else (f"nominated {p.nominated_node}" if p.nominated_node else "-")
             w(f"  {p.key:<{width}}  {p.state:<11}  {where}\n")
+            for c in p.claims:  # its ResourceClaims: made, allocated, held by whom
+                said = (f"{c.claim}, allocated {', '.join(c.devices)}" if c.devices else f"{c.claim}, not allocated"
+                        ) if c.claim else "not created yet"
+                who = f"; reserved for {', '.join(c.reserved_for)}" if c.reserved_for else ""
+                w(f"    claim {c.name}: {said}{who}\n")
     if exp.would_place:
         w("Would place (dry run)\n")
         for pod, node in exp.would_place:

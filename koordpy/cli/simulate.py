@@ -59,6 +59,10 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
             what = (f"volume.kubernetes.io/selected-node={wrote['selectedNode']}" if "selectedNode" in wrote
                     else f"bound to PersistentVolume {wrote['volume']}")
             out.write(f"{key:<{width}}  {what}\n")
+    if result.devices:  # DRA: the devices each bound pod's claims hold
+        out.write(f"\n{'POD':<{width}}  DEVICES\n")
+        for key, devices in sorted(result.devices.items()):
+            out.write(f"{key:<{width}}  {', '.join(devices) or '-'}\n")
     out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
 
 

@@ -30,19 +30,17 @@ from koordpy.core.decisions import (
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
-    bind_of,
-    event_of,
-    scheduled,
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
-from koordpy.core.messages import assigned, assigned_many, render
+from koordpy.core.messages import render
 from koordpy.core.model import Gang
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
+from koordpy.core.reserve import Reserve
 from koordpy.core.skipping import skipping
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -50,7 +48,6 @@ from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import (
     BeyondMinimum,
-    BoundWithoutOwner,
     Code,
     Failure,
     GangTimeoutEvent,
@@ -63,7 +60,6 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
-    PreBindConflict,
     PreemptedBy,
     Text,
     TimedOut,
@@ -95,6 +91,9 @@ class Cycle:
         assert self.view.filters is not None
         self.filters = self.view.filters
         self.placer = Placer(self.filters)
+        self.reserve = Reserve(self.filters, self.placer)
+        if self.filters.devices is not None:
+            self.filters.devices.now = now
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
                                    self.view.groups, self.view.gangs)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
@@ -250,6 +249,8 @@ class Cycle:
         for pod in pods:
             if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
                 stmt.evict(key)
+        if reserved:  # a NonStrict gang's held members take their devices before the others are placed
+            self.reserve.held(job.pods, reserved, stmt)
         lifted = stmt.savepoint()
         failure = None
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
@@ -341,6 +342,9 @@ class Cycle:
                 stmt.rollback(mark)
                 return False
             stmt.assume(pod.key, node, vec)
+        if self.reserve.devices(pods, stmt) is not None:  # their devices too, as placement reserves them
+            stmt.rollback(mark)
+            return False
         return True
 
     def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
@@ -427,62 +431,11 @@ class Cycle:
                 self._gang_warning(gang, EventReason.TOPOLOGY_LIMIT_DROPPED, message)
 
     def _place(self, pods: list[Pod], req: Requirement | None, stmt: Statement) -> Failure | None:
+        """Placement, then what holds for the members only together: their volumes, their devices
+        (``koordpy.core.reserve``)."""
         mark = stmt.savepoint()
         failure = self.placer.place_job(pods, req, stmt)
-        rules = self.filters.volumes
-        if failure is None and rules is not None and sum(1 for p in pods if p.volumes) > 1:
-            # Each member's volume filters counted the pods placed before the job, not its fellow
-            # members: the ones that count other pods, and the static volumes their claims take, are
-            # checked for the members together. A job that breaks one waits (conservative: no other
-            # arrangement is searched), so a Strict gang is never bound in part.
-            broken = self._apart(pods, stmt)
-            if broken is not None:
-                stmt.rollback(mark)
-                if req is None and self._one_by_one(pods, stmt) is None:
-                    return None  # binpacked member by member, each where the ones before leave it room
-                stmt.rollback(mark)
-                pod, why = broken
-                return Failure(pod, VolumesTogether(len(self.cluster.nodes), why), code=Code.UNRESOLVABLE)
-        return failure
-
-    def _apart(self, pods: list[Pod], stmt: Statement) -> tuple[Pod, str] | None:
-        """The volume rule ``pods``, as ``stmt`` places them, break together (the member and why), else
-        None."""
-        rules = self.filters.volumes
-        if rules is None:
-            return None
-        by_key = {p.key: p for p in pods}
-        placing: dict[int, list[Pod]] = {}
-        for key, node in stmt.placed.items():
-            if key in by_key and by_key[key].volumes:
-                placing.setdefault(node, []).append(by_key[key])
-        return rules.together(placing, self.cluster.nodes, self.filters.placed())
-
-    def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
-        """Binpacks a job without a topology request one member at a time, each confined to the nodes
-        where its volumes still pass together with the members placed before it (kube-scheduler's
-        order for a gang: pod by pod)."""
-        rules = self.filters.volumes
-        assert rules is not None
-        before = self.filters.placed()
-        placing: dict[int, list[Pod]] = {}
-        saved = self.placer.only
-        try:
-            for pod in pods:
-                ok = self.filters.static(pod).mask.copy()
-                if pod.volumes:
-                    for i in np.flatnonzero(ok).tolist():
-                        trial = {**placing, i: [*placing.get(i, []), pod]}
-                        ok[i] = rules.together(trial, self.cluster.nodes, before) is None
-                self.placer.only = ok if saved is None else ok & saved
-                failure = self.placer.binpack([pod], stmt)
-                if failure is not None:
-                    return failure
-                if pod.volumes:
-                    placing.setdefault(stmt.placed[pod.key], []).append(pod)
-        finally:
-            self.placer.only = saved
-        return None
+        return failure if failure is not None else self.reserve.together(pods, req is not None, stmt, mark)
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,
@@ -580,7 +533,7 @@ class Cycle:
             if failure is None and pod.volumes:
                 # Its volume filters counted the pods placed before the job, not the members placed
                 # before it: the rules that count other pods are checked with them, as for a job.
-                broken = self._apart([p for p in pods if p.key in stmt.placed], stmt)
+                broken = self.reserve.apart([p for p in pods if p.key in stmt.placed], stmt)
                 if broken is not None:
                     failure = Failure(pod, VolumesTogether(len(self.cluster.nodes), broken[1]), code=Code.UNRESOLVABLE)
             if failure is not None:
@@ -631,7 +584,7 @@ class Cycle:
         if not skipped:
             return pods, failure
         static = self.filters.static
-        rest = [p for p in pods if bool(static(p).mask.any())]
+        rest = [p for p in pods if bool(static(p, True).mask.any())]
         if len(rest) == len(pods) or not rest or not gangrule.permit(job, {p.key for p in rest}, self.state.reserved,
                                                                         self.state.satisfied):
             return pods, failure
@@ -761,49 +714,8 @@ class Cycle:
         return gangrule.permit(job, placed, self.state.reserved, self.state.satisfied)
 
     def bind(self, placed: dict[str, int]) -> None:
-        """kube-scheduler's Reserve (volumes) and Bind for what the job placed, in order: a Bind and its
-        Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
-        rules = self.filters.volumes
-        nodes, by_key, bound, decisions = self.cluster.nodes, self.view.by_key, self.bound, self.result.decisions
-        if not any((obj := by_key.get(k)) is not None and ((obj.volumes and rules is not None) or obj.owner_references)
-                   for k in placed):
-            # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
-            keys = list(placed)
-            names = [nodes[i].name for i in placed.values()]
-            bound.update(zip(keys, names, strict=True))
-            decisions.extend(scheduled(keys, names, assigned_many(keys, names)))
-            self.cluster.bound_many(keys)
-            return
-        binding: list[str] = []
-        for pod, node_idx in placed.items():
-            node = nodes[node_idx].name
-            obj = by_key.get(pod)
-            if obj is None or not ((obj.volumes and rules is not None) or obj.owner_references):
-                bound[pod] = node
-                binding.append(pod)
-                decisions.append(bind_of(pod, node))
-                decisions.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
-                continue
-            volumes = None
-            if rules is not None and obj.volumes:
-                try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
-                    volumes = rules.prebind(obj, nodes[node_idx])
-                except LookupError as exc:
-                    # Only a member of a job placed together can meet this: a member before it took the
-                    # PV its claim matched on that node. It is not bound, and tries again.
-                    self.cluster.count(pod, None)
-                    self._say(obj, render(PreBindConflict(len(nodes), str(exc))))
-                    continue
-            bound[pod] = node
-            binding.append(pod)
-            decisions.append(Bind(pod, node, volumes))
-            decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
-            ref = missing_owner(obj, self.snapshot.owners)
-            if ref is not None:  # its grace ran out: placed as today, but not silently
-                decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
-                                       render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
-                                                                OWNER_GRACE_SECONDS))))
-        self.cluster.bound_many(binding)
+        """kube-scheduler's Bind (and the PreBind writes Reserve decided) for what the job placed."""
+        self.reserve.bind(placed, self.view.by_key, self.snapshot.owners, self.bound, self.result.decisions, self._say)
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:

@@ -82,6 +82,17 @@ class PodFacts:
     nominated_node: str
     path: tuple[str, ...]  # the node's topology path, top domain first, the node last
     message: str  # the PodScheduled=False message the pod carries
+    claims: tuple[ClaimFacts, ...] = ()  # its spec.resourceClaims, in order
+
+
+@dataclass(frozen=True)
+class ClaimFacts:
+    """One of a pod's ``spec.resourceClaims`` as the snapshot holds it."""
+
+    name: str  # the entry's name in the pod
+    claim: str  # the ResourceClaim's namespace/name ("": not made yet, or none needed)
+    devices: tuple[str, ...]  # its allocation's devices (driver/pool/device); () not allocated
+    reserved_for: tuple[str, ...]  # its consumers ("pods/NAME", "podgroups/NAME")
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,8 @@ class Explanation:
             job: {id, kind, priority, gangs: [{key, declaredBy, minMember, declaredMinimum, members,
                   finished, bound, pending, waiting, mode, timeoutSeconds, timedOut, error, partOf,
                   details: {what: value}}]}
-            pods: [{key, state, node, nominatedNode, path: [top domain ... node], message}]
+            pods: [{key, state, node, nominatedNode, path: [top domain ... node], message,
+                    claims: [{name, claim, devices: [driver/pool/device], reservedFor: [resource/name]}]}]
             topology: null | {source, required: [...], preferred: [...]}
             diagnosis: null | {pod, reason, resolvable, nodes, filtered: [{reason, nodes}],
                        desired, domains: [{name, offerslots}] (most first), fitsEmptyCluster}
@@ -167,7 +179,9 @@ class Explanation:
                                "details": dict(g.details)}
                               for g in self.gangs]},
             "pods": [{"key": x.key, "state": x.state, "node": x.node, "nominatedNode": x.nominated_node,
-                      "path": list(x.path), "message": x.message} for x in self.pods],
+                      "path": list(x.path), "message": x.message,
+                      "claims": [{"name": c.name, "claim": c.claim, "devices": list(c.devices),
+                                  "reservedFor": list(c.reserved_for)} for c in x.claims]} for x in self.pods],
             "topology": None if t is None else {"source": t.source, "required": list(t.required),
                                                 "preferred": list(t.preferred)},
             "diagnosis": None if d is None else {
@@ -603,7 +617,19 @@ class _Explainer:
         else:
             state = "Bound" if pod.node_name else "Pending"
         path = self._path(pod.node_name, gangs) if pod.node_name else ()
-        return PodFacts(pod.key, state, pod.node_name, pod.nominated_node_name, path, pod.unschedulable_message)
+        return PodFacts(pod.key, state, pod.node_name, pod.nominated_node_name, path, pod.unschedulable_message,
+                        tuple(self._claim_facts(pod)))
+
+    def _claim_facts(self, pod: Pod) -> Iterable[ClaimFacts]:
+        for entry in pod.claims:
+            name = entry.claim or pod.claim_statuses.get(entry.name, "")
+            claim = self.snapshot.devices.claims.get(f"{pod.namespace}/{name}") if name else None
+            if claim is None:
+                yield ClaimFacts(entry.name, f"{pod.namespace}/{name}" if name else "", (), ())
+                continue
+            devices = tuple(r.device_id for r in claim.allocation.results) if claim.allocation is not None else ()
+            held = tuple(f"{c.resource}/{c.name}" for c in claim.reserved_for)
+            yield ClaimFacts(entry.name, claim.key, devices, held)
 
     def _tree_key(self, gangs: list[Gang]) -> TreeKey | None:
         """The tree the job's topology requirement is written against, else the first one the

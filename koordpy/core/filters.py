@@ -5,7 +5,9 @@ features a pod needs) depend only on the pod's scheduling constraints and the no
 computed once per distinct set of constraints and cached; resource fit is a numpy comparison. A pod
 with volumes also gets the volume rules (koordpy.core.volumes) in its mask: its answer is cached
 until the storage state changes (``VolumeRules.version``) and, for rules that count other pods
-(ReadWriteOncePod, attach limits, disks), until any pod moves (``Cluster.moves``). The rules between
+(ReadWriteOncePod, attach limits, disks), until any pod moves (``Cluster.moves``). A pod with
+ResourceClaims gets DynamicResources' filter (koordpy.core.claims) on the nodes the others leave,
+cached until the device state changes (``DeviceRules.version``). The rules between
 pods (host ports, topology spread, inter-pod affinity) depend on where other pods are at the moment
 asked, so ``mask`` and the counts ask ``koordpy.core.podrules`` each time.
 """
@@ -20,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Node, Pod, Taint
+from koordpy.core.claims import DeviceRules
 from koordpy.core.cluster import Cluster
 from koordpy.core.messages import AFFINITY as AFFINITY
 from koordpy.core.messages import FEATURES as FEATURES
@@ -64,10 +67,14 @@ def _static_reason(pod: Pod, node: Node) -> str | None:
 class Filters:
     """Per-cycle filter cache over one ``Cluster``."""
 
-    def __init__(self, cluster: Cluster, volumes: VolumeRules | None = None) -> None:
+    def __init__(self, cluster: Cluster, volumes: VolumeRules | None = None,
+                 devices: DeviceRules | None = None) -> None:
         self.cluster = cluster
         self._static: dict[tuple[object, ...], StaticFit] = {}
         self.volumes = volumes
+        self.devices = devices
+        # Pods with claims: (constraints, claims) -> (device state, the answer without them, the answer).
+        self._device_fits: dict[tuple[object, ...], tuple[int, StaticFit, StaticFit]] = {}
         # Pods with volumes: (constraints, volumes) -> (what the answer depended on, the answer).
         self._volume_fits: dict[tuple[object, ...], tuple[tuple[int, int], StaticFit]] = {}
         # Every pod counted on a node, for the volume rules that count other pods (set by the View).
@@ -85,10 +92,34 @@ class Filters:
     def check(self, pod: Pod) -> Check | None:
         return self.rules.check(pod) if self.rules.applies(pod) else None
 
-    def static(self, pod: Pod) -> StaticFit:
+    def static(self, pod: Pod, loose: bool = False) -> StaticFit:
+        """The nodes the pod's own filters allow and why not the others. ``loose``: the devices the
+        pod's claims would get are counted as if none were in use (what removing pods may free)."""
+        if pod.claims and self.devices is not None:
+            return self._with_devices(pod, self.devices, loose)
         if pod.volumes and self.volumes is not None:
             return self._with_volumes(pod, self.volumes)
         return self._plain(pod)
+
+    def _with_devices(self, pod: Pod, rules: DeviceRules, loose: bool) -> StaticFit:
+        """The pod's other static filters, then DynamicResources' on the nodes they leave (the
+        allocator runs on those only); cached until the device state changes (``DeviceRules.version``)."""
+        base = self._with_volumes(pod, self.volumes) if pod.volumes and self.volumes is not None else self._plain(pod)
+        key = (constraints_key(pod), rules.key(pod), loose)
+        hit = self._device_fits.get(key)
+        if hit is not None and hit[0] == rules.version and hit[1] is base:
+            return hit[2]
+        device = rules.reasons(pod, [n for n, ok in zip(self.cluster.nodes, base.mask.tolist(), strict=True) if ok],
+                               loose)
+        if device and isinstance(device[0], PreFilterReason):
+            reasons: list[str | None] = [device[0]] * len(self.cluster.nodes)  # PreFilter: no node is looked at
+        else:
+            left = iter(device)
+            reasons = [b if b is not None else next(left) for b in base.reasons]
+        fit = StaticFit(mask=np.array([r is None for r in reasons], dtype=np.bool_), reasons=reasons,
+                        counts=Counter(r for r in reasons if r is not None))
+        self._device_fits[key] = (rules.version, base, fit)
+        return fit
 
     def _with_volumes(self, pod: Pod, rules: VolumeRules) -> StaticFit:
         base = self._plain(pod)

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from koordpy.api.dra import RESERVED_FOR_MAX
 from koordpy.api.quantity import format_quantity
 from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
-    ClaimsRefused,
     CompositeMissing,
     CompositeShort,
+    DevicesTogether,
+    ExtendedRefused,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
-    GroupClaims,
     GroupId,
     GroupMissing,
     GroupNamedOtherwise,
@@ -73,13 +74,14 @@ from koordpy.core.verdicts import (
     WithNotes,
     WithPreemption,
 )
+from koordpy.devices.reasons import Unallocatable
 
 # How the message to the pods of a job whose evaluation raised begins: the shell counts their
 # attempt as an error (kube-scheduler's "error" result), not as unschedulable.
 JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
-CLAIMS = "koordpy does not allocate ResourceClaims yet"
+EXTENDED = "koordpy does not allocate DRA-backed extended resources yet"
 SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet"
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
@@ -147,6 +149,98 @@ def claim_not_owned(claim: str, pod: str) -> PreFilterReason:
 
 def volume_not_found(volume: str) -> PreFilterReason:
     return PreFilterReason(f'persistentvolume "{volume}" not found')
+
+
+# DynamicResources' reasons (koordpy.core.claims): its PreFilter's rule out every node, in its words
+# (a claim not found is the API's NotFound, as the lister reports it).
+
+
+def device_claim_not_created(pod: str) -> PreFilterReason:
+    """A template's claim the ResourceClaim controller has not made yet (no resourceClaimStatuses entry)."""
+    namespace, _, name = pod.partition("/")
+    return PreFilterReason(f'pod "{namespace}/{name}": ResourceClaim not created yet')
+
+
+def device_claim_not_found(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'resourceclaim.resource.k8s.io "{claim}" not found')
+
+
+def device_claim_unreadable(claim: str, why: str) -> PreFilterReason:
+    return PreFilterReason(f'resourceclaim "{claim}" cannot be read: {why}')
+
+
+def device_claim_deleting(claim: str) -> PreFilterReason:
+    return PreFilterReason(f'resourceclaim "{claim}" is being deleted')
+
+
+def device_claim_not_owned(claim: str, pod: str) -> PreFilterReason:
+    """A template's claim another pod owns (``claim``, ``pod``: namespace/name)."""
+    return PreFilterReason(f"ResourceClaim {claim} was not created for Pod {pod} (Pod is not owner)")
+
+
+def device_claim_in_use(claim: str) -> PreFilterReason:
+    """Allocated, reserved for as many consumers as a claim may have, none of them the pod."""
+    return PreFilterReason(f"resourceclaim in use ({claim} is reserved for {RESERVED_FOR_MAX} other consumers)")
+
+
+def class_missing(claim: str, request: str, device_class: str) -> PreFilterReason:
+    return PreFilterReason(f"request {request}: device class {device_class} does not exist (resourceclaim {claim})")
+
+
+def alpha_field(claim: str, field: str) -> PreFilterReason:
+    """A field of a feature still alpha in kube-scheduler v1.37.2: refused, never half-honoured."""
+    return PreFilterReason(f"resourceclaim {claim} uses {field}, an alpha feature of Kubernetes v1.37 that koordpy "
+                           "does not allocate")
+
+
+def device_error(message: str) -> PreFilterReason:
+    """Input the allocator cannot work with (a CEL expression failing at run time, its cost limit):
+    kube-scheduler's error status, which stops the pod's scheduling on every node."""
+    return PreFilterReason(message)
+
+
+# Its Filter's, per node: an allocated claim whose devices the node cannot reach; claims the node's
+# devices cannot satisfy (with the claim, the request and why, from the allocator's typed reason).
+CLAIM_UNAVAILABLE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NO_DEVICES = f"{CANNOT_ALLOCATE} (no ResourceSlice publishes devices for the node)"
+
+
+def unallocatable(reason: Unallocatable, claim: str = "") -> str:
+    """A node's allocator failure: kube-scheduler's words, then which claim (``claim``: as the pod
+    names it in its spec.resourceClaims, else the ResourceClaim) and request, and why."""
+    where = (f"claim {claim}" if claim else f"resourceclaim {reason.claim}") + (
+        f", request {reason.request}" if reason.request else "")
+    have, _, want = reason.detail.partition("/")
+    match reason.why:
+        case "not-on-node":
+            return CLAIM_UNAVAILABLE
+        case "too-many-consumers":
+            return f"resourceclaim in use ({reason.claim} is reserved for {reason.detail} consumers)"
+        case "timeout":
+            return f"node {reason.detail}: timed out trying to allocate devices"
+        case "class-missing":
+            why = f"device class {reason.detail} does not exist"
+        case "no-device-matches":
+            why = f"too few devices match its class and selectors ({have} of {want})"
+        case "taint-not-tolerated":
+            why = "the devices that match have taints it does not tolerate"
+        case "all-taken":
+            why = f"too few of the devices that match are free ({have} of {want})"
+        case "constraint-unmet":
+            why = ("its requests cannot all be met together (matchAttribute, distinctAttribute, or devices they "
+                   "compete for)")
+        case "pool-incomplete":
+            why = f"pool {reason.detail} is incomplete (fewer ResourceSlices than it announces)"
+        case "pool-invalid":
+            why = f"invalid resource pool {reason.detail}"
+        case "binding-failed":
+            why = f"the binding of device {reason.detail} failed"
+        case "binding-timeout":
+            why = "timed out waiting for its devices' binding conditions"
+        case _:
+            assert_never(reason.why)
+    return f"{CANNOT_ALLOCATE} ({where}: {why})"
 
 
 def assigned(pod: str, node: str) -> str:
@@ -354,9 +448,10 @@ def render(reason: Reason) -> str:
         case WaitingForMembers():  # Koordinator's words, with koordpy's counts
             return (f'GangGroup "{group_name(reason.group)}" is waiting for its members: '
                     f"{counts(reason.counts)}, alreadyWaitForBound: {reason.already}")
-        case ClaimsRefused():
-            return (f"{CLAIMS}: pod {reason.pod} has spec.resourceClaims ({', '.join(reason.claims)}), which "
-                    "kube-scheduler's DynamicResources plugin would allocate; it stays pending")
+        case ExtendedRefused():
+            return (f"{EXTENDED}: pod {reason.pod} asks for {reason.resource}, which no node lists and DeviceClass "
+                    f"{reason.device_class} backs; kube-scheduler's DynamicResources plugin would allocate it "
+                    "through a ResourceClaim of its own; it stays pending")
         case GroupNamedOtherwise():
             return (f"{SCHEDULING_GROUP}: pod {reason.pod} names its group by {reason.group!r}, which "
                     "koordpy does not read; it stays pending")
@@ -384,10 +479,6 @@ def render(reason: Reason) -> str:
         case GroupSchedulers():
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: its pods name different "
                     f"schedulerNames ({', '.join(reason.names)}), and only one scheduler may place a group; "
-                    f"pod {reason.pod} stays pending")
-        case GroupClaims():
-            return (f"{CLAIMS}: PodGroup {reason.group} (scheduling.k8s.io) has spec.resourceClaims "
-                    f"({', '.join(reason.claims)}), which kube-scheduler's DynamicResources plugin would allocate; "
                     f"pod {reason.pod} stays pending")
         case GroupPriority():
             return (f"{reason.kind} {reason.group} (scheduling.k8s.io) is refused: pod {reason.pod} has priority "
@@ -432,6 +523,9 @@ def render(reason: Reason) -> str:
                     "members of its job placed together).")
         case PreBindConflict():
             return f"0/{reason.total} nodes are available: {reason.why}."
+        case DevicesTogether():
+            return (f"0/{reason.total} nodes are available: {reason.why} (on {reason.node}, with the members of "
+                    "its job before it placed).")
         case WithPreemption():
             return f"{render(reason.inner)} {reason.preemption}" if reason.preemption else render(reason.inner)
         case MemberRejected():  # Koordinator's words

@@ -10,16 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import PODS, Pod
-from koordpy.api.workload import completion_index
 from koordpy.core.filters import Filters, constraints_key
-from koordpy.core.members import topology_indexes
-from koordpy.core.naming import natural_key
+from koordpy.core.members import rank_order as rank_order  # where callers have long found it
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.skipping import skipping
@@ -63,33 +60,15 @@ def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDA
     return out
 
 
-def rank_order(pods: list[Pod], indexes: list[int | None] | None = None) -> list[Pod]:
-    """Pods by network-topology index (numeric), then those without one, by name. Among the members
-    of a Workload PodGroup (``spec.schedulingGroup``), the Job completion index comes before the name:
-    an Indexed Job's pods are placed in index order (only theirs, so other gangs keep their order).
-    ``indexes``: the pods' topology indexes (``topology_indexes``), when the caller has them."""
-    indexes = topology_indexes(pods) if indexes is None else indexes
-    if None not in indexes and len(set(indexes)) == len(pods):
-        # Every pod has an index of its own (a gang's usual case): the index alone decides the order.
-        ranks = cast(list[int], indexes)
-        return [pods[i] for i in sorted(range(len(pods)), key=ranks.__getitem__)]
-
-    def key(i: int) -> tuple[bool, int, bool, int, tuple[object, ...], str]:
-        p, idx = pods[i], indexes[i]
-        done = completion_index(p.annotations, p.labels) if p.scheduling_group else None
-        return (idx is None, idx or 0, done is None, done or 0, natural_key(p.name), p.namespace)
-
-    return [pods[i] for i in sorted(range(len(pods)), key=key)]
-
-
 class Placer:
     def __init__(self, filters: Filters) -> None:
         self.filters = filters
         self.cluster = filters.cluster
         # Nodes a preemption dry run confines the job to (one candidate), else None.
         self.only: npt.NDArray[np.bool_] | None = None
-        # At most one of the job's pods on each of these nodes (members that repel each other there).
-        self.cap: npt.NDArray[np.bool_] | None = None
+        # At most this many of the job's pods per node (one where members repel each other there; what
+        # their devices allow, ``DeviceRules.capacity``), else None.
+        self.cap: npt.NDArray[np.int64] | None = None
         # A proposal for members placed one by one: the rules between pods are left to that placement.
         self.relaxed = False
 
@@ -102,8 +81,20 @@ class Placer:
         free = self.cluster.free()
         if self.cap is not None:
             col = self.cluster.res_index[PODS]
-            free[self.cap, col] = np.minimum(free[self.cap, col], 1)
+            free[:, col] = np.minimum(free[:, col], self.cap)
         return free
+
+    def _caps(self, pods: list[Pod], cap_on: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.int64] | None:
+        """The per-node cap of a job: one member where they repel each other; the pods the node's
+        devices take, when they claim devices (a gang of 8-GPU claims gathers as one of 8-GPU requests)."""
+        cap = None if cap_on is None else np.where(cap_on, 1, np.iinfo(np.int64).max).astype(np.int64)
+        devices = self.filters.devices
+        if devices is not None and len(pods) > 1 and any(p.claims for p in pods):  # one pod: its mask says
+            mask = self._mask(self.filters.static(pods[0]).mask)
+            counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods))
+            if counted is not None:
+                cap = counted if cap is None else np.minimum(cap, counted)
+        return cap
 
     # -- the job: rules between its members ------------------------------------------------
 
@@ -116,7 +107,7 @@ class Placer:
         anti-affinity over zones) are placed one by one inside the domain the topology search
         chose, each on the node the search proposed when the rules allow it."""
         play = self.filters.rules.interplay(pods) if len(pods) > 1 else Interplay()
-        self.cap = play.cap_on
+        self.cap = self._caps(pods, play.cap_on)
         try:
             mark = stmt.savepoint()
             failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
@@ -303,7 +294,7 @@ class Placer:
             if node < 0:
                 counts = self.filters.explain_counts(pod, vec, only=region)
                 return Failure(pod, Inside(NodesFiltered(len(self.cluster.nodes), tuple(counts.items())), where),
-                               code=resolvable(bool(self._mask(self.filters.static(pod).mask).any())
+                               code=resolvable(bool(self._mask(self.filters.static(pod, True).mask).any())
                                                and not set(counts) <= UNRESOLVABLE),
                                filtered=tuple(sorted(counts.items())), desired=len(pods))
             stmt.assume(pod.key, node, vec)
@@ -332,7 +323,8 @@ class Placer:
         presence = self.filters.rules.presence
         for p in pods:
             req = self.cluster.request_vector(p)
-            shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence)), []).append(p)
+            own = id(self.filters.static(p)) if p.claims else None  # its claims filter nodes too
+            shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence), own), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
             mask = self._mask(self.filters.static(members[0]).mask if self.relaxed else self.filters.mask(members[0]))
@@ -353,7 +345,7 @@ class Placer:
                 failed = members[placed]
                 counts = self.filters.explain_counts(failed, req, only=self.only)
                 return Failure(failed, NodesFiltered(len(self.cluster.nodes), tuple(counts.items())),
-                               code=resolvable(bool(self._mask(self.filters.static(failed).mask).any())
+                               code=resolvable(bool(self._mask(self.filters.static(failed, True).mask).any())
                                                and not set(counts) <= UNRESOLVABLE),
                                filtered=tuple(sorted(counts.items())), desired=len(members))
         return None
@@ -878,7 +870,7 @@ class Placer:
         """Nodes every one of ``pods`` may use and that the tree's topology holds (``rules``: the
         rules between pods too, given where pods are now; preemption prices candidates without
         them, as removing pods may lift them)."""
-        masks = {id(m): m for m in (self.filters.static(p).mask for p in pods)}
+        masks = {id(m): m for m in (self.filters.static(p, loose=not rules).mask for p in pods)}
         mask = self._mask(~tree.outside)
         for m in masks.values():
             mask = mask & m
@@ -942,8 +934,9 @@ class Placer:
         out: dict[tuple[object, ...], Pod] = {}
         for p in pods:
             if repelling or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
-                             or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread):
-                out[(constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)] = p
+                             or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread or p.claims):
+                key = (constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)
+                out[(*key, id(self.filters.static(p))) if p.claims else key] = p  # claims filter nodes too
             else:
                 out[plain] = p
         return list(out.values())

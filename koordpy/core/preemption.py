@@ -191,10 +191,11 @@ class Preemptor:
         The queue parks the job until they are gone (wake "victims"): the same pods, no other. A
         nominated node the pod's own filters now rule out (cordoned, tainted unreachable: its victims
         may never finish terminating) is not waited on: the pod may preempt again, as kube-scheduler's
-        does when its nominated node is UnschedulableAndUnresolvable."""
+        does when its nominated node is UnschedulableAndUnresolvable. (Devices the victims still hold
+        are not such a rule: their going frees them, so the loose mask is asked.)"""
         index, static = self.cluster.node_index, self.placer.filters.static
         nodes = {n for p in job.pods
-                 if (n := index.get(p.nominated_node_name)) is not None and bool(static(p).mask[n])}
+                 if (n := index.get(p.nominated_node_name)) is not None and bool(static(p, True).mask[n])}
         if not nodes:
             return ()
         idx = self.cluster.index
@@ -266,8 +267,9 @@ class Preemptor:
         # victims are put back one by one against the real placement.
         shapes = {cluster.request_vector(p).tobytes() for p in pods}
         # The rules between pods over wider domains (spread, affinity, zones) are not in the pricing either.
+        # Nor are devices (only the verifying placement frees a victim's: ``DeviceRules.release``).
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
-                   or any(self.placer.filters.rules.applies(p) for p in pods))
+                   or any(self.placer.filters.rules.applies(p) or p.claims for p in pods))
         stmt = Statement(cluster)
         # Victims the job's own required affinity wants beside it: evicting them can only hurt, so
         # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives
@@ -401,6 +403,9 @@ class Preemptor:
         keys = [idx.keys[i] for i in victims.tolist()]
         for key in keys:
             stmt.evict(key)
+        devices = self.placer.filters.devices
+        if devices is not None:  # the devices a victim alone holds are free in this what-if
+            devices.release([p for k in keys if (p := self.cluster.objects.get(k)) is not None and p.claims], stmt.txn)
         self.placer.only = only
         try:
             failure = place(pods, req, stmt)

@@ -154,9 +154,13 @@ class WaitingForMembers:
 
 
 @dataclass(frozen=True)
-class ClaimsRefused:
+class ExtendedRefused:
+    """A pod asks for an extended resource no node lists that a DeviceClass backs (DRAExtendedResource),
+    which koordpy does not allocate through its special claim yet."""
+
     pod: str
-    claims: tuple[str, ...]
+    resource: str
+    device_class: str
 
 
 @dataclass(frozen=True)
@@ -222,15 +226,6 @@ class GroupNameShared:
 
     pod: str
     group: str  # namespace/name
-
-
-@dataclass(frozen=True)
-class GroupClaims:
-    """A Workload PodGroup with ``spec.resourceClaims``, which koordpy does not allocate."""
-
-    pod: str
-    group: str  # namespace/name
-    claims: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -422,6 +417,16 @@ class VolumesTogether:
 
 
 @dataclass(frozen=True)
+class DevicesTogether:
+    """A member's claims cannot be allocated on the node placement gave it, once the members before it
+    in rank order took their devices (``why``: the device rules' per-node reason)."""
+
+    total: int
+    node: str
+    why: str
+
+
+@dataclass(frozen=True)
 class PreBindConflict:
     """A member's claim lost its PV to a member bound before it (``why``: the volume rules')."""
 
@@ -523,13 +528,13 @@ class BoundWithoutOwner:
 
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
-    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ClaimsRefused
-    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupClaims | GroupPriority
+    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ExtendedRefused
+    | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupPriority
     | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
-    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | PreBindConflict | WithPreemption
+    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting
     | PreemptedBy
     | Assigned | BoundWithoutOwner

@@ -25,6 +25,7 @@ from typing import Any, Protocol, assert_never
 from koordpy.api import kinds
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
+from koordpy.core.claims import DeviceRules
 from koordpy.core.cluster import Cluster
 from koordpy.core.dialects import build_gang, compare_key, gang_member, gang_of
 from koordpy.core.filters import Filters
@@ -150,6 +151,7 @@ class View:
         self.wait_limits: dict[GangGroupId, float] = {}  # GangGroup -> its waiting time, while its gangs stand
         self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
         self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
+        self.devices: DeviceRules | None = None  # the device rules over the last snapshot's DRA objects
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
         self._inputs = _inputs(kinds.KINDS)
@@ -245,10 +247,7 @@ class View:
                 self.filters.volumes = self.volumes
         if storage_changed or volume_pods_moved:
             self.queue.unpark(lambda parked: any(pod.volumes for pod in parked.job.pods))
-        if prev is not None and self._changed("devices", snapshot, prev):
-            # The device rules are built again from the new DRA objects (the core's device seam);
-            # jobs parked for their claims are woken to be tried against them.
-            self.queue.unpark(lambda parked: any(pod.claims for pod in parked.job.pods))
+        self._refresh_devices(snapshot, prev)
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)
@@ -273,7 +272,7 @@ class View:
             for key in [k for k, node in state.reserved.items() if node not in names]:
                 state.release(key)
             cluster = self.cluster = Cluster(snapshot, assumed=state.reserved)
-            self.filters = Filters(cluster, self.volumes)
+            self.filters = Filters(cluster, self.volumes, self.devices)
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
@@ -281,6 +280,18 @@ class View:
             cluster.presence.set_namespaces(snapshot.namespaces)
         self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole)
         return cluster
+
+    def _refresh_devices(self, snapshot: Snapshot, prev: Snapshot | None) -> None:
+        """The device rules built again when the DRA objects changed (the pools only when slices,
+        classes or taint rules did) or this cycle's Reserve changed them; jobs parked with pods that
+        have claims are woken (a claim made, allocated, freed; a device published)."""
+        if not (prev is None or self.devices is None or self.devices.assumed
+                or self._changed("devices", snapshot, prev)):
+            return
+        self.devices = DeviceRules(snapshot.devices, self.devices)
+        if self.filters is not None:
+            self.filters.devices = self.devices
+        self.queue.unpark(lambda parked: any(pod.claims for pod in parked.job.pods))
 
     def _placed(self) -> dict[str, tuple[Pod, int]]:
         """Every pod with volumes counted on a node (running, bound this cycle, reserved or

@@ -19,11 +19,11 @@ is an input error.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from koordpy.api.dra import Devices
+from koordpy.api.dra import DELETE_PROTECTION, Devices
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
@@ -53,6 +53,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    DeviceBinding,
     Event,
     Nominate,
     PodGroupStatusUpdate,
@@ -329,6 +330,8 @@ class World(Stores):
         for d in result.decisions:
             match d:
                 case Bind():
+                    if d.devices is not None:
+                        changes += self._write_claims(d.devices)
                     if d.volumes is not None:
                         changes += self._prebind(d)
                         if not all(self.storage.claims[c].bound for c in d.volumes.claims if c in self.storage.claims):
@@ -404,14 +407,74 @@ class World(Stores):
                 "simulation")
         return changes
 
+    def _write_claims(self, binding: DeviceBinding) -> int:
+        """DynamicResources' PreBind writes, as the API server takes them: the finalizer, the allocation
+        (when this cycle made it) and the pod in ``status.reservedFor``."""
+        claims, changes = self.devices.claims, 0
+        for write in binding.claims:
+            claim = claims.get(write.claim)
+            if claim is None:
+                continue
+            updated = claim
+            if write.allocation is not None and claim.allocation is None:
+                updated = replace(updated, allocation=write.allocation)
+            if write.consumer not in claim.reserved_for:
+                updated = replace(updated, reserved_for=(*updated.reserved_for, write.consumer))
+            if DELETE_PROTECTION not in claim.finalizers:
+                updated = replace(updated, finalizers=(*claim.finalizers, DELETE_PROTECTION))
+            if updated != claim:
+                claims[write.claim] = updated
+                changes += 1
+        return changes
+
     def next_deletion(self) -> float | None:
         return min(self.gone_at.values(), default=None)
 
     def finish_deletions(self) -> None:
-        """Pods whose grace period has ended are gone."""
-        for key in [k for k, t in self.gone_at.items() if t <= self.now]:
+        """Pods whose grace period has ended are gone; so are their reservations of claims, and the
+        allocation of a claim nobody holds any more (what the ResourceClaim controller does)."""
+        gone = [k for k, t in self.gone_at.items() if t <= self.now]
+        for key in gone:
             del self.gone_at[key]
             self.pods.pop(key, None)
+        if gone:
+            self._release_claims()
+
+    def _release_claims(self) -> None:
+        claims = self.devices.claims
+        for key, claim in list(claims.items()):
+            if not claim.reserved_for:
+                continue
+            left = tuple(c for c in claim.reserved_for
+                         if c.resource != "pods" or f"{claim.namespace}/{c.name}" in self.pods)
+            if len(left) == len(claim.reserved_for):
+                continue
+            # The last consumer gone, the controller deallocates what a scheduler allocated (the claim
+            # carries its finalizer) and drops the finalizer; a driver's own allocation stays.
+            ours = DELETE_PROTECTION in claim.finalizers and not left
+            claims[key] = replace(claim, reserved_for=left, allocation=None if ours else claim.allocation,
+                                  finalizers=tuple(f for f in claim.finalizers if f != DELETE_PROTECTION)
+                                  if ours else claim.finalizers)
+
+    def allocations(self) -> dict[str, list[str]]:
+        """Every allocated claim -> its devices (``driver/pool/device``)."""
+        return {key: [r.device_id for r in claim.allocation.results]
+                for key, claim in sorted(self.devices.claims.items()) if claim.allocation is not None}
+
+    def pod_devices(self) -> dict[str, list[str]]:
+        """Each bound pod with claims -> the devices its claims hold."""
+        out: dict[str, list[str]] = {}
+        for pod in self.pods.values():
+            if not pod.node_name or not pod.claims:
+                continue
+            found: list[str] = []
+            for entry in pod.claims:
+                name = entry.claim or pod.claim_statuses.get(entry.name, "")
+                claim = self.devices.claims.get(f"{pod.namespace}/{name}") if name else None
+                if claim is not None and claim.allocation is not None:
+                    found += [r.device_id for r in claim.allocation.results]
+            out[pod.key] = found
+        return out
 
 
 @dataclass
@@ -429,6 +492,9 @@ class SimulationResult:
     hypernodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> node, as nominated by preemption
     volumes: dict[str, dict[str, str]] = field(default_factory=dict)  # claim -> what koordpy wrote on it
+    # With DRA objects: every allocated ResourceClaim -> its devices, and each bound pod's devices.
+    allocations: dict[str, list[str]] | None = None
+    devices: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -444,6 +510,7 @@ class SimulationResult:
             "truncated": self.truncated,
             **({"hypernodes": self.hypernodes} if self.hypernodes else {}),
             **({"volumes": self.volumes} if self.volumes else {}),
+            **({"allocations": self.allocations, "devices": self.devices} if self.allocations is not None else {}),
         }
 
 
@@ -511,6 +578,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         hypernodes=_hypernode_status(cluster) if world.hypernodes else {},
         nominated=dict(world.nominated), volumes=dict(world.volume_writes),
+        allocations=None if world.devices.empty() else world.allocations(), devices=world.pod_devices(),
     )
 
 

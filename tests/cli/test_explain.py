@@ -229,7 +229,7 @@ def test_json_shape() -> None:
     assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "declaredMinimum", "members",
                                            "finished", "bound", "pending", "waiting", "mode", "timeoutSeconds",
                                            "timedOut", "error", "partOf", "details"}
-    assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message"}
+    assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message", "claims"}
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
@@ -687,3 +687,29 @@ def test_node_and_pod_names_sort_naturally(tmp_path: Path) -> None:
     assert fits.status == "schedulable"
     assert [p for p, _ in fits.would_place] == ["default/u-1", "default/u-2", "default/u-10"]
     assert "on node-1, node-2, node-10" in fits.summary
+
+
+def test_explain_lists_a_pods_claims_and_says_why_it_cannot_have_their_devices(tmp_path: Any) -> None:
+    # Issue 30: the claim and request that fail, and why, per node; each pod's claims, made or not,
+    # allocated or not, held by whom.
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.sim.test_dra import claim, claiming, gpu_class, gpu_nodes, gpu_slice
+
+    taken = claim("held", allocation={"devices": {"results": [
+        {"request": "gpus", "driver": "gpu.example.com", "pool": "node-a", "device": f"gpu-{d}"} for d in range(8)]}},
+        reservedFor=[{"resource": "pods", "name": "other", "uid": "u-other"}])
+    objs = [*gpu_nodes("node-a"), gpu_class(), gpu_slice("node-a"), taken, claim("mine"),
+            claiming(pod("p", cpu="1"), claim_name="mine")]
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    done = subprocess.run([sys.executable, "-m", "koordpy", "explain", "default/p", "-f", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert ("0/1 nodes are available: 1 cannot allocate all claims (claim gpus, request gpus: too few of the "
+            "devices that match are free (0 of 8))") in said
+    assert "claim gpus: default/mine, not allocated" in said

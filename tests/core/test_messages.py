@@ -32,15 +32,15 @@ from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
-    ClaimsRefused,
     Code,
     CompositeMissing,
     CompositeShort,
+    DevicesTogether,
+    ExtendedRefused,
     Failure,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
-    GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
@@ -127,9 +127,14 @@ TABLE: list[tuple[Reason, str]] = [
      'GangGroup "default/a,default/b" is waiting for its members: default/a 2/3, default/b 1/1, '
      "alreadyWaitForBound: 2"),
     # -- refused pod-spec fields ---------------------------------------------------------------
-    (ClaimsRefused("default/dra", ("gpu", "nic")),
-     "koordpy does not allocate ResourceClaims yet: pod default/dra has spec.resourceClaims (gpu, nic), which "
-     "kube-scheduler's DynamicResources plugin would allocate; it stays pending"),
+    (DevicesTogether(4, "n1", "cannot allocate all claims (resourceclaim default/g-1-gpus, request gpus: too few of "
+                             "the devices that match are free (0 of 8))"),
+     "0/4 nodes are available: cannot allocate all claims (resourceclaim default/g-1-gpus, request gpus: too few of "
+     "the devices that match are free (0 of 8)) (on n1, with the members of its job before it placed)."),
+    (ExtendedRefused("default/p", "example.com/gpu", "gpu.example.com"),
+     "koordpy does not allocate DRA-backed extended resources yet: pod default/p asks for example.com/gpu, which no "
+     "node lists and DeviceClass gpu.example.com backs; kube-scheduler's DynamicResources plugin would allocate it "
+     "through a ResourceClaim of its own; it stays pending"),
     (GroupNamedOtherwise("default/p", "x"),
      "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p names its group by "
      "'x', which koordpy does not read; it stays pending"),
@@ -147,10 +152,6 @@ TABLE: list[tuple[Reason, str]] = [
     (GroupSchedulers("default/p", "default/workers", ("default-scheduler", "koordpy")),
      "PodGroup default/workers (scheduling.k8s.io) is refused: its pods name different schedulerNames "
      "(default-scheduler, koordpy), and only one scheduler may place a group; pod default/p stays pending"),
-    (GroupClaims("default/p", "default/workers", ("gpu",)),
-     "koordpy does not allocate ResourceClaims yet: PodGroup default/workers (scheduling.k8s.io) has "
-     "spec.resourceClaims (gpu), which kube-scheduler's DynamicResources plugin would allocate; pod default/p "
-     "stays pending"),
     (GroupPriority("default/p", "default/workers", 100, 0),
      "PodGroup default/workers (scheduling.k8s.io) is refused: pod default/p has priority 100 and the group 0; "
      "every pod of a group must have the group's priority"),

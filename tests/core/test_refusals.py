@@ -13,7 +13,6 @@ from koordpy.api.objects import Pod
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Event, SetPodScheduledFalse
 from koordpy.core.dialects.upstream import SCHEDULING_GROUP
-from koordpy.core.refusals import CLAIMS
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, run
@@ -31,12 +30,16 @@ def grouped(p: dict[str, Any], group: str = "workers") -> dict[str, Any]:
     return p
 
 
-# -- ResourceClaims (kube-scheduler's DynamicResources) -------------------------------------------
+# -- ResourceClaims (kube-scheduler's DynamicResources): allocated now (tests/sim/test_dra.py); a pod
+# whose claim was never made waits in kube-scheduler's words -------------------------------------------
 
-def test_a_pod_with_resource_claims_is_never_bound_and_says_why() -> None:
+NOT_CREATED = '0/1 nodes are available: pod "default/dra": ResourceClaim not created yet.'
+
+
+def test_a_pod_whose_template_claim_is_never_made_is_not_bound_and_says_why() -> None:
     out = run(node("n0"), claiming(pod("dra", cpu="1"), "gpu", "nic"), pod("plain", cpu="1"))
     assert out.bound == {"default/plain": "n0"}
-    assert out.pending["default/dra"].startswith(f"{CLAIMS}: pod default/dra has spec.resourceClaims (gpu, nic)")
+    assert out.pending["default/dra"] == NOT_CREATED
 
 
 def test_a_refused_pod_gets_a_condition_and_a_failed_scheduling_event_once() -> None:
@@ -45,7 +48,7 @@ def test_a_refused_pod_gets_a_condition_and_a_failed_scheduling_event_once() -> 
     first = schedule(world.snapshot(NAMES), state, world.now)
     conditions = [d for d in first.decisions if isinstance(d, SetPodScheduledFalse)]
     events = [d for d in first.decisions if isinstance(d, Event)]
-    assert [c.pod for c in conditions] == ["default/dra"] and CLAIMS in conditions[0].message
+    assert [c.pod for c in conditions] == ["default/dra"] and conditions[0].message == NOT_CREATED
     assert [(e.obj, e.type, e.reason) for e in events] == [("default/dra", "Warning", "FailedScheduling")]
     assert events[0].message == conditions[0].message
     assert first.binds == []
@@ -55,14 +58,12 @@ def test_a_refused_pod_gets_a_condition_and_a_failed_scheduling_event_once() -> 
     assert second.decisions == [] and second.binds == []
 
 
-def test_a_gang_holding_a_pod_with_claims_waits_as_a_whole() -> None:
+def test_a_gang_holding_a_pod_whose_claim_is_never_made_waits_as_a_whole() -> None:
     pods = [pod(f"g-{i}", cpu="1", group="g") for i in range(3)] + [claiming(pod("g-3", cpu="1", group="g"))]
-    out = run(node("n0"), podgroup("g", 3), *pods)
-    assert out.bound == {}  # three members would meet minMember 3, but the gang is refused whole
-    for i in range(4):
-        message = out.pending[f"default/g-{i}"]
-        assert message.startswith('GangGroup "default/g" waits as a whole: ') and CLAIMS in message
-        assert "pod default/g-3 has spec.resourceClaims" in message
+    out = run(node("n0"), podgroup("g", 4), *pods)
+    assert out.bound == {}
+    assert out.pending["default/g-3"] == '0/1 nodes are available: pod "default/g-3": ResourceClaim not created yet.'
+    assert out.pending["default/g-0"].startswith('GangGroup "default/g" gets rejected due to member Pod "default/g-3"')
 
 
 def test_claims_are_parsed_and_a_nameless_claim_is_refused_naming_the_field() -> None:
@@ -175,7 +176,7 @@ def test_koordpy_simulate_reads_namespaces_and_reports_a_refused_pod(tmp_path: A
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["bound"] == {"default/plain": "n0"}
-    assert out["pending"]["default/dra"].startswith(CLAIMS)
+    assert out["pending"]["default/dra"] == NOT_CREATED
     assert [e["reason"] for e in out["events"] if e["object"] == "default/dra"] == ["FailedScheduling"]
     assert "not acted on" not in done.stderr
 

@@ -74,7 +74,6 @@ from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, l
 from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
-    GroupClaims,
     GroupMissing,
     GroupNamedOtherwise,
     GroupNameShared,
@@ -228,8 +227,6 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     names = schedulers(snapshot).get(root, ())
     if len(names) > 1:
         return GroupSchedulers(pod.key, root, names, kind)
-    if group.resource_claims:
-        return GroupClaims(pod.key, key, group.resource_claims)
     own = priority_of(pod.priority_class_name, pod.priority, snapshot)
     theirs = priority_of(*priority, snapshot)
     if own != theirs:
@@ -603,7 +600,7 @@ def scheduled_condition(group: WorkloadPodGroup, members: list[Pod], bound_now: 
     waiting = sorted((p for p in members if not p.node_name and p.key not in bound_now), key=lambda p: p.key)
     for p in waiting:
         refused = refusal(p, snapshot)
-        if isinstance(refused, GroupSchedulers | GroupClaims | GroupPriority | GroupPreemptionPolicy):
+        if isinstance(refused, GroupSchedulers | GroupPriority | GroupPreemptionPolicy):
             # kube-scheduler validates the group before placing it and says so as an error.
             return "False", SCHEDULER_ERROR, render(refused)
     if len(members) - len(waiting) >= child_minimum(group):

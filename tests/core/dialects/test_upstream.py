@@ -11,7 +11,7 @@ from koordpy.api.kinds import snapshot_fields
 from koordpy.api.workload import WorkloadPodGroup
 from koordpy.core.cycle import schedule
 from koordpy.core.dialects import upstream
-from koordpy.core.messages import CLAIMS, SCHEDULING_GROUP
+from koordpy.core.messages import SCHEDULING_GROUP
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
@@ -163,12 +163,12 @@ def test_a_group_whose_pods_name_different_schedulers_is_refused() -> None:
     assert "its pods name different schedulerNames (default-scheduler, koordpy)" in out.pending["default/t-0"]
 
 
-def test_a_group_with_resource_claims_is_refused_like_a_pod_with_claims() -> None:
+def test_a_group_with_resource_claims_no_member_names_binds_its_members() -> None:
+    # Issue 30 (KEP-5729): a group's claim is allocated only through a member's identical entry; a
+    # member without one is placed as any other (tests/sim/test_dra.py has the shared claims).
     claimed = group(min_count=1, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}])
     out = run(node("n0"), claimed, member("t-0"))
-    assert out.bound == {}
-    assert (f"waits as a whole: {CLAIMS}: PodGroup default/train (scheduling.k8s.io) has spec.resourceClaims (gpu)"
-            in out.pending["default/t-0"])
+    assert out.bound == {"default/t-0": "n0"}
 
 
 def test_a_pod_whose_priority_differs_from_its_groups_is_refused() -> None:

@@ -87,12 +87,11 @@ def test_a_group_whose_pods_priority_differs_gets_scheduler_error() -> None:
     assert "pod default/t-1 has priority 1000 and the group 0" in cond.message
 
 
-def test_a_group_with_resource_claims_gets_scheduler_error() -> None:
+def test_a_group_with_resource_claims_is_scheduled_not_refused() -> None:
     claimed = group(min_count=1, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}])
     w = world(node("n0"), claimed, member("t-0"))
     cond = written(schedule(w.snapshot(NAMES), SchedulerState(), w.now))
-    assert (cond.status, cond.reason) == ("False", "SchedulerError")
-    assert "spec.resourceClaims (gpu)" in cond.message
+    assert (cond.status, cond.reason) == ("True", "Scheduled")
 
 
 def test_a_group_whose_pods_preemption_policy_differs_gets_scheduler_error() -> None:

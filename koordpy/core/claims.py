@@ -1,0 +1,438 @@
+"""The core's device seam: how a pod's ResourceClaims meet nodes, gangs and the cycle, as kube-scheduler
+v1.37's DynamicResources plugin has them (PreFilter, Filter, Reserve, the PreBind writes).
+
+Belongs here: ``DeviceRules``, the device state one cycle reads (the pools of the snapshot's
+ResourceSlices, the devices in use, the allocator over them, this cycle's assumed allocations),
+which the standing view builds from ``Snapshot.devices`` as it builds the volume rules from the
+storage objects; a pod's claims resolved as PreFilter resolves them (a claim by name, a template's
+claim through ``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by
+another pod, reserved for 256 others, a class missing: reasons that rule out every node); per node,
+whether the pod's claims can be allocated there (Filter); how many of a job's pods a node can take
+for their devices (the topology search's cap); Reserve (each placed pod's claims allocated on its
+node in rank order, every change recorded in the job's transaction so that a job rolled back or a
+gang that waits holds no device) and what PreBind writes (``DeviceBinding``); what a preemption
+victim's devices free. Not here: which devices a claim gets (``koordpy.devices``, the allocator),
+parsing (``koordpy.api.dra``), words (``koordpy.core.messages``), carrying out the writes (the shells).
+
+A reason that rules out every node at once is a ``PreFilterReason``, as the volume rules' are: the
+message names it without a node count, as kube-scheduler's does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.api.dra import (
+    RESERVED_FOR_MAX,
+    Allocation,
+    ClaimSpec,
+    Consumer,
+    DeviceClass,
+    Devices,
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceSlice,
+)
+from koordpy.api.objects import Node, Pod
+from koordpy.core.decisions import ClaimWrite, DeviceBinding
+from koordpy.core.messages import CLAIM_UNAVAILABLE as CLAIM_UNAVAILABLE
+from koordpy.core.messages import NO_DEVICES as NO_DEVICES
+from koordpy.core.messages import (
+    alpha_field,
+    class_missing,
+    device_claim_deleting,
+    device_claim_in_use,
+    device_claim_not_created,
+    device_claim_not_found,
+    device_claim_not_owned,
+    device_claim_unreadable,
+    device_error,
+    unallocatable,
+)
+from koordpy.core.txn import Txn
+from koordpy.core.verdicts import PreFilterReason
+from koordpy.devices.allocator import Allocator
+from koordpy.devices.pools import Pools
+from koordpy.devices.reasons import DeviceError, Unallocatable
+from koordpy.devices.state import InUse
+
+_VERSIONS = itertools.count(1)
+WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """A pod's claims as PreFilter resolves them: every claim it uses in its order, those still to
+    allocate, or the reason no node can take it."""
+
+    prefilter: PreFilterReason | None = None
+    claims: tuple[ResourceClaim, ...] = ()
+    fresh: tuple[ResourceClaim, ...] = ()  # not allocated: the allocator's work
+    consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
+    names: tuple[str, ...] = ()  # each claim's name in the pod's spec.resourceClaims
+
+    def key(self) -> tuple[object, ...]:
+        """What a node's answer depends on: how the pod names its claims, the claims allocated already
+        (their node selectors), the specs of those to allocate."""
+        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh))
+
+    def named(self, reason: Unallocatable) -> str:
+        """``reason`` in words, naming the claim as the pod does (pods of one template share the words)."""
+        entry = next((n for c, n in zip(self.claims, self.names, strict=True) if c.key == reason.claim), reason.claim)
+        return unallocatable(reason, entry)
+
+    @property
+    def allocated(self) -> tuple[ResourceClaim, ...]:
+        return tuple(c for c in self.claims if c.allocation is not None)
+
+
+def _admits(allocation: Allocation, node: Node) -> bool:
+    terms = allocation.node_selector
+    return terms is None or any(t.matches(node.name, node.labels) for t in terms)
+
+
+def consumer_of(pod: Pod) -> Consumer:
+    return Consumer("pods", pod.name, pod.uid)
+
+
+def _group_consumer(claim: ResourceClaim, pod: Pod) -> Consumer | None:
+    """The Workload PodGroup a template's claim was made for, when it is the pod's own group
+    (KEP-5729, ``resourceclaim.BindTo``: the member's identical entry names the group's claim, which
+    is reserved for the group, not the pod); else None."""
+    owner = claim.owner
+    if owner is None or owner[0] != "PodGroup" or not pod.scheduling_group or owner[1] != pod.scheduling_group:
+        return None
+    return Consumer("podgroups", owner[1], owner[2], WORKLOAD_GROUP)
+
+
+def _holds(claim: ResourceClaim, consumer: Consumer) -> bool:
+    return any(c.resource == consumer.resource and c.name == consumer.name
+               and (not c.uid or not consumer.uid or c.uid == consumer.uid) for c in claim.reserved_for)
+
+
+class DeviceRules:
+    """The DynamicResources filters over one snapshot's DRA objects. ``reserve`` lays this cycle's
+    allocations over the claims (and the devices in use), undone with the job's transaction; the view
+    builds the rules again from the next snapshot, whose claims the shells give with the allocations
+    they are writing, so what is in flight is never handed out twice."""
+
+    def __init__(self, devices: Devices, previous: DeviceRules | None = None) -> None:
+        self.devices = devices
+        self.classes = dict(devices.classes)
+        self.claims: dict[str, ResourceClaim] = dict(devices.claims)
+        # What the pools are made of, copied: a shell may change its stores in place.
+        self._made_of: tuple[dict[str, ResourceSlice], dict[str, DeviceTaintRule], dict[str, DeviceClass]] = (
+            dict(devices.slices), dict(devices.taint_rules), self.classes)
+        before = previous._made_of if previous is not None else None
+        same_pools = before is not None and (_same(self._made_of[0], before[0]) and _same(self._made_of[1], before[1])
+                                             and _same(self._made_of[2], before[2]))
+        self.pools: Pools
+        if previous is not None and same_pools:
+            self.pools = previous.pools
+        else:
+            self.pools = Pools.build(devices, previous.pools if previous is not None else None)
+        self.in_use = InUse.from_claims(self.claims.values())
+        self.allocator = Allocator(self.pools, self.classes, self.in_use)
+        self.version = next(_VERSIONS)  # new with every change: cached answers expire
+        self.assumed = False  # Reserve changed the claims: the next snapshot's are what holds
+        self.now = 0.0
+        # What Reserve decided for each pod placed this cycle (its PreBind writes).
+        self.bindings: dict[str, DeviceBinding] = {}
+        self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
+        self._served: dict[str, bool] = {}  # node -> whether any pool's devices may be used there
+        # Answers per node, kept while the devices in use there do not change: a node's stamp moves
+        # when an allocation pinned to it comes or goes, every node's (``_common``) for one that is not.
+        self._stamps: dict[str, int] = {}
+        self._common = 0
+        self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
+        self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
+
+    # -- PreFilter -------------------------------------------------------------------------
+
+    def resolve(self, pod: Pod) -> PodClaims:
+        """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
+        out: list[ResourceClaim] = []
+        consumers: list[Consumer] = []
+        names: list[str] = []
+        for entry in pod.claims:
+            name, owned = entry.claim, False
+            if not name:
+                if entry.name not in pod.claim_statuses:
+                    return PodClaims(device_claim_not_created(pod.key))
+                name, owned = pod.claim_statuses[entry.name], True
+                if not name:
+                    continue  # the controller decided no claim is needed
+            key = f"{pod.namespace}/{name}"
+            bad = self.devices.invalid.get(f"ResourceClaim {key}")
+            if bad is not None:
+                return PodClaims(device_claim_unreadable(name, bad))
+            claim = self.claims.get(key)
+            if claim is None:
+                return PodClaims(device_claim_not_found(name))
+            if claim.deleting:
+                return PodClaims(device_claim_deleting(name))
+            consumer = (_group_consumer(claim, pod) if owned else None) or consumer_of(pod)
+            if owned and consumer.resource == "pods" and (
+                    claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name
+                    or (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)):
+                return PodClaims(device_claim_not_owned(key, pod.key))
+            if (claim.allocation is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX
+                    and not _holds(claim, consumer)):
+                return PodClaims(device_claim_in_use(key))
+            if claim.allocation is None:
+                for field_name in claim.alpha_fields:
+                    return PodClaims(alpha_field(key, field_name))
+                for request in claim.spec.requests:
+                    subs = (request.exactly,) if request.exactly is not None else request.first_available
+                    for sub in subs:
+                        if sub is not None and sub.device_class not in self.classes:
+                            what = f"{request.name}/{sub.name}" if sub.name else request.name
+                            return PodClaims(class_missing(key, what, sub.device_class))
+            out.append(claim)
+            consumers.append(consumer)
+            names.append(entry.name)
+        return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
+                         tuple(names))
+
+    def key(self, pod: Pod) -> tuple[object, ...]:
+        """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
+        pod's own; else the claims allocated already (their node selectors) and the specs of those to
+        allocate (a gang's pods with claims from one template share one answer)."""
+        found = self.resolve(pod)
+        return (pod.key, found.prefilter) if found.prefilter is not None else found.key()
+
+    # -- Filter ----------------------------------------------------------------------------
+
+    def reasons(self, pod: Pod, nodes: Sequence[Node], loose: bool = False) -> list[str | None]:
+        """Per node, why the pod's claims cannot be had there (None: they can), as Filter decides.
+        ``loose``: as if no device were in use, what removing pods could make possible (preemption's
+        pricing, and whether a failure is resolvable)."""
+        found = self.resolve(pod)
+        if found.prefilter is not None:
+            return [found.prefilter] * len(nodes)
+        allocator = self.allocator
+        if loose:
+            if self._loose is None:
+                self._loose = Allocator(self.pools, self.classes, InUse())
+            allocator = self._loose
+        cache = self._reasons.setdefault((*found.key(), loose), {})
+        stamps, common = self._stamps, self._common
+        out: list[str | None] = []
+        try:
+            for node in nodes:
+                stamp = max(common, stamps.get(node.name, 0))
+                hit = cache.get(node.name)
+                if hit is None or hit[0] != stamp:
+                    hit = cache[node.name] = (stamp, self._node_reason(found, node, allocator))
+                out.append(hit[1])
+            return out
+        except DeviceError as exc:  # kube-scheduler's error status: the pod is not scheduled at all
+            return [device_error(exc.message)] * len(nodes)
+
+    def _node_reason(self, found: PodClaims, node: Node, allocator: Allocator) -> str | None:
+        why = self._unavailable(found, node)
+        if why is not None or not found.fresh:
+            return why
+        if not self.served(node):
+            return NO_DEVICES
+        got = allocator.allocate(node, found.fresh, self.now)
+        return found.named(got) if isinstance(got, Unallocatable) else None
+
+    def served(self, node: Node) -> bool:
+        """Whether any pool's devices may be used on ``node`` (else no claim is allocated there)."""
+        hit = self._served.get(node.name)
+        if hit is None:
+            hit = self._served[node.name] = any(_slice_serves(s, node) for s in self._made_of[0].values())
+        return hit
+
+    # -- the topology search's count ---------------------------------------------------------
+
+    def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
+                 limit: int) -> npt.NDArray[np.int64] | None:
+        """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
+        allocated yet), for the nodes of ``mask``; None when the count does not apply (a pod without
+        claims among them, or claims shared or allocated already: Reserve decides those)."""
+        specs: dict[str, tuple[ClaimSpec, ...]] = {}
+        seen: set[str] = set()
+        for pod in pods:
+            found = self.resolve(pod)
+            if found.prefilter is not None or not found.claims or found.allocated:
+                return None
+            for claim in found.fresh:
+                if claim.key in seen:
+                    return None  # members share it: allocated once, by the first
+                seen.add(claim.key)
+            specs.setdefault(_specs_key(found.fresh), tuple(c.spec for c in found.fresh))
+        if not specs:
+            return None
+        out = np.zeros(len(nodes), dtype=np.int64)
+        stamps, common = self._stamps, self._common
+        for key, spec in specs.items():
+            cache = self._capacity.setdefault((key, limit), {})
+            for i in np.flatnonzero(mask).tolist():
+                node = nodes[i]
+                stamp = max(common, stamps.get(node.name, 0))
+                hit = cache.get(node.name)
+                if hit is None or hit[0] != stamp:
+                    taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
+                    hit = cache[node.name] = (stamp, taken)
+                # Pods of several kinds: a node takes at most what the kind it suits best takes (the
+                # pruning never underestimates; Reserve is the exact test).
+                out[i] = max(out[i], hit[1])
+        return out
+
+    # -- Reserve -----------------------------------------------------------------------------
+
+    def reserve(self, pod: Pod, node: Node, txn: Txn) -> str | None:
+        """Allocates the pod's claims on ``node`` (kube-scheduler's Reserve), laid over the claims
+        for the pods after it, each change undone with ``txn``; returns why not, else None."""
+        found = self.resolve(pod)
+        if found.prefilter is not None:
+            return found.prefilter
+        if not found.claims:
+            return None
+        why = self._unavailable(found, node)
+        if why is not None:
+            return why
+        made: list[Allocation] = []
+        if found.fresh:
+            try:
+                got = self.allocator.allocate(node, found.fresh, self.now)
+            except DeviceError as exc:
+                return device_error(exc.message)
+            if isinstance(got, Unallocatable):
+                return found.named(got)
+            made = list(got)
+        fresh = {c.key: a for c, a in zip(found.fresh, made, strict=True)}
+        writes = []
+        for claim, consumer in zip(found.claims, found.consumers, strict=True):
+            allocation = fresh.get(claim.key)
+            writes.append(ClaimWrite(claim.key, consumer, allocation))
+            updated = claim
+            if allocation is not None:
+                self._undo(txn, self.in_use.add(allocation), _pinned(allocation))
+                updated = replace(updated, allocation=allocation)
+            if not _holds(claim, consumer):
+                updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
+            if updated is not claim:
+                self._swap(txn, claim.key, updated)
+        self._bind(txn, pod.key, DeviceBinding(node.name, tuple(writes)))
+        return None
+
+    @staticmethod
+    def _unavailable(found: PodClaims, node: Node) -> str | None:
+        """A claim allocated already whose devices ``node`` cannot reach: the pod goes where they are."""
+        for claim in found.claims:
+            if claim.allocation is None:
+                continue
+            if not _admits(claim.allocation, node):
+                return CLAIM_UNAVAILABLE
+        return None
+
+    def release(self, pods: Iterable[Pod], txn: Txn) -> None:
+        """A preemption what-if: the devices of ``pods`` (victims) are free where each is its claim's
+        only consumer (a claim others still use stays allocated), undone with ``txn``."""
+        for pod in pods:
+            for entry in pod.claims:
+                name = entry.claim or pod.claim_statuses.get(entry.name, "")
+                claim = self.claims.get(f"{pod.namespace}/{name}") if name else None
+                if claim is None or claim.allocation is None:
+                    continue
+                others = tuple(c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name))
+                if others:  # still in use; another victim that shares it may free it
+                    self._swap(txn, claim.key, replace(claim, reserved_for=others))
+                    continue
+                self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
+                self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))
+
+    # -- the undo log ------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self.version = next(_VERSIONS)
+        self.assumed = True
+
+    def _undo(self, txn: Txn, undo: Callable[[], None], nodes: tuple[str, ...] | None) -> None:
+        self._changed()
+        self.touch(nodes)
+        txn.record(_Undo(self, undo, nodes))
+
+    def touch(self, nodes: tuple[str, ...] | None) -> None:
+        """The devices in use on ``nodes`` (None: anywhere) changed: their cached answers expire."""
+        if nodes is None:
+            self._common = self.version
+        else:
+            for name in nodes:
+                self._stamps[name] = self.version
+
+    def _swap(self, txn: Txn, key: str, claim: ResourceClaim) -> None:
+        old = self.claims.get(key)
+        self.claims[key] = claim
+        self._changed()
+
+        def back() -> None:
+            if old is None:
+                self.claims.pop(key, None)
+            else:
+                self.claims[key] = old
+        txn.record(_Undo(self, back))
+
+    def _bind(self, txn: Txn, pod: str, binding: DeviceBinding) -> None:
+        old = self.bindings.get(pod)
+        self.bindings[pod] = binding
+
+        def back() -> None:
+            if old is None:
+                self.bindings.pop(pod, None)
+            else:
+                self.bindings[pod] = old
+        txn.record(_Undo(self, back))
+
+
+@dataclass(frozen=True)
+class _Undo:
+    """One change to the device state, undone with the job's transaction."""
+
+    rules: DeviceRules
+    back: Callable[[], None]
+    nodes: tuple[str, ...] | None = ()  # where the devices in use changed (None: anywhere; (): none)
+
+    def undo(self) -> None:
+        self.back()
+        self.rules.version = next(_VERSIONS)
+        self.rules.touch(self.nodes)
+
+
+def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
+    """The nodes an allocation's devices are pinned to by name (node-local devices), else None."""
+    terms = allocation.node_selector
+    if not terms or len(terms) != 1 or terms[0].match_expressions:
+        return None
+    fields = terms[0].match_fields
+    if len(fields) != 1 or fields[0].key != "metadata.name" or fields[0].operator != "In":
+        return None
+    return tuple(fields[0].values)
+
+
+def _specs_key(claims: tuple[ResourceClaim, ...]) -> str:
+    # A spec holds mappings (not hashable): its repr stands for it.
+    return repr(tuple(c.spec for c in claims))
+
+
+def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    return a.keys() == b.keys() and all(v is b[k] for k, v in a.items())
+
+
+def _slice_serves(s: ResourceSlice, node: Node) -> bool:
+    for sel in [s.node] if s.node is not None else [d.node for d in s.devices]:
+        if sel is None:
+            continue
+        if sel.all_nodes or sel.node_name == node.name:
+            return True
+        if sel.node_selector is not None and any(t.matches(node.name, node.labels) for t in sel.node_selector):
+            return True
+    return False

@@ -1,0 +1,195 @@
+"""kube-scheduler's Reserve and Bind for a job that was placed: what holds only for its members together.
+
+Belongs here: after placement puts a job's members on nodes (each passed the filters alone, against
+the pods placed before the job), the rules that count the members together (the volume rules that
+count other pods and the static volumes their claims take, ``VolumeRules.together``; a binpacked job
+that breaks one placed again one member at a time), the devices each member's claims get on its node
+in rank order (``DeviceRules.reserve``, undone with the job's transaction, so that a job rolled back
+or a gang that waits holds no device), and then the ``Bind`` decisions with their PreBind writes
+(volumes, devices) and ``Scheduled`` Events. Does not belong here: where members go
+(``koordpy.core.placement``), the rules themselves (``volumes``, ``claims``), the cycle's order and
+the gang rule (``cycle``, ``gangrule``), carrying the writes out (the shells).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from koordpy.api.objects import Pod
+from koordpy.api.owners import Owner
+from koordpy.core.decisions import Bind, Decision, Event, EventReason, bind_of, event_of, scheduled
+from koordpy.core.filters import Filters
+from koordpy.core.messages import assigned, assigned_many, render
+from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
+from koordpy.core.placement import Placer
+from koordpy.core.statement import Statement
+from koordpy.core.txn import Txn
+from koordpy.core.verdicts import (
+    BoundWithoutOwner,
+    Code,
+    DevicesTogether,
+    Failure,
+    PreBindConflict,
+    VolumesTogether,
+)
+
+
+class Reserve:
+    """The Reserve step of one cycle, over its filters (the volume and device rules) and placer."""
+
+    def __init__(self, filters: Filters, placer: Placer) -> None:
+        self.filters = filters
+        self.placer = placer
+        self.cluster = filters.cluster
+
+    def together(self, pods: list[Pod], topology: bool, stmt: Statement, mark: int) -> Failure | None:
+        """Holds the members ``stmt`` placed (since ``mark``) to the rules that count them together:
+        volumes (a binpacked job, ``topology`` False, is placed again one by one when they break one),
+        then devices. On a failure everything since ``mark`` is rolled back."""
+        rules = self.filters.volumes
+        if rules is not None and sum(1 for p in pods if p.volumes) > 1:
+            # Each member's volume filters counted the pods placed before the job, not its fellow
+            # members: the ones that count other pods, and the static volumes their claims take, are
+            # checked for the members together. A job that breaks one waits (conservative: no other
+            # arrangement is searched), so a Strict gang is never bound in part.
+            broken = self.apart(pods, stmt)
+            if broken is not None:
+                stmt.rollback(mark)
+                if topology or self._one_by_one(pods, stmt) is not None:
+                    stmt.rollback(mark)
+                    pod, why = broken
+                    return Failure(pod, VolumesTogether(len(self.cluster.nodes), why), code=Code.UNRESOLVABLE)
+        failure = self.devices(pods, stmt)
+        if failure is not None:
+            stmt.rollback(mark)
+        return failure
+
+    def devices(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """kube-scheduler's Reserve for claims: each placed member's claims allocated on its node, in
+        rank order, each seeing the devices the members before it took (as kube-scheduler allocates a
+        gang member by member); the first that cannot have them fails the job."""
+        rules = self.filters.devices
+        if rules is None or not any(p.claims for p in pods):
+            return None
+        placed, nodes = stmt.placed, self.cluster.nodes
+        for pod in pods:
+            at = placed.get(pod.key)
+            if at is None or not pod.claims:
+                continue
+            why = rules.reserve(pod, nodes[at], stmt.txn)
+            if why is not None:
+                return Failure(pod, DevicesTogether(len(nodes), nodes[at].name, why))
+        return None
+
+    def held(self, pods: list[Pod], reserved: Mapping[str, str], stmt: Statement) -> None:
+        """The members a NonStrict gang holds room for take their devices on their nodes, on ``stmt``
+        (they waited holding room, not devices: a job that waits again gives them back); what one
+        cannot have any more is said when it is bound."""
+        rules, index = self.filters.devices, self.cluster.node_index
+        if rules is None:
+            return
+        for pod in pods:
+            node = reserved.get(pod.key)
+            if node is not None and pod.claims and node in index and pod.key not in rules.bindings:
+                rules.reserve(pod, self.cluster.nodes[index[node]], stmt.txn)
+
+    def apart(self, pods: list[Pod], stmt: Statement) -> tuple[Pod, str] | None:
+        """The volume rule ``pods``, as ``stmt`` places them, break together (the member and why), else
+        None."""
+        rules = self.filters.volumes
+        if rules is None:
+            return None
+        by_key = {p.key: p for p in pods}
+        placing: dict[int, list[Pod]] = {}
+        for key, node in stmt.placed.items():
+            if key in by_key and by_key[key].volumes:
+                placing.setdefault(node, []).append(by_key[key])
+        return rules.together(placing, self.cluster.nodes, self.filters.placed())
+
+    def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """Binpacks a job without a topology request one member at a time, each confined to the nodes
+        where its volumes still pass together with the members placed before it (kube-scheduler's
+        order for a gang: pod by pod)."""
+        rules = self.filters.volumes
+        assert rules is not None
+        before = self.filters.placed()
+        placing: dict[int, list[Pod]] = {}
+        saved = self.placer.only
+        try:
+            for pod in pods:
+                ok = self.filters.static(pod).mask.copy()
+                if pod.volumes:
+                    for i in np.flatnonzero(ok).tolist():
+                        trial = {**placing, i: [*placing.get(i, []), pod]}
+                        ok[i] = rules.together(trial, self.cluster.nodes, before) is None
+                self.placer.only = ok if saved is None else ok & saved
+                failure = self.placer.binpack([pod], stmt)
+                if failure is not None:
+                    return failure
+                if pod.volumes:
+                    placing.setdefault(stmt.placed[pod.key], []).append(pod)
+        finally:
+            self.placer.only = saved
+        return None
+
+    def bind(self, placed: dict[str, int], by_key: Mapping[str, Pod], owners: dict[str, Owner],
+             bound: dict[str, str], decisions: list[Decision], say: Callable[[Pod, str], None]) -> None:
+        """The Bind decisions for what the job placed, in order: a Bind (with its PreBind writes) and
+        its Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
+        rules, devices = self.filters.volumes, self.filters.devices
+        nodes = self.cluster.nodes
+
+        def special(obj: Pod | None) -> bool:
+            return obj is not None and bool((obj.volumes and rules is not None) or obj.owner_references
+                                            or (obj.claims and devices is not None))
+
+        if not any(special(by_key.get(k)) for k in placed):
+            # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
+            keys = list(placed)
+            names = [nodes[i].name for i in placed.values()]
+            bound.update(zip(keys, names, strict=True))
+            decisions.extend(scheduled(keys, names, assigned_many(keys, names)))
+            self.cluster.bound_many(keys)
+            return
+        binding: list[str] = []
+        for pod, node_idx in placed.items():
+            node = nodes[node_idx].name
+            obj = by_key.get(pod)
+            if obj is None or not special(obj):
+                bound[pod] = node
+                binding.append(pod)
+                decisions.append(bind_of(pod, node))
+                decisions.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+                continue
+            volumes = None
+            if rules is not None and obj.volumes:
+                try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
+                    volumes = rules.prebind(obj, nodes[node_idx])
+                except LookupError as exc:
+                    # Only a member of a job placed together can meet this: a member before it took the
+                    # PV its claim matched on that node. It is not bound, and tries again.
+                    self.cluster.count(pod, None)
+                    say(obj, render(PreBindConflict(len(nodes), str(exc))))
+                    continue
+            # DynamicResources' Reserve was made with the placement (``devices``); a member a NonStrict
+            # gang held in reserve (no device while it waited) gets its devices now, or tries again.
+            claims = devices.bindings.get(pod) if devices is not None and obj.claims else None
+            if devices is not None and obj.claims and claims is None:
+                why = devices.reserve(obj, nodes[node_idx], self.cluster.txn or Txn())
+                if why is not None:
+                    self.cluster.count(pod, None)
+                    say(obj, render(DevicesTogether(len(nodes), node, why)))
+                    continue
+                claims = devices.bindings.get(pod)
+            bound[pod] = node
+            binding.append(pod)
+            decisions.append(Bind(pod, node, volumes, claims))
+            decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+            ref = missing_owner(obj, owners)
+            if ref is not None:  # its grace ran out: placed as today, but not silently
+                decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
+                                       render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
+                                                                OWNER_GRACE_SECONDS))))
+        self.cluster.bound_many(binding)
