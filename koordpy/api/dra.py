@@ -446,6 +446,9 @@ class DeviceTaintRule:
     device: str = ""
     taint: DeviceTaint = field(default_factory=lambda: DeviceTaint(key=""))
     alpha_fields: tuple[str, ...] = ()  # none in v1.37.2 (the rule's own gate is GA)
+    # spec.deviceSelector given at all: a rule without one selects no device (an empty one, every device),
+    # as the ResourceSlice tracker that applies the rules for kube-scheduler reads it.
+    has_selector: bool = True
 
     @property
     def key(self) -> str:
@@ -453,7 +456,7 @@ class DeviceTaintRule:
 
     def selects(self, driver: str, pool: str, device: str) -> bool:
         """Whether the rule's device selector (each field set must match) picks this device."""
-        return (not self.driver or self.driver == driver) and (not self.pool or self.pool == pool) and (
+        return self.has_selector and (not self.driver or self.driver == driver) and (not self.pool or self.pool == pool) and (
             not self.device or self.device == device)
 
     @classmethod
@@ -469,7 +472,8 @@ class DeviceTaintRule:
             raise r.fail("spec.taint", "is required")
         # The API server stamps timeAdded when absent; a file without it means "now", which the
         # allocator reads as not yet expired.
-        return cls(name=name, driver=driver, pool=pool, device=device, taint=_taint(r, spec["taint"], "spec.taint"))
+        return cls(name=name, driver=driver, pool=pool, device=device, taint=_taint(r, spec["taint"], "spec.taint"),
+                   has_selector=spec.get("deviceSelector") is not None)
 
 
 # -- a snapshot's DRA objects ----------------------------------------------------------------------

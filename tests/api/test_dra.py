@@ -340,6 +340,9 @@ def test_a_device_taint_rule() -> None:
     assert (rule.driver, rule.pool, rule.device, rule.taint.effect) == (DRIVER, "n1", "", "NoExecute")
     assert rule.selects(DRIVER, "n1", "gpu-3") and not rule.selects(DRIVER, "n2", "gpu-3")
     refused(DeviceTaintRule.from_raw, _with(raw, "spec.taint.effect", "Never"), "spec.taint.effect", "unsupported")
+    # No selector selects no device; an empty one selects every device (the ResourceSlice tracker's reading).
+    assert not DeviceTaintRule.from_raw(_with(raw, "spec.deviceSelector", None)).selects(DRIVER, "n1", "gpu-3")
+    assert DeviceTaintRule.from_raw(_with(raw, "spec.deviceSelector", {})).selects(DRIVER, "n2", "gpu-3")
     refused(DeviceTaintRule.from_raw, _with(raw, "spec.taint", None), "spec.taint", "required")
     refused(DeviceTaintRule.from_raw, _with(raw, "spec.deviceSelector.device", "Bad_Name"),
             "spec.deviceSelector.device", "RFC 1123")
