@@ -334,7 +334,12 @@ class ClaimStep:
         self._allocating: dict[str, Allocating] = {}  # ours, not yet ended
         self._assumed: list[tuple[ClaimWrite, ClaimAssumption]] = []
         self._protected: list[ClaimWrite] = []  # finalizers added, claims not (yet) written
-        self._written: list[ClaimWrite] = []  # status written: allocation and reservation
+        self._written: list[ClaimWrite] = []  # status written (allocation and reservation), or found so
+        # Claims whose devices failed their binding conditions or timed out: unreserve deallocates them
+        # even when an earlier cycle allocated them, if nobody else holds them (kube-scheduler's Filter
+        # finds such a claim unavailable and its PostFilter deallocates it), else the pod waits on them
+        # again on every attempt.
+        self._unusable: set[str] = set()
         self._known: dict[str, tuple[int, frozenset[str], bool]] = {}  # claim -> ``_note``
 
     def reserve(self) -> None:
@@ -364,6 +369,7 @@ class ClaimStep:
             if ready:
                 return
             if time.time() > deadline:
+                self._unusable.update(w.claim for w, a in waited if not self._ready(w, a))
                 raise TimeoutError(f"binding conditions of ResourceClaims {', '.join(w.claim for w, _ in waited)} "
                                    f"not met within {BINDING_CONDITIONS_TIMEOUT:g}s")
             cycle.hold()
@@ -387,6 +393,7 @@ class ClaimStep:
         for r in allocation.results:
             for failure in r.binding_failure_conditions:
                 if conditions.get((r.driver, r.pool, r.device, failure)) == "True":
+                    self._unusable.add(w.claim)
                     raise RuntimeError(f"binding failure condition {failure} of device {r.device_id} is True "
                                        f"(ResourceClaim {w.claim})")
             if any(conditions.get((r.driver, r.pool, r.device, c)) != "True" for c in r.binding_conditions):
@@ -416,6 +423,12 @@ class ClaimStep:
             raise LookupError(f"ResourceClaim {w.claim} is gone")
         if claim.deleting:
             raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
+        if w.allocation is None and self._holds_already(w, claim):
+            # Reserved for the consumer already (a PodGroup's claim another member wrote, an allocation
+            # a predecessor wrote before a restart): kube-scheduler's PreBind skips it, and so does a
+            # shared API server's load. Still ours to wait on, and to take back as its Unreserve does.
+            self._written.append(w)
+            return
         version = self.cache.versions.get((_CLAIM, w.claim))
         rv = str(version) if version else ""
         if w.allocation is not None and DELETE_PROTECTION not in claim.finalizers:
@@ -436,7 +449,7 @@ class ClaimStep:
             # The claim changed since that version: written anyway only if nobody allocated it, as the
             # watch shows it (kube-scheduler reads it again; the watch needs no more than list and watch).
             fresh, fresh_version = await self._fresher(w.claim, rv)
-            if fresh.deleting:
+            if fresh.deleting or fresh.uid != claim.uid:  # recreated under its name: a claim we never chose
                 raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
             if fresh.allocation is not None:
                 if _reserved(fresh, w.consumer.uid):
@@ -450,6 +463,15 @@ class ClaimStep:
         for done, assumed in self._assumed:
             if done is w:
                 self.cache.claim_written(assumed)
+
+    def _holds_already(self, w: ClaimWrite, claim: ResourceClaim) -> bool:
+        """Whether ``claim`` as the watch brought it is allocated and reserved for ``w``'s consumer,
+        with no write of another binding cycle in flight on it (an unreserve taking the reservation
+        back, which the watch has not shown yet: then the reservation is written again)."""
+        if claim.allocation is None or not _reserved(claim, w.consumer.uid):
+            return False
+        mine = [a for _, a in self._assumed]
+        return all(a in mine for a in self.cache.claim_assumptions(w.claim))
 
     async def _fresher(self, key: str, than: str) -> tuple[ResourceClaim, str]:
         """The claim and its resourceVersion once the watch brought a version newer than ``than`` (a
@@ -514,7 +536,7 @@ class ClaimStep:
         for _, assumed in reversed(self._assumed):
             self.cache.forget_claim(assumed)
         self._assumed.clear()
-        undo: list[tuple[ClaimWrite, bool, str]] = []
+        undo: list[tuple[ClaimWrite, bool, str, ClaimAssumption | None]] = []
         for w in reversed(self._written):
             latest = self._latest(w.claim)
             if latest is None:
@@ -524,16 +546,19 @@ class ClaimStep:
                 # kube-scheduler leaves it, until the group is found unschedulable or done.
                 continue
             rv, consumers, _ = latest
-            deallocate = w.allocation is not None and not consumers - {w.consumer.uid}
+            deallocate = (w.allocation is not None or w.claim in self._unusable) and not consumers - {w.consumer.uid}
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
             taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
                                                  partial(_unreserved, w.consumer.uid, deallocate))
-            undo.append((w, deallocate, rv))
+            undo.append((w, deallocate, rv, taken_back))
             if taken_back is not None:
                 self.cache.claim_written(taken_back)
         self._written.clear()
-        for w, deallocate, rv in undo:
-            await self._take_back(w, deallocate, rv)
+        for w, deallocate, rv, taken_back in undo:
+            if not await self._take_back(w, deallocate, rv) and taken_back is not None:
+                # Not taken back (or only the reservation): the claim is shown as the watch brings it,
+                # never as deallocated while the API server still holds its devices for it.
+                self.cache.forget_claim(taken_back)
         for w in reversed(self._protected):  # a finalizer added for an allocation never written
             latest = self._latest(w.claim)
             claim = self.cache.claim(w.claim)
@@ -542,7 +567,9 @@ class ClaimStep:
                 await self._quietly(w.claim, claimwrites.drop_finalizer(claim.uid, latest[0]), "finalizer")
         self._protected.clear()
 
-    async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> None:
+    async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> bool:
+        """Takes ``w``'s reservation back (and the allocation when ``deallocate``); False unless all of
+        that was written."""
         claim = self.cache.claim(w.claim)
         uid = claim.uid if claim is not None else ""
         body = claimwrites.unreserve(uid, w.consumer.uid, deallocate, rv)
@@ -551,21 +578,22 @@ class ClaimStep:
         except Conflict:
             if not deallocate:
                 log.error("cannot unreserve a ResourceClaim", claim=w.claim, error="conflict")
-                return
+                return False
             # Changed meanwhile (someone reserved it too): only our entry goes, the allocation stays.
             await self._quietly(w.claim, claimwrites.unreserve(uid, w.consumer.uid, False), "reservation",
                                 status=True)
-            return
+            return False
         except Gone:
-            return
+            return True
         except Exception as exc:
             log.error("cannot unreserve a ResourceClaim", claim=w.claim, error=f"{type(exc).__name__}: {exc}")
-            return
+            return False
         if deallocate:
             self._note(w.claim, raw)
             known = self._known.get(w.claim)
             await self._quietly(w.claim, claimwrites.drop_finalizer(uid, str(known[0]) if known else ""),
                                 "finalizer")
+        return True
 
     async def _quietly(self, key: str, body: dict[str, Any], what: str, status: bool = False) -> None:
         """An undo's write: a failure is logged (the claim controller or the next attempt mends it)."""

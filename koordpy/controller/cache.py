@@ -388,6 +388,10 @@ class Cache(Stores):
         self._show_claim(key)
         return assumption
 
+    def claim_assumptions(self, key: str) -> tuple[ClaimAssumption, ...]:
+        """The writes on the claim the watch has not shown yet."""
+        return tuple(self._claim_assumptions.get(key, ()))
+
     def claim_written(self, assumption: ClaimAssumption) -> None:
         """The write is made: ASSUME_TTL counts from now until the watch shows it."""
         assumption.since = time.monotonic()
