@@ -40,6 +40,11 @@ PREBIND_POLL = 0.5
 # bindingTimeout default), and how many times a claim's status write is tried again after a conflict
 # (client-go's DefaultRetry, which kube-scheduler's bindClaim retries with).
 BINDING_CONDITIONS_TIMEOUT = 600.0
+# A pod whose binding cycle failed waits this long before it is tried again, doubling with each failure
+# in a row (kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds): a write the API server
+# keeps refusing is not made again at every cycle.
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 10.0
 CONFLICT_RETRIES = 5
 # How long a refused allocation waits for the watch to bring the claim as it is now, and how often it looks.
 CONFLICT_WAIT = 5.0
@@ -79,6 +84,7 @@ class BindingCycle:
         if decision.devices is not None and decision.devices.claims:
             self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices, binder.allocating))
         self.reserved = False
+        self._bind_failed = False  # the bind raised (not: the pod was gone, or bound already)
 
     def reserve(self) -> None:
         self.binder.cache.assume(self.decision.pod, self.decision.node, writing=True)
@@ -112,11 +118,15 @@ class BindingCycle:
                 log.error(step.failed, pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
                 await self._unreserve(done)
                 self.binder.writer.unschedulable(d.pod, f"running PreBind plugin \"{step.plugin}\": {exc}")
+                self.binder.failed(d.pod, uid)
                 return
         if await self._bind(uid, started):
+            self.binder.failures.pop(d.pod, None)
             self._confirm(uid, event)
         else:
             await self._unreserve(done)
+            if self._bind_failed:
+                self.binder.failed(d.pod, uid)
 
     async def _bind(self, uid: str, started: float | None) -> bool:
         d = self.decision
@@ -127,6 +137,7 @@ class BindingCycle:
         except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
             log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
             bound, failed = False, True
+        self._bind_failed = failed
         if metrics is not None and started is not None and (bound or failed):
             # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
             found = self.binder.cache.pods.get(d.pod)
@@ -165,6 +176,18 @@ class Binder:
         # Claims whose allocation a binding cycle is writing: the others sharing the claim (a gang's
         # members, pods naming one claim) write their reservations once it is written.
         self.allocating: dict[str, Allocating] = {}
+        self.failures: dict[str, tuple[str, int]] = {}  # pod -> (its uid, binding cycles failed in a row)
+
+    def failed(self, pod: str, uid: str) -> None:
+        """The pod's binding cycle failed: it waits out a backoff before the next cycles see it."""
+        was = self.failures.get(pod)
+        count = was[1] + 1 if was is not None and was[0] == uid else 1
+        self.failures[pod] = (uid, count)
+        if len(self.failures) > 10_000:  # pods long gone are not remembered for ever
+            self.failures = {pod: (uid, count)}
+        delay = min(BACKOFF_INITIAL * 2 ** min(count - 1, 16), BACKOFF_MAX)
+        self.cache.back_off(pod, time.monotonic() + delay)
+        asyncio.get_running_loop().call_later(delay, self.cache.end_back_off, pod)
 
     def reserve(self, d: Bind) -> None:
         cycle = BindingCycle(self, d)

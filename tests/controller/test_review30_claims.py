@@ -15,8 +15,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from koordpy.api.dra import DELETE_PROTECTION, Consumer, DeviceCondition, ResourceClaim
 from koordpy.controller import binding as binding_module
 from koordpy.controller.binding import Binder
+from koordpy.controller.cache import Cache
+from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import ApiWriter, ClaimRefused, Conflict
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
+from tests.builders import node, pod
 from tests.controller.test_binding import (
     POD_UID,
     FakeClaims,
@@ -28,6 +31,7 @@ from tests.controller.test_binding import (
     _shown,
     _write,
 )
+from tests.controller.test_cycle_cap_loop import NAMES, _rv
 
 ME = Consumer("pods", "p", POD_UID)
 
@@ -233,3 +237,49 @@ async def test_a_restarts_allocation_whose_binding_timed_out_is_deallocated(monk
     assert "not met within" in api.conditions["default/p"]
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is None and claim.reserved_for == ()
+
+
+async def test_a_pod_whose_claim_write_is_refused_backs_off_before_it_is_tried_again() -> None:
+    """A refusal that will not change by itself (a 403 for a missing RBAC rule) failed the binding cycle,
+    the pod was pending again in the next snapshot and placed again at once: three writes per cycle on
+    the API server for as long as it lasted. kube-scheduler puts the pod in its backoff queue (1 s,
+    doubling to 10 s); the snapshots leave it out as long."""
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    api.fail[("default/c1", "allocation and reservation")] = ClaimRefused("forbidden (403)")
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(_write("c1", _allocation()))
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    assert "forbidden (403)" in api.conditions["default/p"]
+    assert "default/p" not in [p.key for p in cache.snapshot(NAMES).pods]  # backing off
+    first = cache.backing_off["default/p"]
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    assert cache.backing_off["default/p"] - first == pytest.approx(1.0, abs=0.5)  # 1 s, then 2 s
+    cache.end_back_off("default/p")
+    assert "default/p" in [p.key for p in cache.snapshot(NAMES).pods] and cache.changed.is_set()
+
+
+async def test_the_loop_does_not_try_a_pod_whose_binding_cycle_failed_at_every_cycle() -> None:
+    cache = Cache()
+    cache.observe("Node", None, _rv(node("n0", cpu="8"), 1))
+    cache.observe("Pod", None, _rv(pod("p", cpu="1"), 2))
+    writer = ApiWriter(api=object())
+    binds: list[str] = []
+
+    async def bind(pod_key: str, uid: str, node_name: str) -> bool:
+        binds.append(pod_key)
+        raise ClaimRefused("forbidden (403)")
+
+    writer.bind = bind  # type: ignore[method-assign,assignment]
+    loop = SchedulerLoop(cache, writer, NAMES)
+    for _ in range(20):
+        await loop.cycle()
+        await asyncio.sleep(0.01)
+    assert binds == ["default/p"]
+    cache.end_back_off("default/p")
+    await loop.cycle()
+    await asyncio.sleep(0.01)
+    assert binds == ["default/p", "default/p"]
