@@ -5,7 +5,7 @@ Belongs here: what follows a ``Bind`` decision until the pod is bound or back in
 kube-scheduler's binding cycle runs it (Reserve, PreBind, Bind, and Unreserve on a failure): the pod
 and what its pre-bind writes will say are assumed in the cache at once (the next scheduling cycle
 must see the room and the volumes taken), the pre-bind steps write and wait in order (volumes, then
-devices), and a failure at any step undoes every step before it, in reverse, and puts the pod back in
+devices), and a failure at any step undoes every step (each was reserved), in reverse, and puts the pod back in
 the queue. Not here: the bodies of the writes and their retries (``writer``, ``transport``), what the
 cache holds (``cache``), which decisions a cycle makes (the core), the loop that starts a binding
 cycle for each ``Bind`` (``loop``).
@@ -103,20 +103,21 @@ class BindingCycle:
     async def run(self, uid: str, started: float | None = None, event: Event | None = None) -> None:
         """Pre-bind steps in order, then the bind, and then ``event`` (the pod's Scheduled Event) if
         the bind was written. ``started``: when the scheduling cycle that chose it began
-        (perf_counter), the start of the pod's attempt for the metrics. A step that fails undoes
-        itself and the steps before it, in reverse, and the pod goes back to the queue with kube-
-        scheduler's message; a bind that fails undoes them all and the pod is pending again."""
+        (perf_counter), the start of the pod's attempt for the metrics. A step that fails, or the
+        bind, undoes every step in reverse (each was reserved; those that never ran have only their
+        assumptions to take back), and the pod goes back to the queue after its backoff, with kube-
+        scheduler's message when a pre-bind step failed."""
         if not self.reserved:
             self.reserve()
         d = self.decision
-        done: list[PreBindStep] = []
         for step in self.steps:
-            done.append(step)  # a step that fails half-way undoes its own writes too
             try:
                 await step.pre_bind(self)
             except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
                 log.error(step.failed, pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
-                await self._unreserve(done)
+                # Every step, those after the failed one included: each was reserved (its writes shown
+                # in the cache, a claim's allocation announced to the pods sharing it) and owes its undo.
+                await self._unreserve(self.steps)
                 self.binder.writer.unschedulable(d.pod, f"running PreBind plugin \"{step.plugin}\": {exc}")
                 self.binder.failed(d.pod, uid)
                 return
@@ -124,7 +125,7 @@ class BindingCycle:
             self.binder.failures.pop(d.pod, None)
             self._confirm(uid, event)
         else:
-            await self._unreserve(done)
+            await self._unreserve(self.steps)
             if self._bind_failed:
                 self.binder.failed(d.pod, uid)
 
@@ -156,8 +157,8 @@ class BindingCycle:
         if event is not None:
             writer.spawn_owed(writer.event(event.kind, event.obj, uid, event.type, event.reason, event.message))
 
-    async def _unreserve(self, done: list[PreBindStep]) -> None:
-        for step in reversed(done):
+    async def _unreserve(self, steps: list[PreBindStep]) -> None:
+        for step in reversed(steps):
             await step.unreserve()
         # Forgotten, the pod is pending again in the next snapshot and the cache's change brings that
         # cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
@@ -569,7 +570,9 @@ class ClaimStep:
                 # kube-scheduler leaves it, until the group is found unschedulable or done.
                 continue
             rv, consumers, _ = latest
-            deallocate = (w.allocation is not None or w.claim in self._unusable) and not consumers - {w.consumer.uid}
+            # Only conditional on a version seen so: never an allocation someone reserved meanwhile.
+            deallocate = bool(rv) and (w.allocation is not None or w.claim in self._unusable) and \
+                not consumers - {w.consumer.uid}
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
             taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
                                                  partial(_unreserved, w.consumer.uid, deallocate))

@@ -18,7 +18,7 @@ from koordpy.controller.binding import Binder
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import ApiWriter, ClaimRefused, Conflict
-from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, VolumeBinding
 from tests.builders import node, pod
 from tests.controller.test_binding import (
     POD_UID,
@@ -283,3 +283,32 @@ async def test_the_loop_does_not_try_a_pod_whose_binding_cycle_failed_at_every_c
     await loop.cycle()
     await asyncio.sleep(0.01)
     assert binds == ["default/p", "default/p"]
+
+
+async def test_a_volume_step_that_fails_takes_back_the_claims_steps_assumptions_too() -> None:
+    """Reserve lays every step's assumptions; a failure at the volumes (the first step) undid only the
+    steps that had run: the claims stayed shown allocated with no TTL (never written, never forgotten),
+    their devices lost to every later cycle, and pods sharing the allocation waited PREBIND_TIMEOUT."""
+    from tests.core.test_volumes import pv, pvc, sc
+
+    cache = _claims_cache()
+    cache.observe("StorageClass", "ADDED", sc("local"))
+    cache.observe("PersistentVolume", "ADDED", pv("only", on="a"))
+    cache.observe("PersistentVolumeClaim", "ADDED", pvc("data"))
+
+    class VolumeRefused(FakeClaims):
+        async def claim_volume(self, pv: str, ns: str, claim: str, claim_uid: str,
+                               resource_version: str = "") -> None:
+            raise OSError("connection refused")
+
+    api = VolumeRefused(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = Bind("default/p", "a", VolumeBinding("a", static=(("default/data", "only"),)),
+             DeviceBinding("a", (_write("c1", _allocation()),)))
+    binder.reserve(d)
+    assert _shown(cache, "default/c1").allocation is not None
+    await binder.run(d, POD_UID)
+    assert api.patches == []
+    assert _shown(cache, "default/c1").allocation is None and not cache.claim_assumptions("default/c1")
+    assert not binder.allocating
