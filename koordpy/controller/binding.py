@@ -376,6 +376,7 @@ class ClaimStep:
 
     async def pre_bind(self, cycle: BindingCycle) -> None:
         for w in self.devices.claims:
+            cycle.hold()  # a pod deleted meanwhile gets no more claims written for it
             await self._write(w)
         # Every claim of the pod, allocated now or before (a restart finds its predecessor's allocation
         # written and the devices not ready yet): kube-scheduler's isPodReadyForBinding looks at all.

@@ -312,3 +312,27 @@ async def test_a_volume_step_that_fails_takes_back_the_claims_steps_assumptions_
     assert api.patches == []
     assert _shown(cache, "default/c1").allocation is None and not cache.claim_assumptions("default/c1")
     assert not binder.allocating
+
+
+async def test_a_pod_deleted_while_its_claims_are_written_gets_no_more_of_them() -> None:
+    """The pod deleted after its first claim was written: the second was still allocated and reserved
+    for it (two writes, and two more to take them back, on the shared API server)."""
+    cache = _claims_cache()
+    api = FakeClaims(cache, refuse=True)  # the bind of a deleted pod: 404
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    api.put(ResourceClaim("default", "c2", uid="uid-c2"))
+    original = api.patch_claim
+
+    async def deleting(claim_key: str, body: dict[str, Any], what: str, status: bool = False) -> dict[str, Any]:
+        written = await original(claim_key, body, what, status)
+        if claim_key == "default/c1" and status:
+            cache.observe("Pod", "DELETED", pod("p"))
+        return written
+
+    api.patch_claim = deleting  # type: ignore[method-assign]
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(_write("c1", _allocation()), _write("c2", _allocation(_result("gpu-1"))))
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    assert "default/c2" not in [k for k, _, _ in api.patches]
+    assert all(c.allocation is None and c.reserved_for == () for c, _ in api.claims.values())
