@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.dra import (
+    DELETE_PROTECTION,
     RESERVED_FOR_MAX,
     Allocation,
     ClaimSpec,
@@ -344,7 +345,9 @@ class DeviceRules:
                 if claim is None or claim.allocation is None:
                     continue
                 others = tuple(c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name))
-                if others:  # still in use; another victim that shares it may free it
+                if others or not _freed_with(claim, pod):
+                    # Still in use (another victim that shares it may free it), or an allocation nobody
+                    # clears when the pod goes: it keeps its devices.
                     self._swap(txn, claim.key, replace(claim, reserved_for=others))
                     continue
                 self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
@@ -405,6 +408,15 @@ class _Undo:
         self.back()
         self.rules.version = next(_VERSIONS)
         self.rules.touch(self.nodes)
+
+
+def _freed_with(claim: ResourceClaim, pod: Pod) -> bool:
+    """Whether the claim's devices are free once ``pod``, its last consumer, is gone: the ResourceClaim
+    controller clears an allocation a scheduler made (its delete-protection finalizer), and a claim
+    made for the pod is deleted with it; another's allocation (a driver's) stays."""
+    owner = claim.owner
+    return DELETE_PROTECTION in claim.finalizers or (
+        owner is not None and owner[0] == "Pod" and owner[1] == pod.name and (not owner[2] or owner[2] == pod.uid))
 
 
 def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
