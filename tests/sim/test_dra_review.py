@@ -5,8 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import pod, priority_class, run
-from tests.sim.test_dra import _running, claiming, gpu_class, gpu_nodes, gpu_slice, template
+import pytest
+
+from tests.builders import pod, podgroup, priority_class, run
+from tests.sim import test_dra
+from tests.sim.test_dra import (
+    SPINE_BLOCK,
+    _running,
+    claiming,
+    gpu_class,
+    gpu_nodes,
+    gpu_slice,
+    koord_gang,
+    template,
+    topology_cluster,
+)
 
 
 def _driver_allocated(body: dict[str, Any], node_name: str) -> list[dict[str, Any]]:
@@ -30,3 +43,34 @@ def test_preemption_does_not_evict_a_pod_whose_claim_stays_allocated_when_it_goe
               priority_class("high", 1000), *_driver_allocated(low, "node-a"), high)
     assert out.preempted == []
     assert "default/high" not in out.bound
+
+
+_MIXED = ("a gang whose members are not all claimers (a launcher without claims beside 8-GPU workers) gets no "
+          "device count in the placement (DeviceRules.capacity returns None): two workers are put on one node, "
+          "Reserve fails the second and the gang waits for ever where kube-scheduler, member by member, binds it")
+
+
+@pytest.mark.xfail(strict=True, reason=_MIXED)
+def test_a_gang_with_a_launcher_and_gpu_workers_binds_where_each_worker_has_a_node() -> None:
+    for gang in (upstream_gang, koordinator_gang):
+        objs = [*gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a"), gpu_slice("node-b"), template()]
+        out = run(*objs, *gang())
+        assert sorted(out.bound) == ["default/g-0", "default/g-1", "default/g-launcher"], (gang.__name__, out.pending)
+        assert {out.bound["default/g-0"], out.bound["default/g-1"]} == {"node-a", "node-b"}
+
+
+@pytest.mark.xfail(strict=True, reason=_MIXED)
+def test_a_gang_with_a_launcher_gathers_in_the_block_whose_gpus_are_free() -> None:
+    gang = podgroup("g", 3, gather=[{"layer": "BlockLayer", "strategy": "MustGather"}])
+    out = run(topology_cluster(), SPINE_BLOCK, gang, pod("g-launcher", cpu="1", group="g"), *koord_gang("g", 2))
+    assert {out.bound.get("default/g-0"), out.bound.get("default/g-1")} == {"n2", "n3"}, out.pending
+
+
+def upstream_gang() -> list[dict[str, Any]]:
+    made = test_dra.upstream_gang("g", 2)
+    made[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 3
+    return [*made, pod("g-launcher", cpu="1", schedulingGroup={"podGroupName": "g"})]
+
+
+def koordinator_gang() -> list[dict[str, Any]]:
+    return [podgroup("g", 3), pod("g-launcher", cpu="1", group="g"), *koord_gang("g", 2)]
