@@ -74,3 +74,18 @@ def upstream_gang() -> list[dict[str, Any]]:
 
 def koordinator_gang() -> list[dict[str, Any]]:
     return [podgroup("g", 3), pod("g-launcher", cpu="1", group="g"), *koord_gang("g", 2)]
+
+
+@pytest.mark.xfail(strict=True, reason="no DynamicResources PostFilter: a claim allocated where the pod can no "
+                   "longer go (its node gone), reserved for nobody, is never deallocated, so the pod waits for ever; "
+                   "kube-scheduler's PostFilter clears such an allocation (reservedFor empty or only the pod) and "
+                   "the next cycle allocates it again")
+def test_a_claim_allocated_on_a_node_that_is_gone_is_deallocated_and_allocated_again() -> None:
+    results = [{"request": "gpus", "driver": "gpu.example.com", "pool": "node-gone", "device": f"gpu-{d}"}
+               for d in range(8)]
+    stale = test_dra.claim("mine", allocation={"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-gone"]}]}]}})
+    stale["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    out = run(gpu_nodes("node-a"), gpu_class(), gpu_slice("node-a"), stale,
+              claiming(pod("p", cpu="1"), claim_name="mine"))
+    assert out.bound == {"default/p": "node-a"}, out.pending
