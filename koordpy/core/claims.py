@@ -256,13 +256,18 @@ class DeviceRules:
     def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
                  limit: int) -> npt.NDArray[np.int64] | None:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
-        allocated yet), for the nodes of ``mask``; None when the count does not apply (a pod without
-        claims among them, or claims shared or allocated already: Reserve decides those)."""
+        allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
+        may go); None when the count does not apply (claims shared or allocated already: Reserve
+        decides those)."""
         specs: dict[str, tuple[ClaimSpec, ...]] = {}
         seen: set[str] = set()
+        claimless = 0
         for pod in pods:
             found = self.resolve(pod)
-            if found.prefilter is not None or not found.claims or found.allocated:
+            if found.prefilter is None and not found.claims:
+                claimless += 1
+                continue
+            if found.prefilter is not None or found.allocated:
                 return None
             for claim in found.fresh:
                 if claim.key in seen:
@@ -282,9 +287,11 @@ class DeviceRules:
                 if hit is None or hit[0] != stamp:
                     taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
                     hit = cache[node.name] = (stamp, taken)
-                # Pods of several kinds: a node takes at most what the kind it suits best takes (the
-                # pruning never underestimates; Reserve is the exact test).
-                out[i] = max(out[i], hit[1])
+                # Pods of several kinds: a node takes at most what each kind takes there alone, added
+                # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
+                # the exact test), and every pod without claims.
+                out[i] += hit[1]
+        out[mask] += claimless
         return out
 
     # -- Reserve -----------------------------------------------------------------------------

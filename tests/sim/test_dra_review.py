@@ -45,13 +45,11 @@ def test_preemption_does_not_evict_a_pod_whose_claim_stays_allocated_when_it_goe
     assert "default/high" not in out.bound
 
 
-_MIXED = ("a gang whose members are not all claimers (a launcher without claims beside 8-GPU workers) gets no "
-          "device count in the placement (DeviceRules.capacity returns None): two workers are put on one node, "
-          "Reserve fails the second and the gang waits for ever where kube-scheduler, member by member, binds it")
-
-
-@pytest.mark.xfail(strict=True, reason=_MIXED)
 def test_a_gang_with_a_launcher_and_gpu_workers_binds_where_each_worker_has_a_node() -> None:
+    # A gang whose members are not all claimers gets no device count in the placement
+    # (DeviceRules.capacity): both workers went on one node, Reserve failed the second and the gang
+    # waited for ever where kube-scheduler, member by member, binds it. Reserve now places such a
+    # job again member by member, each after the devices the ones before it took.
     for gang in (upstream_gang, koordinator_gang):
         objs = [*gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a"), gpu_slice("node-b"), template()]
         out = run(*objs, *gang())
@@ -59,11 +57,34 @@ def test_a_gang_with_a_launcher_and_gpu_workers_binds_where_each_worker_has_a_no
         assert {out.bound["default/g-0"], out.bound["default/g-1"]} == {"node-a", "node-b"}
 
 
-@pytest.mark.xfail(strict=True, reason=_MIXED)
 def test_a_gang_with_a_launcher_gathers_in_the_block_whose_gpus_are_free() -> None:
+    # The search now counts the launcher beside the workers' devices (it packed all three on one node).
     gang = podgroup("g", 3, gather=[{"layer": "BlockLayer", "strategy": "MustGather"}])
     out = run(topology_cluster(), SPINE_BLOCK, gang, pod("g-launcher", cpu="1", group="g"), *koord_gang("g", 2))
     assert {out.bound.get("default/g-0"), out.bound.get("default/g-1")} == {"n2", "n3"}, out.pending
+
+
+def test_a_gang_whose_members_claim_different_devices_goes_where_each_finds_them() -> None:
+    # The device count was taken over the first member's nodes only: node-b, the only one with h100s,
+    # was capped at no pod, and the gang waited for ever.
+    a100 = template("a", 8, f'device.attributes["{test_dra.DRIVER}"].model == "a100"')
+    h100 = template("h", 8, f'device.attributes["{test_dra.DRIVER}"].model == "h100"')
+    out = run(*gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a", model="a100"), gpu_slice("node-b"),
+              a100, h100, podgroup("g", 2), claiming(pod("g-0", cpu="1", group="g"), template_name="a"),
+              claiming(pod("g-1", cpu="1", group="g"), template_name="h"))
+    assert out.bound == {"default/g-0": "node-a", "default/g-1": "node-b"}, out.pending
+
+
+def test_members_whose_claims_draw_on_the_same_gpus_are_placed_again_member_by_member() -> None:
+    # One member asks any 8 GPUs, the other 8 h100s: each kind alone fits one per node, so the count
+    # lets both on node-a; Reserve failed the second and the gang waited. It is now placed again member
+    # by member, each after the devices the ones before it took (kube-scheduler's order).
+    anyg = template("any", 8)
+    h100 = template("h", 8, f'device.attributes["{test_dra.DRIVER}"].model == "h100"')
+    out = run(*gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a"), gpu_slice("node-b"), anyg, h100,
+              podgroup("g", 2), claiming(pod("g-0", cpu="1", group="g"), template_name="any"),
+              claiming(pod("g-1", cpu="1", group="g"), template_name="h"))
+    assert sorted(out.bound.values()) == ["node-a", "node-b"], out.pending
 
 
 def upstream_gang() -> list[dict[str, Any]]:
