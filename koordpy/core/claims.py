@@ -57,7 +57,7 @@ from koordpy.core.messages import (
 )
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
-from koordpy.devices.allocator import Allocator
+from koordpy.devices.allocator import Allocator, binding_broken
 from koordpy.devices.pools import Pools
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
@@ -76,11 +76,12 @@ class PodClaims:
     fresh: tuple[ResourceClaim, ...] = ()  # not allocated: the allocator's work
     consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
     names: tuple[str, ...] = ()  # each claim's name in the pod's spec.resourceClaims
+    unbindable: bool = False  # an allocated claim's devices will not bind (failed, or timed out by now)
 
     def key(self) -> tuple[object, ...]:
         """What a node's answer depends on: how the pod names its claims, the claims allocated already
-        (their node selectors), the specs of those to allocate."""
-        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh))
+        (their node selectors, whether they will bind), the specs of those to allocate."""
+        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh), self.unbindable)
 
     def named(self, reason: Unallocatable) -> str:
         """``reason`` in words, naming the claim as the pod does (pods of one template share the words)."""
@@ -197,8 +198,10 @@ class DeviceRules:
             out.append(claim)
             consumers.append(consumer)
             names.append(entry.name)
+        unbindable = any(c.allocation is not None and binding_broken(c, c.allocation, self.now) is not None
+                         for c in out)
         return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
-                         tuple(names))
+                         tuple(names), unbindable)
 
     def key(self, pod: Pod) -> tuple[object, ...]:
         """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
@@ -334,13 +337,14 @@ class DeviceRules:
 
     @staticmethod
     def _unavailable(found: PodClaims, node: Node) -> str | None:
-        """A claim allocated already whose devices ``node`` cannot reach: the pod goes where they are."""
+        """A claim allocated already whose devices ``node`` cannot reach (the pod goes where they are),
+        or whose devices will not bind (kube-scheduler's Filter: not available on any node)."""
         for claim in found.claims:
             if claim.allocation is None:
                 continue
             if not _admits(claim.allocation, node):
                 return CLAIM_UNAVAILABLE
-        return None
+        return CLAIM_UNAVAILABLE if found.unbindable else None
 
     def release(self, pods: Iterable[Pod], txn: Txn) -> None:
         """A preemption what-if: the devices of ``pods`` (victims) are free where each is its claim's

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from koordpy.api.dra import ResourceClaim
 from koordpy.api.objects import Pod
-from koordpy.core.claims import DeviceRules
+from koordpy.core.claims import CLAIM_UNAVAILABLE, DeviceRules
+from koordpy.core.txn import Txn
 from tests.builders import pod
 from tests.core.test_claims import N0, claimer, devices
 from tests.sim.test_dra import DRIVER, claim, gpu_slice
@@ -38,3 +40,45 @@ def test_a_member_without_claims_is_counted_not_a_reason_to_count_nothing() -> N
     launcher = Pod.from_raw(pod("launcher", cpu="1"))
     got = rules.capacity([launcher, claimer("w0", "w0"), claimer("w1", "w1")], [N0], np.array([True]), 3)
     assert got is not None and got.tolist() == [2]  # one worker and the launcher
+
+
+def _binding(failed: bool) -> dict[str, Any]:
+    """Claim ``bound`` allocated on n0 (a device with binding conditions), reserved for nobody: its
+    device's failure condition true (``failed``), else its binding conditions still unmet."""
+    made = claim("bound", 1, allocation={
+        "devices": {"results": [{"request": "gpus", "driver": DRIVER, "pool": "n0", "device": "gpu-0",
+                                 "bindingConditions": ["Ready"], "bindingFailureConditions": ["Failed"]}]},
+        "allocationTimestamp": "2026-01-01T00:00:00Z"})
+    made["status"]["devices"] = [{"driver": DRIVER, "pool": "n0", "device": "gpu-0",
+                                  "conditions": [{"type": "Failed", "status": "True" if failed else "False",
+                                                  "reason": "R", "message": "m",
+                                                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+    return made
+
+
+def test_an_allocated_claim_whose_binding_failed_or_timed_out_is_not_available_on_any_node() -> None:
+    # kube-scheduler's Filter: a claim allocated already whose device binding failed, or whose binding
+    # conditions are not met after the binding timeout, is "not available on the node". Before, only
+    # the allocation's node selector was looked at, and the pod was bound to a claim whose binding failed.
+    failed = DeviceRules(devices(_binding(failed=True)))
+    assert failed.reasons(claimer("p", "bound"), [N0]) == [CLAIM_UNAVAILABLE]
+    waiting = DeviceRules(devices(_binding(failed=False)))
+    start = ResourceClaim.from_raw(_binding(failed=False)).allocation
+    assert start is not None and start.timestamp is not None
+    waiting.now = start.timestamp + 60
+    assert waiting.reasons(claimer("p", "bound"), [N0]) == [None]  # within the timeout: it may still bind
+    late = DeviceRules(devices(_binding(failed=False)))
+    late.now = start.timestamp + 601
+    assert late.reasons(claimer("p", "bound"), [N0]) == [CLAIM_UNAVAILABLE]
+    assert late.reserve(claimer("p", "bound"), N0, Txn()) == CLAIM_UNAVAILABLE
+
+
+def test_a_binding_that_times_out_while_the_device_state_stands_still_is_seen() -> None:
+    # The per-node answers are cached while no device changes: the timeout is part of their key.
+    rules = DeviceRules(devices(_binding(failed=False)))
+    start = ResourceClaim.from_raw(_binding(failed=False)).allocation
+    assert start is not None and start.timestamp is not None
+    rules.now = start.timestamp + 60
+    assert rules.reasons(claimer("p", "bound"), [N0]) == [None]
+    rules.now = start.timestamp + 601
+    assert rules.reasons(claimer("p", "bound"), [N0]) == [CLAIM_UNAVAILABLE]
