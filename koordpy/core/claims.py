@@ -151,6 +151,9 @@ class DeviceRules:
         # when an allocation pinned to it comes or goes, every node's (``_common``) for one that is not.
         self._stamps: dict[str, int] = {}
         self._common = 0
+        # The node object each answer was for: the view keeps these rules while no DRA object changes,
+        # and a node whose labels change (a slice's or an allocation's node selector) is a new question.
+        self._nodes: dict[str, Node] = {}
         self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
         self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
 
@@ -225,11 +228,10 @@ class DeviceRules:
                 self._loose = Allocator(self.pools, self.classes, InUse())
             allocator = self._loose
         cache = self._reasons.setdefault((*found.key(), loose), {})
-        stamps, common = self._stamps, self._common
         out: list[str | None] = []
         try:
             for node in nodes:
-                stamp = max(common, stamps.get(node.name, 0))
+                stamp = self._stamp(node)
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
                     hit = cache[node.name] = (stamp, self._node_reason(found, node, allocator))
@@ -249,10 +251,22 @@ class DeviceRules:
 
     def served(self, node: Node) -> bool:
         """Whether any pool's devices may be used on ``node`` (else no claim is allocated there)."""
+        self._stamp(node)  # a node whose labels changed is asked again
         hit = self._served.get(node.name)
         if hit is None:
             hit = self._served[node.name] = any(_slice_serves(s, node) for s in self._made_of[0].values())
         return hit
+
+    def _stamp(self, node: Node) -> int:
+        """The stamp ``node``'s cached answers must carry: new when the devices in use there changed,
+        or when its labels did since the last answer."""
+        seen = self._nodes.get(node.name)
+        if seen is not node:
+            if seen is not None and seen.labels != node.labels:
+                self._stamps[node.name] = next(_VERSIONS)
+                self._served.pop(node.name, None)
+            self._nodes[node.name] = node
+        return max(self._common, self._stamps.get(node.name, 0))
 
     # -- the topology search's count ---------------------------------------------------------
 
@@ -280,12 +294,11 @@ class DeviceRules:
         if not specs:
             return None
         out = np.zeros(len(nodes), dtype=np.int64)
-        stamps, common = self._stamps, self._common
         for key, spec in specs.items():
             cache = self._capacity.setdefault((key, limit), {})
             for i in np.flatnonzero(mask).tolist():
                 node = nodes[i]
-                stamp = max(common, stamps.get(node.name, 0))
+                stamp = self._stamp(node)
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
                     taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0

@@ -82,3 +82,29 @@ def test_a_binding_that_times_out_while_the_device_state_stands_still_is_seen() 
     assert rules.reasons(claimer("p", "bound"), [N0]) == [None]
     rules.now = start.timestamp + 601
     assert rules.reasons(claimer("p", "bound"), [N0]) == [CLAIM_UNAVAILABLE]
+
+
+def test_a_node_whose_labels_change_is_asked_again_while_the_devices_stand_still() -> None:
+    # The view keeps the device rules while no DRA object changes; their answers per node were kept by
+    # node name, so a node labelled into a slice's nodeSelector stayed "no devices" until a device changed.
+    from koordpy.core.cycle import schedule
+    from koordpy.core.state import SchedulerState
+    from koordpy.sim.simulator import World
+    from tests.builders import node
+    from tests.sim.test_dra import claiming, gpu_class
+
+    rack = gpu_slice("rack")
+    del rack["spec"]["nodeName"]
+    rack["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+
+    def world(labels: dict[str, str]) -> World:
+        objs = [node("n0", cpu="8", labels=labels), gpu_class(), rack, claim("c", 1),
+                claiming(pod("p", cpu="1"), claim_name="c")]
+        return World.from_objects([("t", o) for o in objs])
+
+    state = SchedulerState()
+    before = world({})
+    assert schedule(before.snapshot(frozenset({"koordpy"})), state, before.now).binds == []
+    after = world({"rack": "r1"})
+    assert [b.node for b in schedule(after.snapshot(frozenset({"koordpy"})), state, after.now + 1).binds] == ["n0"]
