@@ -154,6 +154,7 @@ class DeviceRules:
         # The node object each answer was for: the view keeps these rules while no DRA object changes,
         # and a node whose labels change (a slice's or an allocation's node selector) is a new question.
         self._nodes: dict[str, Node] = {}
+        self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
         self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
         self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
 
@@ -339,7 +340,7 @@ class DeviceRules:
             writes.append(ClaimWrite(claim.key, consumer, allocation))
             updated = claim
             if allocation is not None:
-                self._undo(txn, self.in_use.add(allocation), _pinned(allocation))
+                self._undo(txn, self.in_use.add(allocation), self._pinned(allocation))
                 updated = replace(updated, allocation=allocation)
             if not _holds(claim, consumer):
                 updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
@@ -374,7 +375,7 @@ class DeviceRules:
                     # clears when the pod goes: it keeps its devices.
                     self._swap(txn, claim.key, replace(claim, reserved_for=others))
                     continue
-                self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
+                self._undo(txn, self.in_use.remove(claim.allocation), self._pinned(claim.allocation))
                 self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))
 
     # -- the undo log ------------------------------------------------------------------------
@@ -387,6 +388,19 @@ class DeviceRules:
         self._changed()
         self.touch(nodes)
         txn.record(_Undo(self, undo, nodes))
+
+    def _pinned(self, allocation: Allocation) -> tuple[str, ...] | None:
+        """The only nodes whose devices in use the allocation changes: those it is pinned to by name
+        when every device it holds is node-local (a network-attached device it took with a node-local
+        one is seen from other nodes too), else None (every node)."""
+        nodes = _pinned(allocation)
+        if nodes is None:
+            return None
+        if self._shared_pools is None:
+            self._shared_pools = {(s.driver, s.pool) for s in self._made_of[0].values()
+                                  if s.node is None or not s.node.node_name}
+        shared = self._shared_pools
+        return None if any((r.driver, r.pool) in shared for r in allocation.results) else nodes
 
     def touch(self, nodes: tuple[str, ...] | None) -> None:
         """The devices in use on ``nodes`` (None: anywhere) changed: their cached answers expire."""
@@ -444,7 +458,7 @@ def _freed_with(claim: ResourceClaim, pod: Pod) -> bool:
 
 
 def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
-    """The nodes an allocation's devices are pinned to by name (node-local devices), else None."""
+    """The nodes an allocation is pinned to by name (it has a node-local device), else None."""
     terms = allocation.node_selector
     if not terms or len(terms) != 1 or terms[0].match_expressions:
         return None

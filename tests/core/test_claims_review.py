@@ -12,7 +12,7 @@ from koordpy.api.objects import Pod
 from koordpy.core.claims import CLAIM_UNAVAILABLE, DeviceRules
 from koordpy.core.txn import Txn
 from tests.builders import pod
-from tests.core.test_claims import N0, claimer, devices
+from tests.core.test_claims import N0, N1, claimer, devices
 from tests.sim.test_dra import DRIVER, claim, gpu_slice
 
 
@@ -108,3 +108,29 @@ def test_a_node_whose_labels_change_is_asked_again_while_the_devices_stand_still
     assert schedule(before.snapshot(frozenset({"koordpy"})), state, before.now).binds == []
     after = world({"rack": "r1"})
     assert [b.node for b in schedule(after.snapshot(frozenset({"koordpy"})), state, after.now + 1).binds] == ["n0"]
+
+
+def test_a_shared_device_taken_with_a_node_local_one_is_taken_for_every_node() -> None:
+    # An allocation with a node-local device is pinned to that node by name, yet a network-attached
+    # device it also took is visible from other nodes: their cached answers must expire too. Before,
+    # n1 still said the channel was free after pod a took it on n0.
+    from tests.sim.test_dra import gpu_class
+
+    channel = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric"},
+               "spec": {"driver": DRIVER, "allNodes": True,
+                        "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "channel-0", "attributes": {"kind": {"string": "channel"}}}]}}
+
+    kind = f'device.attributes["{DRIVER}"].?kind.orValue("")'
+
+    def both(name: str) -> dict[str, Any]:
+        made = claim(name, 1, f'{kind} != "channel"')
+        made["spec"]["devices"]["requests"].append({"name": "channel", "exactly": {
+            "deviceClassName": DRIVER, "selectors": [{"cel": {"expression": f'{kind} == "channel"'}}]}})
+        return made
+
+    rules = DeviceRules(devices(both("a"), both("b"), classes=(gpu_class(),),
+                                slices=(gpu_slice("n0"), gpu_slice("n1"), channel)))
+    assert rules.reasons(claimer("b", "b"), [N0, N1]) == [None, None]
+    assert rules.reserve(claimer("a", "a"), N0, Txn()) is None
+    assert all(r is not None for r in rules.reasons(claimer("b", "b"), [N0, N1]))
