@@ -13,7 +13,9 @@ claims (``koordpy.core.claims``), the filters (``koordpy.core.filters``), the wr
 the ``Deallocate`` decision). A claim looked at is one the pod's Filter reached: kube-scheduler runs
 DynamicResources' Filter after the others (node filters, NodeResourcesFit, volumes, the rules between
 pods), so only on the nodes they leave is a claim found unavailable. A claim reserved for a PodGroup
-is the group's (kube-scheduler's PodGroupPostFilter), not a member's to give up.
+is the group's (kube-scheduler's PodGroupPostFilter), not a member's to give up; the claim made for a
+pod's DRA-backed extended resources is deleted by kube-scheduler's PostFilter, not deallocated, and is
+left alone here.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def deallocations(rules: DeviceRules, filters: Filters, cluster: Cluster, pods: 
             continue  # it fits a node, or no node is left to DynamicResources' Filter
         for claim in found.allocated:
             assert claim.allocation is not None
-            if claim.key in seen or not _idle(claim, pod):
-                continue
+            if claim.key in seen or claim.name == pod.extended_claim or not _idle(claim, pod):
+                continue  # (the claim of DRA-backed extended resources is deleted, not deallocated)
             if binding_broken(claim, claim.allocation, rules.now) is not None or any(
                     not _admits(claim.allocation, node) for node in reached):
                 seen.add(claim.key)

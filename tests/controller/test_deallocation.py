@@ -22,6 +22,11 @@ KEY = "default/c1"
 class Api(FakeClaims):
     """FakeClaims that also takes a ``null`` reservedFor (the field cleared, as a strategic merge patch does)."""
 
+    spawned: list[Any]
+
+    def spawn(self, coro: Any) -> None:
+        self.spawned = [*getattr(self, "spawned", []), coro]
+
     async def patch_claim(self, claim_key: str, body: dict[str, Any], what: str,
                           status: bool = False) -> dict[str, Any]:
         st = body.get("status", {})
@@ -83,11 +88,9 @@ def test_a_claim_reserved_meanwhile_for_another_pod_or_made_again_is_not_touched
 
 async def test_the_loop_carries_a_deallocate_out() -> None:
     cache, api = _setup()
-    spawned: list[Any] = []
-    api.spawn = spawned.append  # type: ignore[method-assign]
     loop = SchedulerLoop(cache, api, NAMES)  # type: ignore[arg-type]
     loop._apply(Deallocate(KEY, "uid-c1", "default/p"), lambda key: "", 0.0, {})
     assert _shown(cache, KEY).allocation is None
-    [write] = spawned
+    [write] = api.spawned
     await write
     assert api.claims[KEY][0].allocation is None

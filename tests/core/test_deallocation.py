@@ -59,3 +59,13 @@ def test_the_claims_are_given_up_with_preemption_off() -> None:
     # PostFilter's DynamicResources plugin is not preemption: it runs whatever the preemption setting.
     first, _ = _deallocations(_world(), SchedulerState(), 0.0, preemption=False)
     assert [d.claim for d in first] == ["default/one"]
+
+
+def test_the_claim_of_extended_resources_is_not_deallocated() -> None:
+    # kube-scheduler's PostFilter deletes the claim made for a pod's DRA-backed extended resources rather
+    # than deallocate it: it is left alone here, and the pod's next claim is given up.
+    world = _world()
+    p = world.pods["default/p"]
+    world.pods["default/p"] = p.model_copy(update={"extended_claim": "one"})
+    first, _ = _deallocations(world, SchedulerState(), 0.0)
+    assert [d.claim for d in first] == ["default/two"]
