@@ -165,3 +165,11 @@ def unreserve(uid: str, who: str, deallocate: bool, resource_version: str = "") 
         status["allocation"] = None
     return {"metadata": _meta(uid, resource_version if deallocate else ""), "status": status}
 
+
+
+def deallocate(uid: str, resource_version: str) -> dict[str, Any]:
+    """The status patch of DynamicResources' PostFilter: the allocation, every reservation and the
+    devices' status cleared (the finalizer stays, as kube-scheduler leaves it), conditional on
+    ``resource_version``, the claim as seen allocated and held by nobody else."""
+    return {"metadata": _meta(uid, resource_version),
+            "status": {"allocation": None, "reservedFor": None, "devices": None}}

@@ -20,6 +20,7 @@ from koordpy.api.kinds import by_id
 from koordpy.controller import memory
 from koordpy.controller.binding import Binder
 from koordpy.controller.cache import Cache
+from koordpy.controller.deallocation import Deallocation
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
 from koordpy.core.cluster import Cluster
@@ -28,6 +29,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    Deallocate,
     Decision,
     Event,
     EventReason,
@@ -265,6 +267,11 @@ class SchedulerLoop:
                 self.writer.podgroup_status(d.podgroup, d.status.wire(), d.status.kind.group)
             case Annotate():
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
+            case Deallocate():
+                # Shown deallocated now (the next cycle allocates it again), written in the background.
+                giving_up = Deallocation(self.cache, self.writer, d)
+                if giving_up.assume():
+                    self.writer.spawn(giving_up.write())
             case Event():
                 if d.reason != EventReason.FAILED_SCHEDULING and not _is_scheduled(d):
                     # FailedScheduling goes with its condition; Scheduled with its bind.

@@ -19,6 +19,7 @@ from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
 from koordpy.core import dialects, gangrule
+from koordpy.core.deallocation import deallocations
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -97,6 +98,7 @@ class Cycle:
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
                                    self.view.groups, self.view.gangs)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
+        self.deallocated: set[str] = set()  # claims given up by PostFilter this cycle
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
         self.result = CycleResult()
@@ -720,7 +722,12 @@ class Cycle:
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
                     stmt: Statement) -> Plan | None:
-        """kube-scheduler's PostFilter: preemption, once per job and cycle, for the pods still to place."""
+        """kube-scheduler's PostFilter: DynamicResources' first (an idle claim allocated where a pod can no
+        longer go is given up, ``deallocation``), then preemption, once per job and cycle, for the pods
+        still to place."""
+        if self.filters.devices is not None:
+            self.result.decisions += deallocations(self.filters.devices, self.filters, self.cluster, [
+                p for p in job.pods if p.key not in self.bound and p.key not in self.state.reserved], self.deallocated)
         if job.id in self.preempted_jobs or not self.snapshot.preemption:
             return None
         self.preempted_jobs.add(job.id)

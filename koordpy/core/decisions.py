@@ -210,7 +210,20 @@ class Nominate:
     node: str
 
 
-Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate
+@dataclass(frozen=True)
+class Deallocate:
+    """kube-scheduler's DynamicResources PostFilter: a claim allocated where the pod that uses it can no
+    longer go (its node selector admits none of the nodes the pod could take, or its devices will not
+    bind), reserved for nobody or for that pod alone. The shell clears ``status.allocation``,
+    ``status.reservedFor`` and ``status.devices`` (the finalizer stays), only if the claim is still
+    allocated as the core saw it, so that a later cycle allocates it again."""
+
+    claim: str  # namespace/name
+    uid: str  # the claim as the core saw it (a claim made again under the name is not touched)
+    pod: str  # the pod whose PostFilter decided it
+
+
+Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate | Deallocate
 
 
 @dataclass

@@ -101,10 +101,14 @@ class Filters:
             return self._with_volumes(pod, self.volumes)
         return self._plain(pod)
 
+    def without_devices(self, pod: Pod) -> StaticFit:
+        """The pod's static filters that kube-scheduler runs before DynamicResources' (its volumes too)."""
+        return self._with_volumes(pod, self.volumes) if pod.volumes and self.volumes is not None else self._plain(pod)
+
     def _with_devices(self, pod: Pod, rules: DeviceRules, loose: bool) -> StaticFit:
         """The pod's other static filters, then DynamicResources' on the nodes they leave (the
         allocator runs on those only); cached until the device state changes (``DeviceRules.version``)."""
-        base = self._with_volumes(pod, self.volumes) if pod.volumes and self.volumes is not None else self._plain(pod)
+        base = self.without_devices(pod)
         key = (constraints_key(pod), rules.key(pod), loose)
         hit = self._device_fits.get(key)
         if hit is not None and hit[0] == rules.version and hit[1] is base:

@@ -53,6 +53,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    Deallocate,
     DeviceBinding,
     Event,
     Nominate,
@@ -363,11 +364,23 @@ class World(Stores):
                 case PodGroupStatusUpdate():
                     store = self._statuses_of(d.status.kind)
                     store[d.podgroup] = d.status.applied(store[d.podgroup])
+                case Deallocate():
+                    changes += self._deallocate(d)
                 case Event():
                     pass  # collected by ``simulate``
                 case _:
                     assert_never(d)
         return changes
+
+    def _deallocate(self, d: Deallocate) -> int:
+        """DynamicResources' PostFilter write, as the API server takes it: the claim, if still the one the
+        core saw and allocated, loses its allocation, its reservations and its devices' status (the
+        finalizer stays)."""
+        claim = self.devices.claims.get(d.claim)
+        if claim is None or claim.allocation is None or (d.uid and claim.uid != d.uid):
+            return 0
+        self.devices.claims[d.claim] = replace(claim, allocation=None, reserved_for=(), device_conditions=())
+        return 1
 
     def _statuses_of(self, kind: Kind) -> dict[str, Any]:
         """The objects of ``kind`` whose status the core writes, by key: the kind's registry store."""

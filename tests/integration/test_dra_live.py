@@ -5,7 +5,8 @@ The binding cycle's claims step is driven in-process first (a ``Bind`` with its 
 made by hand, the controller's own writer and cache): the finalizer, ``status.allocation`` and the
 ``reservedFor`` entry as kube-apiserver takes them, and their undo when the bind is refused. Then
 ``koordpy run`` end to end: a pod naming a ResourceClaim is bound, and the claim allocated from its
-node's slice and reserved for it.
+node's slice and reserved for it; a claim allocated on a node since deleted given up by PostFilter and
+allocated again.
 """
 
 from __future__ import annotations
@@ -298,3 +299,26 @@ def test_a_workload_podgroups_own_claim_is_allocated_once_and_reserved_for_the_g
     group_uid = kube.get("podgroups.scheduling.k8s.io", "train")["metadata"]["uid"]
     assert claim["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
                                                "name": "train", "uid": group_uid}]
+
+
+def test_a_claim_allocated_on_a_node_since_deleted_is_deallocated_and_allocated_again(
+        kube: Kube, scheduler: Scheduler) -> None:
+    """kube-scheduler's DynamicResources PostFilter: claim c1 was allocated node-a's device (reserved for
+    nobody, a scheduler's finalizer on it) and node-a is gone; its pod fits no node, so the allocation is
+    cleared and the next cycle allocates node-b's device, where the pod is bound."""
+    kube.apply(fake([node("node-a", cpu="4"), node("node-b", cpu="4")]), _class(), _slice("node-a", devices=1),
+               _slice("node-b", devices=1), _claim("c1"))
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--type=merge", "-p",
+                 json.dumps({"metadata": {"finalizers": [DELETE_PROTECTION]}}))
+    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"allocation": {
+                     "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "node-a",
+                                              "device": "gpu-0"}]},
+                     "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                         {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}}}}))
+    kube.kubectl("delete", "node", "node-a")
+    kube.apply(_user("user", "c1"))
+    wait_for(lambda: kube.bound().get("user") == "node-b", "the pod bound on node-b", timeout=60)
+    claim = kube.get("resourceclaims", "c1")
+    assert [r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["node-b"]
+    assert [c["name"] for c in claim["status"]["reservedFor"]] == ["user"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.builders import pod, podgroup, priority_class, run
 from tests.sim import test_dra
 from tests.sim.test_dra import (
@@ -97,11 +95,9 @@ def koordinator_gang() -> list[dict[str, Any]]:
     return [podgroup("g", 3), pod("g-launcher", cpu="1", group="g"), *koord_gang("g", 2)]
 
 
-@pytest.mark.xfail(strict=True, reason="no DynamicResources PostFilter: a claim allocated where the pod can no "
-                   "longer go (its node gone), reserved for nobody, is never deallocated, so the pod waits for ever; "
-                   "kube-scheduler's PostFilter clears such an allocation (reservedFor empty or only the pod) and "
-                   "the next cycle allocates it again")
 def test_a_claim_allocated_on_a_node_that_is_gone_is_deallocated_and_allocated_again() -> None:
+    # kube-scheduler's DynamicResources PostFilter: the claim, reserved for nobody and available on no
+    # node left, loses its allocation; the next cycle allocates it on node-a.
     results = [{"request": "gpus", "driver": "gpu.example.com", "pool": "node-gone", "device": f"gpu-{d}"}
                for d in range(8)]
     stale = test_dra.claim("mine", allocation={"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
