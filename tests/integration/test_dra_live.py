@@ -298,3 +298,51 @@ def test_a_workload_podgroups_own_claim_is_allocated_once_and_reserved_for_the_g
     group_uid = kube.get("podgroups.scheduling.k8s.io", "train")["metadata"]["uid"]
     assert claim["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
                                                "name": "train", "uid": group_uid}]
+
+
+# -- DRA-backed extended resources ---------------------------------------------------------------
+
+def _backed_class() -> dict[str, Any]:
+    out = _class()
+    out["spec"]["extendedResourceName"] = "example.com/gpu"
+    return out
+
+
+def _asking(name: str, gpus: int) -> dict[str, Any]:
+    out = pod(name, cpu="1", scheduler="koordpy")
+    out["spec"]["containers"][0]["resources"]["limits"] = {"example.com/gpu": str(gpus)}
+    return out
+
+
+def test_a_dra_backed_extended_resource_gets_its_claim_created_allocated_and_named(
+        kube: Kube, scheduler: Scheduler) -> None:
+    """No node lists example.com/gpu; a DeviceClass backs it: koordpy creates the pod's claim (as
+    kube-scheduler's PreBind does), allocated from node-a's slice and reserved for the pod, and writes
+    the pod's status.extendedResourceClaimStatus."""
+    kube.apply(fake([node("node-a", cpu="4")]), _backed_class(), _slice("node-a", devices=2), _asking("user", 2))
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    status = wait_for(lambda: kube.get("pods", "user")["status"].get("extendedResourceClaimStatus"),
+                      "the pod's extendedResourceClaimStatus", timeout=30)
+    name = status["resourceClaimName"]
+    assert name.startswith("user-extended-resources-")
+    container = kube.get("pods", "user")["spec"]["containers"][0]["name"]
+    assert status["requestMappings"] == [{"containerName": container, "resourceName": "example.com/gpu",
+                                          "requestName": "container-0-request-1"}]  # cpu sorts first
+    claim = kube.get("resourceclaims", name)
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert [(o["kind"], o["name"], o["uid"], o.get("controller")) for o in claim["metadata"]["ownerReferences"]] == [
+        ("Pod", "user", pod_uid, True)]
+    assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
+    assert sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"]) == ["gpu-0", "gpu-1"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+
+
+def test_a_node_whose_device_plugin_lists_the_resource_serves_it_without_a_claim(
+        kube: Kube, scheduler: Scheduler) -> None:
+    kube.apply(fake([node("node-a", cpu="4", extra={"example.com/gpu": "2"})]), _backed_class(), _asking("user", 2))
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    assert kube.get("resourceclaims", namespace="default")["items"] == []
+    assert not kube.get("pods", "user")["status"].get("extendedResourceClaimStatus")
