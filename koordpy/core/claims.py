@@ -182,14 +182,20 @@ class DeviceRules:
         a DeviceClass backs (which DRA serves on nodes that do not list it)."""
         return bool(pod.claims) or bool(pod.extended_requests and extended.asked(pod, self.backed))
 
+    def leftover(self, pod: Pod) -> ResourceClaim | None:
+        """The special claim an earlier try of ``pod`` left (it asks for a backed resource, is pending,
+        and a claim annotated so names it its controller owner), else None."""
+        left = self.specials.get(pod.key) if self.specials and not pod.node_name else None
+        if left is None or not extended.asked(pod, self.backed):
+            return None
+        return left if not pod.uid or left.owner is None or left.owner[2] in ("", pod.uid) else None
+
     def resolve(self, pod: Pod) -> PodClaims:
         """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
         wanted = extended.asked(pod, self.backed)
-        if wanted:
-            left = self.specials.get(pod.key)
-            if left is not None and (not pod.uid or not left.owner or left.owner[2] in ("", pod.uid)):
-                # A try that failed after creating it (kube-scheduler deletes it and tries again).
-                return PodClaims(device_claim_extended_left(left.key, pod.key))
+        left = self.leftover(pod) if wanted else None
+        if left is not None:  # a try that failed after creating it: deleted (``DeleteClaim``), then tried again
+            return PodClaims(device_claim_extended_left(left.key, pod.key))
         out: list[ResourceClaim] = []
         consumers: list[Consumer] = []
         names: list[str] = []

@@ -231,7 +231,17 @@ class Nominate:
     node: str
 
 
-Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate
+@dataclass(frozen=True)
+class DeleteClaim:
+    """The claim of a pending pod's DRA-backed extended resources that a try whose binding failed left
+    behind: deleted (its finalizer dropped first), as kube-scheduler's PostFilter deletes it, so that
+    the pod is tried anew (``uid``: only that claim, not one made since under the name)."""
+
+    claim: str  # namespace/name
+    uid: str
+
+
+Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate | DeleteClaim
 
 
 @dataclass

@@ -53,6 +53,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    DeleteClaim,
     DeviceBinding,
     Event,
     Nominate,
@@ -363,6 +364,9 @@ class World(Stores):
                 case PodGroupStatusUpdate():
                     store = self._statuses_of(d.status.kind)
                     store[d.podgroup] = d.status.applied(store[d.podgroup])
+                case DeleteClaim():
+                    if self.devices.claims.pop(d.claim, None) is not None:
+                        changes += 1
                 case Event():
                     pass  # collected by ``simulate``
                 case _:

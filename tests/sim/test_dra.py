@@ -450,3 +450,20 @@ def test_a_gang_of_backed_requests_gathers_in_the_block_whose_gpus_are_free() ->
     assert sorted(out.bound[f"default/train-{i}"] for i in range(2)) == ["n2", "n3"], out.pending
     assert allocated_on(out, "default/train-0-extended-resources") | allocated_on(
         out, "default/train-1-extended-resources") == {"n2", "n3"}
+
+
+def test_a_special_claim_left_by_a_failed_binding_is_deleted_and_the_pod_tried_anew() -> None:
+    # kube-scheduler's PostFilter: the claim of the pod's extended resources found for a pending pod is
+    # what a try whose binding failed left; it is deleted (not allocated again), then the pod is placed.
+    asking = _asking_gpus("p", 2)
+    asking["metadata"]["uid"] = "uid-p"
+    left = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "p-extended-resources-abcde", "namespace": "default",
+                         "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p",
+                                              "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2}}]}}}
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), left, asking)
+    assert out.bound == {"default/p": "node-a"}, out.pending
+    assert out.allocations == {"default/p-extended-resources": [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]}
