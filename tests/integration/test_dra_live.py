@@ -346,3 +346,33 @@ def test_a_node_whose_device_plugin_lists_the_resource_serves_it_without_a_claim
     assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
     assert kube.get("resourceclaims", namespace="default")["items"] == []
     assert not kube.get("pods", "user")["status"].get("extendedResourceClaimStatus")
+
+
+def leave_an_extended_claim(kube: Kube, pod_name: str) -> str:
+    """A pod asking example.com/gpu: 2, created gated, with the claim of its extended resources already
+    there (what a binding that failed after creating it leaves), then ungated; returns the claim's name."""
+    gated = _asking(pod_name, 2)
+    gated["spec"]["schedulingGates"] = [{"name": "koordpy.test/hold"}]
+    kube.apply(gated)
+    uid = kube.get("pods", pod_name)["metadata"]["uid"]
+    name = f"{pod_name}-extended-resources-left0"
+    kube.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default",
+                             "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid,
+                                                  "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                    "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]}}})
+    kube.kubectl("patch", "pod", pod_name, "-n", "default", "--type=json", "-p",
+                 '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+    return name
+
+
+def test_a_claim_left_by_a_failed_binding_is_deleted_and_the_pod_bound_with_a_new_one(
+        kube: Kube, scheduler: Scheduler) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _backed_class(), _slice("node-a", devices=2))
+    left = leave_an_extended_claim(kube, "user")
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    names = [c["metadata"]["name"] for c in kube.get("resourceclaims", namespace="default")["items"]]
+    assert left not in names and len(names) == 1 and names[0].startswith("user-extended-resources-"), names
+    assert kube.get("pods", "user")["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == names[0]
