@@ -72,7 +72,7 @@ class Placer:
         # A proposal for members placed one by one: the rules between pods are left to that placement.
         self.relaxed = False
 
-    def _devices(self, pod: Pod) -> bool:
+    def uses_devices(self, pod: Pod) -> bool:
         return self.filters.devices is not None and self.filters.devices.uses(pod)
 
     def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
@@ -326,7 +326,7 @@ class Placer:
         presence = self.filters.rules.presence
         for p in pods:
             req = self.cluster.request_vector(p)
-            own = id(self.filters.static(p)) if self._devices(p) else None  # its claims filter nodes too
+            own = id(self.filters.static(p)) if self.uses_devices(p) else None  # its claims filter nodes too
             shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence), own), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
@@ -936,10 +936,11 @@ class Placer:
         plain = self._PLAIN
         out: dict[tuple[object, ...], Pod] = {}
         for p in pods:
-            if repelling or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
-                             or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread or self._devices(p)):
+            devices = self.uses_devices(p)  # its claims filter nodes too
+            if repelling or devices or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
+                                        or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread):
                 key = (constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)
-                out[(*key, id(self.filters.static(p))) if self._devices(p) else key] = p  # claims filter nodes too
+                out[(*key, id(self.filters.static(p))) if devices else key] = p
             else:
                 out[plain] = p
         return list(out.values())

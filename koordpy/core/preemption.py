@@ -269,7 +269,7 @@ class Preemptor:
         # The rules between pods over wider domains (spread, affinity, zones) are not in the pricing either.
         # Nor are devices (only the verifying placement frees a victim's: ``DeviceRules.release``).
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
-                   or any(self.placer.filters.rules.applies(p) or p.claims or p.extended_requests for p in pods))
+                   or any(self.placer.filters.rules.applies(p) or self.placer.uses_devices(p) for p in pods))
         stmt = Statement(cluster)
         # Victims the job's own required affinity wants beside it: evicting them can only hurt, so
         # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives

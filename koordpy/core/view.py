@@ -292,7 +292,8 @@ class View:
         self.devices = DeviceRules(snapshot.devices, self.devices)
         if self.filters is not None:
             self.filters.devices = self.devices
-        self.queue.unpark(lambda parked: any(pod.claims or pod.extended_requests for pod in parked.job.pods))
+        devices = self.devices
+        self.queue.unpark(lambda parked: any(map(devices.uses, parked.job.pods)))
 
     def _placed(self) -> dict[str, tuple[Pod, int]]:
         """Every pod with volumes counted on a node (running, bound this cycle, reserved or
