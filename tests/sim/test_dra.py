@@ -467,3 +467,29 @@ def test_a_special_claim_left_by_a_failed_binding_is_deleted_and_the_pod_tried_a
     out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), left, asking)
     assert out.bound == {"default/p": "node-a"}, out.pending
     assert out.allocations == {"default/p-extended-resources": [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]}
+
+
+def test_a_victims_extended_resources_claim_frees_its_devices_for_the_preemptor() -> None:
+    # A running pod whose 8 GPUs came through the claim of its DRA-backed extended resources; a pod of
+    # higher priority asking for them preempts it, and the victim's claim goes with it.
+    low = _asking_gpus("low", 8)
+    low["spec"]["priorityClassName"] = "low"
+    low["metadata"]["uid"] = "uid-low"
+    low["spec"]["nodeName"] = "node-a"
+    low["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "low-extended-resources", "requestMappings": [
+        {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-1"}]}}
+    results = [{"request": "container-0-request-1", "driver": DRIVER, "pool": "node-a", "device": f"gpu-{d}"}
+               for d in range(8)]
+    made = claim("low-extended-resources", allocation={"devices": {"results": results}},
+                 reservedFor=[{"resource": "pods", "name": "low", "uid": "uid-low"}])
+    made["metadata"].update(ownerReferences=[{"apiVersion": "v1", "kind": "Pod", "name": "low", "uid": "uid-low",
+                                              "controller": True}],
+                            annotations={"resource.kubernetes.io/extended-resource-claim": "true"},
+                            finalizers=["resource.kubernetes.io/delete-protection"])
+    high = _asking_gpus("high", 8)
+    high["spec"]["priorityClassName"] = "high"
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), priority_class("low", 1),
+              priority_class("high", 1000), made, low, high)
+    assert out.preempted == ["default/low"], out.pending
+    assert out.bound.get("default/high") == "node-a", out.pending
+    assert out.allocations is not None and set(out.allocations) == {"default/high-extended-resources"}
