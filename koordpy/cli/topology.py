@@ -210,7 +210,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         wanted = [w for w in wanted if w[0] == pick]
     total = cluster.allocatable.sum(axis=0)
     # A resource DRA serves on some node (``UNBOUNDED`` there) has no room to draw: its devices hold it.
-    served = (cluster.allocatable >= UNBOUNDED).any(axis=0)
+    served = [bool((cluster.allocatable[:, i] >= UNBOUNDED).any()) for i in range(len(cluster.resources))]
     columns = [i for i, r in enumerate(cluster.resources) if r != PODS and total[i] > 0 and not served[i]]
     jobs: dict[int, dict[str, int]] = {}
     for pod in snapshot.pods:
