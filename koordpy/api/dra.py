@@ -61,6 +61,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal, Self
 
+from koordpy.api.objects import EXTENDED_CLASS_PREFIX as EXTENDED_CLASS_PREFIX  # a class's implicit resource
 from koordpy.api.objects import NodeSelectorTerm, node_selector_terms
 from koordpy.api.objects import PodClaim as PodClaim  # a pod's entry; the Pod reads it, the vocabulary is here
 from koordpy.api.quantity import exact_quantity, is_extended_resource
@@ -71,7 +72,8 @@ DRIVER_DOMAIN_MAX = 63  # a driver name is a DNS subdomain of at most 63 charact
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize: consumers one claim may have
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer kube-scheduler adds
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # the annotation on a claim made from a template
-EXTENDED_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # the implicit extended resource of a class
+# The annotation ("true") on the claim kube-scheduler makes for a pod's DRA-backed extended resources.
+EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 
 TaintEffect = Literal["NoSchedule", "NoExecute", "None"]
 AllocationMode = Literal["ExactCount", "All"]
@@ -237,6 +239,7 @@ class DeviceClass:
     config: tuple[OpaqueConfig, ...] = ()
     extended_resource_name: str = ""  # spec.extendedResourceName ("" none)
     uid: str = ""
+    creation: float | None = None  # of two classes naming one extended resource, the newer serves it
     alpha_fields: tuple[str, ...] = ()  # none in v1.37.2; kept for the same question of every kind
 
     @property
@@ -261,7 +264,8 @@ class DeviceClass:
             raise r.fail("spec.extendedResourceName", f"{extended!r} must be a valid extended resource name (a "
                                                       "domain outside kubernetes.io and a name, like example.com/gpu)")
         return cls(name=name, selectors=_selectors(r, spec.get("selectors"), "spec.selectors"), config=config,
-                   extended_resource_name=extended, uid=r.string(meta.get("uid"), "metadata.uid"))
+                   extended_resource_name=extended, uid=r.string(meta.get("uid"), "metadata.uid"),
+                   creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,13 @@ from pydantic import BaseModel, ConfigDict
 from koordpy.api.gangname import pod_gang_name
 from koordpy.api.model import NamespacedKey, Record, Shared
 from koordpy.api.podvolumes import PodVolume, pod_volumes
+from koordpy.api.quantity import is_extended_resource
 from koordpy.api.raw import Reader, label_problem, read_object, subdomain_problem
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
 PODS = "pods"
+EXTENDED_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # a DeviceClass's implicit extended resource
 MIRROR_POD = "kubernetes.io/config.mirror"  # a static pod's mirror: the API server allows it no claims
 
 
@@ -64,6 +66,20 @@ class PodClaim:
     name: str
     claim: str = ""  # resourceClaimName
     template: str = ""  # resourceClaimTemplateName
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExtended:
+    """A container's requests of extended resources (``example.com/gpu``, or a class's implicit
+    ``deviceclass.resource.kubernetes.io/<class>``), as kube-scheduler names the requests of the claim
+    it makes for those a DeviceClass backs: the container's index among init containers then
+    containers, whether it runs only before the others (an init container that is not a sidecar),
+    and per resource its quantity and its place among the container's requests in name order."""
+
+    name: str
+    index: int
+    short_lived: bool
+    requests: tuple[tuple[str, int, int], ...]  # (resource, quantity, index in the sorted request names)
 
 
 def pod_claims(r: Reader, raw: Any, path: str, limit: int | None = None) -> tuple[PodClaim, ...]:
@@ -371,6 +387,8 @@ class Pod(Record, NamespacedKey):
     # status.extendedResourceClaimStatus.resourceClaimName: the claim made for the pod's DRA-backed
     # extended resources ("" none).
     extended_claim: str = ""
+    # Each container's requests of extended resources (DRA may back them: ``koordpy.core.claims``).
+    extended_requests: tuple[ContainerExtended, ...] = ()
     # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
     scheduling_group: str = ""
     scheduling_group_other: bool = False  # named by a field other than podGroupName
@@ -461,6 +479,7 @@ class Pod(Record, NamespacedKey):
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
             raise r.fail("spec.preemptionPolicy", f"must be Never or PreemptLowerPriority, got {policy!r}")
+        requests = _SHARED_RESOURCES.map(_pod_requests(r, spec))
         # Checked field by field above, as for Node. What a gang's pods (or every pod) have alike is
         # kept once: the maps and tuples are shared, the names and label strings interned.
         return cls(
@@ -479,7 +498,7 @@ class Pod(Record, NamespacedKey):
             priority=r.integer(spec.get("priority"), "spec.priority"),
             priority_class_name=sys.intern(r.string(spec.get("priorityClassName"), "spec.priorityClassName")),
             preemption_policy=policy,
-            requests=_SHARED_RESOURCES.map(_pod_requests(r, spec)),
+            requests=requests,
             node_selector=_SHARED_LABELS.map(r.str_map(spec.get("nodeSelector"), "spec.nodeSelector")),
             affinity_terms=_SHARED_TERMS.get(tuple(terms)),
             tolerations=_SHARED_TOLERATIONS.get(tuple(tolerations)),
@@ -493,6 +512,7 @@ class Pod(Record, NamespacedKey):
             claim_statuses=statuses or _NO_STATUSES,
             extended_claim=r.string(extended.get("resourceClaimName"),
                                     "status.extendedResourceClaimStatus.resourceClaimName"),
+            extended_requests=_extended_requests(r, spec) if any(map(_maybe_dra, requests)) else (),
             required_features=_required_features(r, spec),
             # A group given by a field other than podGroupName (the API's union may grow) is still a
             # group koordpy does not read: named by that field.
@@ -688,6 +708,27 @@ def _container_requests(r: Reader, c: dict[str, Any], field: str) -> dict[str, i
     # The API server defaults a missing request to its limit, so a limits-only container asks for its limits.
     return {**r.resources(res.get("limits"), f"{field}.resources.limits"),
             **r.resources(res.get("requests"), f"{field}.resources.requests")}
+
+
+def _maybe_dra(resource: str) -> bool:
+    """A resource a DeviceClass may back: an extended resource or a class's implicit name."""
+    return is_extended_resource(resource) or resource.startswith(EXTENDED_CLASS_PREFIX)
+
+
+def _extended_requests(r: Reader, spec: dict[str, Any]) -> tuple[ContainerExtended, ...]:
+    out: list[ContainerExtended] = []
+    inits = r.seq(spec.get("initContainers"), "spec.initContainers")
+    listed = [("initContainers", i, c) for i, c in enumerate(inits)] + \
+        [("containers", i, c) for i, c in enumerate(r.seq(spec.get("containers"), "spec.containers"))]
+    for index, (section, i, c) in enumerate(listed):
+        cm = r.mapping(c, f"spec.{section}[{i}]")
+        own = _container_requests(r, cm, f"spec.{section}[{i}]")
+        names = sorted(own)
+        found = tuple((name, own[name], names.index(name)) for name in names if _maybe_dra(name) and own[name] > 0)
+        if found:
+            out.append(ContainerExtended(r.string(cm.get("name"), f"spec.{section}[{i}].name"), index,
+                                         section == "initContainers" and cm.get("restartPolicy") != "Always", found))
+    return tuple(out)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:

@@ -189,7 +189,7 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
     the HyperNodes' only if there are any, every Topology), or just ``only``."""
     # The core: paid by show only, not at start-up.
     from koordpy.api.objects import PODS
-    from koordpy.core.cluster import Cluster
+    from koordpy.core.cluster import UNBOUNDED, Cluster
     from koordpy.core.dialects import gang_member
 
     cluster = Cluster(snapshot)
@@ -209,7 +209,9 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
                                      f"{', '.join(keys) if keys else 'no topology objects'}")
         wanted = [w for w in wanted if w[0] == pick]
     total = cluster.allocatable.sum(axis=0)
-    columns = [i for i, r in enumerate(cluster.resources) if r != PODS and total[i] > 0]
+    # A resource DRA serves on some node (``UNBOUNDED`` there) has no room to draw: its devices hold it.
+    served = [bool((cluster.allocatable[:, i] >= UNBOUNDED).any()) for i in range(len(cluster.resources))]
+    columns = [i for i, r in enumerate(cluster.resources) if r != PODS and total[i] > 0 and not served[i]]
     jobs: dict[int, dict[str, int]] = {}
     for pod in snapshot.pods:
         n = cluster.node_index.get(pod.node_name or "")

@@ -29,7 +29,7 @@ from koordpy.controller import claimwrites
 from koordpy.controller.cache import Cache, ClaimAssumption
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import RESOURCE_CLAIMS, ApiWriter, Conflict, Gone
-from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, VolumeBinding
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, ExtendedClaim, VolumeBinding
 
 log = structlog.get_logger("koordpy.loop")
 # How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
@@ -81,7 +81,7 @@ class BindingCycle:
         # kube-scheduler's PreBind order: VolumeBinding, then DynamicResources.
         if decision.volumes is not None:  # the pod holds its node while its claims bind
             self.steps.append(VolumeStep(binder.cache, binder.writer, decision.volumes))
-        if decision.devices is not None and decision.devices.claims:
+        if decision.devices is not None and (decision.devices.claims or decision.devices.extended is not None):
             self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices, binder.allocating))
         self.reserved = False
         self._bind_failed = False  # the bind raised (not: the pod was gone, or bound already)
@@ -365,8 +365,16 @@ class ClaimStep:
         # again on every attempt.
         self._unusable: set[str] = set()
         self._known: dict[str, tuple[int, frozenset[str], bool]] = {}  # claim -> ``_note``
+        self._provisional = ""  # the extended resources' claim shown in the cache until created
+        self._created: tuple[str, str] | None = None  # the extended resources' claim we created: (key, uid)
 
     def reserve(self) -> None:
+        ext = self.devices.extended
+        if ext is not None:
+            # Shown under its generateName (no object's name ends with "-") with its devices in use.
+            self._provisional = self.cache.assume_created(ResourceClaim(
+                ext.namespace, ext.generate_name, spec=ext.spec, allocation=ext.allocation,
+                reserved_for=(ext.consumer,)))
         for w in self.devices.claims:
             if w.allocation is not None:
                 self._allocating[w.claim] = self.allocating[w.claim] = Allocating()
@@ -378,6 +386,8 @@ class ClaimStep:
         for w in self.devices.claims:
             cycle.hold()  # a pod deleted meanwhile gets no more claims written for it
             await self._write(w)
+        if self.devices.extended is not None:
+            await self._create(self.devices.extended)
         # Every claim of the pod, allocated now or before (a restart finds its predecessor's allocation
         # written and the devices not ready yet): kube-scheduler's isPodReadyForBinding looks at all.
         waited = [(w, a) for w in self._written if (a := self._allocation(w)) is not None
@@ -498,6 +508,25 @@ class ClaimStep:
         mine = [a for _, a in self._assumed]
         return all(a in mine for a in self.cache.claim_assumptions(w.claim))
 
+    async def _create(self, ext: ExtendedClaim) -> None:
+        """The claim of the pod's DRA-backed extended resources, as kube-scheduler's PreBind makes it:
+        created (then, as any claim allocated now, the finalizer, then the allocation with the pod in
+        ``reservedFor``), then the pod's ``status.extendedResourceClaimStatus`` names it. Deleted again
+        by ``unreserve`` when a later write or the bind fails."""
+        raw = await self.writer.create_claim(ext.namespace, claimwrites.extended_claim(ext))
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        name, uid = str((meta or {}).get("name") or ""), str((meta or {}).get("uid") or "")
+        if not name:
+            raise LookupError(f"the API server gave the claim {ext.generate_name}* no name")
+        key = f"{ext.namespace}/{name}"
+        self._created = (key, uid)
+        await self.writer.patch_claim(key, claimwrites.add_finalizer(uid), "finalizer")
+        await self.writer.patch_claim(key, claimwrites.reserve(uid, ext.consumer, ext.allocation, time.time()),
+                                      "allocation and reservation", status=True)
+        self.cache.created(self._provisional, key)
+        await self.writer.extended_claim_status(f"{ext.namespace}/{ext.pod}", ext.pod_uid,
+                                                claimwrites.extended_status(ext, name))
+
     async def _fresher(self, key: str, than: str) -> tuple[ResourceClaim, str]:
         """The claim and its resourceVersion once the watch brought a version newer than ``than`` (a
         write made against ``than`` was refused as conflicting)."""
@@ -558,6 +587,16 @@ class ClaimStep:
     async def unreserve(self) -> None:
         for key in list(self._allocating):  # those waiting to share an allocation never written give up
             self._end(key, False)
+        if self._provisional:
+            self.cache.forget_created(self._provisional)
+        if self._created is not None:  # kube-scheduler's Unreserve deletes the claim it created
+            key, uid = self._created
+            self._created = None
+            await self._quietly(key, claimwrites.drop_finalizer(uid), "finalizer")
+            try:
+                await self.writer.delete_claim(key, uid)
+            except Exception as exc:
+                log.error("cannot delete a ResourceClaim we created", claim=key, error=f"{type(exc).__name__}: {exc}")
         for _, assumed in reversed(self._assumed):
             self.cache.forget_claim(assumed)
         self._assumed.clear()

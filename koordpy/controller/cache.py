@@ -182,6 +182,10 @@ class Cache(Stores):
     # over the claim, and the claim as the watch last brought it (the store shows it with them).
     _claim_assumptions: dict[str, list[ClaimAssumption]] = field(default_factory=dict)
     _claims_seen: dict[str, ResourceClaim] = field(default_factory=dict)
+    # Claims a binding cycle is creating (a pod's DRA-backed extended resources), shown under a key no
+    # object can have until the watch brings the created claim allocated: provisional key -> (the
+    # created claim's key, "" while unknown; when that was learnt, monotonic).
+    _creating: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
@@ -425,7 +429,35 @@ class Cache(Stores):
             store[key] = shown
             self.changed.set()
 
+    def assume_created(self, claim: ResourceClaim) -> str:
+        """Shows ``claim``, which a binding cycle is about to create, allocated and reserved, under a key
+        no object can have (its generateName): its devices are in use for the next cycles. Returns
+        that key (for ``created`` and ``forget_created``)."""
+        key = claim.key
+        self._creating[key] = ("", math.inf)
+        self.stores[CLAIMS][key] = claim
+        self.changed.set()
+        return key
+
+    def created(self, provisional: str, key: str) -> None:
+        """The claim is created as ``key`` and written: shown so until the watch brings it allocated
+        (or ASSUME_TTL)."""
+        if provisional in self._creating:
+            self._creating[provisional] = (key, time.monotonic())
+            real = self.stores[CLAIMS].get(key)
+            if real is not None and real.allocation is not None:
+                self.forget_created(provisional)
+
+    def forget_created(self, provisional: str) -> None:
+        if self._creating.pop(provisional, None) is not None:
+            self.stores[CLAIMS].pop(provisional, None)
+            self.changed.set()
+
     def _claim_filed(self, key: str, claim: ResourceClaim, raw: dict[str, Any]) -> None:
+        if claim.allocation is not None and self._creating:
+            for provisional, (made, _) in list(self._creating.items()):
+                if made == key:
+                    self.forget_created(provisional)
         if key in self._claim_assumptions:
             self._claims_seen[key] = claim
             self._show_claim(key)
@@ -537,6 +569,9 @@ class Cache(Stores):
             if now >= until:
                 del self.backing_off[key]
                 self._dirty[key] = None
+        for key, (_, since) in list(self._creating.items()):
+            if now - since > ASSUME_TTL:
+                self.forget_created(key)
         for key, held in list(self._claim_assumptions.items()):
             if any(now - a.since > ASSUME_TTL for a in held):
                 self._claim_assumptions[key] = [a for a in held if now - a.since <= ASSUME_TTL]

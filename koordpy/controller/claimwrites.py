@@ -22,6 +22,7 @@ from typing import Any
 
 from koordpy.api.dra import (
     DELETE_PROTECTION,
+    EXTENDED_CLAIM,
     AllocatedConfig,
     Allocation,
     Consumer,
@@ -31,6 +32,7 @@ from koordpy.api.dra import (
 )
 from koordpy.api.objects import NodeSelectorTerm, Requirement
 from koordpy.controller.writer import rfc3339
+from koordpy.core.decisions import ExtendedClaim
 
 
 def quantity(q: Quantity) -> str:
@@ -154,6 +156,28 @@ def reserve(uid: str, who: Consumer, written: Allocation | None, now: float,
     if written is not None:
         status["allocation"] = allocation(written, now)
     return {"metadata": _meta(uid, resource_version if written is not None else ""), "status": status}
+
+
+def extended_claim(ext: ExtendedClaim) -> dict[str, Any]:
+    """The claim of a pod's DRA-backed extended resources as kube-scheduler creates it: named by the API
+    server from ``<pod>-extended-resources-``, owned by the pod (controller), annotated, its requests
+    ExactCount of a class each (the allocation is written after, as for any claim)."""
+    requests = [{"name": r.name, "exactly": {"deviceClassName": r.exactly.device_class, "allocationMode": "ExactCount",
+                                             "count": r.exactly.count}}
+                for r in ext.spec.requests if r.exactly is not None]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"generateName": ext.generate_name, "namespace": ext.namespace,
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": ext.pod, "uid": ext.pod_uid,
+                                              "controller": True}],
+                         "annotations": {EXTENDED_CLAIM: "true"}},
+            "spec": {"devices": {"requests": requests}}}
+
+
+def extended_status(ext: ExtendedClaim, name: str) -> dict[str, Any]:
+    """The pod's ``status.extendedResourceClaimStatus``: which request serves which container's resource,
+    and the claim's name."""
+    return {"requestMappings": [{"containerName": c, "resourceName": r, "requestName": q} for c, r, q in ext.mappings],
+            "resourceClaimName": name}
 
 
 def unreserve(uid: str, who: str, deallocate: bool, resource_version: str = "") -> dict[str, Any]:

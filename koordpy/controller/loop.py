@@ -17,12 +17,12 @@ from typing import Any, TypeGuard, assert_never, cast
 import structlog
 
 from koordpy.api.kinds import by_id
-from koordpy.controller import memory
+from koordpy.controller import claimwrites, memory
 from koordpy.controller.binding import Binder
 from koordpy.controller.cache import Cache
 from koordpy.controller.deallocation import Deallocation
 from koordpy.controller.metrics import Metrics
-from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, cap, now_rfc3339
+from koordpy.controller.writer import CONDITION_LIMIT, ApiWriter, Gone, cap, now_rfc3339
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import JOB_ERROR_PREFIX, schedule
 from koordpy.core.decisions import (
@@ -31,6 +31,7 @@ from koordpy.core.decisions import (
     CycleResult,
     Deallocate,
     Decision,
+    DeleteClaim,
     Event,
     EventReason,
     Nominate,
@@ -272,12 +273,24 @@ class SchedulerLoop:
                 giving_up = Deallocation(self.cache, self.writer, d)
                 if giving_up.assume():
                     self.writer.spawn(giving_up.write())
+            case DeleteClaim():
+                self.writer.spawn(self._delete_claim(d))
             case Event():
                 if d.reason != EventReason.FAILED_SCHEDULING and not _is_scheduled(d):
                     # FailedScheduling goes with its condition; Scheduled with its bind.
                     self.writer.spawn_owed(self.writer.event(d.kind, d.obj, uid(d.obj), d.type, d.reason, d.message))
             case _:
                 assert_never(d)
+
+    async def _delete_claim(self, d: DeleteClaim) -> None:
+        """A leftover claim of extended resources: its finalizer dropped, then deleted (a failure is
+        logged; the next cycle that sees it asks again)."""
+        try:
+            with contextlib.suppress(Gone):
+                await self.writer.patch_claim(d.claim, claimwrites.drop_finalizer(d.uid), "finalizer")
+            await self.writer.delete_claim(d.claim, d.uid)
+        except Exception as exc:
+            log.error("cannot delete a leftover ResourceClaim", claim=d.claim, error=f"{type(exc).__name__}: {exc}")
 
     def _count(self, snap: Snapshot, result: CycleResult, seconds: float) -> None:
         m = self.metrics

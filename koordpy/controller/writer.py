@@ -28,6 +28,7 @@ UID, so a pod recreated under the same name is never evicted or nominated in its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -257,6 +258,42 @@ class ApiWriter:
             written = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
                 resp.json() if isinstance(resp, Response) else resp
         return written if isinstance(written, dict) else {}
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Creates a ResourceClaim (the claim of a pod's DRA-backed extended resources, named by the
+        API server from its generateName); returns it as created. Raises when the write fails."""
+        rc = by_id(RESOURCE_CLAIMS)
+        async with self.sem:
+            resp = await self._call("claim", f"ResourceClaim {body['metadata'].get('generateName', '')}* in "
+                                             f"{namespace}", lambda: self.custom.create_namespaced_custom_object(
+                rc.group, rc.version, namespace, rc.plural, body, _preload_content=False))
+            written = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
+                resp.json() if isinstance(resp, Response) else resp
+        return written if isinstance(written, dict) else {}
+
+    async def delete_claim(self, claim_key: str, uid: str) -> None:
+        """Deletes a ResourceClaim we created (the uid a precondition); a claim gone already is no
+        failure. Raises when the write fails."""
+        ns, name = claim_key.split("/", 1)
+        rc = by_id(RESOURCE_CLAIMS)
+        body: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+        async with self.sem:
+            with contextlib.suppress(Gone):  # gone already
+                await self._call("claim", f"delete ResourceClaim {claim_key}",
+                                 lambda: self.custom.delete_namespaced_custom_object(
+                                     rc.group, rc.version, ns, rc.plural, name, body=body, _preload_content=False))
+
+    async def extended_claim_status(self, pod_key: str, uid: str, status: dict[str, Any]) -> None:
+        """The pod's ``status.extendedResourceClaimStatus`` (a merge patch of that field alone, the
+        pod's uid a precondition). Raises when the write fails."""
+        ns, name = pod_key.split("/", 1)
+        body: dict[str, Any] = {"status": {"extendedResourceClaimStatus": status}}
+        if uid:
+            body["metadata"] = {"uid": uid}
+        async with self.sem:
+            await self._call("pod-status", f"extendedResourceClaimStatus of pod {pod_key}",
+                             lambda: self.core.patch_namespaced_pod_status(
+                                 name, ns, body, _content_type=MERGE_PATCH, _preload_content=False))
 
     # -- preemption -----------------------------------------------------------------------
 

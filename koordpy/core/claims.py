@@ -29,9 +29,9 @@ import numpy.typing as npt
 
 from koordpy.api.dra import (
     DELETE_PROTECTION,
+    EXTENDED_CLAIM,
     RESERVED_FOR_MAX,
     Allocation,
-    ClaimSpec,
     Consumer,
     DeviceClass,
     Devices,
@@ -39,14 +39,16 @@ from koordpy.api.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from koordpy.api.objects import Node, Pod
-from koordpy.core.decisions import ClaimWrite, DeviceBinding
+from koordpy.api.objects import ContainerExtended, Node, Pod
+from koordpy.core import extended
+from koordpy.core.decisions import ClaimWrite, DeviceBinding, ExtendedClaim
 from koordpy.core.messages import CLAIM_UNAVAILABLE as CLAIM_UNAVAILABLE
 from koordpy.core.messages import NO_DEVICES as NO_DEVICES
 from koordpy.core.messages import (
     alpha_field,
     class_missing,
     device_claim_deleting,
+    device_claim_extended_left,
     device_claim_in_use,
     device_claim_not_created,
     device_claim_not_found,
@@ -77,20 +79,37 @@ class PodClaims:
     consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
     names: tuple[str, ...] = ()  # each claim's name in the pod's spec.resourceClaims
     unbindable: bool = False  # an allocated claim's devices will not bind (failed, or timed out by now)
+    # The DRA-backed extended resources it asks for, (resource, quantity) in name order, and each
+    # container's such requests: the special claim a node that leaves them to DRA gets (``special``).
+    extended: tuple[tuple[str, int], ...] = ()
+    containers: tuple[ContainerExtended, ...] = ()
 
     def key(self) -> tuple[object, ...]:
         """What a node's answer depends on: how the pod names its claims, the claims allocated already
-        (their node selectors, whether they will bind), the specs of those to allocate."""
-        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh), self.unbindable)
+        (their node selectors, whether they will bind), the specs of those to allocate, the extended
+        resources it asks for."""
+        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh), self.unbindable,
+                self.extended, self.containers)
 
     def named(self, reason: Unallocatable) -> str:
         """``reason`` in words, naming the claim as the pod does (pods of one template share the words)."""
+        if reason.claim == SPECIAL_KEY:
+            return unallocatable(reason, extended.SPECIAL)
         entry = next((n for c, n in zip(self.claims, self.names, strict=True) if c.key == reason.claim), reason.claim)
         return unallocatable(reason, entry)
 
     @property
+    def any(self) -> bool:
+        """Whether the pod uses devices at all (claims, or extended resources DRA may serve)."""
+        return bool(self.claims or self.extended)
+
+    @property
     def allocated(self) -> tuple[ResourceClaim, ...]:
         return tuple(c for c in self.claims if c.allocation is not None)
+
+
+# The special claim while in memory: no namespace, the name no object can have (``extended.SPECIAL``).
+SPECIAL_KEY = f"/{extended.SPECIAL}"
 
 
 def _admits(allocation: Allocation, node: Node) -> bool:
@@ -126,6 +145,11 @@ class DeviceRules:
     def __init__(self, devices: Devices, previous: DeviceRules | None = None) -> None:
         self.devices = devices
         self.classes = dict(devices.classes)
+        self.backed = extended.backing(self.classes)  # extended resource -> the class that backs it
+        # Each pod's special claim once it exists (annotated, the pod its controller owner): pod key -> claim.
+        self.specials = {f"{c.namespace}/{c.owner[1]}": c for c in devices.claims.values()
+                         if c.owner is not None and c.owner[0] == "Pod" and c.annotations.get(EXTENDED_CLAIM) == "true"}
+        self._special: dict[tuple[object, ...], tuple[ResourceClaim, extended.Special]] = {}
         self.claims: dict[str, ResourceClaim] = dict(devices.claims)
         # What the pools are made of, copied: a shell may change its stores in place.
         self._made_of: tuple[dict[str, ResourceSlice], dict[str, DeviceTaintRule], dict[str, DeviceClass]] = (
@@ -155,13 +179,30 @@ class DeviceRules:
         # and a node whose labels change (a slice's or an allocation's node selector) is a new question.
         self._nodes: dict[str, Node] = {}
         self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
-        self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
-        self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
+        self._reasons: dict[tuple[object, ...], dict[str, tuple[object, str | None]]] = {}
+        self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int]]] = {}
 
     # -- PreFilter -------------------------------------------------------------------------
 
+    def uses(self, pod: Pod) -> bool:
+        """Whether the pod's devices are this seam's: it has claims, or asks for an extended resource
+        a DeviceClass backs (which DRA serves on nodes that do not list it)."""
+        return bool(pod.claims) or bool(pod.extended_requests and extended.asked(pod, self.backed))
+
+    def leftover(self, pod: Pod) -> ResourceClaim | None:
+        """The special claim an earlier try of ``pod`` left (it asks for a backed resource, is pending,
+        and a claim annotated so names it its controller owner), else None."""
+        left = self.specials.get(pod.key) if self.specials and not pod.node_name else None
+        if left is None or not extended.asked(pod, self.backed):
+            return None
+        return left if not pod.uid or left.owner is None or left.owner[2] in ("", pod.uid) else None
+
     def resolve(self, pod: Pod) -> PodClaims:
         """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
+        wanted = extended.asked(pod, self.backed)
+        left = self.leftover(pod) if wanted else None
+        if left is not None:  # a try that failed after creating it: deleted (``DeleteClaim``), then tried again
+            return PodClaims(device_claim_extended_left(left.key, pod.key))
         out: list[ResourceClaim] = []
         consumers: list[Consumer] = []
         names: list[str] = []
@@ -205,7 +246,27 @@ class DeviceRules:
         unbindable = any(c.allocation is not None and binding_broken(c, c.allocation, self.now) is not None
                          for c in out)
         return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
-                         tuple(names), unbindable)
+                         tuple(names), unbindable, wanted, pod.extended_requests if wanted else ())
+
+    def special(self, found: PodClaims, node: Node) -> tuple[ResourceClaim, extended.Special] | None:
+        """The special claim for the extended resources ``node`` leaves to DRA (None: it leaves none),
+        as kube-scheduler's Filter makes it for the node; the same for every node that leaves the same."""
+        if not found.extended:
+            return None
+        dra = extended.left_to_dra(found.extended, node)
+        if not dra:
+            return None
+        key = (found.containers, dra)
+        hit = self._special.get(key)
+        if hit is None:
+            made = extended.special_of(found.containers, dra, self.backed)
+            hit = self._special[key] = (ResourceClaim("", extended.SPECIAL, spec=made.spec), made)
+        return hit
+
+    def _fresh(self, found: PodClaims, node: Node) -> tuple[ResourceClaim, ...]:
+        """The claims to allocate on ``node``: the pod's not allocated yet, then its special claim."""
+        hit = self.special(found, node)
+        return found.fresh if hit is None else (*found.fresh, hit[0])
 
     def key(self, pod: Pod) -> tuple[object, ...]:
         """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
@@ -232,7 +293,9 @@ class DeviceRules:
         out: list[str | None] = []
         try:
             for node in nodes:
-                stamp = self._stamp(node)
+                stamp: object = self._stamp(node)
+                if found.extended:  # what the node leaves to DRA depends on its allocatable, too
+                    stamp = (stamp, extended.left_to_dra(found.extended, node))
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
                     hit = cache[node.name] = (stamp, self._node_reason(found, node, allocator))
@@ -243,11 +306,12 @@ class DeviceRules:
 
     def _node_reason(self, found: PodClaims, node: Node, allocator: Allocator) -> str | None:
         why = self._unavailable(found, node)
-        if why is not None or not found.fresh:
+        fresh = self._fresh(found, node)
+        if why is not None or not fresh:
             return why
         if not self.served(node):
             return NO_DEVICES
-        got = allocator.allocate(node, found.fresh, self.now)
+        got = allocator.allocate(node, fresh, self.now)
         return found.named(got) if isinstance(got, Unallocatable) else None
 
     def served(self, node: Node) -> bool:
@@ -276,13 +340,14 @@ class DeviceRules:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
         allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
         may go); None when the count does not apply (claims shared or allocated already: Reserve
-        decides those)."""
-        specs: dict[str, tuple[ClaimSpec, ...]] = {}
+        decides those). A pod's special claim counts on the nodes that leave its extended resources to
+        DRA; a node whose device plugin serves them all caps nothing (the resource fit counts them)."""
+        kinds: dict[tuple[object, ...], PodClaims] = {}
         seen: set[str] = set()
         claimless = 0
         for pod in pods:
             found = self.resolve(pod)
-            if found.prefilter is None and not found.claims:
+            if found.prefilter is None and not found.any:
                 claimless += 1
                 continue
             if found.prefilter is not None or found.allocated:
@@ -291,18 +356,22 @@ class DeviceRules:
                 if claim.key in seen:
                     return None  # members share it: allocated once, by the first
                 seen.add(claim.key)
-            specs.setdefault(_specs_key(found.fresh), tuple(c.spec for c in found.fresh))
-        if not specs:
+            kinds.setdefault(found.key(), found)
+        if not kinds:
             return None
         out = np.zeros(len(nodes), dtype=np.int64)
-        for key, spec in specs.items():
+        for key, found in kinds.items():
             cache = self._capacity.setdefault((key, limit), {})
             for i in np.flatnonzero(mask).tolist():
                 node = nodes[i]
-                stamp = self._stamp(node)
+                stamp: object = self._stamp(node)
+                if found.extended:
+                    stamp = (stamp, extended.left_to_dra(found.extended, node))
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
-                    taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
+                    spec = tuple(c.spec for c in self._fresh(found, node))
+                    taken = limit if not spec else (
+                        self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0)
                     hit = cache[node.name] = (stamp, taken)
                 # Pods of several kinds: a node takes at most what each kind takes there alone, added
                 # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
@@ -319,21 +388,29 @@ class DeviceRules:
         found = self.resolve(pod)
         if found.prefilter is not None:
             return found.prefilter
-        if not found.claims:
+        if not found.any:
             return None
         why = self._unavailable(found, node)
         if why is not None:
             return why
         made: list[Allocation] = []
-        if found.fresh:
+        special = self.special(found, node)
+        to_allocate = found.fresh if special is None else (*found.fresh, special[0])
+        if to_allocate:
             try:
-                got = self.allocator.allocate(node, found.fresh, self.now)
+                got = self.allocator.allocate(node, to_allocate, self.now)
             except DeviceError as exc:
                 return device_error(exc.message)
             if isinstance(got, Unallocatable):
                 return found.named(got)
             made = list(got)
-        fresh = {c.key: a for c, a in zip(found.fresh, made, strict=True)}
+        fresh = {c.key: a for c, a in zip(found.fresh, made[:len(found.fresh)], strict=True)}
+        ext = None
+        if special is not None:
+            own = made[-1]
+            self._undo(txn, self.in_use.add(own), _pinned(own))
+            ext = ExtendedClaim(pod.namespace, pod.name + extended.SUFFIX + "-", pod.name, pod.uid, special[0].spec,
+                                own, consumer_of(pod), special[1].mappings)
         writes = []
         for claim, consumer in zip(found.claims, found.consumers, strict=True):
             allocation = fresh.get(claim.key)
@@ -346,7 +423,8 @@ class DeviceRules:
                 updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
             if updated is not claim:
                 self._swap(txn, claim.key, updated)
-        self._bind(txn, pod.key, DeviceBinding(node.name, tuple(writes)))
+        if writes or ext is not None:
+            self._bind(txn, pod.key, DeviceBinding(node.name, tuple(writes), ext))
         return None
 
     @staticmethod
@@ -364,8 +442,8 @@ class DeviceRules:
         """A preemption what-if: the devices of ``pods`` (victims) are free where each is its claim's
         only consumer (a claim others still use stays allocated), undone with ``txn``."""
         for pod in pods:
-            for entry in pod.claims:
-                name = entry.claim or pod.claim_statuses.get(entry.name, "")
+            names = [entry.claim or pod.claim_statuses.get(entry.name, "") for entry in pod.claims]
+            for name in [*names, pod.extended_claim]:
                 claim = self.claims.get(f"{pod.namespace}/{name}") if name else None
                 if claim is None or claim.allocation is None:
                     continue

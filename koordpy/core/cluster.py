@@ -19,11 +19,16 @@ import numpy.typing as npt
 
 from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Pod, PriorityClass
 from koordpy.core.dialects import DEFAULT_TREE, Trees
+from koordpy.core.extended import backing
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import Presence
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree
 from koordpy.core.txn import Txn
+
+# The allocatable of a resource DRA serves on a node: more than any pod asks (and, summed over a
+# million nodes, still far from overflowing).
+UNBOUNDED = 1 << 40
 
 
 def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
@@ -166,6 +171,13 @@ class Cluster:
         for i, n in enumerate(self.nodes):
             for r, q in n.allocatable.items():
                 self.allocatable[i, self.res_index[r]] = q
+        # A resource a DeviceClass backs is DRA's on a node whose allocatable does not list it
+        # (NodeResourcesFit leaves it to DynamicResources there): the fit does not bound it, the
+        # node's devices do (``koordpy.core.claims``).
+        self.backed = frozenset(backing(snapshot.devices.classes))
+        for r in self.backed & set(self.resources):
+            col = self.allocatable[:, self.res_index[r]]
+            col[col <= 0] = UNBOUNDED
         self.used = np.zeros_like(self.allocatable)
         self.classes = snapshot.priority_classes
         default = next((c for c in self.classes.values() if c.global_default), None)

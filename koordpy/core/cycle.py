@@ -25,6 +25,7 @@ from koordpy.core.decisions import (
     Bind,
     CycleResult,
     Decision,
+    DeleteClaim,
     Event,
     EventReason,
     Nominate,
@@ -748,6 +749,9 @@ class Cycle:
         if pod.unschedulable_message != message:
             self.result.decisions.append(SetPodScheduledFalse(pod.key, message, condition))
             self.result.decisions.append(Event("Pod", pod.key, "Warning", EventReason.FAILED_SCHEDULING, message))
+        left = self.view.devices.leftover(pod) if self.view.devices is not None else None
+        if left is not None:  # kube-scheduler's PostFilter deletes what a failed binding left
+            self.result.decisions.append(DeleteClaim(left.key, left.uid))
 
     # -- helpers -------------------------------------------------------------------------
 

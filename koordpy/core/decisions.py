@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
-from koordpy.api.dra import Allocation, Consumer
+from koordpy.api.dra import Allocation, ClaimSpec, Consumer
 from koordpy.api.kinds import Kind
 
 
@@ -45,13 +45,34 @@ class ClaimWrite:
 
 
 @dataclass(frozen=True)
+class ExtendedClaim:
+    """The claim kube-scheduler makes at PreBind for a pod's DRA-backed extended resources on a node
+    whose device plugin does not list them: created in the pod's namespace (``generate_name``: the
+    API server adds a suffix), owned by the pod (controller), annotated
+    ``resource.kubernetes.io/extended-resource-claim: "true"``, one request per container and
+    resource (``container-<i>-request-<j>``: ExactCount of the quantity, of the class); then, as for
+    any claim, the finalizer, ``status.allocation`` and the pod in ``reservedFor``; then the pod's
+    ``status.extendedResourceClaimStatus`` (``mappings`` and the claim's name)."""
+
+    namespace: str
+    generate_name: str  # <pod>-extended-resources-
+    pod: str  # the owner's name
+    pod_uid: str
+    spec: ClaimSpec
+    allocation: Allocation
+    consumer: Consumer
+    mappings: tuple[tuple[str, str, str], ...]  # (containerName, resourceName, requestName)
+
+
+@dataclass(frozen=True)
 class DeviceBinding:
     """What kube-scheduler's DynamicResources PreBind writes before the pod is bound: every claim the
-    pod uses, in the pod's order (the pod is bound only once all are written and, for devices with
-    binding conditions, ready)."""
+    pod uses, in the pod's order, then the claim for its DRA-backed extended resources, if any (the
+    pod is bound only once all are written and, for devices with binding conditions, ready)."""
 
     node: str
     claims: tuple[ClaimWrite, ...] = ()
+    extended: ExtendedClaim | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +244,18 @@ class Deallocate:
     pod: str  # the pod whose PostFilter decided it
 
 
-Decision = Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate | Deallocate
+@dataclass(frozen=True)
+class DeleteClaim:
+    """The claim of a pending pod's DRA-backed extended resources that a try whose binding failed left
+    behind: deleted (its finalizer dropped first), as kube-scheduler's PostFilter deletes it, so that
+    the pod is tried anew (``uid``: only that claim, not one made since under the name)."""
+
+    claim: str  # namespace/name
+    uid: str
+
+
+Decision = (Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate | Deallocate
+            | DeleteClaim)
 
 
 @dataclass

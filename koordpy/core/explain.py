@@ -630,6 +630,12 @@ class _Explainer:
             devices = tuple(r.device_id for r in claim.allocation.results) if claim.allocation is not None else ()
             held = tuple(f"{c.resource}/{c.name}" for c in claim.reserved_for)
             yield ClaimFacts(entry.name, claim.key, devices, held)
+        extended = self.snapshot.devices.claims.get(f"{pod.namespace}/{pod.extended_claim}") \
+            if pod.extended_claim else None
+        if extended is not None:  # the claim of its DRA-backed extended resources (status.extendedResourceClaimStatus)
+            devices = tuple(r.device_id for r in extended.allocation.results) if extended.allocation is not None else ()
+            yield ClaimFacts("<extended-resources>", extended.key, devices,
+                             tuple(f"{c.resource}/{c.name}" for c in extended.reserved_for))
 
     def _tree_key(self, gangs: list[Gang]) -> TreeKey | None:
         """The tree the job's topology requirement is written against, else the first one the

@@ -95,7 +95,7 @@ class Filters:
     def static(self, pod: Pod, loose: bool = False) -> StaticFit:
         """The nodes the pod's own filters allow and why not the others. ``loose``: the devices the
         pod's claims would get are counted as if none were in use (what removing pods may free)."""
-        if pod.claims and self.devices is not None:
+        if self.devices is not None and self.devices.uses(pod):
             return self._with_devices(pod, self.devices, loose)
         if pod.volumes and self.volumes is not None:
             return self._with_volumes(pod, self.volumes)

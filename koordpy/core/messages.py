@@ -27,7 +27,6 @@ from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
     DevicesTogether,
-    ExtendedRefused,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
@@ -81,7 +80,6 @@ from koordpy.devices.reasons import Unallocatable
 JOB_ERROR_PREFIX = "koordpy failed while scheduling this job"
 
 # The words users search for; tests and docs quote them (koordpy.core.refusals).
-EXTENDED = "koordpy does not allocate DRA-backed extended resources yet"
 SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet"
 # What declares a gang of Kubernetes' own PodGroup (``dialects.declared_by``): its messages use
 # kube-scheduler's terms.
@@ -176,6 +174,13 @@ def device_claim_deleting(claim: str) -> PreFilterReason:
 def device_claim_not_owned(claim: str, pod: str) -> PreFilterReason:
     """A template's claim another pod owns (``claim``, ``pod``: namespace/name)."""
     return PreFilterReason(f"ResourceClaim {claim} was not created for Pod {pod} (Pod is not owner)")
+
+
+def device_claim_extended_left(claim: str, pod: str) -> PreFilterReason:
+    """The claim for the pod's DRA-backed extended resources exists already (``claim``, ``pod``:
+    namespace/name): left by a try whose binding failed; kube-scheduler deletes it and tries again."""
+    return PreFilterReason(f"cannot schedule extended resource claim {claim} of Pod {pod}: it is left from an "
+                           "earlier try whose binding failed; the pod is tried again once it is deleted")
 
 
 def device_claim_in_use(claim: str) -> PreFilterReason:
@@ -448,10 +453,6 @@ def render(reason: Reason) -> str:
         case WaitingForMembers():  # Koordinator's words, with koordpy's counts
             return (f'GangGroup "{group_name(reason.group)}" is waiting for its members: '
                     f"{counts(reason.counts)}, alreadyWaitForBound: {reason.already}")
-        case ExtendedRefused():
-            return (f"{EXTENDED}: pod {reason.pod} asks for {reason.resource}, which no node lists and DeviceClass "
-                    f"{reason.device_class} backs; kube-scheduler's DynamicResources plugin would allocate it "
-                    "through a ResourceClaim of its own; it stays pending")
         case GroupNamedOtherwise():
             return (f"{SCHEDULING_GROUP}: pod {reason.pod} names its group by {reason.group!r}, which "
                     "koordpy does not read; it stays pending")

@@ -72,6 +72,9 @@ class Placer:
         # A proposal for members placed one by one: the rules between pods are left to that placement.
         self.relaxed = False
 
+    def uses_devices(self, pod: Pod) -> bool:
+        return self.filters.devices is not None and self.filters.devices.uses(pod)
+
     def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         return mask if self.only is None else mask & self.only
 
@@ -89,7 +92,7 @@ class Placer:
         devices take, when they claim devices (a gang of 8-GPU claims gathers as one of 8-GPU requests)."""
         cap = None if cap_on is None else np.where(cap_on, 1, np.iinfo(np.int64).max).astype(np.int64)
         devices = self.filters.devices
-        if devices is not None and len(pods) > 1 and any(p.claims for p in pods):  # one pod: its mask says
+        if devices is not None and len(pods) > 1 and any(map(devices.uses, pods)):  # one pod: its mask says
             mask = self._mask(np.logical_or.reduce([self.filters.static(p).mask for p in self._distinct(pods)]))
             counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods))
             if counted is not None:
@@ -323,7 +326,7 @@ class Placer:
         presence = self.filters.rules.presence
         for p in pods:
             req = self.cluster.request_vector(p)
-            own = id(self.filters.static(p)) if p.claims else None  # its claims filter nodes too
+            own = id(self.filters.static(p)) if self.uses_devices(p) else None  # its claims filter nodes too
             shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence), own), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
@@ -933,10 +936,11 @@ class Placer:
         plain = self._PLAIN
         out: dict[tuple[object, ...], Pod] = {}
         for p in pods:
-            if repelling or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
-                             or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread or p.claims):
+            devices = self.uses_devices(p)  # its claims filter nodes too
+            if repelling or devices or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
+                                        or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread):
                 key = (constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)
-                out[(*key, id(self.filters.static(p))) if p.claims else key] = p  # claims filter nodes too
+                out[(*key, id(self.filters.static(p))) if devices else key] = p
             else:
                 out[plain] = p
         return list(out.values())

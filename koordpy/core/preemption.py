@@ -269,7 +269,7 @@ class Preemptor:
         # The rules between pods over wider domains (spread, affinity, zones) are not in the pricing either.
         # Nor are devices (only the verifying placement frees a victim's: ``DeviceRules.release``).
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
-                   or any(self.placer.filters.rules.applies(p) or p.claims for p in pods))
+                   or any(self.placer.filters.rules.applies(p) or self.placer.uses_devices(p) for p in pods))
         stmt = Statement(cluster)
         # Victims the job's own required affinity wants beside it: evicting them can only hurt, so
         # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives
@@ -405,7 +405,8 @@ class Preemptor:
             stmt.evict(key)
         devices = self.placer.filters.devices
         if devices is not None:  # the devices a victim alone holds are free in this what-if
-            devices.release([p for k in keys if (p := self.cluster.objects.get(k)) is not None and p.claims], stmt.txn)
+            devices.release([p for k in keys if (p := self.cluster.objects.get(k)) is not None
+                             and (p.claims or p.extended_claim)], stmt.txn)
         self.placer.only = only
         try:
             failure = place(pods, req, stmt)

@@ -13,35 +13,20 @@ from __future__ import annotations
 
 from koordpy.api.objects import Pod
 from koordpy.core import dialects
-from koordpy.core.messages import EXTENDED as EXTENDED
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.verdicts import ExtendedRefused, Reason, Refused
+from koordpy.core.verdicts import Reason, Refused
 
 # Each refused field and the words its message starts with (docs/reference.md's list is checked
-# against this by tests/test_docs.py): those of no dialect (a DRA-backed extended resource; pods'
-# ResourceClaims are allocated, koordpy.core.claims), then each dialect's.
-REFUSED_FIELDS = {"spec.containers[].resources.requests": EXTENDED, **dialects.REFUSED_FIELDS}
+# against this by tests/test_docs.py): those of no dialect (none since ResourceClaims and DRA-backed
+# extended resources are allocated, koordpy.core.claims), then each dialect's.
+REFUSED_FIELDS = {**dialects.REFUSED_FIELDS}
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why koordpy will not place ``pod``, or None. A pod of a Kubernetes PodGroup whose policy is
     ``basic`` and that asks nothing more (the Job controller's group for a plain Job) is refused for
     nothing: it is placed pod by pod, in a group of minimum 1 (``koordpy.core.dialects.upstream``)."""
-    return _extended(pod, snapshot) or dialects.refusal(pod, snapshot)
-
-
-def _extended(pod: Pod, snapshot: Snapshot) -> Reason | None:
-    """A request for an extended resource that no node lists and a DeviceClass backs: kube-scheduler
-    allocates it through a claim of its own (DRAExtendedResource), koordpy not yet; rather than wait
-    on "Insufficient" for ever, the pod says so. (Where a node's device plugin lists the resource,
-    it is counted there as any other.)"""
-    if not snapshot.devices.classes:
-        return None
-    for device_class in snapshot.devices.classes.values():
-        for resource in device_class.extended_resources:
-            if resource in pod.requests and not any(resource in n.allocatable for n in snapshot.nodes):
-                return ExtendedRefused(pod.key, resource, device_class.name)
-    return None
+    return dialects.refusal(pod, snapshot)
 
 
 def job_refusal(job_id: str, pods: list[Pod], is_gang: bool, snapshot: Snapshot) -> Reason | None:

@@ -82,12 +82,12 @@ class Reserve:
         rank order, each seeing the devices the members before it took (as kube-scheduler allocates a
         gang member by member); the first that cannot have them fails the job."""
         rules = self.filters.devices
-        if rules is None or not any(p.claims for p in pods):
+        if rules is None or not any(map(rules.uses, pods)):
             return None
         placed, nodes = stmt.placed, self.cluster.nodes
         for pod in pods:
             at = placed.get(pod.key)
-            if at is None or not pod.claims:
+            if at is None or not rules.uses(pod):
                 continue
             why = rules.reserve(pod, nodes[at], stmt.txn)
             if why is not None:
@@ -125,7 +125,7 @@ class Reserve:
             return
         for pod in pods:
             node = reserved.get(pod.key)
-            if node is not None and pod.claims and node in index and pod.key not in rules.bindings:
+            if node is not None and rules.uses(pod) and node in index and pod.key not in rules.bindings:
                 rules.reserve(pod, self.cluster.nodes[index[node]], stmt.txn)
 
     def apart(self, pods: list[Pod], stmt: Statement) -> tuple[Pod, str] | None:
@@ -176,7 +176,7 @@ class Reserve:
 
         def special(obj: Pod | None) -> bool:
             return obj is not None and bool((obj.volumes and rules is not None) or obj.owner_references
-                                            or (obj.claims and devices is not None))
+                                            or (devices is not None and devices.uses(obj)))
 
         if not any(special(by_key.get(k)) for k in placed):
             # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
@@ -208,8 +208,9 @@ class Reserve:
                     continue
             # DynamicResources' Reserve was made with the placement (``devices``); a member a NonStrict
             # gang held in reserve (no device while it waited) gets its devices now, or tries again.
-            claims = devices.bindings.get(pod) if devices is not None and obj.claims else None
-            if devices is not None and obj.claims and claims is None:
+            uses = devices is not None and devices.uses(obj)
+            claims = devices.bindings.get(pod) if devices is not None and uses else None
+            if devices is not None and uses and claims is None:
                 why = devices.reserve(obj, nodes[node_idx], self.cluster.txn or Txn())
                 if why is not None:
                     self.cluster.count(pod, None)

@@ -154,16 +154,6 @@ class WaitingForMembers:
 
 
 @dataclass(frozen=True)
-class ExtendedRefused:
-    """A pod asks for an extended resource no node lists that a DeviceClass backs (DRAExtendedResource),
-    which koordpy does not allocate through its special claim yet."""
-
-    pod: str
-    resource: str
-    device_class: str
-
-
-@dataclass(frozen=True)
 class GroupNamedOtherwise:
     """A pod names its Workload PodGroup by a field koordpy does not read."""
 
@@ -528,7 +518,7 @@ class BoundWithoutOwner:
 
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
-    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | ExtendedRefused
+    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers
     | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupPriority
     | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared

@@ -266,6 +266,7 @@ class View:
         cluster = self.cluster
         # A node object replaced by an equal one (a status heartbeat, say) changes nothing scheduling reads.
         if (whole or cluster is None or prev is None or self._changed("arrays", snapshot, prev)
+                or (self.devices is not None and cluster.backed != self.devices.backed.keys())
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
             names = {n.name for n in snapshot.nodes}
@@ -291,7 +292,8 @@ class View:
         self.devices = DeviceRules(snapshot.devices, self.devices)
         if self.filters is not None:
             self.filters.devices = self.devices
-        self.queue.unpark(lambda parked: any(pod.claims for pod in parked.job.pods))
+        devices = self.devices
+        self.queue.unpark(lambda parked: any(map(devices.uses, parked.job.pods)))
 
     def _placed(self) -> dict[str, tuple[Pod, int]]:
         """Every pod with volumes counted on a node (running, bound this cycle, reserved or

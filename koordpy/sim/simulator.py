@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from koordpy.api.dra import DELETE_PROTECTION, Devices
+from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
@@ -54,6 +54,7 @@ from koordpy.core.decisions import (
     Bind,
     CycleResult,
     Deallocate,
+    DeleteClaim,
     DeviceBinding,
     Event,
     Nominate,
@@ -366,6 +367,9 @@ class World(Stores):
                     store[d.podgroup] = d.status.applied(store[d.podgroup])
                 case Deallocate():
                     changes += self._deallocate(d)
+                case DeleteClaim():
+                    if self.devices.claims.pop(d.claim, None) is not None:
+                        changes += 1
                 case Event():
                     pass  # collected by ``simulate``
                 case _:
@@ -438,6 +442,18 @@ class World(Stores):
             if updated != claim:
                 claims[write.claim] = updated
                 changes += 1
+        ext = binding.extended
+        if ext is not None:
+            # The claim for the pod's DRA-backed extended resources, created as kube-scheduler creates it
+            # (named here without the API server's random suffix), then the pod's status names it.
+            name = ext.generate_name.rstrip("-")
+            claims[f"{ext.namespace}/{name}"] = ResourceClaim(
+                ext.namespace, name, uid=f"uid-{ext.namespace}-{name}", spec=ext.spec, allocation=ext.allocation,
+                reserved_for=(ext.consumer,), finalizers=(DELETE_PROTECTION,), owner=("Pod", ext.pod, ext.pod_uid),
+                annotations={EXTENDED_CLAIM: "true"})
+            key = f"{ext.namespace}/{ext.pod}"
+            self.pods[key] = self.pods[key].model_copy(update={"extended_claim": name})
+            changes += 1
         return changes
 
     def next_deletion(self) -> float | None:
@@ -456,6 +472,10 @@ class World(Stores):
     def _release_claims(self) -> None:
         claims = self.devices.claims
         for key, claim in list(claims.items()):
+            if (claim.annotations.get(EXTENDED_CLAIM) == "true" and claim.owner is not None
+                    and f"{claim.namespace}/{claim.owner[1]}" not in self.pods):
+                del claims[key]  # the garbage collector's: its owner, the pod, is gone
+                continue
             if not claim.reserved_for:
                 continue
             left = tuple(c for c in claim.reserved_for
@@ -478,11 +498,11 @@ class World(Stores):
         """Each bound pod with claims -> the devices its claims hold."""
         out: dict[str, list[str]] = {}
         for pod in self.pods.values():
-            if not pod.node_name or not pod.claims:
+            if not pod.node_name or not (pod.claims or pod.extended_claim):
                 continue
             found: list[str] = []
-            for entry in pod.claims:
-                name = entry.claim or pod.claim_statuses.get(entry.name, "")
+            names = [entry.claim or pod.claim_statuses.get(entry.name, "") for entry in pod.claims]
+            for name in [*names, pod.extended_claim]:
                 claim = self.devices.claims.get(f"{pod.namespace}/{name}") if name else None
                 if claim is not None and claim.allocation is not None:
                     found += [r.device_id for r in claim.allocation.results]

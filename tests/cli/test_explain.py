@@ -713,3 +713,30 @@ def test_explain_lists_a_pods_claims_and_says_why_it_cannot_have_their_devices(t
     assert ("0/1 nodes are available: 1 cannot allocate all claims (claim gpus, request gpus: too few of the "
             "devices that match are free (0 of 8))") in said
     assert "claim gpus: default/mine, not allocated" in said
+
+
+def test_explain_lists_the_claim_of_a_pods_dra_backed_extended_resources(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.sim.test_dra import claim, gpu_class, gpu_nodes, gpu_slice
+
+    made = claim("p-extended-resources-abcde", allocation={"devices": {"results": [
+        {"request": "container-0-request-1", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"}]}},
+        reservedFor=[{"resource": "pods", "name": "p", "uid": "uid-p"}])
+    backed = gpu_class()
+    backed["spec"]["extendedResourceName"] = "example.com/gpu"
+    running = pod("p", cpu="1", node_name="node-a")
+    running["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    running["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-abcde",
+                                                         "requestMappings": []}}
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([*gpu_nodes("node-a"), backed, gpu_slice("node-a"), made, running]))
+    done = subprocess.run([sys.executable, "-m", "koordpy", "explain", "default/p", "-f", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "claim <extended-resources>: default/p-extended-resources-abcde" in said, said
+    assert "gpu.example.com/node-a/gpu-0" in said, said

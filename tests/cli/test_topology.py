@@ -366,3 +366,16 @@ def test_show_lists_the_node_label_trees_workload_podgroups_use(capsys: pytest.C
                          "label/example.com/block>topology.kubernetes.io/rack")
     assert code == 0, err
     assert out.count("node labels, for PodGroup") == 1
+
+
+def test_show_draws_no_room_for_a_resource_dra_serves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 30: where no node lists nvidia.com/gpu and a DeviceClass backs it, its devices hold it; the
+    # fit's unbounded room for it is not drawn as capacity.
+    objects = [o for o in cnt_cluster() if o["kind"] != "Node"]
+    objects += [node(f"node-{i}", labels={"network.topology.nvidia.com/spine": f"spine-{i // 5}",
+                                          "network.topology.nvidia.com/block": f"block-{i // 3}"}) for i in range(12)]
+    objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+                    "spec": {"extendedResourceName": GPU}})
+    code, out, err = cli(capsys, "topology", "show", "-f", write(tmp_path, "c.yaml", objects))
+    assert code == 0, err
+    assert GPU not in out and "1099511627776" not in out, out

@@ -610,3 +610,78 @@ def test_a_claim_assumption_the_watch_never_confirms_ends_assume_ttl_after_the_w
     assumed.since -= ASSUME_TTL + 1  # written long ago, and the watch never brought it
     snap = cache.snapshot(NAMES)
     assert snap.devices.claims["default/c1"].allocation is None and not cache._claim_assumptions
+
+
+# -- the claim of DRA-backed extended resources ----------------------------------------------------
+
+class FakeCreating(FakeClaims):
+    """FakeClaims that also creates claims (named from generateName), deletes them and patches a pod's
+    extendedResourceClaimStatus."""
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["generateName"] + "x7k2q"
+        self.calls.append(("create_claim", f"{namespace}/{name}", body))
+        owner = body["metadata"]["ownerReferences"][0]
+        self.put(ResourceClaim(namespace, name, uid="uid-made", owner=(owner["kind"], owner["name"], owner["uid"]),
+                               annotations=body["metadata"]["annotations"]))
+        return {"metadata": {"name": name, "uid": "uid-made", "resourceVersion": "10"}}
+
+    async def delete_claim(self, claim_key: str, uid: str) -> None:
+        self.calls.append(("delete_claim", claim_key, uid))
+        self.claims.pop(claim_key, None)
+
+    async def extended_claim_status(self, pod_key: str, uid: str, status: dict[str, Any]) -> None:
+        self.calls.append(("extended_claim_status", pod_key, status))
+
+
+def _extended() -> Bind:
+    from koordpy.api.dra import ClaimSpec, DeviceRequest, ExactRequest
+    from koordpy.core.decisions import ExtendedClaim
+    spec = ClaimSpec(requests=(DeviceRequest("container-0-request-0", ExactRequest("gpu.example.com", count=2)),))
+    alloc = _allocation(*(DeviceResult("container-0-request-0", "gpu.example.com", "node-a", f"gpu-{i}")
+                          for i in range(2)))
+    ext = ExtendedClaim("default", "p-extended-resources-", "p", POD_UID, spec, alloc, Consumer("pods", "p", POD_UID),
+                        (("c", "example.com/gpu", "container-0-request-0"),))
+    return Bind("default/p", "a", devices=DeviceBinding("a", (), ext))
+
+
+async def test_the_extended_resources_claim_is_created_allocated_and_named_in_the_pods_status() -> None:
+    cache = _claims_cache()
+    api = FakeCreating(cache, watch=False)
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _extended()
+    binder.reserve(d)
+    # Shown at once under its generateName: the next cycle sees its devices taken.
+    assert _shown(cache, "default/p-extended-resources-").allocation is not None
+    await binder.run(d, POD_UID)
+    names = [c[0] for c in api.calls]
+    assert names == ["create_claim", "patch_claim", "patch_claim", "extended_claim_status", "bind", "bound"]
+    created = api.calls[0][2]
+    assert created["metadata"]["generateName"] == "p-extended-resources-"
+    assert created["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": POD_UID, "controller": True}]
+    assert created["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert created["spec"] == {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2}}]}}
+    assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation"]
+    claim, _ = api.claims["default/p-extended-resources-x7k2q"]
+    assert claim.allocation is not None and [c.uid for c in claim.reserved_for] == [POD_UID]
+    assert api.calls[3][2] == {"requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu",
+                                                    "requestName": "container-0-request-0"}],
+                               "resourceClaimName": "p-extended-resources-x7k2q"}
+    # Until the watch brings the created claim allocated, the provisional one holds the devices.
+    assert "default/p-extended-resources-" in cache.stores[CLAIMS]
+    _file(cache, claim, 12)
+    assert "default/p-extended-resources-" not in cache.stores[CLAIMS]
+
+
+async def test_a_bind_refused_deletes_the_extended_resources_claim_we_created() -> None:
+    cache = _claims_cache()
+    api = FakeCreating(cache, refuse=True)
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _extended()
+    binder.reserve(d)
+    await binder.run(d, POD_UID)
+    assert ("delete_claim", "default/p-extended-resources-x7k2q", "uid-made") in api.calls
+    assert "default/p-extended-resources-x7k2q" not in api.claims
+    assert "default/p-extended-resources-" not in cache.stores[CLAIMS] and "default/p" not in cache.assumed

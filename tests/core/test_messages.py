@@ -36,7 +36,6 @@ from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
     DevicesTogether,
-    ExtendedRefused,
     Failure,
     GangCount,
     GangTimeoutEvent,
@@ -131,10 +130,6 @@ TABLE: list[tuple[Reason, str]] = [
                              "the devices that match are free (0 of 8))"),
      "0/4 nodes are available: cannot allocate all claims (resourceclaim default/g-1-gpus, request gpus: too few of "
      "the devices that match are free (0 of 8)) (on n1, with the members of its job before it placed)."),
-    (ExtendedRefused("default/p", "example.com/gpu", "gpu.example.com"),
-     "koordpy does not allocate DRA-backed extended resources yet: pod default/p asks for example.com/gpu, which no "
-     "node lists and DeviceClass gpu.example.com backs; kube-scheduler's DynamicResources plugin would allocate it "
-     "through a ResourceClaim of its own; it stays pending"),
     (GroupNamedOtherwise("default/p", "x"),
      "koordpy does not schedule this Workload PodGroup (spec.schedulingGroup) yet: pod default/p names its group by "
      "'x', which koordpy does not read; it stays pending"),

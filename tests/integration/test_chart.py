@@ -30,10 +30,12 @@ import yaml
 
 from tests.builders import node, pod, podgroup
 from tests.integration.kube import ROOT, ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.test_dra_live import _backed_class as backed_class
 from tests.integration.test_dra_live import _claim as dra_claim
 from tests.integration.test_dra_live import _class as dra_class
 from tests.integration.test_dra_live import _slice as dra_slice
 from tests.integration.test_dra_live import _user as dra_user
+from tests.integration.test_dra_live import leave_an_extended_claim
 from tests.integration.test_volumes_live import _claim as volume_claim
 from tests.integration.test_volumes_live import _class as volume_class
 from tests.integration.test_volumes_live import _user as volume_user
@@ -317,6 +319,15 @@ def drive_every_write(kube: Kube) -> None:
     kube.apply(fake([node("n0")]), dra_class(), dra_slice("n0"), dra_claim("gpu"), dra_user("gu", "gpu"))
     wait_for(lambda: (kube.get("resourceclaims", "gpu").get("status") or {}).get("reservedFor"),
              "the claim allocated and reserved", 60)
+    kube.reset()
+    # A DRA-backed extended resource: the claim of a pod's extended resources left by an earlier try is
+    # deleted (delete resourceclaims), a new one created (create resourceclaims) and named in the pod's
+    # status.extendedResourceClaimStatus (patch pods/status).
+    kube.apply(fake([node("n0")]), backed_class(), dra_slice("n0"))
+    left = leave_an_extended_claim(kube, "eu")
+    wait_for(lambda: kube.bound().get("eu"), "the pod asking a DRA-backed extended resource bound", 60)
+    wait_for(lambda: left not in [c["metadata"]["name"] for c in kube.get("resourceclaims")["items"]],
+             "the leftover claim deleted", 60)
     kube.reset()
     # The same FailedScheduling Event twice (patch events): a pod that fits nowhere, told A; a second
     # node that does not fit either changes the message to B; that node gone, A again. The writer

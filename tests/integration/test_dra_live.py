@@ -322,3 +322,79 @@ def test_a_claim_allocated_on_a_node_since_deleted_is_deallocated_and_allocated_
     claim = kube.get("resourceclaims", "c1")
     assert [r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["node-b"]
     assert [c["name"] for c in claim["status"]["reservedFor"]] == ["user"]
+# -- DRA-backed extended resources ---------------------------------------------------------------
+
+def _backed_class() -> dict[str, Any]:
+    out = _class()
+    out["spec"]["extendedResourceName"] = "example.com/gpu"
+    return out
+
+
+def _asking(name: str, gpus: int) -> dict[str, Any]:
+    out = pod(name, cpu="1", scheduler="koordpy")
+    out["spec"]["containers"][0]["resources"]["limits"] = {"example.com/gpu": str(gpus)}
+    return out
+
+
+def test_a_dra_backed_extended_resource_gets_its_claim_created_allocated_and_named(
+        kube: Kube, scheduler: Scheduler) -> None:
+    """No node lists example.com/gpu; a DeviceClass backs it: koordpy creates the pod's claim (as
+    kube-scheduler's PreBind does), allocated from node-a's slice and reserved for the pod, and writes
+    the pod's status.extendedResourceClaimStatus."""
+    kube.apply(fake([node("node-a", cpu="4")]), _backed_class(), _slice("node-a", devices=2), _asking("user", 2))
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    status = wait_for(lambda: kube.get("pods", "user")["status"].get("extendedResourceClaimStatus"),
+                      "the pod's extendedResourceClaimStatus", timeout=30)
+    name = status["resourceClaimName"]
+    assert name.startswith("user-extended-resources-")
+    container = kube.get("pods", "user")["spec"]["containers"][0]["name"]
+    assert status["requestMappings"] == [{"containerName": container, "resourceName": "example.com/gpu",
+                                          "requestName": "container-0-request-1"}]  # cpu sorts first
+    claim = kube.get("resourceclaims", name)
+    pod_uid = kube.get("pods", "user")["metadata"]["uid"]
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert [(o["kind"], o["name"], o["uid"], o.get("controller")) for o in claim["metadata"]["ownerReferences"]] == [
+        ("Pod", "user", pod_uid, True)]
+    assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
+    assert sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"]) == ["gpu-0", "gpu-1"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "user", "uid": pod_uid}]
+    assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
+
+
+def test_a_node_whose_device_plugin_lists_the_resource_serves_it_without_a_claim(
+        kube: Kube, scheduler: Scheduler) -> None:
+    kube.apply(fake([node("node-a", cpu="4", extra={"example.com/gpu": "2"})]), _backed_class(), _asking("user", 2))
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    assert kube.get("resourceclaims", namespace="default")["items"] == []
+    assert not kube.get("pods", "user")["status"].get("extendedResourceClaimStatus")
+
+
+def leave_an_extended_claim(kube: Kube, pod_name: str) -> str:
+    """A pod asking example.com/gpu: 2, created gated, with the claim of its extended resources already
+    there (what a binding that failed after creating it leaves), then ungated; returns the claim's name."""
+    gated = _asking(pod_name, 2)
+    gated["spec"]["schedulingGates"] = [{"name": "koordpy.test/hold"}]
+    kube.apply(gated)
+    uid = kube.get("pods", pod_name)["metadata"]["uid"]
+    name = f"{pod_name}-extended-resources-left0"
+    kube.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default",
+                             "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid,
+                                                  "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                    "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]}}})
+    kube.kubectl("patch", "pod", pod_name, "-n", "default", "--type=json", "-p",
+                 '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+    return name
+
+
+def test_a_claim_left_by_a_failed_binding_is_deleted_and_the_pod_bound_with_a_new_one(
+        kube: Kube, scheduler: Scheduler) -> None:
+    kube.apply(fake([node("node-a", cpu="4")]), _backed_class(), _slice("node-a", devices=2))
+    left = leave_an_extended_claim(kube, "user")
+    assert wait_for(lambda: kube.bound().get("user"), "the pod bound", timeout=60) == "node-a"
+    names = [c["metadata"]["name"] for c in kube.get("resourceclaims", namespace="default")["items"]]
+    assert left not in names and len(names) == 1 and names[0].startswith("user-extended-resources-"), names
+    assert kube.get("pods", "user")["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == names[0]

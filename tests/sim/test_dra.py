@@ -393,28 +393,103 @@ def test_a_kai_gang_with_a_required_rack_goes_where_the_gpus_are_free() -> None:
     assert sorted(out.bound[f"default/g-{i}"] for i in range(2)) == ["b0", "b1"], out.pending
 
 
-def test_a_dra_backed_extended_resource_no_node_lists_is_refused_saying_so() -> None:
-    backed = gpu_class()
-    backed["spec"]["extendedResourceName"] = "example.com/gpu"
-    asking = pod("p", cpu="1")
-    asking["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
-    out = run(gpu_nodes("node-a"), backed, gpu_slice("node-a"), asking)
-    assert out.pending["default/p"].startswith(
-        "koordpy does not allocate DRA-backed extended resources yet: pod default/p asks for example.com/gpu")
-    listed = run(node("node-a", cpu="64", extra={"example.com/gpu": "2"}), backed, gpu_slice("node-a"), asking)
-    assert listed.bound == {"default/p": "node-a"}  # a device plugin's resource, counted as any other
+def _asking_gpus(name: str, n: int, resource: str = "example.com/gpu") -> dict[str, Any]:
+    body = pod(name, cpu="1")
+    body["spec"]["containers"][0]["resources"]["requests"][resource] = str(n)
+    return body
 
 
-def test_a_claim_a_driver_allocated_stays_allocated_when_its_consumer_goes() -> None:
-    # The ResourceClaim controller deallocates only what a scheduler allocated (its finalizer).
-    from koordpy.sim.simulator import World
+def _backed(name: str = DRIVER, resource: str = "example.com/gpu") -> dict[str, Any]:
+    body = gpu_class(name)
+    body["spec"]["extendedResourceName"] = resource
+    return body
 
-    low = claiming(pod("low", cpu="1", priority_class="low"), template_name="gpus")
-    made, running = _running(low, "node-a")
-    made["metadata"]["finalizers"] = []
-    world = World.from_objects([("t", o) for o in (*gpu_nodes("node-a"), gpu_class(), gpu_slice("node-a"),
-                                                   priority_class("low", 1), made, running)])
-    world.gone_at["default/low"] = world.now
-    world.finish_deletions()
-    assert world.devices.claims["default/low-gpus"].allocation is not None
-    assert world.devices.claims["default/low-gpus"].reserved_for == ()
+
+def test_a_dra_backed_extended_resource_is_allocated_through_the_pods_special_claim() -> None:
+    # No node lists example.com/gpu: the class backs it, the pod's claim gets two devices of node-a.
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), _asking_gpus("p", 2))
+    assert out.bound == {"default/p": "node-a"}, out.pending
+    assert out.allocations == {"default/p-extended-resources": [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]}
+    assert out.devices == {"default/p": [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]}
+
+
+def test_the_implicit_extended_resource_of_a_class_is_backed_too() -> None:
+    out = run(gpu_nodes("node-a"), gpu_class(), gpu_slice("node-a"),
+              _asking_gpus("p", 3, f"deviceclass.resource.kubernetes.io/{DRIVER}"))
+    assert out.bound == {"default/p": "node-a"}, out.pending
+    assert len(out.allocations["default/p-extended-resources"]) == 3  # type: ignore[index]
+
+
+def test_a_node_whose_device_plugin_lists_the_resource_serves_it_without_a_claim() -> None:
+    listed = run(node("node-a", cpu="64", extra={"example.com/gpu": "2"}), _backed(), gpu_slice("node-a"),
+                 _asking_gpus("p", 2))
+    assert listed.bound == {"default/p": "node-a"}
+    assert listed.allocations == {}  # a device plugin's resource, counted as any other
+    full = run(node("node-a", cpu="64", extra={"example.com/gpu": "1"}), _backed(), gpu_slice("node-a"),
+               _asking_gpus("p", 2))
+    assert "Insufficient example.com/gpu" in full.pending["default/p"]  # the devices do not stand in for it
+
+
+def test_pods_asking_for_more_backed_devices_than_are_free_wait_naming_the_special_claim() -> None:
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a", n=4), _asking_gpus("p1", 3), _asking_gpus("p2", 3))
+    assert len(out.bound) == 1 and len(out.pending) == 1, (out.bound, out.pending)
+    (why,) = out.pending.values()
+    assert "claim <extended-resources>" in why and "(1 of 3)" in why, why
+
+
+def test_a_gang_of_backed_requests_gathers_in_the_block_whose_gpus_are_free() -> None:
+    # As test_a_koordinator_gang_gathers_in_the_block_whose_gpus_are_free, each member asking
+    # example.com/gpu: 8 that the class backs: the search counts each node's devices for the special claim.
+    gang = podgroup("train", 2, gather=[{"layer": "BlockLayer", "strategy": "MustGather"}])
+    members = [_asking_gpus(f"train-{i}", 8) for i in range(2)]
+    for i, m in enumerate(members):
+        m["metadata"]["labels"] = pod("x", cpu="1", group="train", index=i)["metadata"]["labels"]
+        m["metadata"]["annotations"] = pod("x", cpu="1", group="train", index=i)["metadata"].get("annotations", {})
+    objs = [_backed() if o["kind"] == "DeviceClass" else o for o in topology_cluster()]
+    out = run(*objs, SPINE_BLOCK, gang, *members)
+    assert sorted(out.bound[f"default/train-{i}"] for i in range(2)) == ["n2", "n3"], out.pending
+    assert allocated_on(out, "default/train-0-extended-resources") | allocated_on(
+        out, "default/train-1-extended-resources") == {"n2", "n3"}
+
+
+def test_a_special_claim_left_by_a_failed_binding_is_deleted_and_the_pod_tried_anew() -> None:
+    # kube-scheduler's PostFilter: the claim of the pod's extended resources found for a pending pod is
+    # what a try whose binding failed left; it is deleted (not allocated again), then the pod is placed.
+    asking = _asking_gpus("p", 2)
+    asking["metadata"]["uid"] = "uid-p"
+    left = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "p-extended-resources-abcde", "namespace": "default",
+                         "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p",
+                                              "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2}}]}}}
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), left, asking)
+    assert out.bound == {"default/p": "node-a"}, out.pending
+    assert out.allocations == {"default/p-extended-resources": [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]}
+
+
+def test_a_victims_extended_resources_claim_frees_its_devices_for_the_preemptor() -> None:
+    # A running pod whose 8 GPUs came through the claim of its DRA-backed extended resources; a pod of
+    # higher priority asking for them preempts it, and the victim's claim goes with it.
+    low = _asking_gpus("low", 8)
+    low["spec"]["priorityClassName"] = "low"
+    low["metadata"]["uid"] = "uid-low"
+    low["spec"]["nodeName"] = "node-a"
+    low["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "low-extended-resources", "requestMappings": [
+        {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-1"}]}}
+    results = [{"request": "container-0-request-1", "driver": DRIVER, "pool": "node-a", "device": f"gpu-{d}"}
+               for d in range(8)]
+    made = claim("low-extended-resources", allocation={"devices": {"results": results}},
+                 reservedFor=[{"resource": "pods", "name": "low", "uid": "uid-low"}])
+    made["metadata"].update(ownerReferences=[{"apiVersion": "v1", "kind": "Pod", "name": "low", "uid": "uid-low",
+                                              "controller": True}],
+                            annotations={"resource.kubernetes.io/extended-resource-claim": "true"},
+                            finalizers=["resource.kubernetes.io/delete-protection"])
+    high = _asking_gpus("high", 8)
+    high["spec"]["priorityClassName"] = "high"
+    out = run(gpu_nodes("node-a"), _backed(), gpu_slice("node-a"), priority_class("low", 1),
+              priority_class("high", 1000), made, low, high)
+    assert out.preempted == ["default/low"], out.pending
+    assert out.bound.get("default/high") == "node-a", out.pending
+    assert out.allocations is not None and set(out.allocations) == {"default/high-extended-resources"}
