@@ -11,6 +11,7 @@ from different objects are kept once (``koordpy.api.model.Shared``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,11 +20,12 @@ from pydantic import BaseModel, ConfigDict
 from koordpy.api.gangname import pod_gang_name
 from koordpy.api.model import NamespacedKey, Record, Shared
 from koordpy.api.podvolumes import PodVolume, pod_volumes
-from koordpy.api.raw import Reader, label_problem, read_object
+from koordpy.api.raw import Reader, label_problem, read_object, subdomain_problem
 from koordpy.api.selectors import LabelSelector, SelectorRequirement
 
 DEFAULT_MAX_PODS = 110
 PODS = "pods"
+MIRROR_POD = "kubernetes.io/config.mirror"  # a static pod's mirror: the API server allows it no claims
 
 
 class _Model(BaseModel):
@@ -52,6 +54,87 @@ class Toleration(Record):
         if self.key != taint.key:
             return False
         return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """An entry of a pod's (or a Workload PodGroup's) ``spec.resourceClaims``: exactly one of a claim's
+    name or a template's name. (Defined here for the Pod; ``koordpy.api.dra`` exports it too.)"""
+
+    name: str
+    claim: str = ""  # resourceClaimName
+    template: str = ""  # resourceClaimTemplateName
+
+
+def pod_claims(r: Reader, raw: Any, path: str, limit: int | None = None) -> tuple[PodClaim, ...]:
+    """A ``resourceClaims`` list (a pod's or a PodGroup's) as the API server checks it: names unique
+    DNS labels, and each entry exactly one of ``resourceClaimName`` / ``resourceClaimTemplateName``,
+    an object name."""
+    items = r.seq(raw, path)
+    if limit is not None and len(items) > limit:
+        raise r.fail(path, f"must have at most {limit} items, got {len(items)}")
+    out: list[PodClaim] = []
+    for i, c in enumerate(items):
+        at = f"{path}[{i}]"
+        cm = r.mapping(c, at)
+        name = r.string(cm.get("name"), f"{at}.name", required=True)
+        problem = label_problem(name)
+        if problem:
+            raise r.fail(f"{at}.name", problem)
+        if any(o.name == name for o in out):
+            raise r.fail(f"{at}.name", f"duplicate value {name!r}")
+        given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if cm.get(k) is not None]
+        if len(given) != 1:
+            raise r.fail(at, "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+                         if given else "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+        target = r.string(cm[given[0]], f"{at}.{given[0]}")
+        problem = subdomain_problem(target)
+        if problem:
+            raise r.fail(f"{at}.{given[0]}", problem)
+        out.append(PodClaim(name, claim=target, template="") if given[0] == "resourceClaimName"
+                   else PodClaim(name, template=target))
+    return tuple(out)
+
+
+def claim_statuses(r: Reader, raw: Any, path: str, claims: tuple[PodClaim, ...]) -> dict[str, str]:
+    """``status.resourceClaimStatuses`` (a pod's or a PodGroup's): the claim's name in the spec ->
+    the ResourceClaim made for it, "" when the controller decided none was needed."""
+    out: dict[str, str] = {}
+    for i, s in enumerate(r.seq(raw, path)):
+        sm = r.mapping(s, f"{path}[{i}]")
+        name = r.string(sm.get("name"), f"{path}[{i}].name", required=True)
+        if not any(c.name == name for c in claims):
+            raise r.fail(f"{path}[{i}].name", f"{name!r} must match the name of an entry in `spec.resourceClaims`")
+        out[name] = r.string(sm.get("resourceClaimName"), f"{path}[{i}].resourceClaimName")
+    return out
+
+
+def _container_claims(r: Reader, spec: dict[str, Any], claims: tuple[PodClaim, ...]) -> None:
+    """Each container's ``resources.claims`` names a claim of the pod, once (a whole claim, or one of
+    its requests, not both), as the API server requires."""
+    names = sorted(c.name for c in claims)
+    for section in ("containers", "initContainers"):
+        for i, c in enumerate(r.seq(spec.get(section), f"spec.{section}")):
+            at = f"spec.{section}[{i}].resources.claims"
+            resources = r.mapping(r.mapping(c, f"spec.{section}[{i}]").get("resources"),
+                                  f"spec.{section}[{i}].resources")
+            seen: set[str] = set()
+            for j, use in enumerate(r.seq(resources.get("claims"), at)):
+                um = r.mapping(use, f"{at}[{j}]")
+                name = r.string(um.get("name"), f"{at}[{j}].name", required=True)
+                request = r.string(um.get("request"), f"{at}[{j}].request")
+                if request:
+                    problem = label_problem(request)
+                    if problem:
+                        raise r.fail(f"{at}[{j}].request", problem)
+                key = f"{name}/{request}" if request else name
+                if name in seen or key in seen or (not request and any(k.startswith(f"{name}/") for k in seen)):
+                    raise r.fail(f"{at}[{j}]", f"duplicate value {key!r}")
+                seen.add(key)
+                if name not in names:
+                    raise r.fail(f"{at}[{j}]", f"{name!r} not found: must be one of the names in "
+                                               "pod.spec.resourceClaims" +
+                                 (f": {', '.join(names)}" if names else " which is empty"))
 
 
 class Requirement(_Model):
@@ -281,8 +364,13 @@ class Pod(Record, NamespacedKey):
                     or any(c.hard for c in self.spread))
     # The node features the pod needs (kube-scheduler's NodeDeclaredFeatures infers them from its spec).
     required_features: tuple[str, ...] = ()
-    # spec.resourceClaims' names (DRA): koordpy allocates no claims, so such a pod is refused.
-    resource_claims: tuple[str, ...] = ()
+    claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
+    # status.resourceClaimStatuses: a claim's name in the spec -> the ResourceClaim the controller made
+    # from its template ("" none needed).
+    claim_statuses: Mapping[str, str] = field(default_factory=dict)
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim made for the pod's DRA-backed
+    # extended resources ("" none).
+    extended_claim: str = ""
     # spec.schedulingGroup.podGroupName (a Workload's PodGroup): not read yet, so such a pod is refused.
     scheduling_group: str = ""
     scheduling_group_other: bool = False  # named by a field other than podGroupName
@@ -310,6 +398,11 @@ class Pod(Record, NamespacedKey):
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def resource_claims(self) -> tuple[str, ...]:
+        """The names of ``spec.resourceClaims``."""
+        return tuple(c.name for c in self.claims)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Pod:
@@ -358,10 +451,12 @@ class Pod(Record, NamespacedKey):
             r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name",
                      required=True)
             for i, g in enumerate(r.seq(spec.get("schedulingGates"), "spec.schedulingGates")))
-        claims = tuple(
-            r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
-                     required=True)
-            for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
+        claims = pod_claims(r, spec.get("resourceClaims"), "spec.resourceClaims")
+        if claims and MIRROR_POD in r.mapping(meta.get("annotations"), "metadata.annotations"):
+            raise r.fail("spec.resourceClaims", "static pods do not support resource claims")
+        _container_claims(r, spec, claims)
+        statuses = claim_statuses(r, status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", claims)
+        extended = r.mapping(status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus")
         group = r.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
@@ -393,7 +488,11 @@ class Pod(Record, NamespacedKey):
             preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
-            resource_claims=claims,
+            # A gang's pods made from one template name the same claims: one tuple for all of them.
+            claims=_SHARED_CLAIMS.get(claims) if claims else (),
+            claim_statuses=statuses or _NO_STATUSES,
+            extended_claim=r.string(extended.get("resourceClaimName"),
+                                    "status.extendedResourceClaimStatus.resourceClaimName"),
             required_features=_required_features(r, spec),
             # A group given by a field other than podGroupName (the API's union may grow) is still a
             # group koordpy does not read: named by that field.
@@ -418,6 +517,8 @@ _SHARED_RESOURCES = Shared[dict[str, int]]()
 _SHARED_TAINTS = Shared[tuple[Taint, ...]]()
 _SHARED_TOLERATIONS = Shared[tuple[Toleration, ...]]()
 _SHARED_TERMS = Shared[tuple[NodeSelectorTerm, ...]]()
+_SHARED_CLAIMS = Shared[tuple[PodClaim, ...]]()
+_NO_STATUSES: dict[str, str] = {}  # the claim statuses of every pod without any (nobody writes to it)
 _SHARED_OWNERS = Shared[tuple[dict[str, str], ...]]()
 
 

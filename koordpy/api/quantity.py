@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -112,6 +113,61 @@ def parse_quantity(resource: str, value: object) -> int:
     if amount > INT64_MAX:
         raise too_large
     return amount
+
+
+_NANO = Fraction(1, 10**9)
+
+
+def exact_quantity(value: object) -> Fraction:
+    """``value`` (a quantity string, or a YAML int or float) as the exact number apimachinery keeps.
+
+    DRA's capacities, counters and capacity requests are compared and added exactly (``100m`` of a
+    capacity is a tenth, not one milli-unit rounded up to a whole one). As ``resource.Quantity`` does,
+    a value is rounded away from zero to a multiple of 1n and its magnitude capped at 2^63-1; a
+    negative value is kept (the API server keeps it; callers refuse it where the API server does).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return Fraction(max(-INT64_MAX, min(INT64_MAX, value)))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a quantity: {value!r}")
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise ValueError(f"not a quantity: {value!r}")
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise ValueError(f"not a quantity: longer than {MAX_QUANTITY_LENGTH} characters")
+    m = _QUANTITY.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a quantity: {value!r} (like 500m, 2, 1.5, 8Gi or 1e3)")
+    sign, number, suffix, exponent = m.groups()
+    whole, _, fraction = number.partition(".")
+    mantissa = int(whole + fraction or "0")
+    if mantissa == 0:
+        return Fraction(0)
+    power2 = 0
+    if exponent is not None:
+        # A longer exponent is past either bound below; no need to convert it.
+        power10 = int(exponent) if len(exponent) < 12 else (-1 if exponent.startswith("-") else 1) * 10**12
+    elif suffix in _BINARY_EXP:
+        power10, power2 = 0, _BINARY_EXP[suffix]
+    else:
+        power10 = _DECIMAL_EXP[suffix or ""]
+    shift = power10 - len(fraction)
+    negative = sign == "-"
+    # Decided before any big power is built: at least 10**41 is past the cap, and a value under
+    # 10**-(digits+20) rounds up to 1n.
+    if shift > 40:
+        amount = Fraction(INT64_MAX)
+    elif -shift > len(str(mantissa)) + 20:
+        amount = _NANO
+    else:
+        amount = Fraction(mantissa << power2) * Fraction(10) ** shift
+        amount = min(Fraction(math.ceil(amount / _NANO)) * _NANO, Fraction(INT64_MAX))
+    return -amount if negative else amount
 
 
 def format_quantity(resource: str, value: int) -> str:

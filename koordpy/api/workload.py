@@ -5,7 +5,7 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``. koordpy reads th
 (``schedulingConstraints.topology[].key``, a node label), its priority (``priorityClassName`` /
 ``priority``), koordpy's own preferred level (the ``kai.scheduler/topology-preferred-placement``
 annotation, a node label, spelled and placed as KAI reads it: an annotation), its ``disruptionMode``
-and ``preemptionPolicy``, the names of its ``resourceClaims`` (refused, as pods' claims are) and the
+and ``preemptionPolicy``, its ``resourceClaims`` and their ``status.resourceClaimStatuses``, the
 ``status.conditions`` kube-scheduler (or koordpy) wrote on it (whole, with their times, since a status
 write replaces the list), the ``metadata.generation`` a condition observes, and the parent
 CompositePodGroup (``scheduling.k8s.io/v1alpha3``) it names with the ``workloadRef`` the API server
@@ -29,9 +29,11 @@ from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.model import NamespacedKey
+from koordpy.api.objects import PodClaim, claim_statuses, pod_claims
 from koordpy.api.raw import Reader, int_text, read_object
 from koordpy.api.selectors import qualified_name_problem
 
+MAX_CLAIMS = 4  # MaxPodGroupResourceClaims
 # The condition kube-scheduler v1.37 writes on a PodGroup: True once its minimum was first placed
 # (and never False again), False with why while it is not.
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
@@ -122,7 +124,10 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     preferred_label: str = ""
     priority_class_name: str = ""
     priority: int | None = None
-    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims' names
+    claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRAWorkloadResourceClaims), at most 4
+    # status.resourceClaimStatuses: a claim's name in the spec -> the ResourceClaim made from its
+    # template for the group ("" none needed).
+    claim_statuses: dict[str, str] = {}
     # disruptionMode: "all" -- the group is only ever disrupted as a unit (one victim evicts every
     # member); "single" (the default) -- pod by pod.
     disruption_mode: Literal["single", "all"] = "single"
@@ -135,6 +140,11 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     asks: tuple[str, ...] = ()
     conditions: tuple[GroupCondition, ...] = ()
     generation: int | None = None  # metadata.generation, which a condition the scheduler writes observes
+
+    @property
+    def resource_claims(self) -> tuple[str, ...]:
+        """The names of ``spec.resourceClaims``."""
+        return tuple(c.name for c in self.claims)
 
     def condition(self, kind: str) -> GroupCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -154,10 +164,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
             if min_count is None or min_count < 1:
                 raise r.fail("spec.schedulingPolicy.gang.minCount", f"must be at least 1, got {min_count}")
         keys = _topology_keys(r, spec)
-        claims = tuple(
-            r.string(r.mapping(c, f"spec.resourceClaims[{i}]").get("name"), f"spec.resourceClaims[{i}].name",
-                     required=True)
-            for i, c in enumerate(r.seq(spec.get("resourceClaims"), "spec.resourceClaims")))
+        claims = pod_claims(r, spec.get("resourceClaims"), "spec.resourceClaims", MAX_CLAIMS)
         mode, policy_field = _disruption(r, spec)
         parent = r.string(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName") or None
         ref = _workload_ref(r, spec)
@@ -172,7 +179,10 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                        ANN_PREFERRED, "").strip(),
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"),
-                   resource_claims=claims, disruption_mode=mode, preemption_policy=policy_field, parent=parent,
+                   claims=claims,
+                   claim_statuses=claim_statuses(r, status.get("resourceClaimStatuses"),
+                                                 "status.resourceClaimStatuses", claims),
+                   disruption_mode=mode, preemption_policy=policy_field, parent=parent,
                    workload_ref=ref,
                    conditions=_conditions(r, status),
                    generation=r.integer(meta.get("generation"), "metadata.generation", bits=64))

@@ -1,0 +1,884 @@
+"""Which devices a pod's claims get on one node: kube-scheduler v1.37.2's structured allocator
+(``k8s.io/dynamic-resource-allocation/structured``, the variant its default feature gates select)
+with the DynamicResources plugin's checks of claims allocated already.
+
+Belongs here: the search (claims in order, requests in order, devices in pool/slice/device order,
+first fit with backtracking, each request's devices tried as combinations, never permutations),
+what makes a device usable for a request (class and request selectors, per-device node selection,
+taints and tolerations, in use or not, admin access, shared counters, consumable capacity), the
+requests' alternatives (``firstAvailable``), constraints (matchAttribute, distinctAttribute), the
+allocation written back (results, config, node selector, timestamp), how many pods with fresh
+claims a node can take (``capacity``), and why not (``reasons``). Not here: pools (``pools``), what is
+allocated (``state``), how claims meet pods, gangs and the cycle (the core's device seam).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+
+from koordpy.api.dra import (
+    RESERVED_FOR_MAX,
+    AllocatedConfig,
+    Allocation,
+    AttrValue,
+    Capacity,
+    CapacityPolicy,
+    ClaimSpec,
+    Consumer,
+    DeviceClass,
+    DeviceConstraint,
+    DeviceResult,
+    ExactRequest,
+    OpaqueConfig,
+    Quantity,
+    ResourceClaim,
+    SemVer,
+)
+from koordpy.api.objects import Node, NodeSelectorTerm, Requirement
+from koordpy.devices.cel import CelCompileError, CelError
+from koordpy.devices.pools import DeviceEntry, Pools, PoolView, node_matches
+from koordpy.devices.reasons import DeviceError, Unallocatable
+from koordpy.devices.state import InUse
+
+RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one allocation may hold
+FILTER_TIMEOUT = 10.0  # kube-scheduler's DynamicResources filterTimeout default, seconds
+BINDING_TIMEOUT = 600.0  # its bindingTimeout default, seconds
+_CHECK_EVERY = 256  # search steps between two looks at the clock
+
+_DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation would exceed RESULTS_MAX
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Req:
+    """A request, or one alternative of a ``firstAvailable`` request, being allocated."""
+
+    __slots__ = ("admin", "all_devices", "all_mode", "base", "capacity", "ci", "cls", "count",
+                 "exact", "name", "sub", "tolerations")
+
+    def __init__(self, ci: int, base: str, exact: ExactRequest, cls: DeviceClass) -> None:
+        self.ci = ci
+        self.base = base
+        self.sub = exact.name
+        self.name = f"{base}/{exact.name}" if exact.name else base
+        self.exact = exact
+        self.cls = cls
+        self.all_mode = exact.mode == "All"
+        self.count = exact.count
+        self.admin = exact.admin_access and not exact.name
+        self.tolerations = exact.tolerations
+        self.capacity = exact.capacity
+        self.all_devices: list[DeviceEntry] = []
+
+
+class _Slot:
+    """A request of a claim: one ``_Req``, or its alternatives in order."""
+
+    __slots__ = ("alts", "first_available", "name", "selected")
+
+    def __init__(self, name: str, alts: list[_Req], first_available: bool) -> None:
+        self.name = name
+        self.alts = alts
+        self.first_available = first_available
+        self.selected = 0
+
+
+class _Result:
+    __slots__ = ("consumed", "entry", "req", "share_id")
+
+    def __init__(self, req: _Req, entry: DeviceEntry, share_id: str, consumed: dict[str, Fraction] | None) -> None:
+        self.req = req
+        self.entry = entry
+        self.share_id = share_id
+        self.consumed = consumed
+
+
+class _Constraint:
+    __slots__ = ("attribute", "count", "distinct", "requests", "seen", "value")
+
+    def __init__(self, c: DeviceConstraint) -> None:
+        self.distinct = bool(c.distinct_attribute)
+        self.attribute = c.distinct_attribute or c.match_attribute
+        self.requests = frozenset(c.requests)
+        self.value: AttrValue | None = None
+        self.count = 0
+        self.seen: list[AttrValue] = []
+
+    def applies(self, req: _Req) -> bool:
+        return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
+
+    def add(self, req: _Req, e: DeviceEntry) -> bool:
+        if not self.applies(req):
+            return True
+        value = e.qattrs.get(self.attribute)
+        if value is None:
+            return False
+        if self.distinct:
+            if any(not _known(value) or _same_value(value, v) for v in self.seen):
+                return False
+            self.seen.append(value)
+            return True
+        if self.count == 0:
+            self.value = value
+            self.count = 1
+            return True
+        if not _known(value) or self.value is None or not _same_value(value, self.value):
+            return False
+        self.count += 1
+        return True
+
+    def remove(self, req: _Req) -> None:
+        if not self.applies(req):
+            return
+        if self.distinct:
+            self.seen.pop()
+        else:
+            self.count -= 1
+
+
+def _known(v: AttrValue) -> bool:
+    return not isinstance(v, tuple)  # list attributes are alpha (DRAListTypeAttributes), off in v1.37
+
+
+def _same_value(a: AttrValue, b: AttrValue) -> bool:
+    # bool is an int in Python; an attribute's type is part of its value.
+    return type(a) is type(b) and (a.text == b.text if isinstance(a, SemVer) and isinstance(b, SemVer) else a == b)
+
+
+class Allocator:
+    """One snapshot's allocator: pools, classes and what is in use, asked node by node."""
+
+    def __init__(self, pools: Pools, classes: Mapping[str, DeviceClass], in_use: InUse, *,
+                 timeout: float = FILTER_TIMEOUT, share_id: Callable[[], str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.pools = pools
+        self.classes = classes
+        self.in_use = in_use
+        self.timeout = timeout
+        self.share_id = share_id or (lambda: str(uuid.uuid4()))
+        self.clock = clock
+        # (node name, class, selectors, tolerations) -> (node, candidates, CEL errors by device id)
+        self._cands: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, DeviceError]]] = {}
+        self._avail: dict[str, tuple[int, dict[str, dict[str, Fraction]]]] = {}
+        self._selectors: dict[str, tuple[NodeSelectorTerm, ...]] = {}
+        self.steps = 0  # search steps of the last allocate (kube-scheduler's allocateOne invocations)
+
+    # -- the API ---------------------------------------------------------------------------------
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+                 consumer: Consumer | None = None) -> list[Allocation] | Unallocatable:
+        """One allocation per claim, in order, or why not. A claim allocated already is checked (its
+        node selector admits the node, its binding has not failed or timed out, and with
+        ``consumer`` given, it can take one more) and returned unchanged."""
+        out: list[Allocation | None] = []
+        todo: list[ResourceClaim] = []
+        for claim in claims:
+            a = claim.allocation
+            if a is None:
+                out.append(None)
+                todo.append(claim)
+                continue
+            why = _check_allocated(claim, a, node, now, consumer)
+            if why is not None:
+                return why
+            out.append(a)
+        if todo:
+            got = self._allocate(node, todo, now)
+            if isinstance(got, Unallocatable):
+                return got
+            it = iter(got)
+            out = [a if a is not None else next(it) for a in out]
+        return [a for a in out if a is not None]
+
+    def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
+        """How many pods, each with fresh claims of these specs, ``node`` can take (0..limit), one
+        after another as kube-scheduler would allocate them."""
+        if limit <= 0:
+            return 0
+        fast = self._capacity_fast(node, claims, limit)
+        if fast is not None:
+            return fast
+        fresh = [ResourceClaim(namespace="", name=f"#{i}", spec=s) for i, s in enumerate(claims)]
+        undo: list[Callable[[], None]] = []
+        n = 0
+        try:
+            while n < limit:
+                try:
+                    got = self.allocate(node, fresh, now)
+                except DeviceError:
+                    break
+                if isinstance(got, Unallocatable):
+                    break
+                n += 1
+                if not any(a.results for a in got):
+                    return limit
+                undo.extend(self.in_use.add(a) for a in got)
+        finally:
+            for u in reversed(undo):
+                u()
+        return n
+
+    # -- claims allocated already ------------------------------------------------------------------
+
+    def _capacity_fast(self, node: Node, claims: Sequence[ClaimSpec], limit: int) -> int | None:
+        """N identical-looking pods without constraints: free matching devices divided by what one
+        pod asks, per kind of request (when kinds draw on disjoint devices). None: use the search."""
+        need: dict[tuple[object, ...], int] = {}
+        sets: dict[tuple[object, ...], list[DeviceEntry]] = {}
+        kinds: dict[tuple[object, ...], ExactRequest] = {}
+        for spec in claims:
+            if spec.constraints:
+                return None
+            total = 0
+            for r in spec.requests:
+                x = r.exactly
+                if x is None or x.mode != "ExactCount" or x.admin_access or x.capacity:
+                    return None
+                cls = self.classes.get(x.device_class)
+                if cls is None:
+                    return None
+                key = (x.device_class, x.selectors, x.tolerations)
+                if key not in sets:
+                    cands, errors = self._candidates(node, cls, x, "")
+                    if errors or any(e.allow_multiple or e.device.consumes_counters for e in cands):
+                        return None
+                    sets[key] = cands
+                    kinds[key] = x
+                need[key] = need.get(key, 0) + x.count
+                total += x.count
+            if total > RESULTS_MAX:
+                return None
+        if len(sets) > 1:
+            seen: set[str] = set()
+            for cands in sets.values():
+                ids = {e.id for e in cands}
+                if ids & seen:
+                    return None
+                seen |= ids
+        best = limit
+        for kind, n in need.items():
+            if n:
+                x = kinds[kind]
+                free = sum(1 for e in sets[kind] if not self.in_use.exclusive(e.id) and _tolerated(e, x))
+                best = min(best, free // n)
+        return best
+
+    # -- the search --------------------------------------------------------------------------------
+
+    def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float) -> list[Allocation] | Unallocatable:
+        views = self.pools.for_node(node)
+        plan: list[list[_Slot]] = []
+        for ci, claim in enumerate(claims):
+            slots: list[_Slot] = []
+            for r in claim.spec.requests:
+                if r.exactly is not None:
+                    alts = [r.exactly]
+                elif r.first_available:
+                    alts = list(r.first_available)
+                else:
+                    raise DeviceError(f"claim {claim.key}, request {r.name}: unknown request type", claim.key, r.name)
+                reqs = []
+                for x in alts:
+                    cls = self.classes.get(x.device_class)
+                    name = f"{r.name}/{x.name}" if x.name else r.name
+                    if cls is None:
+                        return Unallocatable("class-missing", claim.key, name, x.device_class)
+                    reqs.append(_Req(ci, r.name, x, cls))
+                slots.append(_Slot(r.name, reqs, r.exactly is None))
+            plan.append(slots)
+        search = _Search(self, node, views, claims, plan)
+        for ci, claim in enumerate(claims):
+            total = 0
+            for slot in plan[ci]:
+                least = math.inf
+                for req in slot.alts:
+                    if req.all_mode:
+                        why = search.gather_all(req)
+                        if why is not None:
+                            return why
+                        req.count = len(req.all_devices)
+                    least = min(least, req.count)
+                if least > RESULTS_MAX - total:
+                    raise DeviceError(
+                        f"claim {claim.key}, request {slot.name}: adding {least} devices exceeds the claim limit "
+                        f"of {RESULTS_MAX}, with {total} already accounted for", claim.key, slot.name)
+                total += int(least)
+            for c in claim.spec.constraints:
+                if not c.match_attribute and not c.distinct_attribute:
+                    raise DeviceError(f"claim {claim.key}: empty constraint (unsupported constraint type?)", claim.key)
+            search.constraints.append([_Constraint(c) for c in claim.spec.constraints])
+        try:
+            outcome = search.one(0, 0, 0, 0, False, 0)
+        except _Timeout:
+            return Unallocatable("timeout", detail=node.name)
+        finally:
+            self.steps = search.steps
+        if outcome == _MAX:
+            raise DeviceError(f"allocation on node {node.name}: more than {RESULTS_MAX} devices in one claim")
+        if outcome != _DONE:
+            for v in views:
+                if v.invalid:
+                    return Unallocatable("pool-invalid", detail=f"{v.key}: {v.invalid}")
+            return search.diagnose()
+        return [self._result(node, claim, plan[ci], search.results[ci], now) for ci, claim in enumerate(claims)]
+
+    def _candidates(self, node: Node, cls: DeviceClass, x: ExactRequest,
+                    claim: str) -> tuple[list[DeviceEntry], dict[str, DeviceError]]:
+        """The devices of the node's complete, valid pools that pass the class's and the request's
+        selectors and can be used on the node, in kube-scheduler's order, and the CEL errors met
+        (raised only when the search reaches that device, as kube-scheduler evaluates lazily).
+        Taints are not looked at here."""
+        key = (node.name, cls.name, x.selectors, claim if x.selectors else "")
+        got = self._cands.get(key)
+        if got is not None and got[0] is node:
+            return got[1], got[2]
+        cands: list[DeviceEntry] = []
+        errors: dict[str, DeviceError] = {}
+        for view in self.pools.for_node(node):
+            if view.incomplete or view.invalid:
+                continue
+            for e in view.devices:
+                try:
+                    ok = _selectable(e, cls, x, claim)
+                except DeviceError as err:
+                    errors[e.id] = err
+                    cands.append(e)
+                    continue
+                if ok and (e.own_node is None or node_matches(e.own_node, node)):
+                    cands.append(e)
+        self._cands[key] = (node, cands, errors)
+        return cands, errors
+
+    def available_counters(self, view: PoolView) -> dict[str, dict[str, Fraction]]:
+        """A pool's counters less what its allocated devices consume (may go negative)."""
+        got = self._avail.get(view.key)
+        if got is not None and got[0] == self.in_use.version:
+            return got[1]
+        avail = {name: dict(cs) for name, cs in view.counter_sets.items()}
+        for e in (*view.devices, *view.others):
+            if e.device.consumes_counters and self.in_use.allocated(e.id):
+                for use in e.device.consumes_counters:
+                    have = avail.get(use.counter_set)
+                    if have is None:
+                        continue
+                    for c, q in use.counters.items():
+                        if c in have:
+                            have[c] -= q.value
+        self._avail[view.key] = (self.in_use.version, avail)
+        return avail
+
+    # -- the allocation written back ---------------------------------------------------------------
+
+    def _result(self, node: Node, claim: ResourceClaim, slots: list[_Slot], found: list[_Result],
+                now: float) -> Allocation:
+        results = tuple(
+            DeviceResult(
+                request=r.req.name, driver=r.entry.driver, pool=r.entry.pool, device=r.entry.name,
+                admin_access=r.req.admin, tolerations=r.req.tolerations,
+                binding_conditions=r.entry.device.binding_conditions,
+                binding_failure_conditions=r.entry.device.binding_failure_conditions,
+                share_id=r.share_id,
+                consumed_capacity={k: _quantity(v) for k, v in r.consumed.items()} if r.consumed else {},
+            ) for r in found)
+        chosen = [s.alts[s.selected] for s in slots]
+        # Class configuration first, each class once, naming the requests it applies to.
+        class_configs: list[tuple[str, OpaqueConfig, list[str]]] = []
+        class_index: dict[str, tuple[int, int]] = {}
+        for req in chosen:
+            at = class_index.get(req.cls.name)
+            if at is not None:
+                for i in range(*at):
+                    class_configs[i][2].append(req.name)
+                continue
+            start = len(class_configs)
+            for cfg in req.cls.config:
+                class_configs.append(("FromClass", cfg, [req.name]))
+            class_index[req.cls.name] = (start, len(class_configs))
+        configs: list[tuple[str, OpaqueConfig, list[str]]] = list(class_configs)
+        for cfg in claim.spec.config:
+            if not cfg.requests or any(s.name in cfg.requests or (s.first_available and req.name in cfg.requests)
+                                       for s, req in zip(slots, chosen, strict=True)):
+                configs.append(("FromClaim", cfg, list(cfg.requests)))
+        out_configs = []
+        for source, cfg, names in configs:
+            if names and all(s.name in names or (s.first_available and req.name in names)
+                             for s, req in zip(slots, chosen, strict=True)):
+                names = []
+            out_configs.append(AllocatedConfig(
+                "FromClass" if source == "FromClass" else "FromClaim",
+                OpaqueConfig(cfg.driver, cfg.parameters, tuple(names))))
+        return Allocation(results=results, config=tuple(out_configs),
+                          node_selector=self._node_selector(node, found), timestamp=now)
+
+    def _node_selector(self, node: Node, found: list[_Result]) -> tuple[NodeSelectorTerm, ...] | None:
+        fields: list[Requirement] = []
+        exprs: list[Requirement] = []
+        for r in found:
+            e = r.entry
+            if e.node_local:
+                got = self._selectors.get(node.name)
+                if got is None:
+                    got = self._selectors[node.name] = (NodeSelectorTerm(match_fields=(
+                        Requirement(key="metadata.name", operator="In", values=(node.name,)),)),)
+                return got
+            if e.node_selector:
+                if len(e.node_selector) > 1:
+                    raise DeviceError(f"device {e.id}: a node selector of {len(e.node_selector)} terms "
+                                      "cannot be carried into an allocation")
+                term = e.node_selector[0]
+                for have, new in ((fields, term.match_fields), (exprs, term.match_expressions)):
+                    for req in new:
+                        if not any(h.key == req.key and h.operator == req.operator
+                                   and set(h.values) == set(req.values) for h in have):
+                            have.append(req)
+        if fields or exprs:
+            return (NodeSelectorTerm(match_expressions=tuple(exprs), match_fields=tuple(fields)),)
+        return None
+
+
+def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest, claim: str) -> bool:
+    for i, expr in enumerate(cls.selectors):
+        try:
+            if not e.selected(expr):
+                return False
+        except CelError as err:
+            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
+            raise DeviceError(f"class {cls.name}: selector #{i} on device {e.id}: CEL {kind} error: "
+                              f"{err.message}") from err
+    for i, expr in enumerate(x.selectors):
+        try:
+            if not e.selected(expr):
+                return False
+        except CelError as err:
+            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
+            raise DeviceError(f"claim {claim}: selector #{i} on device {e.id}: CEL {kind} error: "
+                              f"{err.message}", claim) from err
+    return True
+
+
+def _tolerated(e: DeviceEntry, req: _Req | ExactRequest) -> bool:
+    """Whether the request tolerates every taint of the device that keeps it from being allocated
+    (NoSchedule, NoExecute; a taint with effect None only informs)."""
+    for t in e.taints:
+        if t.effect in ("NoSchedule", "NoExecute") and not any(tol.tolerates(t) for tol in req.tolerations):
+            return False
+    return True
+
+
+def _check_allocated(claim: ResourceClaim, a: Allocation, node: Node, now: float,
+                     consumer: Consumer | None) -> Unallocatable | None:
+    if a.node_selector is not None and not any(t.matches(node.name, node.labels) for t in a.node_selector):
+        return Unallocatable("not-on-node", claim.key)
+    if consumer is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX and not any(
+            c.uid == consumer.uid and c.name == consumer.name for c in claim.reserved_for):
+        return Unallocatable("too-many-consumers", claim.key, detail=str(RESERVED_FOR_MAX))
+    ready = True
+    for r in a.results:
+        if not r.binding_conditions:
+            continue
+        conds = {c.type: c.status for c in claim.device_conditions
+                 if c.driver == r.driver and c.pool == r.pool and c.device == r.device}
+        if any(conds.get(t) == "True" for t in r.binding_failure_conditions):
+            return Unallocatable("binding-failed", claim.key, r.request, r.device_id)
+        if not all(conds.get(t) == "True" for t in r.binding_conditions):
+            ready = False
+    if not ready and a.timestamp is not None and a.timestamp + BINDING_TIMEOUT < now:
+        return Unallocatable("binding-timeout", claim.key)
+    return None
+
+
+def _quantity(v: Fraction) -> Quantity:
+    if v.denominator == 1:
+        return Quantity(v, str(v.numerator))
+    milli = v * 1000
+    if milli.denominator == 1:
+        return Quantity(v, f"{milli.numerator}m")
+    return Quantity(v, str(float(v)))
+
+
+# -- consumable capacity -------------------------------------------------------------------------
+
+def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
+    """What one allocation consumes of a capacity, given what the request asks (None: nothing)."""
+    pol = cap.policy
+    if requested is None:
+        return pol.default.value if pol is not None and pol.default is not None else cap.value.value
+    want = requested.value
+    if pol is None:
+        return want
+    if pol.valid_min is not None:
+        low = pol.valid_min.value
+        if want < low:
+            return low
+        if pol.valid_step is None:
+            return want
+        step = pol.valid_step.value
+        if _milli(pol):
+            if (want * 1000).denominator != 1:
+                raise DeviceError(f"capacity request {requested.text} is not a representable milli value")
+        else:
+            want, step, low = Fraction(math.ceil(want)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
+        n = math.ceil((want - low) / step)
+        return low + step * n
+    if pol.valid_values:
+        for v in pol.valid_values:
+            if want <= v.value:
+                return v.value
+    return want
+
+
+def _milli(pol: CapacityPolicy) -> bool:
+    """Whether a range's arithmetic is in milli units (DRAFractionalCapacityRange, on in v1.37):
+    every bound and the step are whole milli values, the step at least one."""
+    for q in (pol.valid_min, pol.valid_max, pol.valid_step):
+        if q is not None and (q.value * 1000).denominator != 1:
+            return False
+    return pol.valid_step is None or pol.valid_step.value >= Fraction(1, 1000)
+
+
+def _violates(v: Fraction, cap: Capacity) -> bool:
+    pol = cap.policy
+    if pol is None:
+        return False
+    if pol.default is not None and v == pol.default.value:
+        return False
+    if pol.valid_min is not None:
+        if pol.valid_max is not None and v > pol.valid_max.value:
+            return True
+        if pol.valid_step is not None:
+            low, step = pol.valid_min.value, pol.valid_step.value
+            if _milli(pol):
+                if (v * 1000).denominator != 1:
+                    return True
+            else:
+                v, step, low = Fraction(math.ceil(v)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
+            if (v - low) % step != 0:
+                return True
+        return False
+    if pol.valid_values:
+        return not any(v == q.value for q in pol.valid_values)
+    return False
+
+
+class _Search:
+    """One allocate call's search state."""
+
+    def __init__(self, a: Allocator, node: Node, views: tuple[PoolView, ...], claims: Sequence[ResourceClaim],
+                 plan: list[list[_Slot]]) -> None:
+        self.a = a
+        self.node = node
+        self.views = views
+        self.view_of = {v.key: v for v in views}
+        self.claims = claims
+        self.plan = plan
+        self.in_use = a.in_use
+        self.constraints: list[list[_Constraint]] = []
+        self.results: list[list[_Result]] = [[] for _ in claims]
+        self.allocating: dict[str, int] = {}  # device id -> claims taking it in this search
+        self.allocating_for: set[tuple[str, int]] = set()  # (device id, claim index)
+        self.allocating_cap: dict[str, dict[str, Fraction]] = {}
+        self.counters: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> set -> counter -> consumed
+        self.steps = 0
+        self.deadline = a.clock() + a.timeout
+
+    # -- "All" requests ----------------------------------------------------------------------------
+
+    def gather_all(self, req: _Req) -> Unallocatable | None:
+        claim = self.claims[req.ci].key
+        for v in self.views:
+            if v.incomplete:
+                return Unallocatable("pool-incomplete", claim, req.name, v.key)
+            if v.invalid:
+                return Unallocatable("pool-invalid", claim, req.name, f"{v.key}: {v.invalid}")
+            for e in v.devices:
+                if not _selectable(e, req.cls, req.exact, claim):
+                    continue
+                if e.own_node is not None and not node_matches(e.own_node, self.node):
+                    continue
+                if not self.capacity_ok(req, e, static=True):
+                    continue
+                req.all_devices.append(e)
+        return None
+
+    # -- the recursion -----------------------------------------------------------------------------
+
+    def one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> int:
+        self.steps += 1
+        if self.steps % _CHECK_EVERY == 0 and self.a.clock() > self.deadline:
+            raise _Timeout
+        if ci >= len(self.plan):
+            return _DONE
+        slots = self.plan[ci]
+        if ri >= len(slots):
+            got = self.one(ci + 1, 0, 0, 0, False, 0)
+            return _FAIL if got == _MAX else got
+        slot = slots[ri]
+        if slot.first_available and not in_sub:
+            all_max = True
+            for s in range(len(slot.alts)):
+                got = self.one(ci, ri, s, 0, True, 0)
+                if got == _MAX:
+                    continue
+                all_max = False
+                if got == _DONE:
+                    slot.selected = s
+                    return _DONE
+            return _MAX if all_max else _FAIL
+        req = slot.alts[si]
+        if req.all_mode and not req.all_devices:
+            return _FAIL
+        if di >= req.count:
+            return self.one(ci, ri + 1, 0, 0, False, 0)
+        if req.count - di > RESULTS_MAX - len(self.results[ci]):
+            return _MAX
+        if req.all_mode:
+            undo = self.take(req, req.all_devices[di], must=True)
+            if undo is None:
+                return _FAIL
+            got = self.one(ci, ri, si, di + 1, in_sub, 0)
+            if got != _DONE:
+                undo()
+            return got
+        cands, errors = self.a._candidates(self.node, req.cls, req.exact, self.claims[ci].key)
+        for idx in range(start, len(cands)):
+            e = cands[idx]
+            if req.admin:
+                if (e.id, ci) in self.allocating_for:
+                    continue
+            elif self.in_use.exclusive(e.id) or self.allocating.get(e.id):
+                continue
+            if errors:
+                err = errors.get(e.id)
+                if err is not None:
+                    raise err
+            if not _tolerated(e, req):
+                continue
+            if e.device.capacity and not self.capacity_ok(req, e):
+                continue
+            undo = self.take(req, e, must=False)
+            if undo is None:
+                continue
+            got = self.one(ci, ri, si, di + 1, in_sub, idx + 1)
+            if got == _DONE:
+                return _DONE
+            undo()
+            if got == _MAX:
+                return _MAX
+        return _FAIL
+
+    # -- taking one device -------------------------------------------------------------------------
+
+    def take(self, req: _Req, e: DeviceEntry, must: bool) -> Callable[[], None] | None:
+        """Take ``e`` for ``req`` if it can be taken now, returning the undo."""
+        ci = req.ci
+        multi = e.allow_multiple
+        if not multi and req.admin and (e.id, ci) in self.allocating_for:
+            return None
+        if not req.admin and (self.in_use.exclusive(e.id) or self.allocating.get(e.id)):
+            return None
+        uses = e.device.consumes_counters
+        charged = False
+        if uses and not (multi and self.capacity_in_use(e.id)):
+            if not self.charge(e, 1):
+                return None
+            charged = True
+        if e.taints and not _tolerated(e, req):
+            if charged:
+                self.charge(e, -1)
+            return None
+        added: list[_Constraint] = []
+        for c in self.constraints[ci]:
+            if not c.add(req, e):
+                for d in reversed(added):
+                    d.remove(req)
+                if charged:
+                    self.charge(e, -1)
+                if must:
+                    raise DeviceError(f"claim {self.claims[ci].key}, request {req.name}: cannot add device {e.id} "
+                                      "because a claim constraint would not be satisfied",
+                                      self.claims[ci].key, req.name)
+                return None
+            added.append(c)
+        if not multi:
+            self.allocating[e.id] = self.allocating.get(e.id, 0) + 1
+            self.allocating_for.add((e.id, ci))
+        consumed: dict[str, Fraction] | None = None
+        share = ""
+        if e.device.capacity or req.capacity:
+            if not self.capacity_ok(req, e):
+                self._untake(req, e, added, charged, multi, None)
+                return None
+            if multi:
+                consumed = {name: _consumed(req.capacity.get(name), cap) for name, cap in e.device.capacity.items()}
+                have = self.allocating_cap.setdefault(e.id, {})
+                for k, v in consumed.items():
+                    have[k] = have.get(k, Fraction(0)) + v
+        if multi:
+            share = self.a.share_id()
+            if consumed is None:
+                self.allocating_cap.setdefault(e.id, {})
+                consumed = {}
+        out = self.results[ci]
+        out.append(_Result(req, e, share, consumed or None))
+
+        def undo() -> None:
+            out.pop()
+            self._untake(req, e, added, charged, multi, consumed)
+        return undo
+
+    def _untake(self, req: _Req, e: DeviceEntry, added: list[_Constraint], charged: bool, multi: bool,
+                consumed: dict[str, Fraction] | None) -> None:
+        if consumed is not None:
+            have = self.allocating_cap[e.id]
+            for k, v in consumed.items():
+                have[k] -= v
+            if self._shares_in_search(e.id) == 0:
+                del self.allocating_cap[e.id]
+        if not multi:
+            n = self.allocating[e.id] - 1
+            if n:
+                self.allocating[e.id] = n
+            else:
+                del self.allocating[e.id]
+            self.allocating_for.discard((e.id, req.ci))
+        for d in reversed(added):
+            d.remove(req)
+        if charged:
+            self.charge(e, -1)
+
+    def _shares_in_search(self, device_id: str) -> int:
+        # Called after the result was popped: the shares this search still holds of the device.
+        return sum(1 for rs in self.results for r in rs if r.entry.id == device_id and r.share_id)
+
+    def capacity_in_use(self, device_id: str) -> bool:
+        return self.in_use.shared(device_id) or device_id in self.allocating_cap
+
+    def capacity_ok(self, req: _Req, e: DeviceEntry, static: bool = False) -> bool:
+        """Whether ``e`` has the capacity ``req`` asks for (kube-scheduler's CmpRequestOverCapacity);
+        ``static``: against the device's capacity alone."""
+        caps = e.device.capacity
+        if any(name not in caps for name in req.capacity):
+            return False
+        used = None if static else self.in_use.consumed(e.id)
+        taking = None if static else self.allocating_cap.get(e.id)
+        consumed = {}
+        for name, cap in caps.items():
+            v = _consumed(req.capacity.get(name), cap)
+            if v < 0:
+                raise DeviceError(f"claim {self.claims[req.ci].key}, request {req.name}: capacity {name!r}: "
+                                  "capacity value is negative", self.claims[req.ci].key, req.name)
+            consumed[name] = v
+        for name, cap in caps.items():
+            v = consumed[name]
+            if _violates(v, cap):
+                return False
+            total = v + (used.get(name, 0) if used else 0) + (taking.get(name, 0) if taking else 0)
+            if total > cap.value.value:
+                return False
+        return True
+
+    def charge(self, e: DeviceEntry, sign: int) -> bool:
+        """Add (sign 1) the counters ``e`` consumes to this search's, failing (and undoing) when a
+        counter of its pool would be overdrawn; sign -1 takes them back."""
+        view = self.view_of[f"{e.driver}/{e.pool}"]
+        mine = self.counters.setdefault(view.key, {})
+        for use in e.device.consumes_counters:
+            have = mine.setdefault(use.counter_set, {})
+            for c, q in use.counters.items():
+                have[c] = have.get(c, Fraction(0)) + sign * q.value
+        if sign < 0:
+            return True
+        avail = self.a.available_counters(view)
+        for set_name, counters in avail.items():
+            used = mine.get(set_name)
+            if used is None:
+                continue
+            for c, left in counters.items():
+                if left < used.get(c, 0):
+                    self.charge(e, -1)
+                    return False
+        return True
+
+    # -- why not -----------------------------------------------------------------------------------
+
+    def diagnose(self) -> Unallocatable:
+        """The first request that cannot be met even alone, and why; else the claims' constraints
+        or requests competing for the same devices."""
+        incomplete = next((v.key for v in self.views if v.incomplete), "")
+        for ci, slots in enumerate(self.plan):
+            claim = self.claims[ci].key
+            for slot in slots:
+                best: Unallocatable | None = None
+                for req in slot.alts:
+                    why = self._alone(req, claim, incomplete)
+                    if why is None:
+                        best = None
+                        break
+                    if best is None:
+                        best = why
+                if best is not None:
+                    return best
+        # Each request alone could be met: take devices first fit, request after request, without
+        # constraints; the request that comes up short competes with the earlier ones.
+        used: set[str] = set()
+        for ci, slots in enumerate(self.plan):
+            claim = self.claims[ci].key
+            for slot in slots:
+                short: Unallocatable | None = None
+                for req in slot.alts:
+                    free = [e for e in self._usable(req, claim) if e.id not in used]
+                    want = len(req.all_devices) if req.all_mode else req.count
+                    if len(free) >= want:
+                        if not req.admin:
+                            used.update(e.id for e in free[:want] if not e.allow_multiple)
+                        short = None
+                        break
+                    if short is None:
+                        short = Unallocatable("all-taken", claim, req.name, f"{len(free)}/{want}")
+                if short is not None:
+                    return short
+        claim = next((self.claims[ci].key for ci, cs in enumerate(self.constraints) if cs),
+                     self.claims[0].key if self.claims else "")
+        return Unallocatable("constraint-unmet", claim)
+
+    def _usable(self, req: _Req, claim: str) -> list[DeviceEntry]:
+        if req.all_mode:
+            matching = req.all_devices
+        else:
+            try:
+                matching, _ = self.a._candidates(self.node, req.cls, req.exact, claim)
+            except DeviceError:
+                return []
+        return [e for e in matching if _tolerated(e, req) and (req.admin or not self.in_use.exclusive(e.id))
+                and (not e.device.capacity or self.capacity_ok(req, e))]
+
+    def _alone(self, req: _Req, claim: str, incomplete: str) -> Unallocatable | None:
+        if req.all_mode:
+            matching = req.all_devices
+            if not matching:
+                return Unallocatable("no-device-matches", claim, req.name, "0/1")
+        else:
+            try:
+                matching, _ = self.a._candidates(self.node, req.cls, req.exact, claim)
+            except DeviceError:
+                matching = []
+        want = max(req.count, 1)
+        if len(matching) < want:
+            if incomplete:
+                return Unallocatable("pool-incomplete", claim, req.name, incomplete)
+            return Unallocatable("no-device-matches", claim, req.name, f"{len(matching)}/{want}")
+        tolerated = [e for e in matching if _tolerated(e, req)]
+        if len(tolerated) < want:
+            return Unallocatable("taint-not-tolerated", claim, req.name)
+        free = self._usable(req, claim)
+        if len(free) < want or (req.all_mode and len(free) < len(matching)):
+            if incomplete:
+                return Unallocatable("pool-incomplete", claim, req.name, incomplete)
+            return Unallocatable("all-taken", claim, req.name, f"{len(free)}/{want}")
+        return None

@@ -1,0 +1,1063 @@
+"""CEL selectors of DeviceClasses and requests, in Kubernetes' DRA environment (``k8s.io/dynamic-resource-
+allocation/cel`` v0.37.2, as kube-scheduler's allocator compiles them: stored expressions).
+
+Belongs here: ``compile_selector`` (once per expression, cached) and ``Selector.matches`` (one device),
+with the checking a selector gets before it runs (names, overloads, the result must be a bool) and the
+runtime cost limit (``CELSelectorExpressionMaxCost``). Not here: which devices a request gets or the
+verdict cache per device (``koordpy.devices.pools``), the words around an error (the allocator says
+which class or claim, selector and device).
+
+The environment: ``device`` with ``driver``, ``attributes`` (domain -> name -> value; a name without a
+domain in the device's record is the driver's; an unknown domain is an empty map), ``capacity`` (domain
+-> name -> quantity) and ``allowMultipleAllocations``; Kubernetes' base library of v1.37 (the standard
+functions and macros, ``cel.bind``, optional values ``.?`` / ``[?`` / ``orValue``, ext.Strings v2,
+ext.Sets, ext.Lists v3 and Kubernetes' lists library with ``includes``, regex ``find`` / ``findAll``,
+quantity and semver, two-variable ``all`` / ``exists`` / ``existsOne``). Left out, each a compile error
+naming it: timestamps and durations, url, ip and cidr, named formats, ``format``, ``sortBy`` and the
+``transform*`` macros, message construction and optional entries in literals; none of them is about a
+device. This is a compiler of its own rather than a CEL package: see docs/design.md, "CEL (issue 30)".
+
+The tree compiles to nested Python closures, each taking the evaluation's ``_Ctx`` (the device, the
+comprehension variables, the cost so far). A CEL error is ``EvalError`` inside and ``CelRuntimeError``
+outside; cost counts as cel-go's runtime tracker does (1 per variable, selection, index and plain
+function call; string functions by length; list 10 and map 30 to build; comprehensions per iteration).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from koordpy.api.dra import AttrValue as AttrValue
+from koordpy.api.dra import Capacity, SemVer
+from koordpy.devices import cellib
+from koordpy.devices.cellib import (
+    EMPTY,
+    NONE,
+    CostExceeded,
+    EvalError,
+    Optional,
+    Quantity,
+    equals,
+    map_get,
+)
+from koordpy.devices.celparse import (
+    And,
+    Call,
+    Cond,
+    Ident,
+    Index,
+    ListLit,
+    Lit,
+    MapLit,
+    Node,
+    Or,
+    ParseError,
+    Select,
+    UInt,
+    location,
+    parse,
+)
+
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
+MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength (the API server's limit)
+NO_SUCH_KEY_HINT = ("consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                    "with has() for optional fields")
+
+
+class CelError(Exception):
+    """A selector that cannot be used; ``message`` is what to tell the user."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CelCompileError(CelError):
+    pass
+
+
+class CelRuntimeError(CelError):
+    """A selector failed on a device (a missing key, no such overload, the cost limit...). ``message``
+    carries the hint kube-scheduler's allocator adds to a missing key; ``detail`` is cel-go's error."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"{detail}. {NO_SUCH_KEY_HINT}" if "no such key:" in detail else detail)
+        self.detail = detail
+
+
+# -- static types ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class T:
+    kind: str
+    params: tuple[T, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(map(str, self.params))})" if self.params else self.kind
+
+
+DYN, BOOL, INT, UINT, DOUBLE = T("dyn"), T("bool"), T("int"), T("uint"), T("double")
+STRING, BYTES, NULL, TYPE = T("string"), T("bytes"), T("null_type"), T("type")
+QUANTITY, SEMVER = T("kubernetes.Quantity"), T("kubernetes.Semver")
+DEVICE = T("kubernetes.DRADevice")
+_DEVICE_FIELDS = {
+    "driver": STRING,
+    "attributes": T("map", (STRING, T("map", (STRING, DYN)))),
+    "capacity": T("map", (STRING, T("map", (STRING, QUANTITY)))),
+    "allowMultipleAllocations": BOOL,
+}
+_NUMERIC = ("int", "uint", "double")
+_NAMESPACES = ("cel", "optional", "sets", "lists", "strings")
+
+
+def _list(elem: T) -> T:
+    return T("list", (elem,))
+
+
+def _optional(elem: T) -> T:
+    return T("optional_type", (elem,))
+
+
+def _param(t: T, i: int) -> T:
+    return t.params[i] if len(t.params) > i else DYN
+
+
+def _compatible(a: T, b: T) -> bool:
+    if a.kind == "dyn" or b.kind == "dyn":
+        return True
+    if a.kind != b.kind:
+        return False
+    return all(_compatible(x, y) for x, y in zip(a.params, b.params, strict=False))
+
+
+def _join(a: T, b: T) -> T:
+    return b if a.kind == "dyn" and not a.params else a if a == b or b.kind == "dyn" else DYN
+
+
+_LIT_TYPES = {bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, bytes: BYTES, type(None): NULL}
+
+
+# -- the device as the expression sees it -------------------------------------------------------------
+
+def _attr_value(value: AttrValue) -> object:
+    if isinstance(value, SemVer):
+        return cellib.parse_semver(value.text)
+    if isinstance(value, tuple):
+        return tuple(cellib.parse_semver(v.text) if isinstance(v, SemVer) else v for v in value)
+    return value
+
+
+class _Domain(Mapping[str, Any]):
+    """``device.attributes[domain]`` or ``device.capacity[domain]``: a view of the device's record."""
+
+    __slots__ = ("_default", "_names", "_prefix", "_raw", "_value")
+
+    def __init__(self, raw: Mapping[str, Any], domain: str, driver: str, value: Callable[[Any], object]) -> None:
+        self._raw = raw
+        self._prefix = domain + "/"
+        self._default = domain == driver
+        self._value = value
+        self._names: list[str] | None = None
+
+    def __getitem__(self, name: str) -> object:
+        raw = self._raw.get(self._prefix + name) if type(name) is str else None
+        if raw is None and self._default and type(name) is str and "/" not in name:
+            raw = self._raw.get(name)
+        if raw is None:
+            raise KeyError(name)
+        return self._value(raw)
+
+    def names(self) -> list[str]:
+        if self._names is None:
+            prefix, out = self._prefix, []
+            for key in self._raw:
+                if key.startswith(prefix):
+                    out.append(key[len(prefix):])
+                elif self._default and "/" not in key:
+                    out.append(key)
+            self._names = out
+        return self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[name]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+
+class _Domains(Mapping[str, Any]):
+    """``device.attributes`` / ``device.capacity``: a missing domain is an empty map, as upstream's."""
+
+    __slots__ = ("_domains", "_driver", "_raw", "_value")
+
+    def __init__(self, raw: Mapping[str, Any], driver: str, value: Callable[[Any], object]) -> None:
+        self._raw = raw
+        self._driver = driver
+        self._value = value
+        self._domains: list[str] | None = None
+
+    def __getitem__(self, domain: str) -> _Domain:
+        return _Domain(self._raw, domain, self._driver, self._value)
+
+    def domains(self) -> list[str]:
+        if self._domains is None:
+            seen = dict.fromkeys(key.partition("/")[0] if "/" in key else self._driver for key in self._raw)
+            self._domains = list(seen)
+        return self._domains
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.domains())
+
+    def __len__(self) -> int:
+        return len(self.domains())
+
+    def __contains__(self, domain: object) -> bool:
+        return domain in self.domains()
+
+
+def _capacity_value(capacity: Capacity) -> Quantity:
+    return Quantity(capacity.value.value)
+
+
+class _Device:
+    __slots__ = ("allow_multiple_allocations", "attributes", "capacity", "driver")
+
+    def __init__(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
+                 allow_multiple_allocations: bool) -> None:
+        self.driver = driver
+        self.attributes = _Domains(attributes, driver, _attr_value)
+        self.capacity = _Domains(capacity, driver, _capacity_value)
+        self.allow_multiple_allocations = allow_multiple_allocations
+
+    def field(self, name: str) -> object:
+        if name == "driver":
+            return self.driver
+        if name == "attributes":
+            return self.attributes
+        if name == "capacity":
+            return self.capacity
+        if name == "allowMultipleAllocations":
+            return self.allow_multiple_allocations
+        raise EvalError(f"no such key: {name}")
+
+
+class _Ctx:
+    __slots__ = ("cost", "device", "limit", "vars")
+
+    def __init__(self, device: _Device, slots: int, limit: int) -> None:
+        self.device = device
+        self.vars: list[Any] = [None] * slots
+        self.cost = 0
+        self.limit = limit
+
+
+Fn = Callable[[_Ctx], Any]
+
+
+# -- the compiler ------------------------------------------------------------------------------------------
+
+class _Error(Exception):
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.scope: dict[str, tuple[int, T]] = {}
+        self.slots = 0
+
+    def bind(self, name: str, t: T) -> tuple[int, tuple[int, T] | None]:
+        slot = self.slots
+        self.slots += 1
+        previous = self.scope.get(name)
+        self.scope[name] = (slot, t)
+        return slot, previous
+
+    def unbind(self, name: str, previous: tuple[int, T] | None) -> None:
+        if previous is None:
+            del self.scope[name]
+        else:
+            self.scope[name] = previous
+
+    def compile(self, node: Node) -> tuple[Fn, T]:
+        if isinstance(node, Lit):
+            return self.literal(node)
+        if isinstance(node, Ident):
+            return self.ident(node)
+        if isinstance(node, Select):
+            return self.select(node)
+        if isinstance(node, Index):
+            return self.index(node)
+        if isinstance(node, Call):
+            return self.call(node)
+        if isinstance(node, (And, Or)):
+            return self.logic(node)
+        if isinstance(node, Cond):
+            return self.conditional(node)
+        if isinstance(node, ListLit):
+            return self.list_literal(node)
+        if isinstance(node, MapLit):
+            return self.map_literal(node)
+        raise _Error("unsupported expression", node.pos)
+
+    # leaves
+
+    def literal(self, node: Lit) -> tuple[Fn, T]:
+        value = node.value
+        return (lambda c: value), _LIT_TYPES[type(value)]
+
+    def ident(self, node: Ident) -> tuple[Fn, T]:
+        bound = self.scope.get(node.name)
+        if bound is not None:
+            slot, t = bound
+
+            def variable(c: _Ctx) -> Any:
+                c.cost += 1
+                return c.vars[slot]
+            return variable, t
+        if node.name == "device":
+            def device(c: _Ctx) -> Any:
+                c.cost += 1
+                return c.device
+            return device, DEVICE
+        raise _Error(f"undeclared reference to '{node.name}' (in container '')", node.pos)
+
+    # selection and indexing
+
+    def select(self, node: Select) -> tuple[Fn, T]:
+        operand, ot = self.compile(node.operand)
+        name = node.field
+        if node.optional or ot.kind == "optional_type":
+            return self.optional_select(operand, ot, name, node)
+        if ot.kind == DEVICE.kind:
+            if name not in _DEVICE_FIELDS:
+                raise _Error(f"undefined field '{name}'", node.pos)
+
+            def device_field(c: _Ctx) -> Any:
+                d = operand(c)
+                c.cost += 1
+                return d.field(name)
+            return device_field, _DEVICE_FIELDS[name]
+        if ot.kind == "map":
+            if not _compatible(_param(ot, 0), STRING):
+                raise _Error(f"type '{ot}' does not support field selection", node.pos)
+
+            def map_field(c: _Ctx) -> Any:
+                m = operand(c)
+                c.cost += 1
+                try:
+                    return m[name]
+                except KeyError:
+                    raise EvalError(f"no such key: {name}") from None
+            return map_field, _param(ot, 1)
+        if ot.kind == "dyn":
+            def dyn_field(c: _Ctx) -> Any:
+                return _select(operand(c), name, c)
+            return dyn_field, DYN
+        raise _Error(f"type '{ot}' does not support field selection", node.pos)
+
+    def optional_select(self, operand: Fn, ot: T, name: str, node: Select) -> tuple[Fn, T]:
+        inner = _param(ot, 0) if ot.kind == "optional_type" else ot
+        if inner.kind not in ("map", "dyn", DEVICE.kind):
+            raise _Error(f"type '{ot}' does not support field selection", node.pos)
+        result = _DEVICE_FIELDS.get(name, DYN) if inner.kind == DEVICE.kind else _param(inner, 1)
+        wrap = node.optional
+
+        def optional_field(c: _Ctx) -> Any:
+            v = operand(c)
+            if isinstance(v, Optional):
+                if v.value is NONE:
+                    return EMPTY
+                v = v.value
+            elif not wrap:
+                return _select(v, name, c)
+            c.cost += 1
+            if isinstance(v, _Device):
+                return Optional(v.field(name))
+            if isinstance(v, Mapping):
+                return Optional(v[name]) if cellib.contains_key(v, name) else EMPTY
+            raise EvalError(f"type '{cellib.type_name(v)}' does not support field selection")
+        return optional_field, _optional(result)
+
+    def index(self, node: Index) -> tuple[Fn, T]:
+        operand, ot = self.compile(node.operand)
+        key, kt = self.compile(node.index)
+        base = _param(ot, 0) if ot.kind == "optional_type" else ot
+        if base.kind == "list":
+            if kt.kind not in ("int", "uint", "dyn"):
+                raise _Error(f"found no matching overload for '_[_]' applied to '({ot}, {kt})'", node.pos)
+            result = _param(base, 0)
+        elif base.kind == "map":
+            if not _compatible(_param(base, 0), kt) and not (
+                    kt.kind in _NUMERIC and _param(base, 0).kind in _NUMERIC):
+                raise _Error(f"found no matching overload for '_[_]' applied to '({ot}, {kt})'", node.pos)
+            result = _param(base, 1)
+        elif base.kind == "dyn":
+            result = DYN
+        else:
+            raise _Error(f"found no matching overload for '_[_]' applied to '({ot}, {kt})'", node.pos)
+        if node.optional or ot.kind == "optional_type":
+            wrap = node.optional
+
+            def optional_index(c: _Ctx) -> Any:
+                v = operand(c)
+                k = key(c)
+                if isinstance(v, Optional):
+                    if v.value is NONE:
+                        return EMPTY
+                    v = v.value
+                elif not wrap:
+                    return _index(v, k, c)
+                c.cost += 1
+                try:
+                    return Optional(_index(v, k, c))
+                except EvalError as e:
+                    if e.message.startswith(("no such key", "index out of range")):
+                        return EMPTY
+                    raise
+            return optional_index, _optional(result)
+
+        if base.kind == "map" and _param(base, 0).kind == "string" and kt.kind == "string":
+            def string_key(c: _Ctx) -> Any:
+                m = operand(c)
+                k = key(c)
+                c.cost += 1
+                try:
+                    return m[k]
+                except KeyError:
+                    raise EvalError(f"no such key: {k}") from None
+            return string_key, result
+
+        def indexed(c: _Ctx) -> Any:
+            return _index(operand(c), key(c), c)
+        return indexed, result
+
+    # logic
+
+    def logic(self, node: And | Or) -> tuple[Fn, T]:
+        compiled = [self.compile(t) for t in node.terms]
+        op = "_&&_" if isinstance(node, And) else "_||_"
+        for _, t in compiled:
+            if t.kind not in ("bool", "dyn"):
+                raise _Error(f"found no matching overload for '{op}' applied to "
+                             f"'({', '.join(str(x) for _, x in compiled)})'", node.pos)
+        terms = [f for f, _ in compiled]
+        stop = isinstance(node, Or)  # the value that decides: true for ||, false for &&
+
+        if len(terms) == 2:
+            first, second = terms
+
+            def two(c: _Ctx) -> Any:
+                try:
+                    a = first(c)
+                except EvalError as e:
+                    b = second(c)
+                    if b is stop:
+                        return stop
+                    raise e from None
+                if a is stop:
+                    return stop
+                b = second(c)
+                if b is stop:
+                    return stop
+                if a is not (not stop):
+                    raise EvalError(f"no such overload: {op}")
+                if b is not (not stop):
+                    raise EvalError(f"no such overload: {op}")
+                return b
+            return two, BOOL
+
+        def many(c: _Ctx) -> Any:
+            error: EvalError | None = None
+            for term in terms:
+                try:
+                    v = term(c)
+                except EvalError as e:
+                    error = error or e
+                    continue
+                if v is stop:
+                    return stop
+                if type(v) is not bool:
+                    error = error or EvalError(f"no such overload: {op}")
+            if error is not None:
+                raise error
+            return not stop
+        return many, BOOL
+
+    def conditional(self, node: Cond) -> tuple[Fn, T]:
+        cond, ct = self.compile(node.cond)
+        then, tt = self.compile(node.then)
+        otherwise, ft = self.compile(node.otherwise)
+        if ct.kind not in ("bool", "dyn") or not _compatible(tt, ft):
+            raise _Error(f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", node.pos)
+
+        def choose(c: _Ctx) -> Any:
+            v = cond(c)
+            if v is True:
+                return then(c)
+            if v is False:
+                return otherwise(c)
+            raise EvalError("no such overload: _?_:_")
+        return choose, _join(tt, ft)
+
+    # literals of lists and maps
+
+    def list_literal(self, node: ListLit) -> tuple[Fn, T]:
+        compiled = [self.compile(e) for e in node.elements]
+        elem = DYN
+        for _, t in compiled:
+            if elem.kind == "dyn" and not elem.params:
+                elem = t
+            elif not _compatible(elem, t):
+                raise _Error(f"expected type '{elem}' but found '{t}'", node.pos)
+        fns = [f for f, _ in compiled]
+
+        def make_list(c: _Ctx) -> Any:
+            c.cost += 10
+            return [f(c) for f in fns]
+        return make_list, _list(elem if compiled else DYN)
+
+    def map_literal(self, node: MapLit) -> tuple[Fn, T]:
+        entries = [(self.compile(k), self.compile(v)) for k, v in node.entries]
+        kt = vt = DYN
+        for (_, k), (_, v) in entries:
+            if k.kind not in ("int", "uint", "bool", "string", "dyn"):
+                raise _Error(f"unsupported map key type: {k}", node.pos)
+            if kt.kind == "dyn":
+                kt = k
+            elif not _compatible(kt, k):
+                raise _Error(f"expected type '{kt}' but found '{k}'", node.pos)
+            if vt.kind == "dyn" and not vt.params:
+                vt = v
+            elif not _compatible(vt, v):
+                raise _Error(f"expected type '{vt}' but found '{v}'", node.pos)
+        fns = [(k, v) for (k, _), (v, _) in entries]
+
+        def make_map(c: _Ctx) -> Any:
+            c.cost += 30
+            out: dict[Any, Any] = {}
+            for kf, vf in fns:
+                k = kf(c)
+                if cellib.kind(k) not in ("int", "uint", "bool", "string"):
+                    raise EvalError(f"unsupported key type: {cellib.type_name(k)}")
+                if cellib.contains_key(out, k):
+                    raise EvalError(f"Failed with repeated key: {k}")
+                out[k] = vf(c)
+            return out
+        return make_map, T("map", (kt, vt))
+
+    # calls: macros, operators, functions
+
+    def call(self, node: Call) -> tuple[Fn, T]:
+        name, target, args = node.function, node.target, node.args
+        macro = self.macro(node)
+        if macro is not None:
+            return macro
+        if (isinstance(target, Ident) and target.name in _NAMESPACES and target.name not in self.scope):
+            return self.function(f"{target.name}.{name}", None, args, node.pos)
+        operator = _OPERATORS.get(name)
+        if operator is not None and target is None:
+            return operator(self, node)
+        return self.function(name, target, args, node.pos)
+
+    def function(self, name: str, target: Node | None, args: list[Node], pos: int) -> tuple[Fn, T]:
+        overloads = cellib.FUNCTIONS.get(name)
+        if overloads is None:
+            raise _Error(f"undeclared reference to '{name}' (in container '')", pos)
+        compiled = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        types = [t for _, t in compiled]
+        kinds = [_kind(t) for t in types]
+        member = target is not None
+        candidates = [o for o in overloads if o.member == member and o.accepts(kinds)]
+        if not candidates:
+            shown = (f"{types[0]}.({', '.join(map(str, types[1:]))})" if member
+                     else f"({', '.join(map(str, types))})")
+            raise _Error(f"found no matching overload for '{name}' applied to '{shown}'", pos)
+        result = _result(name, candidates, types)
+        fns = [f for f, _ in compiled]
+        if len(candidates) == 1 and "dyn" not in kinds:
+            return _direct(candidates[0], fns), result
+        return _dispatch(name, candidates, fns), result
+
+    def macro(self, node: Call) -> tuple[Fn, T] | None:
+        name, target, args = node.function, node.target, node.args
+        if target is None:
+            if name == "has" and len(args) == 1:
+                return self.has(args[0], node.pos)
+            return None
+        if (name == "bind" and isinstance(target, Ident) and target.name == "cel" and "cel" not in self.scope
+                and len(args) == 3):
+            return self.bind_macro(args, node.pos)
+        if name in ("all", "exists", "exists_one", "existsOne", "map", "filter") and args and all(
+                isinstance(a, Ident) for a in args[:-1]) and 2 <= len(args) <= 3:
+            if name in ("map",) and len(args) == 3:
+                return self.comprehension(name, target, args[:1], args[1:], node.pos)
+            if len(args) == 3 and name in ("map", "filter"):
+                return None
+            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)
+        return None
+
+    def has(self, arg: Node, pos: int) -> tuple[Fn, T]:
+        if not isinstance(arg, Select) or arg.optional:
+            raise _Error("invalid argument to has() macro", pos)
+        operand, ot = self.compile(arg.operand)
+        name = arg.field
+        if ot.kind == DEVICE.kind:
+            if name not in _DEVICE_FIELDS:
+                raise _Error(f"undefined field '{name}'", arg.pos)
+        elif ot.kind not in ("map", "dyn"):
+            raise _Error(f"type '{ot}' does not support field selection", arg.pos)
+
+        def presence(c: _Ctx) -> Any:
+            v = operand(c)
+            if isinstance(v, _Device):
+                return name in _DEVICE_FIELDS
+            if isinstance(v, Mapping):
+                return cellib.contains_key(v, name)
+            raise EvalError("invalid type for field selection.")
+        return presence, BOOL
+
+    def bind_macro(self, args: list[Node], pos: int) -> tuple[Fn, T]:
+        var = args[0]
+        if not isinstance(var, Ident):
+            raise _Error("cel.bind() variable names must be simple identifiers", pos)
+        init, _it = self.compile(args[1])
+        slot, previous = self.bind(var.name, _it)
+        body, bt = self.compile(args[2])
+        self.unbind(var.name, previous)
+
+        def bound(c: _Ctx) -> Any:
+            c.cost += 10  # the empty range of the comprehension cel.bind expands to
+            c.vars[slot] = init(c)
+            return body(c)
+        return bound, bt
+
+    def comprehension(self, name: str, target: Node, variables: list[Node], rest: list[Node],
+                      pos: int) -> tuple[Fn, T]:
+        rng, rt = self.compile(target)
+        if rt.kind not in ("list", "map", "dyn"):
+            raise _Error(f"expression of type '{rt}' cannot be range of a comprehension "
+                         "(must be list, map, or dynamic)", target.pos)
+        names = [v.name for v in variables if isinstance(v, Ident)]
+        if len(names) == 2:
+            first_t = INT if rt.kind == "list" else _param(rt, 0)
+            second_t = _param(rt, 0) if rt.kind == "list" else _param(rt, 1)
+            var_types = [first_t, second_t]
+        else:
+            var_types = [_param(rt, 0)]
+        bound = [(n, *self.bind(n, t)) for n, t in zip(names, var_types, strict=True)]
+        compiled = [self.compile(r) for r in rest]
+        for n, _slot, previous in reversed(bound):
+            self.unbind(n, previous)
+        slots = [s for _, s, _ in bound]
+        if name in ("all", "exists", "exists_one", "existsOne", "filter"):
+            pt = compiled[0][1]
+            if pt.kind not in ("bool", "dyn"):
+                raise _Error(f"found no matching overload for '{name}' predicate applied to '({pt})'", rest[0].pos)
+        if name == "map":
+            transform = compiled[-1][0]
+            predicate = compiled[0][0] if len(compiled) == 2 else None
+            return _map_macro(rng, slots, predicate, transform), _list(compiled[-1][1])
+        if name == "filter":
+            return _filter_macro(rng, slots, compiled[0][0]), rt if rt.kind == "list" else _list(_param(rt, 0))
+        if name in ("exists_one", "existsOne"):
+            return _exists_one(rng, slots, compiled[0][0]), BOOL
+        return _quantifier(rng, slots, compiled[0][0], name == "exists"), BOOL
+
+    # operators
+
+    def equality(self, node: Call) -> tuple[Fn, T]:
+        (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
+        if not _compatible(at, bt):
+            raise _Error(f"found no matching overload for '{node.function}' applied to '({at}, {bt})'", node.pos)
+        negate = node.function == "_!=_"
+
+        def eq(c: _Ctx) -> Any:
+            x, y = a(c), b(c)
+            c.cost += _eq_cost(x, y)
+            return equals(x, y) is not negate
+        return eq, BOOL
+
+    def relation(self, node: Call) -> tuple[Fn, T]:
+        (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
+        ka, kb = _kind(at), _kind(bt)
+        ok = ka == "dyn" or kb == "dyn" or (ka in _NUMERIC and kb in _NUMERIC) or (
+            ka == kb and ka in ("string", "bytes", "bool"))
+        if not ok:
+            raise _Error(f"found no matching overload for '{node.function}' applied to '({at}, {bt})'", node.pos)
+        fn = node.function
+        test: Callable[[int], bool] = {
+            "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0),
+            "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1)}[fn]
+
+        def rel(c: _Ctx) -> Any:
+            x, y = a(c), b(c)
+            c.cost += _eq_cost(x, y) if type(x) in (str, bytes) else 1
+            return test(cellib.compare(fn, x, y))
+        return rel, BOOL
+
+    def membership(self, node: Call) -> tuple[Fn, T]:
+        (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
+        if bt.kind not in ("list", "map", "dyn") or not _compatible(at, _param(bt, 0)):
+            raise _Error(f"found no matching overload for '@in' applied to '({at}, {bt})'", node.pos)
+
+        def member(c: _Ctx) -> Any:
+            x, coll = a(c), b(c)
+            if isinstance(coll, Mapping):
+                c.cost += 1
+                return cellib.contains_key(coll, x)
+            if isinstance(coll, (list, tuple)):
+                c.cost += len(coll)
+                return any(equals(x, y) for y in coll)
+            raise cellib.no_such_overload("@in", x, coll)
+        return member, BOOL
+
+    def arithmetic(self, node: Call) -> tuple[Fn, T]:
+        (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
+        fn = node.function
+        allowed = _ARITHMETIC[fn]
+        ka, kb = _kind(at), _kind(bt)
+        if ka != "dyn" and kb != "dyn" and not (ka == kb and ka in allowed):
+            raise _Error(f"found no matching overload for '{fn}' applied to '({at}, {bt})'", node.pos)
+        result = at if ka != "dyn" else bt if kb != "dyn" else DYN
+        if result.kind == "list" and ka == kb == "list":
+            result = _list(_join(_param(at, 0), _param(bt, 0)))
+        op = _ARITHMETIC_FNS[fn]
+
+        def arith(c: _Ctx) -> Any:
+            x, y = a(c), b(c)
+            if fn == "_+_" and type(x) in (str, bytes, list):
+                c.cost += math.ceil((cellib.size_of(x) + cellib.size_of(y)) * cellib.STRING_COST)
+                if c.cost > c.limit:
+                    raise CostExceeded()
+            else:
+                c.cost += 1
+            return op(x, y)
+        return arith, result
+
+    def unary(self, node: Call) -> tuple[Fn, T]:
+        a, at = self.compile(node.args[0])
+        if node.function == "!_":
+            if at.kind not in ("bool", "dyn"):
+                raise _Error(f"found no matching overload for '!_' applied to '({at})'", node.pos)
+
+            def logical_not(c: _Ctx) -> Any:
+                v = a(c)
+                c.cost += 1
+                if type(v) is not bool:
+                    raise cellib.no_such_overload("!_", v)
+                return not v
+            return logical_not, BOOL
+        if at.kind not in ("int", "double", "dyn"):
+            raise _Error(f"found no matching overload for '-_' applied to '({at})'", node.pos)
+
+        def minus(c: _Ctx) -> Any:
+            v = a(c)
+            c.cost += 1
+            return cellib.negate(v)
+        return minus, at
+
+
+_OPERATORS: dict[str, Callable[[_Compiler, Call], tuple[Fn, T]]] = {
+    "_==_": _Compiler.equality, "_!=_": _Compiler.equality,
+    "_<_": _Compiler.relation, "_<=_": _Compiler.relation, "_>_": _Compiler.relation, "_>=_": _Compiler.relation,
+    "@in": _Compiler.membership,
+    "_+_": _Compiler.arithmetic, "_-_": _Compiler.arithmetic, "_*_": _Compiler.arithmetic,
+    "_/_": _Compiler.arithmetic, "_%_": _Compiler.arithmetic,
+    "!_": _Compiler.unary, "-_": _Compiler.unary,
+}
+_ARITHMETIC = {"_+_": ("int", "uint", "double", "string", "bytes", "list"), "_-_": _NUMERIC, "_*_": _NUMERIC,
+               "_/_": _NUMERIC, "_%_": ("int", "uint")}
+_ARITHMETIC_FNS: dict[str, Callable[[Any, Any], Any]] = {
+    "_+_": cellib.add, "_-_": cellib.subtract, "_*_": cellib.multiply, "_/_": cellib.divide, "_%_": cellib.modulo}
+
+
+def _kind(t: T) -> str:
+    return t.kind
+
+
+def _eq_cost(x: object, y: object) -> int:
+    return max(1, math.ceil(min(cellib.size_of(x), cellib.size_of(y)) * cellib.STRING_COST))
+
+
+def _result(name: str, candidates: Sequence[cellib.Overload], types: Sequence[T]) -> T:
+    kinds = {o.result for o in candidates}
+    if len(kinds) != 1:
+        return DYN
+    kind = kinds.pop()
+    receiver = types[0] if types else DYN
+    if kind == "optional_type":
+        if name in ("first", "last"):
+            return _optional(_param(receiver, 0))
+        if name == "optional.of" or name == "optional.ofNonZeroValue":
+            return _optional(receiver)
+        if name == "or":
+            return receiver
+        return _optional(DYN)
+    if kind == "dyn":
+        if name in ("value", "orValue") and receiver.kind == "optional_type":
+            return _param(receiver, 0)
+        if name in ("sum", "min", "max") and receiver.kind == "list":
+            return _param(receiver, 0)
+        if name == "dyn":
+            return DYN
+        return DYN
+    if kind == "list":
+        if name in ("split", "findAll"):
+            return _list(STRING)
+        if name == "lists.range":
+            return _list(INT)
+        if name in ("slice", "distinct", "reverse", "sort") and receiver.kind == "list":
+            return receiver
+        return _list(DYN)
+    return T(kind)
+
+
+def _charge(c: _Ctx, overload: cellib.Overload, args: Sequence[Any], result: Any) -> None:
+    c.cost += 1 if overload.cost is None else overload.cost(args, result)
+    if c.cost > c.limit:
+        raise CostExceeded()
+
+
+def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
+    impl = overload.impl
+    if len(fns) == 1:
+        (f,) = fns
+
+        def call1(c: _Ctx) -> Any:
+            x = f(c)
+            r = impl(x)
+            _charge(c, overload, (x,), r)
+            return r
+        return call1
+    if len(fns) == 2:
+        f, g = fns
+
+        def call2(c: _Ctx) -> Any:
+            x, y = f(c), g(c)
+            r = impl(x, y)
+            _charge(c, overload, (x, y), r)
+            return r
+        return call2
+
+    def call(c: _Ctx) -> Any:
+        args = [f(c) for f in fns]
+        r = impl(*args)
+        _charge(c, overload, args, r)
+        return r
+    return call
+
+
+def _dispatch(name: str, candidates: Sequence[cellib.Overload], fns: list[Fn]) -> Fn:
+    def call(c: _Ctx) -> Any:
+        args = [f(c) for f in fns]
+        kinds = [cellib.kind(a) for a in args]
+        for overload in candidates:
+            if overload.accepts(kinds):
+                r = overload.impl(*args)
+                _charge(c, overload, args, r)
+                return r
+        raise cellib.no_such_overload(name, *args)
+    return call
+
+
+def _select(v: object, name: str, c: _Ctx) -> Any:
+    c.cost += 1
+    if isinstance(v, Mapping):
+        try:
+            return v[name]
+        except KeyError:
+            raise EvalError(f"no such key: {name}") from None
+    if isinstance(v, _Device):
+        return v.field(name)
+    raise EvalError(f"type '{cellib.type_name(v)}' does not support field selection")
+
+
+def _index(v: object, k: object, c: _Ctx) -> Any:
+    c.cost += 1
+    if isinstance(v, Mapping):
+        return map_get(v, k)
+    if isinstance(v, (list, tuple)):
+        if type(k) in (int, UInt) or (type(k) is float and k.is_integer()):
+            i = int(k)  # type: ignore[call-overload]
+            if 0 <= i < len(v):
+                return v[i]
+            raise EvalError(f"index out of range: {i}")
+        raise EvalError(f"unsupported index type '{cellib.type_name(k)}' in list")
+    raise cellib.no_such_overload("_[_]", v, k)
+
+
+def _items(value: object, two: bool) -> list[tuple[Any, ...]]:
+    items = cellib.iterate(value)
+    if not two:
+        return [(x,) for x in items]
+    if isinstance(value, Mapping):
+        return [(k, value[k]) for k in items]
+    return list(enumerate(items))
+
+
+def _loop(c: _Ctx, per_item: int) -> None:
+    c.cost += per_item
+    if c.cost > c.limit:
+        raise CostExceeded()
+
+
+def _quantifier(rng: Fn, slots: list[int], predicate: Fn, exists: bool) -> Fn:
+    two = len(slots) == 2
+
+    def quantify(c: _Ctx) -> Any:
+        items = _items(rng(c), two)
+        error: EvalError | None = None
+        for item in items:
+            _loop(c, 3 if exists else 2)  # the loop condition and the accumulator, as the expansion costs
+            for slot, v in zip(slots, item, strict=True):
+                c.vars[slot] = v
+            try:
+                v = predicate(c)
+            except EvalError as e:
+                error = error or e
+                continue
+            if v is exists:
+                return exists
+            if type(v) is not bool:
+                error = error or EvalError(f"no such overload: {'_||_' if exists else '_&&_'}")
+        if error is not None:
+            raise error
+        return not exists
+    return quantify
+
+
+def _exists_one(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
+    two = len(slots) == 2
+
+    def exists_one(c: _Ctx) -> Any:
+        count = 0
+        for item in _items(rng(c), two):
+            _loop(c, 3)
+            for slot, v in zip(slots, item, strict=True):
+                c.vars[slot] = v
+            v = predicate(c)
+            if type(v) is not bool:
+                raise EvalError("no such overload: _?_:_")
+            count += v
+        c.cost += 2
+        return count == 1
+    return exists_one
+
+
+def _map_macro(rng: Fn, slots: list[int], predicate: Fn | None, transform: Fn) -> Fn:
+    (slot,) = slots
+
+    def mapped(c: _Ctx) -> Any:
+        out = []
+        for (item,) in _items(rng(c), False):
+            _loop(c, 13)  # building [f(x)], adding it and the accumulator
+            c.vars[slot] = item
+            if predicate is not None:
+                keep = predicate(c)
+                if type(keep) is not bool:
+                    raise EvalError("no such overload: _?_:_")
+                if not keep:
+                    continue
+            out.append(transform(c))
+        return out
+    return mapped
+
+
+def _filter_macro(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
+    (slot,) = slots
+
+    def filtered(c: _Ctx) -> Any:
+        out = []
+        for (item,) in _items(rng(c), False):
+            _loop(c, 13)
+            c.vars[slot] = item
+            keep = predicate(c)
+            if type(keep) is not bool:
+                raise EvalError("no such overload: _?_:_")
+            if keep:
+                out.append(item)
+        return out
+    return filtered
+
+
+# -- the interface -----------------------------------------------------------------------------------------
+
+class Selector:
+    """A compiled selector; ``matches`` evaluates it on one device."""
+
+    __slots__ = ("_fn", "_slots", "expression", "limit")
+
+    def __init__(self, expression: str, fn: Fn, slots: int, limit: int = MAX_COST) -> None:
+        self.expression = expression
+        self._fn = fn
+        self._slots = slots
+        self.limit = limit
+
+    def matches(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
+                allow_multiple_allocations: bool = False) -> bool:
+        """Whether the device matches. ``attributes`` and ``capacity`` are keyed by qualified name as in
+        ``api.dra.Device`` (an unqualified name is ``driver``'s). Raises CelRuntimeError."""
+        c = _Ctx(_Device(driver, attributes, capacity, allow_multiple_allocations), self._slots, self.limit)
+        try:
+            result = self._fn(c)
+        except EvalError as e:
+            raise CelRuntimeError(e.message) from None
+        except CostExceeded as e:
+            raise CelRuntimeError(e.message) from None
+        except RecursionError:
+            raise CelRuntimeError("expression too deeply nested to evaluate") from None
+        if c.cost > c.limit:
+            raise CelRuntimeError(CostExceeded().message)
+        if type(result) is not bool:
+            raise CelRuntimeError(f"CEL result of type {cellib.type_name(result)} could not be converted to bool")
+        return result
+
+    def cost(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
+             allow_multiple_allocations: bool = False) -> int:
+        """The runtime cost of one evaluation (for tests and the benchmark); errors count what ran."""
+        c = _Ctx(_Device(driver, attributes, capacity, allow_multiple_allocations), self._slots, self.limit)
+        with contextlib.suppress(EvalError, CostExceeded):
+            self._fn(c)
+        return c.cost
+
+    def __repr__(self) -> str:
+        return f"Selector({self.expression!r})"
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(expression: str) -> Selector:
+    """The selector of ``expression``, compiled once (cached); raises CelCompileError with cel-go's
+    wording (``compilation failed: ERROR: <input>:1:5: ...``, or the result type's)."""
+    try:
+        tree = parse(expression)
+        compiler = _Compiler()
+        fn, t = compiler.compile(tree)
+    except ParseError as e:
+        raise CelCompileError(_compile_message(expression, e.message, e.pos)) from None
+    except _Error as e:
+        raise CelCompileError(_compile_message(expression, e.message, e.pos)) from None
+    except RecursionError:
+        raise CelCompileError("compilation failed: expression too deeply nested") from None
+    if t.kind not in ("bool", "dyn"):
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {t}")
+    return Selector(expression, fn, compiler.slots)
+
+
+def _compile_message(expression: str, message: str, pos: int) -> str:
+    where, pointer = location(expression, pos)
+    return f"compilation failed: ERROR: {where}: {message}\n{pointer}"
