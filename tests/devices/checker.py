@@ -7,14 +7,15 @@ the allocation breaks (empty: valid). The differential test checks both allocato
 
 The rules: a result names a request (or ``request/subrequest``) of its claim, one subrequest per
 request; its device exists in the newest generation of a complete, valid pool and can be used on the
-node; it matches its class's and its request's selectors; an ExactCount request has ``count``
+node; it matches its class's and its request's selectors and capacity requests; an ExactCount request has ``count``
 results, an All request exactly the devices on the node that match; a device is not taken twice
 (claims in use included) unless with admin access or as shares of a device that allows multiple
 allocations, whose consumed capacity is what the request policy makes of the request and adds up to
 at most the device's capacity; a capacity request fits a device's capacity; taints with effect
 NoSchedule or NoExecute are tolerated; matchAttribute / distinctAttribute hold within the claim;
-counters consumed by allocated devices stay within their pool's shared counter sets; the allocation's
-node selector admits the node.
+counters consumed by allocated devices stay within their pool's shared counter sets; a result carries
+its device's binding conditions, and a device that binds to the node pins the allocation; the
+allocation's node selector admits the node; a claim allocated before keeps its allocation.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ from koordpy.api.dra import (
 from koordpy.api.objects import Node
 
 T = TypeVar("T")
+
+# DRAFractionalCapacityRange: beta in v1.37 but on by default only from --min-compatibility-version
+# 1.37, so off in a v1.37.2 kube-scheduler started without flags (test_draref_runs_the_scheduler_
+# default_features). Off, a request policy's range is computed in whole numbers (Quantity.Value(),
+# rounded up), as the API's CapacityRequestPolicyRange says.
+FRACTIONAL_CAPACITY_RANGE = False
 
 # (driver, attributes, capacity, allow_multiple_allocations, expression) -> whether the device matches.
 SelectorEval = Callable[[str, Mapping[str, AttrValue], Mapping[str, Capacity], bool, str], bool]
@@ -148,10 +155,19 @@ def _policy_consumption(cap: Capacity, requested: Fraction | None) -> Fraction |
         return min(fits) if fits else None
     if p.valid_min is not None:
         low = p.valid_min.value
-        amount = max(requested, low)
-        if p.valid_step is not None and p.valid_step.value > 0:
+        if requested < low:
+            amount = low
+        elif p.valid_step is None:
+            amount = requested
+        else:
             step = p.valid_step.value
-            amount = low + step * math.ceil((amount - low) / step)
+            fractional = any(q is not None and q.value.denominator != 1
+                             for q in (p.valid_min, p.valid_max, p.valid_step))
+            if not (FRACTIONAL_CAPACITY_RANGE and fractional):
+                # Without the gate the API rounds every quantity up to a whole number first.
+                requested, low, step = Fraction(math.ceil(requested)), Fraction(math.ceil(low)), \
+                    Fraction(math.ceil(step))
+            amount = low + step * math.ceil((requested - low) / step)
         if p.valid_max is not None and amount > p.valid_max.value:
             return None
         return amount
@@ -166,6 +182,15 @@ def _selected(loc: _Located, req: ExactRequest, classes: Mapping[str, DeviceClas
     d, driver = loc.device, loc.slice.driver
     for expr in (*cls.selectors, *req.selectors):
         if not evaluate(driver, d.attributes, d.capacity, d.allow_multiple_allocations, expr):
+            return False
+    # A capacity request filters as a selector would (the API: "semantically equivalent to a CEL
+    # selector" comparing the capacity), after the request policy has rounded it up.
+    for name, q in req.capacity.items():
+        cap = _lookup(driver, d.capacity, _qualified(driver, name))
+        if cap is None:
+            return False
+        amount = _policy_consumption(cap, q.value) if d.allow_multiple_allocations else q.value
+        if amount is None or amount > cap.value.value:
             return False
     return True
 
@@ -216,6 +241,13 @@ def violations(node: Node, slices: Sequence[ResourceSlice], classes: Mapping[str
         if alloc.node_selector is not None and not any(
                 t.matches(node.name, dict(node.labels)) for t in alloc.node_selector):
             out.append(f"{ck}: the allocation's node selector does not admit {node.name}")
+        if claim.allocation is not None:
+            # Allocated before: it is kept as it is, and what it holds is in use.
+            if alloc != claim.allocation:
+                out.append(f"{ck}: allocated already, but given another allocation")
+            for r in claim.allocation.results:
+                take(ck, r, pools.devices.get((r.driver, r.pool, r.device)))
+            continue
         per_request: dict[str, list[DeviceResult]] = defaultdict(list)
         chosen: dict[str, set[str]] = defaultdict(set)  # main request -> request names used
         devices_of: dict[str, list[tuple[DeviceResult, _Located]]] = defaultdict(list)
@@ -246,6 +278,11 @@ def violations(node: Node, slices: Sequence[ResourceSlice], classes: Mapping[str
                 if t.effect in ("NoSchedule", "NoExecute") and not any(tol.tolerates(t) for tol in req.tolerations):
                     out.append(f"{ck}/{r.request}: {r.device_id}'s taint {t.key}={t.value}:{t.effect} not tolerated")
             d = loc.device
+            if (r.binding_conditions, r.binding_failure_conditions) != (d.binding_conditions,
+                                                                         d.binding_failure_conditions):
+                out.append(f"{ck}/{r.request}: {r.device_id}'s binding conditions not carried to the result")
+            if d.binds_to_node and alloc.node_selector is None:
+                out.append(f"{ck}/{r.request}: {r.device_id} binds to the node, the allocation is not pinned")
             if r.share_id and not d.allow_multiple_allocations:
                 out.append(f"{ck}/{r.request}: {r.device_id} shared but does not allow multiple allocations")
             if d.allow_multiple_allocations and not r.share_id and not r.admin_access:

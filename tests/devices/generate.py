@@ -29,6 +29,11 @@ FEATURES = frozenset({
     "admin",            # adminAccess requests
     "consumable",       # allowMultipleAllocations devices, capacity requests and request policies
     "missing_class",    # a request naming a class that does not exist
+    "missing_keys",     # selectors reading an attribute some devices lack (a CEL runtime error when reached)
+    "invalid_pools",    # a pool with a device name twice
+    "binding",          # devices with binding conditions, some binding to the node
+    "allocated_claims", # one of the pod's claims allocated already (on some node, or anywhere)
+    "fractional",       # consumable capacities with fractional quantities and request policies
 })
 
 GPU = "gpu.example.com"
@@ -86,6 +91,24 @@ class _World:
             dev["taints"] = [{"key": rng.choice(("maintenance", "degraded")),
                               "value": rng.choice(("", "true")),
                               "effect": rng.choice(("NoSchedule", "NoExecute", "None"))}]
+        if self.on("binding", 0.2):
+            dev["bindingConditions"] = ["attached"]
+            dev["bindingFailureConditions"] = ["failed"]
+            if rng.random() < 0.5:
+                dev["bindsToNode"] = True
+        if self.on("fractional", 0.4):
+            dev["allowMultipleAllocations"] = True
+            policy = rng.choice(("none", "range", "range-fraction", "values"))
+            cores: Json = {"value": rng.choice(("2", "4") if policy == "range" else ("2", "4", "1500m"))}
+            if policy == "range":
+                cores["requestPolicy"] = {"default": "1", "validRange": {"min": "1", "max": "2", "step": "1"}}
+            elif policy == "range-fraction":
+                cores["requestPolicy"] = {"default": "500m",
+                                          "validRange": {"min": "500m", "max": "1500m", "step": "250m"}}
+            elif policy == "values":
+                cores["requestPolicy"] = {"default": "250m", "validValues": ["250m", "500m", "1"]}
+            dev["capacity"] = {"memory": {"value": f"{mem}Gi"}, "cores": cores}
+            return dev
         if self.on("consumable", 0.3):
             dev["allowMultipleAllocations"] = True
             cap: Json = {"value": f"{mem}Gi"}
@@ -136,6 +159,11 @@ class _World:
                                           generation=gen, count=2))
             else:
                 devices = devices[:half]
+        elif self.on("invalid_pools", 0.3) and devices:
+            # The same device name in two slices of one pool: the pool is invalid.
+            self.slices.append(_slice(f"{node}-gpu", GPU, node, {"nodeName": node}, devices, count=2))
+            self.slices.append(_slice(f"{node}-gpu-dup", GPU, node, {"nodeName": node},
+                                      [self.gpu(devices[0]["name"], 0)], count=2))
         else:
             self.slices.append(_slice(f"{node}-gpu", GPU, node, {"nodeName": node}, devices))
         self.devices += [(GPU, node, d["name"], d) for d in devices]
@@ -173,6 +201,12 @@ class _World:
             f'device.driver == "{GPU}" && {a}.model.startsWith("{rng.choice(("a", "h", "b"))}")',
         ))
 
+    def risky_selector(self) -> str:
+        a = f'device.attributes["{GPU}"]'
+        # "family" is published by some GPUs only: reading it from another is a runtime error.
+        return self.rng.choice((f'{a}.family == "hopper"', f'{a}.family != "ampere" || {a}.index > 1',
+                                f'{a}.index > 1 && {a}.family == "hopper"'))
+
     def make_classes(self) -> None:
         self.classes.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
                              "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]}})
@@ -195,6 +229,8 @@ class _World:
             r["name"] = sub
         if r["deviceClassName"] != "nic" and self.on("selectors", 0.5):
             r["selectors"] = [{"cel": {"expression": self.selector()}}]
+        if r["deviceClassName"] != "nic" and self.on("missing_keys", 0.3):
+            r["selectors"] = [*r.get("selectors", ()), {"cel": {"expression": self.risky_selector()}}]
         if self.on("all", 0.15):
             r["allocationMode"] = "All"
         else:
@@ -210,6 +246,9 @@ class _World:
             r["adminAccess"] = True
         if r["deviceClassName"] != "nic" and self.on("consumable", 0.3):
             r["capacity"] = {"requests": {"memory": rng.choice(("5Gi", "10Gi", "16Gi", "30Gi"))}}
+        if r["deviceClassName"] != "nic" and self.on("fractional", 0.4):
+            r.setdefault("capacity", {"requests": {}})["requests"]["cores"] = rng.choice(
+                ("100m", "300m", "600m", "1", "1100m", "1.5", "2"))
         return r
 
     def request(self, name: str) -> Json:
@@ -230,6 +269,9 @@ class _World:
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": "default", "uid": self.next_uid()},
                 "spec": {"devices": devices}}
+
+    def allocated_claim(self, name: str, allocated: list[Json]) -> Json:
+        return _allocated_claim(self, name, allocated)
 
     def in_use(self) -> list[Json]:
         out: list[Json] = []
@@ -262,6 +304,31 @@ class _World:
         return out
 
 
+def _allocated_claim(w: _World, name: str, allocated: list[Json]) -> Json:
+    """A claim of the pod's allocated already (another pod shares it), on a device nobody else
+    holds: its allocation pins the pod to the device's node, or to nothing for a device of every
+    node."""
+    held = {(r["driver"], r["pool"], r["device"]) for c in allocated
+            for r in c["status"]["allocation"]["devices"]["results"]}
+    free = [d for d in w.devices if (d[0], d[1], d[2]) not in held and not d[3].get("allowMultipleAllocations")
+            and not d[3].get("consumesCounters")]  # partitions in use are kept within their counters
+    claim = w.claim(name)
+    if not free:
+        return claim
+    driver, pool, dev, _ = w.rng.choice(free)
+    node = next((s["spec"].get("nodeName") for s in w.slices
+                 if s["spec"]["pool"]["name"] == pool and s["spec"]["driver"] == driver), None)
+    allocation: Json = {"devices": {"results": [{"request": "r", "driver": driver, "pool": pool, "device": dev}]}}
+    if node:
+        allocation["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    claim["spec"] = {"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "nic" if driver == NIC else "gpu", "allocationMode": "ExactCount", "count": 1}}]}}
+    claim["status"] = {"allocation": allocation,
+                       "reservedFor": [{"resource": "pods", "name": "sharer", "uid": w.next_uid()}]}
+    return claim
+
+
 def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
     """One random case for draref and koordpy's allocator alike."""
     unknown = features - FEATURES
@@ -277,5 +344,7 @@ def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
     w.make_classes()
     allocated = w.in_use()
     claims = [w.claim(f"{name}-claim-{i}") for i in range(rng.randint(1, 2))]
+    if w.on("allocated_claims", 0.4) and w.devices:
+        claims.insert(0, w.allocated_claim(f"{name}-shared", allocated))
     return {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
             "allocated": allocated, "claims": claims}

@@ -48,7 +48,9 @@ FEATURE_SETS: dict[str, frozenset[str]] = {
     "modes": frozenset({"counts", "all", "first_available", "admin", "in_use", "taints"}),
     "constraints": frozenset({"drivers", "counts", "constraints", "first_available", "in_use"}),
     "pools": frozenset({"counts", "pools", "network", "counters", "in_use", "all"}),
-    "consumable": frozenset({"counts", "consumable", "in_use", "selectors"}),
+    "consumable": frozenset({"counts", "consumable", "in_use", "selectors", "fractional"}),
+    "hostile": frozenset({"counts", "selectors", "missing_keys", "invalid_pools", "in_use", "all"}),
+    "sharing": frozenset({"counts", "in_use", "allocated_claims", "binding", "network", "drivers"}),
     "everything": FEATURES,
 }
 assert set().union(*FEATURE_SETS.values()) == FEATURES
@@ -82,7 +84,8 @@ def parse(c: Json) -> World:
 def ours(w: World) -> dict[str, Verdict]:
     devices = Devices(classes=dict(w.classes), slices={s.name: s for s in w.slices},
                       claims={c.key: c for c in (*w.in_use, *w.claims)})
-    allocator = Allocator(Pools.build(devices), w.classes, InUse.from_claims(w.in_use))
+    held = [c for c in w.claims if c.allocation is not None]  # in use too, as in kube-scheduler's tracker
+    allocator = Allocator(Pools.build(devices), w.classes, InUse.from_claims((*w.in_use, *held)))
     out = {}
     for node in w.nodes:
         try:
@@ -107,6 +110,8 @@ def theirs(c: Json, answer: Json) -> dict[str, Verdict]:
         for claim in c["claims"]:
             key = f'{claim["metadata"]["namespace"]}/{claim["metadata"]["name"]}'
             result = (r.get("allocations") or {}).get(key)
+            if result is None and claim.get("status", {}).get("allocation"):
+                result = claim["status"]["allocation"]  # draref returns the claims it allocated
             if result is not None:
                 parsed = ResourceClaim.from_raw({**claim, "status": {"allocation": result}})
                 assert parsed.allocation is not None
@@ -214,3 +219,31 @@ def test_all_devices_from_a_pool_being_updated_is_an_error() -> None:
                    [_claim("c", [{"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}])])
     c["slices"][0]["spec"]["pool"]["resourceSliceCount"] = 2
     assert _verdicts(c) == ("error", "error")
+
+
+def test_all_devices_from_an_invalid_pool_is_an_error() -> None:
+    """Found by the random worlds (hostile-1-6 and others): as above for a pool that is invalid (a
+    device name twice in its newest generation): kube-scheduler's "asks for all devices, but
+    resource pool ... is currently invalid" is an error status; koordpy said
+    Unallocatable(pool-invalid)."""
+    c = _gpu_world([{"name": "gpu-0"}],
+                   [_claim("c", [{"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}])])
+    twin = json.loads(json.dumps(c["slices"][0]))
+    twin["metadata"]["name"] = "s-twin"
+    c["slices"][0]["spec"]["pool"]["resourceSliceCount"] = twin["spec"]["pool"]["resourceSliceCount"] = 2
+    c["slices"].append(twin)
+    assert _verdicts(c) == ("error", "error")
+
+
+def test_a_fractional_request_policy_range_is_whole_numbers_by_default() -> None:
+    """Found by the random worlds (consumable-1-20 and others): DRAFractionalCapacityRange is off in
+    kube-scheduler v1.37.2 by default (beta, default true only with --min-compatibility-version
+    1.37), so a range of min 500m, step 250m, max 1500m is computed in whole numbers: a request of
+    1100m becomes 1 + 1*1 = 2 > 1.5, and the device cannot serve it. koordpy computed in milli units
+    (1250m) and allocated."""
+    cores = {"value": "4", "requestPolicy": {"default": "500m",
+                                             "validRange": {"min": "500m", "max": "1500m", "step": "250m"}}}
+    c = _gpu_world([{"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"cores": cores}}],
+                   [_claim("c", [{"name": "r", "exactly": {"deviceClassName": "gpu",
+                                                           "capacity": {"requests": {"cores": "1100m"}}}}])])
+    assert _verdicts(c) == ("unschedulable", "unschedulable")

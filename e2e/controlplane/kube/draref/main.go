@@ -173,7 +173,14 @@ func runCase(ctx context.Context, features structured.Features, celCache *cel.Ca
 			selectors[claim.Namespace+"/"+claim.Name] = sel
 		}
 	}
-	allocator, err := structured.NewAllocator(ctx, features, allocatedState(c.Allocated), classes, c.Slices, celCache)
+	// The pod's claims allocated already are in use as well, as in the plugin's claim tracker.
+	inUse := append([]*resourceapi.ResourceClaim{}, c.Allocated...)
+	for _, claim := range c.Claims {
+		if claim.Status.Allocation != nil {
+			inUse = append(inUse, claim)
+		}
+	}
+	allocator, err := structured.NewAllocator(ctx, features, allocatedState(inUse), classes, c.Slices, celCache)
 	if err != nil {
 		res.Error = err.Error()
 		return res
