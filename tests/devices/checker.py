@@ -56,7 +56,7 @@ SelectorEval = Callable[[str, Mapping[str, AttrValue], Mapping[str, Capacity], b
 def cel_matches(driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
                 multiple: bool, expression: str) -> bool:
     """B's CEL environment (``koordpy.devices.cel``)."""
-    from koordpy.devices import cel  # type: ignore[attr-defined,unused-ignore]  # B's branch brings it
+    from koordpy.devices import cel
 
     return bool(cel.compile_selector(expression).matches(driver, attributes, capacity, multiple))
 
@@ -308,6 +308,7 @@ def violations(node: Node, slices: Sequence[ResourceSlice], classes: Mapping[str
             used = chosen.get(request.name, set())
             if len(used) > 1:
                 out.append(f"{ck}/{request.name}: results from several subrequests {sorted(used)}")
+                continue
             if not used:
                 out.append(f"{ck}/{request.name}: no result")
                 continue
