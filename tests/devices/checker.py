@@ -34,6 +34,7 @@ from koordpy.api.dra import (
     Device,
     DeviceClass,
     DeviceResult,
+    DeviceTaintRule,
     ExactRequest,
     NodeSelection,
     ResourceClaim,
@@ -197,8 +198,11 @@ def _selected(loc: _Located, req: ExactRequest, classes: Mapping[str, DeviceClas
 
 def violations(node: Node, slices: Sequence[ResourceSlice], classes: Mapping[str, DeviceClass],
                in_use: Sequence[ResourceClaim], claims: Sequence[ResourceClaim],
-               allocations: Sequence[Allocation], evaluate: SelectorEval = cel_matches) -> list[str]:
-    """Every API rule the allocations (one per claim, in order) break on ``node``."""
+               allocations: Sequence[Allocation], evaluate: SelectorEval = cel_matches,
+               taint_rules: Sequence[DeviceTaintRule] = ()) -> list[str]:
+    """Every API rule the allocations (one per claim, in order) break on ``node``. A DeviceTaintRule
+    adds its taint to every device its selector picks (each field set must match); give only rules
+    with a selector (a rule without one picks no device, which the record cannot tell)."""
     pools = Pools(slices)
     out: list[str] = []
     if len(claims) != len(allocations):
@@ -274,7 +278,8 @@ def violations(node: Node, slices: Sequence[ResourceSlice], classes: Mapping[str
                 out.append(f"{ck}/{r.request}: {r.device_id} does not match the class's or request's selectors")
             if r.admin_access != req.admin_access:
                 out.append(f"{ck}/{r.request}: adminAccess {r.admin_access} for a request asking {req.admin_access}")
-            for t in loc.device.taints:
+            ruled = tuple(rule.taint for rule in taint_rules if rule.selects(r.driver, r.pool, r.device))
+            for t in (*loc.device.taints, *ruled):
                 if t.effect in ("NoSchedule", "NoExecute") and not any(tol.tolerates(t) for tol in req.tolerations):
                     out.append(f"{ck}/{r.request}: {r.device_id}'s taint {t.key}={t.value}:{t.effect} not tolerated")
             d = loc.device

@@ -34,6 +34,7 @@ FEATURES = frozenset({
     "binding",          # devices with binding conditions, some binding to the node
     "allocated_claims", # one of the pod's claims allocated already (on some node, or anywhere)
     "fractional",       # consumable capacities with fractional quantities and request policies
+    "taint_rules",      # DeviceTaintRules tainting devices by driver / pool / device (or none: no selector)
 })
 
 GPU = "gpu.example.com"
@@ -236,11 +237,12 @@ class _World:
         else:
             r["allocationMode"] = "ExactCount"
             r["count"] = rng.choice((1, 1, 1, 2, 3)) if "counts" in self.f else 1
-        if self.on("taints", 0.4):
+        if self.on("taints", 0.4) or self.on("taint_rules", 0.3):
             r["tolerations"] = [rng.choice((
                 {"key": "maintenance", "operator": "Exists"},
                 {"key": "degraded", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
                 {"operator": "Exists", "effect": "NoExecute"},
+                {"key": "rule", "operator": "Exists"},
             ))]
         if not sub and self.on("admin", 0.08):  # a subrequest has no adminAccess
             r["adminAccess"] = True
@@ -269,6 +271,28 @@ class _World:
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": "default", "uid": self.next_uid()},
                 "spec": {"devices": devices}}
+
+    def taint_rules(self) -> list[Json]:
+        rules: list[Json] = []
+        if "taint_rules" not in self.f or not self.devices:
+            return rules
+        for i in range(self.rng.randint(0, 3)):
+            driver, pool, dev, _ = self.rng.choice(self.devices)
+            spec: Json = {"taint": {"key": "rule", "value": str(i),
+                                    "effect": self.rng.choice(("NoSchedule", "NoExecute", "None"))}}
+            shape = self.rng.choice(("device", "device", "pool", "driver", "empty", "none"))
+            if shape == "device":
+                spec["deviceSelector"] = {"driver": driver, "pool": pool, "device": dev}
+            elif shape == "pool":
+                spec["deviceSelector"] = {"pool": pool}
+            elif shape == "driver":
+                spec["deviceSelector"] = {"driver": driver}
+            elif shape == "empty":
+                spec["deviceSelector"] = {}  # every device
+            # "none": no selector, no device
+            rules.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                          "metadata": {"name": f"rule-{i}"}, "spec": spec})
+        return rules
 
     def allocated_claim(self, name: str, allocated: list[Json]) -> Json:
         return _allocated_claim(self, name, allocated)
@@ -346,5 +370,9 @@ def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
     claims = [w.claim(f"{name}-claim-{i}") for i in range(rng.randint(1, 2))]
     if w.on("allocated_claims", 0.4) and w.devices:
         claims.insert(0, w.allocated_claim(f"{name}-shared", allocated))
-    return {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
-            "allocated": allocated, "claims": claims}
+    out = {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
+           "allocated": allocated, "claims": claims}
+    rules = w.taint_rules()
+    if rules:
+        out["taintRules"] = rules
+    return out

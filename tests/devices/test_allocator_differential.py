@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from koordpy.api.dra import Allocation, DeviceClass, Devices, ResourceClaim, ResourceSlice
+from koordpy.api.dra import Allocation, DeviceClass, Devices, DeviceTaintRule, ResourceClaim, ResourceSlice
 from koordpy.api.objects import Node
 from koordpy.devices.allocator import Allocator
 from koordpy.devices.pools import Pools
@@ -51,6 +51,7 @@ FEATURE_SETS: dict[str, frozenset[str]] = {
     "consumable": frozenset({"counts", "consumable", "in_use", "selectors", "fractional"}),
     "hostile": frozenset({"counts", "selectors", "missing_keys", "invalid_pools", "in_use", "all"}),
     "sharing": frozenset({"counts", "in_use", "allocated_claims", "binding", "network", "drivers"}),
+    "taints": frozenset({"counts", "taints", "taint_rules", "in_use", "all", "admin"}),
     "everything": FEATURES,
 }
 assert set().union(*FEATURE_SETS.values()) == FEATURES
@@ -70,6 +71,8 @@ class World:
     slices: tuple[ResourceSlice, ...]
     in_use: tuple[ResourceClaim, ...]
     claims: tuple[ResourceClaim, ...]
+    taint_rules: tuple[DeviceTaintRule, ...]
+    selecting_rules: tuple[DeviceTaintRule, ...]  # those with a deviceSelector: the others pick nothing
 
 
 def parse(c: Json) -> World:
@@ -78,12 +81,15 @@ def parse(c: Json) -> World:
     return World(tuple(Node.from_raw(x) for x in c["nodes"]), {x.name: x for x in classes},
                  tuple(ResourceSlice.from_raw(x) for x in c["slices"]),
                  tuple(ResourceClaim.from_raw(x) for x in c["allocated"]),
-                 tuple(ResourceClaim.from_raw(x) for x in c["claims"]))
+                 tuple(ResourceClaim.from_raw(x) for x in c["claims"]),
+                 tuple(DeviceTaintRule.from_raw(x) for x in c.get("taintRules", ())),
+                 tuple(DeviceTaintRule.from_raw(x) for x in c.get("taintRules", ()) if "deviceSelector" in x["spec"]))
 
 
 def ours(w: World) -> dict[str, Verdict]:
     devices = Devices(classes=dict(w.classes), slices={s.name: s for s in w.slices},
-                      claims={c.key: c for c in (*w.in_use, *w.claims)})
+                      claims={c.key: c for c in (*w.in_use, *w.claims)},
+                      taint_rules={r.name: r for r in w.taint_rules})
     held = [c for c in w.claims if c.allocation is not None]  # in use too, as in kube-scheduler's tracker
     allocator = Allocator(Pools.build(devices), w.classes, InUse.from_claims((*w.in_use, *held)))
     out = {}
@@ -131,7 +137,8 @@ def disagreements(c: Json, answer: Json) -> list[str]:
                        f"koordpy {b.kind} ({b.message})")
         for who, v in (("kube-scheduler", a), ("koordpy", b)):
             if v.kind == "allocated":
-                bad = violations(node, w.slices, w.classes, w.in_use, w.claims, v.allocations)
+                bad = violations(node, w.slices, w.classes, w.in_use, w.claims, v.allocations,
+                                 taint_rules=w.selecting_rules)
                 if bad:
                     out.append(f"{c['name']} {node.name}: {who}'s allocation breaks {bad}")
     return out
@@ -246,4 +253,20 @@ def test_a_fractional_request_policy_range_is_whole_numbers_by_default() -> None
     c = _gpu_world([{"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"cores": cores}}],
                    [_claim("c", [{"name": "r", "exactly": {"deviceClassName": "gpu",
                                                            "capacity": {"requests": {"cores": "1100m"}}}}])])
+    assert _verdicts(c) == ("unschedulable", "unschedulable")
+
+
+def test_a_taint_rule_without_a_device_selector_taints_no_device() -> None:
+    """Found by the random worlds (taints-1-231 and others): a DeviceTaintRule without
+    spec.deviceSelector selects no device (the API: "Without a selector, no devices are matched";
+    kube-scheduler's ResourceSlice tracker leaves the slices as they are), so a claim that tolerates
+    nothing gets the one GPU. koordpy read the rule as tainting every device and said
+    Unallocatable(taint-not-tolerated). An empty selector ({}) does select every device."""
+    c = _gpu_world([{"name": "gpu-0"}], [_claim("c", [{"name": "r", "exactly": {"deviceClassName": "gpu"}}])])
+    spec: Json = {"taint": {"key": "rule", "effect": "NoSchedule"}}
+    rule: Json = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "rule"},
+                  "spec": spec}
+    c["taintRules"] = [rule]
+    assert _verdicts(c) == ("allocated", "allocated")
+    c["taintRules"] = [{**rule, "spec": {**spec, "deviceSelector": {}}}]
     assert _verdicts(c) == ("unschedulable", "unschedulable")

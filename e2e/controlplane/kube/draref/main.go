@@ -28,15 +28,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
 	resourcedefaults "k8s.io/kubernetes/pkg/apis/resource/v1"
 	_ "k8s.io/kubernetes/pkg/features" // registers the gates' v1.37 defaults
@@ -51,6 +57,11 @@ type testCase struct {
 	Slices    []*resourceapi.ResourceSlice `json:"slices"`
 	Allocated []*resourceapi.ResourceClaim `json:"allocated"`
 	Claims    []*resourceapi.ResourceClaim `json:"claims"`
+	// DeviceTaintRules, applied to the slices as the scheduler's ResourceSlice tracker does.
+	TaintRules []*resourceapi.DeviceTaintRule `json:"taintRules,omitempty"`
+
+	patched  []*resourceapi.ResourceSlice // the slices with the rules' taints
+	patchErr error
 }
 
 type nodeResult struct {
@@ -145,6 +156,57 @@ func missingClass(claims []*resourceapi.ResourceClaim, classes classLister) stri
 	return ""
 }
 
+// patchedSlices is ListWithDeviceTaintRules: the scheduler's ResourceSlice tracker, fed by
+// informers on a fake clientset holding the case's slices and rules.
+func patchedSlices(ctx context.Context, slices []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) ([]*resourceapi.ResourceSlice, error) {
+	var objects []runtime.Object
+	for _, s := range slices {
+		objects = append(objects, s)
+	}
+	for _, r := range rules {
+		objects = append(objects, r)
+	}
+	client := fake.NewClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctx, cancel := context.WithCancel(ctx)
+	t, err := tracker.StartTracker(ctx, tracker.Options{
+		EnableDeviceTaintRules:   true,
+		EnableConsumableCapacity: true,
+		SliceInformer:            factory.Resource().V1().ResourceSlices(),
+		TaintInformer:            factory.Resource().V1().DeviceTaintRules(),
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// Stopped in this order: the informers end once the context is cancelled.
+	defer func() {
+		cancel()
+		t.Stop()
+		factory.Shutdown()
+	}()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced) {
+		return nil, errors.New("the ResourceSlice tracker did not sync")
+	}
+	// The tracker patches asynchronously after syncing: wait until every slice is there.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		patched, err := t.ListPatchedResourceSlices()
+		if err != nil {
+			return nil, err
+		}
+		if len(patched) == len(slices) {
+			return patched, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the ResourceSlice tracker has %d of %d slices", len(patched), len(slices))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func runCase(ctx context.Context, features structured.Features, celCache *cel.Cache, c *testCase) caseResult {
 	res := caseResult{Name: c.Name, Nodes: map[string]*nodeResult{}}
 	classes := classLister{}
@@ -180,7 +242,15 @@ func runCase(ctx context.Context, features structured.Features, celCache *cel.Ca
 			inUse = append(inUse, claim)
 		}
 	}
-	allocator, err := structured.NewAllocator(ctx, features, allocatedState(inUse), classes, c.Slices, celCache)
+	if c.patchErr != nil {
+		res.Error = c.patchErr.Error()
+		return res
+	}
+	slices := c.Slices
+	if c.patched != nil {
+		slices = c.patched
+	}
+	allocator, err := structured.NewAllocator(ctx, features, allocatedState(inUse), classes, slices, celCache)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -236,6 +306,9 @@ func main() {
 		for _, slice := range c.Slices {
 			resourcedefaults.SetObjectDefaults_ResourceSlice(slice)
 		}
+		for _, rule := range c.TaintRules {
+			resourcedefaults.SetObjectDefaults_DeviceTaintRule(rule)
+		}
 	}
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	features := dynamicresources.AllocatorFeatures(fts)
@@ -246,6 +319,23 @@ func main() {
 	})
 	out := output{Features: features}
 	ctx := context.Background()
+	// The tracker answers after its informers sync (a poll of 100 ms): the cases with rules are
+	// patched side by side first.
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, 32)
+	for _, c := range cases {
+		if len(c.TaintRules) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			c.patched, c.patchErr = patchedSlices(ctx, c.Slices, c.TaintRules)
+		}()
+	}
+	wg.Wait()
 	for _, c := range cases {
 		out.Cases = append(out.Cases, runCase(ctx, features, celCache, c))
 	}
