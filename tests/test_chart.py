@@ -217,7 +217,11 @@ def test_cluster_role_grants_what_the_kinds_registry_reads_and_writes() -> None:
              ("", "events", "patch"),
              # kopf watches the CRDs to notice a kind installed after the start
              ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
-             ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
+             ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+             # DRA's PreBind writes, as kube-scheduler v1.37.2's ClusterRole grants them (with patch
+             # for update), and the claim of a pod's DRA-backed extended resources
+             ("resource.k8s.io", "resourceclaims/binding", "patch"), ("resource.k8s.io", "resourceclaims", "create"),
+             ("resource.k8s.io", "resourceclaims", "delete")}
     assert granted == want, (sorted(granted - want), sorted(want - granted))
 
 

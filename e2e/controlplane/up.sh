@@ -36,8 +36,13 @@ etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
 # TopologyAwareWorkloadScheduling, WorkloadWithJob (the Job controller creates a Workload and a
 # PodGroup per Job), PodGroupPreemptionPolicy and CompositePodGroup are alpha. kube-apiserver,
 # kube-controller-manager and kube-scheduler must agree on them, so every one gets this list.
+# DRAWorkloadResourceClaims (beta, off by default) keeps a PodGroup's spec.resourceClaims (the API
+# server drops the field without it), lets the ResourceClaim controller make a PodGroup's claims
+# and kube-scheduler reserve them for the group. resource.k8s.io/v1 (DRA, GA) is served by default,
+# DeviceTaintRule included (DRADeviceTaintRules, GA in v1.37), and kube-controller-manager's default
+# controllers ('*') include the ResourceClaim controller, which makes pods' claims from templates.
 gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true
-gates+=,PodGroupPreemptionPolicy=true,CompositePodGroup=true
+gates+=,PodGroupPreemptionPolicy=true,CompositePodGroup=true,DRAWorkloadResourceClaims=true
 
 pki=$dir/pki
 if [ ! -f "$pki/ca.key" ]; then

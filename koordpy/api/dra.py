@@ -58,6 +58,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Literal, Self
 
 from koordpy.api.objects import NodeSelectorTerm, node_selector_terms
@@ -199,6 +200,7 @@ class ResourceSlice:
             if spec.get(f):
                 alpha.append(f"spec.{f}")
         devices, advanced = [], False
+        _at_most(r, raw_devices, SLICE_DEVICES_MAX, "spec.devices")  # before parsing a hostile 10,000
         for i, d in enumerate(raw_devices):
             device, uses = _device(r, d, f"spec.devices[{i}]", node is None, alpha)
             devices.append(device)
@@ -536,6 +538,7 @@ _SEMVER = re.compile(
     r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
     r"(?:-((?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _LIST_ATTRIBUTES = {"ints": "int", "bools": "bool", "strings": "string", "versions": "version"}
 
 
@@ -630,12 +633,18 @@ def _quantity(r: Reader, value: Any, path: str, *, nonnegative: bool = False) ->
     if value is None:
         raise r.fail(path, "is required")
     try:
-        exact = exact_quantity(value)
+        # A pool repeats a handful of quantities on every device.
+        exact = _cached_exact(value) if isinstance(value, str) else exact_quantity(value)
     except ValueError as exc:
         raise r.fail(path, str(exc)) from exc
     if nonnegative and exact < 0:
         raise r.fail(path, f"must not be negative, got {value!r}")
     return Quantity(exact, value if isinstance(value, str) else str(value))
+
+
+@lru_cache(maxsize=4096)
+def _cached_exact(text: str) -> Fraction:
+    return exact_quantity(text)
 
 
 def _quantities(r: Reader, raw: Any, path: str, key: Any, limit: int = -1, *,
@@ -1064,7 +1073,7 @@ def _allocation(r: Reader, raw: Any, path: str, alpha: list[str]) -> Allocation:
             admin_access=r.boolean(rm.get("adminAccess"), f"{rp}.adminAccess"),
             tolerations=_tolerations(r, rm.get("tolerations"), f"{rp}.tolerations"),
             binding_conditions=ok, binding_failure_conditions=failed,
-            share_id=r.string(rm.get("shareID"), f"{rp}.shareID"),
+            share_id=_share_id(r, rm.get("shareID"), f"{rp}.shareID"),
             consumed_capacity=_quantities(r, rm.get("consumedCapacity"), f"{rp}.consumedCapacity", _qualified)))
     config = []
     for i, c in enumerate(_at_most(r, r.seq(devices.get("config"), f"{path}.devices.config"), 2 * CONFIG_MAX,
@@ -1081,6 +1090,15 @@ def _allocation(r: Reader, raw: Any, path: str, alpha: list[str]) -> Allocation:
         if a.get("nodeSelector") is not None else None
     return Allocation(results=tuple(results), config=tuple(config), node_selector=selector,
                       timestamp=r.timestamp(a.get("allocationTimestamp"), f"{path}.allocationTimestamp"))
+
+
+def _share_id(r: Reader, value: Any, path: str) -> str:
+    """An allocation's ``shareID``: a UID in RFC 4122's normalized form, or ""."""
+    text = r.string(value, path)
+    if text and not _UUID.fullmatch(text):
+        raise r.fail(path, f"{text!r}: uid must be in RFC 4122 normalized form, "
+                           "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters")
+    return text
 
 
 def _pool_name(r: Reader, value: Any, path: str) -> str:

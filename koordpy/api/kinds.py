@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from koordpy.api.dra import DeviceClass, Devices, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
@@ -28,12 +29,16 @@ from koordpy.api.workload import CompositePodGroup, WorkloadPodGroup
 
 Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
                "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode", "workload-podgroup",
-               "composite-podgroup"]
+               "composite-podgroup", "deviceclass", "resourceslice", "resourceclaim", "claimtemplate",
+               "devicetaintrule"]
 ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
                            "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode",
-                           "workload-podgroup", "composite-podgroup")
+                           "workload-podgroup", "composite-podgroup", "deviceclass", "resourceslice", "resourceclaim",
+                           "claimtemplate", "devicetaintrule")
 # The storage roles: their objects make up ``Snapshot.storage`` (read by koordpy.core.volumes).
 STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
+# The DRA roles: their objects make up ``Snapshot.devices`` (read by the core's device seam).
+DEVICE_ROLES: tuple[Role, ...] = ("deviceclass", "resourceslice", "resourceclaim", "claimtemplate", "devicetaintrule")
 
 
 Shape = Literal["map", "list", "one", "labels", "by-uid"]
@@ -42,12 +47,13 @@ Shape = Literal["map", "list", "one", "labels", "by-uid"]
 # run (pods); "arrays" the resource arrays and trees are rebuilt (nodes); "all" everything is rebuilt
 # (trees, owner chains, namespaces' labels, PriorityClasses: few objects that change rarely; the
 # safe default for a new kind); "gangs" the gangs its changed objects declare are rebuilt and
-# regrouped; "volumes" the volume rules are read again; "none" nothing the view keeps depends on
-# them (the core reads them afresh as each cycle goes).
-Change = Literal["count", "arrays", "all", "gangs", "volumes", "none"]
-CHANGES: tuple[Change, ...] = ("count", "arrays", "all", "gangs", "volumes", "none")
+# regrouped; "volumes" the volume rules are read again; "devices" the device rules are built again
+# (pools, what is allocated); "none" nothing the view keeps depends on them (the core reads them
+# afresh as each cycle goes).
+Change = Literal["count", "arrays", "all", "gangs", "volumes", "devices", "none"]
+CHANGES: tuple[Change, ...] = ("count", "arrays", "all", "gangs", "volumes", "devices", "none")
 # Snapshot fields that group stores: "storage.claims" is the ``claims`` of ``Snapshot.storage``.
-GROUPS: dict[str, type[Storage]] = {"storage": Storage}
+GROUPS: dict[str, type[Storage] | type[Devices]] = {"storage": Storage, "devices": Devices}
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,24 @@ KINDS: tuple[Kind, ...] = (
          "storage.classes", errors="storage.invalid", change="volumes"),
     Kind("CSINode", "storage.k8s.io", "v1", "csinodes", False, _from_raw(CSINode), "csinode", "storage.csinodes",
          errors="storage.invalid", change="volumes"),
+    # Dynamic Resource Allocation (resource.k8s.io/v1, GA since v1.34). Optional: a cluster with DRA
+    # off does not serve the group. The writes are PreBind's, as kube-scheduler v1.37.2's ClusterRole
+    # grants them: patch adds the delete-protection finalizer; status:patch writes status.allocation
+    # and status.reservedFor, which a v1.37 API server (DRAResourceClaimGranularStatusAuthorization,
+    # beta, on) also checks against the synthetic binding subresource with the request's verb; create
+    # and delete the claim of a pod's DRA-backed extended resources.
+    Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, _from_raw(DeviceClass), "deviceclass",
+         "devices.classes", errors="devices.invalid", change="devices"),
+    Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, _from_raw(ResourceSlice),
+         "resourceslice", "devices.slices", errors="devices.invalid", change="devices"),
+    Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, _from_raw(ResourceClaim), "resourceclaim",
+         "devices.claims", writes=("patch", "create", "delete", "status:patch", "binding:patch"),
+         errors="devices.invalid", change="devices"),
+    Kind("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True,
+         _from_raw(ResourceClaimTemplate), "claimtemplate", "devices.templates", errors="devices.invalid",
+         change="devices"),
+    Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False, _from_raw(DeviceTaintRule),
+         "devicetaintrule", "devices.taint_rules", errors="devices.invalid", change="devices"),
 )
 # Writes only while preemption is on (settings' ``preemption``): (plural, verb).
 PREEMPTION_ONLY: frozenset[tuple[str, str]] = frozenset({("pods", "delete")})

@@ -2,7 +2,8 @@
 
 Both shells file every kind's objects in ``stores`` (``Kind.store`` -> key -> parsed object, made
 by ``koordpy.api.kinds.new_stores``). ``Stores`` gives them the typed names they read those stores
-by (``nodes``, ``pods``, ``podgroups``...), the storage stores as the ``Storage`` the core reads, and
+by (``nodes``, ``pods``, ``podgroups``...), the storage stores as the ``Storage`` the core reads, the
+DRA stores as the ``Devices`` it reads, and
 the ClusterNetworkTopology koordpy reads (``topology``). Each name is checked against the registry
 when the class is made, so a store the registry drops cannot be read by a stale name. Not here:
 what a shell does with its objects (filing, versions, assumptions: the cache; the simulation: the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, overload
 
+from koordpy.api.dra import Devices
 from koordpy.api.kinds import KINDS, new_stores
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
@@ -53,11 +55,13 @@ class Store(Generic[T]):
 
 class Stores:
     """A shell's stores and the names it reads them by. A dataclass that inherits this declares
-    ``stores`` (``field(default_factory=new_stores)``) and ``storage`` (``field(init=False)``)."""
+    ``stores`` (``field(default_factory=new_stores)``), ``storage`` and ``devices`` (``field(init=False)``)."""
 
     stores: dict[str, dict[str, Any]]
     # Claims, volumes, classes and CSINodes (the volume rules' objects) over their stores.
     storage: Storage
+    # DeviceClasses, ResourceSlices, ResourceClaims, templates and DeviceTaintRules over their stores.
+    devices: Devices
 
     nodes = Store[Node]()
     pods = Store[Pod]()
@@ -74,6 +78,8 @@ class Stores:
         st = self.stores
         self.storage = Storage(st["storage.claims"], st["storage.volumes"], st["storage.classes"],
                                st["storage.csinodes"])
+        self.devices = Devices(st["devices.classes"], st["devices.slices"], st["devices.claims"],
+                               st["devices.templates"], st["devices.taint_rules"])
 
     @property
     def topology(self) -> ClusterNetworkTopology | None:

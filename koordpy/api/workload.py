@@ -115,6 +115,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     namespace: str
     name: str
     policy: Literal["basic", "gang"]
+    uid: str = ""  # metadata.uid: a claim reserved for the group names it
     min_count: int | None = None
     creation: float | None = None
     # schedulingConstraints.topology[].key: node labels every member shares a value of.
@@ -172,6 +173,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
             # The API server refuses it too (a child is always made from a Workload's template).
             raise r.fail("spec.workloadRef", "must be set when spec.parentCompositePodGroupName is set")
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")),
+                   uid=r.string(meta.get("uid"), "metadata.uid"),
                    policy="gang" if gang is not None else "basic", min_count=min_count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
                    topology_keys=keys,

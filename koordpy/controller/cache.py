@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from koordpy.api.dra import Devices
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
@@ -35,8 +36,10 @@ log = structlog.get_logger("koordpy.cache")
 V = TypeVar("V")
 ASSUME_TTL = 60.0  # seconds a written but unconfirmed binding keeps its room (none while it is written)
 # Stores whose objects are kept as they were when an update brings an equal one (a kubelet's
-# heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed.
-KEPT_IF_EQUAL = frozenset({"nodes", "pods"})
+# heartbeat, say): downstream, unchanged is told by identity, and no cycle is owed. A ResourceSlice
+# or DeviceClass rewritten alike (a driver republishing, a label added) keeps the object the
+# devices' per-slice caches (CEL verdicts) are held against.
+KEPT_IF_EQUAL = frozenset({"nodes", "pods", "devices.slices", "devices.classes"})
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class Cache(Stores):
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
     storage: Storage = field(init=False)
+    # The DRA objects over their stores (``Stores.devices``).
+    devices: Devices = field(init=False)
 
     def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordpy.api.dra import Devices
 from koordpy.api.kueue import KaiPodGroup, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
@@ -65,6 +66,8 @@ class Snapshot:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, for the volume rules.
     storage: Storage = field(default_factory=Storage)
+    # DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates and DeviceTaintRules (DRA).
+    devices: Devices = field(default_factory=Devices)
 
     def of(self, store: str) -> dict[str, Any]:
         """The objects of a kind without a field of its own (its registry ``store``), by key."""

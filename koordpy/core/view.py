@@ -101,7 +101,7 @@ def _inputs(table: Iterable[Kind]) -> dict[Change, list[_Input]]:
             case "count" | "none":
                 # Pods are compared one by one (``View._pod_changes``); "none": nothing kept depends on it.
                 continue
-            case "arrays" | "all" | "gangs" | "volumes":
+            case "arrays" | "all" | "gangs" | "volumes" | "devices":
                 store, errors = tuple(kind.store.split(".")), tuple(kind.errors.split(".")) if kind.errors else ()
                 store = store if kind.own_field else ("objects", *store)  # ``Snapshot.objects[store]``
                 found.setdefault(store, _Input(store, kind.change, compare_key(kind.role)))
@@ -245,6 +245,10 @@ class View:
                 self.filters.volumes = self.volumes
         if storage_changed or volume_pods_moved:
             self.queue.unpark(lambda parked: any(pod.volumes for pod in parked.job.pods))
+        if prev is not None and self._changed("devices", snapshot, prev):
+            # The device rules are built again from the new DRA objects (the core's device seam);
+            # jobs parked for their claims are woken to be tried against them.
+            self.queue.unpark(lambda parked: any(pod.claims for pod in parked.job.pods))
         for key in removed:
             self.by_key.pop(key, None)
             self.claimed.pop(key, None)

@@ -47,6 +47,7 @@ from koordpy.devices.state import InUse
 RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one allocation may hold
 FILTER_TIMEOUT = 10.0  # kube-scheduler's DynamicResources filterTimeout default, seconds
 BINDING_TIMEOUT = 600.0  # its bindingTimeout default, seconds
+_INT64_MAX = 2**63 - 1
 _CHECK_EVERY = 256  # search steps between two looks at the clock
 
 _DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation would exceed RESULTS_MAX
@@ -165,17 +166,20 @@ class Allocator:
         self.clock = clock
         # (node name, class, selectors, tolerations) -> (node, candidates, CEL errors by device id)
         self._cands: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, DeviceError]]] = {}
-        self._avail: dict[str, tuple[int, dict[str, dict[str, Fraction]]]] = {}
+        # id(view) -> (view, InUse.version, counters left): a pool's view differs by node (which
+        # of its slices reach the node), so the counters left are the view's.
+        self._avail: dict[int, tuple[PoolView, int, dict[str, dict[str, Fraction]]]] = {}
         self._selectors: dict[str, tuple[NodeSelectorTerm, ...]] = {}
         self.steps = 0  # search steps of the last allocate (kube-scheduler's allocateOne invocations)
 
     # -- the API ---------------------------------------------------------------------------------
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
-                 consumer: Consumer | None = None) -> list[Allocation] | Unallocatable:
+                 consumer: Consumer | None = None, deadline: float | None = None) -> list[Allocation] | Unallocatable:
         """One allocation per claim, in order, or why not. A claim allocated already is checked (its
         node selector admits the node, its binding has not failed or timed out, and with
-        ``consumer`` given, it can take one more) and returned unchanged."""
+        ``consumer`` given, it can take one more) and returned unchanged. The search gives up at
+        ``deadline`` (on ``clock``; default: ``timeout`` from now)."""
         out: list[Allocation | None] = []
         todo: list[ResourceClaim] = []
         for claim in claims:
@@ -189,16 +193,35 @@ class Allocator:
                 return why
             out.append(a)
         if todo:
-            got = self._allocate(node, todo, now)
+            got = self._allocate(node, todo, now, self.clock() + self.timeout if deadline is None else deadline)
             if isinstance(got, Unallocatable):
                 return got
             it = iter(got)
             out = [a if a is not None else next(it) for a in out]
         return [a for a in out if a is not None]
 
+    def fits(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+             consumer: Consumer | None = None, deadline: float | None = None) -> Unallocatable | None:
+        """Whether ``allocate`` would succeed (None) or why not, without making the allocations:
+        what a filter over many nodes asks."""
+        todo: list[ResourceClaim] = []
+        for claim in claims:
+            if claim.allocation is None:
+                todo.append(claim)
+                continue
+            why = _check_allocated(claim, claim.allocation, node, now, consumer)
+            if why is not None:
+                return why
+        if not todo:
+            return None
+        got = self._allocate(node, todo, now, self.clock() + self.timeout if deadline is None else deadline,
+                             build=False)
+        return got if isinstance(got, Unallocatable) else None
+
     def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
         """How many pods, each with fresh claims of these specs, ``node`` can take (0..limit), one
-        after another as kube-scheduler would allocate them."""
+        after another as kube-scheduler would allocate them. The count shares one time bound: a
+        search that runs out of it ends the count there."""
         if limit <= 0:
             return 0
         fast = self._capacity_fast(node, claims, limit)
@@ -207,10 +230,11 @@ class Allocator:
         fresh = [ResourceClaim(namespace="", name=f"#{i}", spec=s) for i, s in enumerate(claims)]
         undo: list[Callable[[], None]] = []
         n = 0
+        deadline = self.clock() + self.timeout
         try:
             while n < limit:
                 try:
-                    got = self.allocate(node, fresh, now)
+                    got = self.allocate(node, fresh, now, deadline=deadline)
                 except DeviceError:
                     break
                 if isinstance(got, Unallocatable):
@@ -246,7 +270,10 @@ class Allocator:
                 key = (x.device_class, x.selectors, x.tolerations)
                 if key not in sets:
                     cands, errors = self._candidates(node, cls, x, "")
-                    if errors or any(e.allow_multiple or e.device.consumes_counters for e in cands):
+                    # Shares, counters and capacity policies make a device's use depend on others'.
+                    if errors or any(e.allow_multiple or e.device.consumes_counters
+                                     or any(c.policy is not None for c in e.device.capacity.values())
+                                     for e in cands):
                         return None
                     sets[key] = cands
                     kinds[key] = x
@@ -271,7 +298,8 @@ class Allocator:
 
     # -- the search --------------------------------------------------------------------------------
 
-    def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float) -> list[Allocation] | Unallocatable:
+    def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+                  deadline: float, build: bool = True) -> list[Allocation] | Unallocatable:
         views = self.pools.for_node(node)
         plan: list[list[_Slot]] = []
         for ci, claim in enumerate(claims):
@@ -285,14 +313,17 @@ class Allocator:
                     raise DeviceError(f"claim {claim.key}, request {r.name}: unknown request type", claim.key, r.name)
                 reqs = []
                 for x in alts:
-                    cls = self.classes.get(x.device_class)
                     name = f"{r.name}/{x.name}" if x.name else r.name
+                    if not x.device_class:
+                        raise DeviceError(f"claim {claim.key}, request {name}: missing device class name", claim.key,
+                                          name)
+                    cls = self.classes.get(x.device_class)
                     if cls is None:
                         return Unallocatable("class-missing", claim.key, name, x.device_class)
                     reqs.append(_Req(ci, r.name, x, cls))
                 slots.append(_Slot(r.name, reqs, r.exactly is None))
             plan.append(slots)
-        search = _Search(self, node, views, claims, plan)
+        search = _Search(self, node, views, claims, plan, deadline)
         for ci, claim in enumerate(claims):
             total = 0
             for slot in plan[ci]:
@@ -326,6 +357,8 @@ class Allocator:
                 if v.invalid:
                     return Unallocatable("pool-invalid", detail=f"{v.key}: {v.invalid}")
             return search.diagnose()
+        if not build:
+            return []
         return [self._result(node, claim, plan[ci], search.results[ci], now) for ci, claim in enumerate(claims)]
 
     def _candidates(self, node: Node, cls: DeviceClass, x: ExactRequest,
@@ -357,9 +390,9 @@ class Allocator:
 
     def available_counters(self, view: PoolView) -> dict[str, dict[str, Fraction]]:
         """A pool's counters less what its allocated devices consume (may go negative)."""
-        got = self._avail.get(view.key)
-        if got is not None and got[0] == self.in_use.version:
-            return got[1]
+        got = self._avail.get(id(view))
+        if got is not None and got[0] is view and got[1] == self.in_use.version:
+            return got[2]
         avail = {name: dict(cs) for name, cs in view.counter_sets.items()}
         for e in (*view.devices, *view.others):
             if e.device.consumes_counters and self.in_use.allocated(e.id):
@@ -370,7 +403,7 @@ class Allocator:
                     for c, q in use.counters.items():
                         if c in have:
                             have[c] -= q.value
-        self._avail[view.key] = (self.in_use.version, avail)
+        self._avail[id(view)] = (view, self.in_use.version, avail)
         return avail
 
     # -- the allocation written back ---------------------------------------------------------------
@@ -440,6 +473,25 @@ class Allocator:
         if fields or exprs:
             return (NodeSelectorTerm(match_expressions=tuple(exprs), match_fields=tuple(fields)),)
         return None
+
+
+FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize: alternatives one request may list
+
+
+def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:
+    """A node's score for the alternatives its allocations got (kube-scheduler's DynamicResources
+    Score with prioritized lists): each ``firstAvailable`` request adds 8 for its first alternative,
+    7 for the second, and so on; ``allocations`` are the claims' own, in order (``allocate``'s)."""
+    score = 0
+    for claim, allocation in zip(claims, allocations, strict=True):
+        got = {r.request for r in allocation.results if "/" in r.request}
+        if not got:
+            continue
+        for request in claim.spec.requests:
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in got:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
 
 
 def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest, claim: str) -> bool:
@@ -519,13 +571,21 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
         if pol.valid_step is None:
             return want
         step = pol.valid_step.value
-        if _milli(pol):
-            if (want * 1000).denominator != 1:
-                raise DeviceError(f"capacity request {requested.text} is not a representable milli value")
-        else:
+        # kube-scheduler rounds in int64 arithmetic (milli units with fractional ranges): a request
+        # or a rounded value beyond it is an error, not a device that does not fit.
+        scale = 1000 if _milli(pol) else 1
+        if scale == 1:
             want, step, low = Fraction(math.ceil(want)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
-        n = math.ceil((want - low) / step)
-        return low + step * n
+        elif (want * 1000).denominator != 1:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented in milli units")
+        if want * scale > _INT64_MAX:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented in the device's range "
+                              "arithmetic")
+        got = low + step * math.ceil((want - low) / step)
+        if got * scale > _INT64_MAX:
+            raise DeviceError(f"capacity request {requested.text} cannot be represented: rounding it up to the "
+                              "next step passes the range arithmetic's limit")
+        return got
     if pol.valid_values:
         for v in pol.valid_values:
             if want <= v.value:
@@ -570,11 +630,10 @@ class _Search:
     """One allocate call's search state."""
 
     def __init__(self, a: Allocator, node: Node, views: tuple[PoolView, ...], claims: Sequence[ResourceClaim],
-                 plan: list[list[_Slot]]) -> None:
+                 plan: list[list[_Slot]], deadline: float) -> None:
         self.a = a
         self.node = node
         self.views = views
-        self.view_of = {v.key: v for v in views}
         self.claims = claims
         self.plan = plan
         self.in_use = a.in_use
@@ -585,7 +644,13 @@ class _Search:
         self.allocating_cap: dict[str, dict[str, Fraction]] = {}
         self.counters: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> set -> counter -> consumed
         self.steps = 0
-        self.deadline = a.clock() + a.timeout
+        self.work = 0  # steps and devices looked at since the clock was last read
+        self.deadline = deadline
+
+    def tick(self) -> None:
+        self.work = 0
+        if self.a.clock() > self.deadline:
+            raise _Timeout
 
     # -- "All" requests ----------------------------------------------------------------------------
 
@@ -610,8 +675,9 @@ class _Search:
 
     def one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> int:
         self.steps += 1
-        if self.steps % _CHECK_EVERY == 0 and self.a.clock() > self.deadline:
-            raise _Timeout
+        self.work += 1
+        if self.work >= _CHECK_EVERY:
+            self.tick()
         if ci >= len(self.plan):
             return _DONE
         slots = self.plan[ci]
@@ -647,6 +713,10 @@ class _Search:
             return got
         cands, errors = self.a._candidates(self.node, req.cls, req.exact, self.claims[ci].key)
         for idx in range(start, len(cands)):
+            # A step may look at thousands of devices: the clock is read by devices looked at too.
+            self.work += 1
+            if self.work >= _CHECK_EVERY:
+                self.tick()
             e = cands[idx]
             if req.admin:
                 if (e.id, ci) in self.allocating_for:
@@ -786,7 +856,7 @@ class _Search:
     def charge(self, e: DeviceEntry, sign: int) -> bool:
         """Add (sign 1) the counters ``e`` consumes to this search's, failing (and undoing) when a
         counter of its pool would be overdrawn; sign -1 takes them back."""
-        view = self.view_of[f"{e.driver}/{e.pool}"]
+        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
         mine = self.counters.setdefault(view.key, {})
         for use in e.device.consumes_counters:
             have = mine.setdefault(use.counter_set, {})
@@ -856,7 +926,16 @@ class _Search:
             except DeviceError:
                 return []
         return [e for e in matching if _tolerated(e, req) and (req.admin or not self.in_use.exclusive(e.id))
-                and (not e.device.capacity or self.capacity_ok(req, e))]
+                and (not e.device.capacity or self.capacity_ok(req, e)) and self._counters_left(e)]
+
+    def _counters_left(self, e: DeviceEntry) -> bool:
+        """Whether the pool's counters left (what allocated devices leave) cover what ``e`` consumes."""
+        if not e.device.consumes_counters or (e.allow_multiple and self.in_use.shared(e.id)):
+            return True
+        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
+        avail = self.a.available_counters(view)
+        return all(q.value <= avail.get(use.counter_set, {}).get(c, Fraction(0))
+                   for use in e.device.consumes_counters for c, q in use.counters.items())
 
     def _alone(self, req: _Req, claim: str, incomplete: str) -> Unallocatable | None:
         if req.all_mode:

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -228,29 +229,75 @@ class _Domains(Mapping[str, Any]):
 
 
 def _capacity_value(capacity: Capacity) -> Quantity:
-    return Quantity(capacity.value.value)
+    return _record_quantity(capacity.value.text, capacity.value.value)
+
+
+@lru_cache(maxsize=8192)
+def _record_quantity(text: str, value: Fraction) -> Quantity:
+    """A capacity as apimachinery holds the slice's: parsed from its text (isInteger depends on how it
+    was written), its value where the text does not say it."""
+    try:
+        parsed = cellib.quantity_of(text)
+    except ValueError:
+        parsed = None
+    if parsed is not None and parsed.value == value:
+        return parsed
+    whole = value.denominator == 1 and cellib.INT64_MIN <= value.numerator <= cellib.INT64_MAX
+    if whole:
+        return Quantity(value, (value.numerator, 0))
+    return Quantity(value, None, (math.ceil(value * 10**9), 9))
 
 
 class _Device:
-    __slots__ = ("allow_multiple_allocations", "attributes", "capacity", "driver")
+    __slots__ = ("_attributes", "_capacity", "allow_multiple_allocations", "driver", "raw_attributes",
+                 "raw_capacity")
 
     def __init__(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
                  allow_multiple_allocations: bool) -> None:
         self.driver = driver
-        self.attributes = _Domains(attributes, driver, _attr_value)
-        self.capacity = _Domains(capacity, driver, _capacity_value)
+        self.raw_attributes = attributes
+        self.raw_capacity = capacity
         self.allow_multiple_allocations = allow_multiple_allocations
+        self._attributes: _Domains | None = None  # the views, made when the expression asks
+        self._capacity: _Domains | None = None
 
     def field(self, name: str) -> object:
         if name == "driver":
             return self.driver
         if name == "attributes":
-            return self.attributes
+            if self._attributes is None:
+                self._attributes = _Domains(self.raw_attributes, self.driver, _attr_value)
+            return self._attributes
         if name == "capacity":
-            return self.capacity
+            if self._capacity is None:
+                self._capacity = _Domains(self.raw_capacity, self.driver, _capacity_value)
+            return self._capacity
         if name == "allowMultipleAllocations":
             return self.allow_multiple_allocations
         raise EvalError(f"no such key: {name}")
+
+
+def _device_lookup(field: str, domain: str, name: str) -> Fn:
+    """``device.attributes[domain].name`` (or ``["name"]``, or capacity) in one step: the record's entry
+    under the qualified name, or under the bare name when the domain is the driver's."""
+    qualified = f"{domain}/{name}"
+    bare = "/" not in name
+    convert: Callable[[Any], object] = _attr_value if field == "attributes" else _capacity_value
+
+    def lookup(c: _Ctx) -> Any:
+        c.cost += 4
+        d = c.device
+        raw = d.raw_attributes if field == "attributes" else d.raw_capacity
+        value = raw.get(qualified)
+        if value is None and bare and domain == d.driver:
+            value = raw.get(name)
+        if value is None:
+            raise EvalError(f"no such key: {name}")
+        return convert(value)
+    return lookup
+
+
+_NO_DEVICE = _Device("", {}, {}, False)
 
 
 class _Ctx:
@@ -268,6 +315,14 @@ Fn = Callable[[_Ctx], Any]
 
 # -- the compiler ------------------------------------------------------------------------------------------
 
+class _Instantiation(Exception):
+    """cel-go's planner failed on a constant part (a conversion, a regular expression)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class _Error(Exception):
     def __init__(self, message: str, pos: int) -> None:
         super().__init__(message)
@@ -279,6 +334,18 @@ class _Compiler:
     def __init__(self) -> None:
         self.scope: dict[str, tuple[int, T]] = {}
         self.slots = 0
+        # The nodes cel-go's planner makes constants (literals, lists and maps of them, a type conversion
+        # of one): they cost nothing at run time, and a conversion that fails is a compile error.
+        self.literals: set[int] = set()
+
+    def constant(self, fn: Fn, node: Node) -> Fn:
+        """``fn`` (which reads nothing) as a constant of cel-go's planner: computed now, free later."""
+        try:
+            value = fn(_Ctx(_NO_DEVICE, self.slots, MAX_COST))
+        except EvalError as e:
+            raise _Instantiation(e.message) from None
+        self.literals.add(id(node))
+        return lambda _c: value
 
     def bind(self, name: str, t: T) -> tuple[int, tuple[int, T] | None]:
         slot = self.slots
@@ -294,6 +361,34 @@ class _Compiler:
             self.scope[name] = previous
 
     def compile(self, node: Node) -> tuple[Fn, T]:
+        fn, t = self.compile_node(node)
+        if isinstance(node, Lit):
+            self.literals.add(id(node))
+            return fn, t
+        if id(node) in self.literals or not _constant(node):
+            return fn, t
+        # A part that reads neither the device nor a variable has one value: computed here once, its
+        # cost still charged on every evaluation (so that a costly constant inside a loop stays costly).
+        c = _Ctx(_NO_DEVICE, self.slots, MAX_COST)
+        try:
+            value = fn(c)
+        except (EvalError, CostExceeded):
+            return fn, t
+        cost = c.cost
+        if cost == 0:
+            return (lambda _c: value), t
+
+        def folded(c: _Ctx) -> Any:
+            c.cost += cost
+            if c.cost > c.limit:
+                raise CostExceeded()
+            return value
+        return folded, t
+
+    def compile_node(self, node: Node) -> tuple[Fn, T]:
+        direct = self.device_lookup(node)
+        if direct is not None:
+            return direct
         if isinstance(node, Lit):
             return self.literal(node)
         if isinstance(node, Ident):
@@ -314,6 +409,25 @@ class _Compiler:
             return self.map_literal(node)
         raise _Error("unsupported expression", node.pos)
 
+    def device_lookup(self, node: Node) -> tuple[Fn, T] | None:
+        """The common path ``device.attributes["<domain>"].<name>`` compiled to one closure."""
+        if isinstance(node, Select) and not node.optional:
+            name, inner = node.field, node.operand
+        elif isinstance(node, Index) and not node.optional and isinstance(node.index, Lit) \
+                and type(node.index.value) is str:
+            name, inner = node.index.value, node.operand
+        else:
+            return None
+        if not (isinstance(inner, Index) and not inner.optional and isinstance(inner.index, Lit)
+                and type(inner.index.value) is str):
+            return None
+        top = inner.operand
+        if not (isinstance(top, Select) and not top.optional and top.field in ("attributes", "capacity")
+                and isinstance(top.operand, Ident) and top.operand.name == "device" and "device" not in self.scope):
+            return None
+        result = _param(_param(_DEVICE_FIELDS[top.field], 1), 1)
+        return _device_lookup(top.field, inner.index.value, name), result
+
     # leaves
 
     def literal(self, node: Lit) -> tuple[Fn, T]:
@@ -329,6 +443,10 @@ class _Compiler:
                 c.cost += 1
                 return c.vars[slot]
             return variable, t
+        if node.name in _TYPE_NAMES:  # a type as a value: type(x) == int
+            value = cellib.TypeValue(node.name)
+            self.literals.add(id(node))
+            return (lambda c: value), TYPE
         if node.name == "device":
             def device(c: _Ctx) -> Any:
                 c.cost += 1
@@ -341,15 +459,21 @@ class _Compiler:
     def select(self, node: Select) -> tuple[Fn, T]:
         operand, ot = self.compile(node.operand)
         name = node.field
+        q = 1 + _relative(node.operand)  # a field is a constant qualifier
         if node.optional or ot.kind == "optional_type":
-            return self.optional_select(operand, ot, name, node)
+            return self.optional_select(operand, ot, name, node, q)
         if ot.kind == DEVICE.kind:
             if name not in _DEVICE_FIELDS:
                 raise _Error(f"undefined field '{name}'", node.pos)
+            if isinstance(node.operand, Ident):  # device.<field>: the variable and the selection at once
+                def device_field_of_variable(c: _Ctx) -> Any:
+                    c.cost += 2
+                    return c.device.field(name)
+                return device_field_of_variable, _DEVICE_FIELDS[name]
 
             def device_field(c: _Ctx) -> Any:
                 d = operand(c)
-                c.cost += 1
+                c.cost += q
                 return d.field(name)
             return device_field, _DEVICE_FIELDS[name]
         if ot.kind == "map":
@@ -358,7 +482,7 @@ class _Compiler:
 
             def map_field(c: _Ctx) -> Any:
                 m = operand(c)
-                c.cost += 1
+                c.cost += q
                 try:
                     return m[name]
                 except KeyError:
@@ -366,11 +490,11 @@ class _Compiler:
             return map_field, _param(ot, 1)
         if ot.kind == "dyn":
             def dyn_field(c: _Ctx) -> Any:
-                return _select(operand(c), name, c)
+                return _select(operand(c), name, c, q)
             return dyn_field, DYN
         raise _Error(f"type '{ot}' does not support field selection", node.pos)
 
-    def optional_select(self, operand: Fn, ot: T, name: str, node: Select) -> tuple[Fn, T]:
+    def optional_select(self, operand: Fn, ot: T, name: str, node: Select, q: int) -> tuple[Fn, T]:
         inner = _param(ot, 0) if ot.kind == "optional_type" else ot
         if inner.kind not in ("map", "dyn", DEVICE.kind):
             raise _Error(f"type '{ot}' does not support field selection", node.pos)
@@ -384,26 +508,28 @@ class _Compiler:
                     return EMPTY
                 v = v.value
             elif not wrap:
-                return _select(v, name, c)
-            c.cost += 1
+                return _select(v, name, c, q)
+            # After the first optional qualifier every later one is optional too (cel-go's attributes).
+            c.cost += q
             if isinstance(v, _Device):
                 return Optional(v.field(name))
             if isinstance(v, Mapping):
                 return Optional(v[name]) if cellib.contains_key(v, name) else EMPTY
-            raise EvalError(f"type '{cellib.type_name(v)}' does not support field selection")
+            raise EvalError(f"no such key: {name}")
         return optional_field, _optional(result)
 
     def index(self, node: Index) -> tuple[Fn, T]:
         operand, ot = self.compile(node.operand)
         key, kt = self.compile(node.index)
+        # A constant index is a qualifier of its own; a computed one costs what computing it costs.
+        q = (1 if isinstance(node.index, Lit) else 0) + _relative(node.operand)
         base = _param(ot, 0) if ot.kind == "optional_type" else ot
         if base.kind == "list":
             if kt.kind not in ("int", "uint", "dyn"):
                 raise _Error(f"found no matching overload for '_[_]' applied to '({ot}, {kt})'", node.pos)
             result = _param(base, 0)
         elif base.kind == "map":
-            if not _compatible(_param(base, 0), kt) and not (
-                    kt.kind in _NUMERIC and _param(base, 0).kind in _NUMERIC):
+            if not _compatible(_param(base, 0), kt):
                 raise _Error(f"found no matching overload for '_[_]' applied to '({ot}, {kt})'", node.pos)
             result = _param(base, 1)
         elif base.kind == "dyn":
@@ -421,12 +547,11 @@ class _Compiler:
                         return EMPTY
                     v = v.value
                 elif not wrap:
-                    return _index(v, k, c)
-                c.cost += 1
+                    return _index(v, k, c, q)
                 try:
-                    return Optional(_index(v, k, c))
+                    return Optional(_index(v, k, c, q))
                 except EvalError as e:
-                    if e.message.startswith(("no such key", "index out of range")):
+                    if e.message.startswith(("no such key", "index out of bounds")):
                         return EMPTY
                     raise
             return optional_index, _optional(result)
@@ -435,7 +560,7 @@ class _Compiler:
             def string_key(c: _Ctx) -> Any:
                 m = operand(c)
                 k = key(c)
-                c.cost += 1
+                c.cost += q
                 try:
                     return m[k]
                 except KeyError:
@@ -443,7 +568,7 @@ class _Compiler:
             return string_key, result
 
         def indexed(c: _Ctx) -> Any:
-            return _index(operand(c), key(c), c)
+            return _index(operand(c), key(c), c, q)
         return indexed, result
 
     # logic
@@ -518,33 +643,30 @@ class _Compiler:
 
     def list_literal(self, node: ListLit) -> tuple[Fn, T]:
         compiled = [self.compile(e) for e in node.elements]
-        elem = DYN
-        for _, t in compiled:
-            if elem.kind == "dyn" and not elem.params:
-                elem = t
-            elif not _compatible(elem, t):
-                raise _Error(f"expected type '{elem}' but found '{t}'", node.pos)
+        elem = compiled[0][1] if compiled else DYN
+        for e, (_, t) in zip(node.elements, compiled, strict=True):
+            if not _same_literal_type(elem, t):  # cel.ValidateHomogeneousAggregateLiterals
+                raise _Error(f"expected type '{elem}' but found '{t}'", e.pos)
         fns = [f for f, _ in compiled]
 
         def make_list(c: _Ctx) -> Any:
             c.cost += 10
             return [f(c) for f in fns]
-        return make_list, _list(elem if compiled else DYN)
+        if all(id(e) in self.literals for e in node.elements):
+            return self.constant(make_list, node), _list(elem)
+        return make_list, _list(elem)
 
     def map_literal(self, node: MapLit) -> tuple[Fn, T]:
         entries = [(self.compile(k), self.compile(v)) for k, v in node.entries]
-        kt = vt = DYN
-        for (_, k), (_, v) in entries:
+        kt = entries[0][0][1] if entries else DYN
+        vt = entries[0][1][1] if entries else DYN
+        for (key, value), ((_, k), (_, v)) in zip(node.entries, entries, strict=True):
             if k.kind not in ("int", "uint", "bool", "string", "dyn"):
-                raise _Error(f"unsupported map key type: {k}", node.pos)
-            if kt.kind == "dyn":
-                kt = k
-            elif not _compatible(kt, k):
-                raise _Error(f"expected type '{kt}' but found '{k}'", node.pos)
-            if vt.kind == "dyn" and not vt.params:
-                vt = v
-            elif not _compatible(vt, v):
-                raise _Error(f"expected type '{vt}' but found '{v}'", node.pos)
+                raise _Error(f"unsupported map key type: {k}", key.pos)
+            if not _same_literal_type(kt, k):
+                raise _Error(f"expected type '{kt}' but found '{k}'", key.pos)
+            if not _same_literal_type(vt, v):
+                raise _Error(f"expected type '{vt}' but found '{v}'", value.pos)
         fns = [(k, v) for (k, _), (v, _) in entries]
 
         def make_map(c: _Ctx) -> Any:
@@ -554,10 +676,10 @@ class _Compiler:
                 k = kf(c)
                 if cellib.kind(k) not in ("int", "uint", "bool", "string"):
                     raise EvalError(f"unsupported key type: {cellib.type_name(k)}")
-                if cellib.contains_key(out, k):
-                    raise EvalError(f"Failed with repeated key: {k}")
-                out[k] = vf(c)
+                out[k] = vf(c)  # a repeated key: the later entry, as cel-go builds the map
             return out
+        if all(id(k) in self.literals and id(v) in self.literals for k, v in node.entries):
+            return self.constant(make_map, node), T("map", (kt, vt))
         return make_map, T("map", (kt, vt))
 
     # calls: macros, operators, functions
@@ -568,13 +690,14 @@ class _Compiler:
         if macro is not None:
             return macro
         if (isinstance(target, Ident) and target.name in _NAMESPACES and target.name not in self.scope):
-            return self.function(f"{target.name}.{name}", None, args, node.pos)
+            return self.function(f"{target.name}.{name}", None, args, node)
         operator = _OPERATORS.get(name)
         if operator is not None and target is None:
             return operator(self, node)
-        return self.function(name, target, args, node.pos)
+        return self.function(name, target, args, node)
 
-    def function(self, name: str, target: Node | None, args: list[Node], pos: int) -> tuple[Fn, T]:
+    def function(self, name: str, target: Node | None, args: list[Node], node: Call) -> tuple[Fn, T]:
+        pos = node.pos
         overloads = cellib.FUNCTIONS.get(name)
         if overloads is None:
             raise _Error(f"undeclared reference to '{name}' (in container '')", pos)
@@ -589,9 +712,23 @@ class _Compiler:
             raise _Error(f"found no matching overload for '{name}' applied to '{shown}'", pos)
         result = _result(name, candidates, types)
         fns = [f for f, _ in compiled]
-        if len(candidates) == 1 and "dyn" not in kinds:
-            return _direct(candidates[0], fns), result
-        return _dispatch(name, candidates, fns), result
+        if name in ("matches", "find", "findAll") and len(args) >= 1:
+            self.check_regex(name, args[0] if member else args[1] if len(args) > 1 else args[0])
+        fn = _direct(candidates[0], fns) if len(candidates) == 1 and "dyn" not in kinds else _dispatch(
+            name, candidates, fns)
+        if target is None and name in _CONVERSIONS and len(args) == 1 and id(args[0]) in self.literals:
+            return self.constant(fn, node), result
+        return fn, result
+
+    def check_regex(self, name: str, pattern: Node) -> None:
+        if not (isinstance(pattern, Lit) and type(pattern.value) is str):
+            return
+        try:
+            cellib.compile_regex(pattern.value)
+        except EvalError as e:
+            if name == "matches":  # cel.ValidateRegexLiterals
+                raise _Error("invalid matches argument", pattern.pos) from None
+            raise _Instantiation(e.message) from None
 
     def macro(self, node: Call) -> tuple[Fn, T] | None:
         name, target, args = node.function, node.target, node.args
@@ -602,13 +739,13 @@ class _Compiler:
         if (name == "bind" and isinstance(target, Ident) and target.name == "cel" and "cel" not in self.scope
                 and len(args) == 3):
             return self.bind_macro(args, node.pos)
-        if name in ("all", "exists", "exists_one", "existsOne", "map", "filter") and args and all(
-                isinstance(a, Ident) for a in args[:-1]) and 2 <= len(args) <= 3:
-            if name in ("map",) and len(args) == 3:
-                return self.comprehension(name, target, args[:1], args[1:], node.pos)
-            if len(args) == 3 and name in ("map", "filter"):
-                return None
-            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)
+        quantifier = (name in ("all", "exists", "exists_one") and len(args) in (2, 3)) or (
+            name == "existsOne" and len(args) == 3)
+        if quantifier and all(isinstance(a, Ident) for a in args[:-1]):
+            return self.comprehension(name, target, args[:-1], args[-1:], node.pos)  # (x, p) or (k, v, p)
+        if ((name == "map" and len(args) in (2, 3)) or (name == "filter" and len(args) == 2)) and isinstance(
+                args[0], Ident):
+            return self.comprehension(name, target, args[:1], args[1:], node.pos)  # (x, f), (x, p, f), (x, p)
         return None
 
     def has(self, arg: Node, pos: int) -> tuple[Fn, T]:
@@ -621,9 +758,11 @@ class _Compiler:
                 raise _Error(f"undefined field '{name}'", arg.pos)
         elif ot.kind not in ("map", "dyn"):
             raise _Error(f"type '{ot}' does not support field selection", arg.pos)
+        relative = _relative(arg.operand)  # the test itself is free (PresenceTestHasCost(false))
 
         def presence(c: _Ctx) -> Any:
             v = operand(c)
+            c.cost += relative
             if isinstance(v, _Device):
                 return name in _DEVICE_FIELDS
             if isinstance(v, Mapping):
@@ -641,7 +780,6 @@ class _Compiler:
         self.unbind(var.name, previous)
 
         def bound(c: _Ctx) -> Any:
-            c.cost += 10  # the empty range of the comprehension cel.bind expands to
             c.vars[slot] = init(c)
             return body(c)
         return bound, bt
@@ -671,7 +809,9 @@ class _Compiler:
         if name == "map":
             transform = compiled[-1][0]
             predicate = compiled[0][0] if len(compiled) == 2 else None
-            return _map_macro(rng, slots, predicate, transform), _list(compiled[-1][1])
+            # Each step appends [f(x)]: a list built per element unless f(x) is a constant.
+            step = 2 + (0 if id(rest[-1]) in self.literals else 10)
+            return _map_macro(rng, slots, predicate, transform, step), _list(compiled[-1][1])
         if name == "filter":
             return _filter_macro(rng, slots, compiled[0][0]), rt if rt.kind == "list" else _list(_param(rt, 0))
         if name in ("exists_one", "existsOne"):
@@ -714,6 +854,10 @@ class _Compiler:
         (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
         if bt.kind not in ("list", "map", "dyn") or not _compatible(at, _param(bt, 0)):
             raise _Error(f"found no matching overload for '@in' applied to '({at}, {bt})'", node.pos)
+        rhs = node.args[1]
+        # cel-go's planner turns `x in [constants]` into a set lookup, which costs nothing.
+        free = isinstance(rhs, ListLit) and id(rhs) in self.literals and all(
+            isinstance(e, Lit) and type(e.value) in (bool, int, UInt, float, str) for e in rhs.elements)
 
         def member(c: _Ctx) -> Any:
             x, coll = a(c), b(c)
@@ -721,7 +865,8 @@ class _Compiler:
                 c.cost += 1
                 return cellib.contains_key(coll, x)
             if isinstance(coll, (list, tuple)):
-                c.cost += len(coll)
+                if not free:
+                    c.cost += len(coll)
                 return any(equals(x, y) for y in coll)
             raise cellib.no_such_overload("@in", x, coll)
         return member, BOOL
@@ -740,7 +885,7 @@ class _Compiler:
 
         def arith(c: _Ctx) -> Any:
             x, y = a(c), b(c)
-            if fn == "_+_" and type(x) in (str, bytes, list):
+            if fn == "_+_" and type(x) in (str, bytes):
                 c.cost += math.ceil((cellib.size_of(x) + cellib.size_of(y)) * cellib.STRING_COST)
                 if c.cost > c.limit:
                     raise CostExceeded()
@@ -786,11 +931,46 @@ _ARITHMETIC_FNS: dict[str, Callable[[Any, Any], Any]] = {
     "_+_": cellib.add, "_-_": cellib.subtract, "_*_": cellib.multiply, "_/_": cellib.divide, "_%_": cellib.modulo}
 
 
+def _constant(node: Node) -> bool:
+    """Whether ``node`` reads nothing: no variable, no ``device`` (a namespace such as ``cel`` or
+    ``optional`` before a function's name is no variable)."""
+    if isinstance(node, Lit):
+        return True
+    if isinstance(node, Ident):
+        return False
+    if isinstance(node, (Select, Index)):
+        return _constant(node.operand) and (not isinstance(node, Index) or _constant(node.index))
+    if isinstance(node, Call):
+        target = node.target
+        if target is not None and not (isinstance(target, Ident) and target.name in _NAMESPACES
+                                       and node.function != "bind") and not _constant(target):
+            return False
+        return all(_constant(a) for a in node.args)
+    if isinstance(node, (And, Or)):
+        return all(_constant(t) for t in node.terms)
+    if isinstance(node, Cond):
+        return _constant(node.cond) and _constant(node.then) and _constant(node.otherwise)
+    if isinstance(node, ListLit):
+        return all(_constant(e) for e in node.elements)
+    if isinstance(node, MapLit):
+        return all(_constant(k) and _constant(v) for k, v in node.entries)
+    return False
+
+
 def _kind(t: T) -> str:
     return t.kind
 
 
+_SCALARS = frozenset({bool, int, UInt, float, type(None), Quantity, cellib.Semver})
+
+
 def _eq_cost(x: object, y: object) -> int:
+    # A tenth of the shorter operand (cel-go's float arithmetic, rounded up), at least 1.
+    tx, ty = type(x), type(y)
+    if tx in _SCALARS or ty in _SCALARS:
+        return 1
+    if tx is str and ty is str:
+        return math.ceil(min(len(x), len(y)) * cellib.STRING_COST) or 1  # type: ignore[arg-type]
     return max(1, math.ceil(min(cellib.size_of(x), cellib.size_of(y)) * cellib.STRING_COST))
 
 
@@ -875,8 +1055,27 @@ def _dispatch(name: str, candidates: Sequence[cellib.Overload], fns: list[Fn]) -
     return call
 
 
-def _select(v: object, name: str, c: _Ctx) -> Any:
-    c.cost += 1
+_TYPE_NAMES = frozenset({"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"})
+_CONVERSIONS = frozenset({"bool", "bytes", "double", "dyn", "int", "string", "type", "uint"})
+
+
+def _same_literal_type(a: T, b: T) -> bool:
+    """The elements of a list or map literal must have one type (dyn is a type of its own there); an
+    empty literal inside one matches any list or map."""
+    if a == b:
+        return True
+    return a.kind == b.kind and a.kind in ("list", "map") and (
+        all(p == DYN for p in a.params) or all(p == DYN for p in b.params))
+
+
+def _relative(operand: Node) -> int:
+    """1 when a selection or index applies to a computed value rather than a variable's path: cel-go
+    makes that a relative attribute, which costs 1 besides its qualifiers."""
+    return 0 if isinstance(operand, (Ident, Select, Index)) else 1
+
+
+def _select(v: object, name: str, c: _Ctx, q: int) -> Any:
+    c.cost += q
     if isinstance(v, Mapping):
         try:
             return v[name]
@@ -884,11 +1083,11 @@ def _select(v: object, name: str, c: _Ctx) -> Any:
             raise EvalError(f"no such key: {name}") from None
     if isinstance(v, _Device):
         return v.field(name)
-    raise EvalError(f"type '{cellib.type_name(v)}' does not support field selection")
+    raise EvalError(f"no such key: {name}")
 
 
-def _index(v: object, k: object, c: _Ctx) -> Any:
-    c.cost += 1
+def _index(v: object, k: object, c: _Ctx, q: int) -> Any:
+    c.cost += q
     if isinstance(v, Mapping):
         return map_get(v, k)
     if isinstance(v, (list, tuple)):
@@ -896,7 +1095,7 @@ def _index(v: object, k: object, c: _Ctx) -> Any:
             i = int(k)  # type: ignore[call-overload]
             if 0 <= i < len(v):
                 return v[i]
-            raise EvalError(f"index out of range: {i}")
+            raise EvalError(f"index out of bounds: {i}")
         raise EvalError(f"unsupported index type '{cellib.type_name(k)}' in list")
     raise cellib.no_such_overload("_[_]", v, k)
 
@@ -916,25 +1115,40 @@ def _loop(c: _Ctx, per_item: int) -> None:
         raise CostExceeded()
 
 
+# The macros cost as their expansions do in cel-go (each iteration: the loop condition, then the step
+# with the accumulator; then the result), so that the runtime cost limit stops where upstream's does.
+
 def _quantifier(rng: Fn, slots: list[int], predicate: Fn, exists: bool) -> Fn:
     two = len(slots) == 2
+    condition = 3 if exists else 2  # @not_strictly_false(!accu) / @not_strictly_false(accu)
+    first = slots[0]
 
     def quantify(c: _Ctx) -> Any:
-        items = _items(rng(c), two)
         error: EvalError | None = None
+        decided = False
+        variables = c.vars
+        items: Iterable[Any] = _items(rng(c), True) if two else cellib.iterate(rng(c))
         for item in items:
-            _loop(c, 3 if exists else 2)  # the loop condition and the accumulator, as the expansion costs
-            for slot, v in zip(slots, item, strict=True):
-                c.vars[slot] = v
+            _loop(c, condition)
+            if decided:
+                break
+            c.cost += 1  # the accumulator in the step
+            if two:
+                variables[first], variables[slots[1]] = item
+            else:
+                variables[first] = item
             try:
                 v = predicate(c)
             except EvalError as e:
                 error = error or e
                 continue
             if v is exists:
-                return exists
-            if type(v) is not bool:
+                decided = True
+            elif type(v) is not bool:
                 error = error or EvalError(f"no such overload: {'_||_' if exists else '_&&_'}")
+        c.cost += 1  # the result
+        if decided:
+            return exists
         if error is not None:
             raise error
         return not exists
@@ -947,33 +1161,39 @@ def _exists_one(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
     def exists_one(c: _Ctx) -> Any:
         count = 0
         for item in _items(rng(c), two):
-            _loop(c, 3)
             for slot, v in zip(slots, item, strict=True):
                 c.vars[slot] = v
             v = predicate(c)
             if type(v) is not bool:
                 raise EvalError("no such overload: _?_:_")
-            count += v
-        c.cost += 2
+            if v:
+                count += 1
+                _loop(c, 2)  # accu + 1
+            elif c.cost > c.limit:
+                raise CostExceeded()
+        c.cost += 2  # accu == 1
         return count == 1
     return exists_one
 
 
-def _map_macro(rng: Fn, slots: list[int], predicate: Fn | None, transform: Fn) -> Fn:
+def _map_macro(rng: Fn, slots: list[int], predicate: Fn | None, transform: Fn, step: int) -> Fn:
     (slot,) = slots
 
     def mapped(c: _Ctx) -> Any:
         out = []
         for (item,) in _items(rng(c), False):
-            _loop(c, 13)  # building [f(x)], adding it and the accumulator
             c.vars[slot] = item
             if predicate is not None:
                 keep = predicate(c)
                 if type(keep) is not bool:
                     raise EvalError("no such overload: _?_:_")
                 if not keep:
+                    if c.cost > c.limit:
+                        raise CostExceeded()
                     continue
+            _loop(c, step)
             out.append(transform(c))
+        c.cost += 1
         return out
     return mapped
 
@@ -984,13 +1204,16 @@ def _filter_macro(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
     def filtered(c: _Ctx) -> Any:
         out = []
         for (item,) in _items(rng(c), False):
-            _loop(c, 13)
             c.vars[slot] = item
             keep = predicate(c)
             if type(keep) is not bool:
                 raise EvalError("no such overload: _?_:_")
             if keep:
+                _loop(c, 13)  # accu + [x]
                 out.append(item)
+            elif c.cost > c.limit:
+                raise CostExceeded()
+        c.cost += 1
         return out
     return filtered
 
@@ -1051,6 +1274,8 @@ def compile_selector(expression: str) -> Selector:
         raise CelCompileError(_compile_message(expression, e.message, e.pos)) from None
     except _Error as e:
         raise CelCompileError(_compile_message(expression, e.message, e.pos)) from None
+    except _Instantiation as e:
+        raise CelCompileError(f"program instantiation failed: {e.message}") from None
     except RecursionError:
         raise CelCompileError("compilation failed: expression too deeply nested") from None
     if t.kind not in ("bool", "dyn"):

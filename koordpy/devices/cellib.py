@@ -92,13 +92,129 @@ def parse_quantity(text: str) -> Fraction:
 
 @dataclass(frozen=True, slots=True)
 class Quantity:
+    """A Kubernetes quantity: its exact value, and how apimachinery holds it, which ``isInteger``,
+    ``asInteger`` and ``asApproximateFloat`` answer by: ``scaled`` is its int64Amount (value * 10^scale),
+    else ``dec`` its inf.Dec (unscaled * 10^-scale)."""
+
     value: Fraction
+    scaled: tuple[int, int] | None = None
+    dec: tuple[int, int] = (0, 0)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
+        return isinstance(other, Quantity) and self.value == other.value  # Cmp, whatever the form
 
     def __hash__(self) -> int:
         return hash(self.value)
+
+
+def _int64_multiply(a: int, b: int) -> int | None:
+    r = a * b
+    return r if INT64_MIN <= r <= INT64_MAX else None
+
+
+def _int64_amount(text: str) -> tuple[int, int] | None:
+    """``ParseQuantity``'s fast path: the int64Amount it makes of ``text`` (already valid), or None
+    where it falls back to an inf.Dec (too many digits, a fraction of a binary suffix, below nano)."""
+    if text == "0":
+        return (0, 0)
+    m = _QUANTITY.fullmatch(text)
+    assert m is not None
+    sign, number, suffix, exponent = m.groups()
+    whole, _, denom = number.partition(".")
+    num = whole.lstrip("0") or "0"
+    mantissa = 1
+    if suffix in _BINARY:
+        power = _BINARY[suffix]
+        scale = 0
+        if denom:
+            return None
+        mantissa = 1 << power
+        precision = 15 - len(num) - int(power * 3 / 10) - 1
+    else:
+        scale = int(exponent) if exponent is not None else _DECIMAL[suffix or ""]
+        precision = 18 - (len(num) + len(denom))
+    if precision < 0:
+        return None
+    scale -= len(denom)
+    if scale < -9:
+        return None
+    result = _int64_multiply(int(num + denom), mantissa)
+    if result is None:
+        return None
+    return (-result if sign == "-" else result, scale)
+
+
+def quantity_of(text: str) -> Quantity:
+    """The quantity ``text`` spells, held as apimachinery holds it. Raises ValueError."""
+    value = parse_quantity(text)
+    scaled = _int64_amount(text)
+    if scaled is not None:
+        return Quantity(value, scaled)
+    # The inf.Dec the slow parse leaves: rounded to nano-units (scale 9), or the binary suffixes' cap.
+    m = _QUANTITY.fullmatch(text)
+    capped = m is not None and m.group(3) in _BINARY and abs(value) == INT64_MAX
+    if value == 0:
+        return Quantity(value, None, (0, 0))
+    return Quantity(value, None, (int(value), 0) if capped else (int(value * 10**9), 9))
+
+
+def _positive_scale(value: int, scale: int) -> int | None:
+    for _ in range(scale):
+        value *= 10
+        if not INT64_MIN <= value <= INT64_MAX:
+            return None
+    return value
+
+
+def quantity_int64(q: Quantity) -> int | None:
+    """``Quantity.AsInt64``: only an int64Amount of a non-negative scale that fits converts."""
+    if q.scaled is None:
+        return None
+    value, scale = q.scaled
+    if scale < 0:
+        return None
+    return _positive_scale(value, scale)
+
+
+def _amount_add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """``int64Amount.Add``: the sum at the smaller scale, None on overflow."""
+    (av, ascale), (bv, bscale) = a, b
+    if bv == 0:
+        return a
+    if av == 0:
+        return b
+    if ascale == bscale:
+        total = av + bv
+        return (total, ascale) if INT64_MIN <= total <= INT64_MAX else None
+    if ascale > bscale:
+        shifted = _positive_scale(av, ascale - bscale)
+        if shifted is None:
+            return None
+        total = shifted + bv
+        return (total, bscale) if INT64_MIN <= total <= INT64_MAX else None
+    shifted = _positive_scale(bv, bscale - ascale)
+    if shifted is None:
+        return None
+    total = av + shifted
+    return (total, ascale) if INT64_MIN <= total <= INT64_MAX else None
+
+
+def _as_dec(q: Quantity) -> tuple[int, int]:
+    return (q.scaled[0], -q.scaled[1]) if q.scaled is not None else q.dec
+
+
+def quantity_add(a: Quantity, b: Quantity, negate: bool = False) -> Quantity:
+    """``Quantity.Add`` / ``Sub``: in int64Amount while it fits, else in inf.Dec at the larger scale."""
+    value = a.value - b.value if negate else a.value + b.value
+    if a.scaled is not None and b.scaled is not None:
+        other = (-b.scaled[0], b.scaled[1]) if negate else b.scaled
+        scaled = _amount_add(a.scaled, other)
+        if scaled is not None:
+            return Quantity(value, scaled)
+    (au, ascale), (bu, bscale) = _as_dec(a), _as_dec(b)
+    scale = max(ascale, bscale)
+    bu = -bu if negate else bu
+    return Quantity(value, None, (au * 10 ** (scale - ascale) + bu * 10 ** (scale - bscale), scale))
 
 
 _SEMVER_NUM = re.compile(r"0|[1-9][0-9]*")
@@ -396,8 +512,20 @@ def _arg_cost(index: int, factor: float = STRING_COST) -> CostFn:
     return lambda args, result: string_cost(args[index], factor)
 
 
+def traversal_cost(value: object) -> int:
+    """Kubernetes' cost of walking a value once: a tenth of a string (rounded down), the sum over a
+    list's or map's elements, 1 for anything else."""
+    if isinstance(value, (str, bytes)):
+        return int(len(value) * STRING_COST)
+    if isinstance(value, (list, tuple)):
+        return sum(traversal_cost(x) for x in value)
+    if isinstance(value, Mapping):
+        return sum(traversal_cost(k) + traversal_cost(value[k]) for k in value)
+    return 1
+
+
 def _traversal(args: Sequence[Any], result: object) -> int:
-    return size_of(args[0])
+    return traversal_cost(args[0])
 
 
 # Conversions.
@@ -406,7 +534,7 @@ def _to_int(v: object) -> int:
         try:
             return check_int(int(v, 10))
         except ValueError:
-            raise EvalError(f"cannot convert string {v!r} to int") from None
+            raise EvalError("type conversion error from 'string' to 'int'") from None
     if isinstance(v, float):
         if math.isnan(v) or not -9.223372036854775808e18 <= v < 9.223372036854775808e18:
             raise EvalError("double out of range for int conversion")
@@ -419,7 +547,7 @@ def _to_uint(v: object) -> UInt:
         try:
             return check_uint(int(v, 10))
         except ValueError:
-            raise EvalError(f"cannot convert string {v!r} to uint") from None
+            raise EvalError("type conversion error from 'string' to 'uint'") from None
     if isinstance(v, float):
         if math.isnan(v) or not 0 <= v < 1.8446744073709552e19:
             raise EvalError("double out of range for uint conversion")
@@ -432,7 +560,7 @@ def _to_double(v: object) -> float:
         try:
             return float(v)
         except ValueError:
-            raise EvalError(f"cannot convert string {v!r} to double") from None
+            raise EvalError("type conversion error from 'string' to 'double'") from None
     return float(v)  # type: ignore[arg-type]
 
 
@@ -498,11 +626,16 @@ _def("endsWith", True, "string,string", "bool", lambda s, t: s.endswith(t), _arg
 
 
 @lru_cache(maxsize=1024)
-def _regex(pattern: str) -> Any:
+def compile_regex(pattern: str) -> Any:
+    """RE2, as cel-go's (Go's regexp is RE2 too)."""
     try:
         return re2.compile(pattern)
     except re2.error as e:
-        raise EvalError(f"invalid regular expression {pattern!r}: {e}") from None
+        reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise EvalError(f"error parsing regexp: {reason}") from None
+
+
+_regex = compile_regex
 
 
 def _regex_cost(args: Sequence[Any], result: object) -> int:
@@ -596,10 +729,10 @@ def _quote(s: str) -> str:
 
 
 _def("charAt", True, "string,int", "string", _char_at)
-_def("indexOf", True, "string,string", "int", _index_of)
-_def("indexOf", True, "string,string,int", "int", _index_of)
-_def("lastIndexOf", True, "string,string", "int", _last_index_of)
-_def("lastIndexOf", True, "string,string,int", "int", _last_index_of)
+_def("indexOf", True, "string,string", "int", _index_of, _traversal)
+_def("indexOf", True, "string,string,int", "int", _index_of, _traversal)
+_def("lastIndexOf", True, "string,string", "int", _last_index_of, _traversal)
+_def("lastIndexOf", True, "string,string,int", "int", _last_index_of, _traversal)
 _def("lowerAscii", True, "string", "string", lambda s: s.translate(_ASCII_LOWER), _arg_cost(0))
 _def("upperAscii", True, "string", "string", lambda s: s.translate(_ASCII_UPPER), _arg_cost(0))
 _def("replace", True, "string,string,string", "string", _replace, _arg_cost(0, 2 * STRING_COST))
@@ -745,7 +878,7 @@ _def("sets.intersects", False, "list,list", "bool", lambda a, b: any(any(equals(
 # Quantity (Kubernetes' library).
 def _quantity(text: str) -> Quantity:
     try:
-        return Quantity(parse_quantity(text))
+        return quantity_of(text)
     except ValueError as e:
         raise EvalError(str(e)) from None
 
@@ -759,17 +892,24 @@ def _is_quantity(text: str) -> bool:
 
 
 def _as_integer(q: Quantity) -> int:
-    v = q.value
-    if v.denominator != 1 or not INT64_MIN <= v.numerator <= INT64_MAX:
+    value = quantity_int64(q)
+    if value is None:
         raise EvalError("cannot convert value to integer")
-    return v.numerator
+    return value
 
 
 def _as_float(q: Quantity) -> float:
+    # AsApproximateFloat64: the unscaled value times a power of ten, in floating point.
+    if q.scaled is not None:
+        base, exponent = float(q.scaled[0]), q.scaled[1]
+    else:
+        base, exponent = float(q.dec[0]), -q.dec[1]
+    if exponent == 0:
+        return base
     try:
-        return float(q.value)
+        return base * 10.0**exponent if exponent > 0 else base * (1.0 / 10.0**-exponent)
     except OverflowError:
-        return math.inf if q.value > 0 else -math.inf
+        return math.inf if base > 0 else -math.inf
 
 
 def _sign(v: Fraction) -> int:
@@ -784,14 +924,14 @@ _def("isLessThan", True, "kubernetes.Quantity,kubernetes.Quantity", "bool", lamb
 _def("compareTo", True, "kubernetes.Quantity,kubernetes.Quantity", "int", lambda a, b: _sign(a.value - b.value))
 _def("asApproximateFloat", True, "kubernetes.Quantity", "double", _as_float)
 _def("asInteger", True, "kubernetes.Quantity", "int", _as_integer)
-_def("isInteger", True, "kubernetes.Quantity", "bool",
-     lambda q: q.value.denominator == 1 and INT64_MIN <= q.value.numerator <= INT64_MAX)
-_def("add", True, "kubernetes.Quantity,kubernetes.Quantity", "kubernetes.Quantity",
-     lambda a, b: Quantity(a.value + b.value))
-_def("add", True, "kubernetes.Quantity,int", "kubernetes.Quantity", lambda a, b: Quantity(a.value + b))
+_def("isInteger", True, "kubernetes.Quantity", "bool", lambda q: quantity_int64(q) is not None)
+_def("add", True, "kubernetes.Quantity,kubernetes.Quantity", "kubernetes.Quantity", quantity_add)
+_def("add", True, "kubernetes.Quantity,int", "kubernetes.Quantity",
+     lambda a, b: quantity_add(a, Quantity(Fraction(b), (b, 0))))
 _def("sub", True, "kubernetes.Quantity,kubernetes.Quantity", "kubernetes.Quantity",
-     lambda a, b: Quantity(a.value - b.value))
-_def("sub", True, "kubernetes.Quantity,int", "kubernetes.Quantity", lambda a, b: Quantity(a.value - b))
+     lambda a, b: quantity_add(a, b, negate=True))
+_def("sub", True, "kubernetes.Quantity,int", "kubernetes.Quantity",
+     lambda a, b: quantity_add(a, Quantity(Fraction(b), (b, 0)), negate=True))
 
 
 # Semver (Kubernetes' library, version 1).

@@ -4,9 +4,11 @@ No controller runs beside it, with these exceptions, each doing what kube-contro
 a batch/v1 Job given with none of its pods and not started yet gets its pods from its template, as
 the Job controller would create them (``job_pods``), so that a Job manifest alone can be simulated
 as it would run; a pod's generic ephemeral volume gets its claim from its template when the claim
-is not given (the ephemeral volume controller); and a PersistentVolume whose claimRef koordpy sets
-before a binding is bound to that claim at once (the PV controller). No provisioner runs: a claim
-koordpy annotates with ``volume.kubernetes.io/selected-node`` stays unbound, and its pod pending.
+is not given (the ephemeral volume controller); a pod's or a Workload PodGroup's
+ResourceClaimTemplate gets its ResourceClaim (the ResourceClaim controller, ``koordpy.sim.claims``);
+and a PersistentVolume whose claimRef koordpy sets before a binding is bound to that claim at once
+(the PV controller). No provisioner runs: a claim koordpy annotates with
+``volume.kubernetes.io/selected-node`` stays unbound, and its pod pending.
 
 The API server's admission is played for what it lets in: a pod not admitted yet (without
 ``spec.priority``) gets its PriorityClass's priority and its RuntimeClass merged in
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from koordpy.api.dra import Devices
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
@@ -60,6 +63,7 @@ from koordpy.core.dialects import DIALECTS, build_gang
 from koordpy.core.dialects.koordinator import detail_status
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
+from koordpy.sim.claims import make_claims
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
 
 # Objects without a creationTimestamp are created this far apart, in document order.
@@ -89,6 +93,7 @@ class World(Stores):
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
     created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
     storage: Storage = field(init=False)  # the storage stores, as the core reads them
+    devices: Devices = field(init=False)  # the DRA stores, as the core reads them
     # Claim -> what koordpy wrote before a binding: {"selectedNode": node} or {"volume": PV bound to it}.
     volume_writes: dict[str, dict[str, str]] = field(default_factory=dict)
     waiting_volumes: dict[str, str] = field(default_factory=dict)  # pod -> why its binding waits
@@ -178,6 +183,7 @@ class World(Stores):
                                      "the Job controller would")
         valid: set[tuple[object, ...]] = set()
         terminating: dict[str, tuple[float, float | None]] = {}
+        pod_sources: dict[str, str] = {}
         for source, raw in pending_pods:
             try:
                 if not _admitted(raw):
@@ -197,6 +203,10 @@ class World(Stores):
             except ParseError as exc:
                 raise InputError(source, exc) from exc
             world.pods[pod.key] = pod
+            pod_sources[pod.key] = source
+        world._claims_from_templates({f"Pod {key}": source for key, source in pod_sources.items()}
+                                     | {f"PodGroup {key}": source for (kind, key), source in admitted_groups.items()
+                                        if kind.role == "workload-podgroup"})
         namespaces = world.stores["namespaces"]
         for ns in sorted({p.namespace for p in world.pods.values()} - namespaces.keys()):
             # The pod's namespace exists in any cluster that holds the pod; given no manifest for it,
@@ -219,6 +229,15 @@ class World(Stores):
         once(kind.unique_as or kind.kind, key, source)
         # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
         self.stores[kind.store][kind.store_key(key)] = obj
+
+    def _claims_from_templates(self, sources: dict[str, str]) -> None:
+        """The claims the ResourceClaim controller makes from templates (``koordpy.sim.claims``);
+        ``sources``: ``Pod ns/name`` / ``PodGroup ns/name`` -> where it was given."""
+        made = make_claims(list(self.pods.values()), self.workload_podgroups, self.devices.claims,
+                           self.devices.templates)
+        self.pods.update(made.pods)
+        for _, whose, said in made.claims:
+            self.created.append(f"{sources.get(whose, whose)}: {said}")
 
     def _admission_class(self, class_name: str, what: str) -> PriorityClass | None:
         """The PriorityClass the Priority admission plugin takes a priority from: the one named

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from koordpy.api import Node, ParseError, Pod, PodGroup, PriorityClass
+from koordpy.api.dra import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.kinds import KINDS, ROLES, kind_for, object_key
 from koordpy.api.kueue import (
     ANN_PREFERRED,
@@ -543,13 +544,21 @@ MINIMAL: dict[str, Raw] = {
                                                              "accessModes": ["ReadWriteOnce"]}},
     "StorageClass": {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"},
     "CSINode": {"metadata": {"name": "n1"}, "spec": {"drivers": []}},
+    "DeviceClass": {"metadata": {"name": "gpu"}, "spec": {}},
+    "ResourceSlice": {"metadata": {"name": "n1-gpu"}, "spec": {
+        "driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "resourceSliceCount": 1}}},
+    "ResourceClaim": {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}},
+    "ResourceClaimTemplate": {"metadata": {"name": "t", "namespace": "ns"}, "spec": {"spec": {"devices": {}}}},
+    "DeviceTaintRule": {"metadata": {"name": "r"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}},
 }
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
     "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
     "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
-    "composite-podgroup": CompositePodGroup,
+    "composite-podgroup": CompositePodGroup, "deviceclass": DeviceClass, "resourceslice": ResourceSlice,
+    "resourceclaim": ResourceClaim, "claimtemplate": ResourceClaimTemplate, "devicetaintrule": DeviceTaintRule,
 }
 
 

@@ -292,6 +292,9 @@ CLAIM_REFUSED = [
      "status.reservedFor", "at most 256"),
     (claim(allocation={"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1"}]}}),
      "status.allocation.devices.results[0].device", "required"),
+    (claim(allocation={"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "d",
+                                                "shareID": "ABC"}]}}),
+     "status.allocation.devices.results[0].shareID", "RFC 4122"),
 ]
 
 

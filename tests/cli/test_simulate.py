@@ -61,6 +61,15 @@ def write(tmp_path: Path, name: str, *objects: object) -> str:
        "metadata": {"name": "default"}, "spec": {"networkTopologySpec": [
            {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": ["b"]}]}}],
      ["ClusterNetworkTopology default", "parentTopologyLayer", "'SpineLayer'"]),
+    ([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-gpu"},
+       "spec": {"driver": "gpu.example.com", "nodeName": "n", "allNodes": True,
+                "pool": {"name": "n", "resourceSliceCount": 1}}}],
+     ["ResourceSlice n-gpu", "spec: exactly one of `nodeName`, `nodeSelector`, `allNodes`"]),
+    ([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": -1}}]}}}],
+     ["ResourceClaim c", "spec.devices.requests[0].exactly.count", "greater than zero"]),
+    ([{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+       "spec": {"extendedResourceName": "cpu"}}], ["DeviceClass gpu", "spec.extendedResourceName"]),
 ])
 def test_invalid_input_exits_2_naming_file_object_and_field(tmp_path: Path, objects: list[object],
                                                             needles: list[str]) -> None:

@@ -245,3 +245,22 @@ def test_a_resync_does_not_parse_again_what_it_holds_at_that_version(monkeypatch
     assert parsed == ["p"]
     cache.observe("Pod", "DELETED", _rv(pod("p", cpu="2"), 8))  # a deletion carries the version held
     assert "default/p" not in cache.pods
+
+
+def test_a_resource_slice_rewritten_alike_keeps_its_object() -> None:
+    """A driver republishing its slice unchanged (or a label added) keeps the object the devices'
+    caches are held against, and owes no cycle; a new generation replaces it."""
+    def published(rv: int, generation: int = 1) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": "n0-gpu", "resourceVersion": str(rv), "labels": {"rv": str(rv)}},
+                "spec": {"driver": "gpu.example.com", "nodeName": "n0", "devices": [{"name": "gpu-0"}],
+                         "pool": {"name": "n0", "generation": generation, "resourceSliceCount": 1}}}
+
+    cache = Cache()
+    cache.observe("ResourceSlice", None, published(1))
+    held = cache.devices.slices["n0-gpu"]
+    cache.changed.clear()
+    cache.observe("ResourceSlice", "MODIFIED", published(2))
+    assert cache.devices.slices["n0-gpu"] is held and not cache.changed.is_set()
+    cache.observe("ResourceSlice", "MODIFIED", published(3, generation=2))
+    assert cache.devices.slices["n0-gpu"] is not held and cache.changed.is_set()

@@ -126,3 +126,38 @@ def test_the_views_copy_holds_every_field_of_the_snapshot() -> None:
     snap.objects["workload_podgroups"].clear()
     snap.storage.claims["x/y"] = None  # type: ignore[assignment]
     assert kept.of("workload_podgroups") == {"ns/g": group} and kept.storage.claims == {}
+
+
+def test_a_change_of_the_dra_objects_wakes_the_jobs_whose_pods_claim_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DRA kinds' change ("devices"): a new ResourceSlice (or class, claim, template, taint rule)
+    rebuilds nothing the view keeps, and wakes the parked jobs whose pods name claims, not others."""
+    from types import SimpleNamespace
+
+    from koordpy.api.dra import Devices, ResourceSlice
+    from koordpy.api.objects import Pod
+    from tests.builders import pod
+
+    assert {k.kind for k in kinds.KINDS if k.change == "devices"} == {
+        "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
+    gpus = ResourceSlice.from_raw({"metadata": {"name": "n0-gpu"}, "spec": {
+        "driver": "gpu.example.com", "nodeName": "n0", "pool": {"name": "n0", "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0"}]}})
+    state = SchedulerState()
+    view = state.standing_view()
+    woken: list[Any] = []
+    monkeypatch.setattr(view.queue, "unpark", woken.append)
+    claiming = pod("c")
+    claiming["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    parked = [SimpleNamespace(job=SimpleNamespace(pods=[Pod.from_raw(raw)])) for raw in (claiming, pod("p"))]
+
+    def wakes() -> list[list[bool]]:
+        found = [[predicate(p) for p in parked] for predicate in woken]
+        woken.clear()
+        return found
+
+    first = view.refresh(snapshot({}), state)
+    wakes()
+    assert view.refresh(snapshot({}, devices=Devices(slices={gpus.key: gpus})), state) is first
+    assert [True, False] in wakes()
+    view.refresh(snapshot({}, devices=Devices(slices={gpus.key: gpus})), state)
+    assert [True, False] not in wakes()  # the same objects again: nothing changed

@@ -33,7 +33,9 @@ PG = "podgroups.scheduling.sigs.k8s.io"
 OTHERS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai", "hypernodes.topology.volcano.sh",
           "topologies.kueue.x-k8s.io", "topologies.kai.scheduler", "workloads.scheduling.k8s.io",
           "podgroups.scheduling.k8s.io", "compositepodgroups.scheduling.k8s.io", "persistentvolumeclaims",
-          "persistentvolumes", "storageclasses.storage.k8s.io")
+          "persistentvolumes", "storageclasses.storage.k8s.io", "resourceclaims.resource.k8s.io",
+          "resourceclaimtemplates.resource.k8s.io", "resourceslices.resource.k8s.io",
+          "deviceclasses.resource.k8s.io", "devicetaintrules.resource.k8s.io")
 # The kinds whose controllers (in kube-controller-manager) make pods. A test's own are deleted,
 # with their pods, before the pods are; what Helm installed (the chart's Deployment) stays with
 # its pods for the rest of the chart's tests.
