@@ -35,6 +35,7 @@ FEATURES = frozenset({
     "allocated_claims", # one of the pod's claims allocated already (on some node, or anywhere)
     "fractional",       # consumable capacities with fractional quantities and request policies
     "taint_rules",      # DeviceTaintRules tainting devices by driver / pool / device (or none: no selector)
+    "large",            # a node with up to 128 small devices: more results than a claim may hold (32)
 })
 
 GPU = "gpu.example.com"
@@ -173,8 +174,28 @@ class _World:
             self.slices.append(_slice(f"{node}-nic", NIC, node, {"nodeName": node}, nics))
             self.devices += [(NIC, node, d["name"], d) for d in nics]
 
+    def add_large_pool(self, node: str) -> None:
+        n = self.rng.choice((20, 33, 64, 128))
+        devices = [{"name": f"vf-{i}", "attributes": {"index": {"int": i}, "numa": {"int": i % 2},
+                                                      "model": {"string": "vf"}, "healthy": {"bool": True},
+                                                      "driverVersion": {"version": "1.10.0"}},
+                    "capacity": {"memory": {"value": "1Gi"}}} for i in range(n)]
+        self.slices.append(_slice(f"{node}-vf", GPU, f"{node}-vf", {"nodeName": node}, devices))
+        self.devices += [(GPU, f"{node}-vf", d["name"], d) for d in devices]
+
     def add_network_pool(self) -> None:
         rng = self.rng
+        if rng.random() < 0.4:
+            # Each device says where it can be used.
+            per: list[Json] = []
+            for i in range(rng.randint(1, 4)):
+                d = self.gpu(f"local-{i}", 20 + i)
+                d.update(rng.choice(({"nodeName": f"node-{rng.randrange(3)}"}, {"allNodes": True},
+                                     {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                                         {"key": "rack", "operator": "In", "values": [rng.choice(("r0", "r1"))]}]}]}})))
+                per.append(d)
+            self.slices.append(_slice("per-device", GPU, "per-device", {"perDeviceNodeSelection": True}, per))
+            self.devices += [(GPU, "per-device", d["name"], d) for d in per]
         where: Json = rng.choice(({"allNodes": True},
                                   {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
                                       {"key": "rack", "operator": "In", "values": ["r0"]}]}]}}))
@@ -237,6 +258,8 @@ class _World:
         else:
             r["allocationMode"] = "ExactCount"
             r["count"] = rng.choice((1, 1, 1, 2, 3)) if "counts" in self.f else 1
+            if self.on("large", 0.2):
+                r["count"] = rng.choice((16, 32, 33, 40))
         if self.on("taints", 0.4) or self.on("taint_rules", 0.3):
             r["tolerations"] = [rng.choice((
                 {"key": "maintenance", "operator": "Exists"},
@@ -363,6 +386,8 @@ def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
         node = f"node-{i}"
         w.nodes.append(_node(node, f"r{i % 2}"))
         w.add_node_pools(node)
+        if w.on("large", 0.5):
+            w.add_large_pool(node)
     if w.on("network", 0.5):
         w.add_network_pool()
     w.make_classes()
@@ -372,6 +397,10 @@ def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
         claims.insert(0, w.allocated_claim(f"{name}-shared", allocated))
     out = {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
            "allocated": allocated, "claims": claims}
+    if "large" in features:
+        # A search over a 128-device pool for a pod that cannot fit may run until the bound: a
+        # short one keeps a batch quick (both sides are given it).
+        out["filterTimeout"] = 1.0
     rules = w.taint_rules()
     if rules:
         out["taintRules"] = rules

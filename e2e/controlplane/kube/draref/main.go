@@ -59,6 +59,8 @@ type testCase struct {
 	Claims    []*resourceapi.ResourceClaim `json:"claims"`
 	// DeviceTaintRules, applied to the slices as the scheduler's ResourceSlice tracker does.
 	TaintRules []*resourceapi.DeviceTaintRule `json:"taintRules,omitempty"`
+	// The plugin's filterTimeout in seconds (DynamicResourcesArgs; 0: its default, 10 s).
+	FilterTimeout float64 `json:"filterTimeout,omitempty"`
 
 	patched  []*resourceapi.ResourceSlice // the slices with the rules' taints
 	patchErr error
@@ -267,7 +269,11 @@ func runCase(ctx context.Context, features structured.Features, celCache *cel.Ca
 			continue
 		}
 		// The plugin's default filter timeout (DRASchedulerFilterTimeout, beta, on).
-		nodeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		timeout := 10 * time.Second
+		if c.FilterTimeout > 0 {
+			timeout = time.Duration(c.FilterTimeout * float64(time.Second))
+		}
+		nodeCtx, cancel := context.WithTimeout(ctx, timeout)
 		results, err := allocator.Allocate(nodeCtx, node, toAllocate)
 		cancel()
 		switch {
