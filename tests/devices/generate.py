@@ -176,7 +176,7 @@ class _World:
 
     def add_large_pool(self, node: str) -> None:
         n = self.rng.choice((20, 33, 64, 128))
-        devices = [{"name": f"vf-{i}", "attributes": {"index": {"int": i}, "numa": {"int": i % 2},
+        devices: list[Json] = [{"name": f"vf-{i}", "attributes": {"index": {"int": i}, "numa": {"int": i % 2},
                                                       "model": {"string": "vf"}, "healthy": {"bool": True},
                                                       "driverVersion": {"version": "1.10.0"}},
                     "capacity": {"memory": {"value": "1Gi"}}} for i in range(n)]
@@ -395,8 +395,8 @@ def case(rng: random.Random, features: frozenset[str], name: str) -> Json:
     claims = [w.claim(f"{name}-claim-{i}") for i in range(rng.randint(1, 2))]
     if w.on("allocated_claims", 0.4) and w.devices:
         claims.insert(0, w.allocated_claim(f"{name}-shared", allocated))
-    out = {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
-           "allocated": allocated, "claims": claims}
+    out: Json = {"name": name, "nodes": w.nodes, "classes": w.classes, "slices": w.slices,
+                 "allocated": allocated, "claims": claims}
     if "large" in features:
         # A search over a 128-device pool for a pod that cannot fit may run until the bound: a
         # short one keeps a batch quick (both sides are given it).
