@@ -34,7 +34,9 @@ FEATURES = frozenset({
     "binding",          # devices with binding conditions, some binding to the node
     "allocated_claims", # one of the pod's claims allocated already (on some node, or anywhere)
     "fractional",       # consumable capacities with fractional quantities and request policies
-    "taint_rules",      # DeviceTaintRules tainting devices by driver / pool / device (or none: no selector)
+    "fractional_range", # with "fractional": request policy ranges whose min / max / step are fractional
+    "taint_rules",      # DeviceTaintRules tainting devices by driver / pool / device, or an empty selector
+    "taint_rule_no_selector",  # with "taint_rules": a rule without a deviceSelector (it selects nothing)
     "large",            # a node with up to 128 small devices: more results than a claim may hold (32)
 })
 
@@ -100,7 +102,8 @@ class _World:
                 dev["bindsToNode"] = True
         if self.on("fractional", 0.4):
             dev["allowMultipleAllocations"] = True
-            policy = rng.choice(("none", "range", "range-fraction", "values"))
+            policy = rng.choice(("none", "range", "range-fraction", "values") if "fractional_range" in self.f
+                                else ("none", "range", "values"))
             cores: Json = {"value": rng.choice(("2", "4") if policy == "range" else ("2", "4", "1500m"))}
             if policy == "range":
                 cores["requestPolicy"] = {"default": "1", "validRange": {"min": "1", "max": "2", "step": "1"}}
@@ -303,7 +306,8 @@ class _World:
             driver, pool, dev, _ = self.rng.choice(self.devices)
             spec: Json = {"taint": {"key": "rule", "value": str(i),
                                     "effect": self.rng.choice(("NoSchedule", "NoExecute", "None"))}}
-            shape = self.rng.choice(("device", "device", "pool", "driver", "empty", "none"))
+            shapes = ("device", "device", "pool", "driver", "empty")
+            shape = self.rng.choice((*shapes, "none") if "taint_rule_no_selector" in self.f else shapes)
             if shape == "device":
                 spec["deviceSelector"] = {"driver": driver, "pool": pool, "device": dev}
             elif shape == "pool":

@@ -19,7 +19,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,34 @@ from tests.devices.generate import FEATURES, Json, case
 CASES = int(os.environ.get("KOORDPY_DRA_DIFF_CASES", "150"))
 SEED = int(os.environ.get("KOORDPY_DRA_DIFF_SEED", "30"))
 
+# Disagreements known and kept as failing cases of their own (below), so that the random worlds
+# look for new ones. A feature whose every use disagrees is left out of the worlds (KNOWN_FEATURES);
+# a verdict that differs in a known way on one node is counted apart (KNOWN_VERDICTS). Delete an
+# entry when its case passes.
+KNOWN_FEATURES: dict[str, str] = {
+    "fractional_range": "test_a_fractional_request_policy_range_is_whole_numbers_by_default",
+    "taint_rule_no_selector": "test_a_taint_rule_without_a_device_selector_taints_no_device",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # "allocated", "unschedulable" or "error"
+    message: str = ""
+    allocations: tuple[Allocation, ...] = ()
+
+
+KNOWN_VERDICTS: dict[str, Callable[[Verdict, Verdict], bool]] = {
+    # test_all_devices_from_a_pool_being_updated_is_an_error
+    "All from a pool being updated": lambda up, us: (
+        up.kind == "error" and "asks for all devices" in up.message and "being updated" in up.message
+        and us.message.startswith("Unallocatable(why='pool-incomplete'")),
+    # test_all_devices_from_an_invalid_pool_is_an_error
+    "All from an invalid pool": lambda up, us: (
+        up.kind == "error" and "asks for all devices" in up.message and "currently invalid" in up.message
+        and us.message.startswith("Unallocatable(why='pool-invalid'")),
+}
+
 # The feature sets the random worlds are drawn from: a narrow one (where most cases allocate, so
 # the allocations themselves are compared), one per group of features, and everything at once.
 # Every feature of FEATURES is switched on in some set; koordpy's allocator implements all of them.
@@ -48,23 +76,17 @@ FEATURE_SETS: dict[str, frozenset[str]] = {
     "modes": frozenset({"counts", "all", "first_available", "admin", "in_use", "taints"}),
     "constraints": frozenset({"drivers", "counts", "constraints", "first_available", "in_use"}),
     "pools": frozenset({"counts", "pools", "network", "counters", "in_use", "all"}),
-    "consumable": frozenset({"counts", "consumable", "in_use", "selectors", "fractional"}),
+    "consumable": frozenset({"counts", "consumable", "in_use", "selectors", "fractional", "fractional_range"}),
     "hostile": frozenset({"counts", "selectors", "missing_keys", "invalid_pools", "in_use", "all"}),
     "sharing": frozenset({"counts", "in_use", "allocated_claims", "binding", "network", "drivers"}),
-    "taints": frozenset({"counts", "taints", "taint_rules", "in_use", "all", "admin"}),
+    "taints": frozenset({"counts", "taints", "taint_rules", "taint_rule_no_selector", "in_use", "all", "admin"}),
     # Without constraints: with them a 128-device pool's search runs into the 10 s bound on each side
     # (test_a_search_that_runs_out_of_time_is_an_error has that, with a short bound).
     "large": frozenset({"counts", "large", "all", "in_use", "selectors", "network"}),
     "everything": FEATURES,
 }
 assert set().union(*FEATURE_SETS.values()) == FEATURES
-
-
-@dataclass(frozen=True)
-class Verdict:
-    kind: str  # "allocated", "unschedulable" or "error"
-    message: str = ""
-    allocations: tuple[Allocation, ...] = ()
+FEATURE_SETS = {name: features - KNOWN_FEATURES.keys() for name, features in FEATURE_SETS.items()}
 
 
 @dataclass(frozen=True)
@@ -136,7 +158,8 @@ def timed_out(v: Verdict) -> bool:
     return "timed out trying to allocate devices" in v.message or v.message.startswith("Unallocatable(why='timeout'")
 
 
-def disagreements(c: Json, answer: Json, timeouts: dict[str, int] | None = None) -> list[str]:
+def disagreements(c: Json, answer: Json, timeouts: dict[str, int] | None = None,
+                  known: dict[str, int] | None = None) -> list[str]:
     """What differs on each node. A node where either side ran out of time is left out of the
     verdicts (counted in ``timeouts``): which side finishes within the bound is a matter of speed
     (a search Go ends in 0.5 s may take Python 10), and what a timeout is called has its own case
@@ -152,7 +175,10 @@ def disagreements(c: Json, answer: Json, timeouts: dict[str, int] | None = None)
                     if timed_out(v):
                         timeouts[who] = timeouts.get(who, 0) + 1
             continue
-        if a.kind != b.kind:
+        seen = next((name for name, matches in KNOWN_VERDICTS.items() if matches(a, b)), None)
+        if seen is not None and known is not None:
+            known[seen] = known.get(seen, 0) + 1
+        elif a.kind != b.kind:
             out.append(f"{c['name']} {node.name}: kube-scheduler {a.kind} ({a.message}), "
                        f"koordpy {b.kind} ({b.message})")
         for who, v in (("kube-scheduler", a), ("koordpy", b)):
@@ -166,14 +192,16 @@ def disagreements(c: Json, answer: Json, timeouts: dict[str, int] | None = None)
 
 def compare(cases: Sequence[Json]) -> tuple[list[str], dict[str, int]]:
     """The disagreements over a batch, and a tally of kube-scheduler's verdicts per node (with
-    "timed out <side>": nodes left out because that side ran out of time)."""
+    "timed out <side>": nodes left out because that side ran out of time, and "known: <name>":
+    nodes whose verdicts differ as a KNOWN_VERDICTS case does)."""
     answer = draref.run(list(cases))
     problems: list[str] = []
     tally: dict[str, int] = {}
     timeouts: dict[str, int] = {}
+    known: dict[str, int] = {}
     dump = os.environ.get("KOORDPY_DRA_DIFF_DUMP")
     for c, a in zip(cases, answer["cases"], strict=True):
-        found = disagreements(c, a, timeouts)
+        found = disagreements(c, a, timeouts, known)
         problems += found
         for r in a.get("nodes", {}).values():
             tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
@@ -181,6 +209,7 @@ def compare(cases: Sequence[Json]) -> tuple[list[str], dict[str, int]]:
             Path(dump).mkdir(parents=True, exist_ok=True)
             (Path(dump) / f"{c['name']}.json").write_text(json.dumps([c], indent=1))
     tally.update({f"timed out {who}": n for who, n in timeouts.items()})
+    tally.update({f"known: {name}": n for name, n in known.items()})
     return problems, tally
 
 
@@ -197,7 +226,7 @@ def test_draref_runs_the_scheduler_default_features() -> None:
 def test_random_mixes_of_features_get_kube_schedulers_verdicts() -> None:
     """Each case with its own few features, drawn from all of them."""
     rng = random.Random(f"{SEED}-mixed")
-    features = sorted(FEATURES)
+    features = sorted(FEATURES - KNOWN_FEATURES.keys())
     cases = [case(rng, frozenset(rng.sample(features, rng.randint(2, 6))), f"mixed-{SEED}-{i}") for i in range(CASES)]
     problems, tally = compare(cases)
     print(f"mixed: {len(cases)} cases, verdicts per node {tally}")
