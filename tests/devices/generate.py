@@ -43,7 +43,8 @@ FEATURES = frozenset({
 GPU = "gpu.example.com"
 NIC = "nic.example.com"
 MODELS = ("a100", "h100", "b200")
-VERSIONS = ("1.2.0", "1.10.0", "2.0.0-rc.1", "2.0.0")
+VERSIONS = ("1.2.0", "1.10.0", "2.0.0-rc.1", "2.0.0", "2.0.0+build.7")  # same precedence, other text
+PCIE = "resource.kubernetes.io/pcieRoot"  # an attribute both drivers publish, in a shared domain
 
 
 def _node(name: str, rack: str) -> Json:
@@ -89,6 +90,11 @@ class _World:
                        "numa": {"int": rng.randrange(2)}}
         if rng.random() < 0.3:
             attrs[f"{GPU}/family"] = {"string": rng.choice(("ampere", "hopper"))}
+        if "drivers" in self.f:
+            attrs[PCIE] = {"string": rng.choice(("pci0", "pci1"))}
+        if "constraints" in self.f and rng.random() < 0.5:
+            # An attribute an int on some devices and a string on others never matches across them.
+            attrs["slot"] = rng.choice(({"int": 1}, {"string": "1"}, {"int": 2}))
         mem = rng.choice((40, 80, 141))
         dev: Json = {"name": name, "attributes": attrs, "capacity": {"memory": {"value": f"{mem}Gi"}}}
         if self.on("taints", 0.25):
@@ -127,7 +133,8 @@ class _World:
 
     def nic(self, name: str, index: int) -> Json:
         return {"name": name, "attributes": {"numa": {"int": self.rng.randrange(2)}, "index": {"int": index},
-                                             "speed": {"int": self.rng.choice((100, 400))}}}
+                                             "speed": {"int": self.rng.choice((100, 400))},
+                                             PCIE: {"string": self.rng.choice(("pci0", "pci1"))}}}
 
     def add_node_pools(self, node: str) -> None:
         rng = self.rng
@@ -289,10 +296,16 @@ class _World:
         requests = [self.request(f"r{i}") for i in range(rng.choice((1, 1, 2, 3)))]
         devices: Json = {"requests": requests}
         if self.on("constraints", 0.4) and len(requests) >= 1:
-            attr = rng.choice(("numa", "model", "index", "driverVersion"))
-            con: Json = {("matchAttribute" if rng.random() < 0.6 else "distinctAttribute"): f"{GPU}/{attr}"}
+            attr = rng.choice((f"{GPU}/numa", f"{GPU}/model", f"{GPU}/index", f"{GPU}/driverVersion",
+                               f"{GPU}/slot", PCIE))
+            con: Json = {("matchAttribute" if rng.random() < 0.6 else "distinctAttribute"): attr}
             if rng.random() < 0.5:
-                con["requests"] = [r["name"] for r in requests[:rng.randint(1, len(requests))]]
+                names = []
+                for r in requests[:rng.randint(1, len(requests))]:
+                    subs = [x["name"] for x in r.get("firstAvailable", ())]
+                    # A constraint may name one subrequest ("<request>/<subrequest>").
+                    names.append(f'{r["name"]}/{rng.choice(subs)}' if subs and rng.random() < 0.5 else r["name"])
+                con["requests"] = names
             devices["constraints"] = [con]
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": "default", "uid": self.next_uid()},
