@@ -61,7 +61,7 @@ class _Q:
 
 
 def _koordpy(repeat: int) -> dict[str, str]:
-    raw_compile: Callable[[str], koordpy_cel.Selector] = koordpy_cel.compile_selector.__wrapped__
+    raw_compile = koordpy_cel.compile_uncached
     typical, quantity = raw_compile(TYPICAL), raw_compile(QUANTITY)
     out = {
         "compile": f"{best(lambda: raw_compile(TYPICAL), 2000, repeat):.1f}",

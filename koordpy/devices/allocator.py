@@ -39,8 +39,8 @@ from koordpy.api.dra import (
     SemVer,
 )
 from koordpy.api.objects import Node, NodeSelectorTerm, Requirement
-from koordpy.devices.cel import CelCompileError, CelError
-from koordpy.devices.pools import DeviceEntry, Pools, PoolView, node_matches
+from koordpy.devices.cel import CelError
+from koordpy.devices.pools import DeviceEntry, Num, Pools, PoolView, SelectorError, node_matches
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
@@ -164,11 +164,9 @@ class Allocator:
         self.timeout = timeout
         self.share_id = share_id or (lambda: str(uuid.uuid4()))
         self.clock = clock
-        # (node name, class, selectors, tolerations) -> (node, candidates, CEL errors by device id)
-        self._cands: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, DeviceError]]] = {}
         # id(view) -> (view, InUse.version, counters left): a pool's view differs by node (which
         # of its slices reach the node), so the counters left are the view's.
-        self._avail: dict[int, tuple[PoolView, int, dict[str, dict[str, Fraction]]]] = {}
+        self._avail: dict[int, tuple[PoolView, int, dict[tuple[str, str], Num], bool]] = {}
         self._selectors: dict[str, tuple[NodeSelectorTerm, ...]] = {}
         self.steps = 0  # search steps of the last allocate (kube-scheduler's allocateOne invocations)
 
@@ -367,44 +365,50 @@ class Allocator:
         selectors and can be used on the node, in kube-scheduler's order, and the CEL errors met
         (raised only when the search reaches that device, as kube-scheduler evaluates lazily).
         Taints are not looked at here."""
-        key = (node.name, cls.name, x.selectors, claim if x.selectors else "")
-        got = self._cands.get(key)
-        if got is not None and got[0] is node:
-            return got[1], got[2]
-        cands: list[DeviceEntry] = []
-        errors: dict[str, DeviceError] = {}
-        for view in self.pools.for_node(node):
-            if view.incomplete or view.invalid:
-                continue
-            for e in view.devices:
-                try:
-                    ok = _selectable(e, cls, x, claim)
-                except DeviceError as err:
-                    errors[e.id] = err
-                    cands.append(e)
+        # Kept with the pools: they outlive this allocator while slices, classes and rules do not
+        # change (claims change with every bind).
+        cache = self.pools.candidates
+        key = (node.name, cls.name, cls.selectors, x.selectors)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is node:
+            got = hit
+        else:
+            cands: list[DeviceEntry] = []
+            found: dict[str, SelectorError] = {}
+            for view in self.pools.for_node(node):
+                if view.incomplete or view.invalid:
                     continue
-                if ok and (e.own_node is None or node_matches(e.own_node, node)):
-                    cands.append(e)
-        self._cands[key] = (node, cands, errors)
-        return cands, errors
+                for e in view.devices:
+                    try:
+                        ok = _selectable(e, cls, x)
+                    except SelectorError as err:
+                        found[e.id] = err
+                        cands.append(e)
+                        continue
+                    if ok and (e.own_node is None or node_matches(e.own_node, node)):
+                        cands.append(e)
+            got = (node, cands, found)
+            cache[key] = got
+        if not got[2]:
+            return got[1], {}
+        return got[1], {k: v.for_claim(claim) for k, v in got[2].items()}
 
-    def available_counters(self, view: PoolView) -> dict[str, dict[str, Fraction]]:
-        """A pool's counters less what its allocated devices consume (may go negative)."""
+    def available_counters(self, view: PoolView) -> tuple[dict[tuple[str, str], Num], bool]:
+        """A pool's counters less what its allocated devices consume, by (counter set, counter), and
+        whether one is overdrawn already (then no device of the pool that consumes counters can be
+        added: kube-scheduler compares every counter of the pool at each addition)."""
         got = self._avail.get(id(view))
         if got is not None and got[0] is view and got[1] == self.in_use.version:
-            return got[2]
-        avail = {name: dict(cs) for name, cs in view.counter_sets.items()}
+            return got[2], got[3]
+        avail = dict(view.counters)
         for e in (*view.devices, *view.others):
-            if e.device.consumes_counters and self.in_use.allocated(e.id):
-                for use in e.device.consumes_counters:
-                    have = avail.get(use.counter_set)
-                    if have is None:
-                        continue
-                    for c, q in use.counters.items():
-                        if c in have:
-                            have[c] -= q.value
-        self._avail[id(view)] = (view, self.in_use.version, avail)
-        return avail
+            if e.uses and self.in_use.allocated(e.id):
+                for k, v in e.uses:
+                    if k in avail:
+                        avail[k] -= v
+        overdrawn = any(v < 0 for v in avail.values())
+        self._avail[id(view)] = (view, self.in_use.version, avail, overdrawn)
+        return avail, overdrawn
 
     # -- the allocation written back ---------------------------------------------------------------
 
@@ -494,23 +498,15 @@ def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence
     return score
 
 
-def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest, claim: str) -> bool:
-    for i, expr in enumerate(cls.selectors):
-        try:
-            if not e.selected(expr):
-                return False
-        except CelError as err:
-            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
-            raise DeviceError(f"class {cls.name}: selector #{i} on device {e.id}: CEL {kind} error: "
-                              f"{err.message}") from err
-    for i, expr in enumerate(x.selectors):
-        try:
-            if not e.selected(expr):
-                return False
-        except CelError as err:
-            kind = "compile" if isinstance(err, CelCompileError) else "runtime"
-            raise DeviceError(f"claim {claim}: selector #{i} on device {e.id}: CEL {kind} error: "
-                              f"{err.message}", claim) from err
+def _selectable(e: DeviceEntry, cls: DeviceClass, x: ExactRequest) -> bool:
+    """Whether the class's and then the request's selectors admit ``e`` (raises ``SelectorError``)."""
+    for owner, selectors in ((cls, cls.selectors), (None, x.selectors)):
+        for i, expr in enumerate(selectors):
+            try:
+                if not e.selected(expr):
+                    return False
+            except CelError as err:
+                raise SelectorError(owner, i, e.id, err) from err
     return True
 
 
@@ -642,7 +638,8 @@ class _Search:
         self.allocating: dict[str, int] = {}  # device id -> claims taking it in this search
         self.allocating_for: set[tuple[str, int]] = set()  # (device id, claim index)
         self.allocating_cap: dict[str, dict[str, Fraction]] = {}
-        self.counters: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> set -> counter -> consumed
+        self.counters: dict[str, dict[tuple[str, str], Num]] = {}  # pool -> (set, counter) -> consumed
+        self._view_of: dict[tuple[str, str], PoolView] | None = None
         self.steps = 0
         self.work = 0  # steps and devices looked at since the clock was last read
         self.deadline = deadline
@@ -662,8 +659,11 @@ class _Search:
             if v.invalid:
                 return Unallocatable("pool-invalid", claim, req.name, f"{v.key}: {v.invalid}")
             for e in v.devices:
-                if not _selectable(e, req.cls, req.exact, claim):
-                    continue
+                try:
+                    if not _selectable(e, req.cls, req.exact):
+                        continue
+                except SelectorError as err:
+                    raise err.for_claim(claim) from err
                 if e.own_node is not None and not node_matches(e.own_node, self.node):
                     continue
                 if not self.capacity_ok(req, e, static=True):
@@ -853,26 +853,33 @@ class _Search:
                 return False
         return True
 
+    def view_of(self, e: DeviceEntry) -> PoolView:
+        if self._view_of is None:
+            self._view_of = {(v.driver, v.pool): v for v in self.views}
+        return self._view_of[(e.driver, e.pool)]
+
     def charge(self, e: DeviceEntry, sign: int) -> bool:
         """Add (sign 1) the counters ``e`` consumes to this search's, failing (and undoing) when a
-        counter of its pool would be overdrawn; sign -1 takes them back."""
-        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
-        mine = self.counters.setdefault(view.key, {})
-        for use in e.device.consumes_counters:
-            have = mine.setdefault(use.counter_set, {})
-            for c, q in use.counters.items():
-                have[c] = have.get(c, Fraction(0)) + sign * q.value
+        counter of its pool would be overdrawn; sign -1 takes them back. Only the counters ``e``
+        touches need a look: every earlier addition was checked and nothing else changed since."""
+        view = self.view_of(e)
+        mine = self.counters.get(view.key)
+        if mine is None:
+            mine = self.counters[view.key] = {}
         if sign < 0:
+            for k, v in e.uses:
+                mine[k] -= v
             return True
-        avail = self.a.available_counters(view)
-        for set_name, counters in avail.items():
-            used = mine.get(set_name)
-            if used is None:
-                continue
-            for c, left in counters.items():
-                if left < used.get(c, 0):
-                    self.charge(e, -1)
-                    return False
+        avail, overdrawn = self.a.available_counters(view)
+        if overdrawn:
+            return False
+        for k, v in e.uses:
+            mine[k] = mine.get(k, 0) + v
+        for k, _ in e.uses:
+            if avail.get(k, 0) < mine[k]:
+                for k2, v2 in e.uses:
+                    mine[k2] -= v2
+                return False
         return True
 
     # -- why not -----------------------------------------------------------------------------------
@@ -930,12 +937,10 @@ class _Search:
 
     def _counters_left(self, e: DeviceEntry) -> bool:
         """Whether the pool's counters left (what allocated devices leave) cover what ``e`` consumes."""
-        if not e.device.consumes_counters or (e.allow_multiple and self.in_use.shared(e.id)):
+        if not e.uses or (e.allow_multiple and self.in_use.shared(e.id)):
             return True
-        view = next(v for v in self.views if v.driver == e.driver and v.pool == e.pool)
-        avail = self.a.available_counters(view)
-        return all(q.value <= avail.get(use.counter_set, {}).get(c, Fraction(0))
-                   for use in e.device.consumes_counters for c, q in use.counters.items())
+        avail, overdrawn = self.a.available_counters(self.view_of(e))
+        return not overdrawn and all(v <= avail.get(k, 0) for k, v in e.uses)
 
     def _alone(self, req: _Req, claim: str, incomplete: str) -> Unallocatable | None:
         if req.all_mode:

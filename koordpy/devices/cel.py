@@ -19,8 +19,10 @@ device. This is a compiler of its own rather than a CEL package: see docs/design
 
 The tree compiles to nested Python closures, each taking the evaluation's ``_Ctx`` (the device, the
 comprehension variables, the cost so far). A CEL error is ``EvalError`` inside and ``CelRuntimeError``
-outside; cost counts as cel-go's runtime tracker does (1 per variable, selection, index and plain
-function call; string functions by length; list 10 and map 30 to build; comprehensions per iteration).
+outside; cost counts as cel-go's runtime tracker does, unit for unit (the rules: docs/design.md), and
+the parts cel-go's planner computes when it builds the program are computed here when compiling, their
+failures compile errors as there. tests/devices/test_cel_upstream.py holds all of it to upstream's
+own CEL (e2e/celref).
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from koordpy.devices.cellib import (
     EvalError,
     Optional,
     Quantity,
-    equals,
     map_get,
 )
 from koordpy.devices.celparse import (
@@ -64,7 +65,7 @@ from koordpy.devices.celparse import (
     parse,
 )
 
-MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
+MAX_COST = cellib.MAX_COST  # resourceapi.CELSelectorExpressionMaxCost
 MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength (the API server's limit)
 NO_SUCH_KEY_HINT = ("consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
                     "with has() for optional fields")
@@ -97,6 +98,7 @@ class CelRuntimeError(CelError):
 class T:
     kind: str
     params: tuple[T, ...] = ()
+    var: bool = False  # the element of an empty literal: dyn until something else says what it is
 
     def __str__(self) -> str:
         return f"{self.kind}({', '.join(map(str, self.params))})" if self.params else self.kind
@@ -106,6 +108,7 @@ DYN, BOOL, INT, UINT, DOUBLE = T("dyn"), T("bool"), T("int"), T("uint"), T("doub
 STRING, BYTES, NULL, TYPE = T("string"), T("bytes"), T("null_type"), T("type")
 QUANTITY, SEMVER = T("kubernetes.Quantity"), T("kubernetes.Semver")
 DEVICE = T("kubernetes.DRADevice")
+VAR = T("dyn", var=True)
 _DEVICE_FIELDS = {
     "driver": STRING,
     "attributes": T("map", (STRING, T("map", (STRING, DYN)))),
@@ -137,7 +140,14 @@ def _compatible(a: T, b: T) -> bool:
 
 
 def _join(a: T, b: T) -> T:
-    return b if a.kind == "dyn" and not a.params else a if a == b or b.kind == "dyn" else DYN
+    """The type of a value that is one of two (a conditional's branches, concatenated lists)."""
+    if a == b or b.var:
+        return a
+    if a.var:
+        return b
+    if a.kind == b.kind and a.kind in ("list", "map") and len(a.params) == len(b.params):
+        return T(a.kind, tuple(_join(x, y) for x, y in zip(a.params, b.params, strict=True)))
+    return DYN
 
 
 _LIT_TYPES = {bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, bytes: BYTES, type(None): NULL}
@@ -146,10 +156,13 @@ _LIT_TYPES = {bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, byte
 # -- the device as the expression sees it -------------------------------------------------------------
 
 def _attr_value(value: AttrValue) -> object:
-    if isinstance(value, SemVer):
-        return cellib.parse_semver(value.text)
-    if isinstance(value, tuple):
-        return tuple(cellib.parse_semver(v.text) if isinstance(v, SemVer) else v for v in value)
+    try:
+        if isinstance(value, SemVer):
+            return cellib.parse_semver(value.text)
+        if isinstance(value, tuple):
+            return tuple(cellib.parse_semver(v.text) if isinstance(v, SemVer) else v for v in value)
+    except ValueError as e:  # the API server refuses such a slice; a record built by hand may not
+        raise EvalError(f"parse semantic version: {e}") from None
     return value
 
 
@@ -301,13 +314,14 @@ _NO_DEVICE = _Device("", {}, {}, False)
 
 
 class _Ctx:
-    __slots__ = ("cost", "device", "limit", "vars")
+    __slots__ = ("absorbed", "cost", "device", "limit", "vars")
 
     def __init__(self, device: _Device, slots: int, limit: int) -> None:
         self.device = device
         self.vars: list[Any] = [None] * slots
         self.cost = 0
         self.limit = limit
+        self.absorbed = False  # an error that && / || / all / exists made no difference to
 
 
 Fn = Callable[[_Ctx], Any]
@@ -373,6 +387,8 @@ class _Compiler:
         try:
             value = fn(c)
         except (EvalError, CostExceeded):
+            return fn, t
+        if c.absorbed:  # keep the evaluation that says so
             return fn, t
         cost = c.cost
         if cost == 0:
@@ -509,12 +525,17 @@ class _Compiler:
                 v = v.value
             elif not wrap:
                 return _select(v, name, c, q)
-            # After the first optional qualifier every later one is optional too (cel-go's attributes).
-            c.cost += q
+            # After the first optional qualifier every later one is optional too (cel-go's attributes);
+            # one that finds nothing is not charged.
             if isinstance(v, _Device):
+                c.cost += q
                 return Optional(v.field(name))
             if isinstance(v, Mapping):
-                return Optional(v[name]) if cellib.contains_key(v, name) else EMPTY
+                if cellib.contains_key(v, name):
+                    c.cost += q
+                    return Optional(v[name])
+                c.cost += q - 1
+                return EMPTY
             raise EvalError(f"no such key: {name}")
         return optional_field, _optional(result)
 
@@ -552,6 +573,7 @@ class _Compiler:
                     return Optional(_index(v, k, c, q))
                 except EvalError as e:
                     if e.message.startswith(("no such key", "index out of bounds")):
+                        c.cost -= q - _relative(node.operand)  # a qualifier that finds nothing is free
                         return EMPTY
                     raise
             return optional_index, _optional(result)
@@ -592,6 +614,7 @@ class _Compiler:
                 except EvalError as e:
                     b = second(c)
                     if b is stop:
+                        c.absorbed = True
                         return stop
                     raise e from None
                 if a is stop:
@@ -615,6 +638,7 @@ class _Compiler:
                     error = error or e
                     continue
                 if v is stop:
+                    c.absorbed = c.absorbed or error is not None
                     return stop
                 if type(v) is not bool:
                     error = error or EvalError(f"no such overload: {op}")
@@ -630,12 +654,27 @@ class _Compiler:
         if ct.kind not in ("bool", "dyn") or not _compatible(tt, ft):
             raise _Error(f"found no matching overload for '_?_:_' applied to '({ct}, {tt}, {ft})'", node.pos)
 
+        # cel-go makes the conditional an attribute of its branches' attributes: a branch that is a
+        # variable's path (or a selection on a value) does not pay the 1 its attribute costs elsewhere.
+        then_path = isinstance(node.then, (Ident, Select, Index))
+        otherwise_path = isinstance(node.otherwise, (Ident, Select, Index))
+
+        def branch(c: _Ctx, fn: Fn, path: bool) -> Any:
+            if not path:
+                return fn(c)
+            before = c.cost
+            try:
+                return fn(c)
+            finally:
+                if c.cost > before:
+                    c.cost -= 1
+
         def choose(c: _Ctx) -> Any:
             v = cond(c)
             if v is True:
-                return then(c)
+                return branch(c, then, then_path)
             if v is False:
-                return otherwise(c)
+                return branch(c, otherwise, otherwise_path)
             raise EvalError("no such overload: _?_:_")
         return choose, _join(tt, ft)
 
@@ -643,7 +682,7 @@ class _Compiler:
 
     def list_literal(self, node: ListLit) -> tuple[Fn, T]:
         compiled = [self.compile(e) for e in node.elements]
-        elem = compiled[0][1] if compiled else DYN
+        elem = compiled[0][1] if compiled else VAR
         for e, (_, t) in zip(node.elements, compiled, strict=True):
             if not _same_literal_type(elem, t):  # cel.ValidateHomogeneousAggregateLiterals
                 raise _Error(f"expected type '{elem}' but found '{t}'", e.pos)
@@ -658,8 +697,8 @@ class _Compiler:
 
     def map_literal(self, node: MapLit) -> tuple[Fn, T]:
         entries = [(self.compile(k), self.compile(v)) for k, v in node.entries]
-        kt = entries[0][0][1] if entries else DYN
-        vt = entries[0][1][1] if entries else DYN
+        kt = entries[0][0][1] if entries else VAR
+        vt = entries[0][1][1] if entries else VAR
         for (key, value), ((_, k), (_, v)) in zip(node.entries, entries, strict=True):
             if k.kind not in ("int", "uint", "bool", "string", "dyn"):
                 raise _Error(f"unsupported map key type: {k}", key.pos)
@@ -698,6 +737,8 @@ class _Compiler:
 
     def function(self, name: str, target: Node | None, args: list[Node], node: Call) -> tuple[Fn, T]:
         pos = node.pos
+        if name in ("orValue", "or") and target is not None and len(args) == 1:
+            return self.optional_or(name, target, args[0], pos)
         overloads = cellib.FUNCTIONS.get(name)
         if overloads is None:
             raise _Error(f"undeclared reference to '{name}' (in container '')", pos)
@@ -706,6 +747,8 @@ class _Compiler:
         kinds = [_kind(t) for t in types]
         member = target is not None
         candidates = [o for o in overloads if o.member == member and o.accepts(kinds)]
+        if name == "join" and types and not _compatible(_param(types[0], 0), STRING):
+            candidates = []  # list(string).join
         if not candidates:
             shown = (f"{types[0]}.({', '.join(map(str, types[1:]))})" if member
                      else f"({', '.join(map(str, types))})")
@@ -719,6 +762,24 @@ class _Compiler:
         if target is None and name in _CONVERSIONS and len(args) == 1 and id(args[0]) in self.literals:
             return self.constant(fn, node), result
         return fn, result
+
+    def optional_or(self, name: str, target: Node, arg: Node, pos: int) -> tuple[Fn, T]:
+        """``o.orValue(x)`` and ``o.or(p)``: the argument is evaluated only when ``o`` is empty, and the
+        call itself costs nothing (cel-go plans both as their own steps, not as calls)."""
+        optional, ot = self.compile(target)
+        other, at = self.compile(arg)
+        if ot.kind not in ("optional_type", "dyn") or (name == "or" and at.kind not in ("optional_type", "dyn")):
+            raise _Error(f"found no matching overload for '{name}' applied to '{ot}.({at})'", pos)
+        keep_optional = name == "or"
+
+        def either(c: _Ctx) -> Any:
+            o = optional(c)
+            if not isinstance(o, Optional):
+                raise cellib.no_such_overload(name, o)
+            if o.value is not NONE:
+                return o if keep_optional else o.value
+            return other(c)
+        return either, ot if keep_optional else _param(ot, 0) if ot.kind == "optional_type" else DYN
 
     def check_regex(self, name: str, pattern: Node) -> None:
         if not (isinstance(pattern, Lit) and type(pattern.value) is str):
@@ -824,12 +885,17 @@ class _Compiler:
         (a, at), (b, bt) = self.compile(node.args[0]), self.compile(node.args[1])
         if not _compatible(at, bt):
             raise _Error(f"found no matching overload for '{node.function}' applied to '({at}, {bt})'", node.pos)
-        negate = node.function == "_!=_"
+        if node.function == "_!=_":
+            def ne(c: _Ctx) -> Any:
+                x, y = _two(c, a, b)
+                c.cost += _eq_cost(x, y)
+                return not cellib.loose_equals(x, y)
+            return ne, BOOL
 
         def eq(c: _Ctx) -> Any:
-            x, y = a(c), b(c)
+            x, y = _two(c, a, b)
             c.cost += _eq_cost(x, y)
-            return equals(x, y) is not negate
+            return cellib.operator_equals(x, y)
         return eq, BOOL
 
     def relation(self, node: Call) -> tuple[Fn, T]:
@@ -844,9 +910,13 @@ class _Compiler:
             "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0),
             "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1)}[fn]
 
+        # Only an overload the checker chose costs by size; one left to run time (dyn operands that
+        # more than one overload accepts) costs what any call does.
+        sized = _string_overload(ka, kb)
+
         def rel(c: _Ctx) -> Any:
-            x, y = a(c), b(c)
-            c.cost += _eq_cost(x, y) if type(x) in (str, bytes) else 1
+            x, y = _two(c, a, b)
+            c.cost += _eq_cost(x, y) if sized else 1
             return test(cellib.compare(fn, x, y))
         return rel, BOOL
 
@@ -858,16 +928,28 @@ class _Compiler:
         # cel-go's planner turns `x in [constants]` into a set lookup, which costs nothing.
         free = isinstance(rhs, ListLit) and id(rhs) in self.literals and all(
             isinstance(e, Lit) and type(e.value) in (bool, int, UInt, float, str) for e in rhs.elements)
+        dynamic = bt.kind == "dyn"  # dispatched at run time: the plain cost of a call
+        if free and isinstance(rhs, ListLit):
+            # And a set it is here too: free work inside a loop must not cost time either.
+            members = frozenset(_set_key(e.value) for e in rhs.elements if isinstance(e, Lit))
+
+            def set_member(c: _Ctx) -> Any:
+                x = _one(c, a)
+                key = _set_key(x)
+                return key in members if key is not None else False
+            return set_member, BOOL
 
         def member(c: _Ctx) -> Any:
-            x, coll = a(c), b(c)
+            x, coll = _two(c, a, b)
             if isinstance(coll, Mapping):
                 c.cost += 1
                 return cellib.contains_key(coll, x)
             if isinstance(coll, (list, tuple)):
-                if not free:
+                if dynamic:
+                    c.cost += 1
+                elif not free:
                     c.cost += len(coll)
-                return any(equals(x, y) for y in coll)
+                return any(cellib.loose_equals(x, y) for y in coll)
             raise cellib.no_such_overload("@in", x, coll)
         return member, BOOL
 
@@ -876,16 +958,17 @@ class _Compiler:
         fn = node.function
         allowed = _ARITHMETIC[fn]
         ka, kb = _kind(at), _kind(bt)
-        if ka != "dyn" and kb != "dyn" and not (ka == kb and ka in allowed):
+        if ka != "dyn" and kb != "dyn" and not (ka == kb and ka in allowed and _compatible(at, bt)):
             raise _Error(f"found no matching overload for '{fn}' applied to '({at}, {bt})'", node.pos)
         result = at if ka != "dyn" else bt if kb != "dyn" else DYN
         if result.kind == "list" and ka == kb == "list":
             result = _list(_join(_param(at, 0), _param(bt, 0)))
         op = _ARITHMETIC_FNS[fn]
+        sized = fn == "_+_" and _string_overload(ka, kb)  # see relation
 
         def arith(c: _Ctx) -> Any:
-            x, y = a(c), b(c)
-            if fn == "_+_" and type(x) in (str, bytes):
+            x, y = _two(c, a, b)
+            if sized:
                 c.cost += math.ceil((cellib.size_of(x) + cellib.size_of(y)) * cellib.STRING_COST)
                 if c.cost > c.limit:
                     raise CostExceeded()
@@ -901,7 +984,7 @@ class _Compiler:
                 raise _Error(f"found no matching overload for '!_' applied to '({at})'", node.pos)
 
             def logical_not(c: _Ctx) -> Any:
-                v = a(c)
+                v = _one(c, a)
                 c.cost += 1
                 if type(v) is not bool:
                     raise cellib.no_such_overload("!_", v)
@@ -911,7 +994,7 @@ class _Compiler:
             raise _Error(f"found no matching overload for '-_' applied to '({at})'", node.pos)
 
         def minus(c: _Ctx) -> Any:
-            v = a(c)
+            v = _one(c, a)
             c.cost += 1
             return cellib.negate(v)
         return minus, at
@@ -965,13 +1048,13 @@ _SCALARS = frozenset({bool, int, UInt, float, type(None), Quantity, cellib.Semve
 
 
 def _eq_cost(x: object, y: object) -> int:
-    # A tenth of the shorter operand (cel-go's float arithmetic, rounded up), at least 1.
+    # A tenth of the shorter operand (cel-go's float arithmetic, rounded up): 0 for an empty one.
     tx, ty = type(x), type(y)
-    if tx in _SCALARS or ty in _SCALARS:
+    if tx in _SCALARS and ty in _SCALARS:
         return 1
     if tx is str and ty is str:
-        return math.ceil(min(len(x), len(y)) * cellib.STRING_COST) or 1  # type: ignore[arg-type]
-    return max(1, math.ceil(min(cellib.size_of(x), cellib.size_of(y)) * cellib.STRING_COST))
+        return math.ceil(min(len(x), len(y)) * cellib.STRING_COST)  # type: ignore[arg-type]
+    return math.ceil(min(cellib.size_of(x), cellib.size_of(y)) * cellib.STRING_COST)
 
 
 def _result(name: str, candidates: Sequence[cellib.Overload], types: Sequence[T]) -> T:
@@ -1001,8 +1084,9 @@ def _result(name: str, candidates: Sequence[cellib.Overload], types: Sequence[T]
             return _list(STRING)
         if name == "lists.range":
             return _list(INT)
-        if name in ("slice", "distinct", "reverse", "sort") and receiver.kind == "list":
-            return receiver
+        if name in ("slice", "distinct", "reverse", "sort", "flatten"):
+            # list(T) -> list(T); on a dyn receiver T is still open (a later use decides it).
+            return receiver if receiver.kind == "list" and name != "flatten" else _list(VAR)
         return _list(DYN)
     return T(kind)
 
@@ -1013,14 +1097,66 @@ def _charge(c: _Ctx, overload: cellib.Overload, args: Sequence[Any], result: Any
         raise CostExceeded()
 
 
+_FAILED = object()  # a failed call's value, which has size 1 when its cost is counted
+
+
+def _charge_failed(c: _Ctx, overload: cellib.Overload, args: Sequence[Any]) -> None:
+    c.cost += 1 if overload.cost is None else overload.cost(args, _FAILED)
+
+
+# A call evaluates all its arguments and is charged even when one of them, or the call, fails (cel-go
+# observes the call with the error as its value): 1, what its cost comes to with an error's size.
+
+def _one(c: _Ctx, f: Fn) -> Any:
+    try:
+        return f(c)
+    except EvalError:
+        c.cost += 1
+        raise
+
+
+def _two(c: _Ctx, f: Fn, g: Fn) -> tuple[Any, Any]:
+    try:
+        x = f(c)
+    except EvalError as e:
+        with contextlib.suppress(EvalError):
+            g(c)
+        c.cost += 1
+        raise e from None
+    try:
+        return x, g(c)
+    except EvalError:
+        c.cost += 1
+        raise
+
+
+def _many(c: _Ctx, fns: Sequence[Fn]) -> list[Any]:
+    out: list[Any] = []
+    error: EvalError | None = None
+    for f in fns:
+        try:
+            out.append(f(c))
+        except EvalError as e:
+            error = error or e
+            out.append(None)
+    if error is not None:
+        c.cost += 1
+        raise error
+    return out
+
+
 def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
     impl = overload.impl
     if len(fns) == 1:
         (f,) = fns
 
         def call1(c: _Ctx) -> Any:
-            x = f(c)
-            r = impl(x)
+            x = _one(c, f)
+            try:
+                r = impl(x)
+            except EvalError:
+                _charge_failed(c, overload, (x,))
+                raise
             _charge(c, overload, (x,), r)
             return r
         return call1
@@ -1028,15 +1164,23 @@ def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
         f, g = fns
 
         def call2(c: _Ctx) -> Any:
-            x, y = f(c), g(c)
-            r = impl(x, y)
+            x, y = _two(c, f, g)
+            try:
+                r = impl(x, y)
+            except EvalError:
+                _charge_failed(c, overload, (x, y))
+                raise
             _charge(c, overload, (x, y), r)
             return r
         return call2
 
     def call(c: _Ctx) -> Any:
-        args = [f(c) for f in fns]
-        r = impl(*args)
+        args = _many(c, fns)
+        try:
+            r = impl(*args)
+        except EvalError:
+            _charge_failed(c, overload, args)
+            raise
         _charge(c, overload, args, r)
         return r
     return call
@@ -1044,13 +1188,18 @@ def _direct(overload: cellib.Overload, fns: list[Fn]) -> Fn:
 
 def _dispatch(name: str, candidates: Sequence[cellib.Overload], fns: list[Fn]) -> Fn:
     def call(c: _Ctx) -> Any:
-        args = [f(c) for f in fns]
+        args = _many(c, fns)
         kinds = [cellib.kind(a) for a in args]
         for overload in candidates:
             if overload.accepts(kinds):
-                r = overload.impl(*args)
+                try:
+                    r = overload.impl(*args)
+                except EvalError:
+                    _charge_failed(c, overload, args)
+                    raise
                 _charge(c, overload, args, r)
                 return r
+        c.cost += 1
         raise cellib.no_such_overload(name, *args)
     return call
 
@@ -1065,7 +1214,27 @@ def _same_literal_type(a: T, b: T) -> bool:
     if a == b:
         return True
     return a.kind == b.kind and a.kind in ("list", "map") and (
-        all(p == DYN for p in a.params) or all(p == DYN for p in b.params))
+        all(p.var for p in a.params) or all(p.var for p in b.params))
+
+
+def _set_key(value: object) -> tuple[str, object] | None:
+    """A primitive value as a set key with CEL's equality: numbers by value whatever their kind, a bool
+    never equal to a number, NaN equal to nothing; None for anything else (never in a set of them)."""
+    t = type(value)
+    if t is bool:
+        return ("b", value)
+    if t is int or t is UInt or (t is float and value == value):
+        return ("n", value)
+    if t is str:
+        return ("s", value)
+    return None
+
+
+def _string_overload(ka: str, kb: str) -> bool:
+    """Whether the checker picks the string (or bytes) overload of a binary operator: one operand is
+    a string (bytes) and the other the same or dyn."""
+    known = {ka, kb} - {"dyn"}
+    return known in ({"string"}, {"bytes"})
 
 
 def _relative(operand: Node) -> int:
@@ -1148,6 +1317,7 @@ def _quantifier(rng: Fn, slots: list[int], predicate: Fn, exists: bool) -> Fn:
                 error = error or EvalError(f"no such overload: {'_||_' if exists else '_&&_'}")
         c.cost += 1  # the result
         if decided:
+            c.absorbed = c.absorbed or error is not None
             return exists
         if error is not None:
             raise error
@@ -1220,6 +1390,14 @@ def _filter_macro(rng: Fn, slots: list[int], predicate: Fn) -> Fn:
 
 # -- the interface -----------------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    matched: bool | None
+    error: str | None
+    cost: int
+    absorbed: bool
+
+
 class Selector:
     """A compiled selector; ``matches`` evaluates it on one device."""
 
@@ -1253,19 +1431,46 @@ class Selector:
     def cost(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
              allow_multiple_allocations: bool = False) -> int:
         """The runtime cost of one evaluation (for tests and the benchmark); errors count what ran."""
+        return self.evaluate(driver, attributes, capacity, allow_multiple_allocations).cost
+
+    def evaluate(self, driver: str, attributes: Mapping[str, AttrValue], capacity: Mapping[str, Capacity],
+                 allow_multiple_allocations: bool = False) -> Evaluation:
+        """One evaluation in full, for tests: the verdict or the error, the cost, and whether an error
+        was absorbed on the way (where cel-go may count a little differently)."""
         c = _Ctx(_Device(driver, attributes, capacity, allow_multiple_allocations), self._slots, self.limit)
-        with contextlib.suppress(EvalError, CostExceeded):
-            self._fn(c)
-        return c.cost
+        try:
+            result = self._fn(c)
+        except (EvalError, CostExceeded) as e:
+            return Evaluation(None, e.message, c.cost, c.absorbed)
+        if type(result) is not bool:
+            return Evaluation(None, f"CEL result of type {cellib.type_name(result)} could not be converted to bool",
+                              c.cost, c.absorbed)
+        return Evaluation(result, None, c.cost, c.absorbed)
 
     def __repr__(self) -> str:
         return f"Selector({self.expression!r})"
 
 
-@lru_cache(maxsize=4096)
 def compile_selector(expression: str) -> Selector:
-    """The selector of ``expression``, compiled once (cached); raises CelCompileError with cel-go's
-    wording (``compilation failed: ERROR: <input>:1:5: ...``, or the result type's)."""
+    """The selector of ``expression``, compiled once (cached, and so is a failure); raises
+    CelCompileError with cel-go's wording (``compilation failed: ERROR: <input>:1:5: ...``, the
+    program's, or the result type's)."""
+    compiled = _compiled(expression)
+    if isinstance(compiled, CelCompileError):
+        raise CelCompileError(compiled.message)
+    return compiled
+
+
+@lru_cache(maxsize=4096)
+def _compiled(expression: str) -> Selector | CelCompileError:
+    try:
+        return compile_uncached(expression)
+    except CelCompileError as e:
+        return e
+
+
+def compile_uncached(expression: str) -> Selector:
+    """``compile_selector`` without the cache (the benchmark's compile time)."""
     try:
         tree = parse(expression)
         compiler = _Compiler()

@@ -15,6 +15,7 @@ error value: nothing absorbs it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -29,6 +30,7 @@ import re2
 from koordpy.devices.celparse import UInt
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
 UINT64_MAX = 2**64 - 1
 STRING_COST = 0.1  # cel-go's common.StringTraversalCostFactor
 REGEX_COST = 0.25  # common.RegexStringLengthCostFactor
@@ -56,38 +58,97 @@ def no_such_overload(function: str, *args: object) -> EvalError:
 
 # -- the values Kubernetes adds ---------------------------------------------------------------------
 
-_QUANTITY = re.compile(
-    r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?[0-9]+))?")
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_NANO = Fraction(1, 10**9)
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+_DIGITS = frozenset("0123456789")
+_FORMAT_WRONG = ("quantities must match the regular expression "
+                 "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+# Beyond this power of ten a quantity is refused rather than computed: apimachinery would build the
+# number (gigabytes for 1e2000000000); no capacity or request comes near it.
+MAX_EXPONENT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    negative: bool
+    num: str  # the integer digits, leading zeros dropped ("0" when none)
+    denom: str  # the fraction's digits as written
+    binary: bool
+    exponent: int  # of 10 (decimal) or 2 (binary)
+
+
+@lru_cache(maxsize=4096)
+def _scan(text: str) -> _Parsed:
+    """apimachinery's ``parseQuantityString`` and suffix lookup: lax where it is lax (".", "+", "Mi" and
+    "e3" are quantities, all zero but the last), and its exponent wraps to 32 bits as its does."""
+    end = len(text)
+    if end == 0 or end > 256:
+        raise ValueError(_FORMAT_WRONG)
+    pos, negative = 0, False
+    if text[0] in "+-":
+        negative, pos = text[0] == "-", 1
+    while pos < end and text[pos] == "0":
+        pos += 1
+    if pos >= end:
+        return _Parsed(negative, "0", "", False, 0)
+    start = pos
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    num = text[start:pos] or "0"
+    denom = ""
+    if pos < end and text[pos] == ".":
+        pos += 1
+        start = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        denom = text[start:pos]
+    suffix_start = pos
+    while pos < end and text[pos] in _SUFFIX_CHARS:
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    if pos < end:
+        raise ValueError(_FORMAT_WRONG)
+    suffix = text[suffix_start:]
+    if suffix in _DECIMAL:
+        return _Parsed(negative, num, denom, False, _DECIMAL[suffix])
+    if suffix in _BINARY:
+        return _Parsed(negative, num, denom, True, _BINARY[suffix])
+    if len(suffix) > 1 and suffix[0] in "eE":
+        try:
+            power = int(suffix[1:], 10)
+        except ValueError:
+            raise ValueError("unable to parse quantity's suffix") from None
+        if not INT64_MIN <= power <= INT64_MAX:
+            raise ValueError("unable to parse quantity's suffix")
+        power = (power + 2**31) % 2**32 - 2**31  # Go's int32(parsed)
+        return _Parsed(negative, num, denom, False, power)
+    raise ValueError("unable to parse quantity's suffix")
 
 
 @lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> Fraction:
     """apimachinery's ``ParseQuantity``, exactly: the value rounded up (away from zero) to a nano-unit,
     a binary-suffixed value capped at 2^63-1. Raises ValueError as it refuses."""
-    m = _QUANTITY.fullmatch(text) if len(text) <= 100 else None
-    if m is None:
-        raise ValueError("quantities must match the regular expression "
-                         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-    sign, number, suffix, exponent = m.groups()
-    whole, _, fraction = number.partition(".")
-    value = Fraction(int(whole + fraction or "0"), 10 ** len(fraction))
-    if exponent is not None:
-        power = int(exponent)
-        if abs(power) > 10_000:  # far outside any quantity; apimachinery refuses it as out of range
-            raise ValueError("unable to parse quantity's suffix")
-        value *= Fraction(10) ** power
-    elif suffix in _BINARY:
-        value *= 2 ** _BINARY[suffix]
-    else:
-        value *= Fraction(10) ** _DECIMAL[suffix or ""]
-    if value and (value / _NANO).denominator != 1:
-        value = Fraction(math.ceil(value / _NANO), 10**9)
-    if suffix in _BINARY and value > INT64_MAX:
+    p = _scan(text)
+    value = Fraction(int(p.num + p.denom), 10 ** len(p.denom))
+    if p.binary:
+        value *= 2**p.exponent
+    elif value:
+        if p.exponent > MAX_EXPONENT:
+            raise ValueError("quantity out of range")
+        if p.exponent < -MAX_EXPONENT:
+            value = Fraction(1, 10**9)  # far below a nano-unit: rounded up to one
+        else:
+            value *= Fraction(10) ** p.exponent
+    if value and (value * 10**9).denominator != 1:
+        value = Fraction(math.ceil(value * 10**9), 10**9)
+    if p.binary and value > INT64_MAX:
         value = Fraction(INT64_MAX)
-    return -value if sign == "-" else value
+    return -value if p.negative else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +160,9 @@ class Quantity:
     value: Fraction
     scaled: tuple[int, int] | None = None
     dec: tuple[int, int] = (0, 0)
+    # Made by add or sub, which return a pointer in Kubernetes' library; a quantity's == then refuses
+    # it (no such overload), an upstream quirk the verdicts keep.
+    pointer: bool = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and self.value == other.value  # Cmp, whatever the form
@@ -117,31 +181,26 @@ def _int64_amount(text: str) -> tuple[int, int] | None:
     where it falls back to an inf.Dec (too many digits, a fraction of a binary suffix, below nano)."""
     if text == "0":
         return (0, 0)
-    m = _QUANTITY.fullmatch(text)
-    assert m is not None
-    sign, number, suffix, exponent = m.groups()
-    whole, _, denom = number.partition(".")
-    num = whole.lstrip("0") or "0"
+    p = _scan(text)
     mantissa = 1
-    if suffix in _BINARY:
-        power = _BINARY[suffix]
+    if p.binary:
         scale = 0
-        if denom:
+        if p.denom:
             return None
-        mantissa = 1 << power
-        precision = 15 - len(num) - int(power * 3 / 10) - 1
+        mantissa = 1 << p.exponent
+        precision = 15 - len(p.num) - int(p.exponent * 3 / 10) - 1
     else:
-        scale = int(exponent) if exponent is not None else _DECIMAL[suffix or ""]
-        precision = 18 - (len(num) + len(denom))
+        scale = p.exponent
+        precision = 18 - (len(p.num) + len(p.denom))
     if precision < 0:
         return None
-    scale -= len(denom)
+    scale -= len(p.denom)
     if scale < -9:
         return None
-    result = _int64_multiply(int(num + denom), mantissa)
+    result = _int64_multiply(int(p.num + p.denom), mantissa)
     if result is None:
         return None
-    return (-result if sign == "-" else result, scale)
+    return (-result if p.negative else result, scale)
 
 
 def quantity_of(text: str) -> Quantity:
@@ -151,8 +210,7 @@ def quantity_of(text: str) -> Quantity:
     if scaled is not None:
         return Quantity(value, scaled)
     # The inf.Dec the slow parse leaves: rounded to nano-units (scale 9), or the binary suffixes' cap.
-    m = _QUANTITY.fullmatch(text)
-    capped = m is not None and m.group(3) in _BINARY and abs(value) == INT64_MAX
+    capped = _scan(text).binary and abs(value) == INT64_MAX
     if value == 0:
         return Quantity(value, None, (0, 0))
     return Quantity(value, None, (int(value), 0) if capped else (int(value * 10**9), 9))
@@ -210,11 +268,11 @@ def quantity_add(a: Quantity, b: Quantity, negate: bool = False) -> Quantity:
         other = (-b.scaled[0], b.scaled[1]) if negate else b.scaled
         scaled = _amount_add(a.scaled, other)
         if scaled is not None:
-            return Quantity(value, scaled)
+            return Quantity(value, scaled, pointer=True)
     (au, ascale), (bu, bscale) = _as_dec(a), _as_dec(b)
     scale = max(ascale, bscale)
     bu = -bu if negate else bu
-    return Quantity(value, None, (au * 10 ** (scale - ascale) + bu * 10 ** (scale - bscale), scale))
+    return Quantity(value, None, (au * 10 ** (scale - ascale) + bu * 10 ** (scale - bscale), scale), pointer=True)
 
 
 _SEMVER_NUM = re.compile(r"0|[1-9][0-9]*")
@@ -393,8 +451,6 @@ def equals(a: object, b: object) -> bool:
         return a is b
     ka, kb = kind(a), kind(b)
     if ka != kb:
-        if ka in ("kubernetes.Quantity", "kubernetes.Semver") or kb in ("kubernetes.Quantity", "kubernetes.Semver"):
-            raise no_such_overload("_==_", a, b)
         return False
     if ka == "list":
         sa: Sequence[object] = a  # type: ignore[assignment]
@@ -411,6 +467,30 @@ def equals(a: object, b: object) -> bool:
                 return False
         return True
     return a == b
+
+
+def operator_equals(a: object, b: object) -> bool:
+    """CEL's ``==`` at the top of an expression, as cel-go asks the left operand: a quantity or a semver
+    on the left refuses any other kind but null (no such overload), and a quantity refuses one made by
+    add or sub."""
+    ta = type(a)
+    if ta is Quantity or ta is Semver:
+        if b is None:
+            return False
+        if type(b) is not ta:
+            raise no_such_overload("_==_", a, b)
+        if isinstance(b, Quantity) and b.pointer:
+            raise no_such_overload("_==_", a, b)
+        return a == b
+    return equals(a, b)
+
+
+def loose_equals(a: object, b: object) -> bool:
+    """``!=`` and ``in``: the same question, where cel-go takes an error for unequal."""
+    try:
+        return operator_equals(a, b)
+    except EvalError:
+        return False
 
 
 def compare(function: str, a: object, b: object) -> int:
@@ -620,7 +700,7 @@ _def("type", False, "dyn", "type", lambda v: TypeValue(kind(v)))
 for _k in ("string", "bytes", "list", "map"):
     _def("size", False, _k, "int", len, both=True)
 _def("contains", True, "string,string", "bool", lambda s, t: t in s,
-     lambda a, r: math.ceil(size_of(a[0]) * STRING_COST) * max(1, math.ceil(size_of(a[1]) * STRING_COST)))
+     lambda a, r: math.ceil(size_of(a[0]) * STRING_COST) * math.ceil(size_of(a[1]) * STRING_COST))
 _def("startsWith", True, "string,string", "bool", lambda s, t: s.startswith(t), _arg_cost(1))
 _def("endsWith", True, "string,string", "bool", lambda s, t: s.endswith(t), _arg_cost(1))
 
@@ -826,7 +906,14 @@ def _flatten(items: Sequence[object], depth: int = 1) -> list[object]:
     return out
 
 
+def _affordable(cost: int) -> None:
+    """A call whose own cost is past the limit stops before it does the work (quadratic ones)."""
+    if cost > MAX_COST:
+        raise CostExceeded()
+
+
 def _distinct(items: Sequence[object]) -> list[object]:
+    _affordable(2 * len(items) ** 2)
     out: list[object] = []
     for x in items:
         if not any(equals(x, y) for y in out):
@@ -841,7 +928,7 @@ def _range(n: int) -> list[int]:
 
 
 def _sort(items: Sequence[object]) -> list[object]:
-    import functools
+    _affordable(2 * len(items) ** 2)
     _sorted_key(items)
     return sorted(items, key=functools.cmp_to_key(lambda a, b: compare("sort", a, b)))
 
@@ -851,27 +938,34 @@ for _name, _impl in (("isSorted", _is_sorted), ("sum", _sum), ("min", _min_max(-
 _def("indexOf", True, "list,dyn", "int", _list_index, _traversal)
 _def("lastIndexOf", True, "list,dyn", "int", _list_last_index, _traversal)
 _def("includes", True, "dyn,dyn", "bool", _includes, _traversal)
-_def("slice", True, "list,int,int", "list", _slice, _traversal)
-_def("flatten", True, "list", "list", _flatten, _traversal)
-_def("flatten", True, "list,int", "list", _flatten, _traversal)
-_def("distinct", True, "list", "list", _distinct, lambda a, r: size_of(a[0]) ** 2)
-_def("lists.range", False, "int", "list", _range, lambda a, r: size_of(r))
-_def("reverse", True, "list", "list", lambda items: list(reversed(items)), _traversal)
-_def("sort", True, "list", "list", _sort, lambda a, r: size_of(a[0]) * max(1, math.ceil(math.log2(size_of(a[0]) or 1))))
+# ext.Lists' functions cost as cel-go runs them (each builds a list: 11, and a pass or two over it).
+_def("slice", True, "list,int,int", "list", _slice, lambda a, r: 11 + size_of(r))
+_def("flatten", True, "list", "list", _flatten, lambda a, r: 11 + size_of(a[0]))
+_def("flatten", True, "list,int", "list", _flatten, lambda a, r: 11 + size_of(a[0]))
+_def("distinct", True, "list", "list", _distinct, lambda a, r: 11 + 2 * size_of(a[0]) ** 2)
+_def("lists.range", False, "int", "list", _range, lambda a, r: 11 + size_of(r))
+_def("reverse", True, "list", "list", lambda items: list(reversed(items)), lambda a, r: 11 + size_of(a[0]))
+_def("sort", True, "list", "list", _sort, lambda a, r: 11 + 2 * size_of(a[0]) ** 2)
 _def("first", True, "list", "optional_type", lambda items: Optional(items[0]) if items else EMPTY)
 _def("last", True, "list", "optional_type", lambda items: Optional(items[-1]) if items else EMPTY)
 
 
 # ext.Sets.
 def _set_contains(a: Sequence[object], b: Sequence[object]) -> bool:
+    _affordable(len(a) * len(b))
     return all(any(equals(x, y) for y in a) for x in b)
 
 
-_sets_cost: CostFn = lambda args, result: size_of(args[0]) * size_of(args[1])  # noqa: E731
+_sets_cost: CostFn = lambda args, result: size_of(args[0]) * size_of(args[1]) + 1  # noqa: E731
 _def("sets.contains", False, "list,list", "bool", _set_contains, _sets_cost)
 _def("sets.equivalent", False, "list,list", "bool", lambda a, b: _set_contains(a, b) and _set_contains(b, a),
-     _sets_cost)
-_def("sets.intersects", False, "list,list", "bool", lambda a, b: any(any(equals(x, y) for y in b) for x in a),
+     lambda args, result: 2 * size_of(args[0]) * size_of(args[1]) + 1)
+def _intersects(a: Sequence[object], b: Sequence[object]) -> bool:
+    _affordable(len(a) * len(b))
+    return any(any(equals(x, y) for y in b) for x in a)
+
+
+_def("sets.intersects", False, "list,list", "bool", _intersects,
      _sets_cost)
 
 

@@ -7,7 +7,7 @@ name or a function means (``koordpy.devices.cel`` checks and compiles the tree),
 
 The grammar is CEL's (cel-spec's ``CEL.g4``): ``a ? b : c`` below ``||`` below ``&&`` below the
 relations below ``+ -`` below ``* / %`` below the unary ``! -`` below member access. As cel-go does, an
-even run of ``!`` or ``-`` cancels out, a ``-`` before an integer literal makes a negative literal (so
+even run of ``!`` or ``-`` cancels out, a lone ``-`` before a number makes a negative literal (so
 ``-9223372036854775808`` is an int), and ``&&`` / ``||`` chains become one node of many terms.
 """
 
@@ -347,8 +347,9 @@ class _Parser:
                 self.next()
                 count += 1
             nxt = self.peek()
-            if op == "-" and nxt.kind in ("int", "float") and count % 2 == 1:
-                # A negative literal; member access after it applies to the literal (-1.f() is (-1).f()).
+            if op == "-" and nxt.kind in ("int", "float") and count == 1:
+                # A negative literal (only a lone minus makes one, as CEL's grammar reads it; in --4 or
+                # ---4 every minus is an operator); member access after it applies to the literal.
                 self.next()
                 value = -nxt.value  # type: ignore[operator]
                 if nxt.kind == "int" and not -_INT64_MAX - 1 <= value <= _INT64_MAX:

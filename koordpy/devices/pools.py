@@ -20,6 +20,7 @@ from fractions import Fraction
 from koordpy.api.dra import (
     AttrValue,
     Device,
+    DeviceClass,
     Devices,
     DeviceTaint,
     DeviceTaintRule,
@@ -27,7 +28,14 @@ from koordpy.api.dra import (
     ResourceSlice,
 )
 from koordpy.api.objects import Node, NodeSelectorTerm
-from koordpy.devices.cel import CelError, compile_selector
+from koordpy.devices.cel import CelCompileError, CelError, compile_selector
+from koordpy.devices.reasons import DeviceError
+
+Num = int | Fraction  # a counter's value: an int when whole (the common case, and fast), else exact
+
+
+def num(v: Fraction) -> Num:
+    return v.numerator if v.denominator == 1 else v
 
 
 def node_matches(sel: NodeSelection, node: Node) -> bool:
@@ -41,11 +49,29 @@ def node_matches(sel: NodeSelection, node: Node) -> bool:
     return False
 
 
+class SelectorError(Exception):
+    """A CEL error met on a device: whose selector (the class's or the request's), which, and the error;
+    made into a ``DeviceError`` with the claim's name where the search reaches the device."""
+
+    def __init__(self, cls: DeviceClass | None, index: int, device: str, error: CelError) -> None:
+        super().__init__(error.message)
+        self.cls = cls
+        self.index = index
+        self.device = device
+        self.error = error
+
+    def for_claim(self, claim: str) -> DeviceError:
+        kind = "compile" if isinstance(self.error, CelCompileError) else "runtime"
+        where = f"class {self.cls.name}" if self.cls is not None else f"claim {claim}"
+        return DeviceError(f"{where}: selector #{self.index} on device {self.device}: CEL {kind} error: "
+                           f"{self.error.message}", claim)
+
+
 class DeviceEntry:
     """One published device with what the allocator asks of it, computed once per build."""
 
     __slots__ = ("allow_multiple", "binding", "device", "driver", "id", "name", "node_local",
-                 "node_selector", "own_node", "pool", "qattrs", "slice", "taints", "verdicts")
+                 "node_selector", "own_node", "pool", "qattrs", "slice", "taints", "uses", "verdicts")
 
     def __init__(self, sl: ResourceSlice, device: Device, taints: tuple[DeviceTaint, ...],
                  verdicts: dict[str, bool | CelError]) -> None:
@@ -59,6 +85,9 @@ class DeviceEntry:
         self.verdicts = verdicts
         self.allow_multiple = device.allow_multiple_allocations
         self.binding = bool(device.binding_conditions)
+        # What it consumes of its pool's shared counters, by (counter set, counter).
+        self.uses: tuple[tuple[tuple[str, str], Num], ...] = tuple(
+            ((u.counter_set, c), num(q.value)) for u in device.consumes_counters for c, q in u.counters.items())
         # Attributes by fully qualified name: an unqualified name belongs to the driver's domain.
         self.qattrs: dict[str, AttrValue] = {
             (k if "/" in k else f"{sl.driver}/{k}"): v for k, v in device.attributes.items()}
@@ -105,6 +134,7 @@ class PoolView:
     devices: tuple[DeviceEntry, ...] = ()
     others: tuple[DeviceEntry, ...] = ()
     counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)
+    counters: Mapping[tuple[str, str], Num] = field(default_factory=dict)  # the same, by (set, counter)
     binding: bool = False  # a device has binding conditions (such pools come last)
 
     @property
@@ -135,6 +165,10 @@ class Pools:
         self._views: dict[str, tuple[Node, tuple[PoolView, ...]]] = {}
         self._built: dict[tuple[str, str, int, tuple[str, ...]], PoolView] = {}
         self.slice_count = 0
+        # The allocator's candidates per (node, class, selectors): (node, devices, CEL errors by
+        # device id). Kept here because they depend on nothing but the pools, the class and the
+        # request, and the pools outlive an allocator while slices, classes and rules are the same.
+        self.candidates: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, SelectorError]]] = {}
 
     @classmethod
     def build(cls, devices: Devices, previous: Pools | None = None) -> Pools:
@@ -246,7 +280,8 @@ class Pools:
             p.driver, p.pool,
             devices=tuple(e for s in device_slices for e in self._entries[s.name][1]),
             others=tuple(e for s in other_devices for e in self._entries[s.name][1]),
-            counter_sets=counter_sets, binding=binding)
+            counter_sets=counter_sets, binding=binding,
+            counters={(name, c): num(v) for name, cs in counter_sets.items() for c, v in cs.items()})
 
 
 def _add(relevant: dict[tuple[str, str], list[ResourceSlice]], sl: ResourceSlice) -> None:

@@ -2165,3 +2165,20 @@ def test_consumable_capacity_rejection_rolls_back_constraints() -> None:
     assert isinstance(got, list)
     assert [[(r.request, r.device) for r in a.results] for a in got] == [[("req-0", "device-1")],
                                                                          [("req-0/subReq-1", "device-2")]]
+
+
+def test_an_overdrawn_counter_stops_every_device_of_its_pool() -> None:
+    # The pool's counters shrank under devices already allocated: kube-scheduler compares every
+    # counter of the pool whenever it adds a device, so a device drawing on another counter set
+    # of that pool is refused too; a pool whose counters add up is not affected.
+    held = claim("held", allocation=Allocation(results=(result("r", "device-0"),)))
+    slices = [slice_("slice-1", [dev("device-0", counters=[uses(2, name="a")]),
+                                 dev("device-1", counters=[uses(1, counter_set="counter-set-2", name="b")])], count=2),
+              slice_("slice-2", [], count=2, counters=[counters(1, name="a"),
+                                                       counters(1, counter_set="counter-set-2", name="b")])]
+    got = World(slices, allocated=[held]).allocate([claim()])
+    assert isinstance(got, Unallocatable)
+    assert (got.why, got.detail) == ("all-taken", "0/1")
+    fine = [slices[0], slice_("slice-2", [], count=2, counters=[counters(2, name="a"),
+                                                                 counters(1, counter_set="counter-set-2", name="b")])]
+    assert World(fine, allocated=[held]).devices_of([claim()]) == [[("req-0", "device-1")]]

@@ -33,3 +33,27 @@ def test_pools_with_binding_conditions_come_last() -> None:
         "a": slice_("a", [dev("device-1", binding=["ready"])], pool="pool-a"),
         "b": slice_("b", [dev("device-1")], pool="pool-b")}))
     assert [v.pool for v in pools.for_node(node())] == ["pool-b", "pool-a"]
+
+
+def test_candidates_outlive_an_allocator_and_name_each_claim_in_errors() -> None:
+    import pytest
+
+    from koordpy.devices.allocator import Allocator
+    from koordpy.devices.reasons import DeviceError
+    from koordpy.devices.state import InUse
+    from tests.devices.helpers import claim, cls, req, slice_
+
+    broken = 'device.attributes["driver-a"].missing == 1'
+    devices = Devices(classes={"class-a": cls()}, slices={"s": slice_("s", [dev("device-1"), dev("device-2")])})
+    pools = Pools.build(devices)
+    here = node()
+    first = Allocator(pools, devices.classes, InUse())
+    first.allocate(here, [claim("claim-0")], 0.0)
+    (cached,) = pools.candidates.values()
+    # The claims change with every bind; a new allocator over the same pools reuses the candidates.
+    second = Allocator(pools, devices.classes, InUse())
+    second.allocate(here, [claim("claim-1")], 0.0)
+    assert next(iter(pools.candidates.values()))[1] is cached[1]
+    for name in ("claim-a", "claim-b"):
+        with pytest.raises(DeviceError, match=f"claim default/{name}: selector #0 on device driver-a/pool-1/device-1"):
+            second.allocate(here, [claim(name, req(selectors=[broken]))], 0.0)

@@ -1,0 +1,66 @@
+"""InUse: what claims hold, with undoable add and remove."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from koordpy.api.dra import Allocation
+from koordpy.devices.state import InUse
+from tests.devices.helpers import claim, q, result
+
+PLAIN = Allocation(results=(result("r", "d0"), result("r", "d1")))
+ADMIN = Allocation(results=(result("r", "d2", admin_access=True),))
+
+
+def share(sid: str, amount: int) -> Allocation:
+    return Allocation(results=(result("r", "s0", share_id=sid, consumed_capacity={"c": q(amount)}),))
+
+
+def test_from_claims_takes_allocated_devices_and_skips_admin_access() -> None:
+    held = InUse.from_claims([claim("a", allocation=PLAIN), claim("b", allocation=ADMIN), claim("c")])
+    assert held.exclusive("driver-a/pool-1/d0") and held.exclusive("driver-a/pool-1/d1")
+    assert not held.allocated("driver-a/pool-1/d2")
+    assert held.allocated_ids() == {"driver-a/pool-1/d0", "driver-a/pool-1/d1"}
+
+
+def test_add_and_remove_return_their_undo() -> None:
+    held = InUse()
+    v0 = held.version
+    undo = held.add(PLAIN)
+    assert held.exclusive("driver-a/pool-1/d0") and held.version > v0
+    undo()
+    assert held.allocated_ids() == set()
+    held.add(PLAIN)
+    back = held.remove(PLAIN)
+    assert not held.allocated("driver-a/pool-1/d0")
+    back()
+    assert held.exclusive("driver-a/pool-1/d0")
+
+
+def test_a_device_held_twice_stays_held_until_both_are_gone() -> None:
+    held = InUse()
+    held.add(PLAIN)
+    held.add(PLAIN)  # a conflict the allocator never makes, but a cluster may show
+    held.remove(PLAIN)
+    assert held.exclusive("driver-a/pool-1/d0")
+    held.remove(PLAIN)
+    assert not held.allocated("driver-a/pool-1/d0")
+
+
+def test_shares_sum_their_capacity_and_leave_no_trace_when_gone() -> None:
+    held = InUse()
+    held.add(share("x", 1))
+    undo = held.add(share("y", 2))
+    assert held.shared("driver-a/pool-1/s0") and not held.exclusive("driver-a/pool-1/s0")
+    assert held.consumed("driver-a/pool-1/s0") == {"c": Fraction(3)}
+    undo()
+    assert held.consumed("driver-a/pool-1/s0") == {"c": Fraction(1)}
+    held.remove(share("x", 1))
+    assert not held.allocated("driver-a/pool-1/s0") and held.consumed("driver-a/pool-1/s0") is None
+
+
+def test_copy_is_independent() -> None:
+    held = InUse.from_claims([claim("a", allocation=PLAIN)])
+    other = held.copy()
+    other.remove(PLAIN)
+    assert held.exclusive("driver-a/pool-1/d0") and not other.allocated("driver-a/pool-1/d0")
