@@ -529,6 +529,16 @@ def test_taint_rule_of_another_pool_does_not_apply() -> None:
     assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
 
 
+def test_taint_rule_without_a_device_selector_taints_nothing_and_an_empty_one_everything() -> None:
+    # The API: without spec.deviceSelector no device is matched; {} matches every device.
+    bare = DeviceTaintRule(name="rule", taint=NO_SCHEDULE, has_selector=False)
+    w = World([slice_("slice-1", devs(1, 1))], rules=[bare])
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+    empty = DeviceTaintRule(name="rule", taint=NO_SCHEDULE)
+    w = World([slice_("slice-1", devs(1, 1))], rules=[empty])
+    assert why(w.allocate([claim()])) == "taint-not-tolerated"
+
+
 # -- claims allocated already ---------------------------------------------------------------------
 
 
