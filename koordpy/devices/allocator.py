@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 from koordpy.api.dra import (
+    FRACTIONAL_CAPACITY_RANGE,
+    INT64_MAX,
     RESERVED_FOR_MAX,
     AllocatedConfig,
     Allocation,
@@ -47,7 +49,6 @@ from koordpy.devices.state import InUse
 RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one allocation may hold
 FILTER_TIMEOUT = 10.0  # kube-scheduler's DynamicResources filterTimeout default, seconds
 BINDING_TIMEOUT = 600.0  # its bindingTimeout default, seconds
-_INT64_MAX = 2**63 - 1
 _CHECK_EVERY = 256  # search steps between two looks at the clock
 
 _DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation would exceed RESULTS_MAX
@@ -328,9 +329,7 @@ class Allocator:
                 least = math.inf
                 for req in slot.alts:
                     if req.all_mode:
-                        why = search.gather_all(req)
-                        if why is not None:
-                            return why
+                        search.gather_all(req)
                         req.count = len(req.all_devices)
                     least = min(least, req.count)
                 if least > RESULTS_MAX - total:
@@ -345,7 +344,9 @@ class Allocator:
         try:
             outcome = search.one(0, 0, 0, 0, False, 0)
         except _Timeout:
-            return Unallocatable("timeout", detail=node.name)
+            # An error in kube-scheduler ("potentially transient": retried with backoff), which
+            # ends the pod's attempt on every node, not this node's unschedulable verdict.
+            raise DeviceError(f"node {node.name}: the device search ran out of its time bound") from None
         finally:
             self.steps = search.steps
         if outcome == _MAX:
@@ -574,18 +575,18 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
         if pol.valid_step is None:
             return want
         step = pol.valid_step.value
-        # kube-scheduler rounds in int64 arithmetic (milli units with fractional ranges): a request
-        # or a rounded value beyond it is an error, not a device that does not fit.
+        # kube-scheduler rounds in int64 arithmetic (whole numbers with DRAFractionalCapacityRange
+        # off): a request or a rounded value beyond it is an error, not a device that does not fit.
         scale = 1000 if _milli(pol) else 1
         if scale == 1:
             want, step, low = Fraction(math.ceil(want)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
         elif (want * 1000).denominator != 1:
             raise DeviceError(f"capacity request {requested.text} cannot be represented in milli units")
-        if want * scale > _INT64_MAX:
+        if want * scale > INT64_MAX:
             raise DeviceError(f"capacity request {requested.text} cannot be represented in the device's range "
                               "arithmetic")
         got = low + step * math.ceil((want - low) / step)
-        if got * scale > _INT64_MAX:
+        if got * scale > INT64_MAX:
             raise DeviceError(f"capacity request {requested.text} cannot be represented: rounding it up to the "
                               "next step passes the range arithmetic's limit")
         return got
@@ -597,8 +598,11 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
 
 
 def _milli(pol: CapacityPolicy) -> bool:
-    """Whether a range's arithmetic is in milli units (DRAFractionalCapacityRange, on in v1.37):
-    every bound and the step are whole milli values, the step at least one."""
+    """Whether a range's arithmetic is in milli units (with DRAFractionalCapacityRange on: every
+    bound and the step whole milli values, the step at least one); else whole numbers, each bound,
+    the step and the request rounded up to one."""
+    if not FRACTIONAL_CAPACITY_RANGE:
+        return False
     for q in (pol.valid_min, pol.valid_max, pol.valid_step):
         if q is not None and (q.value * 1000).denominator != 1:
             return False
@@ -658,13 +662,17 @@ class _Search:
 
     # -- "All" requests ----------------------------------------------------------------------------
 
-    def gather_all(self, req: _Req) -> Unallocatable | None:
+    def gather_all(self, req: _Req) -> None:
         claim = self.claims[req.ci].key
         for v in self.views:
+            # kube-scheduler cannot say what "all" is while a pool is in flux or broken, and says
+            # so as an error (the pod's attempt ends), not as a node that does not fit.
             if v.incomplete:
-                return Unallocatable("pool-incomplete", claim, req.name, v.key)
+                raise DeviceError(f"claim {claim}, request {req.name}: all devices are asked for, but pool {v.key} "
+                                  "is being updated (it has fewer ResourceSlices than it announces)", claim, req.name)
             if v.invalid:
-                return Unallocatable("pool-invalid", claim, req.name, f"{v.key}: {v.invalid}")
+                raise DeviceError(f"claim {claim}, request {req.name}: all devices are asked for, but pool {v.key} "
+                                  f"is invalid ({v.invalid})", claim, req.name)
             for e in v.devices:
                 try:
                     if not _selectable(e, req.cls, req.exact):
