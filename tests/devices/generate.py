@@ -117,7 +117,9 @@ class _World:
                 cores["requestPolicy"] = {"default": "500m",
                                           "validRange": {"min": "500m", "max": "1500m", "step": "250m"}}
             elif policy == "values":
-                cores["requestPolicy"] = {"default": "250m", "validValues": ["250m", "500m", "1"]}
+                # Distinct when rounded up to whole numbers, as an API server without
+                # DRAFractionalCapacityRange (v1.37.2's default) tells options apart.
+                cores["requestPolicy"] = {"default": "250m", "validValues": ["250m", "1500m"]}
             dev["capacity"] = {"memory": {"value": f"{mem}Gi"}, "cores": cores}
             return dev
         if self.on("consumable", 0.3):
