@@ -102,7 +102,7 @@ class _Result:
 
 
 class _Constraint:
-    __slots__ = ("attribute", "count", "distinct", "requests", "seen", "value")
+    __slots__ = ("attribute", "count", "distinct", "keys", "requests", "seen", "value")
 
     def __init__(self, c: DeviceConstraint) -> None:
         self.distinct = bool(c.distinct_attribute)
@@ -110,7 +110,10 @@ class _Constraint:
         self.requests = frozenset(c.requests)
         self.value: AttrValue | None = None
         self.count = 0
-        self.seen: list[AttrValue] = []
+        # distinctAttribute: the values taken, as _value_key (a stack for remove, a set to look up:
+        # a value is only ever added when no equal one is there, so the two hold the same values).
+        self.seen: list[tuple[type, object]] = []
+        self.keys: set[tuple[type, object]] = set()
 
     def applies(self, req: _Req) -> bool:
         return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
@@ -122,9 +125,13 @@ class _Constraint:
         if value is None:
             return False
         if self.distinct:
-            if any(not _known(value) or _same_value(value, v) for v in self.seen):
+            if self.seen and not _known(value):
                 return False
-            self.seen.append(value)
+            key = _value_key(value)
+            if key in self.keys:
+                return False
+            self.seen.append(key)
+            self.keys.add(key)
             return True
         if self.count == 0:
             self.value = value
@@ -139,13 +146,19 @@ class _Constraint:
         if not self.applies(req):
             return
         if self.distinct:
-            self.seen.pop()
+            self.keys.discard(self.seen.pop())
         else:
             self.count -= 1
 
 
 def _known(v: AttrValue) -> bool:
     return not isinstance(v, tuple)  # list attributes are alpha (DRAListTypeAttributes), off in v1.37
+
+
+def _value_key(v: AttrValue) -> tuple[type, object]:
+    """What _same_value compares, hashable: the type (bool is an int in Python) and the value (a
+    version's text)."""
+    return (type(v), v.text if isinstance(v, SemVer) else v)
 
 
 def _same_value(a: AttrValue, b: AttrValue) -> bool:
@@ -727,16 +740,18 @@ class _Search:
                 undo()
             return got
         cands, errors = self.a._candidates(self.node, req.cls, req.exact, self.claims[ci].key)
+        # The hot loop: its lookups bound to locals (the sets and dicts are changed in place only).
+        admin, held, allocating, allocating_for = req.admin, self.in_use.exclusive, self.allocating, self.allocating_for
         for idx in range(start, len(cands)):
             # A step may look at thousands of devices: the clock is read by devices looked at too.
             self.work += 1
             if self.work >= _CHECK_EVERY:
                 self.tick()
             e = cands[idx]
-            if req.admin:
-                if (e.id, ci) in self.allocating_for:
+            if admin:
+                if (e.id, ci) in allocating_for:
                     continue
-            elif self.in_use.exclusive(e.id) or self.allocating.get(e.id):
+            elif held(e.id) or e.id in allocating:
                 continue
             if errors:
                 err = errors.get(e.id)
@@ -760,20 +775,23 @@ class _Search:
     # -- taking one device -------------------------------------------------------------------------
 
     def take(self, req: _Req, e: DeviceEntry, must: bool) -> Callable[[], None] | None:
-        """Take ``e`` for ``req`` if it can be taken now, returning the undo."""
+        """Take ``e`` for ``req`` if it can be taken now, returning the undo. ``must``: an "All"
+        request's device (a constraint it breaks is an error); else the search's loop, which has
+        looked at whether the device is free and its taints tolerated already."""
         ci = req.ci
         multi = e.allow_multiple
-        if not multi and req.admin and (e.id, ci) in self.allocating_for:
-            return None
-        if not req.admin and (self.in_use.exclusive(e.id) or self.allocating.get(e.id)):
-            return None
+        if must:
+            if not multi and req.admin and (e.id, ci) in self.allocating_for:
+                return None
+            if not req.admin and (self.in_use.exclusive(e.id) or self.allocating.get(e.id)):
+                return None
         uses = e.device.consumes_counters
         charged = False
         if uses and not (multi and self.capacity_in_use(e.id)):
             if not self.charge(e, 1):
                 return None
             charged = True
-        if e.taints and not _tolerated(e, req):
+        if must and e.taints and not _tolerated(e, req):
             if charged:
                 self.charge(e, -1)
             return None
