@@ -34,7 +34,8 @@ DRAPartitionableDevices               beta (on)                  ``sharedCounter
 DRAConsumableCapacity                 beta (on)                  ``allowMultipleAllocations``,
                                                                  ``requestPolicy``, ``capacity.requests``,
                                                                  ``distinctAttribute``, ``shareID``
-DRAFractionalCapacityRange            beta (on)                  fractional ``validRange`` bounds
+DRAFractionalCapacityRange            beta (off by default)      ``validRange`` arithmetic in milli units
+                                                                 (off: whole numbers)
 DRADeviceBindingConditions            beta (on)                  ``bindsToNode``, ``bindingConditions``,
                                                                  ``bindingFailureConditions``
 DRASchedulerFilterTimeout             beta (on)                  (the scheduler's filter timeout)
@@ -54,6 +55,7 @@ DRAResourcePoolStatus                 alpha                      (ResourcePoolSt
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,6 +76,12 @@ DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # the annotation on a claim made from a template
 # The annotation ("true") on the claim kube-scheduler makes for a pod's DRA-backed extended resources.
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+# DRAFractionalCapacityRange, beta in v1.37.2 but on by default only from --min-compatibility-version
+# 1.37: off in a control plane started without flags. Fractional request-policy bounds are kept,
+# and both the API server's checks and the allocator's rounding are in whole numbers (each quantity
+# rounded up, as Quantity.Value() reads it).
+FRACTIONAL_CAPACITY_RANGE = False
+INT64_MAX = 2**63 - 1
 
 TaintEffect = Literal["NoSchedule", "NoExecute", "None"]
 AllocationMode = Literal["ExactCount", "All"]
@@ -952,7 +960,9 @@ def _capacity(r: Reader, raw: Any, path: str, multiple: bool) -> Capacity:
     if default is not None and default.value < 0:
         raise r.fail(f"{pp}.default", "must not be negative")
     if options:
-        _unique(r, [str(o.value) for o in options], f"{pp}.validValues")
+        # Without DRAFractionalCapacityRange two options are the same when they round up alike.
+        _unique(r, [str(o.value if FRACTIONAL_CAPACITY_RANGE else math.ceil(o.value)) for o in options],
+                f"{pp}.validValues")
         for i, o in enumerate(options):
             if o.value > value.value:
                 raise r.fail(f"{pp}.validValues[{i}]", f"option is larger than capacity value: {value.text}")
@@ -983,8 +993,19 @@ def _capacity(r: Reader, raw: Any, path: str, multiple: bool) -> Capacity:
             raise r.fail(f"{rp}.step", "must be greater than zero")
         if low.value + step.value > value.value:
             raise r.fail(f"{rp}.step", f"one step {low.value + step.value} is larger than capacity value: {value.text}")
+        # Without DRAFractionalCapacityRange the steps are checked in whole numbers, in int64.
+        whole = not FRACTIONAL_CAPACITY_RANGE
+        if whole:
+            for q, where in ((default, f"{pp}.default"), (low, f"{rp}.min"), (high, f"{rp}.max"),
+                             (step, f"{rp}.step")):
+                if q is not None and q.value > INT64_MAX:
+                    raise r.fail(where, f"must not be larger than {INT64_MAX}")
         for q, where in ((default, f"{pp}.default"), (high, f"{rp}.max")):
-            if q is not None and (q.value - low.value) % step.value:
+            if q is None:
+                continue
+            off = (math.ceil(q.value) - math.ceil(low.value)) % math.ceil(step.value) if whole \
+                else (q.value - low.value) % step.value
+            if off:
                 raise r.fail(where, f"value is not a multiple of a given step ({step.text}) from ({low.text})")
     return Capacity(value, CapacityPolicy(default=default, valid_min=low, valid_max=high, valid_step=step))
 

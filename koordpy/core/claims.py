@@ -15,7 +15,10 @@ victim's devices free. Not here: which devices a claim gets (``koordpy.devices``
 parsing (``koordpy.api.dra``), words (``koordpy.core.messages``), carrying out the writes (the shells).
 
 A reason that rules out every node at once is a ``PreFilterReason``, as the volume rules' are: the
-message names it without a node count, as kube-scheduler's does.
+message names it without a node count, as kube-scheduler's does. The allocator's ``DeviceError`` (a
+CEL error, "All" from a pool being updated or invalid, a search past its time bound) is kube-scheduler's
+Filter error status, a ``FilterError``: the pod's attempt ends on every node, no preemption, its
+condition ``SchedulerError``.
 """
 
 from __future__ import annotations

@@ -602,19 +602,19 @@ class Cycle:
         and keep trying. A member passed over (``skipped``) says why it fitted nowhere; in
         kube-scheduler's group cycle (``gangrule.skips``) every member says the failure itself, as
         kube-scheduler words each pod's, with no GangGroup of Koordinator's around it."""
-        bound = sum(1 for p in job.pods if p.key in self.bound)
+        bound, cond = sum(1 for p in job.pods if p.key in self.bound), condition_reason(failure.why)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
         others = own if gangrule.skips(job) else render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
         for pod in job.pods:
             if pod.key in self.bound:
                 continue
             if pod.key == failure.pod.key:
-                self._say(pod, own)
+                self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
                 why = skipped[pod.key].why
-                self._say(pod, render(WithPreemption(why, said)) if said else render(why))
+                self._say(pod, render(WithPreemption(why, said)) if said else render(why), condition_reason(why))
             else:
-                self._say(pod, others)
+                self._say(pod, others, cond)
 
     def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None,
                 skipped: dict[str, Failure] | None = None) -> None:
@@ -623,6 +623,7 @@ class Cycle:
         group cycle (``gangrule.skips``), in kube-scheduler's ("pod group ... is unschedulable")."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
         said = plan.message if plan is not None else ""
+        cond = condition_reason(failure.why) if failure else "Unschedulable"
         if failure:
             own = render(WithPreemption(failure.why, said))
             others = render(GroupUnschedulable(job.id, failure.pod.key, failure.why, said) if gangrule.skips(job)
@@ -633,11 +634,12 @@ class Cycle:
             if pod.key in self.bound:
                 continue
             if failure and pod.key == failure.pod.key:
-                self._say(pod, own)
+                self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
-                self._say(pod, render(WithPreemption(skipped[pod.key].why, said)))
+                why = skipped[pod.key].why
+                self._say(pod, render(WithPreemption(why, said)), condition_reason(why))
             else:
-                self._say(pod, others)
+                self._say(pod, others, cond)
 
     # -- extension points ----------------------------------------------------------------
 

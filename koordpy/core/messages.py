@@ -27,6 +27,7 @@ from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
     DevicesTogether,
+    FilterError,
     GangCount,
     GangTimeoutEvent,
     GatedMembers,
@@ -198,10 +199,11 @@ def alpha_field(claim: str, field: str) -> PreFilterReason:
                            "does not allocate")
 
 
-def device_error(message: str) -> PreFilterReason:
-    """Input the allocator cannot work with (a CEL expression failing at run time, its cost limit):
-    kube-scheduler's error status, which stops the pod's scheduling on every node."""
-    return PreFilterReason(message)
+def device_error(message: str) -> FilterError:
+    """Input the allocator cannot work with (a CEL expression failing at run time, its cost limit,
+    "All" devices of a pool being updated or invalid) or a search past its time bound:
+    kube-scheduler's error status, which ends the pod's attempt on every node."""
+    return FilterError(message)
 
 
 # Its Filter's, per node: an allocated claim whose devices the node cannot reach; claims the node's
@@ -222,8 +224,6 @@ def unallocatable(reason: Unallocatable, claim: str = "") -> str:
             return CLAIM_UNAVAILABLE
         case "too-many-consumers":
             return f"resourceclaim in use ({reason.claim} is reserved for {reason.detail} consumers)"
-        case "timeout":
-            return f"node {reason.detail}: timed out trying to allocate devices"
         case "class-missing":
             why = f"device class {reason.detail} does not exist"
         case "no-device-matches":
@@ -282,6 +282,8 @@ def nodes_unavailable(total: int, counts: tuple[tuple[str, int], ...]) -> str:
     """kube-scheduler's ``0/N nodes are available: ...``: the reasons sorted, each with its count;
     a PreFilter reason rules out every node before any is looked at, and is said alone."""
     first = next((reason for reason, _ in counts if isinstance(reason, PreFilterReason)), None)
+    if isinstance(first, FilterError):  # no node count: the attempt ended on an error, as kube-scheduler's does
+        return f'running "DynamicResources" filter plugin: {first}'
     if first is not None:
         return f"0/{total} nodes are available: {first}."
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts))

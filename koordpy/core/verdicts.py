@@ -54,6 +54,15 @@ class PreFilterReason(str):
     __slots__ = ()
 
 
+class FilterError(PreFilterReason):
+    """An error status from a filter, not a node that does not fit (kube-scheduler's DynamicResources
+    on input its allocator cannot work with, or a device search past its time bound): it ends the
+    pod's attempt on every node, no preemption is tried, and the pod's condition says
+    ``SchedulerError``."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Text:
     """Words another module produced that are not (yet) a reason of their own: a gang's parse
@@ -567,8 +576,18 @@ def condition_reason(reason: Reason) -> str:
     group kube-scheduler's own validation refuses (its pods' schedulerNames, priorities or preemption
     policies do not match), as it writes it; ``Unschedulable`` for everything else."""
     inner = reason.inner if isinstance(reason, Refused) else reason
-    return "SchedulerError" if isinstance(inner, GroupSchedulers | GroupPriority | GroupPreemptionPolicy) \
-        else "Unschedulable"
+    if isinstance(inner, GroupSchedulers | GroupPriority | GroupPreemptionPolicy) or filter_error(reason):
+        return "SchedulerError"
+    return "Unschedulable"
+
+
+def filter_error(reason: Reason) -> FilterError | None:
+    """The filter's error status a node count carries, under the reasons that wrap one."""
+    while isinstance(reason, Refused | Inside | OnePerNode | WithNotes):
+        reason = reason.inner
+    if isinstance(reason, NodesFiltered):
+        return next((r for r, _ in reason.counts if isinstance(r, FilterError)), None)
+    return None
 
 
 def resolvable(flag: bool) -> Code:

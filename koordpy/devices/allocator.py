@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 from koordpy.api.dra import (
+    FRACTIONAL_CAPACITY_RANGE,
+    INT64_MAX,
     RESERVED_FOR_MAX,
     AllocatedConfig,
     Allocation,
@@ -47,7 +49,6 @@ from koordpy.devices.state import InUse
 RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one allocation may hold
 FILTER_TIMEOUT = 10.0  # kube-scheduler's DynamicResources filterTimeout default, seconds
 BINDING_TIMEOUT = 600.0  # its bindingTimeout default, seconds
-_INT64_MAX = 2**63 - 1
 _CHECK_EVERY = 256  # search steps between two looks at the clock
 
 _DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation would exceed RESULTS_MAX
@@ -101,7 +102,7 @@ class _Result:
 
 
 class _Constraint:
-    __slots__ = ("attribute", "count", "distinct", "requests", "seen", "value")
+    __slots__ = ("attribute", "count", "distinct", "keys", "requests", "seen", "value")
 
     def __init__(self, c: DeviceConstraint) -> None:
         self.distinct = bool(c.distinct_attribute)
@@ -109,7 +110,10 @@ class _Constraint:
         self.requests = frozenset(c.requests)
         self.value: AttrValue | None = None
         self.count = 0
-        self.seen: list[AttrValue] = []
+        # distinctAttribute: the values taken, as _value_key (a stack for remove, a set to look up:
+        # a value is only ever added when no equal one is there, so the two hold the same values).
+        self.seen: list[tuple[type, object]] = []
+        self.keys: set[tuple[type, object]] = set()
 
     def applies(self, req: _Req) -> bool:
         return not self.requests or req.base in self.requests or (bool(req.sub) and req.name in self.requests)
@@ -121,9 +125,13 @@ class _Constraint:
         if value is None:
             return False
         if self.distinct:
-            if any(not _known(value) or _same_value(value, v) for v in self.seen):
+            if self.seen and not _known(value):
                 return False
-            self.seen.append(value)
+            key = _value_key(value)
+            if key in self.keys:
+                return False
+            self.seen.append(key)
+            self.keys.add(key)
             return True
         if self.count == 0:
             self.value = value
@@ -138,13 +146,19 @@ class _Constraint:
         if not self.applies(req):
             return
         if self.distinct:
-            self.seen.pop()
+            self.keys.discard(self.seen.pop())
         else:
             self.count -= 1
 
 
 def _known(v: AttrValue) -> bool:
     return not isinstance(v, tuple)  # list attributes are alpha (DRAListTypeAttributes), off in v1.37
+
+
+def _value_key(v: AttrValue) -> tuple[type, object]:
+    """What _same_value compares, hashable: the type (bool is an int in Python) and the value (a
+    version's text)."""
+    return (type(v), v.text if isinstance(v, SemVer) else v)
 
 
 def _same_value(a: AttrValue, b: AttrValue) -> bool:
@@ -328,9 +342,7 @@ class Allocator:
                 least = math.inf
                 for req in slot.alts:
                     if req.all_mode:
-                        why = search.gather_all(req)
-                        if why is not None:
-                            return why
+                        search.gather_all(req)
                         req.count = len(req.all_devices)
                     least = min(least, req.count)
                 if least > RESULTS_MAX - total:
@@ -345,7 +357,9 @@ class Allocator:
         try:
             outcome = search.one(0, 0, 0, 0, False, 0)
         except _Timeout:
-            return Unallocatable("timeout", detail=node.name)
+            # An error in kube-scheduler ("potentially transient": retried with backoff), which
+            # ends the pod's attempt on every node, not this node's unschedulable verdict.
+            raise DeviceError(f"node {node.name}: the device search ran out of its time bound") from None
         finally:
             self.steps = search.steps
         if outcome == _MAX:
@@ -574,18 +588,18 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
         if pol.valid_step is None:
             return want
         step = pol.valid_step.value
-        # kube-scheduler rounds in int64 arithmetic (milli units with fractional ranges): a request
-        # or a rounded value beyond it is an error, not a device that does not fit.
+        # kube-scheduler rounds in int64 arithmetic (whole numbers with DRAFractionalCapacityRange
+        # off): a request or a rounded value beyond it is an error, not a device that does not fit.
         scale = 1000 if _milli(pol) else 1
         if scale == 1:
             want, step, low = Fraction(math.ceil(want)), Fraction(math.ceil(step)), Fraction(math.ceil(low))
         elif (want * 1000).denominator != 1:
             raise DeviceError(f"capacity request {requested.text} cannot be represented in milli units")
-        if want * scale > _INT64_MAX:
+        if want * scale > INT64_MAX:
             raise DeviceError(f"capacity request {requested.text} cannot be represented in the device's range "
                               "arithmetic")
         got = low + step * math.ceil((want - low) / step)
-        if got * scale > _INT64_MAX:
+        if got * scale > INT64_MAX:
             raise DeviceError(f"capacity request {requested.text} cannot be represented: rounding it up to the "
                               "next step passes the range arithmetic's limit")
         return got
@@ -597,8 +611,11 @@ def _consumed(requested: Quantity | None, cap: Capacity) -> Fraction:
 
 
 def _milli(pol: CapacityPolicy) -> bool:
-    """Whether a range's arithmetic is in milli units (DRAFractionalCapacityRange, on in v1.37):
-    every bound and the step are whole milli values, the step at least one."""
+    """Whether a range's arithmetic is in milli units (with DRAFractionalCapacityRange on: every
+    bound and the step whole milli values, the step at least one); else whole numbers, each bound,
+    the step and the request rounded up to one."""
+    if not FRACTIONAL_CAPACITY_RANGE:
+        return False
     for q in (pol.valid_min, pol.valid_max, pol.valid_step):
         if q is not None and (q.value * 1000).denominator != 1:
             return False
@@ -658,13 +675,17 @@ class _Search:
 
     # -- "All" requests ----------------------------------------------------------------------------
 
-    def gather_all(self, req: _Req) -> Unallocatable | None:
+    def gather_all(self, req: _Req) -> None:
         claim = self.claims[req.ci].key
         for v in self.views:
+            # kube-scheduler cannot say what "all" is while a pool is in flux or broken, and says
+            # so as an error (the pod's attempt ends), not as a node that does not fit.
             if v.incomplete:
-                return Unallocatable("pool-incomplete", claim, req.name, v.key)
+                raise DeviceError(f"claim {claim}, request {req.name}: all devices are asked for, but pool {v.key} "
+                                  "is being updated (it has fewer ResourceSlices than it announces)", claim, req.name)
             if v.invalid:
-                return Unallocatable("pool-invalid", claim, req.name, f"{v.key}: {v.invalid}")
+                raise DeviceError(f"claim {claim}, request {req.name}: all devices are asked for, but pool {v.key} "
+                                  f"is invalid ({v.invalid})", claim, req.name)
             for e in v.devices:
                 try:
                     if not _selectable(e, req.cls, req.exact):
@@ -719,16 +740,18 @@ class _Search:
                 undo()
             return got
         cands, errors = self.a._candidates(self.node, req.cls, req.exact, self.claims[ci].key)
+        # The hot loop: its lookups bound to locals (the sets and dicts are changed in place only).
+        admin, held, allocating, allocating_for = req.admin, self.in_use.exclusive, self.allocating, self.allocating_for
         for idx in range(start, len(cands)):
             # A step may look at thousands of devices: the clock is read by devices looked at too.
             self.work += 1
             if self.work >= _CHECK_EVERY:
                 self.tick()
             e = cands[idx]
-            if req.admin:
-                if (e.id, ci) in self.allocating_for:
+            if admin:
+                if (e.id, ci) in allocating_for:
                     continue
-            elif self.in_use.exclusive(e.id) or self.allocating.get(e.id):
+            elif held(e.id) or e.id in allocating:
                 continue
             if errors:
                 err = errors.get(e.id)
@@ -752,20 +775,23 @@ class _Search:
     # -- taking one device -------------------------------------------------------------------------
 
     def take(self, req: _Req, e: DeviceEntry, must: bool) -> Callable[[], None] | None:
-        """Take ``e`` for ``req`` if it can be taken now, returning the undo."""
+        """Take ``e`` for ``req`` if it can be taken now, returning the undo. ``must``: an "All"
+        request's device (a constraint it breaks is an error); else the search's loop, which has
+        looked at whether the device is free and its taints tolerated already."""
         ci = req.ci
         multi = e.allow_multiple
-        if not multi and req.admin and (e.id, ci) in self.allocating_for:
-            return None
-        if not req.admin and (self.in_use.exclusive(e.id) or self.allocating.get(e.id)):
-            return None
+        if must:
+            if not multi and req.admin and (e.id, ci) in self.allocating_for:
+                return None
+            if not req.admin and (self.in_use.exclusive(e.id) or self.allocating.get(e.id)):
+                return None
         uses = e.device.consumes_counters
         charged = False
         if uses and not (multi and self.capacity_in_use(e.id)):
             if not self.charge(e, 1):
                 return None
             charged = True
-        if e.taints and not _tolerated(e, req):
+        if must and e.taints and not _tolerated(e, req):
             if charged:
                 self.charge(e, -1)
             return None

@@ -2,7 +2,7 @@
 devices now; another node, or later, may) and ``DeviceError`` (the input is wrong in a way
 kube-scheduler reports as an error: a CEL expression that fails at run time or exceeds its cost
 limit, a claim asking for more devices than an allocation may hold, a constraint an "All" request
-cannot meet).
+cannot meet, "All" devices of a pool being updated or invalid, a search past its time bound).
 
 Belongs here: the reason kinds and the facts a message needs (the claim, the request, the pool,
 the selector). Not here: words; ``koordpy.core.messages`` renders these, once.
@@ -20,26 +20,27 @@ from typing import Literal
 # "all-taken"           matching devices exist but too few are free (allocated, counters, capacity)
 # "constraint-unmet"    each request could be met alone, not all of them together (matchAttribute,
 #                       distinctAttribute, or requests competing for the same devices)
-# "pool-incomplete"     a pool the request needs is being updated (fewer slices than it announces)
-# "pool-invalid"        a pool is invalid (duplicate device names, counters that do not add up)
+# "pool-incomplete"     a pool the request needs is being updated (fewer slices than it announces);
+#                       for an "All" request, a DeviceError instead
+# "pool-invalid"        a pool is invalid (duplicate device names, counters that do not add up); for
+#                       an "All" request, a DeviceError instead
 # "not-on-node"         a claim allocated already cannot be used on this node (its node selector)
 # "binding-failed"      a claim allocated already has a device whose binding failed
 # "binding-timeout"     a claim allocated already waited too long for its binding conditions
 # "too-many-consumers"  a claim allocated already has as many consumers as reservedFor can hold
-# "timeout"             the search on this node ran past its time bound (kube-scheduler's 10 s)
 Why = Literal["class-missing", "no-device-matches", "taint-not-tolerated", "all-taken",
               "constraint-unmet", "pool-incomplete", "pool-invalid", "not-on-node", "binding-failed",
-              "binding-timeout", "too-many-consumers", "timeout"]
+              "binding-timeout", "too-many-consumers"]
 
 
 @dataclass(frozen=True, slots=True)
 class Unallocatable:
     """A pod's claims cannot all get devices on one node. ``claim`` is "namespace/name" ("" when the
-    reason is the node's as a whole, as a timeout is), ``request`` the request ("req" or
+    reason is the node's as a whole), ``request`` the request ("req" or
     "req/sub", "" for the claim as a whole); ``detail`` the one fact the words need: the class of
     "class-missing", the pool ("driver/pool", and for "pool-invalid" ": why") of the pool reasons,
     "have/want" devices of "no-device-matches" (matching) and "all-taken" (free), the device of
-    "binding-failed", the node of "timeout", the limit of "too-many-consumers"."""
+    "binding-failed", the limit of "too-many-consumers"."""
 
     why: Why
     claim: str = ""

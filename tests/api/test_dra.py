@@ -205,6 +205,27 @@ def test_consumable_capacity_policy() -> None:
     refused(ResourceSlice.from_raw, bad, "spec.devices[0].capacity[memory].requestPolicy.default", "not valid")
 
 
+def test_a_fractional_request_policy_is_kept_and_checked_in_whole_numbers() -> None:
+    # DRAFractionalCapacityRange is off in a v1.37.2 API server started without flags: fractional
+    # bounds are kept, and its checks read each quantity rounded up to a whole number (Value()).
+    def cores(policy: dict[str, Any]) -> dict[str, Any]:
+        raw = _with(slice_(), "spec.devices.0.capacity.cores", {"value": "4", "requestPolicy": policy})
+        raw["spec"]["devices"][0]["allowMultipleAllocations"] = True
+        return raw
+
+    # 600m - 500m is no multiple of 250m, but 1 - 1 is one of 1: kept.
+    kept = cores({"default": "600m", "validRange": {"min": "500m", "max": "1500m", "step": "250m"}})
+    cap = ResourceSlice.from_raw(kept).devices[0].capacity["cores"]
+    assert cap.policy is not None and cap.policy.valid_min is not None and cap.policy.valid_min.text == "500m"
+    # 3 - 0 is a multiple of 1500m, but not of 2: refused.
+    where = "spec.devices[0].capacity[cores]"
+    refused(ResourceSlice.from_raw, cores({"default": "0", "validRange": {"min": "0", "max": "3", "step": "1500m"}}),
+            f"{where}.requestPolicy.validRange.max", "value is not a multiple of a given step (1500m) from (0)")
+    # 250m and 1 are one option when rounded up.
+    refused(ResourceSlice.from_raw, cores({"default": "250m", "validValues": ["250m", "1"]}),
+            f"{where}.requestPolicy.validValues[1]", "duplicate")
+
+
 def test_alpha_fields_of_a_slice_are_recorded() -> None:
     raw = slice_(partitionTypeAttribute="gpu.example.com/type", skipNodeOperations=["Prepare"])
     raw["spec"]["devices"][0]["attributes"]["links"] = {"ints": [1, 2]}

@@ -351,10 +351,21 @@ def test_all_devices_many() -> None:
 
 
 def test_all_devices_of_the_incomplete_pool() -> None:
+    # An error in kube-scheduler (the pod's attempt ends), not a node that does not fit.
     w = World([slice_("slice-1", [dev("device-1")], count=2)])
-    got = w.allocate([claim("claim-0", all_req())])  # type: ignore[arg-type]
-    assert isinstance(got, Unallocatable)
-    assert (got.why, got.request, got.detail) == ("pool-incomplete", "req-0", "driver-a/pool-1")
+    with pytest.raises(DeviceError, match="claim default/claim-0, request req-0: all devices are asked for, but "
+                                          "pool driver-a/pool-1 is being updated") as err:
+        w.allocate([claim("claim-0", all_req())])  # type: ignore[arg-type]
+    assert (err.value.claim, err.value.request) == ("default/claim-0", "req-0")
+
+
+def test_all_devices_of_an_invalid_pool() -> None:
+    w = World([slice_("slice-1", devs(1), count=2), slice_("slice-2", devs(1), count=2)])
+    with pytest.raises(DeviceError, match="request req-0: all devices are asked for, but pool driver-a/pool-1 is "
+                                          r"invalid \(duplicate device name device-0\)"):
+        w.allocate([claim("claim-0", all_req())])  # type: ignore[arg-type]
+    # A request for a count from the same pool: the node does not fit, no error.
+    assert why(w.allocate([claim()])) == "pool-invalid"
 
 
 # upstream: all-devices-plus-another(-reversed), all-devices-many-plus-another(-reversed)
@@ -527,6 +538,16 @@ def test_taint_rule_of_another_pool_does_not_apply() -> None:
     rule = DeviceTaintRule(name="rule", driver="driver-a", pool="pool-9", taint=NO_EXECUTE)
     w = World([slice_("slice-1", devs(1, 1))], rules=[rule])
     assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+
+
+def test_taint_rule_without_a_device_selector_taints_nothing_and_an_empty_one_everything() -> None:
+    # The API: without spec.deviceSelector no device is matched; {} matches every device.
+    bare = DeviceTaintRule(name="rule", taint=NO_SCHEDULE, has_selector=False)
+    w = World([slice_("slice-1", devs(1, 1))], rules=[bare])
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+    empty = DeviceTaintRule(name="rule", taint=NO_SCHEDULE)
+    w = World([slice_("slice-1", devs(1, 1))], rules=[empty])
+    assert why(w.allocate([claim()])) == "taint-not-tolerated"
 
 
 # -- claims allocated already ---------------------------------------------------------------------
@@ -1458,17 +1479,20 @@ def test_consumable_capacity_range_policy_overflow_is_an_error(amount: str) -> N
         w.allocate([claim("claim-0", req(mode="All", capacity={"c": amount}))])
 
 
-# upstream: consumable-capacity-fractional-range-gate-enabled-round-up
-def test_consumable_capacity_fractional_range_rounds_up_in_milli_steps() -> None:
-    # min 200m, step 100m, max 1, default 200m: 250m rounds up to 300m.
+# upstream: consumable-capacity-fractional-range-gate-disabled. DRAFractionalCapacityRange is off in
+# kube-scheduler v1.37.2 by default, so the range is computed in whole numbers, each rounded up
+# (Quantity.Value()): min 200m and step 100m are 1 and 1, and 200m or 250m consume 1 (with the
+# gate on, upstream's -gate-enabled-round-up, 250m would consume 300m).
+def test_consumable_capacity_fractional_range_is_whole_numbers_with_the_gate_off() -> None:
     w = World([slice_("slice-1", [shared("device-1", c=cap(1, default="200m", min_="200m", step="100m", max_=1))])])
-    got = w.allocate([claim("claim-0", req(capacity={"c": "250m"}))])
+    for asked, share in (("200m", "share-1"), ("250m", "share-2")):
+        got = w.allocate([claim("claim-0", req(capacity={"c": asked}))])
+        assert isinstance(got, list)
+        assert consumed(got[0]) == [("device-1", share, {"c": Fraction(1)})]
+        assert got[0].results[0].consumed_capacity["c"].text == "1"
+    got = w.allocate([claim("claim-0")])  # no request: the default, as it is
     assert isinstance(got, list)
-    assert consumed(got[0]) == [("device-1", "share-1", {"c": Fraction(3, 10)})]
-    assert got[0].results[0].consumed_capacity["c"].text == "300m"
-    got = w.allocate([claim("claim-0")])
-    assert isinstance(got, list)
-    assert consumed(got[0]) == [("device-1", "share-2", {"c": Fraction(1, 5)})]
+    assert consumed(got[0]) == [("device-1", "share-3", {"c": Fraction(1, 5)})]
 
 
 def test_consumable_capacity_requests_are_not_modified() -> None:
@@ -1552,9 +1576,9 @@ def test_a_search_that_cannot_succeed_stops_at_the_time_bound() -> None:
     w.allocator.clock = lambda: float(next(ticks))
     w.allocator.timeout = 100.0
     c = claim("claim-0", req(count=16), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
-    got = w.allocate([c])
-    assert isinstance(got, Unallocatable)
-    assert (got.why, got.detail) == ("timeout", "node-1")
+    # An error in kube-scheduler ("potentially transient"), not a node that does not fit.
+    with pytest.raises(DeviceError, match="node node-1: the device search ran out of its time bound"):
+        w.allocate([c])
 
 
 def test_duplicate_device_names_across_slices_make_the_pool_invalid() -> None:
@@ -1584,8 +1608,8 @@ def test_capacity_shares_one_time_bound() -> None:
 def test_a_deadline_already_past_stops_a_long_search() -> None:
     w = World([slice_("slice-1", [dev(f"device-{i:02}", {"n": i % 15}) for i in range(40)])])
     c = claim("claim-0", req(count=16), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])
-    got = w.allocator.allocate(node(), [c], 0.0, deadline=w.allocator.clock() - 1)
-    assert why(got) == "timeout"
+    with pytest.raises(DeviceError, match="ran out of its time bound"):
+        w.allocator.allocate(node(), [c], 0.0, deadline=w.allocator.clock() - 1)
     assert w.allocator.steps <= 256
 
 
@@ -1993,8 +2017,8 @@ def test_the_time_bound_holds_when_each_step_looks_at_many_devices() -> None:
     w = World([slice_("slice-1", [dev(f"device-{i}", {"n": i % 7}) for i in range(10_000)])])
     w.allocator.timeout = 0.5
     start = time.monotonic()
-    got = w.allocate([claim("claim-0", req(count=8), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])])
-    assert why(got) == "timeout"
+    with pytest.raises(DeviceError, match="ran out of its time bound"):
+        w.allocate([claim("claim-0", req(count=8), constraints=[DeviceConstraint(distinct_attribute="driver-a/n")])])
     assert time.monotonic() - start < 1.5
 
 
