@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok and helm
 # from the Go modules pinned beside this script into a per-version cache folder, skipping what is
-# there.
+# there; and draref (kube/draref: kube-scheduler's DRA allocator on cases read from stdin, for
+# tests/devices' differential test), named by a hash of its source so an edit builds it again
+# (tests/devices/draref.py computes the same name).
 # Prints the folder that holds the binaries (one line) on stdout; logs go to stderr.
 #
 #   KOORDPY_CACHE  cache root (default ~/.cache/koordpy)
@@ -49,5 +51,8 @@ build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 build kubectl kube k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
+# Its packages are kube-scheduler's, compiled already: a fresh build adds about a link's time.
+draref_hash=$(cat "$here/kube/draref/main.go" "$here/kube/go.sum" | sha256sum | cut -c1-16)
+build "draref-$draref_hash" kube ./draref ""
 build helm helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm"
 echo "$bindir"
