@@ -294,7 +294,5 @@ def _add(relevant: dict[tuple[str, str], list[ResourceSlice]], sl: ResourceSlice
 
 
 def _taints(sl: ResourceSlice, d: Device, rules: Iterable[DeviceTaintRule]) -> tuple[DeviceTaint, ...]:
-    extra = tuple(r.taint for r in rules
-                  if (not r.driver or r.driver == sl.driver) and (not r.pool or r.pool == sl.pool)
-                  and (not r.device or r.device == d.name))
+    extra = tuple(r.taint for r in rules if r.selects(sl.driver, sl.pool, d.name))
     return d.taints + extra if extra else d.taints
