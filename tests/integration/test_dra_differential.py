@@ -27,6 +27,11 @@ too. ``koordpy run`` schedules them until it is quiet; then, on the state the AP
     a fresh copy; both bound counts are printed (information, not the pass rule), and (a) and (b)
     are run on its result too, as a check of the checks.
 
+Most of the generator's claims fit nowhere (it draws them to probe verdicts): the workload takes
+85% of its claims from those kube-scheduler's allocator places somewhere in the empty cluster, so
+devices run short by contention. The last tests feed the checks small states written by hand, one
+right and some wrong, so that a check that could never fail is caught.
+
 Why quiet means done: as in test_differential.py, 15 s with no bind and a PodScheduled condition on
 every pending pod. No device here has binding conditions (nothing would ever meet them), so no
 bind is held in PreBind when the cluster is quiet.
@@ -153,8 +158,8 @@ def workload(seed: int = SEED, count: int = PODS) -> Workload:
         return rng.choice(fitting if rng.random() < FITTING else others)
 
     templates: list[Obj] = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                  "metadata": {"name": f"tmpl-{k}", "namespace": NS}, "spec": {"spec": _claim_spec()}}
-                 for k in range(8)]
+                             "metadata": {"name": f"tmpl-{k}", "namespace": NS}, "spec": {"spec": _claim_spec()}}
+                            for k in range(8)]
     shared_names = [f"shared-{k}" for k in range(6)]
     claims = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                "metadata": {"name": name, "namespace": NS}, "spec": _claim_spec()} for name in shared_names]
@@ -467,3 +472,79 @@ def run_kube_scheduler(kube: Kube, controlplane: ControlPlane, w: Workload, tmp_
         ks.stop()
     f = Final.read(kube, final)
     return f.bound(), last, f
+
+
+# -- the checks can fail (no cluster: a final state written by hand) ----------------------------
+
+def _tiny_claim(name: str, device: str = "", user: str = "") -> Obj:
+    """A claim for one GPU; allocated ``device`` of node-a's pool when given, reserved for ``user``."""
+    out: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}}}
+    if device:
+        out["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": device}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}}}
+        out["status"]["reservedFor"] = [{"resource": "pods", "name": user, "uid": f"uid-{user}"}] if user else []
+    return out
+
+
+def _tiny(devices: int, *, second_pod: str, second_claim: Obj | None) -> Final:
+    """node-a (4 cpus) with ``devices`` GPUs, node-b (4 cpus) with none; p1 bound to node-a with
+    claim c1 holding gpu-0; p2 (1 cpu, claim c2: ``second_claim``, or one not allocated) bound to
+    ``second_pod`` ("" pending)."""
+    def node(name: str) -> Obj:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name}}, "spec": {}, "status": {"allocatable": {
+                "cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+    def pod(name: str, on: str) -> Obj:
+        spec: Obj = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": f"c{name[-1]}"}]}
+        if on:
+            spec["nodeName"] = on
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+                "spec": spec, "status": {}}
+
+    gpu = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+           "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
+    slice_ = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-a-gpu"},
+              "spec": {"driver": "gpu.example.com", "nodeName": "node-a",
+                       "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 1},
+                       "devices": [{"name": f"gpu-{i}"} for i in range(devices)]}}
+    claims = [_tiny_claim("c1", "gpu-0", "p1"), second_claim or _tiny_claim("c2")]
+    return Final([node("node-a"), node("node-b")], {f"{NS}/p1": pod("p1", "node-a"), f"{NS}/p2": pod("p2", second_pod)},
+                 {f"{NS}/{c['metadata']['name']}": c for c in claims}, [gpu], [slice_], [])
+
+
+def test_the_checks_pass_a_right_state() -> None:
+    assert audit_bound(_tiny(2, second_pod="node-a", second_claim=_tiny_claim("c2", "gpu-1", "p2"))) == []
+    assert audit_pending(_tiny(1, second_pod="", second_claim=None)) == (
+        [], {"claims unallocatable on every node the other filters leave": 1})
+
+
+def test_the_checks_find_a_device_allocated_twice() -> None:
+    problems = audit_bound(_tiny(2, second_pod="node-a", second_claim=_tiny_claim("c2", "gpu-0", "p2")))
+    assert any("gpu-0 allocated twice" in p for p in problems), problems
+
+
+def test_the_checks_find_an_allocation_nobody_bound_holds() -> None:
+    problems = audit_bound(_tiny(2, second_pod="", second_claim=_tiny_claim("c2", "gpu-1", "p2")))
+    assert problems == [f"(a) {NS}/c2 is reserved for pods p2, not a bound pod naming it"], problems
+    problems = audit_bound(_tiny(2, second_pod="node-a", second_claim=_tiny_claim("c2", "gpu-1")))
+    assert f"(a) {NS}/p2 bound to node-a, its claim {NS}/c2 is not reserved for it (reservedFor [])" in problems
+    assert f"(a) {NS}/c2 is allocated but reserved for nobody" in problems
+
+
+def test_the_checks_find_a_device_of_another_node() -> None:
+    problems = audit_bound(_tiny(2, second_pod="node-b", second_claim=_tiny_claim("c2", "gpu-1", "p2")))
+    assert any("cannot be used on node-b" in p for p in problems), problems
+
+
+def test_the_checks_find_a_pod_left_pending_with_a_free_device(tmp_path: Path) -> None:
+    problems, _ = audit_pending(_tiny(2, second_pod="", second_claim=None), tmp_path)
+    assert len(problems) == 1 and problems[0].startswith(f"(b) {NS}/p2 left pending although node-a"), problems
+    assert "node-a/gpu-1" in problems[0]
+    assert (tmp_path / f"{NS}_p2.json").exists()
