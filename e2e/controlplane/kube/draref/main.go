@@ -35,6 +35,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -61,6 +62,8 @@ type testCase struct {
 	TaintRules []*resourceapi.DeviceTaintRule `json:"taintRules,omitempty"`
 	// The plugin's filterTimeout in seconds (DynamicResourcesArgs; 0: its default, 10 s).
 	FilterTimeout float64 `json:"filterTimeout,omitempty"`
+	// Count how many such pods each node takes, up to this many (0: do not count).
+	CapacityLimit int `json:"capacityLimit,omitempty"`
 
 	patched  []*resourceapi.ResourceSlice // the slices with the rules' taints
 	patchErr error
@@ -70,6 +73,10 @@ type nodeResult struct {
 	Verdict     string                                  `json:"verdict"`
 	Message     string                                  `json:"message,omitempty"`
 	Allocations map[string]resourceapi.AllocationResult `json:"allocations,omitempty"`
+	// With capacityLimit: how many pods with fresh claims of these specs the node takes one
+	// after another (each allocated as its own Filter call would, on what the ones before took),
+	// up to the limit; -1 when a pod's allocation ran out of time.
+	Capacity *int `json:"capacity,omitempty"`
 }
 
 type caseResult struct {
@@ -291,8 +298,46 @@ func runCase(ctx context.Context, features structured.Features, celCache *cel.Ca
 				nr.Allocations[claim.Namespace+"/"+claim.Name] = results[i]
 			}
 		}
+		if c.CapacityLimit > 0 {
+			n := podsThatFit(ctx, features, celCache, c, inUse, classes, slices, node, toAllocate, timeout)
+			nr.Capacity = &n
+		}
 	}
 	return res
+}
+
+// podsThatFit allocates pods with fresh claims of the same specs on node one after another, each
+// on a new Allocator over what the pods before it took, until one does not fit or the limit.
+func podsThatFit(ctx context.Context, features structured.Features, celCache *cel.Cache, c *testCase,
+	inUse []*resourceapi.ResourceClaim, classes classLister, slices []*resourceapi.ResourceSlice,
+	node *v1.Node, specs []*resourceapi.ResourceClaim, timeout time.Duration) int {
+	held := append([]*resourceapi.ResourceClaim{}, inUse...)
+	for n := 0; n < c.CapacityLimit; n++ {
+		fresh := make([]*resourceapi.ResourceClaim, len(specs))
+		for i, spec := range specs {
+			fresh[i] = spec.DeepCopy()
+			fresh[i].Name = fmt.Sprintf("%s-pod%d", spec.Name, n)
+			fresh[i].UID = types.UID(fmt.Sprintf("%s-pod%d", spec.UID, n))
+		}
+		allocator, err := structured.NewAllocator(ctx, features, allocatedState(held), classes, slices, celCache)
+		if err != nil {
+			return n
+		}
+		nodeCtx, cancel := context.WithTimeout(ctx, timeout)
+		results, err := allocator.Allocate(nodeCtx, node, fresh)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return -1
+		}
+		if err != nil || len(results) != len(fresh) {
+			return n
+		}
+		for i := range fresh {
+			fresh[i].Status.Allocation = &results[i]
+			held = append(held, fresh[i])
+		}
+	}
+	return c.CapacityLimit
 }
 
 func main() {
