@@ -456,8 +456,8 @@ class DeviceTaintRule:
 
     def selects(self, driver: str, pool: str, device: str) -> bool:
         """Whether the rule's device selector (each field set must match) picks this device."""
-        return self.has_selector and (not self.driver or self.driver == driver) and (not self.pool or self.pool == pool) and (
-            not self.device or self.device == device)
+        return self.has_selector and (not self.driver or self.driver == driver) and (
+            not self.pool or self.pool == pool) and (not self.device or self.device == device)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> Self:

@@ -5,7 +5,7 @@ Belongs here: what follows a ``Bind`` decision until the pod is bound or back in
 kube-scheduler's binding cycle runs it (Reserve, PreBind, Bind, and Unreserve on a failure): the pod
 and what its pre-bind writes will say are assumed in the cache at once (the next scheduling cycle
 must see the room and the volumes taken), the pre-bind steps write and wait in order (volumes, then
-devices), and a failure at any step undoes every step before it, in reverse, and puts the pod back in
+devices), and a failure at any step undoes every step (each was reserved), in reverse, and puts the pod back in
 the queue. Not here: the bodies of the writes and their retries (``writer``, ``transport``), what the
 cache holds (``cache``), which decisions a cycle makes (the core), the loop that starts a binding
 cycle for each ``Bind`` (``loop``).
@@ -40,6 +40,11 @@ PREBIND_POLL = 0.5
 # bindingTimeout default), and how many times a claim's status write is tried again after a conflict
 # (client-go's DefaultRetry, which kube-scheduler's bindClaim retries with).
 BINDING_CONDITIONS_TIMEOUT = 600.0
+# A pod whose binding cycle failed waits this long before it is tried again, doubling with each failure
+# in a row (kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds): a write the API server
+# keeps refusing is not made again at every cycle.
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 10.0
 CONFLICT_RETRIES = 5
 # How long a refused allocation waits for the watch to bring the claim as it is now, and how often it looks.
 CONFLICT_WAIT = 5.0
@@ -79,6 +84,7 @@ class BindingCycle:
         if decision.devices is not None and decision.devices.claims:
             self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices, binder.allocating))
         self.reserved = False
+        self._bind_failed = False  # the bind raised (not: the pod was gone, or bound already)
 
     def reserve(self) -> None:
         self.binder.cache.assume(self.decision.pod, self.decision.node, writing=True)
@@ -97,26 +103,31 @@ class BindingCycle:
     async def run(self, uid: str, started: float | None = None, event: Event | None = None) -> None:
         """Pre-bind steps in order, then the bind, and then ``event`` (the pod's Scheduled Event) if
         the bind was written. ``started``: when the scheduling cycle that chose it began
-        (perf_counter), the start of the pod's attempt for the metrics. A step that fails undoes
-        itself and the steps before it, in reverse, and the pod goes back to the queue with kube-
-        scheduler's message; a bind that fails undoes them all and the pod is pending again."""
+        (perf_counter), the start of the pod's attempt for the metrics. A step that fails, or the
+        bind, undoes every step in reverse (each was reserved; those that never ran have only their
+        assumptions to take back), and the pod goes back to the queue after its backoff, with kube-
+        scheduler's message when a pre-bind step failed."""
         if not self.reserved:
             self.reserve()
         d = self.decision
-        done: list[PreBindStep] = []
         for step in self.steps:
-            done.append(step)  # a step that fails half-way undoes its own writes too
             try:
                 await step.pre_bind(self)
             except Exception as exc:  # Unreserve: what was assumed is undone and the pod tried again
                 log.error(step.failed, pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
-                await self._unreserve(done)
+                # Every step, those after the failed one included: each was reserved (its writes shown
+                # in the cache, a claim's allocation announced to the pods sharing it) and owes its undo.
+                await self._unreserve(self.steps)
                 self.binder.writer.unschedulable(d.pod, f"running PreBind plugin \"{step.plugin}\": {exc}")
+                self.binder.failed(d.pod, uid)
                 return
         if await self._bind(uid, started):
+            self.binder.failures.pop(d.pod, None)
             self._confirm(uid, event)
         else:
-            await self._unreserve(done)
+            await self._unreserve(self.steps)
+            if self._bind_failed:
+                self.binder.failed(d.pod, uid)
 
     async def _bind(self, uid: str, started: float | None) -> bool:
         d = self.decision
@@ -127,6 +138,7 @@ class BindingCycle:
         except Exception as exc:  # retries ran out (the API server unreachable, say): place it again
             log.error("bind failed", pod=d.pod, node=d.node, error=f"{type(exc).__name__}: {exc}")
             bound, failed = False, True
+        self._bind_failed = failed
         if metrics is not None and started is not None and (bound or failed):
             # A pod gone or bound by someone else meanwhile (False, no error) ended no attempt of ours.
             found = self.binder.cache.pods.get(d.pod)
@@ -145,8 +157,8 @@ class BindingCycle:
         if event is not None:
             writer.spawn_owed(writer.event(event.kind, event.obj, uid, event.type, event.reason, event.message))
 
-    async def _unreserve(self, done: list[PreBindStep]) -> None:
-        for step in reversed(done):
+    async def _unreserve(self, steps: list[PreBindStep]) -> None:
+        for step in reversed(steps):
             await step.unreserve()
         # Forgotten, the pod is pending again in the next snapshot and the cache's change brings that
         # cycle; left assumed, it would wait out ASSUME_TTL with no cycle to notice.
@@ -165,6 +177,18 @@ class Binder:
         # Claims whose allocation a binding cycle is writing: the others sharing the claim (a gang's
         # members, pods naming one claim) write their reservations once it is written.
         self.allocating: dict[str, Allocating] = {}
+        self.failures: dict[str, tuple[str, int]] = {}  # pod -> (its uid, binding cycles failed in a row)
+
+    def failed(self, pod: str, uid: str) -> None:
+        """The pod's binding cycle failed: it waits out a backoff before the next cycles see it."""
+        was = self.failures.get(pod)
+        count = was[1] + 1 if was is not None and was[0] == uid else 1
+        self.failures[pod] = (uid, count)
+        if len(self.failures) > 10_000:  # pods long gone are not remembered for ever
+            self.failures = {pod: (uid, count)}
+        delay = min(BACKOFF_INITIAL * 2 ** min(count - 1, 16), BACKOFF_MAX)
+        self.cache.back_off(pod, time.monotonic() + delay)
+        asyncio.get_running_loop().call_later(delay, self.cache.end_back_off, pod)
 
     def reserve(self, d: Bind) -> None:
         cycle = BindingCycle(self, d)
@@ -334,7 +358,12 @@ class ClaimStep:
         self._allocating: dict[str, Allocating] = {}  # ours, not yet ended
         self._assumed: list[tuple[ClaimWrite, ClaimAssumption]] = []
         self._protected: list[ClaimWrite] = []  # finalizers added, claims not (yet) written
-        self._written: list[ClaimWrite] = []  # status written: allocation and reservation
+        self._written: list[ClaimWrite] = []  # status written (allocation and reservation), or found so
+        # Claims whose devices failed their binding conditions or timed out: unreserve deallocates them
+        # even when an earlier cycle allocated them, if nobody else holds them (kube-scheduler's Filter
+        # finds such a claim unavailable and its PostFilter deallocates it), else the pod waits on them
+        # again on every attempt.
+        self._unusable: set[str] = set()
         self._known: dict[str, tuple[int, frozenset[str], bool]] = {}  # claim -> ``_note``
 
     def reserve(self) -> None:
@@ -347,6 +376,7 @@ class ClaimStep:
 
     async def pre_bind(self, cycle: BindingCycle) -> None:
         for w in self.devices.claims:
+            cycle.hold()  # a pod deleted meanwhile gets no more claims written for it
             await self._write(w)
         # Every claim of the pod, allocated now or before (a restart finds its predecessor's allocation
         # written and the devices not ready yet): kube-scheduler's isPodReadyForBinding looks at all.
@@ -364,6 +394,7 @@ class ClaimStep:
             if ready:
                 return
             if time.time() > deadline:
+                self._unusable.update(w.claim for w, a in waited if not self._ready(w, a))
                 raise TimeoutError(f"binding conditions of ResourceClaims {', '.join(w.claim for w, _ in waited)} "
                                    f"not met within {BINDING_CONDITIONS_TIMEOUT:g}s")
             cycle.hold()
@@ -387,6 +418,7 @@ class ClaimStep:
         for r in allocation.results:
             for failure in r.binding_failure_conditions:
                 if conditions.get((r.driver, r.pool, r.device, failure)) == "True":
+                    self._unusable.add(w.claim)
                     raise RuntimeError(f"binding failure condition {failure} of device {r.device_id} is True "
                                        f"(ResourceClaim {w.claim})")
             if any(conditions.get((r.driver, r.pool, r.device, c)) != "True" for c in r.binding_conditions):
@@ -416,6 +448,12 @@ class ClaimStep:
             raise LookupError(f"ResourceClaim {w.claim} is gone")
         if claim.deleting:
             raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
+        if w.allocation is None and self._holds_already(w, claim):
+            # Reserved for the consumer already (a PodGroup's claim another member wrote, an allocation
+            # a predecessor wrote before a restart): kube-scheduler's PreBind skips it, and so does a
+            # shared API server's load. Still ours to wait on, and to take back as its Unreserve does.
+            self._written.append(w)
+            return
         version = self.cache.versions.get((_CLAIM, w.claim))
         rv = str(version) if version else ""
         if w.allocation is not None and DELETE_PROTECTION not in claim.finalizers:
@@ -436,7 +474,7 @@ class ClaimStep:
             # The claim changed since that version: written anyway only if nobody allocated it, as the
             # watch shows it (kube-scheduler reads it again; the watch needs no more than list and watch).
             fresh, fresh_version = await self._fresher(w.claim, rv)
-            if fresh.deleting:
+            if fresh.deleting or fresh.uid != claim.uid:  # recreated under its name: a claim we never chose
                 raise LookupError(f"ResourceClaim {w.claim} got deleted in the meantime")
             if fresh.allocation is not None:
                 if _reserved(fresh, w.consumer.uid):
@@ -450,6 +488,15 @@ class ClaimStep:
         for done, assumed in self._assumed:
             if done is w:
                 self.cache.claim_written(assumed)
+
+    def _holds_already(self, w: ClaimWrite, claim: ResourceClaim) -> bool:
+        """Whether ``claim`` as the watch brought it is allocated and reserved for ``w``'s consumer,
+        with no write of another binding cycle in flight on it (an unreserve taking the reservation
+        back, which the watch has not shown yet: then the reservation is written again)."""
+        if claim.allocation is None or not _reserved(claim, w.consumer.uid):
+            return False
+        mine = [a for _, a in self._assumed]
+        return all(a in mine for a in self.cache.claim_assumptions(w.claim))
 
     async def _fresher(self, key: str, than: str) -> tuple[ResourceClaim, str]:
         """The claim and its resourceVersion once the watch brought a version newer than ``than`` (a
@@ -514,7 +561,7 @@ class ClaimStep:
         for _, assumed in reversed(self._assumed):
             self.cache.forget_claim(assumed)
         self._assumed.clear()
-        undo: list[tuple[ClaimWrite, bool, str]] = []
+        undo: list[tuple[ClaimWrite, bool, str, ClaimAssumption | None]] = []
         for w in reversed(self._written):
             latest = self._latest(w.claim)
             if latest is None:
@@ -524,16 +571,21 @@ class ClaimStep:
                 # kube-scheduler leaves it, until the group is found unschedulable or done.
                 continue
             rv, consumers, _ = latest
-            deallocate = w.allocation is not None and not consumers - {w.consumer.uid}
+            # Only conditional on a version seen so: never an allocation someone reserved meanwhile.
+            deallocate = bool(rv) and (w.allocation is not None or w.claim in self._unusable) and \
+                not consumers - {w.consumer.uid}
             # Shown at once, so the next cycle finds the devices free (or the claim reserved for others).
             taken_back = self.cache.assume_claim(w.claim, partial(_without, w.consumer.uid, deallocate),
                                                  partial(_unreserved, w.consumer.uid, deallocate))
-            undo.append((w, deallocate, rv))
+            undo.append((w, deallocate, rv, taken_back))
             if taken_back is not None:
                 self.cache.claim_written(taken_back)
         self._written.clear()
-        for w, deallocate, rv in undo:
-            await self._take_back(w, deallocate, rv)
+        for w, deallocate, rv, taken_back in undo:
+            if not await self._take_back(w, deallocate, rv) and taken_back is not None:
+                # Not taken back (or only the reservation): the claim is shown as the watch brings it,
+                # never as deallocated while the API server still holds its devices for it.
+                self.cache.forget_claim(taken_back)
         for w in reversed(self._protected):  # a finalizer added for an allocation never written
             latest = self._latest(w.claim)
             claim = self.cache.claim(w.claim)
@@ -542,7 +594,9 @@ class ClaimStep:
                 await self._quietly(w.claim, claimwrites.drop_finalizer(claim.uid, latest[0]), "finalizer")
         self._protected.clear()
 
-    async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> None:
+    async def _take_back(self, w: ClaimWrite, deallocate: bool, rv: str) -> bool:
+        """Takes ``w``'s reservation back (and the allocation when ``deallocate``); False unless all of
+        that was written."""
         claim = self.cache.claim(w.claim)
         uid = claim.uid if claim is not None else ""
         body = claimwrites.unreserve(uid, w.consumer.uid, deallocate, rv)
@@ -551,21 +605,22 @@ class ClaimStep:
         except Conflict:
             if not deallocate:
                 log.error("cannot unreserve a ResourceClaim", claim=w.claim, error="conflict")
-                return
+                return False
             # Changed meanwhile (someone reserved it too): only our entry goes, the allocation stays.
             await self._quietly(w.claim, claimwrites.unreserve(uid, w.consumer.uid, False), "reservation",
                                 status=True)
-            return
+            return False
         except Gone:
-            return
+            return True
         except Exception as exc:
             log.error("cannot unreserve a ResourceClaim", claim=w.claim, error=f"{type(exc).__name__}: {exc}")
-            return
+            return False
         if deallocate:
             self._note(w.claim, raw)
             known = self._known.get(w.claim)
             await self._quietly(w.claim, claimwrites.drop_finalizer(uid, str(known[0]) if known else ""),
                                 "finalizer")
+        return True
 
     async def _quietly(self, key: str, body: dict[str, Any], what: str, status: bool = False) -> None:
         """An undo's write: a failure is logged (the claim controller or the next attempt mends it)."""

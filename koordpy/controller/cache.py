@@ -143,6 +143,9 @@ class Cache(Stores):
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
     preempting: dict[str, float] = field(default_factory=dict)  # victim -> when
+    # Pending pods whose binding cycle failed -> when their backoff ends (monotonic): left out of the
+    # snapshots until then, as kube-scheduler's backoff queue holds them (``back_off``).
+    backing_off: dict[str, float] = field(default_factory=dict)
     # Unbound pods with spec.schedulingGates -> their schedulerName: the metrics' gated queue.
     gated: dict[str, str] = field(default_factory=dict)
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -331,6 +334,7 @@ class Cache(Stores):
         self.assumed.pop(key, None)
         self.nominated.pop(key, None)
         self.preempting.pop(key, None)
+        self.backing_off.pop(key, None)
         self._shown.pop(key, None)
         self._checked.pop(key, None)
         self.rejected.pop(key, None)
@@ -387,6 +391,10 @@ class Cache(Stores):
         self._claim_assumptions.setdefault(key, []).append(assumption)
         self._show_claim(key)
         return assumption
+
+    def claim_assumptions(self, key: str) -> tuple[ClaimAssumption, ...]:
+        """The writes on the claim the watch has not shown yet."""
+        return tuple(self._claim_assumptions.get(key, ()))
 
     def claim_written(self, assumption: ClaimAssumption) -> None:
         """The write is made: ASSUME_TTL counts from now until the watch shows it."""
@@ -454,6 +462,17 @@ class Cache(Stores):
     def forget(self, pod: str) -> None:
         self._drop(self.assumed, pod)
 
+    def back_off(self, pod: str, until: float) -> None:
+        """``pod``'s binding cycle failed: the snapshots leave it out until ``until`` (monotonic), so a
+        write the API server keeps refusing (a 403, a 422) is not made again at every cycle. The
+        caller brings a cycle then (``end_back_off``)."""
+        self._drop(self.backing_off, pod)
+        self.backing_off[pod] = until
+
+    def end_back_off(self, pod: str) -> None:
+        if pod in self.backing_off:
+            self._drop(self.backing_off, pod)
+
     def assume_nominated(self, pod: str, node: str) -> None:
         self._hold(self.nominated, pod, (node, time.monotonic()))
 
@@ -514,6 +533,10 @@ class Cache(Stores):
             if now - since > ASSUME_TTL:
                 del self.preempting[key]
                 self._dirty[key] = None
+        for key, until in list(self.backing_off.items()):
+            if now >= until:
+                del self.backing_off[key]
+                self._dirty[key] = None
         for key, held in list(self._claim_assumptions.items()):
             if any(now - a.since > ASSUME_TTL for a in held):
                 self._claim_assumptions[key] = [a for a in held if now - a.since <= ASSUME_TTL]
@@ -536,6 +559,11 @@ class Cache(Stores):
             shown = None if pod is None else self._shown_pod(key, pod) if overlaid else pod
             if shown is not None and (shown.scheduler_name in scheduler_names and not shown.node_name
                                       and not shown.terminal and not shown.deleting):
+                if key in self.backing_off:  # the core sees it again when its backoff ends
+                    self._pending.pop(key, None)
+                    if self._visible.pop(key, None) is not None:
+                        delta[key] = None
+                    continue
                 gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)
                 self._pending[key] = gang
                 if err is not None:

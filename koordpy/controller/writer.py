@@ -90,6 +90,11 @@ def now_rfc3339() -> str:
     return rfc3339(time.time())
 
 
+class ClaimRefused(Exception):
+    """The API server refused a ResourceClaim's write other than as a conflict or a 404; the message
+    is what it said, not the client's dump of the response."""
+
+
 def _already_bound(exc: ApiException) -> bool:
     """A nomination refused because the pod is bound: written in the background, it can land after
     the pod's own bind (its victims went before the write did), and then there is nothing to nominate."""
@@ -234,15 +239,21 @@ class ApiWriter:
         """A strategic merge patch of a ResourceClaim (``status``: of its status subresource), as
         PreBind's DynamicResources writes it (``claimwrites`` makes the bodies); returns the claim as
         written. Raises when the write fails: Conflict when a resourceVersion in the body no longer
-        holds, Gone when the claim is."""
+        holds, Gone when the claim is, ClaimRefused with the API server's own words for any other
+        refusal (a 403 for a missing RBAC rule, a 422): the pod's condition quotes it."""
         ns, name = claim_key.split("/", 1)
         rc = by_id(RESOURCE_CLAIMS)
         custom = self.custom
         patch = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+        what = f"{what} of ResourceClaim {claim_key}"
         async with self.sem:
-            resp = await self._call("claim", f"{what} of ResourceClaim {claim_key}", lambda: patch(
-                rc.group, rc.version, ns, rc.plural, name, body, _content_type=STRATEGIC_MERGE,
-                _preload_content=False))
+            try:
+                resp = await self._call("claim", what, lambda: patch(
+                    rc.group, rc.version, ns, rc.plural, name, body, _content_type=STRATEGIC_MERGE,
+                    _preload_content=False))
+            except ApiException as exc:
+                said = transport.status_message(exc.body) or str(exc.reason or "")
+                raise ClaimRefused(f"{what}: {said} ({exc.status})") from exc
             written = await resp.json() if isinstance(resp, aiohttp.ClientResponse) else \
                 resp.json() if isinstance(resp, Response) else resp
         return written if isinstance(written, dict) else {}

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.dra import (
+    DELETE_PROTECTION,
     RESERVED_FOR_MAX,
     Allocation,
     ClaimSpec,
@@ -56,7 +57,7 @@ from koordpy.core.messages import (
 )
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
-from koordpy.devices.allocator import Allocator
+from koordpy.devices.allocator import Allocator, binding_broken
 from koordpy.devices.pools import Pools
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
@@ -75,11 +76,12 @@ class PodClaims:
     fresh: tuple[ResourceClaim, ...] = ()  # not allocated: the allocator's work
     consumers: tuple[Consumer, ...] = ()  # whom each claim is reserved for: the pod, or its PodGroup
     names: tuple[str, ...] = ()  # each claim's name in the pod's spec.resourceClaims
+    unbindable: bool = False  # an allocated claim's devices will not bind (failed, or timed out by now)
 
     def key(self) -> tuple[object, ...]:
         """What a node's answer depends on: how the pod names its claims, the claims allocated already
-        (their node selectors), the specs of those to allocate."""
-        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh))
+        (their node selectors, whether they will bind), the specs of those to allocate."""
+        return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh), self.unbindable)
 
     def named(self, reason: Unallocatable) -> str:
         """``reason`` in words, naming the claim as the pod does (pods of one template share the words)."""
@@ -149,6 +151,10 @@ class DeviceRules:
         # when an allocation pinned to it comes or goes, every node's (``_common``) for one that is not.
         self._stamps: dict[str, int] = {}
         self._common = 0
+        # The node object each answer was for: the view keeps these rules while no DRA object changes,
+        # and a node whose labels change (a slice's or an allocation's node selector) is a new question.
+        self._nodes: dict[str, Node] = {}
+        self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
         self._reasons: dict[tuple[object, ...], dict[str, tuple[int, str | None]]] = {}
         self._capacity: dict[tuple[object, ...], dict[str, tuple[int, int]]] = {}
 
@@ -196,8 +202,10 @@ class DeviceRules:
             out.append(claim)
             consumers.append(consumer)
             names.append(entry.name)
+        unbindable = any(c.allocation is not None and binding_broken(c, c.allocation, self.now) is not None
+                         for c in out)
         return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
-                         tuple(names))
+                         tuple(names), unbindable)
 
     def key(self, pod: Pod) -> tuple[object, ...]:
         """Pods with equal keys get the same answer from the same state: a PreFilter reason is the
@@ -221,11 +229,10 @@ class DeviceRules:
                 self._loose = Allocator(self.pools, self.classes, InUse())
             allocator = self._loose
         cache = self._reasons.setdefault((*found.key(), loose), {})
-        stamps, common = self._stamps, self._common
         out: list[str | None] = []
         try:
             for node in nodes:
-                stamp = max(common, stamps.get(node.name, 0))
+                stamp = self._stamp(node)
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
                     hit = cache[node.name] = (stamp, self._node_reason(found, node, allocator))
@@ -245,23 +252,40 @@ class DeviceRules:
 
     def served(self, node: Node) -> bool:
         """Whether any pool's devices may be used on ``node`` (else no claim is allocated there)."""
+        self._stamp(node)  # a node whose labels changed is asked again
         hit = self._served.get(node.name)
         if hit is None:
             hit = self._served[node.name] = any(_slice_serves(s, node) for s in self._made_of[0].values())
         return hit
+
+    def _stamp(self, node: Node) -> int:
+        """The stamp ``node``'s cached answers must carry: new when the devices in use there changed,
+        or when its labels did since the last answer."""
+        seen = self._nodes.get(node.name)
+        if seen is not node:
+            if seen is not None and seen.labels != node.labels:
+                self._stamps[node.name] = next(_VERSIONS)
+                self._served.pop(node.name, None)
+            self._nodes[node.name] = node
+        return max(self._common, self._stamps.get(node.name, 0))
 
     # -- the topology search's count ---------------------------------------------------------
 
     def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
                  limit: int) -> npt.NDArray[np.int64] | None:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
-        allocated yet), for the nodes of ``mask``; None when the count does not apply (a pod without
-        claims among them, or claims shared or allocated already: Reserve decides those)."""
+        allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
+        may go); None when the count does not apply (claims shared or allocated already: Reserve
+        decides those)."""
         specs: dict[str, tuple[ClaimSpec, ...]] = {}
         seen: set[str] = set()
+        claimless = 0
         for pod in pods:
             found = self.resolve(pod)
-            if found.prefilter is not None or not found.claims or found.allocated:
+            if found.prefilter is None and not found.claims:
+                claimless += 1
+                continue
+            if found.prefilter is not None or found.allocated:
                 return None
             for claim in found.fresh:
                 if claim.key in seen:
@@ -271,19 +295,20 @@ class DeviceRules:
         if not specs:
             return None
         out = np.zeros(len(nodes), dtype=np.int64)
-        stamps, common = self._stamps, self._common
         for key, spec in specs.items():
             cache = self._capacity.setdefault((key, limit), {})
             for i in np.flatnonzero(mask).tolist():
                 node = nodes[i]
-                stamp = max(common, stamps.get(node.name, 0))
+                stamp = self._stamp(node)
                 hit = cache.get(node.name)
                 if hit is None or hit[0] != stamp:
                     taken = self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0
                     hit = cache[node.name] = (stamp, taken)
-                # Pods of several kinds: a node takes at most what the kind it suits best takes (the
-                # pruning never underestimates; Reserve is the exact test).
-                out[i] = max(out[i], hit[1])
+                # Pods of several kinds: a node takes at most what each kind takes there alone, added
+                # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
+                # the exact test), and every pod without claims.
+                out[i] += hit[1]
+        out[mask] += claimless
         return out
 
     # -- Reserve -----------------------------------------------------------------------------
@@ -315,7 +340,7 @@ class DeviceRules:
             writes.append(ClaimWrite(claim.key, consumer, allocation))
             updated = claim
             if allocation is not None:
-                self._undo(txn, self.in_use.add(allocation), _pinned(allocation))
+                self._undo(txn, self.in_use.add(allocation), self._pinned(allocation))
                 updated = replace(updated, allocation=allocation)
             if not _holds(claim, consumer):
                 updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
@@ -326,13 +351,14 @@ class DeviceRules:
 
     @staticmethod
     def _unavailable(found: PodClaims, node: Node) -> str | None:
-        """A claim allocated already whose devices ``node`` cannot reach: the pod goes where they are."""
+        """A claim allocated already whose devices ``node`` cannot reach (the pod goes where they are),
+        or whose devices will not bind (kube-scheduler's Filter: not available on any node)."""
         for claim in found.claims:
             if claim.allocation is None:
                 continue
             if not _admits(claim.allocation, node):
                 return CLAIM_UNAVAILABLE
-        return None
+        return CLAIM_UNAVAILABLE if found.unbindable else None
 
     def release(self, pods: Iterable[Pod], txn: Txn) -> None:
         """A preemption what-if: the devices of ``pods`` (victims) are free where each is its claim's
@@ -344,10 +370,12 @@ class DeviceRules:
                 if claim is None or claim.allocation is None:
                     continue
                 others = tuple(c for c in claim.reserved_for if not (c.resource == "pods" and c.name == pod.name))
-                if others:  # still in use; another victim that shares it may free it
+                if others or not _freed_with(claim, pod):
+                    # Still in use (another victim that shares it may free it), or an allocation nobody
+                    # clears when the pod goes: it keeps its devices.
                     self._swap(txn, claim.key, replace(claim, reserved_for=others))
                     continue
-                self._undo(txn, self.in_use.remove(claim.allocation), _pinned(claim.allocation))
+                self._undo(txn, self.in_use.remove(claim.allocation), self._pinned(claim.allocation))
                 self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))
 
     # -- the undo log ------------------------------------------------------------------------
@@ -360,6 +388,19 @@ class DeviceRules:
         self._changed()
         self.touch(nodes)
         txn.record(_Undo(self, undo, nodes))
+
+    def _pinned(self, allocation: Allocation) -> tuple[str, ...] | None:
+        """The only nodes whose devices in use the allocation changes: those it is pinned to by name
+        when every device it holds is node-local (a network-attached device it took with a node-local
+        one is seen from other nodes too), else None (every node)."""
+        nodes = _pinned(allocation)
+        if nodes is None:
+            return None
+        if self._shared_pools is None:
+            self._shared_pools = {(s.driver, s.pool) for s in self._made_of[0].values()
+                                  if s.node is None or not s.node.node_name}
+        shared = self._shared_pools
+        return None if any((r.driver, r.pool) in shared for r in allocation.results) else nodes
 
     def touch(self, nodes: tuple[str, ...] | None) -> None:
         """The devices in use on ``nodes`` (None: anywhere) changed: their cached answers expire."""
@@ -407,8 +448,17 @@ class _Undo:
         self.rules.touch(self.nodes)
 
 
+def _freed_with(claim: ResourceClaim, pod: Pod) -> bool:
+    """Whether the claim's devices are free once ``pod``, its last consumer, is gone: the ResourceClaim
+    controller clears an allocation a scheduler made (its delete-protection finalizer), and a claim
+    made for the pod is deleted with it; another's allocation (a driver's) stays."""
+    owner = claim.owner
+    return DELETE_PROTECTION in claim.finalizers or (
+        owner is not None and owner[0] == "Pod" and owner[1] == pod.name and (not owner[2] or owner[2] == pod.uid))
+
+
 def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
-    """The nodes an allocation's devices are pinned to by name (node-local devices), else None."""
+    """The nodes an allocation is pinned to by name (it has a node-local device), else None."""
     terms = allocation.node_selector
     if not terms or len(terms) != 1 or terms[0].match_expressions:
         return None

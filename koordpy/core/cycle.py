@@ -435,7 +435,8 @@ class Cycle:
         (``koordpy.core.reserve``)."""
         mark = stmt.savepoint()
         failure = self.placer.place_job(pods, req, stmt)
-        return failure if failure is not None else self.reserve.together(pods, req is not None, stmt, mark)
+        return failure if failure is not None else self.reserve.together(
+            pods, req is not None, stmt, mark, regroup=req is None or not (req.subgroups or req.multiples))
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
         """What the job asks of the topology, from the first of its gangs that asks anything,

@@ -90,7 +90,7 @@ class Placer:
         cap = None if cap_on is None else np.where(cap_on, 1, np.iinfo(np.int64).max).astype(np.int64)
         devices = self.filters.devices
         if devices is not None and len(pods) > 1 and any(p.claims for p in pods):  # one pod: its mask says
-            mask = self._mask(self.filters.static(pods[0]).mask)
+            mask = self._mask(np.logical_or.reduce([self.filters.static(p).mask for p in self._distinct(pods)]))
             counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods))
             if counted is not None:
                 cap = counted if cap is None else np.minimum(cap, counted)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from koordpy.api.objects import Pod
 from koordpy.api.owners import Owner
@@ -44,10 +45,13 @@ class Reserve:
         self.placer = placer
         self.cluster = filters.cluster
 
-    def together(self, pods: list[Pod], topology: bool, stmt: Statement, mark: int) -> Failure | None:
+    def together(self, pods: list[Pod], topology: bool, stmt: Statement, mark: int,
+                 regroup: bool = True) -> Failure | None:
         """Holds the members ``stmt`` placed (since ``mark``) to the rules that count them together:
         volumes (a binpacked job, ``topology`` False, is placed again one by one when they break one),
-        then devices. On a failure everything since ``mark`` is rolled back."""
+        then devices (placed again member by member when they break them, inside the nodes used when
+        ``topology``; not when ``regroup`` is False: sub-groups and multiples are placed whole). On a
+        failure everything since ``mark`` is rolled back."""
         rules = self.filters.volumes
         if rules is not None and sum(1 for p in pods if p.volumes) > 1:
             # Each member's volume filters counted the pods placed before the job, not its fellow
@@ -63,6 +67,13 @@ class Reserve:
                     return Failure(pod, VolumesTogether(len(self.cluster.nodes), why), code=Code.UNRESOLVABLE)
         failure = self.devices(pods, stmt)
         if failure is not None:
+            placed = stmt.placed
+            used = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+            used[[placed[p.key] for p in pods if p.key in placed]] = True
+            stmt.rollback(mark)
+            if regroup and len(pods) > 1 and not any(p.volumes for p in pods) and (
+                    self._member_by_member(pods, used if topology else None, stmt) is None):
+                return None
             stmt.rollback(mark)
         return failure
 
@@ -81,6 +92,28 @@ class Reserve:
             why = rules.reserve(pod, nodes[at], stmt.txn)
             if why is not None:
                 return Failure(pod, DevicesTogether(len(nodes), nodes[at].name, why))
+        return None
+
+    def _member_by_member(self, pods: list[Pod], used: npt.NDArray[np.bool_] | None, stmt: Statement) -> Failure | None:
+        """The members placed again one at a time, each after the members before it took their devices
+        (kube-scheduler's order for a gang: a claim they share is pinned where the first allocated it, a
+        node whose devices the first took is not offered to the next), confined to the nodes the job's
+        own placement used when it asked for a topology (``used``), so it stays inside the domain chosen."""
+        rules = self.filters.devices
+        assert rules is not None
+        nodes, saved = self.cluster.nodes, self.placer.only
+        self.placer.only = saved if used is None else used if saved is None else used & saved
+        try:
+            for pod in pods:
+                failure = self.placer.binpack([pod], stmt)
+                if failure is not None:
+                    return failure
+                at = stmt.placed[pod.key]
+                why = rules.reserve(pod, nodes[at], stmt.txn) if pod.claims else None
+                if why is not None:
+                    return Failure(pod, DevicesTogether(len(nodes), nodes[at].name, why))
+        finally:
+            self.placer.only = saved
         return None
 
     def held(self, pods: list[Pod], reserved: Mapping[str, str], stmt: Statement) -> None:

@@ -526,6 +526,13 @@ def _check_allocated(claim: ResourceClaim, a: Allocation, node: Node, now: float
     if consumer is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX and not any(
             c.uid == consumer.uid and c.name == consumer.name for c in claim.reserved_for):
         return Unallocatable("too-many-consumers", claim.key, detail=str(RESERVED_FOR_MAX))
+    return binding_broken(claim, a, now)
+
+
+def binding_broken(claim: ResourceClaim, a: Allocation, now: float) -> Unallocatable | None:
+    """Why the allocation's devices will not bind (a binding failure condition is true, or the binding
+    conditions are still unmet after the binding timeout), else None: kube-scheduler's Filter then
+    finds the claim not available on any node."""
     ready = True
     for r in a.results:
         if not r.binding_conditions:

@@ -150,7 +150,8 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
 
 async def test_a_bind_whose_retries_run_out_puts_the_pod_back_in_the_queue() -> None:
     """The API server unreachable past the bind's retries: the pod must not stay assumed (with no
-    cycle to notice its assumption expire) but be pending again, with a cycle owed."""
+    cycle to notice its assumption expire) but be pending again, with a cycle owed, once its backoff
+    (kube-scheduler's, after a failed binding cycle) ends."""
     from koordpy.controller.loop import SchedulerLoop
     from koordpy.core.decisions import Bind
 
@@ -167,7 +168,11 @@ async def test_a_bind_whose_retries_run_out_puts_the_pod_back_in_the_queue() -> 
     assert cache.snapshot(NAMES).pods[0].node_name == "n0"  # the cycle after the bind went out
     cache.changed.clear()
     await loop._bind(Bind("default/p", "n0"), "uid")
-    assert "default/p" not in cache.assumed and cache.changed.is_set()
+    assert "default/p" not in cache.assumed and "default/p" in cache.backing_off
+    cache.snapshot(NAMES)
+    cache.changed.clear()
+    cache.end_back_off("default/p")  # what the backoff's timer does
+    assert cache.changed.is_set()
     shown = cache.snapshot(NAMES).changes
     assert shown is not None and shown.pods["default/p"] is not None and not shown.pods["default/p"].node_name
 

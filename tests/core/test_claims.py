@@ -45,9 +45,11 @@ N1 = Node.from_raw(node("n1", cpu="64"))
 
 def allocated(name: str, holders: list[str], devices_: int = 8) -> dict[str, Any]:
     results = [{"request": "gpus", "driver": DRIVER, "pool": "n0", "device": f"gpu-{d}"} for d in range(devices_)]
-    return claim(name, allocation={"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+    made = claim(name, allocation={"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}]}},
         reservedFor=[{"resource": "pods", "name": h, "uid": f"uid-{h}"} for h in holders])
+    made["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]  # a scheduler allocated it
+    return made
 
 
 # -- PreFilter, in kube-scheduler's words ----------------------------------------------------------------
