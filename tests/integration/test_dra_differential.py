@@ -22,7 +22,8 @@ too. ``koordpy run`` schedules them until it is quiet; then, on the state the AP
     checker.py``: resources against the bound pods, node selector, taints), kube-scheduler's own
     allocator (draref: ``structured.NewAllocator`` with v1.37.2's default features, as its DRA
     plugin runs it) on the final state, the claims in use as the API server has them, finds no
-    allocation of the pod's claims there;
+    allocation of the pod's claims there, or errs on one of those nodes (a CEL runtime error, All
+    over a pool being updated), which fails the pod's whole cycle in kube-scheduler;
 (c) kube-scheduler (the control plane's own, with its gates) schedules the same pods and claims on
     a fresh copy; both bound counts are printed (information, not the pass rule), and (a) and (b)
     are run on its result too, as a check of the checks.
