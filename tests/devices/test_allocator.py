@@ -5,6 +5,7 @@ default feature gates, grouped by feature, each named after the upstream case it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -531,6 +532,17 @@ def test_taint_rule_taints_selected_devices() -> None:
 def test_taint_rule_for_a_whole_driver() -> None:
     rule = DeviceTaintRule(name="rule", driver="driver-a", taint=NO_EXECUTE)
     w = World([slice_("slice-1", devs(2, 1))], rules=[rule])
+    assert why(w.allocate([claim()])) == "taint-not-tolerated"
+
+
+def test_taint_rule_without_a_device_selector_taints_no_device() -> None:
+    # No spec.deviceSelector selects no device (as the ResourceSlice tracker reads a rule); an empty
+    # one, every device. The live differential test (seed 33) found the allocator tainting every
+    # device of the cluster with such a rule, as DeviceTaintRule.selects no longer did.
+    rule = DeviceTaintRule(name="rule", taint=NO_SCHEDULE, has_selector=False)
+    w = World([slice_("slice-1", devs(1, 1))], rules=[rule])
+    assert w.devices_of([claim()]) == [[("req-0", "device-1")]]
+    w = World([slice_("slice-1", devs(1, 1))], rules=[replace(rule, has_selector=True)])
     assert why(w.allocate([claim()])) == "taint-not-tolerated"
 
 
