@@ -463,12 +463,13 @@ class DraBench(LiveBench):
             say(f"  {ns} emptied of {len(asked):,} {plural} in {time.perf_counter() - t0:.1f} s")
 
     async def clean_all(self) -> None:
-        """Pods first (their claims' reservations go with them), then claims, PodGroups, templates."""
+        """Pods first (their claims' reservations go with them), then PodGroups (a PodGroup's claim
+        stays reserved for it while it exists), claims, templates."""
         for ns in NAMESPACES:
             await self.clean(ns)
         for ns in NAMESPACES:
-            await self.empty_namespaced("resourceclaims", ns)
             await empty_podgroups(self.custom, ns, self.deadline)
+            await self.empty_namespaced("resourceclaims", ns)
             await self.empty_namespaced("resourceclaimtemplates", ns)
 
     async def start(self, who: str) -> Child:
