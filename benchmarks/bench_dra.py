@@ -601,21 +601,27 @@ class DraBench(LiveBench):
         c = await self.start(who)
         log_start = c.log.stat().st_size
         what = f"{w.name}, {who}"
+        idle = False
         try:
             await quiet(c, "after its start")
             t_init = time.perf_counter()
             await self.round_objects(p)
-            await self.init_pods(p, round_, c)
-            _, idle = await quiet(c, "after the init objects")
-            say(f"  round objects ({len(p.allocations):,} allocations written, {len(p.init_pods):,} init pods) "
-                f"ready in {time.perf_counter() - t_init:.1f} s")
-            pods = Pods(self.api, round_, namespace=MEASURED_NS)
-            await pods.start()
             try:
-                out = await (self.steady if p.steady else self.burst)(p, pods, c, what)
-            finally:
-                await pods.stop()
-            mem = c.memory()
+                await self.init_pods(p, round_, c)
+                _, idle = await quiet(c, "after the init objects")
+                say(f"  round objects ({len(p.allocations):,} allocations written, {len(p.init_pods):,} init pods) "
+                    f"ready in {time.perf_counter() - t_init:.1f} s")
+                pods = Pods(self.api, round_, namespace=MEASURED_NS)
+                await pods.start()
+                try:
+                    out = await (self.steady if p.steady else self.burst)(p, pods, c, what)
+                finally:
+                    await pods.stop()
+            except BenchError as exc:  # the round is reported with what stopped it; the next one goes on
+                say(f"  {what}: {exc}")
+                out = {"error": str(exc), "bound": 0, "cpu_s": 0.0, "cpu_s_at_last_bind": 0.0, "total_s": None,
+                       "create_s": 0.0}
+            mem = c.memory() if c.proc.poll() is None else {"VmRSS": 0.0, "VmHWM": 0.0}  # a scheduler that died
         finally:
             self.stop(c)
         n = out["bound"]
