@@ -157,3 +157,18 @@ def test_a_cluster_filled_as_a_scheduler_fills_it_passes_the_whole_check_and_a_d
         results[0]["pool"], results[-1]["pool"] = results[-1]["pool"], results[0]["pool"]
         problems = state_violations(nodes, pods, claims, slices, p.classes, [], {})
         assert any("not usable on node" in x for x in problems), (short, problems[:3])
+
+
+def test_the_table_shows_both_sides_the_ratio_a_skipped_workload_and_an_error() -> None:
+    from benchmarks.bench_dra import table
+
+    side = {"pods_per_s": 50.0, "cpu_s_per_1000": 2.0, "rss_mib": 250.0, "violations": 0, "bound": 250}
+    fig = {"duration": 10.0, "workloads": {
+        "A/x": {"pods": 250, "nodes": 50, "steady": False, "koordpy": dict(side),
+                "kube-scheduler": {**side, "cpu_s_per_1000": 4.0}},
+        "B/y": {"skipped": "the control plane's FEATURE_GATES lack DRAWorkloadResourceClaims=true"},
+        "C/z": {"pods": 0, "nodes": 50, "steady": True, "koordpy": {**side, "violations": 2, "error": "stalled"}}}}
+    rows = table(fig).splitlines()
+    assert "2.00 / 4.00, **0.50x**" in rows[2] and "yes, 250 bound / yes, 250 bound" in rows[2]
+    assert "skipped: the control plane's FEATURE_GATES lack" in rows[3]
+    assert "(steady, 10 s, 50 nodes)" in rows[4] and "**no (2)**, 250 bound, error / -" in rows[4]
