@@ -591,8 +591,13 @@ class DraBench(LiveBench):
         bound = sum(1 for at in pods.bound_at.values() if at <= end)
         await asyncio.gather(*tasks)
         _, settled = await quiet(c, "after the steady state")
-        return {"bound": bound, "cpu_s": cpu, "cpu_s_at_last_bind": cpu, "total_s": duration, "create_s": 0.0,
-                "quiet_after": settled, "created": made}
+        out: dict[str, Any] = {"bound": bound, "cpu_s": cpu, "cpu_s_at_last_bind": cpu, "total_s": duration,
+                               "create_s": 0.0, "quiet_after": settled, "created": made}
+        if not bound:  # upstream fails such a run too: the window measured nothing
+            pending = [n for n in pods.state if n not in pods.bound_at]
+            out["error"] = f"{what}: no pod bound in the {duration:.0f} s window; {await pods.describe(pending)}"
+            say(f"  {out['error']}")
+        return out
 
     async def measure(self, w: Workload, who: str) -> dict[str, Any]:
         round_ = f"{w.short}-{'kp' if who == 'koordpy' else 'ks'}"
