@@ -75,8 +75,10 @@ Where this differs from scheduler_perf, and why:
   ``kubernetes.io/hostname`` too, and the DeviceClass is ``resource.k8s.io/v1`` (the extended
   resource template says v1beta2; same fields).
 - ``PublishResourceSlices`` and the other variants are not run; ``--scale`` multiplies nodes, claims
-  and pods (at least one node; claims sharing by five and a PodGroup's 50 pods a node kept; steady
-  state keeps its 10 pods and half the nodes taken).
+  and pods (at least one node; five pods a shared claim, 100 pods a node and 50 a PodGroup kept;
+  steady state keeps its 10 pods and half the nodes taken).
+- The ResourceClaim controller is kube-controller-manager's, whose client e2e/controlplane gives 5000
+  requests/s as scheduler_perf gives its own: at the default 20/s it, not the scheduler, set the pace.
 
 ``KOORDPY_TEST_CONTROLPLANE=DIR`` reuses a control plane (run nothing else on it meanwhile);
 ``KOORDPY_BENCH_WRAP`` prefixes koordpy's command line.
