@@ -133,9 +133,13 @@ done
 # and taints it: kwok's default stages refresh a node's status only every 10 to 20 minutes and
 # renew no Lease, and some tests' nodes have no kubelet on purpose (test_preemption.py's held
 # nodes); nothing here is about nodes dying. It still taints cordoned nodes as in any cluster.
+# Its client is not held to the default 20 requests/s: the ResourceClaim controller makes a claim and
+# writes a pod's status for every pod with a claim template, and at 20/s it, not the scheduler, set
+# the pace of a DRA benchmark (scheduler_perf runs that controller at 5000/s too).
 "$here/mint-user.sh" "$dir" system:kube-controller-manager system:masters > "$dir/controller-manager.kubeconfig"
 "$bindir/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" --secure-port 0 \
   --leader-elect=false --use-service-account-credentials=false --controllers '*' \
+  --kube-api-qps 5000 --kube-api-burst 5000 \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
   --service-cluster-ip-range 10.96.0.0/16 --feature-gates "$gates" \

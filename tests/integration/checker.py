@@ -193,10 +193,16 @@ def node_affinity_matches(pod: Obj, node: Obj) -> bool:
         return False
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is None:
-        return True
+    return required is None or node_selector_matches(required, node)
+
+
+def node_selector_matches(selector: Obj, node: Obj) -> bool:
+    """A core/v1 NodeSelector (any of its terms; within a term every expression and field, the
+    only field being ``metadata.name``): a pod's required node affinity, a ResourceSlice's or an
+    allocation's node selector."""
+    labels = labels_of(node)
     fields = {"metadata.name": name_of(node)}
-    for term in required.get("nodeSelectorTerms") or []:
+    for term in selector.get("nodeSelectorTerms") or []:
         exprs = term.get("matchExpressions") or []
         flds = term.get("matchFields") or []
         if not exprs and not flds:
