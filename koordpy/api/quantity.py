@@ -50,6 +50,30 @@ def _unit(resource: str) -> str:
     return "milli-cpus" if resource == "cpu" else "bytes" if _is_byte_resource(resource) else "units"
 
 
+def _scan(value: object) -> tuple[str, int, int, str | None, str | None]:
+    """A float or string quantity (a bool or int is the caller's) read as the grammar reads it: its
+    sign, its digits as one integer, how many of them follow the point, its suffix and its exponent.
+
+    Raises ValueError when ``value`` is no quantity.
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a quantity: {value!r}")
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise ValueError(f"not a quantity: {value!r}")
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise ValueError(f"not a quantity: longer than {MAX_QUANTITY_LENGTH} characters")
+    m = _QUANTITY.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a quantity: {value!r} (like 500m, 2, 1.5, 8Gi or 1e3)")
+    sign, number, suffix, exponent = m.groups()
+    whole, _, fraction = number.partition(".")
+    return sign, int(whole + fraction or "0"), len(fraction), suffix, exponent
+
+
 def parse_quantity(resource: str, value: object) -> int:
     """``value`` (a quantity string, or a YAML int or float) in ``resource``'s unit, rounded up.
 
@@ -67,22 +91,7 @@ def parse_quantity(resource: str, value: object) -> int:
             shown = value if value.bit_length() <= 64 else f"a {value.bit_length()}-bit integer"
             raise ValueError(f"too large: {shown} does not fit in int64 {_unit(resource)}")
         return value * factor
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"not a quantity: {value!r}")
-        text = repr(value)
-    elif isinstance(value, str):
-        text = value
-    else:
-        raise ValueError(f"not a quantity: {value!r}")
-    if len(text) > MAX_QUANTITY_LENGTH:
-        raise ValueError(f"not a quantity: longer than {MAX_QUANTITY_LENGTH} characters")
-    m = _QUANTITY.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a quantity: {value!r} (like 500m, 2, 1.5, 8Gi or 1e3)")
-    sign, number, suffix, exponent = m.groups()
-    whole, _, fraction = number.partition(".")
-    mantissa = int(whole + fraction or "0")
+    sign, mantissa, decimals, suffix, exponent = _scan(value)
     power2 = 0
     if exponent is not None:
         power10 = int(exponent)
@@ -97,7 +106,7 @@ def parse_quantity(resource: str, value: object) -> int:
     if sign == "-":
         raise ValueError(f"must not be negative, got {value!r}")
     # value in the unit = mantissa * 10**shift * 2**power2, with mantissa >= 1.
-    shift = power10 - len(fraction) + scale
+    shift = power10 - decimals + scale
     too_large = ValueError(f"too large: {value!r} does not fit in int64 {_unit(resource)}")
     if shift > 40:  # at least 10**41 > INT64_MAX; decided before any big power is built
         raise too_large
@@ -130,22 +139,7 @@ def exact_quantity(value: object) -> Fraction:
         raise ValueError(f"not a quantity: {value!r}")
     if isinstance(value, int):
         return Fraction(max(-INT64_MAX, min(INT64_MAX, value)))
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"not a quantity: {value!r}")
-        text = repr(value)
-    elif isinstance(value, str):
-        text = value
-    else:
-        raise ValueError(f"not a quantity: {value!r}")
-    if len(text) > MAX_QUANTITY_LENGTH:
-        raise ValueError(f"not a quantity: longer than {MAX_QUANTITY_LENGTH} characters")
-    m = _QUANTITY.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a quantity: {value!r} (like 500m, 2, 1.5, 8Gi or 1e3)")
-    sign, number, suffix, exponent = m.groups()
-    whole, _, fraction = number.partition(".")
-    mantissa = int(whole + fraction or "0")
+    sign, mantissa, decimals, suffix, exponent = _scan(value)
     if mantissa == 0:
         return Fraction(0)
     power2 = 0
@@ -156,7 +150,7 @@ def exact_quantity(value: object) -> Fraction:
         power10, power2 = 0, _BINARY_EXP[suffix]
     else:
         power10 = _DECIMAL_EXP[suffix or ""]
-    shift = power10 - len(fraction)
+    shift = power10 - decimals
     negative = sign == "-"
     # Decided before any big power is built: at least 10**41 is past the cap, and a value under
     # 10**-(digits+20) rounds up to 1n.
