@@ -54,12 +54,7 @@ def _quantities(values: Mapping[str, Quantity]) -> dict[str, str]:
 
 def _toleration(t: DeviceToleration) -> dict[str, Any]:
     out: dict[str, Any] = {"operator": t.operator}
-    if t.key:
-        out["key"] = t.key
-    if t.value:
-        out["value"] = t.value
-    if t.effect:
-        out["effect"] = t.effect
+    out.update((name, text) for name, text in (("key", t.key), ("value", t.value), ("effect", t.effect)) if text)
     if t.toleration_seconds is not None:
         out["tolerationSeconds"] = t.toleration_seconds
     return out

@@ -170,13 +170,8 @@ class _Direct:
         if wire is not None:
             return await wire.request(method, path, headers, None if data is None else data.encode())
         rest = api.rest_client
-        options: dict[str, Any] = {}
-        if rest.proxy:
-            options["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            options["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            options["server_hostname"] = rest.server_hostname
+        options: dict[str, Any] = {name: getattr(rest, name) for name in ("proxy", "proxy_headers", "server_hostname")
+                                   if getattr(rest, name)}
         response: aiohttp.ClientResponse = await rest.pool_manager.request(
             method, api.configuration.host + path, data=data, headers=headers, timeout=_NO_TIMEOUT, **options)
         async with response:
