@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,7 @@ from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
 _VERSIONS = itertools.count(1)
+_V = TypeVar("_V")
 WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
 
 
@@ -492,26 +494,22 @@ class DeviceRules:
                 self._stamps[name] = self.version
 
     def _swap(self, txn: Txn, key: str, claim: ResourceClaim) -> None:
-        old = self.claims.get(key)
-        self.claims[key] = claim
+        self._put(txn, self.claims, key, claim)
         self._changed()
 
-        def back() -> None:
-            if old is None:
-                self.claims.pop(key, None)
-            else:
-                self.claims[key] = old
-        txn.record(_Undo(self, back))
-
     def _bind(self, txn: Txn, pod: str, binding: DeviceBinding) -> None:
-        old = self.bindings.get(pod)
-        self.bindings[pod] = binding
+        self._put(txn, self.bindings, pod, binding)
+
+    def _put(self, txn: Txn, table: dict[str, _V], key: str, value: _V) -> None:
+        """``table[key] = value``, put back as it was (or removed) if the job's transaction is undone."""
+        old = table.get(key)
+        table[key] = value
 
         def back() -> None:
             if old is None:
-                self.bindings.pop(pod, None)
+                table.pop(key, None)
             else:
-                self.bindings[pod] = old
+                table[key] = old
         txn.record(_Undo(self, back))
 
 
