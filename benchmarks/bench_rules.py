@@ -59,10 +59,10 @@ from benchmarks.live_harness import (
     LiveBench,
     Pods,
     call,
+    control_plane,
     cpu_seconds,
     create,
     quiet,
-    run,
     run_and_report,
     say,
     wait_for,
@@ -330,9 +330,7 @@ def scaled(n: int, scale: float) -> int:
 
 async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
     t0 = time.perf_counter()
-    run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
-    env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
-    run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", "-f", str(ROOT / "crds")], timeout=120)
+    env = control_plane(state)
     say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     api = await api_client(env["KUBECONFIG"])
     b = RulesBench(api, args, env, state)

@@ -559,6 +559,15 @@ def run(argv: list[str], timeout: float) -> str:
     return done.stdout
 
 
+def control_plane(state: Path) -> dict[str, str]:
+    """The control plane of ``state`` (e2e/controlplane) up, with koordpy's CRDs applied; the
+    variables of its ``env`` file (KUBECONFIG, KUBECTL, FEATURE_GATES, ...)."""
+    run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
+    env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
+    run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", "-f", str(ROOT / "crds")], timeout=120)
+    return env
+
+
 # -- a scheduler's CPU ----------------------------------------------------------------------------
 
 TICK = os.sysconf("SC_CLK_TCK")
