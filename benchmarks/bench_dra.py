@@ -97,7 +97,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
-from benchmarks.bench_workloads import PODGROUPS, constraint_violations, empty_podgroups, live, log_errors
+from benchmarks.bench_workloads import PODGROUPS, constraint_violations, empty_custom, empty_podgroups, live, log_errors
 from benchmarks.live_harness import (
     CALL_SECONDS,
     LIST_SECONDS,
@@ -440,30 +440,6 @@ class DraBench(LiveBench):
         say(f"  {len(p.classes)} DeviceClasses and {len(p.slices):,} ResourceSlices created in "
             f"{time.perf_counter() - t0:.1f} s")
 
-    async def empty_namespaced(self, plural: str, ns: str, group: tuple[str, str] = RESOURCE) -> None:
-        """Every ``plural`` of ``ns`` gone (a claim waits for its finalizer, which the ResourceClaim
-        controller lifts once no pod holds it: empty the pods first), within the deadline."""
-        t0, asked = time.perf_counter(), set()
-        while True:
-            left = await list_names(lambda: self.custom.list_namespaced_custom_object(
-                *group, ns, plural, _preload_content=False, _request_timeout=LIST_SECONDS))
-            if not left:
-                break
-            if time.perf_counter() - t0 > self.deadline:
-                raise BenchError(f"{len(left):,} {plural} of {ns} still there {self.deadline:.0f} s after their "
-                                 f"delete (a finalizer nobody lifts?); first: {', '.join(left[:5])}")
-
-            async def drop(name: str) -> None:
-                with contextlib.suppress(Gone):
-                    await call(f"delete {plural} {name}", lambda: self.custom.delete_namespaced_custom_object(
-                        *group, ns, plural, name, _preload_content=False, _request_timeout=CALL_SECONDS))
-
-            await limited(drop(n) for n in left if n not in asked)
-            asked |= set(left)
-            await asyncio.sleep(1.0)
-        if asked:
-            say(f"  {ns} emptied of {len(asked):,} {plural} in {time.perf_counter() - t0:.1f} s")
-
     async def clean_all(self) -> None:
         """Pods first (their claims' reservations go with them), then PodGroups (a PodGroup's claim
         stays reserved for it while it exists), claims, templates."""
@@ -471,8 +447,8 @@ class DraBench(LiveBench):
             await self.clean(ns)
         for ns in NAMESPACES:
             await empty_podgroups(self.custom, ns, self.deadline)
-            await self.empty_namespaced("resourceclaims", ns)
-            await self.empty_namespaced("resourceclaimtemplates", ns)
+            await empty_custom(self.custom, (*RESOURCE, "resourceclaims"), ns, self.deadline)
+            await empty_custom(self.custom, (*RESOURCE, "resourceclaimtemplates"), ns, self.deadline)
 
     async def start(self, who: str) -> Child:
         if who == "koordpy":

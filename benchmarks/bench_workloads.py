@@ -349,28 +349,36 @@ def constraint_violations(nodes: list[Obj], pods: list[Obj], groups: list[Obj],
 async def empty_podgroups(custom: CustomObjectsApi, ns: str, deadline: float) -> int:
     """Every ``scheduling.k8s.io`` PodGroup of ``ns`` gone; returns how many were asked to go. A
     PodGroup waits for its ``scheduling.k8s.io/podgroup-protection`` finalizer, which
-    kube-controller-manager lifts once its pods are gone (so empty the pods first): each is deleted
-    once and waited for, at most ``deadline`` seconds."""
+    kube-controller-manager lifts once its pods are gone (so empty the pods first)."""
+    return await empty_custom(custom, PODGROUPS, ns, deadline, "PodGroups")
+
+
+async def empty_custom(custom: CustomObjectsApi, kind: tuple[str, str, str], ns: str, deadline: float,
+                       what: str = "") -> int:
+    """Every object of ``kind`` (group, version, plural) in ``ns`` gone; returns how many were asked
+    to go. Each is deleted once and waited for (a finalizer may hold it), at most ``deadline``
+    seconds in all; ``what`` names them in messages (default: the plural)."""
+    what = what or kind[2]
     t0, asked = time.perf_counter(), set()
     while True:
         left = await list_names(lambda: custom.list_namespaced_custom_object(
-            *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
+            *kind[:2], ns, kind[2], _preload_content=False, _request_timeout=LIST_SECONDS))
         if not left:
             break
         if time.perf_counter() - t0 > deadline:
-            raise BenchError(f"{len(left):,} PodGroups of {ns} still there {deadline:.0f} s after their "
-                             f"delete; first: {', '.join(left[:5])}")
+            raise BenchError(f"{len(left):,} {what} of {ns} still there {deadline:.0f} s after their "
+                             f"delete (a finalizer nobody lifts?); first: {', '.join(left[:5])}")
 
         async def drop(name: str) -> None:
             with contextlib.suppress(Gone):
-                await call(f"delete PodGroup {name}", lambda: custom.delete_namespaced_custom_object(
-                    *PODGROUPS[:2], ns, PODGROUPS[2], name, _preload_content=False, _request_timeout=CALL_SECONDS))
+                await call(f"delete {what} {name}", lambda: custom.delete_namespaced_custom_object(
+                    *kind[:2], ns, kind[2], name, _preload_content=False, _request_timeout=CALL_SECONDS))
 
         await limited(drop(n) for n in left if n not in asked)
         asked |= set(left)
         await asyncio.sleep(1.0)
     if asked:
-        say(f"  {ns} emptied of {len(asked):,} PodGroups in {time.perf_counter() - t0:.1f} s")
+        say(f"  {ns} emptied of {len(asked):,} {what} in {time.perf_counter() - t0:.1f} s")
     return len(asked)
 
 
