@@ -97,7 +97,15 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
-from benchmarks.bench_workloads import PODGROUPS, constraint_violations, empty_custom, empty_podgroups, live, log_errors
+from benchmarks.bench_workloads import (
+    PODGROUPS,
+    constraint_violations,
+    empty_custom,
+    empty_podgroups,
+    listed,
+    live,
+    log_errors,
+)
 from benchmarks.live_harness import (
     CALL_SECONDS,
     LIST_SECONDS,
@@ -628,16 +636,7 @@ class DraBench(LiveBench):
         return out
 
     async def check(self, p: Plan) -> dict[str, Any]:
-        nodes = (await call("LIST nodes", lambda: self.core.list_node(
-            _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
-        pods: list[Obj] = []
-        groups: list[Obj] = []
-        for ns in NAMESPACES:
-            pods += (await call(f"LIST pods {ns}", lambda ns=ns: self.core.list_namespaced_pod(  # type: ignore[misc]
-                ns, _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
-            groups += (await call(f"LIST PodGroups {ns}", lambda ns=ns: self.custom.list_namespaced_custom_object(  # type: ignore[misc]
-                *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
-                ).get("items") or []
+        nodes, pods, groups, labels = await listed(self.core, self.custom, NAMESPACES)
         # One LIST of every claim: one snapshot, so a device freed and taken again is not seen twice.
         claims = [c for c in (await call("LIST claims", lambda: self.custom.list_custom_object_for_all_namespaces(
             *RESOURCE, "resourceclaims", _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
@@ -646,9 +645,6 @@ class DraBench(LiveBench):
             *RESOURCE, "resourceslices", _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
         classes = (await call("LIST classes", lambda: self.custom.list_cluster_custom_object(
             *RESOURCE, "deviceclasses", _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
-        nss = await call("LIST namespaces", lambda: self.core.list_namespace(
-            _preload_content=False, _request_timeout=LIST_SECONDS))
-        labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nss.get("items") or []}
         problems = state_violations(nodes, pods, claims, slices, classes, groups, labels)
         return {"violations": len(problems), "violations_first": problems[:10],
                 "claims_allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),

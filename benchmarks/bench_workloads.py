@@ -71,11 +71,12 @@ import contextlib
 import math
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from benchmarks.bench_rules import rule_violations
 from benchmarks.live_harness import (
@@ -382,6 +383,26 @@ async def empty_custom(custom: CustomObjectsApi, kind: tuple[str, str, str], ns:
     return len(asked)
 
 
+async def listed(core: CoreV1Api, custom: CustomObjectsApi, namespaces: Iterable[str]
+                 ) -> tuple[list[Obj], list[Obj], list[Obj], dict[str, dict[str, str]]]:
+    """What the final state is checked on: the nodes, the pods and PodGroups of ``namespaces``, and
+    every namespace's labels (by name)."""
+    nodes = (await call("LIST nodes", lambda: core.list_node(
+        _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
+    pods: list[Obj] = []
+    groups: list[Obj] = []
+    for ns in namespaces:
+        pods += (await call(f"LIST pods {ns}", lambda ns=ns: core.list_namespaced_pod(  # type: ignore[misc]
+            ns, _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
+        groups += (await call(f"LIST PodGroups {ns}", lambda ns=ns: custom.list_namespaced_custom_object(  # type: ignore[misc]
+            *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
+            ).get("items") or []
+    nss = await call("LIST namespaces", lambda: core.list_namespace(
+        _preload_content=False, _request_timeout=LIST_SECONDS))
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nss.get("items") or []}
+    return nodes, pods, groups, labels
+
+
 class WorkloadBench(LiveBench):
     def __init__(self, api: ApiClient, args: argparse.Namespace, env: dict[str, str], state: Path) -> None:
         super().__init__(api, env, state, "bench-workloads", PREFIX, args.deadline, args.stall)
@@ -508,19 +529,7 @@ class WorkloadBench(LiveBench):
         say(f"  {terminating} init pods still terminating after {self.args.stall:.0f} s")
 
     async def check(self, p: Plan) -> dict[str, Any]:
-        nodes = (await call("LIST nodes", lambda: self.core.list_node(
-            _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
-        pods: list[Obj] = []
-        groups: list[Obj] = []
-        for ns in NAMESPACES:
-            pods += (await call(f"LIST pods {ns}", lambda ns=ns: self.core.list_namespaced_pod(  # type: ignore[misc]
-                ns, _preload_content=False, _request_timeout=LIST_SECONDS))).get("items") or []
-            groups += (await call(f"LIST PodGroups {ns}", lambda ns=ns: self.custom.list_namespaced_custom_object(  # type: ignore[misc]
-                *PODGROUPS[:2], ns, PODGROUPS[2], _preload_content=False, _request_timeout=LIST_SECONDS))
-                ).get("items") or []
-        nss = await call("LIST namespaces", lambda: self.core.list_namespace(
-            _preload_content=False, _request_timeout=LIST_SECONDS))
-        labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nss.get("items") or []}
+        nodes, pods, groups, labels = await listed(self.core, self.custom, NAMESPACES)
         measured_groups = [g for g in groups if namespace_of(g) == MEASURED_NS]
         alive = {key_of(q) for q in pods if live(q)}
         gone = {ns: [f"{ns}/{b['metadata']['name']}" for b in bodies if f"{ns}/{b['metadata']['name']}" not in alive]
