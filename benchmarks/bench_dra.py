@@ -105,6 +105,7 @@ from benchmarks.bench_workloads import (
     listed,
     live,
     log_errors,
+    parser,
 )
 from benchmarks.live_harness import (
     CALL_SECONDS,
@@ -717,17 +718,8 @@ def table(fig: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", type=lambda s: set(s.split(",")), default=None,
-                    help="comma-separated: full names, test cases or short names "
-                         f"({', '.join(w.short for w in WORKLOADS)}); default all")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies node, claim and pod counts")
+    ap = parser(__doc__, (w.short for w in WORKLOADS), "node, claim and pod counts")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds of a steady-state workload (upstream: 10)")
-    ap.add_argument("--deadline", type=float, default=900.0, help="seconds any one wait may take")
-    ap.add_argument("--stall", type=float, default=180.0, help="seconds a wait may go without progress")
-    ap.add_argument("--skip-kube-scheduler", action="store_true")
-    ap.add_argument("--skip-koordpy", action="store_true")
-    ap.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     args = ap.parse_args()
     if args.workloads and not select(args.workloads):
         ap.error(f"no workload matches {sorted(args.workloads)}")

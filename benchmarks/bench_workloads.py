@@ -631,17 +631,23 @@ def table(fig: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(doc: str | None, shorts: Iterable[str], scale: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark of upstream's scheduler_perf workloads (this one's, bench_dra's):
+    ``shorts`` the workloads' short names, ``scale`` what ``--scale`` multiplies."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", type=lambda s: set(s.split(",")), default=None,
-                    help="comma-separated: full names, test cases or short names "
-                         f"({', '.join(w.short for w in WORKLOADS)}); default all")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies node and group counts")
+                    help=f"comma-separated: full names, test cases or short names ({', '.join(shorts)}); default all")
+    ap.add_argument("--scale", type=float, default=1.0, help=f"multiplies {scale}")
     ap.add_argument("--deadline", type=float, default=900.0, help="seconds any one wait may take")
     ap.add_argument("--stall", type=float, default=180.0, help="seconds a wait may go without progress")
     ap.add_argument("--skip-kube-scheduler", action="store_true")
     ap.add_argument("--skip-koordpy", action="store_true")
     ap.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
+    return ap
+
+
+def main() -> None:
+    ap = parser(__doc__, (w.short for w in WORKLOADS), "node and group counts")
     args = ap.parse_args()
     if args.workloads and not select(args.workloads):
         ap.error(f"no workload matches {sorted(args.workloads)}")
