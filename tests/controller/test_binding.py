@@ -220,6 +220,24 @@ def _devices(*writes: ClaimWrite) -> Bind:
     return Bind("default/p", "a", devices=DeviceBinding("a", writes))
 
 
+def _reserved(cache: Cache, api: FakeClaims, *writes: ClaimWrite) -> tuple[Binder, Bind]:
+    """A Binder on ``api`` with the pod's claim ``writes`` reserved, as the cycle hands them over."""
+    binder = Binder(cache, api)  # type: ignore[arg-type]
+    d = _devices(*writes)
+    binder.reserve(d)
+    return binder, d
+
+
+def _attaching() -> Allocation:
+    """gpu-0 of a driver that attaches it: the bind waits for ``Attached``; ``Failed`` ends the wait."""
+    return _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
+
+
+def _condition(kind: str) -> DeviceCondition:
+    """The driver's condition ``kind`` on gpu-0, True."""
+    return DeviceCondition("gpu.example.com", "node-a", "gpu-0", kind, "True")
+
+
 def _shown(cache: Cache, key: str) -> ResourceClaim:
     return cast(ResourceClaim, cache.stores[CLAIMS][key])
 
@@ -257,9 +275,7 @@ async def test_a_claim_allocated_already_gets_only_the_reservation() -> None:
     other = Consumer("pods", "q", "uid-q")
     api.put(ResourceClaim("default", "shared", uid="uid-s", allocation=_allocation(), reserved_for=(other,),
                           finalizers=(DELETE_PROTECTION,)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("shared"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("shared"))
     await binder.run(d, POD_UID)
     [(_, what, body)] = api.patches
     assert what == "allocation and reservation" and "allocation" not in body["status"]
@@ -292,9 +308,7 @@ async def test_a_bind_refused_after_the_claims_were_written_unreserves_and_deall
     cache = _claims_cache()
     api = FakeClaims(cache, refuse=True)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation", "reservation", "finalizer"]
     _, _, undo = api.patches[2]
@@ -311,9 +325,7 @@ async def test_unreserve_leaves_the_allocation_to_another_consumer() -> None:
     other = Consumer("pods", "q", "uid-q")
     api.put(ResourceClaim("default", "shared", uid="uid-s", allocation=_allocation(), reserved_for=(other,),
                           finalizers=(DELETE_PROTECTION,)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("shared"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("shared"))
     await binder.run(d, POD_UID)
     claim, _ = api.claims["default/shared"]
     assert claim.allocation == _allocation() and claim.reserved_for == (other,)
@@ -352,9 +364,7 @@ async def test_a_claim_allocated_elsewhere_meanwhile_is_not_overwritten() -> Non
     theirs = dataclasses.replace(api.claims["default/c1"][0], allocation=_allocation(_result("gpu-7")),
                                  reserved_for=(Consumer("pods", "q", "uid-q"),))
     api.claims["default/c1"] = (theirs, 11)  # kube-scheduler got there first; our watch has not seen it
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     assert api.claims["default/c1"][0] is theirs
     assert "allocated elsewhere" in api.conditions["default/p"]
@@ -365,16 +375,13 @@ async def test_binding_conditions_hold_the_bind_until_they_are_true(monkeypatch:
     cache = _claims_cache()
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
-    d = _devices(_write("c1", alloc))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _attaching()))
     task = asyncio.ensure_future(binder.run(d, POD_UID))
     await asyncio.sleep(0.1)
     assert "bind" not in [c[0] for c in api.calls]  # waiting for the driver
     claim, rv = api.claims["default/c1"]
     ready = dataclasses.replace(claim, device_conditions=(
-        DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Attached", "True"),))
+        _condition("Attached"),))
     api.put(ready, rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
@@ -385,15 +392,12 @@ async def test_a_binding_failure_condition_unreserves(monkeypatch: pytest.Monkey
     cache = _claims_cache()
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
-    d = _devices(_write("c1", alloc))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _attaching()))
     task = asyncio.ensure_future(binder.run(d, POD_UID))
     await asyncio.sleep(0.05)
     claim, rv = api.claims["default/c1"]
     api.put(dataclasses.replace(claim, device_conditions=(
-        DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Failed", "True"),)), rv + 1)
+        _condition("Failed"),)), rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert "bind" not in [c[0] for c in api.calls]
     assert api.claims["default/c1"][0].allocation is None
@@ -468,9 +472,7 @@ async def test_unreserve_before_the_watch_brought_the_write_still_deallocates() 
     cache = _claims_cache()
     api = FakeClaims(cache, refuse=True, watch=False)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is None and claim.reserved_for == () and claim.finalizers == ()
@@ -547,9 +549,7 @@ async def test_an_allocation_refused_as_a_conflict_is_written_against_the_claim_
     api.put(ResourceClaim("default", "c1", uid="uid-c1", finalizers=(DELETE_PROTECTION,)))
     claim, rv = api.claims["default/c1"]
     api.claims["default/c1"] = (dataclasses.replace(claim, annotations={"touched": "yes"}), rv + 5)
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     versions = [body["metadata"].get("resourceVersion") for _, _, body in api.patches]
     assert versions == ["10", "15"]
@@ -562,10 +562,7 @@ async def test_a_pod_deleted_while_its_devices_attach_unreserves(monkeypatch: py
     cache = _claims_cache()
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
-    d = _devices(_write("c1", alloc))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _attaching()))
     task = asyncio.ensure_future(binder.run(d, POD_UID))
     await asyncio.sleep(0.05)
     cache.observe("Pod", "DELETED", pod("p"))
@@ -584,15 +581,13 @@ async def test_a_claim_allocated_before_waits_for_its_binding_conditions_too(mon
                                                     binding_failure_conditions=("Failed",))), timestamp=None)
     api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, finalizers=(DELETE_PROTECTION,),
                           reserved_for=(Consumer("pods", "p", POD_UID),)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1"))
     task = asyncio.ensure_future(binder.run(d, POD_UID))
     await asyncio.sleep(0.1)
     assert "bind" not in [c[0] for c in api.calls]
     claim, rv = api.claims["default/c1"]
     api.put(dataclasses.replace(claim, device_conditions=(
-        DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Attached", "True"),)), rv + 1)
+        _condition("Attached"),)), rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.dra import DELETE_PROTECTION, Consumer, DeviceCondition, ResourceClaim
+from koordpy.api.dra import DELETE_PROTECTION, Consumer, ResourceClaim
 from koordpy.controller import binding as binding_module
 from koordpy.controller.binding import Binder
 from koordpy.controller.cache import Cache
@@ -24,9 +24,11 @@ from tests.controller.test_binding import (
     POD_UID,
     FakeClaims,
     _allocation,
+    _attaching,
     _claims_cache,
-    _devices,
+    _condition,
     _file,
+    _reserved,
     _result,
     _shown,
     _write,
@@ -44,9 +46,7 @@ async def test_a_deallocation_that_fails_leaves_the_claim_shown_allocated() -> N
     api = FakeClaims(cache, refuse=True)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
     api.fail[("default/c1", "reservation")] = OSError("connection refused")
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     assert api.claims["default/c1"][0].allocation is not None  # the undo did not get through
     assert _shown(cache, "default/c1").allocation is not None
@@ -69,9 +69,7 @@ async def test_a_deallocation_refused_because_another_pod_reserved_the_claim_kee
         return await original(claim_key, body, what, status)
 
     api.patch_claim = racing  # type: ignore[method-assign]
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is not None and claim.reserved_for == (other,)
@@ -100,9 +98,7 @@ async def test_a_claim_reserved_for_the_pod_before_a_restart_is_not_written_agai
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=_allocation(), reserved_for=(ME,),
                           finalizers=(DELETE_PROTECTION,)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1"))
     await binder.run(d, POD_UID)
     assert api.patches == [] and [c[0] for c in api.calls][-2:] == ["bind", "bound"]
 
@@ -116,9 +112,7 @@ async def test_a_reservation_being_taken_back_is_written_again() -> None:
                           finalizers=(DELETE_PROTECTION,)))
     cache.assume_claim("default/c1", partial(binding_module._without, POD_UID, False),
                        partial(binding_module._unreserved, POD_UID, False))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1"))
     await binder.run(d, POD_UID)
     assert [w for _, w, _ in api.patches] == ["allocation and reservation"]
 
@@ -145,9 +139,7 @@ async def test_a_claim_recreated_under_its_name_fails_at_once_saying_so(monkeypa
     cache = _claims_cache()
     api = StrictUids(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-old", finalizers=(DELETE_PROTECTION,)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     api.claims["default/c1"] = (ResourceClaim("default", "c1", uid="uid-new"), 20)  # our watch is behind
     await binder.run(d, POD_UID)
     assert "got deleted in the meantime" in api.conditions["default/p"]
@@ -162,13 +154,11 @@ async def test_a_restarts_allocation_whose_device_failed_is_deallocated(monkeypa
     monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
     cache = _claims_cache()
     api = FakeClaims(cache)
-    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
+    alloc = _attaching()
     api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, reserved_for=(ME,),
                           finalizers=(DELETE_PROTECTION,),
-                          device_conditions=(DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Failed", "True"),)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+                          device_conditions=(_condition("Failed"),)))
+    binder, d = _reserved(cache, api, _write("c1"))
     await asyncio.wait_for(binder.run(d, POD_UID), 2.0)
     assert "binding failure condition Failed" in api.conditions["default/p"]
     claim, _ = api.claims["default/c1"]
@@ -180,13 +170,11 @@ async def test_a_failed_device_another_pod_holds_stays_allocated(monkeypatch: py
     cache = _claims_cache()
     api = FakeClaims(cache)
     other = Consumer("pods", "q", "uid-q")
-    alloc = _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
+    alloc = _attaching()
     api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, reserved_for=(other,),
                           finalizers=(DELETE_PROTECTION,),
-                          device_conditions=(DeviceCondition("gpu.example.com", "node-a", "gpu-0", "Failed", "True"),)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+                          device_conditions=(_condition("Failed"),)))
+    binder, d = _reserved(cache, api, _write("c1"))
     await asyncio.wait_for(binder.run(d, POD_UID), 2.0)
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is not None and claim.reserved_for == (other,)
@@ -230,9 +218,7 @@ async def test_a_restarts_allocation_whose_binding_timed_out_is_deallocated(monk
     alloc = dataclasses.replace(_allocation(_result(binding_conditions=("Attached",))), timestamp=1_000_000_000.0)
     api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, reserved_for=(ME,),
                           finalizers=(DELETE_PROTECTION,)))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1"))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1"))
     await asyncio.wait_for(binder.run(d, POD_UID), 2.0)
     assert "not met within" in api.conditions["default/p"]
     claim, _ = api.claims["default/c1"]
@@ -248,9 +234,7 @@ async def test_a_pod_whose_claim_write_is_refused_backs_off_before_it_is_tried_a
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "c1", uid="uid-c1"))
     api.fail[("default/c1", "allocation and reservation")] = ClaimRefused("forbidden (403)")
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
     await binder.run(d, POD_UID)
     assert "forbidden (403)" in api.conditions["default/p"]
     assert "default/p" not in [p.key for p in cache.snapshot(NAMES).pods]  # backing off
@@ -330,9 +314,7 @@ async def test_a_pod_deleted_while_its_claims_are_written_gets_no_more_of_them()
         return written
 
     api.patch_claim = deleting  # type: ignore[method-assign]
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(_write("c1", _allocation()), _write("c2", _allocation(_result("gpu-1"))))
-    binder.reserve(d)
+    binder, d = _reserved(cache, api, _write("c1", _allocation()), _write("c2", _allocation(_result("gpu-1"))))
     await binder.run(d, POD_UID)
     assert "default/c2" not in [k for k, _, _ in api.patches]
     assert all(c.allocation is None and c.reserved_for == () for c, _ in api.claims.values())
