@@ -238,6 +238,20 @@ def _condition(kind: str) -> DeviceCondition:
     return DeviceCondition("gpu.example.com", "node-a", "gpu-0", kind, "True")
 
 
+async def _attaching_bind(monkeypatch: pytest.MonkeyPatch, wait: float = 0.05
+                          ) -> tuple[Cache, FakeClaims, asyncio.Future[None]]:
+    """The pod's bind started on claim c1 allocated ``_attaching()``, and left ``wait`` seconds to
+    reach the wait for the driver's conditions."""
+    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    binder, d = _reserved(cache, api, _write("c1", _attaching()))
+    task = asyncio.ensure_future(binder.run(d, POD_UID))
+    await asyncio.sleep(wait)
+    return cache, api, task
+
+
 def _shown(cache: Cache, key: str) -> ResourceClaim:
     return cast(ResourceClaim, cache.stores[CLAIMS][key])
 
@@ -371,33 +385,19 @@ async def test_a_claim_allocated_elsewhere_meanwhile_is_not_overwritten() -> Non
 
 
 async def test_binding_conditions_hold_the_bind_until_they_are_true(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
-    cache = _claims_cache()
-    api = FakeClaims(cache)
-    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder, d = _reserved(cache, api, _write("c1", _attaching()))
-    task = asyncio.ensure_future(binder.run(d, POD_UID))
-    await asyncio.sleep(0.1)
+    _, api, task = await _attaching_bind(monkeypatch, 0.1)
     assert "bind" not in [c[0] for c in api.calls]  # waiting for the driver
     claim, rv = api.claims["default/c1"]
-    ready = dataclasses.replace(claim, device_conditions=(
-        _condition("Attached"),))
+    ready = dataclasses.replace(claim, device_conditions=(_condition("Attached"),))
     api.put(ready, rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
 
 
 async def test_a_binding_failure_condition_unreserves(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
-    cache = _claims_cache()
-    api = FakeClaims(cache)
-    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder, d = _reserved(cache, api, _write("c1", _attaching()))
-    task = asyncio.ensure_future(binder.run(d, POD_UID))
-    await asyncio.sleep(0.05)
+    _, api, task = await _attaching_bind(monkeypatch)
     claim, rv = api.claims["default/c1"]
-    api.put(dataclasses.replace(claim, device_conditions=(
-        _condition("Failed"),)), rv + 1)
+    api.put(dataclasses.replace(claim, device_conditions=(_condition("Failed"),)), rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert "bind" not in [c[0] for c in api.calls]
     assert api.claims["default/c1"][0].allocation is None
@@ -558,13 +558,7 @@ async def test_an_allocation_refused_as_a_conflict_is_written_against_the_claim_
 
 
 async def test_a_pod_deleted_while_its_devices_attach_unreserves(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
-    cache = _claims_cache()
-    api = FakeClaims(cache)
-    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
-    binder, d = _reserved(cache, api, _write("c1", _attaching()))
-    task = asyncio.ensure_future(binder.run(d, POD_UID))
-    await asyncio.sleep(0.05)
+    cache, api, task = await _attaching_bind(monkeypatch)
     cache.observe("Pod", "DELETED", pod("p"))
     await asyncio.wait_for(task, 2.0)
     assert "bind" not in [c[0] for c in api.calls]
@@ -586,8 +580,7 @@ async def test_a_claim_allocated_before_waits_for_its_binding_conditions_too(mon
     await asyncio.sleep(0.1)
     assert "bind" not in [c[0] for c in api.calls]
     claim, rv = api.claims["default/c1"]
-    api.put(dataclasses.replace(claim, device_conditions=(
-        _condition("Attached"),)), rv + 1)
+    api.put(dataclasses.replace(claim, device_conditions=(_condition("Attached"),)), rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
 

@@ -147,6 +147,13 @@ async def test_a_claim_recreated_under_its_name_fails_at_once_saying_so(monkeypa
     assert api.claims["default/c1"][0].allocation is None and "bind" not in [c[0] for c in api.calls]
 
 
+def _failed_for(consumer: Consumer) -> ResourceClaim:
+    """Claim c1 allocated before a restart and reserved for ``consumer``; its device's binding failure
+    condition is True."""
+    return ResourceClaim("default", "c1", uid="uid-c1", allocation=_attaching(), reserved_for=(consumer,),
+                         finalizers=(DELETE_PROTECTION,), device_conditions=(_condition("Failed"),))
+
+
 async def test_a_restarts_allocation_whose_device_failed_is_deallocated(monkeypatch: pytest.MonkeyPatch) -> None:
     """A predecessor allocated the claim and reserved it for the pod; the device's binding failure
     condition is True. kube-scheduler finds the claim unavailable and deallocates it (PostFilter, the
@@ -154,10 +161,7 @@ async def test_a_restarts_allocation_whose_device_failed_is_deallocated(monkeypa
     monkeypatch.setattr(binding_module, "PREBIND_POLL", 0.01)
     cache = _claims_cache()
     api = FakeClaims(cache)
-    alloc = _attaching()
-    api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, reserved_for=(ME,),
-                          finalizers=(DELETE_PROTECTION,),
-                          device_conditions=(_condition("Failed"),)))
+    api.put(_failed_for(ME))
     binder, d = _reserved(cache, api, _write("c1"))
     await asyncio.wait_for(binder.run(d, POD_UID), 2.0)
     assert "binding failure condition Failed" in api.conditions["default/p"]
@@ -170,10 +174,7 @@ async def test_a_failed_device_another_pod_holds_stays_allocated(monkeypatch: py
     cache = _claims_cache()
     api = FakeClaims(cache)
     other = Consumer("pods", "q", "uid-q")
-    alloc = _attaching()
-    api.put(ResourceClaim("default", "c1", uid="uid-c1", allocation=alloc, reserved_for=(other,),
-                          finalizers=(DELETE_PROTECTION,),
-                          device_conditions=(_condition("Failed"),)))
+    api.put(_failed_for(other))
     binder, d = _reserved(cache, api, _write("c1"))
     await asyncio.wait_for(binder.run(d, POD_UID), 2.0)
     claim, _ = api.claims["default/c1"]
