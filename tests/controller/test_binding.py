@@ -30,7 +30,7 @@ from koordpy.controller.cache import ASSUME_TTL, CLAIMS, Cache
 from koordpy.controller.writer import Conflict
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, VolumeBinding
 from tests.builders import node, pod
-from tests.core.test_volumes import pv, pvc, sc, using
+from tests.core.test_volumes import one_pv_cache, pv, pvc, sc
 
 NAMES = frozenset({"koordpy"})
 
@@ -64,18 +64,8 @@ class FakeWriter:
         coro.close()
 
 
-def _static_volume_cache() -> Cache:
-    cache = Cache()
-    cache.observe("Node", "ADDED", node("a"))
-    cache.observe("StorageClass", "ADDED", sc("local"))
-    cache.observe("PersistentVolume", "ADDED", pv("only", on="a"))
-    cache.observe("PersistentVolumeClaim", "ADDED", pvc("data"))
-    cache.observe("Pod", "ADDED", using("p", "data"))
-    return cache
-
-
 async def test_a_bind_written_after_the_volume_prebind_confirms_the_pod() -> None:
-    cache, writer = _static_volume_cache(), FakeWriter()
+    cache, writer = one_pv_cache("p", "data"), FakeWriter()
     binder = Binder(cache, writer)  # type: ignore[arg-type]
     d = Bind("default/p", "a", VolumeBinding("a", static=(("default/data", "only"),)))
     binder.reserve(d)
@@ -88,7 +78,7 @@ async def test_a_bind_written_after_the_volume_prebind_confirms_the_pod() -> Non
 async def test_a_bind_refused_after_the_volume_prebind_undoes_the_volume_assumption() -> None:
     """kube-scheduler's Unreserve reverts the volumes it assumed when the bind fails; the loop kept the
     PersistentVolume's claimRef assumed (the next cycles saw it taken by a pod that is pending again)."""
-    cache, writer = _static_volume_cache(), FakeWriter(refuse=True)
+    cache, writer = one_pv_cache("p", "data"), FakeWriter(refuse=True)
     binder = Binder(cache, writer)  # type: ignore[arg-type]
     d = Bind("default/p", "a", VolumeBinding("a", static=(("default/data", "only"),)))
     binder.reserve(d)
@@ -98,7 +88,7 @@ async def test_a_bind_refused_after_the_volume_prebind_undoes_the_volume_assumpt
 
 
 async def test_a_failed_volume_write_puts_the_pod_back_with_kube_schedulers_words() -> None:
-    cache = _static_volume_cache()
+    cache = one_pv_cache("p", "data")
 
     class Failing(FakeWriter):
         async def claim_volume(self, pv: str, ns: str, claim: str, claim_uid: str,

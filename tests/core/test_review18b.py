@@ -20,7 +20,7 @@ from koordpy.core.decisions import Bind, CycleResult, VolumeBinding
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, priority_class, run
-from tests.core.test_volumes import csinode, pv, pvc, sc, using
+from tests.core.test_volumes import csinode, one_pv_cache, pv, pvc, sc, using
 
 NAMES = frozenset({"koordpy"})
 GANG = {"pod-group.scheduling.sigs.k8s.io": "g"}
@@ -71,13 +71,7 @@ def test_gang_sharing_one_wffc_claim_is_never_bound_in_part_dynamic() -> None:
 # unrelated storage object changes. kube-scheduler's Unreserve reverts its assume cache. Expected: p2
 # takes the PV (the core's volume state must follow the snapshot, not its own assumptions).
 def test_reverted_prebind_assumption_does_not_keep_a_pv_taken() -> None:
-    cache = Cache()
-    cache.observe("Node", "ADDED", node("a"))
-    cache.observe("StorageClass", "ADDED", sc("local"))
-    cache.observe("PersistentVolume", "ADDED", pv("only", on="a"))
-    cache.observe("PersistentVolumeClaim", "ADDED", pvc("d1"))
-    cache.observe("PersistentVolumeClaim", "ADDED", pvc("d2"))
-    cache.observe("Pod", "ADDED", using("p1", "d1"))
+    cache = one_pv_cache("p1", "d1", "d2")
     state = SchedulerState()
     first = schedule(cache.snapshot(NAMES), state, 0.0)
     assert [b.pod for b in first.binds] == ["default/p1"]

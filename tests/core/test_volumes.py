@@ -4,7 +4,7 @@ plugins, run through ``koordpy simulate``'s core."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,9 @@ from koordpy.core.volumes import (
 )
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, run
+
+if TYPE_CHECKING:
+    from koordpy.controller.cache import Cache
 
 ZONE = "topology.kubernetes.io/zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
@@ -74,6 +77,20 @@ def pvc(name: str, cls: str | None = "local", size: str = "5Gi", *, volume: str 
 def using(name: str, *claims: str, cpu: str = "1", node_name: str | None = None, **extra: Any) -> dict[str, Any]:
     vols = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
     return pod(name, cpu=cpu, node_name=node_name, volumes=vols + extra.pop("more", []), **extra)
+
+
+def one_pv_cache(pod_name: str, *claims: str) -> Cache:
+    """A shell's cache of node a with one static local PV, ``only``, the unbound ``claims`` and the pod
+    ``pod_name`` using the first of them."""
+    from koordpy.controller.cache import Cache
+    cache = Cache()
+    cache.observe("Node", "ADDED", node("a"))
+    cache.observe("StorageClass", "ADDED", sc("local"))
+    cache.observe("PersistentVolume", "ADDED", pv("only", on="a"))
+    for claim in claims:
+        cache.observe("PersistentVolumeClaim", "ADDED", pvc(claim))
+    cache.observe("Pod", "ADDED", using(pod_name, claims[0]))
+    return cache
 
 
 def csinode(name: str, **limits: int) -> dict[str, Any]:
