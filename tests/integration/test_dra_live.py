@@ -29,6 +29,7 @@ from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
 from tests.builders import node, pod, podgroup
 from tests.core.dialects.test_topology_sources import volcano_pg
 from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.sim.test_dra import channel_gang, channel_objects
 
 DRIVER = "gpu.example.com"
 DRA = ("resourceclaims.resource.k8s.io", "resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io")
@@ -266,30 +267,8 @@ def test_a_workload_podgroups_own_claim_is_allocated_once_and_reserved_for_the_g
     from a template, made by kube-controller-manager and owned by the group; both members name it with
     an identical entry. It is allocated once (a network-attached channel reaching rack r1's nodes),
     reserved for the PodGroup, and both members bound where the channel reaches."""
-    rack = "topology.kubernetes.io/rack"
-    nodes = fake([node(n, cpu="64", labels={rack: r}) for n, r in (("r1-0", "r1"), ("r1-1", "r1"), ("r2-0", "r2"))])
-    channel = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "channel"},
-               "spec": {"selectors": [{"cel": {"expression": 'device.driver == "channel.example.com"'}}]}}
-    domain = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "domain-r1"},
-              "spec": {"driver": "channel.example.com",
-                       "pool": {"name": "domain-r1", "generation": 1, "resourceSliceCount": 1},
-                       "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                           {"key": rack, "operator": "In", "values": ["r1"]}]}]},
-                       "devices": [{"name": "channel-0"}]}}
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "channel", "namespace": "default"},
-                "spec": {"spec": {"devices": {"requests": [
-                    {"name": "ch", "exactly": {"deviceClassName": "channel"}}]}}}}
-    entry = [{"name": "channel", "resourceClaimTemplateName": "channel"}]
-    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": "train", "namespace": "default"},
-             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": entry}}
-    members = []
-    for i in range(2):
-        body = pod(f"t-{i}", cpu="40", schedulingGroup={"podGroupName": "train"})
-        body["spec"]["resourceClaims"] = entry
-        members.append(body)
-    kube.apply(nodes, channel, domain, template, group, *members)
+    *nodes, channel, domain, template = channel_objects()
+    kube.apply(fake(nodes), channel, domain, template, *channel_gang())
     bound = wait_for(lambda: when(len(kube.bound()) == 2, kube.bound()), "both members bound", timeout=90)
     assert sorted(bound.values()) == ["r1-0", "r1-1"]
     [claim] = kube.get("resourceclaims")["items"]

@@ -285,19 +285,26 @@ def channel_objects() -> list[dict[str, Any]]:
     return [*nodes, cls, sl, tpl]
 
 
-def test_a_podgroups_claim_is_allocated_once_for_its_members_and_reserved_for_the_group() -> None:
-    from koordpy.sim.simulator import World, simulate
-
+def channel_gang(uid: str = "") -> list[dict[str, Any]]:
+    """The PodGroup ``train`` (a gang of 2) with the claim ``channel`` from ``channel_objects``' template
+    (``uid``: the group's, where no API server gives one), and its members t-0 and t-1, each naming
+    the group's entry (40 CPUs each: one a node)."""
     entry = [{"name": "channel", "resourceClaimTemplateName": "channel"}]
     group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": "train", "namespace": "default", "uid": "uid-train"},
+             "metadata": {"name": "train", "namespace": "default", **({"uid": uid} if uid else {})},
              "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": entry}}
     members = []
     for i in range(2):
         body = pod(f"t-{i}", cpu="40", schedulingGroup={"podGroupName": "train"})
         body["spec"]["resourceClaims"] = entry
         members.append(body)
-    world = World.from_objects([("t", o) for o in (*channel_objects(), group, *members)])
+    return [group, *members]
+
+
+def test_a_podgroups_claim_is_allocated_once_for_its_members_and_reserved_for_the_group() -> None:
+    from koordpy.sim.simulator import World, simulate
+
+    world = World.from_objects([("t", o) for o in (*channel_objects(), *channel_gang("uid-train"))])
     out = simulate(world)
     assert sorted(out.bound.values()) == ["r1-0", "r1-1"]  # one member a node, both where the channel reaches
     assert out.allocations == {"default/train-channel": ["channel.example.com/domain-r1/channel-0"]}
