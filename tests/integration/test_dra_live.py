@@ -141,23 +141,34 @@ def test_koordpy_run_allocates_a_pods_claim_on_its_node(kube: Kube, scheduler: S
     assert DELETE_PROTECTION in claim["metadata"]["finalizers"]
 
 
-def test_binding_conditions_hold_the_bind_until_the_driver_says_ready(kube: Kube, scheduler: Scheduler) -> None:
-    """A device with binding conditions (an attachable device, say): the allocation is written and the
-    pod is bound only once the driver (the test) sets every condition True on the claim."""
+def _allocated_attachable(kube: Kube) -> None:
+    """Pod ``user`` asking claim c1 for node-a's one device, which binds to the node once the driver
+    sets ``Attached`` (``AttachFailed`` fails it); returns once the allocation is written."""
     attachable = _slice("node-a", devices=1)
     attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
                                             bindingFailureConditions=["AttachFailed"])
     kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
     wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
              "the allocation written", timeout=60)
-    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # waiting for the driver
-    result = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"][0]
-    assert result["bindingConditions"] == ["Attached"] and result["bindingFailureConditions"] == ["AttachFailed"]
+
+
+def _attach(kube: Kube) -> None:
+    """The driver (the test) sets ``Attached`` True on c1's device."""
     attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
     kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
                  json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
                                                      "conditions": [attached]}]}}))
+
+
+def test_binding_conditions_hold_the_bind_until_the_driver_says_ready(kube: Kube, scheduler: Scheduler) -> None:
+    """A device with binding conditions (an attachable device, say): the allocation is written and the
+    pod is bound only once the driver (the test) sets every condition True on the claim."""
+    _allocated_attachable(kube)
+    assert settle(lambda: kube.bound().get("user"), 2.0) is None  # waiting for the driver
+    result = kube.get("resourceclaims", "c1")["status"]["allocation"]["devices"]["results"][0]
+    assert result["bindingConditions"] == ["Attached"] and result["bindingFailureConditions"] == ["AttachFailed"]
+    _attach(kube)
     wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
 
 
@@ -241,20 +252,11 @@ def test_a_gang_that_waits_holds_no_device_and_writes_nothing(kube: Kube, schedu
 def test_a_restart_while_devices_attach_binds_once_they_are_ready(kube: Kube, scheduler: Scheduler) -> None:
     """koordpy stopped after writing the allocation, before the device was ready: the next one reads the
     allocation from the claim, holds the pod's bind until the conditions are True, and binds it there."""
-    attachable = _slice("node-a", devices=1)
-    attachable["spec"]["devices"][0].update(bindsToNode=True, bindingConditions=["Attached"],
-                                            bindingFailureConditions=["AttachFailed"])
-    kube.apply(fake([node("node-a", cpu="4")]), _class(), attachable, _claim("c1"), _user("user", "c1"))
-    wait_for(lambda: (kube.get("resourceclaims", "c1").get("status") or {}).get("allocation"),
-             "the allocation written", timeout=60)
+    _allocated_attachable(kube)
     scheduler.kill()
     scheduler.start()
     assert settle(lambda: kube.bound().get("user"), 2.0) is None  # the new one waits for the driver too
-    attached = {"type": "Attached", "status": "True", "reason": "Attached", "message": "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    kube.kubectl("patch", "resourceclaims", "c1", "-n", "default", "--subresource=status", "--type=merge", "-p",
-                 json.dumps({"status": {"devices": [{"driver": DRIVER, "pool": "node-a", "device": "gpu-0",
-                                                     "conditions": [attached]}]}}))
+    _attach(kube)
     wait_for(lambda: kube.bound().get("user") == "node-a", "the pod bound once its device is attached", timeout=30)
     claim = kube.get("resourceclaims", "c1")
     assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
