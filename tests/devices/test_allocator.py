@@ -960,25 +960,18 @@ def test_prioritized_list_class_config() -> None:
     assert [(x.source, x.config.parameters, x.config.requests) for x in got[0].config] == [("FromClass", "bar", ())]
 
 
-def test_claim_config_scoped_to_subrequests_of_one_request() -> None:
-    scoped = OpaqueConfig("driver-a", "scoped", ("req-0/subReq-0", "req-0/subReq-1"))
+@pytest.mark.parametrize(("requests", "kept"), [
+    pytest.param(("req-0/subReq-0", "req-0/subReq-1"), ("req-0/subReq-0", "req-0/subReq-1"),
+                 id="scoped to subrequests of one request"),
+    pytest.param(("req-0/subReq-0", "req-1"), (), id="covering all requests is cleared"),
+])
+def test_claim_config_requests(requests: tuple[str, ...], kept: tuple[str, ...]) -> None:
     w = World([slice_("slice-1", devs(2))], classes=[cls(), cls(CLASS_B, DRIVER_B)])
     c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, name="subReq-1")),
-              req("req-1"), config=[scoped])
+              req("req-1"), config=[OpaqueConfig("driver-a", "params", requests)])
     got = w.allocate([c])
     assert isinstance(got, list)
-    assert [(x.source, x.config.requests) for x in got[0].config] == [
-        ("FromClaim", ("req-0/subReq-0", "req-0/subReq-1"))]
-
-
-def test_claim_config_covering_all_requests_is_cleared() -> None:
-    every = OpaqueConfig("driver-a", "all", ("req-0/subReq-0", "req-1"))
-    w = World([slice_("slice-1", devs(2))], classes=[cls(), cls(CLASS_B, DRIVER_B)])
-    c = claim("claim-0", first_available("req-0", exact(name="subReq-0"), exact(CLASS_B, name="subReq-1")),
-              req("req-1"), config=[every])
-    got = w.allocate([c])
-    assert isinstance(got, list)
-    assert [(x.source, x.config.requests) for x in got[0].config] == [("FromClaim", ())]
+    assert [(x.source, x.config.requests) for x in got[0].config] == [("FromClaim", kept)]
 
 
 MEM = {"device-1": 2, "device-2": 2, "device-3": 1}
