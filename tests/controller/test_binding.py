@@ -218,6 +218,14 @@ def _reserved(cache: Cache, api: FakeClaims, *writes: ClaimWrite) -> tuple[Binde
     return binder, d
 
 
+def _sharer(binder: Binder) -> Bind:
+    """Pod q's devices reserved on ``binder``: claim ``shared``, allocated by pod p's bind (none of its own)."""
+    q = Consumer("pods", "q", "uid-q")
+    d = Bind("default/q", "a", devices=DeviceBinding("a", (ClaimWrite("default/shared", q),)))
+    binder.reserve(d)
+    return d
+
+
 def _attaching() -> Allocation:
     """gpu-0 of a driver that attaches it: the bind waits for ``Attached``; ``Failed`` ends the wait."""
     return _allocation(_result(binding_conditions=("Attached",), binding_failure_conditions=("Failed",)))
@@ -486,12 +494,8 @@ async def test_a_pod_sharing_a_claim_reserves_it_once_the_other_pods_allocation_
         return await original(claim_key, body, what, status)
 
     api.patch_claim = recorded  # type: ignore[method-assign]
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    first = _devices(_write("shared", _allocation()))
-    second = Bind("default/q", "a", devices=DeviceBinding("a", (
-        ClaimWrite("default/shared", Consumer("pods", "q", "uid-q")),)))
-    binder.reserve(first)
-    binder.reserve(second)
+    binder, first = _reserved(cache, api, _write("shared", _allocation()))
+    second = _sharer(binder)
     await asyncio.gather(binder.run(second, "uid-q"), binder.run(first, POD_UID))  # the second one first
     assert order == ["finalizer", "p: allocation and reservation", "q: allocation and reservation"]
     assert {c.uid for c in api.claims["default/shared"][0].reserved_for} == {POD_UID, "uid-q"}
@@ -504,12 +508,8 @@ async def test_a_pod_sharing_an_allocation_never_written_gives_up_without_writin
     api = FakeClaims(cache)
     api.put(ResourceClaim("default", "shared", uid="uid-s"))
     api.fail[("default/shared", "allocation and reservation")] = OSError("connection refused")
-    binder = Binder(cache, api)  # type: ignore[arg-type]
-    first = _devices(_write("shared", _allocation()))
-    second = Bind("default/q", "a", devices=DeviceBinding("a", (
-        ClaimWrite("default/shared", Consumer("pods", "q", "uid-q")),)))
-    binder.reserve(first)
-    binder.reserve(second)
+    binder, first = _reserved(cache, api, _write("shared", _allocation()))
+    second = _sharer(binder)
     await asyncio.gather(binder.run(second, "uid-q"), binder.run(first, POD_UID))
     assert [w for _, w, _ in api.patches] == ["finalizer", "allocation and reservation", "finalizer"]
     assert "was not written" in api.conditions["default/q"]
