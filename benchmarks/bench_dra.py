@@ -121,6 +121,7 @@ from benchmarks.live_harness import (
     cpu_seconds,
     create,
     empty,
+    kwok_node,
     limited,
     list_names,
     quiet,
@@ -150,12 +151,7 @@ BACKLOG = 10  # steady state: pods in flight
 # -- the objects (upstream's templates, rewritten) ------------------------------------------------
 
 def node_body(i: int) -> Obj:
-    name = f"{PREFIX}{i}"
-    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": {HOST: name, "node-with-dra": "true"}},
-        "status": {"allocatable": alloc, "capacity": alloc}}
+    return kwok_node(f"{PREFIX}{i}", {"node-with-dra": "true"})
 
 
 def _slice(name: str, pool: str, count: int, spec: Obj) -> Obj:

@@ -62,6 +62,7 @@ from benchmarks.live_harness import (
     control_plane,
     cpu_seconds,
     create,
+    kwok_node,
     quiet,
     run_and_report,
     say,
@@ -90,12 +91,7 @@ ZONES = ("moon-1", "moon-2", "moon-3")
 # -- the objects (upstream's templates, rewritten) ------------------------------------------------
 
 def node_body(i: int) -> Obj:
-    name = f"{PREFIX}{i}"
-    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": {HOST: name, ZONE: ZONES[i % len(ZONES)]}},
-        "status": {"allocatable": alloc, "capacity": alloc}}
+    return kwok_node(f"{PREFIX}{i}", {ZONE: ZONES[i % len(ZONES)]})
 
 
 def plain(color: str | None = None) -> Obj:

@@ -92,6 +92,7 @@ from benchmarks.live_harness import (
     control_plane,
     cpu_seconds,
     create,
+    kwok_node,
     limited,
     list_names,
     quiet,
@@ -116,12 +117,7 @@ BLUE = {"app": "blue", "label1": "value1", "label2": "value2", "label3": "value3
 # -- the objects (upstream's templates, rewritten) ------------------------------------------------
 
 def node_body(i: int) -> Obj:
-    name = f"{PREFIX}{i}"
-    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": {HOST: name, ZONE: f"zone-{i // NODES_PER_RACK}", RACK: f"rack-{i // NODES_PER_RACK}"}},
-        "status": {"allocatable": alloc, "capacity": alloc}}
+    return kwok_node(f"{PREFIX}{i}", {ZONE: f"zone-{i // NODES_PER_RACK}", RACK: f"rack-{i // NODES_PER_RACK}"})
 
 
 def priority_class(value: int) -> Obj:

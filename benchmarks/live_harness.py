@@ -559,6 +559,16 @@ def run(argv: list[str], timeout: float) -> str:
     return done.stdout
 
 
+def kwok_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A node kwok runs, of scheduler_perf's node template (4 CPUs, 32Gi, 110 pods), with ``labels``
+    beside its ``kubernetes.io/hostname``."""
+    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+        "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"allocatable": alloc, "capacity": alloc}}
+
+
 def control_plane(state: Path) -> dict[str, str]:
     """The control plane of ``state`` (e2e/controlplane) up, with koordpy's CRDs applied; the
     variables of its ``env`` file (KUBECONFIG, KUBECTL, FEATURE_GATES, ...)."""
