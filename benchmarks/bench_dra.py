@@ -106,6 +106,7 @@ from benchmarks.bench_workloads import (
     live,
     log_errors,
     parser,
+    picked,
 )
 from benchmarks.live_harness import (
     CALL_SECONDS,
@@ -292,9 +293,7 @@ WORKLOADS = (
 
 def select(names: set[str] | None) -> list[Workload]:
     """The workloads ``names`` picks: a full name, its test case or its short name."""
-    if not names:
-        return list(WORKLOADS)
-    return [w for w in WORKLOADS if names & {w.name, w.name.split("/")[0], w.short}]
+    return picked(WORKLOADS, names)
 
 
 @dataclass

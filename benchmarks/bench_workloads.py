@@ -71,10 +71,10 @@ import contextlib
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
@@ -191,9 +191,25 @@ LOW_GROUP_PODS_A_NODE = 5  # GangPreemptionPodGroups: 5 low groups of 100, or 50
 
 def select(names: set[str] | None) -> list[Workload]:
     """The workloads ``names`` picks: a full name, its test case (both sizes) or its short name."""
+    return picked(WORKLOADS, names)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...  # upstream's <test case>/<workload>
+    @property
+    def short(self) -> str: ...
+
+
+_W = TypeVar("_W", bound=_Named)
+
+
+def picked(workloads: Sequence[_W], names: set[str] | None) -> list[_W]:
+    """The ``workloads`` (all of them without ``names``) whose full name, test case or short name is
+    among ``names`` (this benchmark's and bench_dra's command line)."""
     if not names:
-        return list(WORKLOADS)
-    return [w for w in WORKLOADS if names & {w.name, w.name.split("/")[0], w.short}]
+        return list(workloads)
+    return [w for w in workloads if names & {w.name, w.name.split("/")[0], w.short}]
 
 
 @dataclass
