@@ -39,6 +39,7 @@ import json
 import random
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,25 +192,33 @@ def scheduled_condition(pod: Obj) -> Obj | None:
 
 
 def settle(kube: Kube, who: str, expected: int, deadline: float = SETTLE_DEADLINE) -> tuple[dict[str, Obj], float]:
-    """Waits until no bind has happened for QUIET seconds and every pending pod carries a
-    PodScheduled=False condition (it was tried); returns the pods then, and how long after the
-    call the last bind was seen."""
+    """``settle_pods`` on the pods of NAMESPACES, all ``expected`` of them."""
+    return settle_pods(lambda: all_pods(kube), who, lambda pods: len(pods) == expected,
+                       lambda pods: f"{len(pods)}/{expected} pods seen", deadline, QUIET)
+
+
+def settle_pods(listed: Callable[[], dict[str, Obj]], who: str, complete: Callable[[dict[str, Obj]], bool],
+                seen: Callable[[dict[str, Obj]], str], deadline: float, quiet: float) -> tuple[dict[str, Obj], float]:
+    """Waits until the pods ``listed`` (by key) are ``complete``, no bind has happened for ``quiet``
+    seconds and every pending pod carries a PodScheduled=False condition (it was tried); returns the
+    pods then, and how long after the call the last bind was seen. Past ``deadline`` seconds, an
+    AssertionError saying what ``seen`` says of the pods, the binds and the pods not tried."""
     start = time.monotonic()
     last: dict[str, str] = {}
     changed = start
     while True:
-        pods = all_pods(kube)
+        pods = listed()
         bound = {k: p["spec"]["nodeName"] for k, p in pods.items() if p["spec"].get("nodeName")}
         now = time.monotonic()
         if bound != last:
             last, changed = bound, now
         untried = sorted(k for k, p in pods.items() if not p["spec"].get("nodeName")
                          and (scheduled_condition(p) or {}).get("status") != "False")
-        if len(pods) == expected and not untried and now - changed >= QUIET:
+        if complete(pods) and not untried and now - changed >= quiet:
             return pods, changed - start
         if now - start > deadline:
             raise AssertionError(
-                f"{who} did not settle within {deadline:g}s: {len(pods)}/{expected} pods seen, {len(bound)} bound, "
+                f"{who} did not settle within {deadline:g}s: {seen(pods)}, {len(bound)} bound, "
                 f"last bind {now - changed:.0f}s ago, {len(untried)} pending pods without PodScheduled=False "
                 f"(first: {untried[:5]})")
         time.sleep(1.0)

@@ -60,7 +60,7 @@ from tests.devices.checker import violations
 from tests.devices.generate import _node, _World
 from tests.integration.checker import State, key_of
 from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, start_kube_scheduler, wait_for
-from tests.integration.test_differential import scheduled_condition
+from tests.integration.test_differential import scheduled_condition, settle_pods
 
 # KOORDPY_DRA_LIVE_SEED / KOORDPY_DRA_LIVE_PODS draw another world (CI runs the default).
 SEED = int(os.environ.get("KOORDPY_DRA_LIVE_SEED", "33"))
@@ -223,31 +223,15 @@ def all_pods(kube: Kube) -> dict[str, Obj]:
 
 def settle(kube: Kube, who: str, expected: set[str], deadline: float = SETTLE_DEADLINE
            ) -> tuple[dict[str, Obj], float]:
-    """Waits until no bind has happened for QUIET seconds, every pod of ``expected`` (keys) is there
-    and every pending pod carries a PodScheduled=False condition; returns the pods then, and how
-    long after the call the last bind was seen."""
-    start = time.monotonic()
-    last: dict[str, str] = {}
-    changed = start
-    while True:
-        pods = all_pods(kube)
-        bound = {k: p["spec"]["nodeName"] for k, p in pods.items() if p["spec"].get("nodeName")}
-        now = time.monotonic()
-        if bound != last:
-            last, changed = bound, now
-        untried = sorted(k for k, p in pods.items() if not p["spec"].get("nodeName")
-                         and (scheduled_condition(p) or {}).get("status") != "False")
-        if set(pods) == expected and not untried and now - changed >= QUIET:
-            return pods, changed - start
-        if now - start > deadline:
-            gone = sorted(expected - set(pods))
-            said = [f"{e['involvedObject'].get('name')}: {e.get('reason')} {e.get('message')}"
-                    for e in kube.events(NS) if f"{NS}/{e['involvedObject'].get('name')}" in gone]
-            raise AssertionError(
-                f"{who} did not settle within {deadline:g}s: {len(pods)}/{len(expected)} pods seen (gone: "
-                f"{gone[:5]}, their events: {said[:10]}), {len(bound)} bound, last bind {now - changed:.0f}s ago, "
-                f"{len(untried)} pending pods without PodScheduled=False (first: {untried[:5]})")
-        time.sleep(1.0)
+    """``settle_pods`` on the pods of NS, every pod of ``expected`` (keys) there; one that is not
+    is named with its events in the error."""
+    def seen(pods: dict[str, Obj]) -> str:
+        gone = sorted(expected - set(pods))
+        said = [f"{e['involvedObject'].get('name')}: {e.get('reason')} {e.get('message')}"
+                for e in kube.events(NS) if f"{NS}/{e['involvedObject'].get('name')}" in gone]
+        return f"{len(pods)}/{len(expected)} pods seen (gone: {gone[:5]}, their events: {said[:10]})"
+
+    return settle_pods(lambda: all_pods(kube), who, lambda pods: set(pods) == expected, seen, deadline, QUIET)
 
 
 @dataclass
