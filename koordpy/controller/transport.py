@@ -236,18 +236,20 @@ class DirectCustom(_Direct):
 
     async def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
                                              name: str, body: object, **options: Any) -> Any:
-        if not _plain(options) or "_content_type" not in options:
-            return await self._generated.patch_namespaced_custom_object(
-                group, version, namespace, plural, name, body, **options)
-        return await self._send(
-            "PATCH", f"/apis/{_p(group)}/{_p(version)}/namespaces/{_p(namespace)}/{_p(plural)}/{_p(name)}",
-            body, options["_content_type"])
+        return await self._patch(self._generated.patch_namespaced_custom_object, "",
+                                 group, version, namespace, plural, name, body, options)
 
     async def patch_namespaced_custom_object_status(self, group: str, version: str, namespace: str, plural: str,
                                                     name: str, body: object, **options: Any) -> Any:
+        return await self._patch(self._generated.patch_namespaced_custom_object_status, "/status",
+                                 group, version, namespace, plural, name, body, options)
+
+    async def _patch(self, generated: Callable[..., Awaitable[Any]], subresource: str, group: str, version: str,
+                     namespace: str, plural: str, name: str, body: object, options: dict[str, Any]) -> Any:
+        """A patch of the object (``subresource`` "") or its status ("/status"): sent directly when
+        plain and typed, else by the generated client's method ``generated``."""
         if not _plain(options) or "_content_type" not in options:
-            return await self._generated.patch_namespaced_custom_object_status(
-                group, version, namespace, plural, name, body, **options)
+            return await generated(group, version, namespace, plural, name, body, **options)
         return await self._send(
-            "PATCH", f"/apis/{_p(group)}/{_p(version)}/namespaces/{_p(namespace)}/{_p(plural)}/{_p(name)}/status",
+            "PATCH", f"/apis/{_p(group)}/{_p(version)}/namespaces/{_p(namespace)}/{_p(plural)}/{_p(name)}{subresource}",
             body, options["_content_type"])
