@@ -210,12 +210,17 @@ def _devices(*writes: ClaimWrite) -> Bind:
     return Bind("default/p", "a", devices=DeviceBinding("a", writes))
 
 
-def _reserved(cache: Cache, api: FakeClaims, *writes: ClaimWrite) -> tuple[Binder, Bind]:
-    """A Binder on ``api`` with the pod's claim ``writes`` reserved, as the cycle hands them over."""
+def _reserve(cache: Cache, api: FakeClaims, d: Bind) -> Binder:
+    """A Binder on ``api`` with the bind ``d`` reserved, as the cycle hands it over."""
     binder = Binder(cache, api)  # type: ignore[arg-type]
-    d = _devices(*writes)
     binder.reserve(d)
-    return binder, d
+    return binder
+
+
+def _reserved(cache: Cache, api: FakeClaims, *writes: ClaimWrite) -> tuple[Binder, Bind]:
+    """``_reserve`` of the pod's claim ``writes``."""
+    d = _devices(*writes)
+    return _reserve(cache, api, d), d
 
 
 def _sharer(binder: Binder) -> Bind:
@@ -522,9 +527,8 @@ async def test_a_podgroups_reservation_stays_when_one_members_bind_fails() -> No
     api = FakeClaims(cache, refuse=True)
     group = Consumer("podgroups", "g", "uid-g", "scheduling.k8s.io")
     api.put(ResourceClaim("default", "g-gpu", uid="uid-c"))
-    binder = Binder(cache, api)  # type: ignore[arg-type]
     d = Bind("default/p", "a", devices=DeviceBinding("a", (ClaimWrite("default/g-gpu", group, _allocation()),)))
-    binder.reserve(d)
+    binder = _reserve(cache, api, d)
     await binder.run(d, POD_UID)
     claim, _ = api.claims["default/g-gpu"]
     assert claim.reserved_for == (group,) and claim.allocation is not None
@@ -626,9 +630,8 @@ def _extended() -> Bind:
 async def test_the_extended_resources_claim_is_created_allocated_and_named_in_the_pods_status() -> None:
     cache = _claims_cache()
     api = FakeCreating(cache, watch=False)
-    binder = Binder(cache, api)  # type: ignore[arg-type]
     d = _extended()
-    binder.reserve(d)
+    binder = _reserve(cache, api, d)
     # Shown at once under its generateName: the next cycle sees its devices taken.
     assert _shown(cache, "default/p-extended-resources-").allocation is not None
     await binder.run(d, POD_UID)
@@ -656,9 +659,8 @@ async def test_the_extended_resources_claim_is_created_allocated_and_named_in_th
 async def test_a_bind_refused_deletes_the_extended_resources_claim_we_created() -> None:
     cache = _claims_cache()
     api = FakeCreating(cache, refuse=True)
-    binder = Binder(cache, api)  # type: ignore[arg-type]
     d = _extended()
-    binder.reserve(d)
+    binder = _reserve(cache, api, d)
     await binder.run(d, POD_UID)
     assert ("delete_claim", "default/p-extended-resources-x7k2q", "uid-made") in api.calls
     assert "default/p-extended-resources-x7k2q" not in api.claims
