@@ -650,7 +650,6 @@ class DraBench(LiveBench):
 async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     env = control_plane(state)
-    say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     api = await api_client(env["KUBECONFIG"])
     b = DraBench(api, args, env, state)
     fig.update({"scale": args.scale, "duration": args.duration, "workloads": {}})

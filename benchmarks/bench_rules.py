@@ -327,7 +327,6 @@ def scaled(n: int, scale: float) -> int:
 async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     env = control_plane(state)
-    say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     api = await api_client(env["KUBECONFIG"])
     b = RulesBench(api, args, env, state)
     fig.update({"nodes": args.nodes, "scale": args.scale, "shapes": {}})

@@ -584,7 +584,6 @@ def log_errors(log: Path, start: int) -> list[str]:
 async def bench(args: argparse.Namespace, state: Path, fig: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     env = control_plane(state)
-    say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     api = await api_client(env["KUBECONFIG"])
     b = WorkloadBench(api, args, env, state)
     fig.update({"scale": args.scale, "workloads": {}})

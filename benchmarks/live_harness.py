@@ -570,11 +570,13 @@ def kwok_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def control_plane(state: Path) -> dict[str, str]:
-    """The control plane of ``state`` (e2e/controlplane) up, with koordpy's CRDs applied; the
-    variables of its ``env`` file (KUBECONFIG, KUBECTL, FEATURE_GATES, ...)."""
+    """The control plane of ``state`` (e2e/controlplane) up, with koordpy's CRDs applied (said with
+    the time it took); the variables of its ``env`` file (KUBECONFIG, KUBECTL, FEATURE_GATES, ...)."""
+    t0 = time.perf_counter()
     run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
     env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
     run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", "-f", str(ROOT / "crds")], timeout=120)
+    say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")
     return env
 
 
