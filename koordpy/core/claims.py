@@ -64,7 +64,7 @@ from koordpy.core.messages import (
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
 from koordpy.devices.allocator import Allocator, binding_broken
-from koordpy.devices.pools import Pools
+from koordpy.devices.pools import Pools, node_matches
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
@@ -117,7 +117,8 @@ class PodClaims:
 SPECIAL_KEY = f"/{extended.SPECIAL}"
 
 
-def _admits(allocation: Allocation, node: Node) -> bool:
+def admits(allocation: Allocation, node: Node) -> bool:
+    """Whether the allocation's node selector lets a pod using it run on ``node`` (none: every node)."""
     terms = allocation.node_selector
     return terms is None or any(t.matches(node.name, node.labels) for t in terms)
 
@@ -439,7 +440,7 @@ class DeviceRules:
         for claim in found.claims:
             if claim.allocation is None:
                 continue
-            if not _admits(claim.allocation, node):
+            if not admits(claim.allocation, node):
                 return CLAIM_UNAVAILABLE
         return CLAIM_UNAVAILABLE if found.unbindable else None
 
@@ -557,11 +558,5 @@ def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
 
 
 def _slice_serves(s: ResourceSlice, node: Node) -> bool:
-    for sel in [s.node] if s.node is not None else [d.node for d in s.devices]:
-        if sel is None:
-            continue
-        if sel.all_nodes or sel.node_name == node.name:
-            return True
-        if sel.node_selector is not None and any(t.matches(node.name, node.labels) for t in sel.node_selector):
-            return True
-    return False
+    selections = [s.node] if s.node is not None else [d.node for d in s.devices]
+    return any(sel is not None and node_matches(sel, node) for sel in selections)

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from koordpy.api.dra import Allocation, ResourceClaim
+from koordpy.api.dra import ResourceClaim
 from koordpy.api.objects import Node, Pod
-from koordpy.core.claims import DeviceRules
+from koordpy.core.claims import DeviceRules, admits
 from koordpy.core.cluster import Cluster
 from koordpy.core.decisions import Deallocate
 from koordpy.core.filters import Filters
@@ -53,7 +53,7 @@ def deallocations(rules: DeviceRules, filters: Filters, cluster: Cluster, pods: 
             if claim.key in seen or claim.name == pod.extended_claim or not _idle(claim, pod):
                 continue  # (the claim of DRA-backed extended resources is deleted, not deallocated)
             if binding_broken(claim, claim.allocation, rules.now) is not None or any(
-                    not _admits(claim.allocation, node) for node in reached):
+                    not admits(claim.allocation, node) for node in reached):
                 seen.add(claim.key)
                 out.append(Deallocate(claim.key, claim.uid, pod.key))
                 break
@@ -81,8 +81,3 @@ def _idle(claim: ResourceClaim, pod: Pod) -> bool:
     held = claim.reserved_for
     return not held or (len(held) == 1 and held[0].resource == "pods" and held[0].name == pod.name
                         and held[0].uid == pod.uid)
-
-
-def _admits(allocation: Allocation, node: Node) -> bool:
-    terms = allocation.node_selector
-    return terms is None or any(t.matches(node.name, node.labels) for t in terms)
