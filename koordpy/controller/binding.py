@@ -29,7 +29,8 @@ from koordpy.controller import claimwrites
 from koordpy.controller.cache import Cache, ClaimAssumption
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import RESOURCE_CLAIMS, ApiWriter, Conflict, Gone
-from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, ExtendedClaim, VolumeBinding
+from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding, Event, EventReason, ExtendedClaim, VolumeBinding
+from koordpy.core.messages import binding_conditions_pending
 
 log = structlog.get_logger("koordpy.loop")
 # How long a pod's binding waits for its claims to be bound once PreBind wrote them (kube-scheduler's
@@ -84,6 +85,7 @@ class BindingCycle:
         if decision.devices is not None and (decision.devices.claims or decision.devices.extended is not None):
             self.steps.append(ClaimStep(binder.cache, binder.writer, decision.devices, binder.allocating))
         self.reserved = False
+        self.uid = ""  # the pod's, once ``run`` starts
         self._bind_failed = False  # the bind raised (not: the pod was gone, or bound already)
 
     def reserve(self) -> None:
@@ -110,6 +112,7 @@ class BindingCycle:
         if not self.reserved:
             self.reserve()
         d = self.decision
+        self.uid = uid
         for step in self.steps:
             try:
                 await step.pre_bind(self)
@@ -394,6 +397,11 @@ class ClaimStep:
                   and any(r.binding_conditions for r in a.results)]
         if not waited:
             return
+        # kube-scheduler tells the pod before it waits (a Normal Event, through the Events' aggregation).
+        d = cycle.decision
+        said = binding_conditions_pending(d.node)
+        self.writer.spawn_owed(self.writer.event("Pod", d.pod, cycle.uid, "Normal",
+                                                 EventReason.BINDING_CONDITIONS_PENDING, said))
         # 600 s from the start of the wait, or from the allocation's timestamp when that is earlier.
         stamps = [a.timestamp for _, a in waited if a.timestamp is not None]
         deadline = min([time.time(), *stamps]) + BINDING_CONDITIONS_TIMEOUT

@@ -112,6 +112,9 @@ class EventReason(StrEnum):
     GANG_TIMEOUT = "GangTimeout"
     TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
+    # kube-scheduler's DynamicResources PreBind, while a pod waits for its devices' binding conditions
+    # (written by the binding cycle, not the core).
+    BINDING_CONDITIONS_PENDING = "BindingConditionsPending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,13 +238,19 @@ class Nominate:
 class Deallocate:
     """kube-scheduler's DynamicResources PostFilter: a claim allocated where the pod that uses it can no
     longer go (its node selector admits none of the nodes the pod could take, or its devices will not
-    bind), reserved for nobody or for that pod alone. The shell clears ``status.allocation``,
-    ``status.reservedFor`` and ``status.devices`` (the finalizer stays), only if the claim is still
-    allocated as the core saw it, so that a later cycle allocates it again."""
+    bind), reserved for nobody or for that pod alone (``group``: or for that Workload PodGroup alone,
+    kube-scheduler's PodGroupPostFilter). The shell clears ``status.allocation``, ``status.reservedFor``
+    and ``status.devices`` (the finalizer stays), only if the claim is still allocated as the core saw
+    it, so that a later cycle allocates it again; with ``unreserve``, it only drops the group's entry of
+    ``status.reservedFor``."""
 
     claim: str  # namespace/name
     uid: str  # the claim as the core saw it (a claim made again under the name is not touched)
     pod: str  # the pod whose PostFilter decided it
+    # kube-scheduler's PodGroupPostFilter: the Workload PodGroup (its reservedFor entry) whose claim is
+    # released; its reservation is then no one else's. None: the pod's own PostFilter.
+    group: Consumer | None = None
+    unreserve: bool = False  # only the group's reservation is dropped; the allocation stays
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,28 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
+def binding_conditions_pending(node: str) -> str:
+    """The ``BindingConditionsPending`` Event's words (kube-scheduler's), as a pod's binding starts to
+    wait for its devices' binding conditions on ``node``."""
+    return f"waiting for binding conditions for device on node {node}"
+
+
+# What DynamicResources' PostFilter (and PodGroupPostFilter) did, in kube-scheduler's words: said before
+# preemption's, joined as kube-scheduler joins the PostFilter plugins' reasons.
+DEALLOCATED = "deallocation of ResourceClaim completed"
+GROUP_UNRESERVED = "ResourceClaim unreserved for PodGroup"
+
+
+def released(deallocated: bool, unreserved: bool) -> str:
+    """What the PostFilter gave up for a job this cycle ("" nothing)."""
+    return ", ".join(w for w, done in ((DEALLOCATED, deallocated), (GROUP_UNRESERVED, unreserved)) if done)
+
+
+def post_filter_said(released_words: str, preemption: str) -> str:
+    """The PostFilter's message after the failure: what was given up, then what preemption did."""
+    return ", ".join(w for w in (released_words, preemption) if w)
+
+
 # kube-scheduler's preemption words.
 NOT_ELIGIBLE_NEVER = "preemption: not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to terminating pod on the nominated node."

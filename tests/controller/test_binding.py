@@ -43,6 +43,7 @@ class FakeWriter:
         self.refuse = refuse
         self.calls: list[tuple[Any, ...]] = []
         self.conditions: dict[str, str] = {}
+        self.events: list[tuple[str, ...]] = []
 
     async def claim_volume(self, pv: str, ns: str, claim: str, claim_uid: str, resource_version: str = "") -> None:
         self.calls.append(("claim_volume", pv, f"{ns}/{claim}"))
@@ -62,6 +63,10 @@ class FakeWriter:
 
     def spawn_owed(self, coro: Any) -> None:
         coro.close()
+
+    def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> Any:
+        self.events.append((kind, obj, uid, type_, reason, message))
+        return asyncio.sleep(0)
 
 
 async def test_a_bind_written_after_the_volume_prebind_confirms_the_pod() -> None:
@@ -334,6 +339,7 @@ async def test_a_bind_refused_after_the_claims_were_written_unreserves_and_deall
     claim, _ = api.claims["default/c1"]
     assert claim.allocation is None and claim.reserved_for == () and claim.finalizers == ()
     assert _shown(cache, "default/c1").allocation is None and "default/p" not in cache.assumed
+    assert api.events == []  # no device with binding conditions: no BindingConditionsPending Event
 
 
 async def test_unreserve_leaves_the_allocation_to_another_consumer() -> None:
@@ -395,6 +401,9 @@ async def test_binding_conditions_hold_the_bind_until_they_are_true(monkeypatch:
     api.put(ready, rv + 1)
     await asyncio.wait_for(task, 2.0)
     assert [c[0] for c in api.calls][-2:] == ["bind", "bound"]
+    # kube-scheduler's Normal Event, said once as the wait began.
+    assert api.events == [("Pod", "default/p", POD_UID, "Normal", "BindingConditionsPending",
+                           "waiting for binding conditions for device on node a")]
 
 
 async def test_a_binding_failure_condition_unreserves(monkeypatch: pytest.MonkeyPatch) -> None:
