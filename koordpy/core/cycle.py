@@ -19,7 +19,7 @@ from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
 from koordpy.core import dialects, gangrule
-from koordpy.core.deallocation import deallocations
+from koordpy.core.deallocation import deallocations, workload_group
 from koordpy.core.decisions import (
     Annotate,
     Bind,
@@ -35,7 +35,7 @@ from koordpy.core.decisions import (
 )
 from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
-from koordpy.core.messages import render
+from koordpy.core.messages import post_filter_said, released, render
 from koordpy.core.model import Gang
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
@@ -100,6 +100,7 @@ class Cycle:
                                    self.view.groups, self.view.gangs)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
         self.deallocated: set[str] = set()  # claims given up by PostFilter this cycle
+        self.released: dict[str, str] = {}  # job id -> what its PostFilter gave up, in words
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
         self.result = CycleResult()
@@ -603,6 +604,7 @@ class Cycle:
         kube-scheduler's group cycle (``gangrule.skips``) every member says the failure itself, as
         kube-scheduler words each pod's, with no GangGroup of Koordinator's around it."""
         bound, cond = sum(1 for p in job.pods if p.key in self.bound), condition_reason(failure.why)
+        said = post_filter_said(self.released.get(job.id, ""), said)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
         others = own if gangrule.skips(job) else render(BeyondMinimum(job.id, bound, len(job.pods), failure.why))
         for pod in job.pods:
@@ -622,7 +624,7 @@ class Cycle:
         passed over (``skipped``); the others quote it in the GangGroup's words, or, in kube-scheduler's
         group cycle (``gangrule.skips``), in kube-scheduler's ("pod group ... is unschedulable")."""
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
-        said = plan.message if plan is not None else ""
+        said = post_filter_said(self.released.get(job.id, ""), plan.message if plan is not None else "")
         cond = condition_reason(failure.why) if failure else "Unschedulable"
         if failure:
             own = render(WithPreemption(failure.why, said))
@@ -729,8 +731,13 @@ class Cycle:
         longer go is given up, ``deallocation``), then preemption, once per job and cycle, for the pods
         still to place."""
         if self.filters.devices is not None:
-            self.result.decisions += deallocations(self.filters.devices, self.filters, self.cluster, [
-                p for p in job.pods if p.key not in self.bound and p.key not in self.state.reserved], self.deallocated)
+            held = self.bound.keys() | self.state.reserved.keys()
+            given = deallocations(self.filters.devices, self.filters, self.cluster, [
+                p for p in job.pods if p.key not in held], self.deallocated, workload_group(job, held))
+            self.result.decisions += given
+            if given:
+                self.released[job.id] = released(any(not d.unreserve for d in given),
+                                                 any(d.unreserve for d in given))
         if job.id in self.preempted_jobs or not self.snapshot.preemption:
             return None
         self.preempted_jobs.add(job.id)

@@ -379,10 +379,17 @@ class World(Stores):
     def _deallocate(self, d: Deallocate) -> int:
         """DynamicResources' PostFilter write, as the API server takes it: the claim, if still the one the
         core saw and allocated, loses its allocation, its reservations and its devices' status (the
-        finalizer stays)."""
+        finalizer stays); or, when ``unreserve``, its PodGroup's reservation only."""
         claim = self.devices.claims.get(d.claim)
         if claim is None or claim.allocation is None or (d.uid and claim.uid != d.uid):
             return 0
+        if d.unreserve:  # the PodGroup's reservation only (a strategic merge delete by its uid)
+            group = d.group
+            assert group is not None
+            kept = tuple(c for c in claim.reserved_for if not (c.resource == group.resource and c.name == group.name
+                                                              and c.api_group == group.api_group))
+            self.devices.claims[d.claim] = replace(claim, reserved_for=kept)
+            return int(kept != claim.reserved_for)
         self.devices.claims[d.claim] = replace(claim, allocation=None, reserved_for=(), device_conditions=())
         return 1
 

@@ -94,3 +94,33 @@ async def test_the_loop_carries_a_deallocate_out() -> None:
     [write] = api.spawned
     await write
     assert api.claims[KEY][0].allocation is None
+
+
+# -- kube-scheduler's PodGroupPostFilter: a Workload PodGroup's claim --------------------------------------
+
+GROUP = Consumer("podgroups", "train", "uid-train", "scheduling.k8s.io")
+
+
+async def test_a_claim_reserved_for_the_group_alone_is_deallocated_for_the_group() -> None:
+    cache, api = _setup(GROUP, watch=False)
+    assert not Deallocation(cache, api, Deallocate(KEY, "uid-c1", "default/t-0")).assume()  # type: ignore[arg-type]
+    giving_up = Deallocation(cache, api, Deallocate(KEY, "uid-c1", "default/t-0", group=GROUP))  # type: ignore[arg-type]
+    assert giving_up.assume()
+    assert _shown(cache, KEY).allocation is None
+    await giving_up.write()
+    [(_, what, body)] = api.patches
+    assert what == "deallocation" and body == claimwrites.deallocate("uid-c1", "10")
+
+
+async def test_the_groups_reservation_alone_is_dropped_by_its_uid_and_the_allocation_kept() -> None:
+    cache, api = _setup(GROUP, Consumer("pods", "other", "uid-other"), watch=False)
+    dropping = Deallocation(cache, api, Deallocate(KEY, "uid-c1", "default/t-0", group=GROUP,  # type: ignore[arg-type]
+                                                   unreserve=True))
+    assert dropping.assume()
+    assert _shown(cache, KEY).reserved_for == (Consumer("pods", "other", "uid-other"),)
+    assert _shown(cache, KEY).allocation == _allocation()
+    await dropping.write()
+    [(_, what, body)] = api.patches
+    assert what == "unreservation" and body == claimwrites.unreserve("uid-c1", "uid-train", False)
+    claim, _ = api.claims[KEY]
+    assert claim.reserved_for == (Consumer("pods", "other", "uid-other"),) and claim.allocation == _allocation()

@@ -69,3 +69,12 @@ def test_the_claim_of_extended_resources_is_not_deallocated() -> None:
     world.pods["default/p"] = p.model_copy(update={"extended_claim": "one"})
     first, _ = _deallocations(world, SchedulerState(), 0.0)
     assert [d.claim for d in first] == ["default/two"]
+
+
+def test_the_pending_message_says_the_deallocation_completed() -> None:
+    # kube-scheduler adds its PostFilter's status to the pod's message: the claim was given up this
+    # attempt, so the pod is told so, with preemption on or off.
+    for preemption in (True, False):
+        _, result = _deallocations(_world(), SchedulerState(), 0.0, preemption=preemption)
+        assert result.waiting["default/p"] == ("0/1 nodes are available: 1 resourceclaim not available on the node. "
+                                               "deallocation of ResourceClaim completed")
