@@ -365,10 +365,14 @@ class Allocator:
         if outcome == _MAX:
             raise DeviceError(f"allocation on node {node.name}: more than {RESULTS_MAX} devices in one claim")
         if outcome != _DONE:
+            found = search.diagnose()
             for v in views:
                 if v.invalid:
-                    return Unallocatable("pool-invalid", detail=f"{v.key}: {v.invalid}")
-            return search.diagnose()
+                    # kube-scheduler blames the invalid pool for the node; the claim and request that
+                    # came up short are named with it, as every other reason names them.
+                    return Unallocatable("pool-invalid", found.claim or claims[0].key, found.request,
+                                         f"{v.key}: {v.invalid}")
+            return found
         if not build:
             return []
         return [self._result(node, claim, plan[ci], search.results[ci], now) for ci, claim in enumerate(claims)]
