@@ -8,9 +8,10 @@ storage objects; a pod's claims resolved as PreFilter resolves them (a claim by 
 claim through ``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by
 another pod, reserved for 256 others, a class missing: reasons that rule out every node); per node,
 whether the pod's claims can be allocated there (Filter); how many of a job's pods a node can take
-for their devices (the topology search's cap); Reserve (each placed pod's claims allocated on its
-node in rank order, every change recorded in the job's transaction so that a job rolled back or a
-gang that waits holds no device) and what PreBind writes (``DeviceBinding``); what a preemption
+for their devices (the topology search's cap); the device counts NodeResourcesFit scores a
+DRA-backed extended resource by on a node that leaves it to DRA (``extended_room``); Reserve (each
+placed pod's claims allocated on its node in rank order, every change recorded in the job's
+transaction so that a job rolled back or a gang that waits holds no device) and what PreBind writes (``DeviceBinding``); what a preemption
 victim's devices free. Not here: which devices a claim gets (``koordpy.devices``, the allocator),
 parsing (``koordpy.api.dra``), words (``koordpy.core.messages``), carrying out the writes (the shells).
 
@@ -45,6 +46,7 @@ from koordpy.api.dra import (
 )
 from koordpy.api.objects import ContainerExtended, Node, Pod
 from koordpy.core import extended
+from koordpy.core.cluster import UNBOUNDED
 from koordpy.core.decisions import ClaimWrite, DeviceBinding, ExtendedClaim
 from koordpy.core.messages import CLAIM_UNAVAILABLE as CLAIM_UNAVAILABLE
 from koordpy.core.messages import NO_DEVICES as NO_DEVICES
@@ -64,7 +66,7 @@ from koordpy.core.messages import (
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
 from koordpy.devices.allocator import Allocator, binding_broken
-from koordpy.devices.pools import Pools, node_matches
+from koordpy.devices.pools import ClassDevices, Pools, node_matches
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
@@ -187,6 +189,9 @@ class DeviceRules:
         self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
         self._reasons: dict[tuple[object, ...], dict[str, tuple[object, str | None]]] = {}
         self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int]]] = {}
+        # NodeResourcesFit's inputs for a backed resource: resource -> (the class's devices, the InUse
+        # version counted at, devices per node, allocated per node).
+        self._room: dict[str, tuple[ClassDevices, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
     # -- PreFilter -------------------------------------------------------------------------
 
@@ -338,6 +343,39 @@ class DeviceRules:
                 self._served.pop(node.name, None)
             self._nodes[node.name] = node
         return max(self._common, self._stamps.get(node.name, 0))
+
+    # -- NodeResourcesFit's score of a DRA-backed extended resource ----------------------------
+
+    def extended_room(self, resource: str,
+                      nodes: Sequence[Node]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Per node of ``nodes``: the devices of the class backing ``resource`` that reach it and how
+        many of them are allocated (devices in flight included), which kube-scheduler's NodeResourcesFit
+        scores the resource by where the node's allocatable does not list it."""
+        cls = self.backed[resource]
+        of = self.pools.of_class(cls, nodes)
+        held = self._room.get(resource)
+        if held is not None and held[0] is of and held[1] == self.in_use.version:
+            return held[2], held[3]
+        total = np.asarray(of.total, dtype=np.int64)
+        used = np.zeros(len(nodes), dtype=np.int64)
+        for i, device in of.devices:
+            if self.in_use.allocated(device):
+                used[i] += 1
+        self._room[resource] = (of, self.in_use.version, total, used)
+        return total, used
+
+    def score_columns(self, resources: Sequence[str], nodes: Sequence[Node], cols: Sequence[int],
+                      alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64]) -> None:
+        """Lays, in place, the device counts of ``extended_room`` over the columns ``cols`` (of ``alloc``
+        and ``used``, in that order) of resources a class backs, on the nodes that leave them to DRA
+        (the cluster's unbounded room there)."""
+        for k, j in enumerate(cols):
+            if resources[j] not in self.backed:
+                continue
+            total, taken = self.extended_room(resources[j], nodes)
+            at = alloc[:, k] >= UNBOUNDED
+            alloc[at, k] = total[at]
+            used[at, k] = taken[at]
 
     # -- the topology search's count ---------------------------------------------------------
 

@@ -358,6 +358,8 @@ class Placer:
             self.cluster.res_index[PODS]]
         alloc = self.cluster.allocatable[:, cols].astype(np.float64)
         used = self.cluster.used[:, cols].astype(np.float64)
+        if self.cluster.backed and self.filters.devices is not None:  # DRA's columns count its devices
+            self.filters.devices.score_columns(self.cluster.resources, self.cluster.nodes, cols, alloc, used)
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(alloc > 0, used / alloc, 1.0)
         return np.asarray(frac.mean(axis=1), dtype=np.float64)

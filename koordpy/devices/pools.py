@@ -6,14 +6,15 @@ incomplete, unless the other slices of that generation exist elsewhere; a newer 
 elsewhere makes an incomplete one obsolete), where a device can be used (the slice's nodeName,
 nodeSelector, allNodes, or each device's own with perDeviceNodeSelection), a device's taints (its
 own and the DeviceTaintRules that select it), pools that are invalid (duplicate device names,
-counters that do not add up), and the per-device cache of CEL verdicts (by expression), kept from
+counters that do not add up), the per-device cache of CEL verdicts (by expression), kept from
 one build to the next for the slice objects that did not change, so a cycle over unchanged slices
-evaluates no CEL. Not here: what is allocated (``state``), the search (``allocator``).
+evaluates no CEL, and a class's devices per node as NodeResourcesFit counts them to score an
+extended resource the class backs (``of_class``). Not here: what is allocated (``state``), the search (``allocator``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -169,6 +170,7 @@ class Pools:
         # device id). Kept here because they depend on nothing but the pools, the class and the
         # request, and the pools outlive an allocator while slices, classes and rules are the same.
         self.candidates: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, SelectorError]]] = {}
+        self._of_class: dict[str, tuple[DeviceClass, Sequence[Node], ClassDevices]] = {}
 
     @classmethod
     def build(cls, devices: Devices, previous: Pools | None = None) -> Pools:
@@ -200,6 +202,47 @@ class Pools:
 
     def entries(self, sl: ResourceSlice) -> tuple[DeviceEntry, ...]:
         return self._entries[sl.name][1]
+
+    def of_class(self, cls: DeviceClass, nodes: Sequence[Node]) -> ClassDevices:
+        """The devices of ``cls`` that reach each of ``nodes``, as kube-scheduler's NodeResourcesFit
+        counts them to score an extended resource the class backs: every slice published for the node
+        (or each device's own selection), whatever its pool's generation or completeness; a node where
+        a class selector fails on a device counts none (its scorer gives up on the node). Kept while
+        the pools, the class object and the node list are the same."""
+        held = self._of_class.get(cls.name)
+        if held is not None and held[0] is cls and held[1] is nodes:
+            return held[2]
+        index = {n.name: i for i, n in enumerate(nodes)}
+        total = [0] * len(nodes)
+        broken: set[int] = set()
+        where: list[int] = []
+        ids: list[str] = []
+        for _, entries in self._entries.values():
+            reach: dict[int, list[int]] = {}  # the selection's id -> the nodes it reaches (one slice's)
+            for e in entries:
+                sel = e.own_node if e.own_node is not None else e.slice.node
+                if sel is None:
+                    continue
+                at = reach.get(id(sel))
+                if at is None:
+                    at = reach[id(sel)] = _reached(sel, nodes, index)
+                if not at:
+                    continue
+                try:
+                    matches = all(e.selected(x) for x in cls.selectors)
+                except CelError:
+                    broken.update(at)
+                    continue
+                if matches:
+                    for i in at:
+                        total[i] += 1
+                        where.append(i)
+                        ids.append(e.id)
+        for i in broken:
+            total[i] = 0
+        got = ClassDevices(tuple(total), tuple((i, d) for i, d in zip(where, ids, strict=True) if i not in broken))
+        self._of_class[cls.name] = (cls, nodes, got)
+        return got
 
     def for_node(self, node: Node) -> tuple[PoolView, ...]:
         """The pools whose devices ``node`` may use, sorted by driver and pool name, those with
@@ -282,6 +325,24 @@ class Pools:
             others=tuple(e for s in other_devices for e in self._entries[s.name][1]),
             counter_sets=counter_sets, binding=binding,
             counters={(name, c): num(v) for name, cs in counter_sets.items() for c, v in cs.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ClassDevices:
+    """A class's devices per node (``Pools.of_class``): how many reach each node, and (node index,
+    device id) for each, to count the allocated ones."""
+
+    total: tuple[int, ...]
+    devices: tuple[tuple[int, str], ...]
+
+
+def _reached(sel: NodeSelection, nodes: Sequence[Node], index: Mapping[str, int]) -> list[int]:
+    if sel.node_name:
+        i = index.get(sel.node_name)
+        return [] if i is None else [i]
+    if sel.all_nodes:
+        return list(range(len(nodes)))
+    return [i for i, n in enumerate(nodes) if node_matches(sel, n)]
 
 
 def _add(relevant: dict[tuple[str, str], list[ResourceSlice]], sl: ResourceSlice) -> None:
