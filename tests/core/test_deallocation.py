@@ -78,3 +78,27 @@ def test_the_pending_message_says_the_deallocation_completed() -> None:
         _, result = _deallocations(_world(), SchedulerState(), 0.0, preemption=preemption)
         assert result.waiting["default/p"] == ("0/1 nodes are available: 1 resourceclaim not available on the node. "
                                                "deallocation of ResourceClaim completed")
+
+
+def test_the_group_postfilter_is_for_one_workload_podgroup_of_plain_members() -> None:
+    # kube-scheduler's PodGroupPostFilter: a Workload PodGroup, not a CompositePodGroup (a gang of parts);
+    # its members all name the group; any member bound or held makes the group's claims in use.
+    from koordpy.api.objects import Pod
+    from koordpy.core.deallocation import WorkloadGroup, workload_group
+    from koordpy.core.gang import Job
+    from koordpy.core.model import Gang
+
+    def member(name: str, group: str = "train", node: str | None = None) -> Pod:
+        return Pod.from_raw(pod(name, cpu="1", node_name=node, schedulingGroup={"podGroupName": group}))
+
+    def job(*pods: Pod, parts: bool = False) -> Job:
+        gang = Gang("default/train", None, list(pods), 0.0,
+                    parts=(1, ((frozenset(p.key for p in pods), 1),)) if parts else None)
+        return Job("default/train", [gang], [p for p in pods if not p.node_name], 0, 0.0)
+
+    assert workload_group(job(member("a"), member("b")), set()) == WorkloadGroup("train", False)
+    assert workload_group(job(member("a"), member("b")), {"default/b"}) == WorkloadGroup("train", True)
+    assert workload_group(job(member("a"), member("b", node="n0")), set()) == WorkloadGroup("train", True)
+    assert workload_group(job(member("a"), member("b", "other")), set()) is None
+    assert workload_group(job(member("a"), member("b"), parts=True), set()) is None
+    assert workload_group(Job("default/p", [], [Pod.from_raw(pod("p"))], 0, 0.0), set()) is None
