@@ -2,18 +2,18 @@
 v1.37's DynamicResources plugin has them (PreFilter, Filter, Reserve, the PreBind writes).
 
 Belongs here: ``DeviceRules``, the device state one cycle reads (the pools of the snapshot's
-ResourceSlices, the devices in use, the allocator over them, this cycle's assumed allocations),
-which the standing view builds from ``Snapshot.devices`` as it builds the volume rules from the
-storage objects; a pod's claims resolved as PreFilter resolves them (a claim by name, a template's
-claim through ``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by
-another pod, reserved for 256 others, a class missing: reasons that rule out every node); per node,
-whether the pod's claims can be allocated there (Filter); how many of a job's pods a node can take
-for their devices (the topology search's cap); the device counts NodeResourcesFit scores a
-DRA-backed extended resource by on a node that leaves it to DRA (``extended_room``); Reserve (each
-placed pod's claims allocated on its node in rank order, every change recorded in the job's
-transaction so that a job rolled back or a gang that waits holds no device) and what PreBind writes (``DeviceBinding``); what a preemption
-victim's devices free. Not here: which devices a claim gets (``koordpy.devices``, the allocator),
-parsing (``koordpy.api.dra``), words (``koordpy.core.messages``), carrying out the writes (the shells).
+ResourceSlices, the devices in use, the allocator over them, this cycle's assumed allocations), which
+the standing view builds from ``Snapshot.devices`` as it builds the volume rules from the storage
+objects; a pod's claims resolved as PreFilter resolves them (a claim by name, a template's claim through
+``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by another pod, reserved
+for 256 others, a class missing: reasons that rule out every node); per node, whether the pod's claims
+can be allocated there (Filter); how many of a job's pods a node can take for their devices (the
+topology search's cap); the device counts NodeResourcesFit scores a DRA-backed extended resource by on a
+node that leaves it to DRA (``extended_room``); Reserve (each placed pod's claims allocated on its node
+in rank order, every change recorded in the job's transaction so that a job rolled back or a gang that
+waits holds no device) and what PreBind writes (``DeviceBinding``); what a preemption victim's devices
+free. Not here: which devices a claim gets (``koordpy.devices``, the allocator), parsing
+(``koordpy.api.dra``), words (``koordpy.core.messages``), carrying out the writes (the shells).
 
 A reason that rules out every node at once is a ``PreFilterReason``, as the volume rules' are: the
 message names it without a node count, as kube-scheduler's does. The allocator's ``DeviceError`` (a
