@@ -66,7 +66,7 @@ from koordpy.core.messages import (
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
 from koordpy.devices.allocator import Allocator, binding_broken
-from koordpy.devices.pools import ClassDevices, Pools, node_matches
+from koordpy.devices.pools import ClassDevices, Pools
 from koordpy.devices.reasons import DeviceError, Unallocatable
 from koordpy.devices.state import InUse
 
@@ -295,6 +295,8 @@ class DeviceRules:
         found = self.resolve(pod)
         if found.prefilter is not None:
             return [found.prefilter] * len(nodes)
+        if not found.fresh and not found.extended:
+            return self._where_allocated(found, nodes)
         allocator = self.allocator
         if loose:
             if self._loose is None:
@@ -315,6 +317,28 @@ class DeviceRules:
         except DeviceError as exc:  # kube-scheduler's error status: the pod is not scheduled at all
             return [device_error(exc.message)] * len(nodes)
 
+    @staticmethod
+    def _where_allocated(found: PodClaims, nodes: Sequence[Node]) -> list[str | None]:
+        """``reasons`` for a pod whose claims are all allocated already: it goes where their devices
+        are, which asks nothing of the node but its name (an allocation pinned to nodes by name, the
+        usual node-local device) or its labels; no per-node cache, since a claim shared by a few
+        pods would fill one per claim for every node."""
+        if found.unbindable:
+            return [CLAIM_UNAVAILABLE] * len(nodes)
+        names: set[str] | None = None  # None: any node's name will do
+        general: list[Allocation] = []
+        for claim in found.claims:
+            allocation = claim.allocation
+            if allocation is None or allocation.node_selector is None:
+                continue
+            pinned = _pinned(allocation)
+            if pinned is None:
+                general.append(allocation)
+            else:
+                names = set(pinned) if names is None else names & set(pinned)
+        return [None if (names is None or n.name in names) and all(admits(a, n) for a in general)
+                else CLAIM_UNAVAILABLE for n in nodes]
+
     def _node_reason(self, found: PodClaims, node: Node, allocator: Allocator) -> str | None:
         why = self._unavailable(found, node)
         fresh = self._fresh(found, node)
@@ -330,7 +354,7 @@ class DeviceRules:
         self._stamp(node)  # a node whose labels changed is asked again
         hit = self._served.get(node.name)
         if hit is None:
-            hit = self._served[node.name] = any(_slice_serves(s, node) for s in self._made_of[0].values())
+            hit = self._served[node.name] = self.pools.serves(node)
         return hit
 
     def _stamp(self, node: Node) -> int:
@@ -593,8 +617,3 @@ def _specs_key(claims: tuple[ResourceClaim, ...]) -> str:
 
 def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     return a.keys() == b.keys() and all(v is b[k] for k, v in a.items())
-
-
-def _slice_serves(s: ResourceSlice, node: Node) -> bool:
-    selections = [s.node] if s.node is not None else [d.node for d in s.devices]
-    return any(sel is not None and node_matches(sel, node) for sel in selections)

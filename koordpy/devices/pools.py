@@ -244,6 +244,15 @@ class Pools:
         self._of_class[cls.name] = (cls, nodes, got)
         return got
 
+    def serves(self, node: Node) -> bool:
+        """Whether any slice's devices (of any generation) may be used on ``node``: its own slices
+        by name, then the few published with a selector, for all nodes or per device."""
+        if node.name in self._local:
+            return True
+        return any(node_matches(sl.node, node) if sl.node is not None
+                   else any(d.node is not None and node_matches(d.node, node) for d in sl.devices)
+                   for sl in self._shared)
+
     def for_node(self, node: Node) -> tuple[PoolView, ...]:
         """The pools whose devices ``node`` may use, sorted by driver and pool name, those with
         binding conditions last (kube-scheduler prefers devices that bind at once)."""
