@@ -19,6 +19,9 @@ from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+
+# pydantic's JSON parser: as podwatch says, json.loads' result in ~60% of its time.
+from pydantic_core import from_json
 from yarl import URL
 
 from koordpy.api.kinds import optional, watched
@@ -147,7 +150,7 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
         try:
             if resp.status >= 400:  # unread, a raw response does not raise: a kind not served is a 404 here
                 raise ApiException(status=resp.status, reason=str(resp.reason))
-            data = await resp.json()
+            data = from_json(await resp.read())
         finally:
             resp.release()
         meta = data.get("metadata") or {}

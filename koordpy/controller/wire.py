@@ -16,12 +16,14 @@ binds (docs/benchmarks.md, issue 21).
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+# pydantic's JSON parser: as podwatch says, json.loads' result in ~60% of its time.
+from pydantic_core import from_json
 
 # What a response's head may hold, and a chunk's size line: an API server's are far smaller.
 MAX_HEAD = 1 << 16
@@ -47,7 +49,7 @@ class Response:
     body: bytes
 
     def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
+        return from_json(self.body) if self.body else None
 
 
 class _Conn:
