@@ -5,7 +5,8 @@ allocations (each with its shareID) and the capacity they consume, counted from 
 allocations and from allocations in flight (``add`` / ``remove``, each returning its undo).
 An admin-access result takes no device. Counters consumed by partitionable devices follow from
 which devices are allocated, so the allocator derives them per pool from ``allocated`` (the pool
-knows what each device consumes); ``version`` tells it when to derive them again.
+knows what each device consumes); ``version`` tells it when to derive them again, and
+``changed_since`` which devices to look at again (a count kept per device need not recount all).
 Not here: the pools (``pools``), the search (``allocator``).
 """
 
@@ -16,17 +17,23 @@ from fractions import Fraction
 
 from koordpy.api.dra import Allocation, ResourceClaim
 
+_LOG_MAX = 4096  # changes ``changed_since`` can still tell
+
 
 class InUse:
     """Devices taken, by id "driver/pool/device"."""
 
-    __slots__ = ("_capacity", "_exclusive", "_shares", "version")
+    __slots__ = ("_capacity", "_exclusive", "_log", "_log_base", "_shares", "version")
 
     def __init__(self) -> None:
         self._exclusive: dict[str, int] = {}  # id -> how many allocations hold it (more than one is a conflict)
         self._shares: dict[str, dict[str, int]] = {}  # id -> shareID -> count
         self._capacity: dict[str, dict[str, Fraction]] = {}  # id -> capacity name -> consumed
         self.version = 0
+        # The devices each of the latest changes touched: _log[i] made version _log_base + i + 1.
+        # Bounded (_LOG_MAX): a reader further behind counts again from scratch.
+        self._log: list[list[str]] = []
+        self._log_base = 0
 
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim]) -> InUse:
@@ -34,6 +41,7 @@ class InUse:
         for claim in claims:
             if claim.allocation is not None:
                 self._apply(claim.allocation, 1)
+        self._log, self._log_base = [], self.version  # nobody counted before: nothing to catch up on
         return self
 
     def copy(self) -> InUse:
@@ -42,6 +50,7 @@ class InUse:
         other._shares = {k: dict(v) for k, v in self._shares.items()}
         other._capacity = {k: dict(v) for k, v in self._capacity.items()}
         other.version = self.version
+        other._log_base = self.version
         return other
 
     def add(self, allocation: Allocation) -> Callable[[], None]:
@@ -68,15 +77,29 @@ class InUse:
         """The capacity the device's shares consume, by capacity name (None: no share consumes any)."""
         return self._capacity.get(device_id)
 
+    def changed_since(self, version: int) -> set[str] | None:
+        """The devices whose allocation changed after ``version`` (added, removed, either way), or None
+        when that is too long ago to say."""
+        if version < self._log_base or version > self.version:
+            return None
+        return {d for ids in self._log[version - self._log_base:] for d in ids}
+
     def allocated_ids(self) -> set[str]:
         return set(self._exclusive) | set(self._shares) | set(self._capacity)
 
     def _apply(self, allocation: Allocation, sign: int) -> None:
         self.version += 1
+        touched: list[str] = []
+        self._log.append(touched)
+        if len(self._log) > _LOG_MAX:
+            drop = len(self._log) // 2
+            del self._log[:drop]
+            self._log_base += drop
         for r in allocation.results:
             if r.admin_access:
                 continue
             did = r.device_id
+            touched.append(did)
             if r.share_id:
                 shares = self._shares.setdefault(did, {})
                 n = shares.get(r.share_id, 0) + sign
