@@ -68,7 +68,12 @@ def test_a_change_of_allocations_recounts_only_the_devices_it_touched(monkeypatc
     assert total.tolist() == [8] * 20 and used.tolist() == [0] * 20
     asked: list[str] = []
     real = InUse.allocated
-    monkeypatch.setattr(InUse, "allocated", lambda self, device: asked.append(device) or real(self, device))
+
+    def allocated(self: InUse, device: str) -> bool:
+        asked.append(device)
+        return real(self, device)
+
+    monkeypatch.setattr(InUse, "allocated", allocated)
     undo = rules.in_use.add(Allocation(results=tuple(DeviceResult("gpus", DRIVER, "node-3", f"gpu-{d}")
                                                      for d in range(2))))
     at = [n.name for n in snapshot.nodes].index("node-3")
