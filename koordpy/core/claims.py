@@ -378,6 +378,7 @@ class DeviceRules:
                     used = fresh
                 self._room[resource] = (of, version, total, used, counted)
                 return total, used
+        in_use.track()  # the next count looks only at what changed
         total = np.asarray(of.total, dtype=np.int64)
         counted = {d for d in of.devices if in_use.allocated(d)}
         where = [i for d in counted for i in of.devices[d]]

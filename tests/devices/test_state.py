@@ -71,7 +71,9 @@ def test_changed_since_names_the_devices_each_change_touched_while_the_log_holds
 
     held = InUse.from_claims([claim("a", allocation=PLAIN)])
     v0 = held.version
-    assert held.changed_since(v0) == set()  # what was there at the start is no change
+    assert held.changed_since(v0) is None  # not tracked: nothing kept (most cycles never ask)
+    held.track()
+    assert held.changed_since(v0) == set()  # kept from then on
     assert held.changed_since(v0 - 1) is None  # before the log began
     undo = held.add(ADMIN)
     assert held.changed_since(v0) == set()  # an admin-access result takes no device
