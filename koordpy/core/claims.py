@@ -190,8 +190,8 @@ class DeviceRules:
         self._reasons: dict[tuple[object, ...], dict[str, tuple[object, str | None]]] = {}
         self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int]]] = {}
         # NodeResourcesFit's inputs for a backed resource: resource -> (the class's devices, the InUse
-        # version counted at, devices per node, allocated per node).
-        self._room: dict[str, tuple[ClassDevices, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        # version counted at, devices per node, allocated per node, the class's devices allocated).
+        self._room: dict[str, tuple[ClassDevices, int, npt.NDArray[np.int64], npt.NDArray[np.int64], set[str]]] = {}
 
     # -- PreFilter -------------------------------------------------------------------------
 
@@ -377,15 +377,37 @@ class DeviceRules:
         scores the resource by where the node's allocatable does not list it."""
         cls = self.backed[resource]
         of = self.pools.of_class(cls, nodes)
+        in_use, version = self.in_use, self.in_use.version
         held = self._room.get(resource)
-        if held is not None and held[0] is of and held[1] == self.in_use.version:
-            return held[2], held[3]
+        if held is not None and held[0] is of:
+            if held[1] == version:
+                return held[2], held[3]
+            # Asked per pod placed: only the devices whose allocation changed since are looked at again.
+            changed = in_use.changed_since(held[1])
+            if changed is not None:
+                total, used, counted = held[2], held[3], held[4]
+                fresh = None
+                for device in changed:
+                    at = of.devices.get(device)
+                    if not at:
+                        continue
+                    now = in_use.allocated(device)
+                    if now == (device in counted):
+                        continue
+                    if fresh is None:
+                        fresh = used.copy()  # the arrays handed out before stay as they were
+                    np.add.at(fresh, list(at), 1 if now else -1)
+                    (counted.add if now else counted.discard)(device)
+                if fresh is not None:
+                    used = fresh
+                self._room[resource] = (of, version, total, used, counted)
+                return total, used
+        in_use.track()  # the next count looks only at what changed
         total = np.asarray(of.total, dtype=np.int64)
-        used = np.zeros(len(nodes), dtype=np.int64)
-        for i, device in of.devices:
-            if self.in_use.allocated(device):
-                used[i] += 1
-        self._room[resource] = (of, self.in_use.version, total, used)
+        counted = {d for d in of.devices if in_use.allocated(d)}
+        where = [i for d in counted for i in of.devices[d]]
+        used = np.bincount(np.asarray(where, dtype=np.int64), minlength=len(nodes)).astype(np.int64)
+        self._room[resource] = (of, version, total, used, counted)
         return total, used
 
     def score_columns(self, resources: Sequence[str], nodes: Sequence[Node], cols: Sequence[int],

@@ -736,7 +736,8 @@ class Cycle:
                 p for p in job.pods if p.key not in held], self.deallocated, workload_group(job, held))
             self.result.decisions += given
             if given:
-                self.released[job.id] = released(any(not d.unreserve for d in given),
+                self.released[job.id] = released(any(d.group is None for d in given),
+                                                 any(d.group is not None and not d.unreserve for d in given),
                                                  any(d.unreserve for d in given))
         if job.id in self.preempted_jobs or not self.snapshot.preemption:
             return None

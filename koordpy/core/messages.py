@@ -277,12 +277,15 @@ def binding_conditions_pending(node: str) -> str:
 # What DynamicResources' PostFilter (and PodGroupPostFilter) did, in kube-scheduler's words: said before
 # preemption's, joined as kube-scheduler joins the PostFilter plugins' reasons.
 DEALLOCATED = "deallocation of ResourceClaim completed"
+GROUP_DEALLOCATED = "deallocation of PodGroup ResourceClaim completed"
 GROUP_UNRESERVED = "ResourceClaim unreserved for PodGroup"
 
 
-def released(deallocated: bool, unreserved: bool) -> str:
-    """What the PostFilter gave up for a job this cycle ("" nothing)."""
-    return ", ".join(w for w, done in ((DEALLOCATED, deallocated), (GROUP_UNRESERVED, unreserved)) if done)
+def released(deallocated: bool, group_deallocated: bool, unreserved: bool) -> str:
+    """What the PostFilter gave up for a job this cycle ("" nothing): a pod's claim, a PodGroup's claim
+    (PodGroupPostFilter, which words it apart), the PodGroup's reservation."""
+    return ", ".join(w for w, done in ((DEALLOCATED, deallocated), (GROUP_DEALLOCATED, group_deallocated),
+                                        (GROUP_UNRESERVED, unreserved)) if done)
 
 
 def post_filter_said(released_words: str, preemption: str) -> str:

@@ -215,8 +215,7 @@ class Pools:
         index = {n.name: i for i, n in enumerate(nodes)}
         total = [0] * len(nodes)
         broken: set[int] = set()
-        where: list[int] = []
-        ids: list[str] = []
+        reaches: dict[str, list[int]] = {}  # device id -> the nodes it reaches (once per slice it is in)
         for _, entries in self._entries.values():
             reach: dict[int, list[int]] = {}  # the selection's id -> the nodes it reaches (one slice's)
             for e in entries:
@@ -236,11 +235,11 @@ class Pools:
                 if matches:
                     for i in at:
                         total[i] += 1
-                        where.append(i)
-                        ids.append(e.id)
+                    reaches.setdefault(e.id, []).extend(at)
         for i in broken:
             total[i] = 0
-        got = ClassDevices(tuple(total), tuple((i, d) for i, d in zip(where, ids, strict=True) if i not in broken))
+        got = ClassDevices(tuple(total), {d: tuple(i for i in at if i not in broken) if broken else tuple(at)
+                                          for d, at in reaches.items()})
         self._of_class[cls.name] = (cls, nodes, got)
         return got
 
@@ -338,11 +337,12 @@ class Pools:
 
 @dataclass(frozen=True, slots=True)
 class ClassDevices:
-    """A class's devices per node (``Pools.of_class``): how many reach each node, and (node index,
-    device id) for each, to count the allocated ones."""
+    """A class's devices per node (``Pools.of_class``): how many reach each node, and by device id
+    the indexes of the nodes it reaches (a node twice when two slices list the id for it), to count
+    the allocated ones."""
 
     total: tuple[int, ...]
-    devices: tuple[tuple[int, str], ...]
+    devices: Mapping[str, tuple[int, ...]]
 
 
 def _reached(sel: NodeSelection, nodes: Sequence[Node], index: Mapping[str, int]) -> list[int]:

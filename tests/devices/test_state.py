@@ -64,3 +64,22 @@ def test_copy_is_independent() -> None:
     other = held.copy()
     other.remove(PLAIN)
     assert held.exclusive("driver-a/pool-1/d0") and not other.allocated("driver-a/pool-1/d0")
+
+
+def test_changed_since_names_the_devices_each_change_touched_while_the_log_holds_them() -> None:
+    from koordpy.devices import state
+
+    held = InUse.from_claims([claim("a", allocation=PLAIN)])
+    v0 = held.version
+    assert held.changed_since(v0) is None  # not tracked: nothing kept (most cycles never ask)
+    held.track()
+    assert held.changed_since(v0) == set()  # kept from then on
+    assert held.changed_since(v0 - 1) is None  # before the log began
+    undo = held.add(ADMIN)
+    assert held.changed_since(v0) == set()  # an admin-access result takes no device
+    undo()
+    held.remove(PLAIN)
+    assert held.changed_since(v0) == {"driver-a/pool-1/d0", "driver-a/pool-1/d1"}
+    for _ in range(state._LOG_MAX + 1):
+        held.add(ADMIN)
+    assert held.changed_since(v0) is None and held.changed_since(held.version) == set()

@@ -6,8 +6,10 @@ way, not as the unbounded room the fit gives it there."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.builders import pod, run
-from tests.sim.test_dra import _asking_gpus, _backed, _running, claiming, gpu_nodes, gpu_slice, template
+from tests.sim.test_dra import DRIVER, _asking_gpus, _backed, _running, claiming, gpu_nodes, gpu_slice, template
 
 
 def test_the_node_whose_backing_devices_are_more_allocated_is_preferred() -> None:
@@ -47,3 +49,38 @@ def test_the_counts_are_the_classs_devices_reaching_each_node_and_those_allocate
     total, used = rules.extended_room("example.com/gpu", snapshot.nodes)
     assert [n.name for n in snapshot.nodes] == ["node-a", "node-b", "node-c"]
     assert total.tolist() == [7, 5, 1] and used.tolist() == [3, 0, 0]
+
+
+def test_a_change_of_allocations_recounts_only_the_devices_it_touched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The score is asked for every pod placed, and each pod's Reserve changes the allocations: the
+    # counts follow the devices that changed (added, then taken back by the transaction's undo), not
+    # every device of the class again (before: every device of every node was looked at per change).
+    from koordpy.api.dra import Allocation, DeviceResult
+    from koordpy.core.claims import DeviceRules
+    from koordpy.devices.state import InUse
+    from koordpy.sim.simulator import World
+
+    names = [f"node-{i}" for i in range(20)]
+    world = World.from_objects([("t", o) for o in (*gpu_nodes(*names), _backed(), *map(gpu_slice, names))])
+    snapshot = world.snapshot(frozenset({"koordpy"}))
+    rules = DeviceRules(snapshot.devices)
+    total, used = rules.extended_room("example.com/gpu", snapshot.nodes)
+    assert total.tolist() == [8] * 20 and used.tolist() == [0] * 20
+    asked: list[str] = []
+    real = InUse.allocated
+
+    def allocated(self: InUse, device: str) -> bool:
+        asked.append(device)
+        return real(self, device)
+
+    monkeypatch.setattr(InUse, "allocated", allocated)
+    undo = rules.in_use.add(Allocation(results=tuple(DeviceResult("gpus", DRIVER, "node-3", f"gpu-{d}")
+                                                     for d in range(2))))
+    at = [n.name for n in snapshot.nodes].index("node-3")
+    _, after = rules.extended_room("example.com/gpu", snapshot.nodes)
+    assert after[at] == 2 and after.sum() == 2 and used.sum() == 0  # (what was handed out before stays)
+    assert sorted(asked) == [f"{DRIVER}/node-3/gpu-0", f"{DRIVER}/node-3/gpu-1"]
+    undo()
+    asked.clear()
+    _, back = rules.extended_room("example.com/gpu", snapshot.nodes)
+    assert back.sum() == 0 and len(asked) == 2
