@@ -27,7 +27,7 @@ from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
 from koordpy.core.claims import DeviceRules
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects import build_gang, compare_key, gang_member, gang_of
+from koordpy.core.dialects import build_gang, claim_groups, compare_key, gang_member, gang_of
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     GangGroupId,
@@ -284,12 +284,18 @@ class View:
 
     def _refresh_devices(self, snapshot: Snapshot, prev: Snapshot | None) -> None:
         """The device rules built again when the DRA objects changed (the pools only when slices,
-        classes or taint rules did) or this cycle's Reserve changed them; jobs parked with pods that
-        have claims are woken (a claim made, allocated, freed; a device published)."""
-        if not (prev is None or self.devices is None or self.devices.assumed
+        classes or taint rules did), when the groups claims may be bound to did (a Workload PodGroup's
+        uid, claims or the claims made for it: whom a member's claim is reserved for), or this
+        cycle's Reserve changed them; jobs parked with pods that have claims are woken (a claim made,
+        allocated, freed; a device published)."""
+        rules = self.devices
+        # The groups are read again only when an object that declares gangs changed.
+        groups = (rules.groups if rules is not None and prev is not None and not self._changed("gangs", snapshot, prev)
+                  else claim_groups(snapshot))
+        if not (prev is None or rules is None or rules.assumed or groups != rules.groups
                 or self._changed("devices", snapshot, prev)):
             return
-        self.devices = DeviceRules(snapshot.devices, self.devices)
+        self.devices = DeviceRules(snapshot.devices, self.devices, groups)
         if self.filters is not None:
             self.filters.devices = self.devices
         devices = self.devices

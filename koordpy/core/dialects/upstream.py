@@ -45,6 +45,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.objects import Node, Pod, PriorityClass
@@ -746,6 +747,11 @@ class Upstream(DialectBase):
         if group.policy == "gang" and group.min_count is not None:
             return GroupTerms("minCount", f"minCount {group.min_count}", held)
         return GroupTerms("", "basic (minimum 1)", held)
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        # Only groups with claims: a member of one without binds every claim to itself (BindTo).
+        return {k: ClaimGroup(g.uid, g.claims, tuple(sorted(g.claim_statuses.items())))
+                for k, g in groups(snapshot).items() if g.claims}
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         # Asked of every member of every gang: a pod that names no group is answered here.
