@@ -6,7 +6,9 @@ ResourceSlices, the devices in use, the allocator over them, this cycle's assume
 the standing view builds from ``Snapshot.devices`` as it builds the volume rules from the storage
 objects; a pod's claims resolved as PreFilter resolves them (a claim by name, a template's claim through
 ``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by another pod, reserved
-for 256 others, a class missing: reasons that rule out every node); per node, whether the pod's claims
+for 256 others, a class missing: reasons that rule out every node) and whom each is reserved for (the
+pod, or the Workload PodGroup whose identical entry it repeats: ``bind_to``, over the groups the view
+hands in, ``groups``); per node, whether the pod's claims
 can be allocated there (Filter); how many of a job's pods a node can take for their devices (the
 topology search's cap); the device counts NodeResourcesFit scores a DRA-backed extended resource by on a
 node that leaves it to DRA (``extended_room``); Reserve (each placed pod's claims allocated on its node

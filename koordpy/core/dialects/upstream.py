@@ -32,6 +32,9 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   above its children's. Like kube-scheduler, koordpy reads neither the Workload nor the template
   ``workloadRef`` names; it writes ``PodGroupInitiallyScheduled`` on each child, none on the
   composite. Nested composites (a CompositePodGroup with a parent) are refused.
+- ``spec.resourceClaims`` (KEP-5729): each group with claims is handed to the device rules
+  (``claim_groups``: its uid, its entries, the claims made from its templates), which reserve a
+  member's claim for the group when the member's entry is identical to one of these.
 
 Belongs here: everything koordpy does with these groups. Does not belong here: refusals that are no
 dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``), the gang rule
