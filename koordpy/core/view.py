@@ -23,6 +23,7 @@ from itertools import compress
 from typing import Any, Protocol, assert_never
 
 from koordpy.api import kinds
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
 from koordpy.core.claims import DeviceRules
@@ -152,6 +153,9 @@ class View:
         self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
         self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
         self.devices: DeviceRules | None = None  # the device rules over the last snapshot's DRA objects
+        # The groups claims may be bound to (``claim_groups``) as read from the last snapshot; None: not
+        # kept while it held no claim (whom a claim would be reserved for mattered to nobody).
+        self._claim_groups: dict[str, ClaimGroup] | None = None
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
         self._inputs = _inputs(kinds.KINDS)
@@ -289,10 +293,15 @@ class View:
         cycle's Reserve changed them; jobs parked with pods that have claims are woken (a claim made,
         allocated, freed; a device published)."""
         rules = self.devices
-        # The groups are read again only when an object that declares gangs changed.
-        groups = (rules.groups if rules is not None and prev is not None and not self._changed("gangs", snapshot, prev)
-                  else claim_groups(snapshot))
-        if not (prev is None or rules is None or rules.assumed or groups != rules.groups
+        groups = self._claim_groups
+        if not snapshot.devices.claims:
+            groups = self._claim_groups = None
+        elif groups is None or prev is None or self._changed("gangs", snapshot, prev):
+            # Read again only when an object that declares gangs changed.
+            groups = self._claim_groups = claim_groups(snapshot)
+        groups = groups or {}
+        if not (prev is None or rules is None or rules.assumed
+                or (groups is not rules.groups and groups != rules.groups)
                 or self._changed("devices", snapshot, prev)):
             return
         self.devices = DeviceRules(snapshot.devices, self.devices, groups)

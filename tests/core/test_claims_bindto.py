@@ -122,3 +122,16 @@ def test_a_victim_member_leaves_its_groups_claim_allocated() -> None:
     rules.release(_members(world)[:1], Txn())
     held = rules.claims["default/shared-channel"]
     assert held.allocation is not None and [c.name for c in held.reserved_for] == ["train"]
+
+
+def test_the_groups_are_read_when_the_first_claim_appears_after_them() -> None:
+    # The view does not keep the groups while no claim exists; the claim coming later (the group and
+    # its members unchanged) finds them read again.
+    view = View()
+    without = _world(2)
+    del without.devices.claims["default/shared-channel"]
+    first = _rules(view, without)
+    assert first.resolve(_members(without)[0]).prefilter is not None  # the claim does not exist yet
+    world = _world(2)
+    after = _rules(view, world)
+    assert [(c.resource, c.name) for c in after.resolve(_members(world)[0]).consumers] == [("podgroups", "train")]
