@@ -267,7 +267,7 @@ class DeviceRules:
             if claim.deleting:
                 return PodClaims(device_claim_deleting(name))
             if owned and not _made_for(claim, pod):
-                return PodClaims(device_claim_not_owned(key, pod.key))
+                return PodClaims(device_claim_not_owned(key, pod.key, group_name(pod)))
             consumer = bind_to(pod, group, entry)
             if (claim.allocation is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX
                     and not _holds(claim, consumer)):

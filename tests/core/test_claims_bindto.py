@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordpy.api.dra import RESERVED_FOR_MAX
+from koordpy.api.dra import RESERVED_FOR_MAX, PodClaim, ResourceClaim
 from koordpy.api.objects import Node, Pod
 from koordpy.core.claims import DeviceRules
 from koordpy.core.state import SchedulerState
@@ -135,3 +135,18 @@ def test_the_groups_are_read_when_the_first_claim_appears_after_them() -> None:
     world = _world(2)
     after = _rules(view, world)
     assert [(c.resource, c.name) for c in after.resolve(_members(world)[0]).consumers] == [("podgroups", "train")]
+
+
+def test_a_members_template_claim_made_for_someone_else_is_refused_naming_its_group() -> None:
+    # kube-scheduler accepts a template's claim made for the pod or for the PodGroup it names; refusing
+    # one made for neither, it names the group too.
+    world = _world(2)
+    rules = _rules(View(), world)
+    theirs = ResourceClaim.from_raw({**shared_channel(), "metadata": {
+        "name": "t-0-gpus", "namespace": "default",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "u", "controller": True}]}})
+    rules.claims[theirs.key] = theirs
+    member = _members(world)[0].model_copy(update={
+        "claims": (PodClaim("gpus", template="gpus"),), "claim_statuses": {"gpus": "t-0-gpus"}})
+    assert rules.resolve(member).prefilter == ("ResourceClaim default/t-0-gpus was not created for Pod default/t-0 "
+                                               "(neither Pod nor PodGroup train is the owner)")
