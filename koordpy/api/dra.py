@@ -374,6 +374,18 @@ class Consumer:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimGroup:
+    """A group a member's claims may be reserved for instead of the member (a Workload PodGroup,
+    KEP-5729's DRAWorkloadResourceClaims), as the device rules read it: its uid, its own
+    ``spec.resourceClaims`` entries, and (entry name, claim) for each claim made from one of its
+    templates (its ``status.resourceClaimStatuses``; "" none needed)."""
+
+    uid: str
+    claims: tuple[PodClaim, ...]
+    statuses: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceCondition:
     """A condition a driver set on an allocated device (``status.devices[].conditions[]``)."""
 

@@ -6,7 +6,9 @@ ResourceSlices, the devices in use, the allocator over them, this cycle's assume
 the standing view builds from ``Snapshot.devices`` as it builds the volume rules from the storage
 objects; a pod's claims resolved as PreFilter resolves them (a claim by name, a template's claim through
 ``status.resourceClaimStatuses``; a claim not there yet, being deleted, owned by another pod, reserved
-for 256 others, a class missing: reasons that rule out every node); per node, whether the pod's claims
+for 256 others, a class missing: reasons that rule out every node) and whom each is reserved for (the
+pod, or the Workload PodGroup whose identical entry it repeats: ``bind_to``, over the groups the view
+hands in, ``groups``); per node, whether the pod's claims
 can be allocated there (Filter); how many of a job's pods a node can take for their devices (the
 topology search's cap); the device counts NodeResourcesFit scores a DRA-backed extended resource by on a
 node that leaves it to DRA (``extended_room``); Reserve (each placed pod's claims allocated on its node
@@ -37,10 +39,12 @@ from koordpy.api.dra import (
     EXTENDED_CLAIM,
     RESERVED_FOR_MAX,
     Allocation,
+    ClaimGroup,
     Consumer,
     DeviceClass,
     Devices,
     DeviceTaintRule,
+    PodClaim,
     ResourceClaim,
     ResourceSlice,
 )
@@ -129,17 +133,40 @@ def consumer_of(pod: Pod) -> Consumer:
     return Consumer("pods", pod.name, pod.uid)
 
 
-def _group_consumer(claim: ResourceClaim, pod: Pod) -> Consumer | None:
-    """The Workload PodGroup a template's claim was made for, when it is the pod's own group
-    (KEP-5729, ``resourceclaim.BindTo``: the member's identical entry names the group's claim, which
-    is reserved for the group, not the pod); else None."""
+def group_name(pod: Pod) -> str:
+    """The Workload PodGroup the pod names by ``podGroupName`` ("" none): the group its claims may be
+    bound to, and whose claims it may use."""
+    return pod.scheduling_group if pod.scheduling_group and not pod.scheduling_group_other else ""
+
+
+def bind_to(pod: Pod, group: ClaimGroup | None, entry: PodClaim) -> Consumer:
+    """Whom the claim of the pod's ``entry`` is reserved for (KEP-5729, ``resourceclaim.BindTo``): the
+    pod's Workload PodGroup (``group``, None: it names none, or one without claims) when the entry is
+    identical to one of the group's own (same name, same claim or template), whether it names a claim
+    or a template; else the pod."""
+    if group is not None and entry in group.claims:
+        return Consumer("podgroups", group_name(pod), group.uid, WORKLOAD_GROUP)
+    return consumer_of(pod)
+
+
+def _made_for(claim: ResourceClaim, pod: Pod) -> bool:
+    """Whether a template's claim was made for the pod or for the Workload PodGroup it names
+    (``resourceclaim.IsForPod`` with PodGroup owners accepted: the pod knows its group by name only)."""
     owner = claim.owner
-    if owner is None or owner[0] != "PodGroup" or not pod.scheduling_group or owner[1] != pod.scheduling_group:
-        return None
-    return Consumer("podgroups", owner[1], owner[2], WORKLOAD_GROUP)
+    if owner is None:
+        return False
+    if owner[0] == "Pod" and owner[1] == pod.name:
+        return not (pod.uid and owner[2] and owner[2] != pod.uid)
+    return owner[0] == "PodGroup" and bool(group_name(pod)) and owner[1] == group_name(pod)
 
 
 def _holds(claim: ResourceClaim, consumer: Consumer) -> bool:
+    """Whether the claim is reserved for ``consumer`` already: a pod by its uid (when both say one), a
+    Workload PodGroup by its name (``resourceclaim.IsReservedForPod``: a pod does not know its
+    group's uid, and a reservation is added only where none names the group)."""
+    if consumer.resource == "podgroups":
+        return any(c.resource == "podgroups" and c.api_group == consumer.api_group and c.name == consumer.name
+                   for c in claim.reserved_for)
     return any(c.resource == consumer.resource and c.name == consumer.name
                and (not c.uid or not consumer.uid or c.uid == consumer.uid) for c in claim.reserved_for)
 
@@ -150,8 +177,12 @@ class DeviceRules:
     builds the rules again from the next snapshot, whose claims the shells give with the allocations
     they are writing, so what is in flight is never handed out twice."""
 
-    def __init__(self, devices: Devices, previous: DeviceRules | None = None) -> None:
+    def __init__(self, devices: Devices, previous: DeviceRules | None = None,
+                 groups: Mapping[str, ClaimGroup] | None = None) -> None:
         self.devices = devices
+        # The groups members' claims may be bound to, by namespace/name (``bind_to``); the view
+        # builds the rules again when they change, so every answer cached here stands with them.
+        self.groups: Mapping[str, ClaimGroup] = groups if groups is not None else {}
         self.classes = dict(devices.classes)
         self.backed = extended.backing(self.classes)  # extended resource -> the class that backs it
         # Each pod's special claim once it exists (annotated, the pod its controller owner): pod key -> claim.
@@ -217,6 +248,7 @@ class DeviceRules:
         out: list[ResourceClaim] = []
         consumers: list[Consumer] = []
         names: list[str] = []
+        group = self.groups.get(f"{pod.namespace}/{group_name(pod)}") if self.groups and group_name(pod) else None
         for entry in pod.claims:
             name, owned = entry.claim, False
             if not name:
@@ -234,11 +266,9 @@ class DeviceRules:
                 return PodClaims(device_claim_not_found(name))
             if claim.deleting:
                 return PodClaims(device_claim_deleting(name))
-            consumer = (_group_consumer(claim, pod) if owned else None) or consumer_of(pod)
-            if owned and consumer.resource == "pods" and (
-                    claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name
-                    or (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)):
-                return PodClaims(device_claim_not_owned(key, pod.key))
+            if owned and not _made_for(claim, pod):
+                return PodClaims(device_claim_not_owned(key, pod.key, group_name(pod)))
+            consumer = bind_to(pod, group, entry)
             if (claim.allocation is not None and len(claim.reserved_for) >= RESERVED_FOR_MAX
                     and not _holds(claim, consumer)):
                 return PodClaims(device_claim_in_use(key))
@@ -258,6 +288,28 @@ class DeviceRules:
                          for c in out)
         return PodClaims(None, tuple(out), tuple(c for c in out if c.allocation is None), tuple(consumers),
                          tuple(names), unbindable, wanted, pod.extended_requests if wanted else ())
+
+    def group_claims(self, namespace: str, name: str) -> list[ResourceClaim]:
+        """The claims the Workload PodGroup ``namespace/name`` names in its own ``spec.resourceClaims``,
+        in its order (kube-scheduler's PodGroupPostFilter walks these): a claim by name; a template's
+        claim as the group's status records it, when it was made for the group (its controller
+        owner, ``resourceclaim.IsForPodGroup``). A claim not made yet or gone is left out."""
+        group = self.groups.get(f"{namespace}/{name}")
+        if group is None:
+            return []
+        made = dict(group.statuses)
+        out = []
+        for entry in group.claims:
+            claim = self.claims.get(f"{namespace}/{entry.claim or made.get(entry.name) or ''}")
+            if claim is None:
+                continue
+            if not entry.claim:
+                owner = claim.owner
+                if owner is None or owner[0] != "PodGroup" or (
+                        owner[2] != group.uid if owner[2] and group.uid else owner[1] != name):
+                    continue
+            out.append(claim)
+        return out
 
     def special(self, found: PodClaims, node: Node) -> tuple[ResourceClaim, extended.Special] | None:
         """The special claim for the extended resources ``node`` leaves to DRA (None: it leaves none),

@@ -43,19 +43,19 @@ def deallocations(rules: DeviceRules, filters: Filters, cluster: Cluster, pods: 
     given up already this cycle (added to). ``group``: the Workload PodGroup the pods are the
     unscheduled members of, whose own PostFilter (``_group``) runs after theirs."""
     out: list[Deallocate] = []
-    stuck: list[tuple[Pod, PodClaims, list[ResourceClaim]]] = []  # the pods that gave up nothing
+    stuck: list[tuple[Pod, list[ResourceClaim]]] = []  # the pods that gave up nothing
     for pod in pods:
         found = rules.resolve(pod) if pod.claims else None
         unavailable = _unavailable(rules, filters, cluster, pod, found)
         given = next((c for c in unavailable if c.key not in seen and c.name != pod.extended_claim
                       and _idle(c, pod)), None)  # (the claim of DRA-backed extended resources is deleted)
         if given is None:
-            stuck.append((pod, found or PodClaims(), unavailable))
+            stuck.append((pod, unavailable))
             continue
         seen.add(given.key)
         out.append(Deallocate(given.key, given.uid, pod.key))
     if group is not None and stuck:
-        out += _group(group, stuck, seen)
+        out += _group(rules, group, stuck, seen)
     return out
 
 
@@ -100,18 +100,19 @@ def _unavailable(rules: DeviceRules, filters: Filters, cluster: Cluster, pod: Po
     return out
 
 
-def _group(group: WorkloadGroup, stuck: list[tuple[Pod, PodClaims, list[ResourceClaim]]],
+def _group(rules: DeviceRules, group: WorkloadGroup, stuck: list[tuple[Pod, list[ResourceClaim]]],
            seen: set[str]) -> list[Deallocate]:
     """kube-scheduler's PodGroupPostFilter, once some unscheduled member gave up no claim of its own and
     no member is scheduled (the group's claims then serve nobody that runs): the first claim a member
     found unavailable that is reserved for nobody or for the group alone is deallocated; failing that,
-    the group's reservation of its first allocated claim is dropped (the allocation stays: a later
-    cycle that finds it unavailable gives it up as any idle claim), so that a binding that failed in an
+    the group's reservation of the first allocated claim of its own ``spec.resourceClaims`` (by name,
+    or made from its template for it) reserved for it is dropped (the allocation stays: a later cycle
+    that finds it unavailable gives it up as any idle claim), so that a binding that failed in an
     earlier cycle does not pin the group to its devices for ever."""
     if group.scheduled:
         return []
     pod = stuck[0][0]
-    for member, _, unavailable in stuck:
+    for member, unavailable in stuck:
         for claim in unavailable:
             if claim.key in seen or claim.name == member.extended_claim:
                 continue
@@ -120,14 +121,12 @@ def _group(group: WorkloadGroup, stuck: list[tuple[Pod, PodClaims, list[Resource
                 seen.add(claim.key)
                 return [Deallocate(claim.key, claim.uid, member.key, group=mine or Consumer(
                     "podgroups", group.name, "", WORKLOAD_GROUP))]
-    for _, found, _ in stuck:
-        for claim, consumer in zip(found.claims, found.consumers, strict=True):
-            mine = _group_entry(claim, group.name)
-            if (consumer.resource != "podgroups" or claim.allocation is None or mine is None
-                    or claim.key in seen):
-                continue
-            seen.add(claim.key)
-            return [Deallocate(claim.key, claim.uid, pod.key, group=mine, unreserve=True)]
+    for claim in rules.group_claims(pod.namespace, group.name):
+        mine = _group_entry(claim, group.name)
+        if claim.allocation is None or mine is None or claim.key in seen:
+            continue
+        seen.add(claim.key)
+        return [Deallocate(claim.key, claim.uid, pod.key, group=mine, unreserve=True)]
     return []
 
 

@@ -172,9 +172,11 @@ def device_claim_deleting(claim: str) -> PreFilterReason:
     return PreFilterReason(f'resourceclaim "{claim}" is being deleted')
 
 
-def device_claim_not_owned(claim: str, pod: str) -> PreFilterReason:
-    """A template's claim another pod owns (``claim``, ``pod``: namespace/name)."""
-    return PreFilterReason(f"ResourceClaim {claim} was not created for Pod {pod} (Pod is not owner)")
+def device_claim_not_owned(claim: str, pod: str, group: str = "") -> PreFilterReason:
+    """A template's claim made for neither the pod nor (``group``: its Workload PodGroup's name, ""
+    none) its group (``claim``, ``pod``: namespace/name)."""
+    whose = f"neither Pod nor PodGroup {group} is the owner" if group else "Pod is not owner"
+    return PreFilterReason(f"ResourceClaim {claim} was not created for Pod {pod} ({whose})")
 
 
 def device_claim_extended_left(claim: str, pod: str) -> PreFilterReason:

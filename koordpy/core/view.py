@@ -23,11 +23,12 @@ from itertools import compress
 from typing import Any, Protocol, assert_never
 
 from koordpy.api import kinds
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
 from koordpy.core.claims import DeviceRules
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects import build_gang, compare_key, gang_member, gang_of
+from koordpy.core.dialects import build_gang, claim_groups, compare_key, gang_member, gang_of
 from koordpy.core.filters import Filters
 from koordpy.core.gang import (
     GangGroupId,
@@ -152,6 +153,9 @@ class View:
         self.volumes: VolumeRules | None = None  # the volume rules over the last snapshot's storage
         self.volume_pods: dict[str, Pod] = {}  # pods with volumes, for the rules that count other pods
         self.devices: DeviceRules | None = None  # the device rules over the last snapshot's DRA objects
+        # The groups claims may be bound to (``claim_groups``) as read from the last snapshot; None: not
+        # kept while it held no claim (whom a claim would be reserved for mattered to nobody).
+        self._claim_groups: dict[str, ClaimGroup] | None = None
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
         self._inputs = _inputs(kinds.KINDS)
@@ -284,12 +288,23 @@ class View:
 
     def _refresh_devices(self, snapshot: Snapshot, prev: Snapshot | None) -> None:
         """The device rules built again when the DRA objects changed (the pools only when slices,
-        classes or taint rules did) or this cycle's Reserve changed them; jobs parked with pods that
-        have claims are woken (a claim made, allocated, freed; a device published)."""
-        if not (prev is None or self.devices is None or self.devices.assumed
+        classes or taint rules did), when the groups claims may be bound to did (a Workload PodGroup's
+        uid, claims or the claims made for it: whom a member's claim is reserved for), or this
+        cycle's Reserve changed them; jobs parked with pods that have claims are woken (a claim made,
+        allocated, freed; a device published)."""
+        rules = self.devices
+        groups = self._claim_groups
+        if not snapshot.devices.claims:
+            groups = self._claim_groups = None
+        elif groups is None or prev is None or self._changed("gangs", snapshot, prev):
+            # Read again only when an object that declares gangs changed.
+            groups = self._claim_groups = claim_groups(snapshot)
+        groups = groups or {}
+        if not (prev is None or rules is None or rules.assumed
+                or (groups is not rules.groups and groups != rules.groups)
                 or self._changed("devices", snapshot, prev)):
             return
-        self.devices = DeviceRules(snapshot.devices, self.devices)
+        self.devices = DeviceRules(snapshot.devices, self.devices, groups)
         if self.filters is not None:
             self.filters.devices = self.devices
         devices = self.devices

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.errors import ParseError
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
@@ -63,6 +64,15 @@ def compare_key(role: Role) -> Callable[[Any], object] | None:
         if role in dialect.roles:
             return dialect.compare_key(role)
     return None
+
+
+def claim_groups(snapshot: Snapshot) -> dict[str, ClaimGroup]:
+    """The groups members' ResourceClaims may be reserved for, by namespace/name, each dialect's
+    (the first to name one wins, as for gangs)."""
+    out: dict[str, ClaimGroup] = {}
+    for dialect in reversed(DIALECTS):
+        out.update(dialect.claim_groups(snapshot))
+    return out
 
 
 # -- gangs -----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
@@ -147,6 +148,14 @@ class Dialect(Protocol):
         does not (a job refused for it is looked at every cycle)."""
         ...
 
+    # -- devices -------------------------------------------------------------------------
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
+        the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
+        device rules bind a member's identical entry to."""
+        ...
+
     # -- trees ---------------------------------------------------------------------------
 
     def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
@@ -239,6 +248,9 @@ class DialectBase:
 
     def names_objects(self, pod: Pod) -> bool:
         return False
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        return {}
 
     def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
         return ()

@@ -32,6 +32,9 @@ kube-scheduler v1.37 does with such a group, koordpy does:
   above its children's. Like kube-scheduler, koordpy reads neither the Workload nor the template
   ``workloadRef`` names; it writes ``PodGroupInitiallyScheduled`` on each child, none on the
   composite. Nested composites (a CompositePodGroup with a parent) are refused.
+- ``spec.resourceClaims`` (KEP-5729): each group with claims is handed to the device rules
+  (``claim_groups``: its uid, its entries, the claims made from its templates), which reserve a
+  member's claim for the group when the member's entry is identical to one of these.
 
 Belongs here: everything koordpy does with these groups. Does not belong here: refusals that are no
 dialect's (``koordpy.core.refusals``), parsing the object (``koordpy.api.workload``), the gang rule
@@ -45,6 +48,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.kueue import ANN_PREFERRED
 from koordpy.api.objects import Node, Pod, PriorityClass
@@ -746,6 +750,11 @@ class Upstream(DialectBase):
         if group.policy == "gang" and group.min_count is not None:
             return GroupTerms("minCount", f"minCount {group.min_count}", held)
         return GroupTerms("", "basic (minimum 1)", held)
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        # Only groups with claims: a member of one without binds every claim to itself (BindTo).
+        return {k: ClaimGroup(g.uid, g.claims, tuple(sorted(g.claim_statuses.items())))
+                for k, g in groups(snapshot).items() if g.claims}
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         # Asked of every member of every gang: a pod that names no group is answered here.
