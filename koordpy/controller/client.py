@@ -19,13 +19,10 @@ from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
-
-# pydantic's JSON parser: as podwatch says, json.loads' result in ~60% of its time.
-from pydantic_core import from_json
 from yarl import URL
 
 from koordpy.api.kinds import optional, watched
-from koordpy.controller.wire import Wire
+from koordpy.controller.wire import Wire, loads
 
 # Objects a LIST page asks for. A LIST of every pod at once held all of them as JSON and as
 # decoded dicts (managedFields included) at the same moment: at 16,000 pods the periodic resync
@@ -150,7 +147,7 @@ async def list_pages(api: ApiClient, group: str, version: str, plural: str,
         try:
             if resp.status >= 400:  # unread, a raw response does not raise: a kind not served is a 404 here
                 raise ApiException(status=resp.status, reason=str(resp.reason))
-            data = from_json(await resp.read())
+            data = loads(await resp.read())
         finally:
             resp.release()
         meta = data.get("metadata") or {}

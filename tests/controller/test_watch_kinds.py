@@ -22,9 +22,11 @@ from koordpy.controller.main import RESOURCES, kopf_kinds
 from koordpy.controller.podwatch import watch_kind
 from tests.builders import node, podgroup
 from tests.controller.served import api_for
+from tests.sim.test_dra import DRIVER, claim
 
 NODE = by_id("nodes")
 PODGROUP = by_id("podgroups.scheduling.sigs.k8s.io")
+CLAIM = by_id("resourceclaims.resource.k8s.io")
 
 
 def rv(obj: dict[str, Any], version: int) -> dict[str, Any]:
@@ -146,3 +148,27 @@ def test_kopf_gets_only_the_kinds_not_served_at_the_start() -> None:
     assert {kind.id for kind, *_ in left} == {kind.id for kind, *_ in RESOURCES} - served
     assert PODGROUP.id not in {kind.id for kind, *_ in left}
     assert all(kind.optional for kind, *_ in left)
+
+
+def _claim_with_parameters(name: str, version: int, parameters: dict[str, Any]) -> dict[str, Any]:
+    body = rv(claim(name), version)
+    body["spec"]["devices"]["config"] = [{"opaque": {"driver": DRIVER, "parameters": parameters}}]
+    return body
+
+
+async def test_json_any_api_server_may_send_is_read_in_lists_and_watch_lines() -> None:
+    # A claim's opaque parameters are kept by the API server as the client wrote them: JSON nested
+    # deeper than pydantic_core's 200 levels, or a lone surrogate escape, is valid JSON that json.loads
+    # reads. Unreadable, one such claim failed every LIST and watch of ResourceClaims (nothing else
+    # of the kind was seen again, and the startup sync retried for ever).
+    deep: Any = "leaf"
+    for _ in range(250):
+        deep = [deep]
+    fake = FakeApi("/apis/resource.k8s.io/v1/resourceclaims",
+                   lists=[(200, [_claim_with_parameters("deep", 5, {"x": deep})], 6)],
+                   watches=[(200, [{"type": "ADDED", "object": _claim_with_parameters("odd", 7, {"s": "\ud800"})}]),
+                            (200, [])])
+    cache = Cache()
+    async with served(fake) as api:
+        await run_watch(api, cache, CLAIM, "", lambda: "default/odd" in cache.snapshot(frozenset()).devices.claims)
+    assert sorted(cache.snapshot(frozenset()).devices.claims) == ["default/deep", "default/odd"]

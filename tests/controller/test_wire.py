@@ -309,3 +309,15 @@ async def test_interim_responses_before_the_final_one_are_passed_over() -> None:
         await wire.close()
     assert [(r.status, r.json()) for r in got] == [(201, {})] * 2
     assert len(requests) == 2 and accepted == [0]  # each sent once, on the one connection
+
+
+def test_a_body_is_read_as_json_loads_reads_it() -> None:
+    # pydantic's parser refuses a lone surrogate escape and nesting past 200 levels; both are valid
+    # JSON, read as json.loads reads them. Malformed bodies still raise json.loads' error.
+    from koordpy.controller.wire import Response
+
+    for body in (b'{"s": "\\ud800"}', b'{"x": ' + b"[" * 300 + b"]" * 300 + b"}", b'{"n": 123456789012345678901234}'):
+        assert Response(200, "OK", body).json() == json.loads(body)
+    for bad in (b"Internal Server Error", b"{", b"\xff"):
+        with pytest.raises(ValueError):
+            Response(200, "OK", bad).json()
