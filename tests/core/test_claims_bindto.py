@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from koordpy.api.dra import RESERVED_FOR_MAX, PodClaim, ResourceClaim
 from koordpy.api.objects import Node, Pod
 from koordpy.core.claims import DeviceRules
@@ -150,3 +152,35 @@ def test_a_members_template_claim_made_for_someone_else_is_refused_naming_its_gr
         "claims": (PodClaim("gpus", template="gpus"),), "claim_statuses": {"gpus": "t-0-gpus"}})
     assert rules.resolve(member).prefilter == ("ResourceClaim default/t-0-gpus was not created for Pod default/t-0 "
                                                "(neither Pod nor PodGroup train is the owner)")
+
+
+def test_a_groups_object_replaced_without_a_change_to_its_claims_gives_the_same_claim_group(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The view asks for the groups again whenever a gang-declaring object changed (a PodGroup's status,
+    # which the scheduler itself writes, most cycles): each group's ClaimGroup was made again and the
+    # groups compared field by field, O(groups with claims) each time (4 ms at 5,000 such groups). A
+    # group replaced by one that differs elsewhere keeps its ClaimGroup; one whose claims changed gets a new one.
+    from koordpy.api import dra
+    from koordpy.core.dialects import upstream
+
+    made: list[object] = []
+
+    class Counted(dra.ClaimGroup):
+        __slots__ = ()
+
+        def __init__(self, *args: Any) -> None:
+            made.append(args)
+            super().__init__(*args)
+
+    monkeypatch.setattr(upstream, "ClaimGroup", Counted)
+    monkeypatch.setattr(upstream, "_CLAIM_GROUPS", [{}], raising=False)  # none handed out before
+    world = _world(2)
+    view = View()
+    first = _rules(view, world)
+    assert len(made) == 1
+    store = world.stores[upstream.STORE]
+    key = next(iter(store))
+    store[key] = store[key].model_copy(update={"min_count": 1})  # a change that is not its claims'
+    assert _rules(view, world) is first and len(made) == 1
+    store[key] = store[key].model_copy(update={"claim_statuses": {"channel": "other"}})
+    assert _rules(view, world) is not first and len(made) == 2

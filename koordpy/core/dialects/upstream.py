@@ -104,6 +104,12 @@ def groups(snapshot: Snapshot) -> Mapping[str, WorkloadPodGroup]:
     return found
 
 
+# The groups claim_groups handed out last: asked again whenever a gang-declaring object changed (a
+# PodGroup's status, which this scheduler writes, most cycles), it hands out the same object for a
+# group whose claims did not change, so the view compares the groups by identity, not field by field.
+_CLAIM_GROUPS: list[dict[str, ClaimGroup]] = [{}]
+
+
 def composites(snapshot: Snapshot) -> Mapping[str, CompositePodGroup]:
     found: Mapping[str, CompositePodGroup] = snapshot.of(COMPOSITES)
     return found
@@ -753,8 +759,16 @@ class Upstream(DialectBase):
 
     def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
         # Only groups with claims: a member of one without binds every claim to itself (BindTo).
-        return {k: ClaimGroup(g.uid, g.claims, tuple(sorted(g.claim_statuses.items())))
-                for k, g in groups(snapshot).items() if g.claims}
+        before, made = _CLAIM_GROUPS[0], {}
+        for k, g in groups(snapshot).items():
+            if not g.claims:
+                continue
+            statuses = tuple(sorted(g.claim_statuses.items()))
+            old = before.get(k)
+            made[k] = old if old is not None and (old.uid, old.claims, old.statuses) == (g.uid, g.claims, statuses) \
+                else ClaimGroup(g.uid, g.claims, statuses)
+        _CLAIM_GROUPS[0] = made
+        return made
 
     def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
         # Asked of every member of every gang: a pod that names no group is answered here.
