@@ -265,8 +265,11 @@ class Allocator:
         ``DeviceError`` as ``allocate`` does; an ``Unallocatable`` ends it."""
         given, want = 0, 1
         while True:
+            # Looked at between runs too: a run on a small node may end before its first look.
             if budget.steps <= 0:
                 raise SearchStopped(True)
+            if self.clock() > budget.deadline:
+                raise SearchStopped(False)
             found: list[list[Allocation]] = []
 
             def keep(got: list[Allocation], found: list[list[Allocation]] = found, want: int = want) -> bool:
