@@ -130,6 +130,24 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
     gens: list[Iterator[list[Allocation]]] = []
     undos: list[list[object]] = []  # per depth: the undo callables and the identities it allocated
     chosen: list[dict[str, Allocation]] = []
+    # What the members on the path hold, as a multiset of (device, capacity consumed, admin): with the
+    # depth and the shared claims allocated, all a suffix's fate depends on. A state whose suffix found
+    # nothing is not searched again when another order of the same choices reaches it (members from one
+    # template on one node, the usual gang, reach each state in every order of their choices).
+    held: dict[tuple[object, ...], int] = {}
+    failed: set[tuple[object, ...]] = set()
+
+    def state(depth: int) -> tuple[object, ...]:
+        return depth, frozenset(held.items()), frozenset(shared)
+
+    def hold(a: Allocation, sign: int) -> None:
+        for r in a.results:
+            t = (r.device_id, tuple(sorted((k, v.value) for k, v in r.consumed_capacity.items())), r.admin_access)
+            n = held.get(t, 0) + sign
+            if n:
+                held[t] = n
+            else:
+                del held[t]
 
     def open_member(i: int) -> Iterator[list[Allocation]]:
         m = members[i]
@@ -151,7 +169,8 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
                 shared.pop(u, None)
             else:
                 u()  # type: ignore[operator]
-        chosen.pop()
+        for a in chosen.pop().values():
+            hold(a, -1)
 
     try:
         gens.append(open_member(group[0]))
@@ -162,6 +181,7 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
             got = next(gens[d], None)
             if got is None:
                 gens.pop()
+                failed.add(state(d))
                 continue
             m = members[group[d]]
             todo_ids = [cid for cid in m.ids if cid not in shared]
@@ -173,9 +193,12 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
                 record.append(cid)
             undos.append(record)
             chosen.append(mine)
+            for a in mine.values():
+                hold(a, 1)
             if len(gens) == len(group):
                 return {group[k]: chosen[k] for k in range(len(group))}
-            gens.append(open_member(group[d + 1]))
+            if state(d + 1) not in failed:
+                gens.append(open_member(group[d + 1]))
         return None
     finally:
         while undos:

@@ -198,10 +198,21 @@ def test_members_on_nodes_that_see_no_pool_in_common_are_searched_apart() -> Non
 
 
 def pathological() -> tuple[World, list[Member]]:
-    """Nine members on a node of eight devices, each asking for one: no assignment, and each member
-    has eight solutions, so proving it tries 8!/0! orders (no member's choice rules out the next's)."""
-    w = World([slice_("s", [dev(f"d{i}") for i in range(8)])])
-    members = [Member(node(), (claim(f"c{i}", req()),), (f"default/c{i}",)) for i in range(9)]
+    """Seventeen members, each a whole GPU else a half, on a node of eight partitionable GPUs: no
+    assignment (sixteen halves), and proving it from the members' preferences (the first whole, ...)
+    visits a number of states exponential in the GPUs, even with states seen once."""
+    devices: list[Device] = []
+    counters = []
+    for g in range(8):
+        counters.append(CounterSet(f"gpu-{g}", {"mem": q(2)}))
+        for part, size, used in ((f"gpu-{g}", "whole", 2), (f"gpu-{g}-a", "half", 1), (f"gpu-{g}-b", "half", 1)):
+            devices.append(dev(part, {"size": size}, counters=[CounterConsumption(f"gpu-{g}", {"mem": q(used)})]))
+    w = World([slice_("d", devices, count=2), slice_("c", [], count=2, counters=counters)])
+    members = []
+    for i in range(17):
+        c = claim(f"c{i}", first_available("gpu", exact(name="whole", selectors=[WHOLE]),
+                                           exact(name="half", selectors=[HALF])))
+        members.append(Member(node(), (c,), (c.key,)))
     return w, members
 
 
@@ -211,10 +222,10 @@ def test_a_pathological_search_stops_at_its_step_bound_and_says_so() -> None:
     w, members = pathological()
     got = gangsearch.search(w.allocator, members, NOW, budget=60.0, steps=5_000)
     assert got.made is None and got.stopped is not None
-    assert got.stopped.bound == "steps" and got.stopped.group == 9
+    assert got.stopped.bound == "steps" and got.stopped.group == 17
     assert w.in_use.allocated_ids() == set()
     assert gang_stopped(got.stopped) == ("The search of the gang's devices as a whole stopped at its bound of 5000 "
-                                         "search steps before finding an assignment (a coupled group of 9 of its 9 "
+                                         "search steps before finding an assignment (a coupled group of 17 of its 17 "
                                          "members sharing devices).")
 
 
