@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from koordpy.api.dra import Allocation, ResourceClaim
 from koordpy.api.objects import Node
 from koordpy.devices.allocator import Allocator, Budget, SearchStopped
-from koordpy.devices.reasons import GangStopped
+from koordpy.devices.pools import Num
+from koordpy.devices.reasons import DeviceError, GangStopped
 
 # Default time budget of one job's search, seconds: the #138765 shape at 1,000 members (500 nodes
 # of one partitionable device) is searched in well under it (docs/design.md, "The gang-wide device search").
@@ -126,6 +127,20 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
     """One coupled group's first assignment (member index -> its allocations by claim identity), or
     None; the depth-first search kept on explicit stacks (a gang may be thousands deep)."""
     in_use = allocator.in_use
+    need = _least_counters(allocator, members, group)
+    views = {v.key: v for i in group for v in allocator.pools.for_node(members[i].node)}
+
+    def hopeless(depth: int) -> bool:
+        """Whether the members from ``depth`` on need more of a pool's counters, added over its
+        counter sets, than the devices in use leave (a bound that cannot exclude an assignment)."""
+        for (pool, counter), want in need[depth].items():
+            avail, overdrawn = allocator.available_counters(views[pool])
+            if overdrawn or sum(v for (_, c), v in avail.items() if c == counter) < want:
+                return True
+        return False
+
+    if hopeless(0):
+        return None
     shared: dict[str, Allocation] = {}  # claim identity -> allocation, of the members on the path
     gens: list[Iterator[list[Allocation]]] = []
     undos: list[list[object]] = []  # per depth: the undo callables and the identities it allocated
@@ -197,9 +212,64 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
                 hold(a, 1)
             if len(gens) == len(group):
                 return {group[k]: chosen[k] for k in range(len(group))}
-            if state(d + 1) not in failed:
+            if state(d + 1) not in failed and not hopeless(d + 1):
                 gens.append(open_member(group[d + 1]))
         return None
     finally:
         while undos:
             undo_top()
+
+
+def _least_counters(allocator: Allocator, members: Sequence[Member],
+                    group: list[int]) -> list[dict[tuple[str, str], Num]]:
+    """Per depth of ``group``, the least the members from there on consume of each pool's counters,
+    by (pool, counter) added over the pool's counter sets: per request, the cheapest alternative's
+    count times its cheapest candidate device's consumption (a device that allows multiple
+    allocations, a request for all devices or with admin access, and a claim another member also
+    names count nothing). Each member needs at least its own, whatever the others take: a prefix
+    that leaves less cannot be completed (``firstAvailable``'s halves after a whole: 17 members on 16
+    halves are refused at once, not after an exponential search)."""
+    named: dict[str, int] = {}
+    for i in group:
+        for cid in set(members[i].ids):
+            named[cid] = named.get(cid, 0) + 1
+    own: list[dict[tuple[str, str], Num]] = []
+    for i in group:
+        m = members[i]
+        total: dict[tuple[str, str], Num] = {}
+        for claim, cid in zip(m.claims, m.ids, strict=True):
+            if named[cid] > 1:
+                continue
+            for r in claim.spec.requests:
+                alts = (r.exactly,) if r.exactly is not None else r.first_available
+                least: dict[tuple[str, str], Num] | None = None
+                for x in alts:
+                    cls = allocator.classes.get(x.device_class) if x is not None else None
+                    if x is None or cls is None or x.mode != "ExactCount" or x.admin_access:
+                        least = {}
+                        break
+                    try:
+                        cands, _ = allocator._candidates(m.node, cls, x, claim.key)
+                    except DeviceError:  # the search reports it
+                        least = {}
+                        break
+                    per: dict[tuple[str, str], Num] | None = None
+                    for e in cands:
+                        used: dict[tuple[str, str], Num] = {}
+                        if not e.allow_multiple:
+                            for (_, counter), v in e.uses:
+                                k = (f"{e.driver}/{e.pool}", counter)
+                                used[k] = used.get(k, 0) + v
+                        per = used if per is None else {k: min(v, used[k]) for k, v in per.items() if k in used}
+                    alt = {k: v * x.count for k, v in (per or {}).items()}
+                    least = alt if least is None else {k: min(v, alt[k]) for k, v in least.items() if k in alt}
+                for k, v in (least or {}).items():
+                    total[k] = total.get(k, 0) + v
+        own.append(total)
+    out: list[dict[tuple[str, str], Num]] = [{} for _ in range(len(group) + 1)]
+    for d in range(len(group) - 1, -1, -1):
+        acc = dict(out[d + 1])
+        for k, v in own[d].items():
+            acc[k] = acc.get(k, 0) + v
+        out[d] = {k: v for k, v in acc.items() if v}
+    return out

@@ -197,23 +197,44 @@ def test_members_on_nodes_that_see_no_pool_in_common_are_searched_apart() -> Non
     assert gangsearch.coupled(w2.allocator, local) == [[0, 2], [1, 3]]
 
 
-def pathological() -> tuple[World, list[Member]]:
-    """Seventeen members, each a whole GPU else a half, on a node of eight partitionable GPUs: no
-    assignment (sixteen halves), and proving it from the members' preferences (the first whole, ...)
-    visits a number of states exponential in the GPUs, even with states seen once."""
+def partitioned(gpus: int, members: int, names: bool = False) -> tuple[World, list[Member]]:
+    """``members`` members, each a whole GPU else a half, on a node of ``gpus`` partitionable GPUs;
+    ``names``: each GPU's counter named apart (the counters' lower bound then sees nothing to add up)."""
     devices: list[Device] = []
     counters = []
-    for g in range(8):
-        counters.append(CounterSet(f"gpu-{g}", {"mem": q(2)}))
+    for g in range(gpus):
+        name = f"mem{g}" if names else "mem"
+        counters.append(CounterSet(f"gpu-{g}", {name: q(2)}))
         for part, size, used in ((f"gpu-{g}", "whole", 2), (f"gpu-{g}-a", "half", 1), (f"gpu-{g}-b", "half", 1)):
-            devices.append(dev(part, {"size": size}, counters=[CounterConsumption(f"gpu-{g}", {"mem": q(used)})]))
+            devices.append(dev(part, {"size": size}, counters=[CounterConsumption(f"gpu-{g}", {name: q(used)})]))
     w = World([slice_("d", devices, count=2), slice_("c", [], count=2, counters=counters)])
-    members = []
-    for i in range(17):
+    out = []
+    for i in range(members):
         c = claim(f"c{i}", first_available("gpu", exact(name="whole", selectors=[WHOLE]),
                                            exact(name="half", selectors=[HALF])))
-        members.append(Member(node(), (c,), (c.key,)))
-    return w, members
+        out.append(Member(node(), (c,), (c.key,)))
+    return w, out
+
+
+def pathological() -> tuple[World, list[Member]]:
+    """Seventeen such members on eight GPUs whose counters are named apart: no assignment (sixteen
+    halves), and proving it from the members' preferences (the first whole, ...) visits a number of
+    states exponential in the GPUs, even with states seen once."""
+    return partitioned(8, 17, names=True)
+
+
+def test_sixteen_members_on_eight_gpus_get_a_half_each_at_once() -> None:
+    w, members = partitioned(8, 16)
+    got = gangsearch.search(w.allocator, members, NOW)
+    assert got.made is not None and got.stopped is None and got.steps < 5_000
+    assert sorted(r.device for d in got.made for a in d.values() for r in a.results) == sorted(
+        f"gpu-{g}-{h}" for g in range(8) for h in "ab")
+
+
+def test_a_seventeenth_member_is_refused_by_the_counters_bound_without_a_search() -> None:
+    w, members = partitioned(8, 17)
+    got = gangsearch.search(w.allocator, members, NOW, steps=10**9)
+    assert got.made is None and got.stopped is None and got.steps == 0
 
 
 def test_a_pathological_search_stops_at_its_step_bound_and_says_so() -> None:
