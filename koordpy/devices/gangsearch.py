@@ -16,6 +16,9 @@ would give), with the devices the members before it took held as in use, so each
 inside one member's solution), are kept; a member without a solution sends the search back to the
 member before it for its next. The first assignment found is therefore the lexicographically first in
 member order, and when member-by-member allocation succeeds it is exactly that, found at the same cost.
+Two prunings keep that answer: a state (the devices held, the depth, the shared claims allocated) whose
+suffix found nothing is not searched again when another order of the same choices reaches it, and a
+prefix that leaves a pool fewer counters than the members after it need at least is not extended.
 
 Decomposition: members whose usable devices cannot overlap are independent. Two members are coupled
 when their nodes see a pool in common (a network-attached pool, or one node's pools when both are on
@@ -25,7 +28,8 @@ Members on different nodes with node-local pools only, the usual case, are a gro
 allocation apiece.
 
 Worst case: within one coupled group of m members each with up to s solutions, s^m assignments
-(s is itself up to the number of ways to choose a claim's devices among the node's). The search is
+(s is itself up to the number of ways to choose a claim's devices among the node's); the prunings
+cut symmetric orders and what the counters rule out, not every symmetry. The search is
 bounded by a time budget per job (``GANG_BUDGET``, the setting ``deviceGangSearchSeconds``; never past
 the allocator's own 10 s bound) and a step count (``GANG_STEPS``, the allocator's steps over all runs);
 a search that reaches either says so (``GangStopped``) rather than that no assignment exists.

@@ -66,3 +66,14 @@ def test_three_members_on_one_device_wait_holding_nothing() -> None:
               *koordinator("g", 3))
     assert not out.bound
     assert out.allocations == {}
+
+
+def test_a_member_that_fails_after_a_search_stopped_early_says_so() -> None:
+    from koordpy.core.messages import render
+    from koordpy.core.verdicts import DevicesTogether
+    from koordpy.devices.reasons import GangStopped
+
+    said = render(DevicesTogether(3, "node-a", "cannot allocate all claims", GangStopped("time", 1.0, 10**6, 4, 2)))
+    assert said == ("0/3 nodes are available: cannot allocate all claims (on node-a, with the members of its job "
+                    "before it placed). The search of the gang's devices as a whole stopped at its time budget of 1s "
+                    "before finding an assignment (a coupled group of 2 of its 4 members sharing devices).")
