@@ -81,7 +81,7 @@ _VERSIONS = itertools.count(1)
 _V = TypeVar("_V")
 # Search steps the topology search's count may spend per node and count on searching pods' devices
 # as a whole (``DeviceRules._together``): it runs once per node while its devices in use stand.
-CAPACITY_STEPS = 20_000
+CAPACITY_STEPS = 5_000
 WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
 
 

@@ -77,3 +77,30 @@ def test_a_member_that_fails_after_a_search_stopped_early_says_so() -> None:
     assert said == ("0/3 nodes are available: cannot allocate all claims (on node-a, with the members of its job "
                     "before it placed). The search of the gang's devices as a whole stopped at its time budget of 1s "
                     "before finding an assignment (a coupled group of 2 of its 4 members sharing devices).")
+
+
+def test_a_podgroups_shared_claim_goes_through_the_search_allocated_once() -> None:
+    # Both members on r1-0 (the only GPU), each with the group's channel and its own whole-else-half:
+    # the channel is allocated once, by the first, and reserved for the group; the GPU halves.
+    from koordpy.sim.simulator import World, simulate
+    from tests.sim.test_dra import channel_objects
+
+    entry = {"name": "channel", "resourceClaimTemplateName": "channel"}
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "default", "uid": "uid-train"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": [entry]}}
+    members = []
+    for i in range(2):
+        body = pod(f"t-{i}", cpu="1", schedulingGroup={"podGroupName": "train"})
+        body["spec"]["resourceClaims"] = [entry, {"name": "gpus", "resourceClaimTemplateName": "gpus"}]
+        members.append(body)
+    objs = [*channel_objects(), gpu_class(), *partitionable("r1-0"), whole_else_half(), group, *members]
+    world = World.from_objects([("t", o) for o in objs])
+    out = simulate(world)
+    assert out.bound == {"default/t-0": "r1-0", "default/t-1": "r1-0"}, out.pending
+    assert out.allocations is not None
+    assert out.allocations["default/train-channel"] == ["channel.example.com/domain-r1/channel-0"]
+    assert sorted(d for i in range(2) for d in out.allocations[f"default/t-{i}-gpus"]) == [
+        f"{DRIVER}/r1-0/gpu-0-half-0", f"{DRIVER}/r1-0/gpu-0-half-1"]
+    made = world.devices.claims["default/train-channel"]
+    assert [(c.resource, c.name) for c in made.reserved_for] == [("podgroups", "train")]
