@@ -131,12 +131,15 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
     """One coupled group's first assignment (member index -> its allocations by claim identity), or
     None; the depth-first search kept on explicit stacks (a gang may be thousands deep)."""
     in_use = allocator.in_use
-    need = _least_counters(allocator, members, group)
+    need, counts, usable = _least_counters(allocator, members, group)
     views = {v.key: v for i in group for v in allocator.pools.for_node(members[i].node)}
 
     def hopeless(depth: int) -> bool:
-        """Whether the members from ``depth`` on need more of a pool's counters, added over its
-        counter sets, than the devices in use leave (a bound that cannot exclude an assignment)."""
+        """Whether the members from ``depth`` on need more devices than their candidates not allocated,
+        or more of a pool's counters, added over its counter sets, than the devices in use leave
+        (bounds that cannot exclude an assignment)."""
+        if counts[depth] and counts[depth] > sum(1 for d in usable[depth] if not in_use.allocated(d)):
+            return True
         for (pool, counter), want in need[depth].items():
             avail, overdrawn = allocator.available_counters(views[pool])
             if overdrawn or sum(v for (_, c), v in avail.items() if c == counter) < want:
@@ -224,39 +227,48 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
             undo_top()
 
 
-def _least_counters(allocator: Allocator, members: Sequence[Member],
-                    group: list[int]) -> list[dict[tuple[str, str], Num]]:
+def _least_counters(allocator: Allocator, members: Sequence[Member], group: list[int]) -> tuple[
+        list[dict[tuple[str, str], Num]], list[int], list[frozenset[str]]]:
     """Per depth of ``group``, the least the members from there on consume of each pool's counters,
     by (pool, counter) added over the pool's counter sets: per request, the cheapest alternative's
     count times its cheapest candidate device's consumption (a device that allows multiple
     allocations, a request for all devices or with admin access, and a claim another member also
-    names count nothing). Each member needs at least its own, whatever the others take: a prefix
-    that leaves less cannot be completed (``firstAvailable``'s halves after a whole: 17 members on 16
-    halves are refused at once, not after an exponential search)."""
+    names count nothing); and the fewest devices they take (per request, the smallest count, none
+    where a candidate allows multiple allocations) with the devices they may take. Each member needs
+    at least its own, whatever the others take: a prefix that leaves less cannot be completed
+    (``firstAvailable``'s halves after a whole: 17 members on 16 halves are refused at once, not
+    after an exponential search)."""
     named: dict[str, int] = {}
     for i in group:
         for cid in set(members[i].ids):
             named[cid] = named.get(cid, 0) + 1
     own: list[dict[tuple[str, str], Num]] = []
+    own_count: list[int] = []
+    own_ids: list[set[str]] = []
     for i in group:
         m = members[i]
         total: dict[tuple[str, str], Num] = {}
+        fewest = 0
+        ids: set[str] = set()
         for claim, cid in zip(m.claims, m.ids, strict=True):
             if named[cid] > 1:
                 continue
             for r in claim.spec.requests:
                 alts = (r.exactly,) if r.exactly is not None else r.first_available
                 least: dict[tuple[str, str], Num] | None = None
+                few: int | None = None
                 for x in alts:
                     cls = allocator.classes.get(x.device_class) if x is not None else None
                     if x is None or cls is None or x.mode != "ExactCount" or x.admin_access:
-                        least = {}
+                        least, few = {}, 0
                         break
                     try:
                         cands, _ = allocator._candidates(m.node, cls, x, claim.key)
                     except DeviceError:  # the search reports it
-                        least = {}
+                        least, few = {}, 0
                         break
+                    ids.update(e.id for e in cands)
+                    few = 0 if any(e.allow_multiple for e in cands) else x.count if few is None else min(few, x.count)
                     per: dict[tuple[str, str], Num] | None = None
                     for e in cands:
                         used: dict[tuple[str, str], Num] = {}
@@ -269,11 +281,19 @@ def _least_counters(allocator: Allocator, members: Sequence[Member],
                     least = alt if least is None else {k: min(v, alt[k]) for k, v in least.items() if k in alt}
                 for k, v in (least or {}).items():
                     total[k] = total.get(k, 0) + v
+                fewest += few or 0
         own.append(total)
+        own_count.append(fewest)
+        own_ids.append(ids)
     out: list[dict[tuple[str, str], Num]] = [{} for _ in range(len(group) + 1)]
+    counts = [0] * (len(group) + 1)
+    usable: list[frozenset[str]] = [frozenset()] * (len(group) + 1)
     for d in range(len(group) - 1, -1, -1):
         acc = dict(out[d + 1])
         for k, v in own[d].items():
             acc[k] = acc.get(k, 0) + v
         out[d] = {k: v for k, v in acc.items() if v}
-    return out
+        counts[d] = counts[d + 1] + own_count[d]
+        # Members of one template share their candidates: one set for them all.
+        usable[d] = usable[d + 1] if own_ids[d] <= usable[d + 1] else usable[d + 1] | own_ids[d]
+    return out, counts, usable

@@ -265,3 +265,13 @@ def test_the_budget_never_passes_the_allocators_own_bound() -> None:
     w.allocator.clock = lambda: float(next(ticks))
     got = gangsearch.search(w.allocator, members, NOW, budget=1e6, steps=10**9)
     assert got.stopped is not None and got.stopped.seconds == w.allocator.timeout
+
+
+def test_members_wanting_more_devices_than_their_candidates_are_refused_without_a_search() -> None:
+    # Three members of four devices each on a node of eight: placement's count may overestimate
+    # (kinds drawing on the same devices); the devices' bound says no before any member is tried.
+    w = World([slice_("s", [dev(f"d{i}") for i in range(8)])])
+    members = [Member(node(), (claim(f"c{i}", req(count=4)),), (f"default/c{i}",)) for i in range(3)]
+    got = gangsearch.search(w.allocator, members, NOW)
+    assert got.made is None and got.stopped is None and got.steps == 0
+    assert gangsearch.search(w.allocator, members[:2], NOW).made is not None
