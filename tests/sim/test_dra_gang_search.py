@@ -104,4 +104,3 @@ def test_a_podgroups_shared_claim_goes_through_the_search_allocated_once() -> No
         f"{DRIVER}/r1-0/gpu-0-half-0", f"{DRIVER}/r1-0/gpu-0-half-1"]
     made = world.devices.claims["default/train-channel"]
     assert [(c.resource, c.name) for c in made.reserved_for] == [("podgroups", "train")]
-
