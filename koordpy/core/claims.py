@@ -79,8 +79,8 @@ from koordpy.devices.state import InUse
 
 _VERSIONS = itertools.count(1)
 _V = TypeVar("_V")
-# Search steps the topology search's count may spend per node and count on searching pods' devices
-# as a whole (``DeviceRules._together``): it runs once per node while its devices in use stand.
+# Search steps the topology search's count may spend per node on searching pods' devices as a whole
+# (``DeviceRules._together``, all its counts together): it runs once per node while its devices in use stand.
 CAPACITY_STEPS = 5_000
 WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
 
@@ -535,15 +535,17 @@ class DeviceRules:
         """How many pods with fresh claims of ``spec`` ``node`` takes when their devices are searched as
         a whole (``reserve_together``), from ``taken`` (pod after pod's count) up: a ``firstAvailable``
         alternative an earlier pod prefers may leave the next none where another leaves both room.
-        Each count is its own search, bounded by ``CAPACITY_STEPS``; one that stops ends the count."""
-        while taken < limit:
+        The searches share ``CAPACITY_STEPS``; one that stops ends the count."""
+        left = CAPACITY_STEPS
+        while taken < limit and left > 0:
             members = [Member(node, claims, tuple(c.key for c in claims)) for claims in (
                 tuple(ResourceClaim(namespace="", name=f"#{j}-{i}", spec=s) for i, s in enumerate(spec))
                 for j in range(taken + 1))]
             try:
-                got = gangsearch.search(self.allocator, members, self.now, self.gang_budget, CAPACITY_STEPS)
+                got = gangsearch.search(self.allocator, members, self.now, self.gang_budget, left)
             except DeviceError:
                 break
+            left -= got.steps
             if got.made is None:
                 break
             taken += 1
