@@ -100,6 +100,11 @@ class Settings(_Strict):
     # as 1 it would place one pod a cycle), nor is "100" or 1.0.
     pods_per_cycle: int = Field(100, alias="podsPerCycle", ge=0, strict=True)
     topology_sources: tuple[TopologySource, ...] = Field(TOPOLOGY_SOURCES, alias="topologySources")
+    # Seconds one job's gang-wide device search may take where its members' devices, allocated one by
+    # one, do not fit together on the nodes placed (docs/design.md, "The gang-wide device search": 1 s
+    # covers the kubernetes/kubernetes#138765 shape at 1,000 members, measured at 0.11 s). At most 10,
+    # kube-scheduler's bound on one device search.
+    device_gang_search_seconds: float = Field(1.0, alias="deviceGangSearchSeconds", gt=0, le=10)
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
                                             alias="leaderElection")

@@ -101,11 +101,13 @@ def test_default_render_has_every_object_and_no_service() -> None:
 
 def test_the_configmap_is_a_configuration_koordpy_accepts() -> None:
     docs = objects("config.schedulerNames={koordpy,gang}", "config.preemption=false", "config.podsPerCycle=250",
-                   "config.topologySources={volcano}", "config.logging.level=DEBUG",
+                   "config.deviceGangSearchSeconds=3", "config.topologySources={volcano}",
+                   "config.logging.level=DEBUG",
                    "config.leaderElection.leaseName=sched", "config.server.port=9100")
     settings = parse(config_of(docs), "the chart's ConfigMap")
     assert settings.scheduler_names == ("koordpy", "gang")
     assert settings.preemption is False and settings.pods_per_cycle == 250
+    assert settings.device_gang_search_seconds == 3.0
     assert settings.topology_sources == ("volcano",)
     assert settings.logging.level == "DEBUG" and settings.logging.format == "json"
     le = settings.leader_election
@@ -114,6 +116,7 @@ def test_the_configmap_is_a_configuration_koordpy_accepts() -> None:
     # Every key the chart writes is one koordpy reads: nothing falls back to a default unseen.
     assert parse(config_of(objects()), "defaults").leader_election.enabled is True
     assert parse(config_of(objects()), "defaults").pods_per_cycle == 100
+    assert parse(config_of(objects()), "defaults").device_gang_search_seconds == 1.0
 
 
 def test_the_deployment() -> None:

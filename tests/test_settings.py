@@ -26,6 +26,7 @@ def test_defaults() -> None:
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (12.0, 8.0, 2.0)
     assert s.server.bind_address == "0.0.0.0:10251"
     assert s.pods_per_cycle == 100  # the cap on one cycle's work chosen in docs/benchmarks.md (issue 21)
+    assert s.device_gang_search_seconds == 1.0  # docs/design.md, "The gang-wide device search"
 
 
 def test_pods_per_cycle_from_the_file_and_the_flag(tmp_path: Path) -> None:
@@ -59,6 +60,8 @@ def test_the_lease_namespace_defaults_to_the_pods(monkeypatch: pytest.MonkeyPatc
     ({"server": {"bindAddress": "10251"}}, "cfg.yaml: server.bindAddress: '10251' is not host:port"),
     ({"preemption": "sometimes"}, "cfg.yaml: preemption:"),
     ({"podsPerCycle": -1}, "cfg.yaml: podsPerCycle: Input should be greater than or equal to 0"),
+    ({"deviceGangSearchSeconds": 0}, "cfg.yaml: deviceGangSearchSeconds: Input should be greater than 0"),
+    ({"deviceGangSearchSeconds": 11}, "cfg.yaml: deviceGangSearchSeconds: Input should be less than or equal to 10"),
     ({"apiVersion": "v1"}, "cfg.yaml: apiVersion: must be config.koordpy.io/v1alpha1"),
 ])
 def test_a_bad_key_is_named(data: dict[str, Any], says: str) -> None:

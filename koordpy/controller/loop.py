@@ -43,6 +43,7 @@ from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_n
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
+from koordpy.devices.gangsearch import GANG_BUDGET
 
 log = structlog.get_logger("koordpy.loop")
 FAILURE_BACKOFF = 1.0
@@ -92,11 +93,13 @@ def invalid_reason(kind: str, error: str) -> str:
 class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
-                 preemption: bool = True, pods_per_cycle: int = 0) -> None:
+                 preemption: bool = True, pods_per_cycle: int = 0,
+                 gang_search_seconds: float = GANG_BUDGET) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
         self.pods_per_cycle = pods_per_cycle  # podsPerCycle; 0: no limit
+        self.gang_search_seconds = gang_search_seconds  # deviceGangSearchSeconds
         # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
         # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
         self._told: dict[str, int] = {}
@@ -205,6 +208,7 @@ class SchedulerLoop:
         snap = self.cache.snapshot(self.names)
         snap.preemption = self.preemption
         snap.pods_per_cycle = self.pods_per_cycle
+        snap.gang_search_seconds = self.gang_search_seconds
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result, core_cpu = await asyncio.to_thread(_schedule_timed, snap, self.state, time.time())

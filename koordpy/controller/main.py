@@ -325,7 +325,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
                                 election.renew_deadline, election.retry_period)
     writer = ApiWriter(api, metrics=metrics, fence=elector.may_write if elector is not None else None)
     loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption,
-                         pods_per_cycle=settings.pods_per_cycle)
+                         pods_per_cycle=settings.pods_per_cycle,
+                         gang_search_seconds=settings.device_gang_search_seconds)
     settings_ = kopf.OperatorSettings()
     settings_.posting.enabled = False
     settings_.persistence.diffbase_storage = _NoDiffBase()

@@ -40,6 +40,7 @@ from koordpy.api.dra import (
     RESERVED_FOR_MAX,
     Allocation,
     ClaimGroup,
+    ClaimSpec,
     Consumer,
     DeviceClass,
     Devices,
@@ -69,13 +70,18 @@ from koordpy.core.messages import (
 )
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
+from koordpy.devices import gangsearch
 from koordpy.devices.allocator import Allocator, binding_broken
+from koordpy.devices.gangsearch import Member
 from koordpy.devices.pools import ClassDevices, Pools
-from koordpy.devices.reasons import DeviceError, Unallocatable
+from koordpy.devices.reasons import DeviceError, GangStopped, Unallocatable
 from koordpy.devices.state import InUse
 
 _VERSIONS = itertools.count(1)
 _V = TypeVar("_V")
+# Search steps the topology search's count may spend per node on searching pods' devices as a whole
+# (``DeviceRules._together``, all its counts together): it runs once per node while its devices in use stand.
+CAPACITY_STEPS = 5_000
 WORKLOAD_GROUP = "scheduling.k8s.io"  # a Workload PodGroup's API group, in the consumers it is reserved for
 
 
@@ -206,6 +212,7 @@ class DeviceRules:
         self.version = next(_VERSIONS)  # new with every change: cached answers expire
         self.assumed = False  # Reserve changed the claims: the next snapshot's are what holds
         self.now = 0.0
+        self.gang_budget = gangsearch.GANG_BUDGET  # seconds a gang's device search may take (``reserve_together``)
         # What Reserve decided for each pod placed this cycle (its PreBind writes).
         self.bindings: dict[str, DeviceBinding] = {}
         self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
@@ -514,6 +521,8 @@ class DeviceRules:
                     spec = tuple(c.spec for c in self._fresh(found, node))
                     taken = limit if not spec else (
                         self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0)
+                    if spec and taken < limit and self.served(node) and _prefers(spec):
+                        taken = self._together(node, spec, taken, limit)
                     hit = cache[node.name] = (stamp, taken)
                 # Pods of several kinds: a node takes at most what each kind takes there alone, added
                 # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
@@ -521,6 +530,26 @@ class DeviceRules:
                 out[i] += hit[1]
         out[mask] += claimless
         return out
+
+    def _together(self, node: Node, spec: tuple[ClaimSpec, ...], taken: int, limit: int) -> int:
+        """How many pods with fresh claims of ``spec`` ``node`` takes when their devices are searched as
+        a whole (``reserve_together``), from ``taken`` (pod after pod's count) up: a ``firstAvailable``
+        alternative an earlier pod prefers may leave the next none where another leaves both room.
+        The searches share ``CAPACITY_STEPS``; one that stops ends the count."""
+        left = CAPACITY_STEPS
+        while taken < limit and left > 0:
+            members = [Member(node, claims, tuple(c.key for c in claims)) for claims in (
+                tuple(ResourceClaim(namespace="", name=f"#{j}-{i}", spec=s) for i, s in enumerate(spec))
+                for j in range(taken + 1))]
+            try:
+                got = gangsearch.search(self.allocator, members, self.now, self.gang_budget, left)
+            except DeviceError:
+                break
+            left -= got.steps
+            if got.made is None:
+                break
+            taken += 1
+        return taken
 
     # -- Reserve -----------------------------------------------------------------------------
 
@@ -547,12 +576,53 @@ class DeviceRules:
                 return found.named(got)
             made = list(got)
         fresh = {c.key: a for c, a in zip(found.fresh, made[:len(found.fresh)], strict=True)}
+        self._lay(pod, node, found, fresh, None if special is None else (special, made[-1]), txn)
+        return None
+
+    def reserve_together(self, placed: Sequence[tuple[Pod, Node]], txn: Txn,
+                         budget: float | None = None) -> tuple[bool, GangStopped | None]:
+        """Reserve for a gang whose members, allocated one by one in rank order, do not all get their
+        devices on the nodes placement gave them: the gang's devices searched as a whole
+        (``koordpy.devices.gangsearch``), and the assignment found laid over the claims as ``reserve``
+        lays each member's, in rank order. Returns whether it was, and why the search stopped early
+        if it did. ``budget``: seconds (default: ``gang_budget``)."""
+        members: list[Member] = []
+        for k, (pod, node) in enumerate(placed):
+            found = self.resolve(pod)
+            if found.prefilter is not None or self._unavailable(found, node) is not None:
+                return False, None
+            special = self.special(found, node)
+            claims = found.fresh if special is None else (*found.fresh, special[0])
+            # A special claim is each member's own, though all share one key in memory.
+            ids = tuple(c.key for c in found.fresh) + (() if special is None else (f"{SPECIAL_KEY}#{k}",))
+            members.append(Member(node, claims, ids))
+        try:
+            got = gangsearch.search(self.allocator, members, self.now,
+                                    self.gang_budget if budget is None else budget)
+        except DeviceError:
+            return False, None
+        if got.made is None:
+            return False, got.stopped
+        for k, ((pod, node), made) in enumerate(zip(placed, got.made, strict=True)):
+            # Resolved again: a claim an earlier member allocated is allocated now, not fresh.
+            found = self.resolve(pod)
+            special = self.special(found, node)
+            fresh = {c.key: made[c.key] for c in found.fresh}
+            self._lay(pod, node, found, fresh,
+                      None if special is None else (special, made[f"{SPECIAL_KEY}#{k}"]), txn)
+        return True, None
+
+    def _lay(self, pod: Pod, node: Node, found: PodClaims, fresh: Mapping[str, Allocation],
+             special: tuple[tuple[ResourceClaim, extended.Special], Allocation] | None, txn: Txn) -> None:
+        """The pod's allocations (``fresh``, by claim key; its special claim's with ``special``) laid
+        over the claims and the devices in use, each claim reserved for its consumer, the PreBind
+        writes recorded: every change undone with ``txn``."""
         ext = None
         if special is not None:
-            own = made[-1]
+            (special_claim, how), own = special
             self._undo(txn, self.in_use.add(own), _pinned(own))
-            ext = ExtendedClaim(pod.namespace, pod.name + extended.SUFFIX + "-", pod.name, pod.uid, special[0].spec,
-                                own, consumer_of(pod), special[1].mappings)
+            ext = ExtendedClaim(pod.namespace, pod.name + extended.SUFFIX + "-", pod.name, pod.uid, special_claim.spec,
+                                own, consumer_of(pod), how.mappings)
         writes = []
         for claim, consumer in zip(found.claims, found.consumers, strict=True):
             allocation = fresh.get(claim.key)
@@ -567,7 +637,6 @@ class DeviceRules:
                 self._swap(txn, claim.key, updated)
         if writes or ext is not None:
             self._bind(txn, pod.key, DeviceBinding(node.name, tuple(writes), ext))
-        return None
 
     @staticmethod
     def _unavailable(found: PodClaims, node: Node) -> str | None:
@@ -682,6 +751,11 @@ def _pinned(allocation: Allocation) -> tuple[str, ...] | None:
     if len(fields) != 1 or fields[0].key != "metadata.name" or fields[0].operator != "In":
         return None
     return tuple(fields[0].values)
+
+
+def _prefers(spec: Sequence[ClaimSpec]) -> bool:
+    """Whether a request of the claims lists alternatives (``firstAvailable``)."""
+    return any(r.first_available for s in spec for r in s.requests)
 
 
 def _specs_key(claims: tuple[ResourceClaim, ...]) -> str:

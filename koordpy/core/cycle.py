@@ -96,6 +96,7 @@ class Cycle:
         self.reserve = Reserve(self.filters, self.placer)
         if self.filters.devices is not None:
             self.filters.devices.now = now
+            self.filters.devices.gang_budget = snapshot.gang_search_seconds
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
                                    self.view.groups, self.view.gangs)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle

@@ -74,7 +74,7 @@ from koordpy.core.verdicts import (
     WithNotes,
     WithPreemption,
 )
-from koordpy.devices.reasons import Unallocatable
+from koordpy.devices.reasons import GangStopped, Unallocatable
 
 # How the message to the pods of a job whose evaluation raised begins: the shell counts their
 # attempt as an error (kube-scheduler's "error" result), not as unschedulable.
@@ -213,6 +213,14 @@ def device_error(message: str) -> FilterError:
 CLAIM_UNAVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NO_DEVICES = f"{CANNOT_ALLOCATE} (no ResourceSlice publishes devices for the node)"
+
+
+def gang_stopped(reason: GangStopped) -> str:
+    """Why a gang's device search gave up before it could say whether its members' devices fit together."""
+    bound = (f"its time budget of {reason.seconds:g}s" if reason.bound == "time"
+             else f"its bound of {reason.steps} search steps")
+    return (f"The search of the gang's devices as a whole stopped at {bound} before finding an assignment "
+            f"(a coupled group of {reason.group} of its {reason.members} members sharing devices).")
 
 
 def unallocatable(reason: Unallocatable, claim: str = "") -> str:
@@ -554,8 +562,9 @@ def render(reason: Reason) -> str:
         case PreBindConflict():
             return f"0/{reason.total} nodes are available: {reason.why}."
         case DevicesTogether():
-            return (f"0/{reason.total} nodes are available: {reason.why} (on {reason.node}, with the members of "
+            said = (f"0/{reason.total} nodes are available: {reason.why} (on {reason.node}, with the members of "
                     "its job before it placed).")
+            return f"{said} {gang_stopped(reason.stopped)}" if reason.stopped is not None else said
         case WithPreemption():
             return f"{render(reason.inner)} {reason.preemption}" if reason.preemption else render(reason.inner)
         case MemberRejected():  # Koordinator's words

@@ -80,18 +80,26 @@ class Reserve:
     def devices(self, pods: list[Pod], stmt: Statement) -> Failure | None:
         """kube-scheduler's Reserve for claims: each placed member's claims allocated on its node, in
         rank order, each seeing the devices the members before it took (as kube-scheduler allocates a
-        gang member by member); the first that cannot have them fails the job."""
+        gang member by member); where one cannot have them, the gang's devices searched as a whole on
+        the same nodes (``DeviceRules.reserve_together``), which fails the job only if it finds nothing."""
         rules = self.filters.devices
         if rules is None or not any(map(rules.uses, pods)):
             return None
         placed, nodes = stmt.placed, self.cluster.nodes
-        for pod in pods:
-            at = placed.get(pod.key)
-            if at is None or not rules.uses(pod):
-                continue
-            why = rules.reserve(pod, nodes[at], stmt.txn)
+        members = [(pod, nodes[placed[pod.key]]) for pod in pods if pod.key in placed and rules.uses(pod)]
+        start = stmt.txn.savepoint()
+        for pod, node in members:
+            why = rules.reserve(pod, node, stmt.txn)
             if why is not None:
-                return Failure(pod, DevicesTogether(len(nodes), nodes[at].name, why))
+                if len(members) < 2:
+                    return Failure(pod, DevicesTogether(len(nodes), node.name, why))
+                # Before this placement is given up: the members' devices searched as a whole, where
+                # another choice of an earlier member's devices may leave this one room.
+                stmt.txn.rollback(start)
+                done, stopped = rules.reserve_together(members, stmt.txn)
+                if done:
+                    return None
+                return Failure(pod, DevicesTogether(len(nodes), node.name, why, stopped))
         return None
 
     def _member_by_member(self, pods: list[Pod], used: npt.NDArray[np.bool_] | None, stmt: Statement) -> Failure | None:

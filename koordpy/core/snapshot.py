@@ -20,6 +20,7 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.api.storage import Storage
 from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
+from koordpy.devices.gangsearch import GANG_BUDGET
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Snapshot:
     # The operator's ``podsPerCycle``: once a cycle has placed this many pods, the jobs after wait
     # for the next cycle (``Cycle.run``); 0: no limit.
     pods_per_cycle: int = 0
+    # The operator's ``deviceGangSearchSeconds``: one job's gang-wide device search's time budget.
+    gang_search_seconds: float = GANG_BUDGET
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Literal, TypeAlias
 
 from koordpy.api.objects import Pod
+from koordpy.devices.reasons import GangStopped
 
 # A verdict's wake hint (kube-scheduler's queueing hints, by job; ``Queue.park``): what can let a
 # waiting job go on, besides a change to its own pods or gangs (a new Job object) and the end of a
@@ -423,6 +424,9 @@ class DevicesTogether:
     total: int
     node: str
     why: str
+    # The gang's devices searched as a whole stopped at its bound before it could tell (None: it did
+    # not run, or found there is no assignment).
+    stopped: GangStopped | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from koordpy.api.dra import (
@@ -56,6 +56,30 @@ _DONE, _FAIL, _MAX = 1, 0, 2  # a search step's outcome; _MAX: the allocation wo
 
 class _Timeout(Exception):
     pass
+
+
+class _OutOfSteps(_Timeout):
+    pass
+
+
+class Budget:
+    """What an enumeration may spend (``Allocator.solutions``), shared by the runs of a gang's search:
+    a deadline on the allocator's clock and search steps left."""
+
+    __slots__ = ("deadline", "steps")
+
+    def __init__(self, deadline: float, steps: int) -> None:
+        self.deadline = deadline
+        self.steps = steps
+
+
+class SearchStopped(Exception):
+    """An enumeration (``Allocator.solutions``) ran out of its bound: ``steps`` when its step count
+    did, else its deadline."""
+
+    def __init__(self, steps: bool) -> None:
+        super().__init__("steps" if steps else "time")
+        self.steps = steps
 
 
 class _Req:
@@ -230,6 +254,37 @@ class Allocator:
                              build=False)
         return got if isinstance(got, Unallocatable) else None
 
+    def solutions(self, node: Node, claims: Sequence[ResourceClaim], now: float,
+                  budget: Budget) -> Iterator[list[Allocation]]:
+        """Every allocation of ``claims`` (none allocated yet) on ``node``, in the search's own order:
+        the first is ``allocate``'s. Lazy: the search is run again for more, each time asked for twice
+        as many (it is deterministic, so a run repeats the ones before; the repeats cost at most as
+        much as the last run). The devices in use must be as they were at the first when more are
+        asked for. Raises ``SearchStopped`` at the budget's deadline (on ``clock``) or once its steps
+        are spent (each run takes its steps from it; both looked at every few hundred steps),
+        ``DeviceError`` as ``allocate`` does; an ``Unallocatable`` ends it."""
+        given, want = 0, 1
+        while True:
+            # Looked at between runs too: a run on a small node may end before its first look.
+            if budget.steps <= 0:
+                raise SearchStopped(True)
+            if self.clock() > budget.deadline:
+                raise SearchStopped(False)
+            found: list[list[Allocation]] = []
+
+            def keep(got: list[Allocation], found: list[list[Allocation]] = found, want: int = want) -> bool:
+                found.append(got)
+                return len(found) >= want
+            self.steps = 0
+            try:
+                self._allocate(node, claims, now, budget.deadline, each=keep, max_steps=budget.steps)
+            finally:
+                budget.steps -= self.steps
+            yield from found[given:]
+            if len(found) < want:
+                return
+            given, want = len(found), want * 2
+
     def capacity(self, node: Node, claims: Sequence[ClaimSpec], limit: int, now: float) -> int:
         """How many pods, each with fresh claims of these specs, ``node`` can take (0..limit), one
         after another as kube-scheduler would allocate them. The count shares one time bound: a
@@ -311,7 +366,10 @@ class Allocator:
     # -- the search --------------------------------------------------------------------------------
 
     def _allocate(self, node: Node, claims: Sequence[ResourceClaim], now: float,
-                  deadline: float, build: bool = True) -> list[Allocation] | Unallocatable:
+                  deadline: float, build: bool = True, each: Callable[[list[Allocation]], bool] | None = None,
+                  max_steps: int = 0) -> list[Allocation] | Unallocatable:
+        """The search. With ``each``, each solution is built and handed to it in turn until it says
+        stop (True); the search then goes on past the ones it declines, as though they had failed."""
         views = self.pools.for_node(node)
         plan: list[list[_Slot]] = []
         for ci, claim in enumerate(claims):
@@ -336,6 +394,10 @@ class Allocator:
                 slots.append(_Slot(r.name, reqs, r.exactly is None))
             plan.append(slots)
         search = _Search(self, node, views, claims, plan, deadline)
+        if each is not None:
+            search.found = lambda: each([self._result(node, c, plan[ci], search.results[ci], now)
+                                          for ci, c in enumerate(claims)])
+            search.max_steps = max(max_steps, 1)
         for ci, claim in enumerate(claims):
             total = 0
             for slot in plan[ci]:
@@ -356,12 +418,18 @@ class Allocator:
             search.constraints.append([_Constraint(c) for c in claim.spec.constraints])
         try:
             outcome = search.one(0, 0, 0, 0, False, 0)
+        except _OutOfSteps:
+            raise SearchStopped(True) from None
         except _Timeout:
+            if each is not None:
+                raise SearchStopped(False) from None
             # An error in kube-scheduler ("potentially transient": retried with backoff), which
             # ends the pod's attempt on every node, not this node's unschedulable verdict.
             raise DeviceError(f"node {node.name}: the device search ran out of its time bound") from None
         finally:
             self.steps = search.steps
+        if each is not None:
+            return []
         if outcome == _MAX:
             raise DeviceError(f"allocation on node {node.name}: more than {RESULTS_MAX} devices in one claim")
         if outcome != _DONE:
@@ -671,9 +739,13 @@ class _Search:
         self.steps = 0
         self.work = 0  # steps and devices looked at since the clock was last read
         self.deadline = deadline
+        self.found: Callable[[], bool] | None = None  # an enumeration's: each solution, until it says stop
+        self.max_steps = 0  # an enumeration's step bound (0: none)
 
     def tick(self) -> None:
         self.work = 0
+        if self.max_steps and self.steps > self.max_steps:
+            raise _OutOfSteps
         if self.a.clock() > self.deadline:
             raise _Timeout
 
@@ -711,7 +783,7 @@ class _Search:
         if self.work >= _CHECK_EVERY:
             self.tick()
         if ci >= len(self.plan):
-            return _DONE
+            return _DONE if self.found is None or self.found() else _FAIL
         slots = self.plan[ci]
         if ri >= len(slots):
             got = self.one(ci + 1, 0, 0, 0, False, 0)
@@ -720,12 +792,12 @@ class _Search:
         if slot.first_available and not in_sub:
             all_max = True
             for s in range(len(slot.alts)):
+                slot.selected = s  # before: an enumeration builds its solutions below
                 got = self.one(ci, ri, s, 0, True, 0)
                 if got == _MAX:
                     continue
                 all_max = False
                 if got == _DONE:
-                    slot.selected = s
                     return _DONE
             return _MAX if all_max else _FAIL
         req = slot.alts[si]

@@ -57,3 +57,16 @@ class DeviceError(Exception):
         self.message = message
         self.claim = claim
         self.request = request
+
+
+@dataclass(frozen=True, slots=True)
+class GangStopped:
+    """A gang's device search (``koordpy.devices.gangsearch``) stopped before it could say whether an
+    assignment exists: ``bound`` "time" (``seconds``, its budget) or "steps" (``steps``, its step
+    count), after ``members`` members of a coupled group of ``group``."""
+
+    bound: Literal["time", "steps"]
+    seconds: float
+    steps: int
+    members: int
+    group: int

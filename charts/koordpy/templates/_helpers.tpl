@@ -76,6 +76,7 @@ kind: SchedulerConfiguration
 schedulerNames: {{ toJson $c.schedulerNames }}
 preemption: {{ $c.preemption }}
 podsPerCycle: {{ int $c.podsPerCycle }}
+deviceGangSearchSeconds: {{ $c.deviceGangSearchSeconds }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}
