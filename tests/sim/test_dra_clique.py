@@ -174,3 +174,35 @@ def test_without_the_clique_level_the_same_gang_straddles_cliques() -> None:
     group = podgroup("train", 3)
     out = run(cluster(), group, *[member(pod(f"train-{i}", cpu="1", group="train")) for i in range(3)])
     assert len(out.bound) == 3 and cliques_of(out) == {"0", "1"}
+
+
+# -- explain: the clique that came closest, and what it lacked ------------------------------------------
+
+CLOSEST = {"koordinator": f"CliqueLayer/{FABRIC}.1", "volcano": "clique-1", "kai": f"{FABRIC}.1",
+           "upstream": f"{FABRIC}.1"}
+NO_GPUS = "cannot allocate all claims (claim gpus, request gpus: too few of the devices that match are free (0 of 4))"
+
+
+@pytest.mark.parametrize("gang", DIALECTS, ids=lambda f: f.__name__)
+def test_explain_names_the_clique_that_came_closest_and_the_devices_it_lacked(
+        gang: Callable[[int], list[dict[str, Any]]]) -> None:
+    from koordpy.core.explain import explain_podgroup
+    from koordpy.core.state import SchedulerState
+    from koordpy.sim.simulator import World
+
+    # Clique 0 keeps one free node, clique 1 two: a gang of three fits neither.
+    world = World.from_objects([("t", o) for o in (*cluster(busy=("n1", "n2", "n5")), *gang(3))])
+    exp = explain_podgroup(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/train")
+    assert exp is not None and exp.diagnosis is not None
+    closest = exp.diagnosis.closest
+    assert closest is not None
+    assert (closest.domain, closest.offers, closest.nodes) == (CLOSEST[gang.__name__], 2, 3)
+    assert closest.lacks == ((NO_GPUS, 1),)
+    # The GPUs the busy pods hold count as free once every other pod is gone, as their CPU does.
+    assert exp.diagnosis.fits_empty is True
+    said = [c for c in exp.changes if c.startswith("room for 1 more pod(s)")]
+    assert said == [f"room for 1 more pod(s) in {CLOSEST[gang.__name__]}: it offers 2 of the 3 needed (the best of "
+                    f"2 domain(s)); of its 3 node(s), 1 {NO_GPUS}"], exp.changes
+    json = exp.to_json()["diagnosis"]["closest"]
+    assert json == {"domain": CLOSEST[gang.__name__], "offerslots": 2, "nodes": 3,
+                    "lacks": [{"reason": NO_GPUS, "nodes": 1}]}
