@@ -176,7 +176,7 @@ def render_text(exp: Explanation, out: TextIO) -> None:
             if len(d.domains) > 8:
                 w(f"    ... {len(d.domains) - 8} more (see -o json)\n")
         if d.closest is not None:  # what the best domain lacked: the nodes of it the job cannot use
-            from koordpy.core.messages import lacked
+            from koordpy.core.messages import lacked  # the core: only a diagnosis with a closest domain pays
 
             said = f"closest: {d.closest.domain}, {d.closest.offers} of {d.desired}: {lacked(d.closest)}"
             for line in textwrap.wrap(said, width=100, initial_indent="  ", subsequent_indent="    "):

@@ -757,7 +757,7 @@ class Placer:
                        filtered=tuple(sorted(filtered.items())),
                        domains=tuple((tree.name(d) or "the cluster", int(sums[d])) for d in best),
                        desired=len(pods),
-                       closest=self._closest(pods, tree, sums, best[:1], lambda d: tree.name(d) or "the cluster"))
+                       closest=self._closest(pods, tree, sums, best, lambda d: tree.name(d) or "the cluster"))
 
     @staticmethod
     def _tier_best(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int, hi: int) -> list[int]:

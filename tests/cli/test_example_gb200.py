@@ -43,7 +43,7 @@ def test_the_cluster_is_four_cliques_of_18_trays_of_4_gpus_published_as_the_driv
 def test_simulate_fills_one_clique_with_the_first_gang_and_the_second_waits_whole() -> None:
     run = koordpy("simulate", "-f", str(EXAMPLE), "-o", "json")
     assert run.returncode == 0, run.stderr
-    assert "skipped nvidia/" in run.stderr
+    assert "skipped README.md, nvidia/ (only *.yaml/*.yml are read from folders)" in run.stderr
     out = json.loads(run.stdout)
     where = cliques()
     train = {k: n for k, n in out["bound"].items() if k.startswith("default/train-")}
