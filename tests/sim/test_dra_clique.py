@@ -206,3 +206,17 @@ def test_explain_names_the_clique_that_came_closest_and_the_devices_it_lacked(
     json = exp.to_json()["diagnosis"]["closest"]
     assert json == {"domain": CLOSEST[gang.__name__], "offerslots": 2, "nodes": 3,
                     "lacks": [{"reason": NO_GPUS, "nodes": 1}]}
+
+
+def test_explain_says_when_the_closest_clique_rules_out_no_node_but_holds_too_few() -> None:
+    from koordpy.core.explain import explain_podgroup
+    from koordpy.core.messages import lacked
+    from koordpy.core.state import SchedulerState
+    from koordpy.sim.simulator import World
+
+    world = World.from_objects([("t", o) for o in (*cluster(), *upstream(4))])
+    exp = explain_podgroup(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/train")
+    assert exp is not None and exp.diagnosis is not None and exp.diagnosis.closest is not None
+    closest = exp.diagnosis.closest
+    assert (closest.domain, closest.offers, closest.nodes, closest.lacks) == (f"{FABRIC}.1", 3, 3, ())
+    assert lacked(closest) == "none of its 3 node(s) is ruled out: it holds too few"
