@@ -175,6 +175,12 @@ def render_text(exp: Explanation, out: TextIO) -> None:
                 w(f"    {name:<{width}}  {slots:>4}  {'fits' if gap <= 0 else f'short {gap}'}\n")
             if len(d.domains) > 8:
                 w(f"    ... {len(d.domains) - 8} more (see -o json)\n")
+        if d.closest is not None:  # what the best domain lacked: the nodes of it the job cannot use
+            from koordpy.core.messages import lacked  # the core: only a diagnosis with a closest domain pays
+
+            said = f"closest: {d.closest.domain}, {d.closest.offers} of {d.desired}: {lacked(d.closest)}"
+            for line in textwrap.wrap(said, width=100, initial_indent="  ", subsequent_indent="    "):
+                w(line + "\n")
         # The preemption dry run, when it ran, is the answer; the diagnosis alone only bounds it.
         pre = exp.preemption
         if pre is not None and pre.outcome != "not-tried":

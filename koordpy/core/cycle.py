@@ -881,6 +881,7 @@ def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
         if job is None:
             return None
         mark = len(cycle.result.decisions)
+        cycle.placer.diagnose = True
         cycle._isolated(job)
         failure, plan = cycle.diagnoses.get(job.id, (None, None))
         mine = {p.key for p in job.pods}

@@ -17,12 +17,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from koordpy.api.dra import Devices
 from koordpy.api.objects import Pod
 from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.messages import lacked as messages_lacked
 from koordpy.core.messages import render
 from koordpy.core.model import Gang, TopologyFacts
 from koordpy.core.naming import natural_key
@@ -30,6 +32,7 @@ from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.verdicts import Closest
 from koordpy.errors import BadInput
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
@@ -107,6 +110,7 @@ class Diagnosis:
     desired: int
     domains: tuple[tuple[str, int], ...]  # (domain, offerslots), the most first
     fits_empty: bool | None  # whether the job fits with every other pod gone (None: not asked)
+    closest: Closest | None = None  # the best domain and, per reason, its nodes the job cannot use
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ class Explanation:
                     claims: [{name, claim, devices: [driver/pool/device], reservedFor: [resource/name]}]}]
             topology: null | {source, required: [...], preferred: [...]}
             diagnosis: null | {pod, reason, resolvable, nodes, filtered: [{reason, nodes}],
-                       desired, domains: [{name, offerslots}] (most first), fitsEmptyCluster}
+                       desired, domains: [{name, offerslots}] (most first), fitsEmptyCluster,
+                       closest: null | {domain, offerslots, nodes, lacks: [{reason, nodes}]}}
             wouldPlace: {pod: node}
             preemption: null | {policy, priority, nominated: {pod: node}, terminating: [...],
                         outcome: nominated|waiting|none|not-tried, message, wouldEvict: [...],
@@ -188,7 +193,10 @@ class Explanation:
                 "pod": d.pod, "reason": d.reason, "resolvable": d.resolvable, "nodes": d.nodes,
                 "filtered": [{"reason": r, "nodes": n} for r, n in d.filtered], "desired": d.desired,
                 "domains": [{"name": name, "offerslots": n} for name, n in d.domains],
-                "fitsEmptyCluster": d.fits_empty},
+                "fitsEmptyCluster": d.fits_empty,
+                "closest": None if d.closest is None else {
+                    "domain": d.closest.domain, "offerslots": d.closest.offers, "nodes": d.closest.nodes,
+                    "lacks": [{"reason": r, "nodes": n} for r, n in d.closest.lacks]}},
             "wouldPlace": dict(self.would_place),
             "preemption": None if p is None else {
                 "policy": p.policy, "priority": p.priority, "nominated": dict(p.nominated),
@@ -455,14 +463,15 @@ class _Explainer:
             fits_empty = again is not None and again.failure is None and any(
                 isinstance(d, Bind) for d in again.decisions)
         return Diagnosis(f.pod.key, render(f.why), f.resolvable, len(self.snapshot.nodes), f.filtered, f.desired,
-                         domains, fits_empty)
+                         domains, fits_empty, f.closest)
 
     def _empty_run(self, run: DryRun, gangs: list[Gang]) -> DryRun | None:
         """The job tried again with every pod outside its gangs gone: whether it fits then is the
         difference between waiting for room and never fitting as asked."""
         if self._empty is None:
             keep = set(run.pods) | {p.key for g in gangs for p in g.pods}
-            empty = replace(self.snapshot, pods=[p for p in self.snapshot.pods if p.key in keep])
+            kept = [p for p in self.snapshot.pods if p.key in keep]
+            empty = replace(self.snapshot, pods=kept, devices=_without_consumers_of(self.snapshot.devices, kept))
             self._empty = dry_run(empty, SchedulerState(), self.now, run.pods[0])
         return self._empty
 
@@ -526,8 +535,9 @@ class _Explainer:
         elif d is not None and d.domains:
             name, slots = d.domains[0]
             short = d.desired - slots
+            lacked = f"; {messages_lacked(d.closest)}" if d.closest is not None and d.closest.domain == name else ""
             out.append(f"room for {short} more pod(s) in {name}: it offers {slots} of the {d.desired} needed "
-                       f"(the best of {len(d.domains)} domain(s))")
+                       f"(the best of {len(d.domains)} domain(s)){lacked}")
         elif d is not None and d.filtered:
             why = ", ".join(f"{n} {r}" for r, n in d.filtered)
             out.append(f"free room on some node for {d.desired} pod(s): {why}")
@@ -550,7 +560,9 @@ class _Explainer:
         if again is None or again.failure is None or not again.failure.domains:
             return "unknown"
         name, slots = max(again.failure.domains, key=lambda d: d[1])
-        return f"{slots} of {again.failure.desired}, in {name}"
+        closest = again.failure.closest
+        lacked = f"; {messages_lacked(closest)}" if closest is not None and closest.domain == name else ""
+        return f"{slots} of {again.failure.desired}, in {name}{lacked}"
 
     def _short_changes(self, gangs: list[Gang]) -> list[str]:
         out = []
@@ -662,6 +674,22 @@ class _Explainer:
             if g.asks:
                 return g.asks[0].facts()
         return None
+
+
+def _without_consumers_of(devices: Devices, kept: list[Pod]) -> Devices:
+    """``devices`` as they would be once every pod but ``kept`` is gone: a claim reserved for pods
+    only, none of them kept, is deallocated (kube-controller-manager's resourceclaim controller
+    drops a gone pod from ``reservedFor`` and frees a claim reserved for nobody), so the devices
+    other pods hold count as free, as their CPU does."""
+    uids = {p.uid for p in kept if p.uid}
+    names = {p.key for p in kept}
+    out = devices.copy()
+    for key, c in devices.claims.items():
+        if c.allocation is None or not c.reserved_for or any(
+                r.resource != "pods" or r.uid in uids or f"{c.namespace}/{r.name}" in names for r in c.reserved_for):
+            continue
+        out.claims[key] = replace(c, allocation=None, reserved_for=())
+    return out
 
 
 def _phases(pods: list[Pod]) -> str:

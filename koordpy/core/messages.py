@@ -7,10 +7,11 @@ kube-scheduler's ("0/N nodes are available: ..." with its counted reasons sorted
 eligible due to ...", "Successfully assigned ..."), Volcano's network-topology terms (tiers,
 HyperNodes), KAI's levels, and koordpy's own. Tests quote these texts byte for byte.
 
-Belongs here: ``render`` (one reason -> its text), the text constants other modules match on, and
+Belongs here: ``render`` (one reason -> its text), the text constants other modules match on,
 kube-scheduler's per-node filter reasons (the keys of ``NodesFiltered.counts``: each filter module
-imports the words it counts from here). Does not belong here: deciding anything (the reason types
-are in ``koordpy.core.verdicts``; which filter rules a node out is in ``filters``, ``podrules``,
+imports the words it counts from here), and what the domain that came closest lacked (``lacked``,
+from ``Failure.closest``). Does not belong here: deciding anything (the reason types are in
+``koordpy.core.verdicts``; which filter rules a node out is in ``filters``, ``podrules``,
 ``volumes``); ``koordpy explain``'s advice, which is a report of its own.
 """
 
@@ -24,6 +25,7 @@ from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
+    Closest,
     CompositeMissing,
     CompositeShort,
     DevicesTogether,
@@ -323,6 +325,15 @@ def nodes_unavailable(total: int, counts: tuple[tuple[str, int], ...]) -> str:
         return f"0/{total} nodes are available: {first}."
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def lacked(c: Closest) -> str:
+    """What the domain that came closest lacked (``Failure.closest``): its nodes the job cannot use,
+    counted per reason in kube-scheduler's words (``of its 18 node(s), 1 cannot allocate all claims
+    (...)``), or that none is ruled out and it simply holds too few."""
+    if not c.lacks:
+        return f"none of its {c.nodes} node(s) is ruled out: it holds too few"
+    return f"of its {c.nodes} node(s), " + ", ".join(f"{n} {why}" for why, n in c.lacks)
 
 
 def counts(gangs: tuple[GangCount, ...]) -> str:

@@ -17,12 +17,14 @@ import numpy.typing as npt
 from koordpy.api.objects import PODS, Pod
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.members import rank_order as rank_order  # where callers have long found it
+from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.skipping import skipping
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.verdicts import (
+    Closest,
     Code,
     Failure,
     Inside,
@@ -71,6 +73,9 @@ class Placer:
         self.cap: npt.NDArray[np.int64] | None = None
         # A proposal for members placed one by one: the rules between pods are left to that placement.
         self.relaxed = False
+        # Whether a failure says what the closest domain lacked (``Failure.closest``): a dry run for
+        # ``koordpy explain`` asks; the cycle does not pay for counting reasons per domain.
+        self.diagnose = False
 
     def uses_devices(self, pod: Pod) -> bool:
         return self.filters.devices is not None and self.filters.devices.uses(pod)
@@ -432,7 +437,9 @@ class Placer:
                                               tuple(sorted(filtered.items()))),
                            code=resolvable(self._resolvable(distinct, tree, filtered)),
                            filtered=tuple(sorted(filtered.items())),
-                           domains=tuple((name, n) for _, name, n in shown), desired=desired)
+                           domains=tuple((name, n) for _, name, n in shown), desired=desired,
+                           closest=self._closest(distinct, tree, sums, listed[:MAX_LISTED_DOMAINS],
+                                                 tree.label if koordinator else tree.name))
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
@@ -743,21 +750,45 @@ class Placer:
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         filtered = self.filters.static_counts(pods)
         offers = self._tier_offers(tree, sums, scope, lo, hi)
+        best = self._tier_best(tree, sums, scope, lo, hi)
         return Failure(pods[0], NoHyperNode(len(self.cluster.nodes), req.hard,
                                             hi if req.hard and req.scope is not None else None, len(pods), offers),
                        code=resolvable(self._resolvable(pods, tree, filtered)),
                        filtered=tuple(sorted(filtered.items())),
-                       domains=self._tier_domains(tree, sums, scope, lo, hi), desired=len(pods))
+                       domains=tuple((tree.name(d) or "the cluster", int(sums[d])) for d in best),
+                       desired=len(pods),
+                       closest=self._closest(pods, tree, sums, best, lambda d: tree.name(d) or "the cluster"))
 
     @staticmethod
-    def _tier_domains(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int,
-                      hi: int) -> tuple[tuple[str, int], ...]:
-        """The HyperNodes searched with their offerslots, the most first (for ``Failure.domains``)."""
+    def _tier_best(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int, hi: int) -> list[int]:
+        """The HyperNodes searched, the most offerslots first (for ``Failure.domains``)."""
         inner = np.zeros(len(tree.order), dtype=np.bool_)
         inner[scope: tree.end[scope]] = True
         at = np.flatnonzero(inner & (tree.domain_node < 0) & (tree.rank >= lo) & (tree.rank <= hi))
-        best = at[np.lexsort((tree.name_rank[at], tree.rank[at], -sums[at]))][:MAX_LISTED_DOMAINS]
-        return tuple((tree.name(int(d)) or "the cluster", int(sums[d])) for d in best)
+        return [int(d) for d in at[np.lexsort((tree.name_rank[at], tree.rank[at], -sums[at]))][:MAX_LISTED_DOMAINS]]
+
+    @classmethod
+    def _tier_domains(cls, tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int,
+                      hi: int) -> tuple[tuple[str, int], ...]:
+        """The HyperNodes searched with their offerslots, the most first."""
+        return tuple((tree.name(d) or "the cluster", int(sums[d])) for d in cls._tier_best(tree, sums, scope, lo, hi))
+
+    def _closest(self, pods: list[Pod], tree: TopologyTree, sums: npt.NDArray[np.int64], listed: list[int],
+                 name: Callable[[int], str]) -> Closest | None:
+        """What the domain of ``listed`` with the most offerslots lacked (the first by name among
+        equals, as ``koordpy explain`` lists them): per reason, the nodes of it that the job's pods
+        cannot use at all, the most any one shape of them is refused by. None unless ``diagnose``."""
+        if not self.diagnose or not listed:
+            return None
+        d = min(listed, key=lambda d: (-int(sums[d]), natural_key(name(d))))
+        nodes = tree.subtree_nodes(d)
+        only = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        only[nodes] = True
+        lacks: Counter[str] = Counter()
+        for pod in self._distinct(pods):
+            for why, n in self.filters.explain_counts(pod, self.cluster.request_vector(pod), self._mask(only)).items():
+                lacks[why] = max(lacks[why], n)
+        return Closest(name(d), int(sums[d]), len(nodes), tuple(sorted(lacks.items(), key=lambda wn: (-wn[1], wn[0]))))
 
     @staticmethod
     def _tier_offers(tree: TopologyTree, sums: npt.NDArray[np.int64], scope: int, lo: int,
@@ -809,7 +840,8 @@ class Placer:
             return Failure(pods[0], NoDomainAtLevel(len(self.cluster.nodes), tree.domain(0).layer,
                                                     str(names.get(req.preferred, req.preferred)),
                                                     names.get(scope, "the cluster"), desired, shown),
-                           domains=shown, desired=desired)
+                           domains=shown, desired=desired,
+                           closest=self._closest(pods, tree, sums, listed, lambda d: tree.name(d) or "the cluster"))
         sets = achievable(slots, tree.node_domain, tree.end, ones, desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)

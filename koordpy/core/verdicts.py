@@ -554,13 +554,27 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Closest:
+    """The domain that came closest to taking a job that fits none: its name as the failure lists
+    it, the pods it offers room for, its nodes, and per reason how many of them the job's first pod
+    cannot use at all (each node under the first filter it fails, kube-scheduler's words: devices a
+    claim finds too few of, a resource short, a taint). Worked out only for ``koordpy explain``."""
+
+    domain: str
+    offers: int
+    nodes: int
+    lacks: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class Failure:
     """Why a job was not placed: the diagnosis its messages are rendered from.
 
     ``code``: UNSCHEDULABLE when removing pods could change the answer (room, offerslots), else
     UNRESOLVABLE (filters, an unknown layer or a configuration that no preemption can fix).
     ``filtered`` counts the nodes each reason rules out (kube-scheduler's ``0/N nodes are
-    available``); ``domains`` gives the offerslot of each domain the message lists against ``desired``."""
+    available``); ``domains`` gives the offerslot of each domain the message lists against ``desired``;
+    ``closest``, when a dry run asked for it, what the best of them lacked."""
 
     pod: Pod
     why: Reason
@@ -568,6 +582,7 @@ class Failure:
     filtered: tuple[tuple[str, int], ...] = ()
     domains: tuple[tuple[str, int], ...] = ()
     desired: int = 0
+    closest: Closest | None = None
 
     @property
     def resolvable(self) -> bool:

@@ -231,7 +231,7 @@ def test_json_shape() -> None:
                                            "timedOut", "error", "partOf", "details"}
     assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message", "claims"}
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
-                                     "fitsEmptyCluster"}
+                                     "fitsEmptyCluster", "closest"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
                                       "wouldEvict", "wouldRelease", "wouldNominate", "where"}
     assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}

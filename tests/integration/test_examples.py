@@ -29,7 +29,7 @@ def simulated(name: str) -> dict[str, object]:
 
 
 def test_the_examples_are_all_here() -> None:
-    assert EXAMPLES == ["kai-rack", "preemption", "spine-block", "volcano-tiers", "workload-api"]
+    assert EXAMPLES == ["gb200", "kai-rack", "preemption", "spine-block", "volcano-tiers", "workload-api"]
 
 
 def job_of(pod: dict[str, Any]) -> str | None:
