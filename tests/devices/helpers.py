@@ -3,6 +3,7 @@ driver-a, pool-1, slice-1, device-1, class-a, claim-0, req-0)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -110,6 +111,16 @@ def exact(cls_name: str = CLASS_A, count: int = 1, *, name: str = "", mode: str 
 
 def first_available(name: str, *subs: ExactRequest) -> DeviceRequest:
     return DeviceRequest(name=name, first_available=tuple(subs))
+
+
+def numa_constraints(rng: random.Random, match: float, distinct: float) -> list[DeviceConstraint]:
+    """A random world's constraint on the NUMA attribute: matchAttribute with chance ``match``, else
+    distinctAttribute with chance ``distinct``, else none."""
+    if rng.random() < match:
+        return [DeviceConstraint(match_attribute="driver-a/numa")]
+    if rng.random() < distinct:
+        return [DeviceConstraint(distinct_attribute="driver-a/numa")]
+    return []
 
 
 def claim(name: str = "claim-0", *requests: DeviceRequest, constraints: Sequence[DeviceConstraint] = (),

@@ -19,7 +19,6 @@ from koordpy.api.dra import (
     CounterConsumption,
     CounterSet,
     Device,
-    DeviceConstraint,
     DeviceRequest,
     DeviceTaint,
     DeviceToleration,
@@ -28,7 +27,19 @@ from koordpy.api.dra import (
 )
 from koordpy.devices.cel import compile_selector
 from koordpy.devices.reasons import Unallocatable
-from tests.devices.helpers import World, claim, dev, exact, first_available, node, q, req, result, slice_
+from tests.devices.helpers import (
+    World,
+    claim,
+    dev,
+    exact,
+    first_available,
+    node,
+    numa_constraints,
+    q,
+    req,
+    result,
+    slice_,
+)
 
 TAINT = DeviceTaint(key="t", effect="NoSchedule")
 TOLERATE = DeviceToleration(key="t", operator="Exists")
@@ -78,11 +89,7 @@ def random_claims(rng: random.Random, shares: bool = False) -> list[ResourceClai
                 amount = {"c": str(rng.randint(1, 3))} if shares and rng.random() < 0.5 else None
                 requests.append(req(f"r{r}", count=rng.randint(1, 2), selectors=sel, tolerations=tol,
                                     admin=rng.random() < 0.1, capacity=amount))
-        constraints = []
-        if rng.random() < 0.3:
-            constraints.append(DeviceConstraint(match_attribute="driver-a/numa"))
-        elif rng.random() < 0.2:
-            constraints.append(DeviceConstraint(distinct_attribute="driver-a/numa"))
+        constraints = numa_constraints(rng, 0.3, 0.2)
         claims.append(claim(f"c{c}", *requests, constraints=constraints))
     return claims
 

@@ -21,7 +21,6 @@ from koordpy.api.dra import (
     CounterConsumption,
     CounterSet,
     Device,
-    DeviceConstraint,
     DeviceRequest,
     ResourceClaim,
     ResourceSlice,
@@ -31,7 +30,7 @@ from koordpy.devices.allocator import Budget
 from koordpy.devices.gangsearch import Member
 from koordpy.devices.reasons import Unallocatable
 from tests.devices.checker import violations
-from tests.devices.helpers import World, claim, cls, dev, exact, first_available, node, q, req, slice_
+from tests.devices.helpers import World, claim, cls, dev, exact, first_available, node, numa_constraints, q, req, slice_
 
 NOW = 1000.0
 WHOLE = 'device.attributes["driver-a"].size == "whole"'
@@ -71,11 +70,7 @@ def member_claims(rng: random.Random, m: int) -> tuple[ResourceClaim, ...]:
                 requests.append(req(f"r{r}", count=rng.randint(1, 2), selectors=[HALF]))
             else:
                 requests.append(req(f"r{r}", count=1))
-        constraints = []
-        if rng.random() < 0.25:
-            constraints.append(DeviceConstraint(match_attribute="driver-a/numa"))
-        elif rng.random() < 0.15:
-            constraints.append(DeviceConstraint(distinct_attribute="driver-a/numa"))
+        constraints = numa_constraints(rng, 0.25, 0.15)
         out.append(claim(f"m{m}-c{c}", *requests, constraints=constraints))
     return tuple(out)
 
