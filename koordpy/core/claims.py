@@ -226,7 +226,7 @@ class DeviceRules:
         self._nodes: dict[str, Node] = {}
         self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
         self._reasons: dict[tuple[object, ...], dict[str, tuple[object, str | None]]] = {}
-        self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int]]] = {}
+        self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int, int | None]]] = {}
         # NodeResourcesFit's inputs for a backed resource: resource -> (the class's devices, the InUse
         # version counted at, devices per node, allocated per node, the class's devices allocated).
         self._room: dict[str, tuple[ClassDevices, int, npt.NDArray[np.int64], npt.NDArray[np.int64], set[str]]] = {}
@@ -485,12 +485,16 @@ class DeviceRules:
     # -- the topology search's count ---------------------------------------------------------
 
     def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
-                 limit: int) -> npt.NDArray[np.int64] | None:
+                 limit: int, together: bool = False) -> npt.NDArray[np.int64] | None:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
         allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
         may go); None when the count does not apply (claims shared or allocated already: Reserve
         decides those). A pod's special claim counts on the nodes that leave its extended resources to
-        DRA; a node whose device plugin serves them all caps nothing (the resource fit counts them)."""
+        DRA; a node whose device plugin serves them all caps nothing (the resource fit counts them).
+        Pod after pod, as kube-scheduler allocates them, each taking the ``firstAvailable``
+        alternative it prefers; ``together``: with their devices searched as a whole where a request
+        lists alternatives (``_together``; more pods, on alternatives they prefer less, so placement
+        asks for it only when the job does not fit pod after pod's count: ``prefers``)."""
         kinds: dict[tuple[object, ...], PodClaims] = {}
         seen: set[str] = set()
         claimless = 0
@@ -521,15 +525,24 @@ class DeviceRules:
                     spec = tuple(c.spec for c in self._fresh(found, node))
                     taken = limit if not spec else (
                         self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0)
-                    if spec and taken < limit and self.served(node) and _prefers(spec):
-                        taken = self._together(node, spec, taken, limit)
-                    hit = cache[node.name] = (stamp, taken)
+                    # The count with the search is made when first asked for: most jobs fit without it.
+                    hit = cache[node.name] = (stamp, taken, taken if not (
+                        spec and taken < limit and self.served(node) and _prefers(spec)) else None)
+                if together and hit[2] is None:
+                    spec = tuple(c.spec for c in self._fresh(found, node))
+                    hit = cache[node.name] = (hit[0], hit[1], self._together(node, spec, hit[1], limit))
                 # Pods of several kinds: a node takes at most what each kind takes there alone, added
                 # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
                 # the exact test), and every pod without claims.
-                out[i] += hit[1]
+                out[i] += hit[2] if together else hit[1]
         out[mask] += claimless
         return out
+
+    def prefers(self, pods: Sequence[Pod]) -> bool:
+        """Whether a claim of ``pods`` still to allocate has a request that lists alternatives
+        (``firstAvailable``): only then does ``capacity``'s count ``together`` differ."""
+        return any(_prefers(tuple(c.spec for c in found.fresh)) for found in map(self.resolve, pods)
+                   if found.prefilter is None)
 
     def _together(self, node: Node, spec: tuple[ClaimSpec, ...], taken: int, limit: int) -> int:
         """How many pods with fresh claims of ``spec`` ``node`` takes when their devices are searched as

@@ -104,3 +104,15 @@ def test_a_podgroups_shared_claim_goes_through_the_search_allocated_once() -> No
         f"{DRIVER}/r1-0/gpu-0-half-0", f"{DRIVER}/r1-0/gpu-0-half-1"]
     made = world.devices.claims["default/train-channel"]
     assert [(c.resource, c.name) for c in made.reserved_for] == [("podgroups", "train")]
+
+
+@pytest.mark.parametrize("make", [koordinator, volcano_gang, kai_gang, upstream_gang])
+def test_two_members_with_a_whole_device_idle_each_get_the_whole_device_they_prefer(make: Any) -> None:
+    # Member by member (kube-scheduler's order) gives each a whole device on its own node; counting
+    # what a node takes with the devices searched as a whole (two halves) must not pack both onto one.
+    out = run(node("node-a", cpu="64"), node("node-b", cpu="64"), gpu_class(), *partitionable("node-a"),
+              *partitionable("node-b"), whole_else_half(), *make("g", 2))
+    assert sorted(out.bound.values()) == ["node-a", "node-b"], out.pending
+    assert out.allocations is not None
+    held = sorted(d for k in ("default/g-0-gpus", "default/g-1-gpus") for d in out.allocations[k])
+    assert held == [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-b/gpu-0"]
