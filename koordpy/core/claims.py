@@ -616,9 +616,15 @@ class DeviceRules:
             return False, None
         if got.made is None:
             return False, got.stopped
+        start = txn.savepoint()
         for k, ((pod, node), made) in enumerate(zip(placed, got.made, strict=True)):
-            # Resolved again: a claim an earlier member allocated is allocated now, not fresh.
+            # Resolved again: a claim an earlier member allocated is allocated now, not fresh. Its
+            # reservedFor filled by the members before (256 consumers) refuses this one as ``reserve``
+            # would: nothing is laid, lest the gang bind without it.
             found = self.resolve(pod)
+            if found.prefilter is not None or self._unavailable(found, node) is not None:
+                txn.rollback(start)
+                return False, None
             special = self.special(found, node)
             fresh = {c.key: made[c.key] for c in found.fresh}
             self._lay(pod, node, found, fresh,

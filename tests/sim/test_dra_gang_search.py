@@ -116,3 +116,17 @@ def test_two_members_with_a_whole_device_idle_each_get_the_whole_device_they_pre
     assert out.allocations is not None
     held = sorted(d for k in ("default/g-0-gpus", "default/g-1-gpus") for d in out.allocations[k])
     assert held == [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-b/gpu-0"]
+
+
+def test_a_claim_shared_by_more_members_than_its_reserved_for_holds_keeps_the_gang_waiting_whole() -> None:
+    # 257 members naming one claim: reservedFor holds 256 consumers, so the last member cannot have it.
+    # Member by member fails there; the search's assignment (the claim allocated once) must not be laid
+    # for the others alone, or the gang binds in part.
+    from tests.sim.test_dra import claim, gpu_slice
+
+    n = 257
+    out = run(node("node-a", cpu="600", memory="1000Gi", extra={"pods": "500"}), gpu_class(),
+              gpu_slice("node-a", 1), claim("shared", 1), podgroup("g", n),
+              *(claiming(pod(f"g-{i}", cpu="1", group="g"), claim_name="shared") for i in range(n)))
+    assert not out.bound
+    assert "reserved for 256 other consumers" in out.pending["default/g-0"]
