@@ -37,6 +37,7 @@ a search that reaches either says so (``GangStopped``) rather than that no assig
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -153,17 +154,17 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
     undos: list[list[object]] = []  # per depth: the undo callables and the identities it allocated
     chosen: list[dict[str, Allocation]] = []
     # What the members on the path hold, as a multiset of (device, capacity consumed, admin): with the
-    # depth and the devices of the claims later members share, all a suffix's fate depends on. A state whose suffix found
-    # nothing is not searched again when another order of the same choices reaches it (members from one
-    # template on one node, the usual gang, reach each state in every order of their choices).
+    # depth and the devices of the claims members share, all a suffix's fate depends on. A state whose
+    # suffix found nothing is not searched again when another order of the same choices reaches it
+    # (members from one template on one node, the usual gang, reach each state in every order).
     held: dict[tuple[object, ...], int] = {}
     failed: set[tuple[object, ...]] = set()
     # Which devices a claim later members name holds matters too, not only that they are held: its
     # allocation's node selector decides which of their nodes can use it (the same devices held the
     # other way round, the shared claim on a network device and a member's own on a local one, may
     # reach a node the other cannot). The claims on the path are otherwise the depth's.
-    seen: set[str] = set()
-    common = {cid for i in group for cid in set(members[i].ids) if cid in seen or seen.add(cid)}
+    naming = Counter(cid for i in group for cid in set(members[i].ids))
+    common = {cid for cid, n in naming.items() if n > 1}
 
     def state(depth: int) -> tuple[object, ...]:
         return depth, frozenset(held.items()), frozenset(
