@@ -213,6 +213,9 @@ class DeviceRules:
         self.assumed = False  # Reserve changed the claims: the next snapshot's are what holds
         self.now = 0.0
         self.gang_budget = gangsearch.GANG_BUDGET  # seconds a gang's device search may take (``reserve_together``)
+        # Seconds the job being scheduled has searched so far: its placements tried again (prefixes,
+        # domains, preemption's what-ifs) share the one budget the setting gives a job (``new_job``).
+        self.gang_spent = 0.0
         # What Reserve decided for each pod placed this cycle (its PreBind writes).
         self.bindings: dict[str, DeviceBinding] = {}
         self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
@@ -598,7 +601,8 @@ class DeviceRules:
         devices on the nodes placement gave them: the gang's devices searched as a whole
         (``koordpy.devices.gangsearch``), and the assignment found laid over the claims as ``reserve``
         lays each member's, in rank order. Returns whether it was, and why the search stopped early
-        if it did. ``budget``: seconds (default: ``gang_budget``)."""
+        if it did. ``budget``: seconds (default: ``gang_budget``), for the job's searches together
+        (``gang_spent``)."""
         members: list[Member] = []
         for k, (pod, node) in enumerate(placed):
             found = self.resolve(pod)
@@ -609,11 +613,15 @@ class DeviceRules:
             # A special claim is each member's own, though all share one key in memory.
             ids = tuple(c.key for c in found.fresh) + (() if special is None else (f"{SPECIAL_KEY}#{k}",))
             members.append(Member(node, claims, ids))
+        seconds = self.gang_budget if budget is None else budget
+        start = self.allocator.clock()
         try:
-            got = gangsearch.search(self.allocator, members, self.now,
-                                    self.gang_budget if budget is None else budget)
+            got = gangsearch.search(self.allocator, members, self.now, seconds,
+                                    deadline=start + max(0.0, seconds - self.gang_spent))
         except DeviceError:
             return False, None
+        finally:
+            self.gang_spent += self.allocator.clock() - start
         if got.made is None:
             return False, got.stopped
         start = txn.savepoint()
@@ -630,6 +638,10 @@ class DeviceRules:
             self._lay(pod, node, found, fresh,
                       None if special is None else (special, made[f"{SPECIAL_KEY}#{k}"]), txn)
         return True, None
+
+    def new_job(self) -> None:
+        """A job's evaluation begins: its gang searches get the whole budget again."""
+        self.gang_spent = 0.0
 
     def _lay(self, pod: Pod, node: Node, found: PodClaims, fresh: Mapping[str, Allocation],
              special: tuple[tuple[ResourceClaim, extended.Special], Allocation] | None, txn: Txn) -> None:

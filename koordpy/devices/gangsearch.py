@@ -37,6 +37,7 @@ a search that reaches either says so (``GangStopped``) rather than that no assig
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,12 +106,13 @@ def coupled(allocator: Allocator, members: Sequence[Member]) -> list[list[int]]:
 
 
 def search(allocator: Allocator, members: Sequence[Member], now: float, budget: float = GANG_BUDGET,
-           steps: int = GANG_STEPS) -> GangAssignment:
+           steps: int = GANG_STEPS, deadline: float = math.inf) -> GangAssignment:
     """An assignment of every member's claims (the lexicographically first in member order), or None
     with why it stopped if it did. The devices in use are as they were when it returns. Raises the
-    allocator's ``DeviceError`` as ``allocate`` does."""
+    allocator's ``DeviceError`` as ``allocate`` does. ``deadline`` (on the allocator's clock): the
+    job's budget where earlier searches of the job spent part of it."""
     start = allocator.clock()
-    bound = Budget(start + min(budget, allocator.timeout), steps)
+    bound = Budget(min(start + min(budget, allocator.timeout), deadline), steps)
     groups = coupled(allocator, members)
     made: list[dict[str, Allocation]] = [{} for _ in members]
     for group in groups:
