@@ -213,6 +213,9 @@ class DeviceRules:
         self.assumed = False  # Reserve changed the claims: the next snapshot's are what holds
         self.now = 0.0
         self.gang_budget = gangsearch.GANG_BUDGET  # seconds a gang's device search may take (``reserve_together``)
+        # Seconds the job being scheduled has searched so far: its placements tried again (prefixes,
+        # domains, preemption's what-ifs) share the one budget the setting gives a job (``new_job``).
+        self.gang_spent = 0.0
         # What Reserve decided for each pod placed this cycle (its PreBind writes).
         self.bindings: dict[str, DeviceBinding] = {}
         self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
@@ -226,7 +229,7 @@ class DeviceRules:
         self._nodes: dict[str, Node] = {}
         self._shared_pools: set[tuple[str, str]] | None = None  # pools with devices not local to one node
         self._reasons: dict[tuple[object, ...], dict[str, tuple[object, str | None]]] = {}
-        self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int]]] = {}
+        self._capacity: dict[tuple[object, ...], dict[str, tuple[object, int, int | None]]] = {}
         # NodeResourcesFit's inputs for a backed resource: resource -> (the class's devices, the InUse
         # version counted at, devices per node, allocated per node, the class's devices allocated).
         self._room: dict[str, tuple[ClassDevices, int, npt.NDArray[np.int64], npt.NDArray[np.int64], set[str]]] = {}
@@ -485,12 +488,16 @@ class DeviceRules:
     # -- the topology search's count ---------------------------------------------------------
 
     def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
-                 limit: int) -> npt.NDArray[np.int64] | None:
+                 limit: int, together: bool = False) -> npt.NDArray[np.int64] | None:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
         allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
         may go); None when the count does not apply (claims shared or allocated already: Reserve
         decides those). A pod's special claim counts on the nodes that leave its extended resources to
-        DRA; a node whose device plugin serves them all caps nothing (the resource fit counts them)."""
+        DRA; a node whose device plugin serves them all caps nothing (the resource fit counts them).
+        Pod after pod, as kube-scheduler allocates them, each taking the ``firstAvailable``
+        alternative it prefers; ``together``: with their devices searched as a whole where a request
+        lists alternatives (``_together``; more pods, on alternatives they prefer less, so placement
+        asks for it only when the job does not fit pod after pod's count: ``prefers``)."""
         kinds: dict[tuple[object, ...], PodClaims] = {}
         seen: set[str] = set()
         claimless = 0
@@ -521,15 +528,24 @@ class DeviceRules:
                     spec = tuple(c.spec for c in self._fresh(found, node))
                     taken = limit if not spec else (
                         self.allocator.capacity(node, spec, limit, self.now) if self.served(node) else 0)
-                    if spec and taken < limit and self.served(node) and _prefers(spec):
-                        taken = self._together(node, spec, taken, limit)
-                    hit = cache[node.name] = (stamp, taken)
+                    # The count with the search is made when first asked for: most jobs fit without it.
+                    hit = cache[node.name] = (stamp, taken, taken if not (
+                        spec and taken < limit and self.served(node) and _prefers(spec)) else None)
+                if together and hit[2] is None:
+                    spec = tuple(c.spec for c in self._fresh(found, node))
+                    hit = cache[node.name] = (hit[0], hit[1], self._together(node, spec, hit[1], limit))
                 # Pods of several kinds: a node takes at most what each kind takes there alone, added
                 # up (kinds may draw on disjoint devices; the pruning never underestimates, Reserve is
                 # the exact test), and every pod without claims.
-                out[i] += hit[1]
+                out[i] += hit[2] if together else hit[1]
         out[mask] += claimless
         return out
+
+    def prefers(self, pods: Sequence[Pod]) -> bool:
+        """Whether a claim of ``pods`` still to allocate has a request that lists alternatives
+        (``firstAvailable``): only then does ``capacity``'s count ``together`` differ."""
+        return any(_prefers(tuple(c.spec for c in found.fresh)) for found in map(self.resolve, pods)
+                   if found.prefilter is None)
 
     def _together(self, node: Node, spec: tuple[ClaimSpec, ...], taken: int, limit: int) -> int:
         """How many pods with fresh claims of ``spec`` ``node`` takes when their devices are searched as
@@ -585,7 +601,8 @@ class DeviceRules:
         devices on the nodes placement gave them: the gang's devices searched as a whole
         (``koordpy.devices.gangsearch``), and the assignment found laid over the claims as ``reserve``
         lays each member's, in rank order. Returns whether it was, and why the search stopped early
-        if it did. ``budget``: seconds (default: ``gang_budget``)."""
+        if it did. ``budget``: seconds (default: ``gang_budget``), for the job's searches together
+        (``gang_spent``)."""
         members: list[Member] = []
         for k, (pod, node) in enumerate(placed):
             found = self.resolve(pod)
@@ -596,21 +613,35 @@ class DeviceRules:
             # A special claim is each member's own, though all share one key in memory.
             ids = tuple(c.key for c in found.fresh) + (() if special is None else (f"{SPECIAL_KEY}#{k}",))
             members.append(Member(node, claims, ids))
+        seconds = self.gang_budget if budget is None else budget
+        start = self.allocator.clock()
         try:
-            got = gangsearch.search(self.allocator, members, self.now,
-                                    self.gang_budget if budget is None else budget)
+            got = gangsearch.search(self.allocator, members, self.now, seconds,
+                                    deadline=start + max(0.0, seconds - self.gang_spent))
         except DeviceError:
             return False, None
+        finally:
+            self.gang_spent += self.allocator.clock() - start
         if got.made is None:
             return False, got.stopped
+        start = txn.savepoint()
         for k, ((pod, node), made) in enumerate(zip(placed, got.made, strict=True)):
-            # Resolved again: a claim an earlier member allocated is allocated now, not fresh.
+            # Resolved again: a claim an earlier member allocated is allocated now, not fresh. Its
+            # reservedFor filled by the members before (256 consumers) refuses this one as ``reserve``
+            # would: nothing is laid, lest the gang bind without it.
             found = self.resolve(pod)
+            if found.prefilter is not None or self._unavailable(found, node) is not None:
+                txn.rollback(start)
+                return False, None
             special = self.special(found, node)
             fresh = {c.key: made[c.key] for c in found.fresh}
             self._lay(pod, node, found, fresh,
                       None if special is None else (special, made[f"{SPECIAL_KEY}#{k}"]), txn)
         return True, None
+
+    def new_job(self) -> None:
+        """A job's evaluation begins: its gang searches get the whole budget again."""
+        self.gang_spent = 0.0
 
     def _lay(self, pod: Pod, node: Node, found: PodClaims, fresh: Mapping[str, Allocation],
              special: tuple[tuple[ResourceClaim, extended.Special], Allocation] | None, txn: Txn) -> None:

@@ -208,6 +208,8 @@ class Cycle:
         keys = job.keys
         txn = self.txn if self.txn is not None else Txn(self.cluster, self.state)
         savepoint = txn.savepoint()
+        if self.filters.devices is not None:
+            self.filters.devices.new_job()
         try:
             return self._job(job)
         except Exception as exc:  # a job's bug must not stop the queue

@@ -92,14 +92,16 @@ class Placer:
             free[:, col] = np.minimum(free[:, col], self.cap)
         return free
 
-    def _caps(self, pods: list[Pod], cap_on: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.int64] | None:
+    def _caps(self, pods: list[Pod], cap_on: npt.NDArray[np.bool_] | None,
+              together: bool = False) -> npt.NDArray[np.int64] | None:
         """The per-node cap of a job: one member where they repel each other; the pods the node's
-        devices take, when they claim devices (a gang of 8-GPU claims gathers as one of 8-GPU requests)."""
+        devices take, when they claim devices (a gang of 8-GPU claims gathers as one of 8-GPU requests),
+        pod after pod or (``together``) with their devices searched as a whole."""
         cap = None if cap_on is None else np.where(cap_on, 1, np.iinfo(np.int64).max).astype(np.int64)
         devices = self.filters.devices
         if devices is not None and len(pods) > 1 and any(map(devices.uses, pods)):  # one pod: its mask says
             mask = self._mask(np.logical_or.reduce([self.filters.static(p).mask for p in self._distinct(pods)]))
-            counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods))
+            counted = devices.capacity(pods, self.cluster.nodes, mask, len(pods), together)
             if counted is not None:
                 cap = counted if cap is None else np.minimum(cap, counted)
         return cap
@@ -118,37 +120,55 @@ class Placer:
         self.cap = self._caps(pods, play.cap_on)
         try:
             mark = stmt.savepoint()
-            failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
-            if failure is not None and play.sequential and req is not None:
-                # Each member's mask was its own against the pods already there (a spread's first member
-                # sees a skew the members fix together): the search proposes without the rules, and the
-                # members then go one by one with them.
-                stmt.rollback(mark)
-                self.relaxed = True
-                try:
-                    relaxed = self.place(pods, req, stmt)
-                finally:
-                    self.relaxed = False
-                if relaxed is not None:
+            failure = self._place_capped(pods, req, stmt, play)
+            devices = self.filters.devices
+            if failure is not None and self.cap is not None and devices is not None and devices.prefers(pods):
+                # Counted pod after pod, each member takes the firstAvailable alternative it prefers
+                # (kube-scheduler's order); only a job that does not fit so is placed again on the
+                # count with its devices searched as a whole (less preferred alternatives, more pods
+                # a node), which would otherwise pack members onto halves beside idle whole devices.
+                wider = self._caps(pods, play.cap_on, together=True)
+                if wider is not None and bool((wider != self.cap).any()):
                     stmt.rollback(mark)
-                else:
-                    failure = None
-            if failure is not None and play.cap_on is not None:
-                failure = replace(failure, why=OnePerNode(failure.why, play.cap_ports, play.cap_keys))
-            if not play.sequential or (failure is not None and req is not None):
-                return failure
-            keys = {p.key for p in pods}
-            proposed = {k: n for k, n in stmt.placed.items() if k in keys}
-            stmt.rollback(mark)
-            if req is None:
-                return self._regions(pods, proposed, stmt)
-            if req.subgroups:
-                # Sub-groups keep their own HyperNodes: the proposal stands only if every member passes.
-                return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
-                                        strict=True, where=None)
-            return self._widening(pods, req, proposed, stmt)
+                    self.cap = wider
+                    failure = self._place_capped(pods, req, stmt, play)
+            return failure
         finally:
             self.cap = None
+
+    def _place_capped(self, pods: list[Pod], req: Requirement | None, stmt: Statement,
+                      play: Interplay) -> Failure | None:
+        """``place_job`` on the cap it set."""
+        mark = stmt.savepoint()
+        failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
+        if failure is not None and play.sequential and req is not None:
+            # Each member's mask was its own against the pods already there (a spread's first member
+            # sees a skew the members fix together): the search proposes without the rules, and the
+            # members then go one by one with them.
+            stmt.rollback(mark)
+            self.relaxed = True
+            try:
+                relaxed = self.place(pods, req, stmt)
+            finally:
+                self.relaxed = False
+            if relaxed is not None:
+                stmt.rollback(mark)
+            else:
+                failure = None
+        if failure is not None and play.cap_on is not None:
+            failure = replace(failure, why=OnePerNode(failure.why, play.cap_ports, play.cap_keys))
+        if not play.sequential or (failure is not None and req is not None):
+            return failure
+        keys = {p.key for p in pods}
+        proposed = {k: n for k, n in stmt.placed.items() if k in keys}
+        stmt.rollback(mark)
+        if req is None:
+            return self._regions(pods, proposed, stmt)
+        if req.subgroups:
+            # Sub-groups keep their own HyperNodes: the proposal stands only if every member passes.
+            return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
+                                    strict=True, where=None)
+        return self._widening(pods, req, proposed, stmt)
 
     def _widening(self, pods: list[Pod], req: Requirement, proposed: dict[str, int],
                   stmt: Statement) -> Failure | None:

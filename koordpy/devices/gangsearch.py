@@ -16,7 +16,7 @@ would give), with the devices the members before it took held as in use, so each
 inside one member's solution), are kept; a member without a solution sends the search back to the
 member before it for its next. The first assignment found is therefore the lexicographically first in
 member order, and when member-by-member allocation succeeds it is exactly that, found at the same cost.
-Two prunings keep that answer: a state (the devices held, the depth, the shared claims allocated) whose
+Two prunings keep that answer: a state (the devices held, the depth, the devices of each shared claim) whose
 suffix found nothing is not searched again when another order of the same choices reaches it, and a
 prefix that leaves a pool fewer counters than the members after it need at least is not extended.
 
@@ -37,6 +37,8 @@ a search that reaches either says so (``GangStopped``) rather than that no assig
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -104,12 +106,13 @@ def coupled(allocator: Allocator, members: Sequence[Member]) -> list[list[int]]:
 
 
 def search(allocator: Allocator, members: Sequence[Member], now: float, budget: float = GANG_BUDGET,
-           steps: int = GANG_STEPS) -> GangAssignment:
+           steps: int = GANG_STEPS, deadline: float = math.inf) -> GangAssignment:
     """An assignment of every member's claims (the lexicographically first in member order), or None
     with why it stopped if it did. The devices in use are as they were when it returns. Raises the
-    allocator's ``DeviceError`` as ``allocate`` does."""
+    allocator's ``DeviceError`` as ``allocate`` does. ``deadline`` (on the allocator's clock): the
+    job's budget where earlier searches of the job spent part of it."""
     start = allocator.clock()
-    bound = Budget(start + min(budget, allocator.timeout), steps)
+    bound = Budget(min(start + min(budget, allocator.timeout), deadline), steps)
     groups = coupled(allocator, members)
     made: list[dict[str, Allocation]] = [{} for _ in members]
     for group in groups:
@@ -153,14 +156,21 @@ def _group(allocator: Allocator, members: Sequence[Member], group: list[int], no
     undos: list[list[object]] = []  # per depth: the undo callables and the identities it allocated
     chosen: list[dict[str, Allocation]] = []
     # What the members on the path hold, as a multiset of (device, capacity consumed, admin): with the
-    # depth and the shared claims allocated, all a suffix's fate depends on. A state whose suffix found
-    # nothing is not searched again when another order of the same choices reaches it (members from one
-    # template on one node, the usual gang, reach each state in every order of their choices).
+    # depth and the devices of the claims members share, all a suffix's fate depends on. A state whose
+    # suffix found nothing is not searched again when another order of the same choices reaches it
+    # (members from one template on one node, the usual gang, reach each state in every order).
     held: dict[tuple[object, ...], int] = {}
     failed: set[tuple[object, ...]] = set()
+    # Which devices a claim later members name holds matters too, not only that they are held: its
+    # allocation's node selector decides which of their nodes can use it (the same devices held the
+    # other way round, the shared claim on a network device and a member's own on a local one, may
+    # reach a node the other cannot). The claims on the path are otherwise the depth's.
+    naming = Counter(cid for i in group for cid in set(members[i].ids))
+    common = {cid for cid, n in naming.items() if n > 1}
 
     def state(depth: int) -> tuple[object, ...]:
-        return depth, frozenset(held.items()), frozenset(shared)
+        return depth, frozenset(held.items()), frozenset(
+            (cid, tuple(r.device_id for r in a.results)) for cid, a in shared.items() if cid in common)
 
     def hold(a: Allocation, sign: int) -> None:
         for r in a.results:

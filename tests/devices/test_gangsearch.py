@@ -270,3 +270,23 @@ def test_members_wanting_more_devices_than_their_candidates_are_refused_without_
     got = gangsearch.search(w.allocator, members, NOW)
     assert got.made is None and got.stopped is None and got.steps == 0
     assert gangsearch.search(w.allocator, members[:2], NOW).made is not None
+
+
+def test_a_state_is_told_apart_by_which_devices_a_shared_claim_holds() -> None:
+    # node-1 has a local device, every node sees three network devices. The first member's shared
+    # claim on the local device cannot reach the third member on node-2; the same devices held the
+    # other way round (the shared claim on a network device, the member's own on the local one) can.
+    # A state whose suffix failed must not stand for the other: the memo keys on what the shared
+    # claims hold, not only on the devices held altogether.
+    slices = [slice_("local", [dev("d")], node="node-1", pool="local"),
+              slice_("net", [dev("e"), dev("f"), dev("g")], node=None, pool="net", all_nodes=True)]
+    w = World(slices)
+    shared = claim("shared", req())
+    own = [claim(f"own-{i}", req()) for i in range(3)]
+    members = [Member(node("node-1"), (shared, own[0]), (shared.key, own[0].key)),
+               Member(node("node-1"), (own[1],), (own[1].key,)),
+               Member(node("node-2"), (shared, own[2]), (shared.key, own[2].key))]
+    got = gangsearch.search(w.allocator, members, NOW)
+    assert got.made is not None, "an assignment exists: the shared claim on a network device"
+    assert [r.pool for r in got.made[0][shared.key].results] == ["net"]
+    assert sorted(r.device for d in got.made for a in d.values() for r in a.results) == ["d", "e", "f", "g"]

@@ -104,3 +104,77 @@ def test_a_podgroups_shared_claim_goes_through_the_search_allocated_once() -> No
         f"{DRIVER}/r1-0/gpu-0-half-0", f"{DRIVER}/r1-0/gpu-0-half-1"]
     made = world.devices.claims["default/train-channel"]
     assert [(c.resource, c.name) for c in made.reserved_for] == [("podgroups", "train")]
+
+
+@pytest.mark.parametrize("make", [koordinator, volcano_gang, kai_gang, upstream_gang])
+def test_two_members_with_a_whole_device_idle_each_get_the_whole_device_they_prefer(make: Any) -> None:
+    # Member by member (kube-scheduler's order) gives each a whole device on its own node; counting
+    # what a node takes with the devices searched as a whole (two halves) must not pack both onto one.
+    out = run(node("node-a", cpu="64"), node("node-b", cpu="64"), gpu_class(), *partitionable("node-a"),
+              *partitionable("node-b"), whole_else_half(), *make("g", 2))
+    assert sorted(out.bound.values()) == ["node-a", "node-b"], out.pending
+    assert out.allocations is not None
+    held = sorted(d for k in ("default/g-0-gpus", "default/g-1-gpus") for d in out.allocations[k])
+    assert held == [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-b/gpu-0"]
+
+
+def test_a_claim_shared_by_more_members_than_its_reserved_for_holds_keeps_the_gang_waiting_whole() -> None:
+    # 257 members naming one claim: reservedFor holds 256 consumers, so the last member cannot have it.
+    # Member by member fails there; the search's assignment (the claim allocated once) must not be laid
+    # for the others alone, or the gang binds in part.
+    from tests.sim.test_dra import claim, gpu_slice
+
+    n = 257
+    out = run(node("node-a", cpu="600", memory="1000Gi", extra={"pods": "500"}), gpu_class(),
+              gpu_slice("node-a", 1), claim("shared", 1), podgroup("g", n),
+              *(claiming(pod(f"g-{i}", cpu="1", group="g"), claim_name="shared") for i in range(n)))
+    assert not out.bound
+    assert "reserved for 256 other consumers" in out.pending["default/g-0"]
+
+
+def test_a_jobs_searches_share_the_one_time_budget_the_setting_gives_it() -> None:
+    # One node of 8 partitionable GPUs whose counters are named apart, 17 members each a whole GPU
+    # else a half: no assignment, and no bound proves it quickly, so the search runs to its budget.
+    # A job's placement may be tried many times in one cycle (prefixes, domains, preemption's what-ifs):
+    # the second search of the same job stops at once, the next job gets the budget again.
+    from koordpy.core.claims import DeviceRules
+    from koordpy.core.txn import Txn
+    from koordpy.sim.simulator import World
+
+    def part(g: int, name: str, size: int) -> dict[str, Any]:
+        return {"name": name, "attributes": {"size": {"string": "whole" if size == 2 else "half"}},
+                "consumesCounters": [{"counterSet": f"gpu-{g}", "counters": {f"mem{g}": {"value": str(size)}}}]}
+    pool = {"name": "node-a", "generation": 1, "resourceSliceCount": 2}
+    slices = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "counters"},
+         "spec": {"driver": DRIVER, "nodeName": "node-a", "pool": pool, "sharedCounters": [
+             {"name": f"gpu-{g}", "counters": {f"mem{g}": {"value": "2"}}} for g in range(8)]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "gpus"},
+         "spec": {"driver": DRIVER, "nodeName": "node-a", "pool": pool, "devices": [
+             part(g, n, s) for g in range(8) for n, s in ((f"gpu-{g}", 2), (f"gpu-{g}-a", 1), (f"gpu-{g}-b", 1))]}}]
+    spec = whole_else_half()["spec"]["spec"]
+    claims = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": f"c-{i}", "namespace": "default"}, "spec": spec} for i in range(17)]
+    pods = [claiming(pod(f"p-{i}", cpu="1"), claim_name=f"c-{i}") for i in range(17)]
+    world = World.from_objects([("t", o) for o in (node("node-a", cpu="64"), gpu_class(), *slices, *claims, *pods)])
+    snapshot = world.snapshot(frozenset({"koordpy"}))
+    rules = DeviceRules(snapshot.devices)
+    looks = [0]
+
+    def clock() -> float:  # each look at the clock: a quarter of a second
+        looks[0] += 1
+        return looks[0] / 4
+    rules.allocator.clock = clock
+    members = [(p, snapshot.nodes[0]) for p in sorted(snapshot.pods, key=lambda p: int(p.name[2:]))]
+    assert len(members) == 17
+    spent = []
+    for fresh in (False, False, True):
+        if fresh:
+            rules.new_job()
+        before = looks[0]
+        done, stopped = rules.reserve_together(members, Txn(), budget=1.0)
+        assert not done and stopped is not None and stopped.bound == "time"
+        spent.append(looks[0] - before)
+    # The second search of the job found its budget spent (a look or two to see it); the next job's
+    # searched as long as the first.
+    assert spent[1] < spent[0] and spent[2] == spent[0], spent
