@@ -302,3 +302,14 @@ def check_invariants(kube: Kube) -> list[str]:
         if 0 < bound < gang.config.min_member:
             problems.append(f"Strict gang {gang.key} partly bound: {bound}/{gang.config.min_member}")
     return problems
+
+
+def drop_dra_objects(kube: Kube, kinds: tuple[str, ...]) -> None:
+    """Deletes the DRA objects of ``kinds`` everywhere, the claims' finalizers first: a claim keeps
+    its delete-protection finalizer until kube-controller-manager drops it, and the next test (or
+    run) should start from none."""
+    for item in kube.get("resourceclaims", namespace="default")["items"]:
+        kube.kubectl("patch", "resourceclaims", item["metadata"]["name"], "-n", "default", "--type=merge", "-p",
+                     '{"metadata": {"finalizers": null}}', check=False)
+    for kind in kinds:
+        kube.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)

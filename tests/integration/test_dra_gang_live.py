@@ -36,7 +36,16 @@ import pytest
 
 from tests.builders import node
 from tests.integration.dra_checker import dra_violations
-from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, start_kube_scheduler, wait_for
+from tests.integration.kube import (
+    ControlPlane,
+    Kube,
+    Scheduler,
+    drop_dra_objects,
+    fake,
+    settle,
+    start_kube_scheduler,
+    wait_for,
+)
 from tests.sim.test_dra import gpu_class, upstream_gang, volcano_gang
 from tests.sim.test_dra_gang_search import partitionable, whole_else_half
 
@@ -55,11 +64,7 @@ def _no_claims_left(kube: Kube) -> Iterator[None]:
     """Claims keep the delete-protection finalizer until kube-controller-manager drops it: the test's DRA
     objects go, finalizers and all, so the next test (or run) starts from none."""
     yield
-    for item in kube.get("resourceclaims", namespace="default")["items"]:
-        kube.kubectl("patch", "resourceclaims", item["metadata"]["name"], "-n", "default", "--type=merge", "-p",
-                     '{"metadata": {"finalizers": null}}', check=False)
-    for kind in DRA:
-        kube.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
+    drop_dra_objects(kube, DRA)
 
 
 def cluster() -> list[Obj]:

@@ -28,7 +28,7 @@ from koordpy.controller.writer import ApiWriter
 from koordpy.core.decisions import Bind, ClaimWrite, DeviceBinding
 from tests.builders import node, pod, podgroup
 from tests.core.dialects.test_topology_sources import volcano_pg
-from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for, when
+from tests.integration.kube import ControlPlane, Kube, Scheduler, drop_dra_objects, fake, settle, wait_for, when
 from tests.sim.test_dra import channel_gang, channel_objects
 
 DRIVER = "gpu.example.com"
@@ -40,11 +40,7 @@ def _no_claims_left(kube: Kube) -> Iterator[None]:
     """Claims keep the delete-protection finalizer until kube-controller-manager drops it: each test's
     DRA objects go, finalizers and all, so the next test starts from none."""
     yield
-    for item in kube.get("resourceclaims", namespace="default")["items"]:
-        kube.kubectl("patch", "resourceclaims", item["metadata"]["name"], "-n", "default", "--type=merge", "-p",
-                     '{"metadata": {"finalizers": null}}', check=False)
-    for kind in DRA:
-        kube.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
+    drop_dra_objects(kube, DRA)
 
 
 def _class() -> dict[str, Any]:
