@@ -18,7 +18,7 @@ from koordpy.core.view import View
 from koordpy.sim.simulator import World
 from tests.builders import pod
 from tests.sim.test_dra import channel_gang, channel_objects
-from tests.sim.test_dra_bindto import shared_channel
+from tests.sim.test_dra_bindto import allocated_for, shared_channel
 
 ENTRY = {"name": "channel", "resourceClaimName": "shared-channel"}
 
@@ -88,26 +88,12 @@ def test_the_rules_are_built_again_when_the_group_gains_the_members_entry() -> N
     assert _rules(view, _world(2)) is after  # nothing changed: the rules stand
 
 
-def _allocated_for(group_uid: str) -> dict[str, Any]:
-    """``shared-channel`` allocated the channel on rack r1, reserved for the group ``train`` (uid ``group_uid``)."""
-    held = shared_channel()
-    held["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
-    held["status"] = {
-        "allocation": {"devices": {"results": [{"request": "ch", "driver": "channel.example.com",
-                                                "pool": "domain-r1", "device": "channel-0"}]},
-                       "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                           {"key": "topology.kubernetes.io/rack", "operator": "In", "values": ["r1"]}]}]}},
-        "reservedFor": [{"resource": "podgroups", "apiGroup": "scheduling.k8s.io", "name": "train",
-                         "uid": group_uid}]}
-    return held
-
-
 def test_a_member_finds_the_claim_reserved_for_its_group_by_the_groups_name() -> None:
     # kube-scheduler's IsReservedForPod matches a group's reservation by name (a pod does not know its
     # group's uid): one written for an earlier group of that name is not written again beside it.
     world = _world(2)
     world.devices.claims["default/shared-channel"] = type(world.devices.claims["default/shared-channel"]).from_raw(
-        _allocated_for("uid-old"))
+        allocated_for("uid-old", protected=True))
     rules = _rules(View(), world)
     txn = Txn()
     assert rules.reserve(_members(world)[0], Node.from_raw(channel_objects()[0]), txn) is None
@@ -119,7 +105,7 @@ def test_a_victim_member_leaves_its_groups_claim_allocated() -> None:
     # ResourceClaim controller drops a group's reservation only once the group is gone or replaced).
     world = _world(2)
     world.devices.claims["default/shared-channel"] = type(world.devices.claims["default/shared-channel"]).from_raw(
-        _allocated_for("uid-train"))
+        allocated_for("uid-train", protected=True))
     rules = _rules(View(), world)
     rules.release(_members(world)[:1], Txn())
     held = rules.claims["default/shared-channel"]

@@ -18,6 +18,22 @@ def shared_channel() -> dict[str, Any]:
             "spec": {"devices": {"requests": [{"name": "ch", "exactly": {"deviceClassName": "channel"}}]}}}
 
 
+def allocated_for(group_uid: str, protected: bool = False) -> dict[str, Any]:
+    """``shared-channel`` allocated the channel on rack r1, reserved for the group ``train`` (uid
+    ``group_uid``); ``protected``: with the delete-protection finalizer a scheduler's allocation puts on."""
+    held = shared_channel()
+    if protected:
+        held["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    held["status"] = {
+        "allocation": {"devices": {"results": [{"request": "ch", "driver": "channel.example.com",
+                                                "pool": "domain-r1", "device": "channel-0"}]},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                           {"key": "topology.kubernetes.io/rack", "operator": "In", "values": ["r1"]}]}]}},
+        "reservedFor": [{"resource": "podgroups", "apiGroup": "scheduling.k8s.io", "name": "train",
+                         "uid": group_uid}]}
+    return held
+
+
 def named_gang(member_entry: str = "channel") -> list[dict[str, Any]]:
     """``channel_gang`` whose group names ``shared-channel`` by ``resourceClaimName`` under the entry
     ``channel``, and whose members name it under ``member_entry``."""
@@ -85,15 +101,8 @@ def test_the_group_postfilter_drops_the_groups_reservation_of_a_claim_it_names()
     from koordpy.core.state import SchedulerState
     from koordpy.sim.simulator import World
 
-    held = shared_channel()
+    held = allocated_for("uid-train")
     held["metadata"]["uid"] = "uid-claim"
-    held["status"] = {
-        "allocation": {"devices": {"results": [{"request": "ch", "driver": "channel.example.com",
-                                                "pool": "domain-r1", "device": "channel-0"}]},
-                       "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                           {"key": "topology.kubernetes.io/rack", "operator": "In", "values": ["r1"]}]}]}},
-        "reservedFor": [{"resource": "podgroups", "apiGroup": "scheduling.k8s.io", "name": "train",
-                         "uid": "uid-train"}]}
     group, *members = named_gang()
     for m in members:
         m["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "100"
