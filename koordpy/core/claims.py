@@ -26,6 +26,7 @@ condition ``SchedulerError``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -72,6 +73,7 @@ from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
 from koordpy.devices import gangsearch
 from koordpy.devices.allocator import Allocator, binding_broken
+from koordpy.devices.counts import Counts, Kind, plain
 from koordpy.devices.gangsearch import Member
 from koordpy.devices.pools import ClassDevices, Pools
 from koordpy.devices.reasons import DeviceError, GangStopped, Unallocatable
@@ -105,6 +107,10 @@ class PodClaims:
         """What a node's answer depends on: how the pod names its claims, the claims allocated already
         (their node selectors, whether they will bind), the specs of those to allocate, the extended
         resources it asks for."""
+        return self._key
+
+    @functools.cached_property
+    def _key(self) -> tuple[object, ...]:
         return (self.names, tuple(c.key for c in self.allocated), _specs_key(self.fresh), self.unbindable,
                 self.extended, self.containers)
 
@@ -219,6 +225,10 @@ class DeviceRules:
         # What Reserve decided for each pod placed this cycle (its PreBind writes).
         self.bindings: dict[str, DeviceBinding] = {}
         self._loose: Allocator | None = None  # over no device in use (``reasons(loose=True)``)
+        # The array counts over the devices in use, and over none (``loose``), made when first asked.
+        self._counts: dict[bool, Counts] = {}
+        self._plain: dict[tuple[object, ...], Kind | None] = {}  # PodClaims.key -> its plain kind
+        self._resolved: dict[str, tuple[Pod, float, PodClaims]] = {}  # pod key -> (pod, now, its claims)
         self._served: dict[str, bool] = {}  # node -> whether any pool's devices may be used there
         # Answers per node, kept while the devices in use there do not change: a node's stamp moves
         # when an allocation pinned to it comes or goes, every node's (``_common``) for one that is not.
@@ -250,7 +260,20 @@ class DeviceRules:
         return left if not pod.uid or left.owner is None or left.owner[2] in ("", pod.uid) else None
 
     def resolve(self, pod: Pod) -> PodClaims:
-        """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words)."""
+        """The pod's claims, or why no node can take it (kube-scheduler's PreFilter, in its words).
+        Kept per pod while the pod, the time and each of its claims are the same objects (all else it
+        depends on is this snapshot's); a reason is worked out each time."""
+        hit = self._resolved.get(pod.key)
+        if hit is not None and hit[0] is pod and hit[1] == self.now:
+            claims = self.claims
+            if all(claims.get(c.key) is c for c in hit[2].claims):
+                return hit[2]
+        found = self._resolve(pod)
+        if found.prefilter is None:
+            self._resolved[pod.key] = (pod, self.now, found)
+        return found
+
+    def _resolve(self, pod: Pod) -> PodClaims:
         wanted = extended.asked(pod, self.backed)
         left = self.leftover(pod) if wanted else None
         if left is not None:  # a try that failed after creating it: deleted (``DeleteClaim``), then tried again
@@ -350,20 +373,67 @@ class DeviceRules:
 
     # -- Filter ----------------------------------------------------------------------------
 
-    def reasons(self, pod: Pod, nodes: Sequence[Node], loose: bool = False) -> list[str | None]:
-        """Per node, why the pod's claims cannot be had there (None: they can), as Filter decides.
-        ``loose``: as if no device were in use, what removing pods could make possible (preemption's
-        pricing, and whether a failure is resolvable)."""
+    def reasons(self, pod: Pod, nodes: list[Node], mask: npt.NDArray[np.bool_] | None = None,
+                loose: bool = False) -> list[str | None]:
+        """For each node of ``nodes`` in ``mask`` (None: every one), in order, why the pod's claims cannot be had there
+        (None: they can), as Filter decides. ``loose``: as if no device were in use, what removing
+        pods could make possible (preemption's pricing, and whether a failure is resolvable)."""
         found = self.resolve(pod)
+        at = np.flatnonzero(mask) if mask is not None else np.arange(len(nodes))
         if found.prefilter is not None:
-            return [found.prefilter] * len(nodes)
+            return [found.prefilter] * len(at)
         if not found.fresh and not found.extended:
-            return self._where_allocated(found, nodes)
-        allocator = self.allocator
-        if loose:
-            if self._loose is None:
-                self._loose = Allocator(self.pools, self.classes, InUse())
-            allocator = self._loose
+            return self._where_allocated(found, [nodes[i] for i in at.tolist()])
+        kind = self.plain_kind(found)
+        got = self.counts(loose).fit(kind, nodes) if kind is not None else None
+        if kind is None or got is None:
+            return self._node_reasons(found, [nodes[i] for i in at.tolist()], loose)
+        # Claims the allocator takes first fit: counted on arrays; the nodes it must look at
+        # itself (``odd``) and those where no pod fits get their reasons one by one.
+        fits, odd = got
+        out: list[str | None] = [None] * len(at)
+        short = np.flatnonzero((fits[at] < 1) | odd[at])
+        if not short.size:
+            return out
+        looked = short[odd[at[short]]]
+        if looked.size:
+            for k, why in zip(looked.tolist(), self._node_reasons(found, [nodes[i] for i in at[looked].tolist()],
+                                                                 loose), strict=True):
+                out[k] = why
+        counted = short[~odd[at[short]]]
+        if counted.size:
+            for k, u in zip(counted.tolist(), self.counts(loose).reasons(kind, nodes, at[counted].tolist()),
+                            strict=True):
+                out[k] = NO_DEVICES if u is False else None if u is None or u is True else found.named(u)
+        return out
+
+    def counts(self, loose: bool = False) -> Counts:
+        """The array counts over the devices in use (``loose``: over none)."""
+        got = self._counts.get(loose)
+        if got is None:
+            got = self._counts[loose] = Counts(self._allocator(loose))
+        return got
+
+    def plain_kind(self, found: PodClaims) -> Kind | None:
+        """The pod's claims as a plain kind (``koordpy.devices.counts``) when they are all still to
+        allocate and it asks for no DRA-backed extended resource, else None."""
+        if found.prefilter is not None or found.extended or found.unbindable or len(found.fresh) != len(found.claims):
+            return None
+        key = found.key()
+        if key not in self._plain:
+            self._plain[key] = plain(found.fresh, self.classes)
+        return self._plain[key]
+
+    def _allocator(self, loose: bool) -> Allocator:
+        if not loose:
+            return self.allocator
+        if self._loose is None:
+            self._loose = Allocator(self.pools, self.classes, InUse())
+        return self._loose
+
+    def _node_reasons(self, found: PodClaims, nodes: Sequence[Node], loose: bool) -> list[str | None]:
+        """``reasons`` asked of the allocator node by node, each answer kept while the node's stamp stands."""
+        allocator = self._allocator(loose)
         cache = self._reasons.setdefault((*found.key(), loose), {})
         out: list[str | None] = []
         try:
@@ -487,7 +557,7 @@ class DeviceRules:
 
     # -- the topology search's count ---------------------------------------------------------
 
-    def capacity(self, pods: Sequence[Pod], nodes: Sequence[Node], mask: npt.NDArray[np.bool_],
+    def capacity(self, pods: Sequence[Pod], nodes: list[Node], mask: npt.NDArray[np.bool_],
                  limit: int, together: bool = False) -> npt.NDArray[np.int64] | None:
         """Per node, how many of ``pods`` its devices take (each pod with claims of its own, none
         allocated yet; a pod without claims takes none), for the nodes of ``mask`` (where any of them
@@ -517,8 +587,18 @@ class DeviceRules:
             return None
         out = np.zeros(len(nodes), dtype=np.int64)
         for key, found in kinds.items():
+            kind = self.plain_kind(found)
+            got = self.counts().fit(kind, nodes) if kind is not None else None
+            looked = mask
+            if got is not None:
+                # Claims taken first fit: counted on arrays (the same with the search, which finds
+                # nothing more for requests without alternatives), but where ``odd``.
+                fits, odd = got
+                counted = mask & ~odd
+                out[counted] += np.minimum(fits[counted], limit)
+                looked = mask & odd
             cache = self._capacity.setdefault((key, limit), {})
-            for i in np.flatnonzero(mask).tolist():
+            for i in np.flatnonzero(looked).tolist():
                 node = nodes[i]
                 stamp: object = self._stamp(node)
                 if found.extended:
@@ -658,14 +738,13 @@ class DeviceRules:
         for claim, consumer in zip(found.claims, found.consumers, strict=True):
             allocation = fresh.get(claim.key)
             writes.append(ClaimWrite(claim.key, consumer, allocation))
-            updated = claim
             if allocation is not None:
                 self._undo(txn, self.in_use.add(allocation), self._pinned(allocation))
-                updated = replace(updated, allocation=allocation)
-            if not _holds(claim, consumer):
-                updated = replace(updated, reserved_for=(*updated.reserved_for, consumer))
-            if updated is not claim:
-                self._swap(txn, claim.key, updated)
+            held = _holds(claim, consumer)
+            if allocation is not None or not held:
+                self._swap(txn, claim.key, replace(
+                    claim, allocation=claim.allocation if allocation is None else allocation,
+                    reserved_for=claim.reserved_for if held else (*claim.reserved_for, consumer)))
         if writes or ext is not None:
             self._bind(txn, pod.key, DeviceBinding(node.name, tuple(writes), ext))
 

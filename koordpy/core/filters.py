@@ -113,8 +113,7 @@ class Filters:
         hit = self._device_fits.get(key)
         if hit is not None and hit[0] == rules.version and hit[1] is base:
             return hit[2]
-        device = rules.reasons(pod, [n for n, ok in zip(self.cluster.nodes, base.mask.tolist(), strict=True) if ok],
-                               loose)
+        device = rules.reasons(pod, self.cluster.nodes, base.mask, loose)
         if device and isinstance(device[0], PreFilterReason):
             reasons: list[str | None] = [device[0]] * len(self.cluster.nodes)  # PreFilter: no node is looked at
         else:

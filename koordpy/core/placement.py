@@ -989,12 +989,19 @@ class Placer:
         repelling = presence.holding > 0
         plain = self._PLAIN
         out: dict[tuple[object, ...], Pod] = {}
+        claims = self.filters.devices
         for p in pods:
-            devices = self.uses_devices(p)  # its claims filter nodes too
+            devices = claims is not None and claims.uses(p)  # its claims filter nodes too
             if repelling or devices or (p.node_selector or p.affinity_terms or p.tolerations or p.required_features
                                         or p.pod_affinity or p.pod_anti_affinity or p.host_ports or p.spread):
                 key = (constraints_key(p), rules_key(p, presence) if rules.applies(p) else None)
-                out[(*key, id(self.filters.static(p))) if devices else key] = p
+                if devices:
+                    # Pods whose claims have equal keys pass DynamicResources' filter on the same
+                    # nodes; their volumes' filters are their own.
+                    assert claims is not None
+                    out[(*key, id(self.filters.static(p)) if p.volumes else claims.key(p))] = p
+                else:
+                    out[key] = p
             else:
                 out[plain] = p
         return list(out.values())

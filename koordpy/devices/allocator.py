@@ -205,7 +205,6 @@ class Allocator:
         # id(view) -> (view, InUse.version, counters left): a pool's view differs by node (which
         # of its slices reach the node), so the counters left are the view's.
         self._avail: dict[int, tuple[PoolView, int, dict[tuple[str, str], Num], bool]] = {}
-        self._selectors: dict[str, tuple[NodeSelectorTerm, ...]] = {}
         self.steps = 0  # search steps of the last allocate (kube-scheduler's allocateOne invocations)
 
     # -- the API ---------------------------------------------------------------------------------
@@ -393,6 +392,10 @@ class Allocator:
                     reqs.append(_Req(ci, r.name, x, cls))
                 slots.append(_Slot(r.name, reqs, r.exactly is None))
             plan.append(slots)
+        if each is None and build:
+            fit = self._first_fit(node, claims, plan, now)
+            if fit is not None:
+                return fit
         search = _Search(self, node, views, claims, plan, deadline)
         if each is not None:
             search.found = lambda: each([self._result(node, c, plan[ci], search.results[ci], now)
@@ -445,36 +448,86 @@ class Allocator:
             return []
         return [self._result(node, claim, plan[ci], search.results[ci], now) for ci, claim in enumerate(claims)]
 
-    def _candidates(self, node: Node, cls: DeviceClass, x: ExactRequest,
-                    claim: str) -> tuple[list[DeviceEntry], dict[str, DeviceError]]:
-        """The devices of the node's complete, valid pools that pass the class's and the request's
-        selectors and can be used on the node, in kube-scheduler's order, and the CEL errors met
-        (raised only when the search reaches that device, as kube-scheduler evaluates lazily).
-        Taints are not looked at here."""
+    def _first_fit(self, node: Node, claims: Sequence[ResourceClaim], plan: list[list[_Slot]],
+                   now: float) -> list[Allocation] | None:
+        """The search's answer without the search, when every request is one ExactCount request
+        without admin access or capacity of its own, no claim has constraints, and each request's
+        candidates are all ``plain``: any free candidate then does, so the search's first solution is
+        each request's first free candidates in order, which this takes. None when that does not
+        apply or comes up short (the search then says why, or finds what overlapping requests leave)."""
+        total = 0
+        for ci, claim in enumerate(claims):
+            if claim.spec.constraints:
+                return None
+            for slot in plan[ci]:
+                if slot.first_available:
+                    return None
+                req = slot.alts[0]
+                if req.all_mode or req.admin or req.capacity or req.count < 1:
+                    return None
+                total += req.count
+        if total > RESULTS_MAX:
+            return None
+        held = self.in_use.exclusive
+        taking: set[str] = set()
+        found: list[list[_Result]] = []
+        for ci in range(len(claims)):
+            mine: list[_Result] = []
+            for slot in plan[ci]:
+                req = slot.alts[0]
+                _, cands, _, plain = self.selection(node, req.cls, req.exact)
+                if not plain:
+                    return None
+                want = req.count
+                for e in cands:
+                    if held(e.id) or e.id in taking:
+                        continue
+                    taking.add(e.id)
+                    mine.append(_Result(req, e, "", None))
+                    want -= 1
+                    if not want:
+                        break
+                if want:
+                    return None
+            found.append(mine)
+        self.steps = len(taking)
+        return [self._result(node, claim, plan[ci], found[ci], now) for ci, claim in enumerate(claims)]
+
+    def selection(self, node: Node, cls: DeviceClass,
+                  x: ExactRequest) -> tuple[Node, list[DeviceEntry], dict[str, SelectorError], bool]:
+        """``_candidates`` as kept: (the node, the devices, the CEL errors by device id, whether every
+        device is ``plain`` and no selector failed)."""
         # Kept with the pools: they outlive this allocator while slices, classes and rules do not
         # change (claims change with every bind).
         cache = self.pools.candidates
         key = (node.name, cls.name, cls.selectors, x.selectors)
         hit = cache.get(key)
         if hit is not None and hit[0] is node:
-            got = hit
-        else:
-            cands: list[DeviceEntry] = []
-            found: dict[str, SelectorError] = {}
-            for view in self.pools.for_node(node):
-                if view.incomplete or view.invalid:
+            return hit
+        cands: list[DeviceEntry] = []
+        found: dict[str, SelectorError] = {}
+        for view in self.pools.for_node(node):
+            if view.incomplete or view.invalid:
+                continue
+            for e in view.devices:
+                try:
+                    ok = _selectable(e, cls, x)
+                except SelectorError as err:
+                    found[e.id] = err
+                    cands.append(e)
                     continue
-                for e in view.devices:
-                    try:
-                        ok = _selectable(e, cls, x)
-                    except SelectorError as err:
-                        found[e.id] = err
-                        cands.append(e)
-                        continue
-                    if ok and (e.own_node is None or node_matches(e.own_node, node)):
-                        cands.append(e)
-            got = (node, cands, found)
-            cache[key] = got
+                if ok and (e.own_node is None or node_matches(e.own_node, node)):
+                    cands.append(e)
+        got = cache[key] = (node, cands, found, not found and all(e.plain for e in cands))
+        return got
+
+    def _candidates(self, node: Node, cls: DeviceClass, x: ExactRequest,
+                    claim: str) -> tuple[list[DeviceEntry], dict[str, DeviceError]]:
+        """The devices of the node's complete, valid pools that pass the class's and the request's
+        selectors and can be used on the node, in kube-scheduler's order, and the CEL errors met
+        (raised only when the search reaches that device, as kube-scheduler evaluates lazily).
+        Taints are not looked at here."""
+        got = self.selection(node, cls, x)
         if not got[2]:
             return got[1], {}
         return got[1], {k: v.for_claim(claim) for k, v in got[2].items()}
@@ -500,8 +553,7 @@ class Allocator:
 
     def _result(self, node: Node, claim: ResourceClaim, slots: list[_Slot], found: list[_Result],
                 now: float) -> Allocation:
-        results = tuple(
-            DeviceResult(
+        results = tuple(_made(r) if not r.share_id and not r.consumed else DeviceResult(
                 request=r.req.name, driver=r.entry.driver, pool=r.entry.pool, device=r.entry.name,
                 admin_access=r.req.admin, tolerations=r.req.tolerations,
                 binding_conditions=r.entry.device.binding_conditions,
@@ -545,9 +597,9 @@ class Allocator:
         for r in found:
             e = r.entry
             if e.node_local:
-                got = self._selectors.get(node.name)
+                got = self.pools.pinned.get(node.name)
                 if got is None:
-                    got = self._selectors[node.name] = (NodeSelectorTerm(match_fields=(
+                    got = self.pools.pinned[node.name] = (NodeSelectorTerm(match_fields=(
                         Requirement(key="metadata.name", operator="In", values=(node.name,)),)),)
                 return got
             if e.node_selector:
@@ -566,6 +618,23 @@ class Allocator:
 
 
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize: alternatives one request may list
+
+
+def _made(r: _Result) -> DeviceResult:
+    """The result of an exclusive device for a request: the same value each time, kept on the device."""
+    e, req = r.entry, r.req
+    made = e.made
+    if made is None:
+        made = e.made = {}
+    key = (req.name, req.admin, req.tolerations)
+    got = made.get(key)
+    if got is None:
+        got = made[key] = DeviceResult(
+            request=req.name, driver=e.driver, pool=e.pool, device=e.name, admin_access=req.admin,
+            tolerations=req.tolerations, binding_conditions=e.device.binding_conditions,
+            binding_failure_conditions=e.device.binding_failure_conditions, share_id="", consumed_capacity={})
+    assert isinstance(got, DeviceResult)
+    return got
 
 
 def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:

@@ -71,8 +71,8 @@ class SelectorError(Exception):
 class DeviceEntry:
     """One published device with what the allocator asks of it, computed once per build."""
 
-    __slots__ = ("allow_multiple", "binding", "device", "driver", "id", "name", "node_local",
-                 "node_selector", "own_node", "pool", "qattrs", "slice", "taints", "uses", "verdicts")
+    __slots__ = ("allow_multiple", "binding", "device", "driver", "id", "made", "name", "node_local",
+                 "node_selector", "own_node", "plain", "pool", "qattrs", "slice", "taints", "uses", "verdicts")
 
     def __init__(self, sl: ResourceSlice, device: Device, taints: tuple[DeviceTaint, ...],
                  verdicts: dict[str, bool | CelError]) -> None:
@@ -101,6 +101,15 @@ class DeviceEntry:
         self.node_local = bool(where is not None and where.node_name) or device.binds_to_node
         self.node_selector: tuple[NodeSelectorTerm, ...] | None = (
             where.node_selector if where is not None else None)
+        # Taken by one allocation alone, whatever else is taken: no shares, no shared counters, no
+        # capacity policy, no taint that keeps it from being allocated. A request without admin access
+        # or capacity of its own takes such devices first fit (``koordpy.devices.counts``).
+        self.plain = (not self.allow_multiple and not device.consumes_counters
+                      and all(c.policy is None and c.value.value >= 0 for c in device.capacity.values())
+                      and not any(t.effect in ("NoSchedule", "NoExecute") for t in taints))
+        # The results it made, by (request, admin access, tolerations): a result of a plain
+        # allocation is the same value each time (``Allocator._first_fit``).
+        self.made: dict[tuple[object, ...], object] | None = None
 
     def selected(self, expression: str) -> bool:
         """Whether the CEL selector ``expression`` admits this device; the verdict (or the runtime
@@ -169,7 +178,15 @@ class Pools:
         # The allocator's candidates per (node, class, selectors): (node, devices, CEL errors by
         # device id). Kept here because they depend on nothing but the pools, the class and the
         # request, and the pools outlive an allocator while slices, classes and rules are the same.
-        self.candidates: dict[tuple[object, ...], tuple[Node, list[DeviceEntry], dict[str, SelectorError]]] = {}
+        # The last item: whether every device is ``plain`` and no selector failed.
+        self.candidates: dict[tuple[object, ...],
+                              tuple[Node, list[DeviceEntry], dict[str, SelectorError], bool]] = {}
+        # Per request kind, its candidates on every node as arrays (``koordpy.devices.counts``): kept
+        # here for the same reason, with the node list they were made for.
+        self.selections: dict[tuple[object, ...], tuple[list[Node], object]] = {}
+        self._index: dict[str, int] | None = None
+        # An allocation's node selector pinning it to a node by name, per node (values, made once).
+        self.pinned: dict[str, tuple[NodeSelectorTerm, ...]] = {}
         self._of_class: dict[str, tuple[DeviceClass, Sequence[Node], ClassDevices]] = {}
 
     @classmethod
@@ -199,6 +216,16 @@ class Pools:
                 DeviceEntry(sl, d, _taints(sl, d, rules), v)
                 for d, v in zip(sl.devices, old_verdicts, strict=True)))
         return self
+
+    def index(self) -> dict[str, int]:
+        """A number for each device id the pools publish, 0 up (the arrays of ``counts`` are over these)."""
+        if self._index is None:
+            index: dict[str, int] = {}
+            for _, entries in self._entries.values():
+                for e in entries:
+                    index.setdefault(e.id, len(index))
+            self._index = index
+        return self._index
 
     def entries(self, sl: ResourceSlice) -> tuple[DeviceEntry, ...]:
         return self._entries[sl.name][1]
