@@ -9,7 +9,9 @@ own and the DeviceTaintRules that select it), pools that are invalid (duplicate 
 counters that do not add up), the per-device cache of CEL verdicts (by expression), kept from
 one build to the next for the slice objects that did not change, so a cycle over unchanged slices
 evaluates no CEL, and a class's devices per node as NodeResourcesFit counts them to score an
-extended resource the class backs (``of_class``). Not here: what is allocated (``state``), the search (``allocator``).
+extended resource the class backs (``of_class``), and what outlives an allocator with the pools (the
+candidates per node and request, their arrays for ``counts``, device numbers, pinned node selectors).
+Not here: what is allocated (``state``), the search (``allocator``), the counts (``counts``).
 """
 
 from __future__ import annotations
