@@ -215,6 +215,10 @@ def device_error(message: str) -> FilterError:
 CLAIM_UNAVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NO_DEVICES = f"{CANNOT_ALLOCATE} (no ResourceSlice publishes devices for the node)"
+# A gang member that passes a node's filters alone where the node's devices take fewer of the job's
+# pods than were given it: kube-scheduler would say so on that node once the members before it had
+# allocated theirs.
+AFTER_MEMBERS = f"{CANNOT_ALLOCATE} (too few devices left once the members of its job before it take theirs)"
 
 
 def gang_stopped(reason: GangStopped) -> str:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from koordpy.api.objects import PODS, Pod
 from koordpy.core.filters import Filters, constraints_key
 from koordpy.core.members import rank_order as rank_order  # where callers have long found it
+from koordpy.core.messages import AFTER_MEMBERS
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -372,6 +373,14 @@ class Placer:
             if placed < len(members):
                 failed = members[placed]
                 counts = self.filters.explain_counts(failed, req, only=self.only)
+                if self.cap is not None and self.uses_devices(failed):
+                    # Nodes the member passes alone, where only the count of the job's pods their
+                    # devices take (the cap) stopped it: without a reason the failure would say
+                    # nothing and look unresolvable, though freeing devices may let the job fit.
+                    fits = np.all((req == 0) | (self.cluster.free() >= req), axis=1)
+                    alone = int(np.count_nonzero(self._mask(self.filters.mask(failed)) & fits))
+                    if alone:
+                        counts[AFTER_MEMBERS] += alone
                 return Failure(failed, NodesFiltered(len(self.cluster.nodes), tuple(counts.items())),
                                code=resolvable(bool(self._mask(self.filters.static(failed, True).mask).any())
                                                and not set(counts) <= UNRESOLVABLE),

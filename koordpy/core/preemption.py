@@ -30,6 +30,7 @@ from koordpy.core.placement import Placer
 from koordpy.core.requirement import Requirement
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
+from koordpy.core.txn import Txn
 from koordpy.core.verdicts import Failure, NotEligible, NotHelpful, Preempting, RoomTakenBack
 from koordpy.kernels import node_offerslots, subtree_sums
 from koordpy.kernels.offerslot import UNBOUNDED
@@ -55,6 +56,9 @@ MAX_REFINED = 64  # victims put back one by one against the real placement, when
 # priced and another worth verifying. Each such plan costs a few placements of the job and up to
 # MAX_REFINED more for its reprieve: four bound a preemption to a few hundred.
 MAX_COMPARED = 4
+# Victims holding devices whose share of a job's device room (how many of its pods their devices keep
+# off their node) the pricing counts, each one capacity count of one node: a few hundred allocations.
+MAX_SHARES = 64
 
 
 def preemption_policy(pod: Pod, classes: Mapping[str, PriorityClass]) -> str:
@@ -228,18 +232,26 @@ class Preemptor:
         vec, feasible = self._loose(kinds, tree)
         cap = self._cap(pods)
         v_node = idx.node[rows]
-        reclaim = reclaimable_free(cluster.free(), v_node, idx.req[rows])
+        v_req = idx.req[rows]
+        reclaim = reclaimable_free(cluster.free(), v_node, v_req)
+        shared = self._device_room(pods, rows, feasible, len(pods))
+        if shared is not None:
+            # The devices as one more column: per node, how many of the job's pods they take once every
+            # victim is gone; per victim, how many fewer while it stays (the job asks one apiece).
+            room, share = shared
+            reclaim = np.hstack([reclaim, room[:, None]])
+            vec = np.append(vec, 1)
+            v_req = np.hstack([v_req, share[:, None]])
         slots = np.minimum(node_offerslots(reclaim, vec, feasible), cap)
         desired = len(pods)
         ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
-        fits = self._fits(kinds, desired, tree, reclaim, cap, ranks)
+        fits = self._fits(kinds, desired, tree, reclaim, cap, ranks, shared is not None)
         if not any(bool(np.any(f)) for f in fits):
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
             return Plan("none", render(NotHelpful(desired, most[0], most[1])))
         order = self._reprieve_order(rows, prio)
-        rows, v_node = rows[order], v_node[order]
-        v_req = idx.req[rows]
+        rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_held = idx.held[rows]
         blocks = self._blocks(kinds, rows)
         units, unit_size = self._units_of(rows)
@@ -267,7 +279,8 @@ class Preemptor:
         # victims are put back one by one against the real placement.
         shapes = {cluster.request_vector(p).tobytes() for p in pods}
         # The rules between pods over wider domains (spread, affinity, zones) are not in the pricing either.
-        # Nor are devices (only the verifying placement frees a victim's: ``DeviceRules.release``).
+        # Nor are devices exactly: the pricing counts each victim's share of the device room alone, and
+        # only the verifying placement frees a victim's devices and searches them (``DeviceRules.release``).
         inexact = ((req is not None and bool(req.subgroups or req.multiples)) or len(shapes) > 1
                    or any(self.placer.filters.rules.applies(p) or self.placer.uses_devices(p) for p in pods))
         stmt = Statement(cluster)
@@ -334,6 +347,58 @@ class Preemptor:
             feasible |= self.placer.feasible(members[:1], tree, rules=False)
         return np.asarray(vec, dtype=np.int64), feasible
 
+    def _device_room(self, pods: list[Pod], rows: npt.NDArray[np.int64], feasible: npt.NDArray[np.bool_],
+                     desired: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """For a job with claims: per node, how many of its pods the node's devices take once every
+        victim (``rows``) is gone, searched as a whole (``DeviceRules.capacity``); and per victim, how
+        many fewer while it alone stays. None where the count does not apply (no claims, claims shared
+        or allocated already: the verifying placement alone decides, as for any job before). A share
+        is counted for the first MAX_SHARES victims holding devices on the job's nodes, and only while
+        the job has spent less than half its device search budget (``DeviceRules.gang_spent``), the
+        rest left to the verifying placement; a victim without a share is priced by its room alone."""
+        devices = self.placer.filters.devices
+        if devices is None or not any(map(devices.uses, pods)):
+            return None
+        idx, objects, nodes = self.cluster.index, self.cluster.objects, self.cluster.nodes
+        holders: list[tuple[int, Pod]] = []
+        for v, row in enumerate(rows.tolist()):
+            victim = objects.get(idx.keys[row])
+            if victim is not None and (victim.claims or victim.extended_claim) and not bool(idx.held[row]):
+                holders.append((v, victim))
+        together = devices.prefers(pods)
+        share = np.zeros(len(rows), dtype=np.int64)
+        txn = Txn()
+        clock = devices.allocator.clock
+        start = clock()
+        try:
+            priced = [(v, p) for v, p in holders if bool(feasible[int(idx.node[rows[v]])])][:MAX_SHARES]
+            keys = {p.key for _, p in priced}
+            devices.release([p for _, p in holders if p.key not in keys], txn)
+            mark = txn.savepoint()
+            devices.release([p for _, p in priced], txn)
+            room = devices.capacity(pods, nodes, feasible, desired, together)
+            if room is None:
+                return None
+            txn.rollback(mark)
+            for v, victim in priced:
+                if devices.gang_spent + clock() - start >= devices.gang_budget / 2:
+                    break
+                node = int(idx.node[rows[v]])
+                if room[node] == 0:
+                    continue
+                at = txn.savepoint()
+                devices.release([p for _, p in priced if p is not victim], txn)
+                only = np.zeros(len(nodes), dtype=np.bool_)
+                only[node] = True
+                kept = devices.capacity(pods, nodes, only, desired, together)
+                txn.rollback(at)
+                if kept is not None:
+                    share[v] = max(0, int(room[node]) - int(kept[node]))
+            return np.asarray(room, dtype=np.int64), share
+        finally:
+            txn.discard()
+            devices.gang_spent += clock() - start
+
     def _cap(self, pods: list[Pod]) -> npt.NDArray[np.int64]:
         """Per node, the most of the job's pods it may take: one where every pair of them repels
         (a shared host port, anti-affinity on the hostname: the placement's own cap), else no limit."""
@@ -376,7 +441,7 @@ class Preemptor:
         return False
 
     def _fits(self, kinds: list[list[Pod]], desired: int, tree: TopologyTree, reclaim: npt.NDArray[np.int64],
-              cap: npt.NDArray[np.int64], ranks: list[_Candidates]) -> list[npt.NDArray[np.bool_]]:
+              cap: npt.NDArray[np.int64], ranks: list[_Candidates], devices: bool) -> list[npt.NDArray[np.bool_]]:
         """Per candidate, whether it may hold the job once its lower-priority pods are gone: its
         offerslots reach the job's size, and each kind of pod (request and the nodes it may use) finds
         room for all of its members on its own. Both are necessary, so no candidate the real placement
@@ -386,7 +451,8 @@ class Preemptor:
         if len(kinds) < 2:
             return out  # one kind: the loose offerslot is exact already
         for members in kinds:
-            slots = np.minimum(node_offerslots(reclaim, self.cluster.request_vector(members[0]),
+            vec = self.cluster.request_vector(members[0])
+            slots = np.minimum(node_offerslots(reclaim, np.append(vec, 1) if devices else vec,
                                                self.placer.feasible(members[:1], tree, rules=False)),
                                cap).astype(np.float64)
             for i, cands in enumerate(ranks):
