@@ -70,7 +70,7 @@ from koordpy.core.messages import (
     unallocatable,
 )
 from koordpy.core.txn import Txn
-from koordpy.core.verdicts import PreFilterReason
+from koordpy.core.verdicts import FilterError, PreFilterReason
 from koordpy.devices import gangsearch
 from koordpy.devices.allocator import Allocator, binding_broken
 from koordpy.devices.counts import Counts, Kind, plain
@@ -397,14 +397,19 @@ class DeviceRules:
             return out
         looked = short[odd[at[short]]]
         if looked.size:
-            for k, why in zip(looked.tolist(), self._node_reasons(found, [nodes[i] for i in at[looked].tolist()],
-                                                                 loose), strict=True):
+            asked = self._node_reasons(found, [nodes[i] for i in at[looked].tolist()], loose)
+            if isinstance(asked[0], FilterError):  # an error status ends the attempt on every node
+                return [asked[0]] * len(at)
+            for k, why in zip(looked.tolist(), asked, strict=True):
                 out[k] = why
         counted = short[~odd[at[short]]]
         if counted.size:
+            # The kind is shared by pods whose claims have equal specs: its claims are named as this pod's.
+            mine = dict(zip(kind.claims, (c.key for c in found.fresh), strict=True))
             for k, u in zip(counted.tolist(), self.counts(loose).reasons(kind, nodes, at[counted].tolist()),
                             strict=True):
-                out[k] = NO_DEVICES if u is False else None if u is None or u is True else found.named(u)
+                out[k] = NO_DEVICES if u is False else None if u is None or u is True else found.named(
+                    replace(u, claim=mine[u.claim]))
         return out
 
     def counts(self, loose: bool = False) -> Counts:

@@ -468,7 +468,7 @@ class Allocator:
                 total += req.count
         if total > RESULTS_MAX:
             return None
-        held = self.in_use.exclusive
+        held, shared = self.in_use.exclusive, self.in_use.shared
         taking: set[str] = set()
         found: list[list[_Result]] = []
         for ci in range(len(claims)):
@@ -482,6 +482,8 @@ class Allocator:
                 for e in cands:
                     if held(e.id) or e.id in taking:
                         continue
+                    if shared(e.id):  # shares of a device that allowed them: its capacity is the search's
+                        return None
                     taking.add(e.id)
                     mine.append(_Result(req, e, "", None))
                     want -= 1

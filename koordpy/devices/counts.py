@@ -61,6 +61,7 @@ class Kind:
 
     requests: tuple[Request, ...]
     kinds: dict[tuple[object, ...], tuple[DeviceClass, ExactRequest]]
+    claims: tuple[str, ...] = ()  # the keys of the claims it was made from, in order
 
 
 def plain(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClass]) -> Kind | None:
@@ -86,7 +87,7 @@ def plain(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClass]) -> K
             total += x.count
     if not requests or total > RESULTS_MAX:
         return None
-    return Kind(tuple(requests), kinds)
+    return Kind(tuple(requests), kinds, tuple(c.key for c in claims))
 
 
 class Counts:
@@ -94,7 +95,7 @@ class Counts:
 
     def __init__(self, allocator: Allocator) -> None:
         self.allocator = allocator
-        self._taken: Bools | None = None
+        self._taken: npt.NDArray[np.int8] | None = None
         self._version = -1
         # Whether two request kinds' candidates meet, with the selections looked at.
         self._overlap: dict[tuple[object, ...], tuple[Selection, Selection, bool]] = {}
@@ -128,30 +129,39 @@ class Counts:
         return got
 
     def taken(self) -> Bools:
-        """Per device number, whether an allocation holds it (exclusively or by shares)."""
+        """Per device number, whether an allocation holds it for itself (``InUse.exclusive``)."""
+        taken: Bools = self._state() == 1
+        return taken
+
+    def _state(self) -> npt.NDArray[np.int8]:
+        """Per device number: 0 free, 1 held exclusively, 2 held by shares only (a device that allowed
+        multiple allocations when they were made: the allocator looks at those itself)."""
         in_use = self.allocator.in_use
         index = self.allocator.pools.index()
-        taken = self._taken
-        if taken is not None and self._version == in_use.version:
-            return taken
-        changed = in_use.changed_since(self._version) if taken is not None else None
-        if taken is None or changed is None:
+        state = self._taken
+        if state is not None and self._version == in_use.version:
+            return state
+        changed = in_use.changed_since(self._version) if state is not None else None
+        if state is None or changed is None:
             in_use.track()  # the next look takes only what changed
-            taken = np.zeros(len(index), dtype=np.bool_)
-            at = [index[d] for d in in_use.allocated_ids() if d in index]
-            taken[at] = True
+            state = np.zeros(len(index), dtype=np.int8)
+            changed = in_use.allocated_ids()
         else:
-            taken = taken.copy()  # arrays handed out before stay as they were
-            for d in changed:
-                i = index.get(d)
-                if i is not None:
-                    taken[i] = in_use.allocated(d)
-        self._taken, self._version = taken, in_use.version
-        return taken
+            state = state.copy()  # arrays handed out before stay as they were
+        for d in changed:
+            i = index.get(d)
+            if i is not None:
+                state[i] = 1 if in_use.exclusive(d) else 2 if in_use.allocated(d) else 0
+        self._taken, self._version = state, in_use.version
+        return state
 
     def free(self, sel: Selection, n: int) -> Ints:
         """Per node, its candidates no allocation holds."""
-        return np.bincount(sel.node[~self.taken()[sel.dev]], minlength=n).astype(np.int64)
+        return np.bincount(sel.node[self._state()[sel.dev] == 0], minlength=n).astype(np.int64)
+
+    def stale(self, sel: Selection, n: int) -> Bools:
+        """Per node, whether a candidate is held by shares only."""
+        return np.bincount(sel.node[self._state()[sel.dev] == 2], minlength=n) > 0
 
     def fit(self, kind: Kind, nodes: list[Node]) -> tuple[Ints, Bools] | None:
         """Per node, how many pods with claims of ``kind`` its free devices serve (pod after pod,
@@ -169,7 +179,7 @@ class Counts:
         odd = np.zeros(n, dtype=np.bool_)
         for k, sel in sels.items():
             np.minimum(fits, self.free(sel, n) // need[k], out=fits)
-            odd |= sel.odd
+            odd |= sel.odd | self.stale(sel, n)
         return fits, odd
 
     def reasons(self, kind: Kind, nodes: list[Node], at: Sequence[int]) -> list[Unallocatable | bool | None]:
