@@ -1,4 +1,4 @@
-"""Review of 4129b4f (issue 31 item 3): cases where the array counts or the first fit part from what
+"""Issue 31 item 3, from its review: cases where the array counts or the first fit part from what
 the allocator, asked node by node, gives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review of 4129b4f end to end (``koordpy simulate``'s World)."""
+"""Issue 31 item 3, from its review end to end (``koordpy simulate``'s World)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review of 4129b4f: the allocator's first fit against its search (and kube-scheduler's)."""
+"""Issue 31 item 3, from its review: the allocator's first fit against its search (and kube-scheduler's)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review of 4129b4f: the counts and the first fit against the search on clusters with devices that
+"""Issue 31 item 3, from its review: the counts and the first fit against the search on clusters with devices that
 reach several nodes (slices with a node selector, allNodes, per-device selection), incomplete pools,
 binding conditions, several pools per node, devices in use anywhere."""
 

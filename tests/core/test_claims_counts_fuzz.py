@@ -1,4 +1,4 @@
-"""Review of 4129b4f in the core: DeviceRules.reasons and capacity on arrays against the allocator node
+"""Issue 31 item 3, from its review in the core: DeviceRules.reasons and capacity on arrays against the allocator node
 by node, after reserves, rollbacks and preemption what-ifs (release), with network-attached GPUs."""
 
 from __future__ import annotations

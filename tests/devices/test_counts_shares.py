@@ -1,4 +1,4 @@
-"""Review of 4129b4f at the devices level: the counts' taken array against the allocator's own view
+"""Issue 31 item 3, from its review at the devices level: the counts' taken array against the allocator's own view
 of which devices are free."""
 
 from __future__ import annotations
