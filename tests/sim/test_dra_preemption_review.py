@@ -5,12 +5,16 @@ reference for a lone pod (the candidate whose highest-priority victim is lowest)
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import pytest
 
 from tests.builders import node, pod, priority_class, run
 from tests.core.dialects.test_upstream import RACK, group, member
 from tests.sim.test_dra import DRIVER, claim, claiming, gpu_class, gpu_slice, template, upstream_gang
 from tests.sim.test_dra_gang_preemption import high
+from tests.sim.test_dra_gang_search import partitionable, whole_else_half
 
 CLASSES = [priority_class("low", 1), priority_class("mid", 5), priority_class("third", 3),
            priority_class("high", 1000)]
@@ -84,3 +88,56 @@ def test_a_rack_gang_is_priced_by_its_victims_devices_where_a_node_has_more_gpus
     out = run(*objs, *gang)
     assert out.preempted == ["default/third"], out.preempted
     assert out.bound == {"default/g-0": "rz-0", "default/g-1": "rz-0"}
+
+
+def test_a_slow_count_of_the_device_room_leaves_the_verifying_placements_their_search_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three nodes of one partitionable GPU, each held whole by a priority-1 pod; a gang of two "whole
+    # else half": one eviction serves it (two halves on one node, found by the gang search at Reserve).
+    # The count of the device room over the job's nodes is made to take the job's whole search budget
+    # (as it does on a loaded machine with 3,000 such nodes). It was charged to the budget, so the
+    # verifying placement's search had no time left, the one-victim plan failed, and the plan of every
+    # victim in the cluster was verified instead: two pods went (2,936 of 3,000 on the large cluster).
+    from koordpy.core import preemption
+    from koordpy.core.claims import DeviceRules
+    from koordpy.devices.allocator import Allocator
+
+    skew = [0.0]
+    init = Allocator.__init__
+
+    def skewed(self: Allocator, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.clock = lambda: time.monotonic() + skew[0]
+    monkeypatch.setattr(Allocator, "__init__", skewed)
+    capacity = DeviceRules.capacity
+    pricing = [False]
+
+    def slow(self: DeviceRules, pods: Any, nodes: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        if pricing[0] and int(mask.sum()) > 1:  # the room over the job's nodes, not a share's one node
+            skew[0] += self.gang_budget
+        return capacity(self, pods, nodes, mask, *args, **kwargs)
+    monkeypatch.setattr(DeviceRules, "capacity", slow)
+    room = preemption.Preemptor._device_room
+
+    def flagged(self: preemption.Preemptor, *args: Any) -> Any:
+        pricing[0] = True
+        try:
+            return room(self, *args)
+        finally:
+            pricing[0] = False
+    monkeypatch.setattr(preemption.Preemptor, "_device_room", flagged)
+    objs: list[Any] = [gpu_class(), whole_else_half(), *CLASSES]
+    for i in range(3):
+        name = f"n-{i}"
+        body = claiming(pod(f"v-{i}", cpu="1", priority_class="low", node_name=name, scheduler="other"),
+                        claim_name=f"v-{i}-gpus")
+        body["metadata"]["uid"] = f"uid-v-{i}"
+        made = claim(f"v-{i}-gpus", allocation={"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": name, "device": "gpu-0"}]}},
+            reservedFor=[{"resource": "pods", "name": f"v-{i}", "uid": f"uid-v-{i}"}])
+        made["spec"] = whole_else_half()["spec"]["spec"]
+        made["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+        objs += [node(name, cpu="64"), *partitionable(name), made, body]
+    out = run(*objs, *high(upstream_gang("g", 2)))
+    assert len(out.preempted) == 1, out.preempted
+    assert len(set(out.bound.values())) == 1 and len(out.bound) == 2, out.bound
