@@ -353,9 +353,11 @@ class Preemptor:
         victim (``rows``) is gone, searched as a whole (``DeviceRules.capacity``); and per victim, how
         many fewer while it alone stays. None where the count does not apply (no claims, claims shared
         or allocated already: the verifying placement alone decides, as for any job before). A share
-        is counted for the first MAX_SHARES victims holding devices on the job's nodes, and only while
-        the job has spent less than half its device search budget (``DeviceRules.gang_spent``), the
-        rest left to the verifying placement; a victim without a share is priced by its room alone."""
+        is counted for the first MAX_SHARES victims holding devices on the job's nodes where those
+        take any of its pods, and only while the job has spent less than half its device search budget
+        (``DeviceRules.gang_spent``, charged with the shares' counts alone), the rest left to the
+        verifying placement; a victim whose share is not counted is priced as keeping its node's whole
+        device room."""
         devices = self.placer.filters.devices
         if devices is None or not any(map(devices.uses, pods)):
             return None
@@ -369,23 +371,33 @@ class Preemptor:
         share = np.zeros(len(rows), dtype=np.int64)
         txn = Txn()
         clock = devices.allocator.clock
-        start = clock()
+        start: float | None = None
         try:
-            priced = [(v, p) for v, p in holders if bool(feasible[int(idx.node[rows[v]])])][:MAX_SHARES]
-            keys = {p.key for _, p in priced}
-            devices.release([p for _, p in holders if p.key not in keys], txn)
-            mark = txn.savepoint()
-            devices.release([p for _, p in priced], txn)
+            devices.release([p for _, p in holders], txn)
             room = devices.capacity(pods, nodes, feasible, desired, together)
             if room is None:
                 return None
-            txn.rollback(mark)
+            txn.rollback(0)
+            # The holders whose devices may count for the job: on its nodes, where those take any of it.
+            counted = [(v, p) for v, p in holders if bool(feasible[n := int(idx.node[rows[v]])]) and room[n] > 0]
+            # A holder whose share is not counted (past MAX_SHARES, or once the budget is spent) is priced
+            # as keeping its node's whole device room: priced as freeing nothing, its node would look
+            # cheapest and be verified first (and where the cluster is the one candidate, every victim
+            # would be, only MAX_REFINED of them reprieved).
+            for v, _ in counted:
+                share[v] = room[int(idx.node[rows[v]])]
+            priced = counted[:MAX_SHARES]
+            keys = {p.key for _, p in priced}
+            devices.release([p for _, p in holders if p.key not in keys], txn)
+            # Only the shares are charged to the job's search budget: the room is one count of its
+            # nodes, as each placement of the job makes, and charged it would leave the verifying
+            # placements' gang search no time where the cluster is large (their plan then failing, every
+            # victim of the candidate would be verified instead).
+            start = clock()
             for v, victim in priced:
                 if devices.gang_spent + clock() - start >= devices.gang_budget / 2:
                     break
                 node = int(idx.node[rows[v]])
-                if room[node] == 0:
-                    continue
                 at = txn.savepoint()
                 devices.release([p for _, p in priced if p is not victim], txn)
                 only = np.zeros(len(nodes), dtype=np.bool_)
@@ -397,7 +409,8 @@ class Preemptor:
             return np.asarray(room, dtype=np.int64), share
         finally:
             txn.discard()
-            devices.gang_spent += clock() - start
+            if start is not None:
+                devices.gang_spent += clock() - start
 
     def _cap(self, pods: list[Pod]) -> npt.NDArray[np.int64]:
         """Per node, the most of the job's pods it may take: one where every pair of them repels

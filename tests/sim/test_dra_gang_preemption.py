@@ -148,10 +148,31 @@ def test_a_rack_whose_victims_free_the_devices_is_priced_by_them_and_the_lower_p
     assert out.bound == {"default/g-0": "rz-0", "default/g-1": "rz-0"}
 
 
-def test_victims_past_the_bound_on_shares_are_priced_by_their_room_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    # No share counted: the pricing of the racks is by room alone, as before, and r0's plan stands.
+def test_victims_past_the_bound_on_shares_are_priced_as_keeping_their_nodes_devices(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # No share counted (the bound): one count of the device room and no other, each holder priced as
+    # keeping its node's whole device room (never as freeing nothing, which would make its node look
+    # cheapest); here that prices the racks as the shares do, and rz's one victim goes.
     from koordpy.core import preemption
+    from koordpy.core.claims import DeviceRules
 
     monkeypatch.setattr(preemption, "MAX_SHARES", 0)
+    counts: list[int] = []
+    capacity = DeviceRules.capacity
+
+    def counted(self: DeviceRules, *args: Any, **kwargs: Any) -> Any:
+        counts.append(int(args[2].sum()))  # the nodes counted
+        return capacity(self, *args, **kwargs)
+
+    room = preemption.Preemptor._device_room
+
+    def pricing(self: preemption.Preemptor, *args: Any) -> Any:
+        counts.clear()
+        try:
+            return room(self, *args)
+        finally:
+            assert len(counts) == 1, counts  # the room once, no share
+    monkeypatch.setattr(DeviceRules, "capacity", counted)
+    monkeypatch.setattr(preemption.Preemptor, "_device_room", pricing)
     out = run(*priced_racks())
-    assert sorted(out.preempted) == ["default/hog-0", "default/mid-0"], out.preempted
+    assert out.preempted == ["default/third"], out.preempted
