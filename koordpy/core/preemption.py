@@ -234,7 +234,8 @@ class Preemptor:
         v_node = idx.node[rows]
         v_req = idx.req[rows]
         reclaim = reclaimable_free(cluster.free(), v_node, v_req)
-        shared = self._device_room(pods, rows, feasible, len(pods))
+        order = self._reprieve_order(rows, prio)
+        shared = self._device_room(pods, rows, order, feasible, len(pods))
         if shared is not None:
             # The devices as one more column: per node, how many of the job's pods they take once every
             # victim is gone; per victim, how many fewer while it stays (the job asks one apiece).
@@ -250,7 +251,6 @@ class Preemptor:
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
             return Plan("none", render(NotHelpful(desired, most[0], most[1])))
-        order = self._reprieve_order(rows, prio)
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_held = idx.held[rows]
         blocks = self._blocks(kinds, rows)
@@ -347,13 +347,16 @@ class Preemptor:
             feasible |= self.placer.feasible(members[:1], tree, rules=False)
         return np.asarray(vec, dtype=np.int64), feasible
 
-    def _device_room(self, pods: list[Pod], rows: npt.NDArray[np.int64], feasible: npt.NDArray[np.bool_],
+    def _device_room(self, pods: list[Pod], rows: npt.NDArray[np.int64], order: npt.NDArray[np.int64],
+                     feasible: npt.NDArray[np.bool_],
                      desired: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
         """For a job with claims: per node, how many of its pods the node's devices take once every
         victim (``rows``) is gone, searched as a whole (``DeviceRules.capacity``); and per victim, how
-        many fewer while it alone stays. None where the count does not apply (no claims, claims shared
-        or allocated already: the verifying placement alone decides, as for any job before). A share
-        is counted for the first MAX_SHARES victims holding devices on the job's nodes where those
+        many fewer once it stays too, its node's victims put back in reprieve order (``order``), so the
+        shares of the victims the reprieve puts back add up to what the node's devices lose with them
+        (counted up to the job's size). None where the count does not apply (no claims, claims shared
+        or allocated already: the verifying placement alone decides, as for any job before). Shares
+        are counted for the first MAX_SHARES victims holding devices on the job's nodes where those
         take any of its pods, and only while the job has spent less than half its device search budget
         (``DeviceRules.gang_spent``, charged with the shares' counts alone), the rest left to the
         verifying placement; a victim whose share is not counted is priced as keeping its node's whole
@@ -362,10 +365,12 @@ class Preemptor:
         if devices is None or not any(map(devices.uses, pods)):
             return None
         idx, objects, nodes = self.cluster.index, self.cluster.objects, self.cluster.nodes
+        rank = np.empty(len(rows), dtype=np.int64)
+        rank[order] = np.arange(len(rows), dtype=np.int64)
         holders: list[tuple[int, Pod]] = []
-        for v, row in enumerate(rows.tolist()):
-            victim = objects.get(idx.keys[row])
-            if victim is not None and (victim.claims or victim.extended_claim) and not bool(idx.held[row]):
+        for v in order.tolist():
+            victim = objects.get(idx.keys[int(rows[v])])
+            if victim is not None and (victim.claims or victim.extended_claim) and not bool(idx.held[rows[v]]):
                 holders.append((v, victim))
         together = devices.prefers(pods)
         share = np.zeros(len(rows), dtype=np.int64)
@@ -389,23 +394,49 @@ class Preemptor:
             priced = counted[:MAX_SHARES]
             keys = {p.key for _, p in priced}
             devices.release([p for _, p in holders if p.key not in keys], txn)
+            on: dict[int, list[tuple[int, Pod]]] = {}
+            for v, p in priced:  # in reprieve order
+                on.setdefault(int(idx.node[rows[v]]), []).append((v, p))
             # Only the shares are charged to the job's search budget: the room is one count of its
             # nodes, as each placement of the job makes, and charged it would leave the verifying
             # placements' gang search no time where the cluster is large (their plan then failing, every
             # victim of the candidate would be verified instead).
             start = clock()
-            for v, victim in priced:
+            for node, group in on.items():
                 if devices.gang_spent + clock() - start >= devices.gang_budget / 2:
                     break
-                node = int(idx.node[rows[v]])
                 at = txn.savepoint()
-                devices.release([p for _, p in priced if p is not victim], txn)
+                devices.release([p for n, g in on.items() if n != node for _, p in g], txn)
                 only = np.zeros(len(nodes), dtype=np.bool_)
                 only[node] = True
-                kept = devices.capacity(pods, nodes, only, desired, together)
+                inner = txn.savepoint()
+                # Counted with the node's first j victims (in reprieve order) staying, for j from all
+                # of them down to none: the j-th's share is what the count loses when it stays too
+                # (the count stops at the job's size: a victim alone may cost nothing below it). And
+                # counted with each alone staying: victims sharing a claim free it only together.
+                kept: list[int] = []
+                for _, victim in reversed(group):
+                    got = devices.capacity(pods, nodes, only, desired, together)
+                    if got is None:
+                        break
+                    kept.append(int(got[node]))
+                    devices.release([victim], txn)
+                txn.rollback(inner)
+                alone: list[int] = []
+                for _, victim in group if len(kept) == len(group) else ():
+                    mark = txn.savepoint()
+                    devices.release([p for _, p in group if p is not victim], txn)
+                    got = devices.capacity(pods, nodes, only, desired, together)
+                    txn.rollback(mark)
+                    if got is None:
+                        break
+                    alone.append(int(got[node]))
                 txn.rollback(at)
-                if kept is not None:
-                    share[v] = max(0, int(room[node]) - int(kept[node]))
+                if len(alone) == len(group):
+                    kept.reverse()  # kept[j]: with the first j + 1 staying
+                    for j, (v, _) in enumerate(group):
+                        after = int(room[node]) if j == 0 else kept[j - 1]
+                        share[v] = max(0, after - kept[j], int(room[node]) - alone[j])
             return np.asarray(room, dtype=np.int64), share
         finally:
             txn.discard()

@@ -70,9 +70,9 @@ def test_a_rack_gang_is_priced_by_its_victims_devices_where_a_node_has_more_gpus
     # The shape of test_dra_gang_preemption's priced racks with 3 GPUs a node in racks r0..r3, each held by
     # a priority-5 pod, beside a priority-1 pod using 4 CPUs; rack rz has 2 GPUs, both held by one
     # priority-3 pod using 5 CPUs. A rack gang of two (4 CPUs and one GPU each). The device room of an
-    # r-node is counted up to the job's size (2 of 3), so each priority-5 holder's share (2 - 2 while it
-    # alone stays) is 0: the r-racks were priced at their priority-1 pod and r0 evicted two priority-5
-    # pods where one priority-3 pod serves the gang.
+    # r-node is counted up to the job's size (2 of 3), so each priority-5 holder's share counted with it
+    # alone staying (2 - 2) is 0: the r-racks were priced at their priority-1 pod and r0 evicted two
+    # priority-5 pods where one priority-3 pod serves the gang.
     objs: list[Any] = [gpu_class(), template(count=1), *CLASSES]
     for i in range(4):
         name = f"r{i}-0"
