@@ -141,3 +141,34 @@ def test_a_slow_count_of_the_device_room_leaves_the_verifying_placements_their_s
     out = run(*objs, *high(upstream_gang("g", 2)))
     assert len(out.preempted) == 1, out.preempted
     assert len(set(out.bound.values())) == 1 and len(out.bound) == 2, out.bound
+
+
+def test_victims_sharing_a_claim_are_each_priced_as_freeing_its_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One GPU whose claim is reserved for two priority-1 pods; a lone pod wanting a GPU. Either pod
+    # staying keeps the GPU: each is priced as freeing it (counted with the first put back alone, the
+    # second would have cost nothing, the claim held by the first).
+    from koordpy.core import preemption
+
+    seen: list[list[int]] = []
+    room = preemption.Preemptor._device_room
+
+    def captured(self: preemption.Preemptor, *args: Any) -> Any:
+        got = room(self, *args)
+        if got is not None:
+            seen.append(sorted(got[1].tolist()))
+        return got
+    monkeypatch.setattr(preemption.Preemptor, "_device_room", captured)
+    made = claim("both-gpus", count=1, allocation={"devices": {"results": [
+        {"request": "gpus", "driver": DRIVER, "pool": "n-0", "device": "gpu-0"}]}},
+        reservedFor=[{"resource": "pods", "name": n, "uid": f"uid-{n}"} for n in ("a", "b")])
+    made["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    users = []
+    for name in ("a", "b"):
+        body = claiming(pod(name, cpu="1", priority_class="low", node_name="n-0", scheduler="other"),
+                        claim_name="both-gpus")
+        body["metadata"]["uid"] = f"uid-{name}"
+        users.append(body)
+    solo = claiming(pod("solo", cpu="1", priority_class="high"), template_name="gpus")
+    out = run(gpu_class(), template(count=1), *CLASSES, node("n-0", cpu="64"), gpu_slice("n-0", 1), made, *users, solo)
+    assert seen and seen[0] == [1, 1], seen
+    assert sorted(out.preempted) == ["default/a", "default/b"]
