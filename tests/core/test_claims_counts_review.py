@@ -3,8 +3,6 @@ the allocator, asked node by node, gives."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from koordpy.api.objects import Node
@@ -13,6 +11,7 @@ from koordpy.core.verdicts import PreFilterReason
 from tests.builders import node
 from tests.core.test_claims import claimer, devices
 from tests.sim.test_dra import DRIVER, claim, gpu_slice
+from tests.sim.test_dra_counts_review import bare_slice
 
 NODES = [Node.from_raw(node(f"n{i}", cpu="64")) for i in range(3)]
 ALL = np.ones(len(NODES), dtype=np.bool_)
@@ -32,19 +31,11 @@ def test_second_pod_of_a_template_is_named_as_the_pod_names_its_claim() -> None:
     assert got == want
 
 
-def _bare_slice(node_name: str, n: int) -> dict[str, Any]:
-    """GPUs without the model attribute: a selector on it is a CEL runtime error there."""
-    s = gpu_slice(node_name, n=n)
-    for d in s["spec"]["devices"]:
-        del d["attributes"]["model"]
-    return s
-
-
 def test_a_cel_error_on_one_node_ends_the_attempt_on_every_node() -> None:
     """kube-scheduler: a Filter error on any node ends the pod's attempt (the old path gave every node
     the FilterError). With the counts, only the odd node gets it and the others fit."""
     selector = f'device.attributes["{DRIVER}"].model == "h100"'
-    slices = (gpu_slice("n0", n=2), _bare_slice("n1", 2), gpu_slice("n2", n=2))
+    slices = (gpu_slice("n0", n=2), bare_slice("n1", 2), gpu_slice("n2", n=2))
     rules = DeviceRules(devices(claim("c0", count=1, selector=selector), slices=slices))
     p0 = claimer("p0", "c0")
     want = rules._node_reasons(rules.resolve(p0), NODES, False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ from koordpy.api.dra import (
 )
 from koordpy.api.objects import Node
 from koordpy.devices.allocator import Allocator
-from koordpy.devices.counts import Counts, plain
+from koordpy.devices.counts import Counts, Kind, plain
 from koordpy.devices.pools import Pools
 from koordpy.devices.reasons import Unallocatable
 from koordpy.devices.state import InUse
@@ -142,16 +143,33 @@ def pod_after_pod(a: Allocator, n: Node, claims: list[ResourceClaim]) -> tuple[i
             u()
 
 
+def counted(a: Allocator, claims: list[ResourceClaim], nodes: list[Node]) -> tuple[Kind, Counts, Any]:
+    """The claims' plain kind, the counts over ``a`` and their ``fit`` on ``nodes``."""
+    kind = plain(claims, dict(a.classes))
+    assert kind is not None
+    counts = Counts(a)
+    return kind, counts, counts.fit(kind, nodes)
+
+
+def agrees(a: Allocator, counts: Counts, kind: Kind, nodes: list[Node], claims: list[ResourceClaim],
+           fits: Any, i: int, label: object) -> None:
+    """Node ``i``'s count is allocating pod after pod there, and its reason the allocator's."""
+    want, why = pod_after_pod(a, nodes[i], claims)
+    assert int(fits[i]) == want, label
+    got = counts.reasons(kind, nodes, [i])
+    if want:
+        assert got == [None], label
+    else:
+        assert got == ([why] if a.pools.serves(nodes[i]) else [False]), label
+
+
 @pytest.mark.parametrize("seed", range(300))
 def test_counts_equal_allocating_pod_after_pod(seed: int) -> None:
     rng = random.Random(seed)
     slices, taken = cluster(rng, odd=0.15)
     a = allocator(slices, taken)
     claims = plain_claims(rng)
-    kind = plain(claims, dict(a.classes))
-    assert kind is not None
-    counts = Counts(a)
-    got = counts.fit(kind, NODES)
+    kind, counts, got = counted(a, claims, NODES)
     if got is None:  # two request kinds share candidates: the allocator counts those
         assert len(kind.kinds) > 1
         return
@@ -162,14 +180,8 @@ def test_counts_equal_allocating_pod_after_pod(seed: int) -> None:
                       if all(MODEL.format(d.attributes["model"]) == sel for sel in x.selectors)]
         assert bool(odd[i]) == (not all(not d.allow_multiple_allocations and not d.consumes_counters and not d.taints
                                         and not d.capacity for d in candidates)), (seed, n.name)
-        if odd[i]:
-            continue
-        want, why = pod_after_pod(a, n, claims)
-        assert int(fits[i]) == want, (seed, n.name)
-        if not want:
-            assert counts.reasons(kind, NODES, [i]) == [why], (seed, n.name)
-        else:
-            assert counts.reasons(kind, NODES, [i]) == [None], (seed, n.name)
+        if not odd[i]:
+            agrees(a, counts, kind, NODES, claims, fits, i, (seed, n.name))
 
 
 def test_counts_follow_the_devices_in_use_as_they_change() -> None:
@@ -177,10 +189,7 @@ def test_counts_follow_the_devices_in_use_as_they_change() -> None:
     slices = [slice_(f"{n.name}-s", [dev(f"d{i}") for i in range(4)], node=n.name, pool=n.name) for n in NODES]
     a = allocator(slices, [])
     claims = [claim("c", req("r", count=2))]
-    kind = plain(claims, dict(a.classes))
-    assert kind is not None
-    counts = Counts(a)
-    got = counts.fit(kind, NODES)
+    kind, counts, got = counted(a, claims, NODES)
     assert got is not None and got[0].tolist() == [2, 2, 2, 2]
     first = a.allocate(NODES[1], claims, 1000.0)
     assert isinstance(first, list)
@@ -203,10 +212,7 @@ def test_a_node_no_pool_reaches_is_told_apart() -> None:
     slices = [slice_("n0-s", [dev("d0")], node="n0", pool="n0")]
     a = allocator(slices, [])
     claims = [claim("c", req("r", count=1))]
-    kind = plain(claims, dict(a.classes))
-    assert kind is not None
-    counts = Counts(a)
-    got = counts.fit(kind, NODES)
+    kind, counts, got = counted(a, claims, NODES)
     assert got is not None and got[0].tolist() == [1, 0, 0, 0]
     assert counts.reasons(kind, NODES, [1]) == [False]
 

@@ -9,9 +9,9 @@ import random
 import pytest
 
 from koordpy.api.dra import Allocation, NodeSelection, ResourceClaim, ResourceSlice
-from koordpy.devices.counts import Counts, plain
+from koordpy.devices.allocator import Allocator
 from tests.devices.helpers import claim, dev, node, region_selector, result, slice_
-from tests.devices.test_counts import allocator, plain_claims, pod_after_pod, searched, shareless
+from tests.devices.test_counts import agrees, allocator, counted, plain_claims, searched, shareless
 
 NODES = [node(f"n{i}", region=f"region-{i % 2}") for i in range(4)]
 
@@ -59,37 +59,26 @@ def cluster(rng: random.Random) -> tuple[list[ResourceSlice], list[ResourceClaim
     return slices, taken
 
 
-@pytest.mark.parametrize("seed", range(300))
-def test_first_fit_is_the_search(seed: int) -> None:
+def drawn(seed: int) -> tuple[Allocator, list[ResourceClaim]]:
     rng = random.Random(seed)
     slices, taken = cluster(rng)
-    a = allocator(slices, taken)
-    claims = plain_claims(rng)
+    return allocator(slices, taken), plain_claims(rng)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_first_fit_is_the_search(seed: int) -> None:
+    a, claims = drawn(seed)
     for n in NODES:
         assert shareless(a.allocate(n, claims, 1000.0)) == shareless(searched(a, n, claims)), (seed, n.name)
 
 
 @pytest.mark.parametrize("seed", range(300))
 def test_counts_are_pod_after_pod(seed: int) -> None:
-    rng = random.Random(seed)
-    slices, taken = cluster(rng)
-    a = allocator(slices, taken)
-    claims = plain_claims(rng)
-    kind = plain(claims, dict(a.classes))
-    assert kind is not None
-    counts = Counts(a)
-    got = counts.fit(kind, NODES)
+    a, claims = drawn(seed)
+    kind, counts, got = counted(a, claims, NODES)
     if got is None:
         return
     fits, odd = got
     for i, n in enumerate(NODES):
-        if odd[i]:
-            continue
-        want, why = pod_after_pod(a, n, claims)
-        assert int(fits[i]) == want, (seed, n.name)
-        r = counts.reasons(kind, NODES, [i])
-        if not want:
-            served = a.pools.serves(n)
-            assert r == ([why] if served else [False]), (seed, n.name)
-        else:
-            assert r == [None], (seed, n.name)
+        if not odd[i]:
+            agrees(a, counts, kind, NODES, claims, fits, i, (seed, n.name))

@@ -8,7 +8,8 @@ from tests.builders import pod, run
 from tests.sim.test_dra import DRIVER, claiming, gpu_class, gpu_nodes, gpu_slice, template
 
 
-def _bare_slice(node_name: str, n: int) -> dict[str, Any]:
+def bare_slice(node_name: str, n: int) -> dict[str, Any]:
+    """GPUs without the model attribute: a selector on it is a CEL runtime error there."""
     s = gpu_slice(node_name, n=n)
     for d in s["spec"]["devices"]:
         del d["attributes"]["model"]
@@ -20,7 +21,7 @@ def test_a_cel_runtime_error_on_one_node_is_the_pods_error_not_a_bind_elsewhere(
     the attempt ends (FailedScheduling with the CEL error, no bind). Before 4129b4f koordpy said the
     error; with the counts node-a (asked first, counted on arrays) takes the pod."""
     sel = f'device.attributes["{DRIVER}"].model == "h100"'
-    out = run(gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a", n=2), _bare_slice("node-b", 2),
+    out = run(gpu_nodes("node-a", "node-b"), gpu_class(), gpu_slice("node-a", n=2), bare_slice("node-b", 2),
               template(count=1, selector=sel), claiming(pod("p", cpu="1"), template_name="gpus"))
     assert out.bound == {}, out.bound
     assert "CEL runtime error" in out.pending["default/p"]
