@@ -217,6 +217,10 @@ class DeviceRules:
         self.allocator = Allocator(self.pools, self.classes, self.in_use)
         self.version = next(_VERSIONS)  # new with every change: cached answers expire
         self.assumed = False  # Reserve changed the claims: the next snapshot's are what holds
+        # Changes made and not undone: a job that waits (its transaction rolled back) or a what-if of
+        # preemption leaves the claims as the snapshot gave them, and the rules need not be built
+        # again for it (which would wake every parked job with claims, each cycle).
+        self._kept = 0
         self.now = 0.0
         self.gang_budget = gangsearch.GANG_BUDGET  # seconds a gang's device search may take (``reserve_together``)
         # Seconds the job being scheduled has searched so far: its placements tried again (prefixes,
@@ -786,6 +790,7 @@ class DeviceRules:
 
     def _changed(self) -> None:
         self.version = next(_VERSIONS)
+        self._kept += 1
         self.assumed = True
 
     def _undo(self, txn: Txn, undo: Callable[[], None], nodes: tuple[str, ...] | None) -> None:
@@ -819,9 +824,9 @@ class DeviceRules:
         self._changed()
 
     def _bind(self, txn: Txn, pod: str, binding: DeviceBinding) -> None:
-        self._put(txn, self.bindings, pod, binding)
+        self._put(txn, self.bindings, pod, binding, changed=False)
 
-    def _put(self, txn: Txn, table: dict[str, _V], key: str, value: _V) -> None:
+    def _put(self, txn: Txn, table: dict[str, _V], key: str, value: _V, changed: bool = True) -> None:
         """``table[key] = value``, put back as it was (or removed) if the job's transaction is undone."""
         old = table.get(key)
         table[key] = value
@@ -831,7 +836,7 @@ class DeviceRules:
                 table.pop(key, None)
             else:
                 table[key] = old
-        txn.record(_Undo(self, back))
+        txn.record(_Undo(self, back, changed=changed))
 
 
 @dataclass(frozen=True)
@@ -841,11 +846,16 @@ class _Undo:
     rules: DeviceRules
     back: Callable[[], None]
     nodes: tuple[str, ...] | None = ()  # where the devices in use changed (None: anywhere; (): none)
+    changed: bool = True  # it undoes one of ``_changed``'s
 
     def undo(self) -> None:
         self.back()
-        self.rules.version = next(_VERSIONS)
-        self.rules.touch(self.nodes)
+        rules = self.rules
+        rules.version = next(_VERSIONS)
+        rules.touch(self.nodes)
+        if self.changed:
+            rules._kept -= 1
+            rules.assumed = rules._kept > 0
 
 
 def _freed_with(claim: ResourceClaim, pod: Pod) -> bool:
