@@ -95,6 +95,10 @@ class Side:
                "COLUMNS": "100"}
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], cwd=str(root), env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
+
+    def ready(self) -> Side:
+        """Waits until the worker has loaded its checkout (started in ``__init__``, so sides load together)."""
+        root = self.root
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
         if not first:
@@ -102,6 +106,7 @@ class Side:
         loaded = json.loads(first)["ready"]
         if Path(loaded).resolve() != root.resolve():
             raise SystemExit(f"recut diff: the worker for {root} loaded koordpy from {loaded}")
+        return self
 
     def run(self, argv: list[str], cwd: Path) -> tuple[object, str, str]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -185,6 +190,11 @@ def compare(seed: int, path: Path, old: Side, new: Side, tally: Tally, lock: thr
         tally.worlds += 1
 
 
+def _pair(old_root: Path, new_root: Path) -> tuple[Side, Side]:
+    old, new = Side(old_root), Side(new_root)
+    return old.ready(), new.ready()
+
+
 def run(old_root: Path, new_root: Path, seeds: list[int], folder: Path, jobs: int = 2) -> Tally:
     tally, lock = Tally(), threading.Lock()
     todo: Queue[int] = Queue()
@@ -195,7 +205,7 @@ def run(old_root: Path, new_root: Path, seeds: list[int], folder: Path, jobs: in
     def lane(first: tuple[Side, Side] | None = None) -> None:
         old = new = None
         try:
-            old, new = first or (Side(old_root), Side(new_root))
+            old, new = first or _pair(old_root, new_root)
             while True:
                 try:
                     seed = todo.get_nowait()
@@ -211,7 +221,7 @@ def run(old_root: Path, new_root: Path, seeds: list[int], folder: Path, jobs: in
 
     # The first lane's sides start before the others: a checkout exported afresh compiles its
     # kernels into numba's cache once, and the other lane's sides then load them from it.
-    first = (Side(old_root), Side(new_root))
+    first = _pair(old_root, new_root)
     lanes = [threading.Thread(target=lane, args=(first if i == 0 else None,))
              for i in range(max(1, min(jobs, 2, len(seeds))))]
     for t in lanes:

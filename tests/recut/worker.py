@@ -15,6 +15,7 @@ serves as well as the new one.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -54,10 +55,8 @@ def _child(argv: list[str], cwd: str, out_fd: int, err_fd: int) -> None:
         traceback.print_exc()
         code = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code & 0xFF)
 
 
@@ -92,10 +91,8 @@ def _alarm(signum: int, frame: object) -> None:
 
 def serve() -> None:
     for name in PRELOAD:
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:
-            pass
     try:
         from koordpy.kernels import warm_up
 

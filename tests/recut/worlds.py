@@ -228,13 +228,13 @@ class _Gen:
                                             [{"weight": 50, "preference": term}]}
         if self.chance(0.15):
             kind = rng.choice(["podAffinity", "podAntiAffinity"])
-            term = {"labelSelector": {"matchLabels": {"app": labels["app"]}},
-                    "topologyKey": rng.choice([HOST, RACK])}
+            pterm: Obj = {"labelSelector": {"matchLabels": {"app": labels["app"]}},
+                     "topologyKey": rng.choice([HOST, RACK])}
             if self.chance(0.6):
-                affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [pterm]}
             else:
                 affinity[kind] = {"preferredDuringSchedulingIgnoredDuringExecution":
-                                  [{"weight": 10, "podAffinityTerm": term}]}
+                                  [{"weight": 10, "podAffinityTerm": pterm}]}
         if affinity:
             spec["affinity"] = affinity
         if self.chance(0.12):
@@ -246,9 +246,8 @@ class _Gen:
             spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": rng.choice([8080, 9090])}]
         if self.chance(0.15):
             spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
-        if self.dra and self.chance(0.35):
-            if pending or self.chance(0.3):
-                claiming(body, template_name=rng.choice(["gpus", "whole", "pair"]))
+        if self.dra and self.chance(0.35) and (pending or self.chance(0.3)):
+            claiming(body, template_name=rng.choice(["gpus", "whole", "pair"]))
         if self.storage and pending and self.chance(0.2):
             cname = self.name("data")
             cls = rng.choice(["local", "fast", "late"])
