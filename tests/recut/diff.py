@@ -250,7 +250,16 @@ def summary(tally: Tally, labels: tuple[str, str], seconds: float, kept: Path | 
     if worlds:
         yield f"\ndifferent worlds (seeds): {' '.join(map(str, worlds))}\n"
         if kept:
-            yield f"world files kept in {kept}\n"
+            yield f"world files kept in {kept}, every difference in {kept / 'differences.txt'}\n"
+
+
+def write_differences(tally: Tally, path: Path) -> None:
+    """Every difference, as the summary shows the first ones, in one file."""
+    with path.open("w") as out:
+        for d in tally.different:
+            out.write(f"--- world {d.seed} ({d.world.name}): koordpy {' '.join(d.argv)}\n")
+            out.writelines(d.diffs)
+            out.write("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             kept = Path(tempfile.mkdtemp(prefix="koordpy-recut-diff."))
             for seed in sorted({d.seed for d in tally.different}):
                 shutil.copy(folder / f"world-{seed}.yaml", kept)
+        if kept is not None and tally.different:
+            write_differences(tally, kept / "differences.txt")
         for chunk in summary(tally, (old_label, new_label), time.monotonic() - started, kept):
             sys.stdout.write(chunk)
     return 1 if tally.different else 0

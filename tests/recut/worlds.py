@@ -208,6 +208,7 @@ class _Gen:
         rng = self.rng
         kw.setdefault("cpu", rng.choice(["1", "2", "4", "8"]))
         if "priority_class" not in kw and self.chance(0.6):
+            # "never" exists in some worlds only: a pod naming it where it does not is refused (exit 2).
             kw["priority_class"] = rng.choice(["low", "mid", "high"] + (["never"] if self.chance(0.1) else []))
         body = pod(name, **kw)
         spec, labels = body["spec"], body["metadata"]["labels"]
@@ -455,9 +456,21 @@ class _Gen:
         self.volumes()
         self.running()
         self.jobs()
+        if self.chance(0.03):  # input simulate refuses (exit 2): its one line on stderr is compared too
+            self.add(self.rng.choice(_INVALID))
         # Each object once in the output, however the builders shared their parts.
         self.world.objects = [copy.deepcopy(o) for o in self.world.objects]
         return self.world
+
+
+_INVALID: list[Obj] = [
+    {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+     "metadata": {"name": "bad", "namespace": "default"},
+     "spec": {"minMember": 1, "networkTopology": {"mode": "strict"}}},
+    pod("bad", cpu="lots"),
+    {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "bad"},
+     "spec": {"tier": 1, "members": [{"type": "Rack", "selector": {"exactMatch": {"name": "x"}}}]}},
+]
 
 
 def generate(seed: int) -> World:
