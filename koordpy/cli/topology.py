@@ -100,11 +100,11 @@ def nodes_from_documents(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[Nod
 
 def generate(nodes: Sequence[Node], keys: Sequence[str], fmt: str, name: str = "default") -> Generated:
     """The manifests of the dialect whose ``manifest_format`` is ``fmt``."""
-    from koordpy.core.dialects import DIALECTS  # the core: paid by generate only, not at start-up
+    from koordpy.core.dialects import MANIFESTS  # the core: paid by generate only, not at start-up
 
     if not keys:
         raise TopologyUsageError("--levels: at least one label key is needed")
-    dialect = next((d for d in DIALECTS if d.manifest_format == fmt), None)
+    dialect = next((d for d in MANIFESTS if d.manifest_format == fmt), None)
     if dialect is None:
         raise TopologyUsageError(f"unknown --format {fmt!r}; expected one of {', '.join(FORMATS)}")
     try:

@@ -62,7 +62,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects import DIALECTS, build_gang
+from koordpy.core.dialects import GANGS, build_gang
 from koordpy.core.dialects.koordinator import detail_status
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -301,7 +301,7 @@ class World(Stores):
         for their PodGroup, "not found"."""
         out: list[str] = []
         snapshot: Snapshot | None = None
-        for dialect in DIALECTS:
+        for dialect in GANGS:
             kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
             if not kinds or any(self.stores[k.store] for k in kinds):
                 continue

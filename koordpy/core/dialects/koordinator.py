@@ -32,7 +32,7 @@ from koordpy.api.podgroup import (
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, GroupTerms, final_stands
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
@@ -336,7 +336,7 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(DialectBase):
+class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True

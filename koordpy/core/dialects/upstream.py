@@ -66,14 +66,13 @@ from koordpy.api.workload import (
     WorkloadPodGroup,
 )
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, GroupTerms
+from koordpy.core.dialects.base import AdmissionBase, ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase
 from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
     CompositeMissing,
@@ -691,16 +690,13 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(DialectBase):
-    """Events about its gangs go to their first pod (no Event kind is named for the group)."""
+class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+    """Events about its gangs go to their first pod (no Event kind is named for the group). It has
+    no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 
     name = NAME
     roles: tuple[Role, ...] = ("workload-podgroup",)
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
-    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object: nodes' labels are it
-
-    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-        raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return group_key(pod)

@@ -24,7 +24,7 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, final_stands
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, StatusesBase, TopologiesBase, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -522,7 +522,7 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(DialectBase):
+class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
