@@ -28,7 +28,7 @@ from koordpy.api.errors import ParseError
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
-from koordpy.core.decisions import GangStatus
+from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import Admission, Dialect, Explains, Gangs, GroupTerms, Manifests, Statuses, Topologies
 from koordpy.core.dialects.volcano import HyperNodeTree
@@ -256,6 +256,17 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
     a CompositePodGroup's gang writes its children."""
     dialect = _capable(declaring(key, snapshot), _STATUSES_BY_NAME)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
+
+
+def object_statuses(trees: Trees) -> list[ObjectStatus]:
+    """The status each dialect's topology objects should have, computed from the core's trees
+    (``Trees``): what both shells write, whoever's objects they are."""
+    return [s for d in STATUSES for s in d.object_statuses(trees)]
+
+
+def shown_empty() -> dict[str, Any]:
+    """What ``koordpy simulate`` reports of the topology objects a dialect has none of, by JSON key."""
+    return {k: v for d in STATUSES for k, v in d.shown_empty.items()}
 
 
 # -- pods refused ----------------------------------------------------------------------------------

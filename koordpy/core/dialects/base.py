@@ -30,7 +30,7 @@ from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
-from koordpy.core.decisions import GangStatus
+from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
@@ -140,6 +140,18 @@ class Statuses(Dialect, Protocol):
         them (a CompositePodGroup's children)."""
         ...
 
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        """The status each of its topology objects should have, computed from the core's trees over
+        ``trees.nodes`` (a ClusterNetworkTopology's ``detailStatus``, a HyperNode's ``nodeCount``),
+        whether or not the object says so already: the live shell writes those that differ."""
+        ...
+
+    @property
+    def shown_empty(self) -> Mapping[str, Any]:
+        """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
+        ...
+
+
 @runtime_checkable
 class Admission(Dialect, Protocol):
     """The pods it will not let koordpy place, and why."""
@@ -244,6 +256,7 @@ class StatusesBase(DialectBase):
     """``Statuses``: a dialect writes ``status`` (or ``statuses``) and names its ``object_kind``."""
 
     reports_timeout = False
+    shown_empty: Mapping[str, Any] = {}
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
@@ -256,6 +269,9 @@ class StatusesBase(DialectBase):
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
         return () if found is None else ((key, found),)
+
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        return ()
 
 
 class AdmissionBase(DialectBase):
