@@ -35,7 +35,7 @@ from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
 T = TypeVar("T")
@@ -296,6 +296,11 @@ def names_objects(pod: Pod) -> bool:
 def default_tree(snapshot: Snapshot) -> TreeKey | None:
     """The first tree the snapshot defines, for paths of a job that asks for none."""
     return first(lambda d: d.default_tree(snapshot), TOPOLOGIES)
+
+
+def shown_trees(trees: Trees) -> list[ShownTree]:
+    """The trees ``koordpy topology show`` draws, each with the title its dialect gives it."""
+    return [s for d in TOPOLOGIES for s in d.shown_trees(trees)]
 
 
 class Trees(Mapping[TreeKey, TopologyTree]):

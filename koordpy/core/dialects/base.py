@@ -34,7 +34,7 @@ from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
-from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
 
@@ -207,6 +207,11 @@ class Topologies(Dialect, Protocol):
         """The tree ``koordpy explain`` draws paths in when the job asks for none, if it has one."""
         ...
 
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        """The trees ``koordpy topology show`` draws for the snapshot's objects, with their titles
+        (only the trees some object defines: not an always-present tree without its object)."""
+        ...
+
 
 @runtime_checkable
 class Manifests(Dialect, Protocol):
@@ -300,6 +305,9 @@ class TopologiesBase(DialectBase):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return None
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return ()
 
 
 def final_stands(phase: str | None, finals: Collection[str], members: Iterable[Pod]) -> bool:

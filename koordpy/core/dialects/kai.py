@@ -31,7 +31,7 @@ from koordpy.core.requirement import Requirement, Ties
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import HOSTNAME as HOSTNAME
-from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey, label_levels_tree
 
 NAME = "kai"
 KEYS = (ANN_TOPOLOGY, ANN_REQUIRED, ANN_PREFERRED)
@@ -263,6 +263,10 @@ class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
         if key.dialect != NAME or topology is None:
             return None
         return topology_tree(topology, trees.nodes)
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return [ShownTree(tree_key(name), f"Topology {name} ({topo.api_version})", short=name)
+                for name, topo in sorted(trees.snapshot.topologies.items())]
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return tree_key(min(snapshot.topologies)) if snapshot.topologies else None

@@ -38,7 +38,7 @@ from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, short_names
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import ROOT, DomainId, ShownTree, TopologyTree, TreeKey
 
 NAME = "koordinator"
 # The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
@@ -419,6 +419,11 @@ class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return TREE if snapshot.topology is not None else None
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        topology = trees.snapshot.topology
+        return () if topology is None else (ShownTree(TREE, f"ClusterNetworkTopology {topology.name}",
+                                                      loose_said=False),)
 
 
 DIALECT = Koordinator()

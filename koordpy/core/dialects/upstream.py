@@ -73,7 +73,7 @@ from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, label_levels_tree
+from koordpy.core.tree import HOSTNAME, ROOT, DomainId, ShownTree, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
@@ -799,6 +799,22 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
         for key, composite in composites(snapshot).items():
             keys.add(levels_key(composite_levels(composite, children(key, snapshot), snapshot.nodes)))
         yield from sorted(keys, key=lambda k: k.text)
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        # The node-label trees its PodGroups use: their topology key, with koordpy's preferred label
+        # below it when they name one, and the groups that use each.
+        snapshot = trees.snapshot
+        users: dict[str, tuple[TreeKey, list[str]]] = {}
+        for key, group in sorted(groups(snapshot).items()):
+            ask = topology_ask(group) if not group.parent else None  # a child uses its composite's tree
+            if ask is not None:
+                found = ask.tree_key(snapshot)
+                users.setdefault(found.text, (found, []))[1].append(f"PodGroup {key}")
+        for key, composite in sorted(composites(snapshot).items()):
+            found = levels_key(composite_levels(composite, children(key, snapshot), snapshot.nodes))
+            users.setdefault(found.text, (found, []))[1].append(f"CompositePodGroup {key}")
+        return [ShownTree(found, f"node labels, for {', '.join(names)} (scheduling.k8s.io)")
+                for _, (found, names) in sorted(users.items())]
 
     def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
         if key.dialect != NAME:

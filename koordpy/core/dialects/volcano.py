@@ -30,7 +30,7 @@ from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, natural, sanitise, short_names
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import ROOT, DomainId, ShownTree, TopologyTree, TreeKey
 
 NAME = "volcano"
 TREE = TreeKey(NAME, text="hypernodes")
@@ -590,6 +590,11 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return TREE if snapshot.hypernodes else None
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        count = len(trees.snapshot.hypernodes)
+        return () if not count else (ShownTree(TREE, f"Volcano HyperNodes ({count})",
+                                               problems=hypernodes(trees).problems, ranked=True),)
 
 
 DIALECT = Volcano()
