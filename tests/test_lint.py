@@ -42,7 +42,8 @@ def test_pure_core_imports_no_io() -> None:
 
 def test_the_layering_contract_holds() -> None:
     """`.importlinter`: cli above (controller | sim) above core above (kernels | api) above errors;
-    the dialects independent of each other; no I/O below the controller; kernels on arrays only.
+    the dialects independent of each other; the shells (cli, controller, sim) import no dialect module,
+    only the registries; no I/O below the controller; kernels on arrays only.
     Imports inside functions count (grimp reads them), so a lazy import cannot hide a breach."""
     lint = Path(sys.executable).parent / "lint-imports"
     run = subprocess.run([str(lint), "--no-cache", "--config", str(ROOT / ".importlinter")], cwd=ROOT,

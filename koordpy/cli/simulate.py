@@ -90,9 +90,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
     result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
-    for name, status in result.hypernodes.items():  # the live scheduler sets Valid=False on these
-        for problem in status.get("problems", ()):
-            print(f"koordpy simulate: warning: HyperNode {name}: {problem}", file=sys.stderr)
+    for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
+        for problem in status.problems:
+            print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
     if args.output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from koordpy.api.objects import Node
     from koordpy.core.cluster import Cluster
     from koordpy.core.snapshot import Snapshot
-    from koordpy.core.tree import TopologyTree
+    from koordpy.core.tree import ShownTree, TopologyTree
 
 # Each is one dialect's ``manifest_format`` (tests/cli/test_topology.py holds them to the registry),
 # listed here in the order the help shows so that start-up need not load the dialects.
@@ -100,11 +100,11 @@ def nodes_from_documents(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[Nod
 
 def generate(nodes: Sequence[Node], keys: Sequence[str], fmt: str, name: str = "default") -> Generated:
     """The manifests of the dialect whose ``manifest_format`` is ``fmt``."""
-    from koordpy.core.dialects import DIALECTS  # the core: paid by generate only, not at start-up
+    from koordpy.core.dialects import MANIFESTS  # the core: paid by generate only, not at start-up
 
     if not keys:
         raise TopologyUsageError("--levels: at least one label key is needed")
-    dialect = next((d for d in DIALECTS if d.manifest_format == fmt), None)
+    dialect = next((d for d in MANIFESTS if d.manifest_format == fmt), None)
     if dialect is None:
         raise TopologyUsageError(f"unknown --format {fmt!r}; expected one of {', '.join(FORMATS)}")
     try:
@@ -146,6 +146,8 @@ class TreeView:
     allocatable: npt.NDArray[np.int64]
     used: npt.NDArray[np.int64]
     problems: dict[str, list[str]] = field(default_factory=dict)
+    ranked: bool = False  # each domain shown with its rank beside its layer (``ShownTree.ranked``)
+    loose_said: bool = True  # the root says when it holds its nodes directly (``ShownTree.loose_said``)
 
     def occupancy(self, d: int) -> float:
         """Used over allocatable of the subtree's dominant resource (0 when it has nothing)."""
@@ -174,40 +176,34 @@ def _subtree_sums(tree: TopologyTree, per_node: npt.NDArray[np.int64]) -> npt.ND
     return np.asarray(cs[tree.end] - cs[np.arange(len(tree.order))], dtype=np.int64)
 
 
-def tree_view(cluster: Cluster, key: str, title: str) -> TreeView:
+def tree_view(cluster: Cluster, shown: ShownTree) -> TreeView:
     import numpy as np  # paid by show only
 
-    tree = cluster.trees[key]
+    tree = cluster.trees[shown.key]
     ones = np.ones((len(cluster.nodes), 1), dtype=np.int64)
-    problems = cluster.trees.hypernode_tree().problems if key == "hypernodes" else {}
-    return TreeView(key, title, tree, _subtree_sums(tree, ones)[:, 0], _subtree_sums(tree, cluster.free()),
-                    _subtree_sums(tree, cluster.allocatable), _subtree_sums(tree, cluster.used), dict(problems))
+    return TreeView(shown.key.text, shown.title, tree, _subtree_sums(tree, ones)[:, 0],
+                    _subtree_sums(tree, cluster.free()), _subtree_sums(tree, cluster.allocatable),
+                    _subtree_sums(tree, cluster.used), {k: list(v) for k, v in shown.problems.items()},
+                    shown.ranked, shown.loose_said)
 
 
 def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
-    """The trees the snapshot's objects define (the ClusterNetworkTopology's only if there is one,
-    the HyperNodes' only if there are any, every Topology), or just ``only``."""
+    """The trees the snapshot's objects define, each dialect's in the registry's order, with the
+    titles their dialects give them, or just ``only``."""
     # The core: paid by show only, not at start-up.
     from koordpy.api.objects import PODS
     from koordpy.core.cluster import UNBOUNDED, Cluster
-    from koordpy.core.dialects import gang_member
+    from koordpy.core.dialects import gang_member, shown_trees
 
     cluster = Cluster(snapshot)
-    wanted: list[tuple[str, str]] = []
-    if snapshot.topology is not None:
-        wanted.append(("cnt", f"ClusterNetworkTopology {snapshot.topology.name}"))
-    if snapshot.hypernodes:
-        wanted.append(("hypernodes", f"Volcano HyperNodes ({len(snapshot.hypernodes)})"))
-    for name, topo in sorted(snapshot.topologies.items()):
-        wanted.append((f"topology/{name}", f"Topology {name} ({topo.api_version})"))
-    wanted += _workload_label_trees(snapshot)
+    wanted = shown_trees(cluster.trees)
     if only is not None:
-        keys = [k for k, _ in wanted]
-        pick = only if only in keys else f"topology/{only}"
-        if pick not in keys:
+        keys = [w.key.text for w in wanted]
+        picked = ([w for w in wanted if w.key.text == only] or [w for w in wanted if w.short and w.short == only])[:1]
+        if not picked:
             raise TopologyUsageError(f"--tree {only!r}: no such tree; the input has "
                                      f"{', '.join(keys) if keys else 'no topology objects'}")
-        wanted = [w for w in wanted if w[0] == pick]
+        wanted = picked
     total = cluster.allocatable.sum(axis=0)
     # A resource DRA serves on some node (``UNBOUNDED`` there) has no room to draw: its devices hold it.
     served = [bool((cluster.allocatable[:, i] >= UNBOUNDED).any()) for i in range(len(cluster.resources))]
@@ -220,28 +216,12 @@ def build_views(snapshot: Snapshot, only: str | None = None) -> Shown:
         job = gang_member(pod, snapshot) or f"{pod.namespace}/{pod.name}"
         per = jobs.setdefault(n, {})
         per[job] = per.get(job, 0) + 1
-    return Shown(cluster, snapshot, [tree_view(cluster, k, t) for k, t in wanted], columns, jobs)
-
-
-def _workload_label_trees(snapshot: Snapshot) -> list[tuple[str, str]]:
-    """The node-label trees Kubernetes' own PodGroups (scheduling.k8s.io) use: their topology key,
-    with koordpy's preferred label below it when they name one, and the groups that use each."""
-    from koordpy.core.dialects import upstream  # the core: paid by show only
-
-    users: dict[str, list[str]] = {}
-    for key, group in sorted(upstream.groups(snapshot).items()):
-        ask = upstream.topology_ask(group) if not group.parent else None  # a child uses its composite's tree
-        if ask is not None:
-            users.setdefault(ask.tree_key(snapshot).text, []).append(f"PodGroup {key}")
-    for key, composite in sorted(upstream.composites(snapshot).items()):
-        levels = upstream.composite_levels(composite, upstream.children(key, snapshot), snapshot.nodes)
-        users.setdefault(upstream.levels_key(levels).text, []).append(f"CompositePodGroup {key}")
-    return [(text, f"node labels, for {', '.join(names)} (scheduling.k8s.io)") for text, names in sorted(users.items())]
+    return Shown(cluster, snapshot, [tree_view(cluster, w) for w in wanted], columns, jobs)
 
 
 def _layer_text(view: TreeView, d: int) -> str:
     dom = view.tree.domain(d)
-    if view.key == "hypernodes":
+    if view.ranked:
         tier = int(view.tree.rank[d])
         return f"tier {tier}, {dom.layer}" if d and dom.layer != f"tier{tier}" else f"tier {tier}"
     return dom.layer
@@ -302,13 +282,13 @@ def _domain_line(shown: Shown, view: TreeView, d: int) -> str:
     count = int(view.nodes[d])
     text = f"{tree.name(d) or tree.domain(d).layer} ({_layer_text(view, d)})"
     if d == 0:
-        text = f"{tree.domain(d).layer} ({_layer_text(view, d)})" if view.key == "hypernodes" else tree.domain(d).layer
+        text = f"{tree.domain(d).layer} ({_layer_text(view, d)})" if view.ranked else tree.domain(d).layer
     loose = ""
     if d == 0:
         direct = int(((tree.parent == 0) & (tree.domain_node >= 0)).sum())
         if direct and direct < count:
             loose = f" ({direct} in no domain)"
-        elif direct and view.key != "cnt":
+        elif direct and view.loose_said:
             loose = " (none in a domain)"
     return f"{text}  {count} node{'' if count == 1 else 's'}{loose}  {capacity}".rstrip()
 

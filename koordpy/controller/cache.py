@@ -89,6 +89,9 @@ def _index_error(pod: Pod) -> str | None:
 # The cache names of the kinds whose objects declare gangs and report their errors as a Snapshot's
 # ``invalid_podgroups``: a pod naming such an object that does not parse waits for it.
 _GANG_ERROR_LABELS = tuple(kind.label for kind in KINDS if kind.errors == "invalid_podgroups")
+# The stores of the cluster-scoped kinds whose status koordpy writes (the topology objects): the
+# dialects compute those statuses from the core's trees, and the loop writes them.
+STATUS_STORES: frozenset[str] = frozenset(k.store for k in KINDS if k.writes_status and not k.namespaced)
 
 
 class _InvalidGroups:
@@ -136,9 +139,10 @@ class Cache(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
     # names ``Stores`` reads them by (``nodes``, ``pods``...) are the ones the loop reads.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
-    topology_raw: dict[str, Any] | None = None  # the ClusterNetworkTopology "default" as read, valid or not
-    hypernodes_raw: dict[str, dict[str, Any]] = field(default_factory=dict)
-    hypernodes_changed: bool = True  # HyperNodes or nodes changed: their status is due for a look
+    # The objects whose status the loop writes from the core's trees (``STATUS_STORES``), as read,
+    # by store and key (one that does not parse too: its status says why it is not used).
+    status_raw: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    statuses_changed: bool = True  # those objects or the nodes changed: their statuses are due for a look
     invalid: dict[tuple[str, str], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     nominated: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node or "", when)
@@ -152,7 +156,6 @@ class Cache(Stores):
     # (cache name, key) -> the API group of the resource that filed it: a LIST drops only its own.
     listed_by: dict[tuple[str, str], str] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-    topology_changed: bool = True
     # Pending pods the last snapshot left out for their annotations: key -> error.
     rejected: dict[str, str] = field(default_factory=dict)
     # key -> (pod, its PodGroup, error) as last checked; the models are immutable and replaced
@@ -284,9 +287,8 @@ class Cache(Stores):
                 log.exception("parser failed", kind=name, object=key)
             self._remove(kind, name, key)
             self.invalid[(name, key)] = (err, raw)
-            if kind.store == "topology" and key == kind.only:  # its status says why it is not used
-                self.topology_raw = raw
-                self.topology_changed = True
+            if kind.store in STATUS_STORES and (not kind.only or key == kind.only):
+                self._status_filed(kind.store, key, raw)  # its status says why it is not used
         return True
 
     def _remove(self, kind: Kind | None, name: str, key: str) -> None:
@@ -303,8 +305,7 @@ class Cache(Stores):
     # What the cache notes when a store changes, beside filing the object: the stores the loop
     # watches for statuses it writes (the topologies'), and the pods' overlays.
     def _node_changed(self, key: str, *_: object) -> None:
-        self.topology_changed = True
-        self.hypernodes_changed = True
+        self.statuses_changed = True
 
     def _pod_filed(self, key: str, pod: Pod, raw: dict[str, Any]) -> None:
         self._dirty[key] = None
@@ -343,22 +344,13 @@ class Cache(Stores):
         self._checked.pop(key, None)
         self.rejected.pop(key, None)
 
-    def _topology_filed(self, key: str, obj: object, raw: dict[str, Any]) -> None:
-        self.topology_raw = raw
-        self.topology_changed = True
+    def _status_filed(self, store: str, key: str, raw: dict[str, Any]) -> None:
+        self.status_raw.setdefault(store, {})[key] = raw
+        self.statuses_changed = True
 
-    def _topology_dropped(self, key: str) -> None:
-        if key == "default":
-            self.topology_raw = None
-            self.topology_changed = True
-
-    def _hypernode_filed(self, key: str, obj: object, raw: dict[str, Any]) -> None:
-        self.hypernodes_raw[key] = raw
-        self.hypernodes_changed = True
-
-    def _hypernode_dropped(self, key: str) -> None:
-        self.hypernodes_raw.pop(key, None)
-        self.hypernodes_changed = True
+    def _status_dropped(self, store: str, key: str) -> None:
+        self.status_raw.get(store, {}).pop(key, None)
+        self.statuses_changed = True
 
     def assume_storage(self, obj: PersistentVolumeClaim | PersistentVolume) -> Callable[[], None]:
         """Shows ``obj`` (a claim or volume as PreBind writes it) until the watch brings the object
@@ -547,10 +539,6 @@ class Cache(Stores):
         self._shown[key] = (pod, copy)
         return copy
 
-    def topology_error(self) -> str | None:
-        found = self.invalid.get(("ClusterNetworkTopology", "default"))
-        return found[0] if found else None
-
     def snapshot(self, scheduler_names: frozenset[str]) -> Snapshot:
         """The cluster as the core sees it: the cached pods with what the scheduler wrote and the
         watch has not shown yet, less the pending pods whose gang or topology annotations are
@@ -666,10 +654,21 @@ class Cache(Stores):
         return out
 
 
+def _status_handlers(store: str) -> tuple[Callable[[Cache, str, Any, dict[str, Any]], None],
+                                           Callable[[Cache, str], None]]:
+    def filed(cache: Cache, key: str, obj: object, raw: dict[str, Any]) -> None:
+        cache._status_filed(store, key, raw)
+
+    def dropped(cache: Cache, key: str) -> None:
+        cache._status_dropped(store, key)
+
+    return filed, dropped
+
+
 # Cache.stores -> what else the cache notes when an object is filed there, or dropped from there.
 _FILED: dict[str, Callable[[Cache, str, Any, dict[str, Any]], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_filed, "topology": Cache._topology_filed,
-    "hypernodes": Cache._hypernode_filed, CLAIMS: Cache._claim_filed}
+    "nodes": Cache._node_changed, "pods": Cache._pod_filed, CLAIMS: Cache._claim_filed,
+    **{store: _status_handlers(store)[0] for store in STATUS_STORES}}
 _DROPPED: dict[str, Callable[[Cache, str], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, "topology": Cache._topology_dropped,
-    "hypernodes": Cache._hypernode_dropped, CLAIMS: Cache._claim_dropped}
+    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, CLAIMS: Cache._claim_dropped,
+    **{store: _status_handlers(store)[1] for store in STATUS_STORES}}

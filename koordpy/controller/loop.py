@@ -12,7 +12,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import Any, TypeGuard, assert_never, cast
+from typing import TypeGuard, assert_never, cast
 
 import structlog
 
@@ -39,7 +39,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects.koordinator import detail_status, tree_from_cluster_network_topology
+from koordpy.core.dialects import object_statuses
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -117,7 +117,8 @@ class SchedulerLoop:
         # What was reported, by UID (an object recreated under the same name is another object),
         # holding only what is still invalid: object -> error.
         self._reported: dict[str, str] = {}
-        self._hn_reported: dict[str, str] = {}  # HyperNode -> the problems its last Event told
+        # A topology object (store, name) -> the problems its last Warning Event told.
+        self._problems_told: dict[tuple[str, str], str] = {}
         self._last_cycle = 0.0
         self._retry_at = 0.0
         self._full_at = time.time() + FULL_CYCLE_SECONDS  # the first cycle builds the view anyway
@@ -240,12 +241,9 @@ class SchedulerLoop:
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
-        if self.cache.topology_changed:
-            self.cache.topology_changed = False
-            await self._topology_status()
-        if self.cache.hypernodes_changed:
-            self.cache.hypernodes_changed = False
-            self._hypernode_statuses(snap)
+        if self.cache.statuses_changed:
+            self.cache.statuses_changed = False
+            self._object_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
 
     def _apply(self, d: Decision, uid: Callable[[str], str], started: float, scheduled: dict[str, Event]) -> None:
@@ -328,7 +326,7 @@ class SchedulerLoop:
         m.gang_bound.inc(len(result.gangs_placed))
         m.gang_timed_out.inc(len(result.gangs_timed_out))
         m.gang_waiting.set(self._gangs_waiting(result))
-        m.topology_objects.labels("koordinator").set(1 if self.cache.topology_raw is not None else 0)
+        m.topology_objects.labels("koordinator").set(1 if "default" in self.cache.status_raw.get("topology", {}) else 0)
         m.topology_objects.labels("volcano").set(len(self.cache.hypernodes))
         m.topology_objects.labels("kueue").set(len(self.cache.topologies))
 
@@ -430,58 +428,33 @@ class SchedulerLoop:
                                                 invalid_reason(bad.kind, bad.error), bad.error))
         self._reported = reported
 
-    def _hypernode_statuses(self, snap: Snapshot) -> None:
-        """``nodeCount`` and the ``Valid`` condition of every HyperNode, written only where they differ
-        from what the object says; one Warning Event per HyperNode and distinct problem."""
-        if not self.cache.hypernodes:
-            return
+    def _object_statuses(self, snap: Snapshot) -> None:
+        """The status of every topology object, as its dialect computes it from the core's trees,
+        written only where it differs from what the object says (the condition's transition time
+        kept while its status holds); one Warning Event per object and distinct problem."""
         view = self.state.view
         cluster = view.cluster if view is not None and view.cluster is not None else Cluster(snap)
-        tree = cluster.trees.hypernode_tree()
-        reported: dict[str, str] = {}
-        for name, raw in self.cache.hypernodes_raw.items():
-            problems = tree.problems.get(name, [])
-            message = cap("; ".join(problems), CONDITION_LIMIT)
-            want = {"type": "Valid", "status": "False" if problems else "True",
-                    "reason": "InvalidMembers" if problems else "Reconciled", "message": message}
+        told: dict[tuple[str, str], str] = {}
+        for decided in object_statuses(cluster.trees):
+            raw = self.cache.status_raw.get(decided.kind.store, {}).get(decided.name)
+            if raw is None:
+                continue
+            want = {**decided.condition, "message": cap(decided.condition["message"], CONDITION_LIMIT)}
+            at = (decided.kind.store, decided.name)
+            if decided.problems:
+                told[at] = want["message"]
+                if self._problems_told.get(at) != want["message"]:
+                    uid = str((raw.get("metadata") or {}).get("uid") or "")
+                    self.writer.spawn(self.writer.event(decided.kind.label, decided.name, uid, "Warning",
+                                                        decided.warning, want["message"]))
             current = raw.get("status") if isinstance(raw.get("status"), dict) else {}
             conds = [c for c in (current or {}).get("conditions") or [] if isinstance(c, dict)]
-            old = next((c for c in conds if c.get("type") == "Valid"), None)
+            old = next((c for c in conds if c.get("type") == want["type"]), None)
             same = old is not None and all(old.get(k) == v for k, v in want.items())
-            count = tree.node_count(name)
-            if problems:
-                reported[name] = message
-                if self._hn_reported.get(name) != message:
-                    self.writer.spawn(self.writer.event("HyperNode", name, str((raw.get("metadata") or {}).get(
-                        "uid") or ""), "Warning", "InvalidMembers", message))
-            if same and (current or {}).get("nodeCount") == count:
+            if same and all((current or {}).get(k) == v for k, v in decided.fields.items()):
                 continue
-            flipped = old is None or old.get("status") != want["status"]
-            cond = {**want, "lastTransitionTime": now_rfc3339() if flipped or old is None
-                    else old.get("lastTransitionTime", now_rfc3339())}
-            self.writer.spawn(self.writer.hypernode_status(name, {"nodeCount": count, "conditions": [cond]}))
-        self._hn_reported = reported
-
-    async def _topology_status(self) -> None:
-        raw = self.cache.topology_raw
-        if raw is None:
-            return
-        err = self.cache.topology_error()
-        current = raw.get("status") or {}
-        if err:
-            status: dict[str, Any] = {"conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec",
-                                                      "message": cap(err, CONDITION_LIMIT),
-                                                      "lastTransitionTime": now_rfc3339()}]}
-        else:
-            nodes = sorted(self.cache.nodes.values(), key=lambda n: natural_key(n.name))
-            tree = tree_from_cluster_network_topology(self.cache.topology, nodes)
-            status = {"detailStatus": detail_status(tree), "conditions": [
-                {"type": "Valid", "status": "True", "reason": "Reconciled", "message": "",
-                 "lastTransitionTime": now_rfc3339()}]}
-        old_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in current.get("conditions") or []]
-        new_valid = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]]
-        if current.get("detailStatus") == status.get("detailStatus") and old_valid == new_valid:
-            return
-        if err:
-            status["detailStatus"] = None
-        await self.writer.topology_status(status)
+            since = old.get("lastTransitionTime") if old is not None and old.get("status") == want["status"] else None
+            cond = {**want, "lastTransitionTime": since or now_rfc3339()}
+            self.writer.spawn(self.writer.object_status(decided.kind, decided.name,
+                                                        {**decided.fields, "conditions": [cond]}, decided.write))
+        self._problems_told = told

@@ -41,7 +41,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import by_id, by_name
+from koordpy.api.kinds import Kind, by_id, by_name
 from koordpy.api.objects import PREEMPTION_REASON
 from koordpy.controller import transport
 from koordpy.controller.events import EventRecorder, Involved, Outcome, Outgoing, Patched, Report
@@ -484,11 +484,12 @@ class ApiWriter:
         if not written:
             self.reports.status_failed(group, key, status)
 
-    async def hypernode_status(self, name: str, status: dict[str, Any]) -> None:
-        hn = by_id("hypernodes.topology.volcano.sh")
-        await self._report(f"status of HyperNode {name}", lambda: self.custom.patch_cluster_custom_object_status(
-            hn.group, hn.version, hn.plural, name, {"status": status},
-            _content_type=MERGE_PATCH, _preload_content=False), kind="hypernode-status")
+    async def object_status(self, kind: Kind, name: str, status: dict[str, Any], write: str) -> None:
+        """The status of a cluster-scoped object (a topology object), by merge patch; counted in
+        ``koordpy_api_writes_total`` as ``write``."""
+        await self._report(f"status of {kind.kind} {name}", lambda: self.custom.patch_cluster_custom_object_status(
+            kind.group, kind.version, kind.plural, name, {"status": status},
+            _content_type=MERGE_PATCH, _preload_content=False), kind=write)
 
     # -- one-off writes ------------------------------------------------------------------
 
@@ -567,10 +568,3 @@ class ApiWriter:
         self._owed_written_at = time.monotonic()
         return Patched.OK
 
-    async def topology_status(self, status: dict[str, Any]) -> None:
-        cnt = by_id("clusternetworktopologies.scheduling.koordinator.sh")
-        await self._report(f"status of {cnt.kind} {cnt.only}",
-                           lambda: self.custom.patch_cluster_custom_object_status(
-                               cnt.group, cnt.version, cnt.plural, cnt.only,
-                               {"status": status}, _content_type=MERGE_PATCH, _preload_content=False),
-                           kind="topology-status")

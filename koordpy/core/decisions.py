@@ -210,6 +210,29 @@ class GangStatus(Protocol):
 
 
 @dataclass(frozen=True)
+class ObjectStatus:
+    """The status one topology object should have (a ClusterNetworkTopology, a HyperNode), as its
+    dialect computes it from the core's trees: each shell writes it through its own writer, the live
+    controller where the object says otherwise, without knowing whose object it is.
+
+    One condition (``condition``: type, status, reason, message; its ``lastTransitionTime`` is the
+    shell's) and the status fields beside it (``fields``; a None removes the field). ``problems``
+    are told once each as a Warning Event of reason ``warning``; ``koordpy simulate`` reports
+    ``shown`` under its JSON key ``section``, by the object's name when ``keyed``."""
+
+    kind: Kind  # the object's kind in the registry (cluster-scoped, with a status subresource)
+    name: str
+    fields: dict[str, Any]
+    condition: dict[str, str]
+    write: str  # how ``koordpy_api_writes_total`` counts its writes ("hypernode-status")
+    section: str
+    shown: dict[str, Any]
+    keyed: bool = True
+    problems: tuple[str, ...] = ()
+    warning: str = ""
+
+
+@dataclass(frozen=True)
 class PodGroupStatusUpdate:
     podgroup: str  # namespace/name of the object of ``status.kind``
     status: GangStatus

@@ -47,6 +47,20 @@ class TreeKey:
 
 
 @dataclass(frozen=True)
+class ShownTree:
+    """A tree as ``koordpy topology show`` draws it, in the words of the dialect that builds it."""
+
+    key: TreeKey
+    title: str  # what the tree is ("ClusterNetworkTopology default", "Volcano HyperNodes (3)")
+    short: str = ""  # another name ``--tree`` takes for it (a Topology's own name)
+    problems: Mapping[str, Sequence[str]] = field(default_factory=dict)  # domain name -> what is wrong with it
+    ranked: bool = False  # a domain is shown with its rank ("tier 2") beside its layer, the root too
+    # Whether the root says that it holds its nodes directly when none is in a domain (a
+    # ClusterNetworkTopology's unlabelled nodes are the layer below the cluster: not said).
+    loose_said: bool = True
+
+
+@dataclass(frozen=True)
 class Domain:
     layer: str
     name: str

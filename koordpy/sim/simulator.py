@@ -58,12 +58,12 @@ from koordpy.core.decisions import (
     DeviceBinding,
     Event,
     Nominate,
+    ObjectStatus,
     PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects import DIALECTS, build_gang
-from koordpy.core.dialects.koordinator import detail_status
+from koordpy.core.dialects import GANGS, build_gang, object_statuses, shown_empty
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.claims import make_claims
@@ -301,7 +301,7 @@ class World(Stores):
         for their PodGroup, "not found"."""
         out: list[str] = []
         snapshot: Snapshot | None = None
-        for dialect in DIALECTS:
+        for dialect in GANGS:
             kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
             if not kinds or any(self.stores[k.store] for k in kinds):
                 continue
@@ -523,18 +523,29 @@ class SimulationResult:
     pending: dict[str, str]
     preempted: list[str]
     podgroups: dict[str, dict[str, Any]]
-    detail_status: list[dict[str, Any]]
+    # The topology objects' statuses as the live scheduler writes them (a ClusterNetworkTopology's
+    # detailStatus, each HyperNode's nodeCount and problems), as their dialects decide them.
+    statuses: list[ObjectStatus]
     events: list[Event]
     rounds: int
     ignored: list[str]
     truncated: bool = False  # stopped at MAX_ROUNDS before the world settled: the result is partial
-    # HyperNode -> its status as the live scheduler writes it: nodeCount and what is wrong with it.
-    hypernodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> node, as nominated by preemption
     volumes: dict[str, dict[str, str]] = field(default_factory=dict)  # claim -> what koordpy wrote on it
     # With DRA objects: every allocated ResourceClaim -> its devices, and each bound pod's devices.
     allocations: dict[str, list[str]] | None = None
     devices: dict[str, list[str]] = field(default_factory=dict)
+
+    def shown(self) -> dict[str, Any]:
+        """The topology objects' statuses by the JSON key each dialect reports them under (by
+        object name where there are several), and what a dialect with none reports."""
+        out = shown_empty()
+        for s in self.statuses:
+            if s.keyed:
+                out[s.section] = {**(out.get(s.section) or {}), s.name: s.shown}
+            else:
+                out[s.section] = s.shown
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -543,12 +554,11 @@ class SimulationResult:
             "preempted": self.preempted,
             "nominated": self.nominated,
             "podgroups": self.podgroups,
-            "topology": {"detailStatus": self.detail_status},
             "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
                         "message": e.message} for e in self.events],
             "rounds": self.rounds,
             "truncated": self.truncated,
-            **({"hypernodes": self.hypernodes} if self.hypernodes else {}),
+            **self.shown(),
             **({"volumes": self.volumes} if self.volumes else {}),
             **({"allocations": self.allocations, "devices": self.devices} if self.allocations is not None else {}),
         }
@@ -614,19 +624,11 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
                    # Kubernetes' PodGroups: the status the scheduler wrote (PodGroupInitiallyScheduled).
                    **{k: pg.status.written() for k, pg in world.stores.get("workload_podgroups", {}).items()
                       if pg.conditions}},
-        detail_status=detail_status(cluster.tree) if world.topology else [],
+        statuses=object_statuses(cluster.trees),
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
-        hypernodes=_hypernode_status(cluster) if world.hypernodes else {},
         nominated=dict(world.nominated), volumes=dict(world.volume_writes),
         allocations=None if world.devices.empty() else world.allocations(), devices=world.pod_devices(),
     )
-
-
-def _hypernode_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    hn = cluster.trees.hypernode_tree()
-    return {name: {"nodeCount": hn.node_count(name), **({"problems": hn.problems[name]} if name in hn.problems
-                                                          else {})}
-            for name in cluster.trees.snapshot.hypernodes}
 
 
 def _admitted(raw: dict[str, Any]) -> bool:

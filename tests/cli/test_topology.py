@@ -286,6 +286,27 @@ def test_show_two_topologies_and_pick_one(tmp_path: Path, capsys: pytest.Capture
     assert code == 2 and out == "" and "topology/racks, topology/zones" in err
 
 
+def test_show_draws_the_trees_with_the_titles_their_dialects_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The command knows no dialect (issue 32 item 1): what it draws, under which title, with which
+    problems and by which short name ``--tree`` takes it, is each dialect's ``shown_trees``."""
+    from koordpy.core.dialects import kai
+    from koordpy.core.tree import ShownTree
+
+    def shown(self: object, trees: Any) -> list[ShownTree]:
+        return [ShownTree(kai.tree_key("zones"), "the zones, as the dialect says", short="z",
+                          problems={"z0": ["a problem of the dialect's"]})]
+
+    monkeypatch.setattr(type(kai.DIALECT), "shown_trees", shown)
+    path = write(tmp_path, "t.yaml", two_topologies())
+    code, out, err = cli(capsys, "topology", "show", "-f", path)
+    assert code == 0, err
+    assert out.splitlines()[0] == "topology/zones: the zones, as the dialect says"
+    assert "topology/racks" not in out and "  z0: a problem of the dialect's" in out
+    code, out, _ = cli(capsys, "topology", "show", "-f", path, "--tree", "z")
+    assert code == 0 and out.startswith("topology/zones: the zones")
+
+
 def test_show_html_is_one_self_contained_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The parser takes any label value, so a domain name can hold what HTML must escape.
     objects = [*cnt_cluster()[:-1], node("odd", labels={RACK: "r<&>"}),

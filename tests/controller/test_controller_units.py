@@ -380,7 +380,8 @@ def test_a_cluster_network_topology_not_named_default_is_reported_and_ignored() 
              "metadata": {"name": "mine", "resourceVersion": "1", "uid": "c1"}, "spec": {"networkTopologySpec": []}}
     cache.observe("ClusterNetworkTopology", "ADDED", other)
     snap = cache.snapshot(NAMES)
-    assert snap.topology is None and snap.topology_error is None and cache.topology_raw is None
+    assert snap.topology is None and snap.topology_error is None
+    assert "default" not in cache.status_raw.get("topology", {})
     [bad] = cache.invalid_objects(NAMES)
     assert (bad.key, bad.uid) == ("mine", "c1") and "named 'default', not 'mine'" in bad.error
 

@@ -184,15 +184,15 @@ def test_a_heartbeat_keeps_the_object_and_owes_no_cycle() -> None:
     held = cache.nodes["n0"]
     cache.snapshot(NAMES)
     cache.changed.clear()
-    cache.topology_changed = cache.hypernodes_changed = False
+    cache.statuses_changed = False
     beat = _rv(node("n0"), 2)
     beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-23T10:00:00Z"}]
     cache.observe("Node", "MODIFIED", beat)
-    assert cache.nodes["n0"] is held and not cache.changed.is_set() and not cache.topology_changed
+    assert cache.nodes["n0"] is held and not cache.changed.is_set() and not cache.statuses_changed
     cordoned = _rv(node("n0"), 3)
     cordoned.setdefault("spec", {})["unschedulable"] = True
     cache.observe("Node", "MODIFIED", cordoned)
-    assert cache.nodes["n0"] is not held and cache.changed.is_set() and cache.topology_changed
+    assert cache.nodes["n0"] is not held and cache.changed.is_set() and cache.statuses_changed
 
 
 class _Core:

@@ -158,7 +158,7 @@ def test_priority_decides_which_gang_gets_the_exact_fit() -> None:
 
 def test_detail_status_is_reported() -> None:
     world = World.from_objects([("t", o) for o in seed_cluster()])
-    status = simulate(world).detail_status
+    status = simulate(world).to_json()["topology"]["detailStatus"]
     assert status[0]["childTopologyNames"] == ["spine-0", "spine-1", "spine-2"] and status[0]["nodeNum"] == 12
 
 

@@ -1,17 +1,20 @@
-"""The dialects: the only core code that knows an API family, and the registry that lists them.
+"""The dialects: the only core code that knows an API family, and the registries that list them.
 
-Each module here is one dialect behind the ``Dialect`` protocol (``base``): ``koordinator``
+Each module here is one dialect behind the capability protocols of ``base``: ``koordinator``
 (scheduler-plugins PodGroups, gang annotations, the ClusterNetworkTopology and gather specs),
 ``volcano`` (its PodGroups, HyperNodes, network topology modes and sub-groups), ``kai`` (its
 PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's placement keys) and
 ``upstream`` (Kubernetes' own Workload PodGroup). Dialects do not import each other.
 
-This module is the dispatch: ``DIALECTS`` (the order is the precedence when two declare the same
-gang), the gang resolution that asks each in turn, the topology keys one dialect may find written
-in another's object (a PodGroup of one API carrying Volcano's or KAI's annotations), and
-``Trees``, the cluster's trees by ``TreeKey``, each built by its dialect the first time a cycle
-asks for it (each dialect caches its trees while their inputs stay the same). Does not belong
-here: choosing domains or nodes (``koordpy.core.placement``), the gang rule (``koordpy.core.gang``).
+This module is the registries and the dispatch over them: ``DIALECTS`` (the one line a dialect is
+added by; the order is the precedence when two declare the same gang), and per capability the
+dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION``, ``EXPLAINS``, ``TOPOLOGIES``,
+``MANIFESTS``), each asked only through its own registry; the gang resolution that asks each in
+turn, the topology keys one dialect may find written in another's object (a PodGroup of one API
+carrying Volcano's or KAI's annotations), and ``Trees``, the cluster's trees by ``TreeKey``, each
+built by its dialect the first time a cycle asks for it (each dialect caches its trees while their
+inputs stay the same). Does not belong here: choosing domains or nodes
+(``koordpy.core.placement``), the gang rule (``koordpy.core.gang``).
 """
 
 from __future__ import annotations
@@ -25,36 +28,61 @@ from koordpy.api.errors import ParseError
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
-from koordpy.core.decisions import GangStatus
+from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
-from koordpy.core.dialects.base import Dialect, DialectBase, GroupTerms
+from koordpy.core.dialects.base import Admission, Dialect, Explains, Gangs, GroupTerms, Manifests, Statuses, Topologies
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
 T = TypeVar("T")
 
 DIALECTS: tuple[Dialect, ...] = (koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT)
 BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
+# One registry per capability, in the order of precedence: a dialect is in those whose protocol it
+# implements (``base``), found once here rather than asked of every object.
+GANGS: tuple[Gangs, ...] = tuple(d for d in DIALECTS if isinstance(d, Gangs))
+STATUSES: tuple[Statuses, ...] = tuple(d for d in DIALECTS if isinstance(d, Statuses))
+ADMISSION: tuple[Admission, ...] = tuple(d for d in DIALECTS if isinstance(d, Admission))
+EXPLAINS: tuple[Explains, ...] = tuple(d for d in DIALECTS if isinstance(d, Explains))
+TOPOLOGIES: tuple[Topologies, ...] = tuple(d for d in DIALECTS if isinstance(d, Topologies))
+MANIFESTS: tuple[Manifests, ...] = tuple(d for d in DIALECTS if isinstance(d, Manifests))
 # The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
 # cluster and its nodes when there is none).
 DEFAULT_TREE = koordinator.TREE
+# The gangs no object declares (gang annotations on the pods) are Koordinator's.
+ANNOTATION_GANGS: Gangs = koordinator.DIALECT
 # Which object an Event about a gang goes to when two kinds declare it: a Volcano PodGroup is told
 # before a scheduler-plugins one of the same name, as it always was.
-_EVENT_ORDER: tuple[Dialect, ...] = (volcano.DIALECT, koordinator.DIALECT, kai.DIALECT, upstream.DIALECT)
+_EVENT_ORDER: tuple[Statuses, ...] = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
+_STATUSES_BY_NAME: dict[str, Statuses] = {d.name: d for d in STATUSES}
+_EXPLAINS_BY_NAME: dict[str, Explains] = {d.name: d for d in EXPLAINS}
+_TOPOLOGIES_BY_NAME: dict[str, Topologies] = {d.name: d for d in TOPOLOGIES}
 
 
-def first(answer: Callable[[Dialect], T | None], among: Iterable[Dialect] = DIALECTS) -> T | None:
-    """The first answer that is not None, asking the dialects ``among`` in turn (by default all, in
-    their order of precedence): a dialect answers None for what is not its own."""
+D = TypeVar("D", bound=Dialect)
+
+
+def first(answer: Callable[[D], T | None], among: Iterable[D]) -> T | None:
+    """The first answer that is not None, asking the dialects ``among`` (a capability's registry, in
+    its order of precedence) in turn: a dialect answers None for what is not its own."""
     for dialect in among:
         found = answer(dialect)
         if found is not None:
             return found
     return None
+
+
+_ADMISSION_BY_NAME: dict[str, Admission] = {d.name: d for d in ADMISSION}
+C = TypeVar("C", bound=Dialect)
+
+
+def _capable(dialect: Dialect | None, registry: Mapping[str, C]) -> C | None:
+    """``dialect`` as one of a capability's registry (by name), None when it lacks the capability."""
+    return registry.get(dialect.name) if dialect is not None else None
 
 
 def compare_key(role: Role) -> Callable[[Any], object] | None:
@@ -70,7 +98,7 @@ def claim_groups(snapshot: Snapshot) -> dict[str, ClaimGroup]:
     """The groups members' ResourceClaims may be reserved for, by namespace/name, each dialect's
     (the first to name one wins, as for gangs)."""
     out: dict[str, ClaimGroup] = {}
-    for dialect in reversed(DIALECTS):
+    for dialect in reversed(GANGS):
         out.update(dialect.claim_groups(snapshot))
     return out
 
@@ -92,7 +120,7 @@ def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     # ``first`` over ``_claim``, spelled out: asked of every pod the view files (a 3,000-pod gang's
     # refresh paid ~2 ms for the two calls a pod and dialect).
     owners = snapshot.owners if snapshot is not None else None
-    for dialect in DIALECTS:
+    for dialect in GANGS:
         key = dialect.member(pod, owners)
         if key is not None:
             # A group that is part of a larger one (a CompositePodGroup's child) joins that gang.
@@ -100,7 +128,7 @@ def gang_of(pod: Pod, snapshot: Snapshot | None = None) -> str | None:
     return None
 
 
-def _claim(dialect: Dialect, pod: Pod, snapshot: Snapshot | None) -> str | None:
+def _claim(dialect: Gangs, pod: Pod, snapshot: Snapshot | None) -> str | None:
     """The gang ``dialect`` alone puts the pod in (``snapshot`` None: only what the pod itself says)."""
     key = dialect.member(pod, snapshot.owners if snapshot is not None else None)
     if key is None or snapshot is None:
@@ -111,7 +139,7 @@ def _claim(dialect: Dialect, pod: Pod, snapshot: Snapshot | None) -> str | None:
 
 def own_group(pod: Pod, snapshot: Snapshot) -> str | None:
     """The group the pod names itself, before the gang that group may be part of (``enclosing``)."""
-    return first(lambda d: d.member(pod, snapshot.owners))
+    return first(lambda d: d.member(pod, snapshot.owners), GANGS)
 
 
 def enclosing(key: str, snapshot: Snapshot) -> str | None:
@@ -123,13 +151,13 @@ def enclosing(key: str, snapshot: Snapshot) -> str | None:
 
 def declared_keys(snapshot: Snapshot) -> list[str]:
     """Every gang key an object declares: each dialect's, and those of PodGroups that failed to parse."""
-    return [*DIALECTS[0].declared(snapshot), *snapshot.invalid_podgroups,
-            *(k for d in DIALECTS[1:] for k in d.declared(snapshot))]
+    return [*GANGS[0].declared(snapshot), *snapshot.invalid_podgroups,
+            *(k for d in GANGS[1:] for k in d.declared(snapshot))]
 
 
-def declaring(key: str, snapshot: Snapshot) -> Dialect | None:
+def declaring(key: str, snapshot: Snapshot) -> Gangs | None:
     """The dialect whose object declares the gang ``key``; None when none does (an annotation gang)."""
-    return next((d for d in DIALECTS if d.declares(key, snapshot)), None)
+    return next((d for d in GANGS if d.declares(key, snapshot)), None)
 
 
 def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
@@ -140,7 +168,7 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
     # Else the dialect whose pods name the key (a group they name that does not exist yet), and
     # for pods no dialect claims that way, gang annotations.
-    dialect = declaring(key, snapshot) or _naming(key, pods, snapshot) or koordinator.DIALECT
+    dialect = declaring(key, snapshot) or _naming(key, pods, snapshot) or ANNOTATION_GANGS
     gang = dialect.gang(key, pods, snapshot)
     written = dialect.written_asks(gang, snapshot) if gang is not None else None
     if gang is not None and written is not None:
@@ -148,7 +176,7 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
     return gang
 
 
-def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
+def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Gangs | None:
     """The dialect that puts the first of ``pods`` in the gang ``key`` by naming an object of its own
     that may not exist yet (``names_objects``): that dialect says why they wait for it. A dialect
     whose pods name no such object (Volcano's, KAI's) leaves a missing group to gang annotations,
@@ -158,8 +186,8 @@ def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Dialect | None:
     # ``spec.schedulingGroup`` and a scheduler-plugins label) is in the first one's gang, and when
     # that one's object is missing the other, whose object exists, must not speak for it: the pods
     # wait for the object they were filed under, as pods that name only that one do.
-    return next((d for d in DIALECTS if first is not None and d.names_objects(first)
-                 and _claim(d, first, snapshot) == key), None)
+    return next((d for d in GANGS if first is not None and d.name in _ADMISSION_BY_NAME
+                 and _ADMISSION_BY_NAME[d.name].names_objects(first) and _claim(d, first, snapshot) == key), None)
 
 
 def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, str], pods: list[Pod],
@@ -188,18 +216,19 @@ def _written_ask(gang: Gang, annotations: Mapping[str, str], spec: Mapping[str, 
 
 def declared_by(key: str, snapshot: Snapshot) -> str:
     """What declares the gang, as ``koordpy explain`` says it."""
-    return first(lambda d: d.declared_by(key, snapshot)) or koordinator.ANNOTATION_GANG
+    return first(lambda d: d.declared_by(key, snapshot), EXPLAINS) or koordinator.ANNOTATION_GANG
 
 
 def group_terms(key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
     """How ``koordpy explain`` states the group's minimum, in the words of the object that declares it
     (a gang no object declares is Koordinator's, of annotations)."""
-    return (declaring(key, snapshot) or koordinator.DIALECT).group_terms(key, minimum, snapshot)
+    dialect = _EXPLAINS_BY_NAME.get((declaring(key, snapshot) or ANNOTATION_GANGS).name)
+    return dialect.group_terms(key, minimum, snapshot) if dialect is not None else None
 
 
 def object_facts(key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """What ``koordpy explain`` says of the object that declares the gang, in its dialect's terms."""
-    dialect = declaring(key, snapshot)
+    dialect = _capable(declaring(key, snapshot), _EXPLAINS_BY_NAME)
     return dialect.object_facts(key, snapshot) if dialect is not None else ()
 
 
@@ -210,13 +239,13 @@ def gang_object(key: str, snapshot: Snapshot) -> str | None:
 
 def timeout_object(key: str, snapshot: Snapshot) -> str | None:
     """The Event kind of the object told that the gang timed out, if its dialect reports timeouts."""
-    dialect = declaring(key, snapshot)
+    dialect = _capable(declaring(key, snapshot), _STATUSES_BY_NAME)
     return dialect.object_kind(key, snapshot) if dialect is not None and dialect.reports_timeout else None
 
 
 def min_resources(key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
     """The minimum resources the gang's object asks to be free before its pods are tried."""
-    return first(lambda d: d.min_resources(key, snapshot))
+    return first(lambda d: d.min_resources(key, snapshot), GANGS)
 
 
 def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str], now: float,
@@ -225,24 +254,31 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
     the dialect that declares it, where they differ from what the objects say (``members``: its pods,
     finished ones included; ``pending``: why each unbound member waits). Most gangs have one object;
     a CompositePodGroup's gang writes its children."""
-    dialect = declaring(key, snapshot)
+    dialect = _capable(declaring(key, snapshot), _STATUSES_BY_NAME)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
+
+
+def object_statuses(trees: Trees) -> list[ObjectStatus]:
+    """The status each dialect's topology objects should have, computed from the core's trees
+    (``Trees``): what both shells write, whoever's objects they are."""
+    return [s for d in STATUSES for s in d.object_statuses(trees)]
+
+
+def shown_empty() -> dict[str, Any]:
+    """What ``koordpy simulate`` reports of the topology objects a dialect has none of, by JSON key."""
+    return {k: v for d in STATUSES for k, v in d.shown_empty.items()}
 
 
 # -- pods refused ----------------------------------------------------------------------------------
 
 
-REFUSED_FIELDS: dict[str, str] = {f: words for d in DIALECTS for f, words in d.refused_fields.items()}
-
-
-# The dialects that refuse some pods, in their order of precedence (the others never do): each pod of
-# a gang of thousands is asked, so the rest are not.
-_REFUSING: tuple[Dialect, ...] = tuple(d for d in DIALECTS if type(d).refusal is not DialectBase.refusal)
+REFUSED_FIELDS: dict[str, str] = {f: words for d in ADMISSION for f, words in d.refused_fields.items()}
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
     """Why a dialect will not let koordpy place ``pod``, or None."""
-    for dialect in _REFUSING:
+    # Only the dialects with an admission are asked: each pod of a gang of thousands is.
+    for dialect in ADMISSION:
         found = dialect.refusal(pod, snapshot)
         if found is not None:
             return found
@@ -251,7 +287,7 @@ def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:
 
 def names_objects(pod: Pod) -> bool:
     """Whether the pod names an object some dialect reads that may appear or change while the pod does not."""
-    return any(d.names_objects(pod) for d in DIALECTS)
+    return any(d.names_objects(pod) for d in ADMISSION)
 
 
 # -- trees -----------------------------------------------------------------------------------------
@@ -259,7 +295,12 @@ def names_objects(pod: Pod) -> bool:
 
 def default_tree(snapshot: Snapshot) -> TreeKey | None:
     """The first tree the snapshot defines, for paths of a job that asks for none."""
-    return first(lambda d: d.default_tree(snapshot))
+    return first(lambda d: d.default_tree(snapshot), TOPOLOGIES)
+
+
+def shown_trees(trees: Trees) -> list[ShownTree]:
+    """The trees ``koordpy topology show`` draws, each with the title its dialect gives it."""
+    return [s for d in TOPOLOGIES for s in d.shown_trees(trees)]
 
 
 class Trees(Mapping[TreeKey, TopologyTree]):
@@ -294,7 +335,7 @@ class Trees(Mapping[TreeKey, TopologyTree]):
         tree = self._built.get(key)
         if tree is not None:
             return tree
-        dialect = BY_NAME.get(key.dialect)
+        dialect = _TOPOLOGIES_BY_NAME.get(key.dialect)
         built = dialect.tree(key, self) if dialect is not None else None
         if built is None:
             raise KeyError(key)
@@ -302,7 +343,7 @@ class Trees(Mapping[TreeKey, TopologyTree]):
         return built
 
     def __iter__(self) -> Iterator[TreeKey]:
-        for dialect in DIALECTS:
+        for dialect in TOPOLOGIES:
             yield from dialect.tree_keys(self.snapshot)
 
     def __len__(self) -> int:

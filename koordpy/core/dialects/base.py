@@ -1,34 +1,40 @@
-"""The one protocol every dialect implements: what the core asks of an API family.
+"""The protocols a dialect implements, one per capability: what the core asks of an API family.
 
 A dialect is one API family's words for gangs and topology (Koordinator's scheduler-plugins
 PodGroup and ClusterNetworkTopology, Volcano's PodGroup and HyperNodes, KAI's PodGroup, Topology
 objects and placement annotations, Kubernetes' own Workload PodGroup). Each module of
-``koordpy.core.dialects`` defines one ``Dialect`` object; the registry
-(``koordpy.core.dialects.DIALECTS``) is the only place that lists them, and the rest of the core
-reaches a dialect only through the registry, an ``Ask`` (``koordpy.core.model``) or a
-``GangStatus`` (``koordpy.core.decisions``), never by testing which one it is.
+``koordpy.core.dialects`` defines one dialect object; ``Dialect`` is what every one has (its name
+and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
+per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Statuses`` (what a
+gang's objects are told: their status, Events), ``Admission`` (pods it refuses), ``Explains``
+(what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
+(``koordpy topology generate``). The registries (``koordpy.core.dialects``) list, per capability,
+the dialects that have it; the rest of the core reaches a dialect only through them, an ``Ask``
+(``koordpy.core.model``) or a ``GangStatus`` (``koordpy.core.decisions``), never by testing which
+one it is.
 
-Belongs here: the protocol, and ``DialectBase``, the neutral answer to every question (no gang,
-no tree, no refusal, no status, no manifests...) that a dialect derives from so that it writes only
-what it does. Does not belong here: any one dialect's code (its module), the dispatch over all of
-them (``koordpy.core.dialects``).
+Belongs here: the protocols, and per capability a base class (``GangsBase``...) with the neutral
+answer to its optional questions (no parent group, no refusal, no status...), which a dialect
+derives from for each capability it has, so that it writes only what it does. Does not belong here:
+any one dialect's code (its module), the registries and the dispatch over them
+(``koordpy.core.dialects``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
-from koordpy.core.decisions import GangStatus
+from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
-from koordpy.core.tree import TopologyTree, TreeKey
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
 
 
@@ -44,7 +50,10 @@ class GroupTerms:
     modes: bool = False
 
 
+@runtime_checkable
 class Dialect(Protocol):
+    """What every dialect has, whatever it can do."""
+
     @property
     def name(self) -> str:
         """How ``TreeKey.dialect`` names it."""
@@ -61,7 +70,10 @@ class Dialect(Protocol):
         scheduler writes on it), or None to compare whole objects."""
         ...
 
-    # -- gangs ---------------------------------------------------------------------------
+
+@runtime_checkable
+class Gangs(Dialect, Protocol):
+    """Which pods form a gang in its words, and what the gang asks."""
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         """The gang key a live pod joins in this dialect's words, else None (``owners`` None: only
@@ -90,32 +102,28 @@ class Dialect(Protocol):
         object and the keys its own spec sets; None when none are read."""
         ...
 
-    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
-        """What declares the gang, as ``koordpy explain`` says it; None: not this dialect."""
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
+        """The minimum resources its object asks to be free before the gang is tried."""
         ...
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
+        the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
+        device rules bind a member's identical entry to."""
+        ...
+
+
+@runtime_checkable
+class Statuses(Dialect, Protocol):
+    """What the objects that declare its gangs are told: their status after a cycle, and Events."""
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         """The Event kind of its object that declares ``key`` (Events about the gang go there)."""
         ...
 
-    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
-        """What ``koordpy explain`` says of its object that declares ``key`` beyond the gang's counts
-        (its policy, priority, conditions...), as (what, value) pairs in its own terms."""
-        ...
-
-    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
-        """How ``koordpy explain`` states the minimum of the group ``key`` its object declares:
-        ``minimum`` is the gang's (as the gang rule counts it), None for a group that is part of a
-        gang (``enclosing``), whose own minimum the dialect knows; None: not stated."""
-        ...
-
     @property
     def reports_timeout(self) -> bool:
         """Whether a gang that times out gets a GangTimeout Event on its object."""
-        ...
-
-    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
-        """The minimum resources its object asks to be free before the gang is tried."""
         ...
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
@@ -132,7 +140,21 @@ class Dialect(Protocol):
         them (a CompositePodGroup's children)."""
         ...
 
-    # -- pods it refuses -----------------------------------------------------------------
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        """The status each of its topology objects should have, computed from the core's trees over
+        ``trees.nodes`` (a ClusterNetworkTopology's ``detailStatus``, a HyperNode's ``nodeCount``),
+        whether or not the object says so already: the live shell writes those that differ."""
+        ...
+
+    @property
+    def shown_empty(self) -> Mapping[str, Any]:
+        """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
+        ...
+
+
+@runtime_checkable
+class Admission(Dialect, Protocol):
+    """The pods it will not let koordpy place, and why."""
 
     @property
     def refused_fields(self) -> Mapping[str, str]:
@@ -148,15 +170,30 @@ class Dialect(Protocol):
         does not (a job refused for it is looked at every cycle)."""
         ...
 
-    # -- devices -------------------------------------------------------------------------
 
-    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
-        """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
-        the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
-        device rules bind a member's identical entry to."""
+@runtime_checkable
+class Explains(Dialect, Protocol):
+    """What ``koordpy explain`` says of the objects that declare its gangs."""
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        """What declares the gang, as ``koordpy explain`` says it; None: not this dialect."""
         ...
 
-    # -- trees ---------------------------------------------------------------------------
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+        """What ``koordpy explain`` says of its object that declares ``key`` beyond the gang's counts
+        (its policy, priority, conditions...), as (what, value) pairs in its own terms."""
+        ...
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        """How ``koordpy explain`` states the minimum of the group ``key`` its object declares:
+        ``minimum`` is the gang's (as the gang rule counts it), None for a group that is part of a
+        gang (``enclosing``), whose own minimum the dialect knows; None: not stated."""
+        ...
+
+
+@runtime_checkable
+class Topologies(Dialect, Protocol):
+    """The topology trees it defines over the cluster's nodes."""
 
     def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
         """The trees it defines over the snapshot's nodes (always-present ones included)."""
@@ -170,12 +207,19 @@ class Dialect(Protocol):
         """The tree ``koordpy explain`` draws paths in when the job asks for none, if it has one."""
         ...
 
-    # -- manifests -----------------------------------------------------------------------
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        """The trees ``koordpy topology show`` draws for the snapshot's objects, with their titles
+        (only the trees some object defines: not an always-present tree without its object)."""
+        ...
+
+
+@runtime_checkable
+class Manifests(Dialect, Protocol):
+    """The topology objects ``koordpy topology generate`` writes in its words."""
 
     @property
-    def manifest_format(self) -> str | None:
-        """The ``--format`` of ``koordpy topology generate`` that writes its topology objects; None
-        when it has none."""
+    def manifest_format(self) -> str:
+        """The ``--format`` of ``koordpy topology generate`` that writes its topology objects."""
         ...
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
@@ -186,52 +230,40 @@ class Dialect(Protocol):
 
 
 class DialectBase:
-    """The neutral answer to each of the protocol's questions: a dialect derives from it and writes
-    only what it does (it must name itself and its kinds). Every answer here is what the registry
-    takes as "not this dialect": None, nothing, False."""
+    """What every dialect derives from: it names itself and its kinds; objects are compared whole
+    unless it says otherwise. A capability's base adds the neutral answers to its optional questions
+    (None, nothing, False), which the registries take as "not this dialect"."""
 
     name: str
     roles: tuple[Role, ...]
-    reports_timeout = False
-    refused_fields: Mapping[str, str] = {}
-    manifest_format: str | None = None
 
     def compare_key(self, role: Role) -> Callable[[Any], object] | None:
         return None
 
-    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
-        return None
+
+class GangsBase(DialectBase):
+    """``Gangs``: a dialect answers ``member``, ``declared``, ``declares`` and ``gang`` itself."""
 
     def enclosing(self, key: str, snapshot: Snapshot) -> str | None:
-        return None
-
-    def declared(self, snapshot: Snapshot) -> Iterable[str]:
-        return ()
-
-    def declares(self, key: str, snapshot: Snapshot) -> bool:
-        return False
-
-    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return None
 
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
         return None
 
-    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         return None
+
+    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
+        return {}
+
+
+class StatusesBase(DialectBase):
+    """``Statuses``: a dialect writes ``status`` (or ``statuses``) and names its ``object_kind``."""
+
+    reports_timeout = False
+    shown_empty: Mapping[str, Any] = {}
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
-        return None
-
-    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
-        return ()
-
-    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
-        # scheduler-plugins', Volcano's and KAI's PodGroups all call it minMember; only the
-        # registry's dispatch asks, and only the dialect that declares the group.
-        return None if minimum is None else GroupTerms("minMember", f"minMember {minimum}", minimum)
-
-    def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         return None
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
@@ -243,26 +275,39 @@ class DialectBase:
         found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
         return () if found is None else ((key, found),)
 
-    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
-        return None
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        return ()
+
+
+class AdmissionBase(DialectBase):
+    """``Admission``: a dialect answers ``refusal`` itself."""
+
+    refused_fields: Mapping[str, str] = {}
 
     def names_objects(self, pod: Pod) -> bool:
         return False
 
-    def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
-        return {}
 
-    def tree_keys(self, snapshot: Snapshot) -> Iterable[TreeKey]:
+class ExplainsBase(DialectBase):
+    """``Explains``: a dialect answers ``declared_by`` itself."""
+
+    def object_facts(self, key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
         return ()
 
-    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
-        return None
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        # scheduler-plugins', Volcano's and KAI's PodGroups all call it minMember; only the
+        # registry's dispatch asks, and only the dialect that declares the group.
+        return None if minimum is None else GroupTerms("minMember", f"minMember {minimum}", minimum)
+
+
+class TopologiesBase(DialectBase):
+    """``Topologies``: a dialect answers ``tree_keys`` and ``tree`` itself."""
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return None
 
-    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-        raise NotImplementedError(f"the {self.name} dialect writes no topology manifest (its manifest_format is None)")
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return ()
 
 
 def final_stands(phase: str | None, finals: Collection[str], members: Iterable[Pod]) -> bool:

@@ -24,14 +24,14 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
-from koordpy.core.dialects.base import DialectBase
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, StatusesBase, TopologiesBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement, Ties
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import HOSTNAME as HOSTNAME
-from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey, label_levels_tree
 
 NAME = "kai"
 KEYS = (ANN_TOPOLOGY, ANN_REQUIRED, ANN_PREFERRED)
@@ -204,7 +204,7 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai(DialectBase):
+class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
     """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
     KAI's to write (it gives none); its PodGroup asks no minimum resources."""
 
@@ -263,6 +263,10 @@ class Kai(DialectBase):
         if key.dialect != NAME or topology is None:
             return None
         return topology_tree(topology, trees.nodes)
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return [ShownTree(tree_key(name), f"Topology {name} ({topo.api_version})", short=name)
+                for name, topo in sorted(trees.snapshot.topologies.items())]
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return tree_key(min(snapshot.topologies)) if snapshot.topologies else None

@@ -31,14 +31,14 @@ from koordpy.api.podgroup import (
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
-from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, GroupTerms, final_stands
+from koordpy.core.decisions import GangStatus, ObjectStatus
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, short_names
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import ROOT, DomainId, ShownTree, TopologyTree, TreeKey
 
 NAME = "koordinator"
 # The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
@@ -248,6 +248,7 @@ def build(key: str, podgroup: PodGroup | None, pods: list[Pod]) -> Gang | None:
 # -- status --------------------------------------------------------------------------------------
 
 PODGROUP_KIND: Kind = by_id("podgroups.scheduling.sigs.k8s.io")
+TOPOLOGY_KIND: Kind = by_id("clusternetworktopologies.scheduling.koordinator.sh")
 
 
 @dataclass(frozen=True)
@@ -336,10 +337,12 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(DialectBase):
+class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
+    # ``koordpy simulate`` always reports the ClusterNetworkTopology's detailStatus, empty without one.
+    shown_empty: Mapping[str, Any] = {"topology": {"detailStatus": []}}
     manifest_format = "cnt"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
@@ -392,6 +395,22 @@ class Koordinator(DialectBase):
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
 
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        # The ClusterNetworkTopology "default": its tree's domains, or why it is not used (then it
+        # loses the detailStatus it had).
+        snapshot = trees.snapshot
+        if snapshot.topology_error:
+            valid = {"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": snapshot.topology_error}
+            detail: list[dict[str, Any]] | None = None
+        elif snapshot.topology is not None:
+            valid = {"type": "Valid", "status": "True", "reason": "Reconciled", "message": ""}
+            detail = detail_status(tree_from_cluster_network_topology(snapshot.topology, trees.nodes))
+        else:
+            return ()
+        return (ObjectStatus(TOPOLOGY_KIND, TOPOLOGY_KIND.only, {"detailStatus": detail}, valid,
+                             write="topology-status", section="topology", shown={"detailStatus": detail or []},
+                             keyed=False),)
+
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE
 
@@ -400,6 +419,11 @@ class Koordinator(DialectBase):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return TREE if snapshot.topology is not None else None
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        topology = trees.snapshot.topology
+        return () if topology is None else (ShownTree(TREE, f"ClusterNetworkTopology {topology.name}",
+                                                      loose_said=False),)
 
 
 DIALECT = Koordinator()

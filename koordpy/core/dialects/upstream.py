@@ -66,15 +66,14 @@ from koordpy.api.workload import (
     WorkloadPodGroup,
 )
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, GroupTerms
+from koordpy.core.dialects.base import AdmissionBase, ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase
 from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.topology_manifests import Generated
-from koordpy.core.tree import HOSTNAME, ROOT, DomainId, TopologyTree, TreeKey, label_levels_tree
+from koordpy.core.tree import HOSTNAME, ROOT, DomainId, ShownTree, TopologyTree, TreeKey, label_levels_tree
 from koordpy.core.verdicts import (
     CompositeMissing,
     CompositeShort,
@@ -691,16 +690,13 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(DialectBase):
-    """Events about its gangs go to their first pod (no Event kind is named for the group)."""
+class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+    """Events about its gangs go to their first pod (no Event kind is named for the group). It has
+    no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 
     name = NAME
     roles: tuple[Role, ...] = ("workload-podgroup",)
     refused_fields: Mapping[str, str] = {"spec.schedulingGroup": SCHEDULING_GROUP}
-    manifest_format = None  # Kubernetes' own PodGroup API defines no topology object: nodes' labels are it
-
-    def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
-        raise NotImplementedError("Kubernetes' own PodGroup API has no topology manifest yet")
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return group_key(pod)
@@ -803,6 +799,22 @@ class Upstream(DialectBase):
         for key, composite in composites(snapshot).items():
             keys.add(levels_key(composite_levels(composite, children(key, snapshot), snapshot.nodes)))
         yield from sorted(keys, key=lambda k: k.text)
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        # The node-label trees its PodGroups use: their topology key, with koordpy's preferred label
+        # below it when they name one, and the groups that use each.
+        snapshot = trees.snapshot
+        users: dict[str, tuple[TreeKey, list[str]]] = {}
+        for key, group in sorted(groups(snapshot).items()):
+            ask = topology_ask(group) if not group.parent else None  # a child uses its composite's tree
+            if ask is not None:
+                found = ask.tree_key(snapshot)
+                users.setdefault(found.text, (found, []))[1].append(f"PodGroup {key}")
+        for key, composite in sorted(composites(snapshot).items()):
+            found = levels_key(composite_levels(composite, children(key, snapshot), snapshot.nodes))
+            users.setdefault(found.text, (found, []))[1].append(f"CompositePodGroup {key}")
+        return [ShownTree(found, f"node labels, for {', '.join(names)} (scheduling.k8s.io)")
+                for _, (found, names) in sorted(users.items())]
 
     def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
         if key.dialect != NAME:

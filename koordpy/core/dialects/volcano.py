@@ -23,14 +23,14 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
-from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import DialectBase, final_stands
+from koordpy.core.decisions import GangStatus, ObjectStatus
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, StatusesBase, TopologiesBase, final_stands
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, natural, sanitise, short_names
-from koordpy.core.tree import ROOT, DomainId, TopologyTree, TreeKey
+from koordpy.core.tree import ROOT, DomainId, ShownTree, TopologyTree, TreeKey
 
 NAME = "volcano"
 TREE = TreeKey(NAME, text="hypernodes")
@@ -385,6 +385,7 @@ def podgroup_gang(pg: VolcanoPodGroup, pods: list[Pod]) -> Gang:
 # -- status --------------------------------------------------------------------------------------
 
 PODGROUP_KIND: Kind = by_id("podgroups.scheduling.volcano.sh")
+HYPERNODE_KIND: Kind = by_id("hypernodes.topology.volcano.sh")
 
 
 @dataclass(frozen=True)
@@ -522,7 +523,7 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(DialectBase):
+class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
@@ -564,6 +565,23 @@ class Volcano(DialectBase):
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None
 
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        # Each HyperNode: the nodes inside it, and what is wrong with it (told once as an Event).
+        if not trees.snapshot.hypernodes:
+            return ()
+        hn = hypernodes(trees)
+        out = []
+        for name in trees.snapshot.hypernodes:
+            problems = hn.problems.get(name, [])
+            count = hn.node_count(name)
+            valid = {"type": "Valid", "status": "False" if problems else "True",
+                     "reason": "InvalidMembers" if problems else "Reconciled", "message": "; ".join(problems)}
+            out.append(ObjectStatus(HYPERNODE_KIND, name, {"nodeCount": count}, valid, write="hypernode-status",
+                                    section="hypernodes",
+                                    shown={"nodeCount": count, **({"problems": problems} if problems else {})},
+                                    problems=tuple(problems), warning="InvalidMembers"))
+        return out
+
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         yield TREE
 
@@ -572,6 +590,11 @@ class Volcano(DialectBase):
 
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return TREE if snapshot.hypernodes else None
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        count = len(trees.snapshot.hypernodes)
+        return () if not count else (ShownTree(TREE, f"Volcano HyperNodes ({count})",
+                                               problems=hypernodes(trees).problems, ranked=True),)
 
 
 DIALECT = Volcano()

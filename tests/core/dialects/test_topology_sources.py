@@ -209,7 +209,8 @@ def test_a_hypernode_without_members_is_an_empty_hypernode() -> None:
     out = run(objs, vc_job("job", 3, tier=2))
     assert len(nodes_of(out, "job")) == 3
     sim = simulate(world)
-    assert sim.hypernodes["bare"]["nodeCount"] == 0 and sim.hypernodes["none"]["nodeCount"] == 0
+    shown = sim.to_json()["hypernodes"]
+    assert shown["bare"]["nodeCount"] == 0 and shown["none"]["nodeCount"] == 0
 
 
 def test_regex_and_label_members() -> None:
