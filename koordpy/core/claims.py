@@ -412,7 +412,7 @@ class DeviceRules:
             mine = dict(zip(kind.claims, (c.key for c in found.fresh), strict=True))
             for k, u in zip(counted.tolist(), self.counts(loose).reasons(kind, nodes, at[counted].tolist()),
                             strict=True):
-                out[k] = NO_DEVICES if u is False else None if u is None or u is True else found.named(
+                out[k] = None if u is None else NO_DEVICES if u is False else found.named(
                     replace(u, claim=mine[u.claim]))
         return out
 

@@ -463,7 +463,7 @@ class Allocator:
                 if slot.first_available:
                     return None
                 req = slot.alts[0]
-                if req.all_mode or req.admin or req.capacity or req.count < 1:
+                if not taken_first_fit(req.exact):
                     return None
                 total += req.count
         if total > RESULTS_MAX:
@@ -620,6 +620,13 @@ class Allocator:
 
 
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize: alternatives one request may list
+
+
+def taken_first_fit(x: ExactRequest) -> bool:
+    """Whether a request takes any free candidate (one ExactCount request of at least one device,
+    without admin access or capacity of its own): first fit is then the search's first answer where
+    its candidates are all ``DeviceEntry.plain`` (``Allocator._first_fit``, ``counts.plain``)."""
+    return x.mode == "ExactCount" and not x.admin_access and not x.capacity and x.count >= 1
 
 
 def _made(r: _Result) -> DeviceResult:

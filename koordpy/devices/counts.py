@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.dra import DeviceClass, ExactRequest, ResourceClaim
 from koordpy.api.objects import Node
-from koordpy.devices.allocator import RESULTS_MAX, Allocator
+from koordpy.devices.allocator import RESULTS_MAX, Allocator, taken_first_fit
 from koordpy.devices.reasons import Unallocatable
 
 Ints = npt.NDArray[np.int64]
@@ -75,8 +76,7 @@ def plain(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClass]) -> K
             return None
         for r in claim.spec.requests:
             x = r.exactly
-            if (x is None or x.mode != "ExactCount" or x.admin_access or x.capacity or x.count < 1
-                    or not x.device_class):
+            if x is None or not taken_first_fit(x) or not x.device_class:
                 return None
             cls = classes.get(x.device_class)
             if cls is None:
@@ -95,7 +95,7 @@ class Counts:
 
     def __init__(self, allocator: Allocator) -> None:
         self.allocator = allocator
-        self._taken: npt.NDArray[np.int8] | None = None
+        self._held: npt.NDArray[np.int8] | None = None
         self._version = -1
         # Whether two request kinds' candidates meet, with the selections looked at.
         self._overlap: dict[tuple[object, ...], tuple[Selection, Selection, bool]] = {}
@@ -128,17 +128,12 @@ class Counts:
         pools.selections[kind] = (list(nodes), got)
         return got
 
-    def taken(self) -> Bools:
-        """Per device number, whether an allocation holds it for itself (``InUse.exclusive``)."""
-        taken: Bools = self._state() == 1
-        return taken
-
     def _state(self) -> npt.NDArray[np.int8]:
         """Per device number: 0 free, 1 held exclusively, 2 held by shares only (a device that allowed
         multiple allocations when they were made: the allocator looks at those itself)."""
         in_use = self.allocator.in_use
         index = self.allocator.pools.index()
-        state = self._taken
+        state = self._held
         if state is not None and self._version == in_use.version:
             return state
         changed = in_use.changed_since(self._version) if state is not None else None
@@ -152,7 +147,7 @@ class Counts:
             i = index.get(d)
             if i is not None:
                 state[i] = 1 if in_use.exclusive(d) else 2 if in_use.allocated(d) else 0
-        self._taken, self._version = state, in_use.version
+        self._held, self._version = state, in_use.version
         return state
 
     def free(self, sel: Selection, n: int) -> Ints:
@@ -182,7 +177,7 @@ class Counts:
             odd |= sel.odd | self.stale(sel, n)
         return fits, odd
 
-    def reasons(self, kind: Kind, nodes: list[Node], at: Sequence[int]) -> list[Unallocatable | bool | None]:
+    def reasons(self, kind: Kind, nodes: list[Node], at: Sequence[int]) -> list[Unallocatable | Literal[False] | None]:
         """For the nodes ``at`` (not ``odd``), why one pod with claims of ``kind`` cannot have its
         devices there, as the allocator says it (None: it can; False: no pool reaches the node)."""
         sels = self._selections(kind, nodes)
@@ -190,7 +185,7 @@ class Counts:
         n = len(nodes)
         free = {k: self.free(sel, n) for k, sel in sels.items()}
         served = next(iter(sels.values())).served
-        out: list[Unallocatable | bool | None] = []
+        out: list[Unallocatable | Literal[False] | None] = []
         for i in at:
             if not served[i]:
                 out.append(False)
