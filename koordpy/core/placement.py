@@ -20,7 +20,7 @@ from koordpy.core.members import rank_order as rank_order  # where callers have 
 from koordpy.core.messages import AFTER_MEMBERS
 from koordpy.core.naming import natural_key
 from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, Interplay, rules_key
-from koordpy.core.requirement import Requirement, SubGroup
+from koordpy.core.requirement import Requirement, SearchScope, SubGroup
 from koordpy.core.skipping import skipping
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
@@ -179,15 +179,15 @@ class Placer:
         may need more room, or other room, than the offerslots showed (kube-scheduler tries every
         domain of a group's key), and a job waits only when no allowed domain tried holds it."""
         tree = self.cluster.trees[req.tree]
+        search = SearchScope.of(req, tree)
         domain = tree.lca(int(tree.node_domain[n]) for n in proposed.values())
-        top = req.highest(int(tree.rank[0]))
         last: Failure | None = None
-        while domain >= 0 and int(tree.rank[domain]) <= top and (req.anchor is None or domain >= req.anchor):
+        while domain >= 0 and int(tree.rank[domain]) <= search.highest and search.holds(domain):
             failure = self._one_by_one_in(pods, proposed, tree, domain, stmt)
             if failure is None:
                 return None
             tried: list[str] = []
-            siblings, more = self._siblings(pods, req, tree, domain, top) if domain > 0 else ([], 0)
+            siblings, more = self._siblings(pods, req, search, tree, domain) if domain > 0 else ([], 0)
             for other in siblings:
                 if self._one_by_one_in(pods, self._proposal_in(pods, req, tree, other, stmt), tree, other,
                                        stmt) is None:
@@ -218,10 +218,10 @@ class Placer:
     # affinity's key), so a job sunk by its rules costs at most this many more tries per level.
     MAX_SIBLINGS = 8
 
-    def _siblings(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
-                  top: int) -> tuple[list[int], int]:
-        """The other domains of ``domain``'s rank the requirement allows (up to rank ``top``, inside its
-        anchor) whose room takes the job, the rules between members aside as in the proposal: the first
+    def _siblings(self, pods: list[Pod], req: Requirement, search: SearchScope, tree: TopologyTree,
+                  domain: int) -> tuple[list[int], int]:
+        """The other domains of ``domain``'s rank the requirement allows (``search``: up to its highest
+        rank, inside its anchor) whose room takes the job, the rules between members aside as in the proposal: the first
         MAX_SIBLINGS in the order the job's style ranks its candidates (nearest the running members
         first), and how many more there are."""
         level = int(tree.rank[domain])
@@ -230,7 +230,7 @@ class Placer:
         multiple = self._multiples(tree, req)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         desired = len(pods)
-        mask = self._within(tree, req, tree.inside_scope(top)) & (tree.rank == level) & (sums >= desired)
+        mask = search.within(tree, tree.inside_scope(search.highest)) & (tree.rank == level) & (sums >= desired)
         mask[domain] = False
         pick: Callable[[npt.NDArray[np.bool_], int], int]
         if req.style == "tiers":
@@ -251,7 +251,7 @@ class Placer:
 
         out: list[int] = []
         while len(out) < self.MAX_SIBLINGS:
-            chosen = self._near_peers(tree, req.peers, mask, top, pick)
+            chosen = self._near_peers(tree, req.peers, mask, search.highest, pick)
             if chosen < 0:
                 break
             out.append(chosen)
@@ -404,14 +404,14 @@ class Placer:
         """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
         if req.failure is not None:
             return Failure(pods[0], Text(req.failure), code=Code.UNRESOLVABLE)
+        tree = self.cluster.trees[req.tree]
+        search = SearchScope.of(req, tree)
         if req.subgroups or req.style == "tiers":
-            failure = self.tiers(pods, req, stmt)
+            failure = self.tiers(pods, req, search, stmt)
         elif req.style == "levels":
-            failure = self.levels(pods, req, stmt)
+            failure = self.levels(pods, req, search, stmt)
         else:
-            tree = self.cluster.trees[req.tree]
-            scope = int(tree.rank[0]) if req.scope is None else req.scope
-            failure = self._gather(pods, tree, req, self._multiples(tree, req), scope, stmt)
+            failure = self._gather(pods, tree, req, self._multiples(tree, req), search, stmt)
         if failure is not None and req.notes:
             return replace(failure, why=WithNotes(failure.why, req.notes))
         return failure
@@ -425,7 +425,7 @@ class Placer:
         return multiple
 
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
-                scope: int, stmt: Statement) -> Failure | None:
+                search: SearchScope, stmt: Statement) -> Failure | None:
         first = pods[0]
         # Pods of a GangGroup may differ; the largest request of each resource and the
         # nodes every pod may use make an offerslot that holds for every member.
@@ -436,7 +436,7 @@ class Placer:
         feasible = self.feasible(distinct, tree)
         slots = node_offerslots(self._free(), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
-        allowed = self._within(tree, req, tree.inside_scope(scope))
+        allowed = search.within(tree, tree.inside_scope(search.rank))
         desired = len(pods)
         # podCountMultiple is hard: a domain is a candidate only if the job splits over it in
         # whole multiples per layer, which its offerslot alone does not say.
@@ -452,7 +452,7 @@ class Placer:
             if koordinator:
                 listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
             else:  # a Topology's domains are label values: the domains of the required level
-                listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == scope) & (tree.domain_node < 0))]
+                listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == search.rank) & (tree.domain_node < 0))]
                 listed = listed or tree.domains_at(min(1, int(tree.depth.max())))
             shown = tuple((tree.domain(d).layer, tree.label(d) if koordinator else tree.name(d), int(sums[d]))
                           for d in listed[:MAX_LISTED_DOMAINS])
@@ -480,15 +480,13 @@ class Placer:
 
     # -- Volcano: tiers, sub-groups ---------------------------------------------------------
 
-    def tiers(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+    def tiers(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement) -> Failure | None:
         """Volcano's search: the lowest tier whose HyperNode takes the job (hard: up to the highest
         tier allowed; soft: on up to the whole cluster), binpack by utilisation within a tier. With
         sub-groups, each job-level candidate is tried in that order and, inside it, every sub-group
         gets a HyperNode of its own within its own limit."""
         tree = self.cluster.trees[req.tree]
-        lo = int(tree.rank[tree.domain_node < 0].min())
-        hi = req.highest(int(tree.rank[0]))
-        scope = 0 if req.anchor is None else req.anchor
+        lo, hi, scope = search.lowest, search.highest, search.outer
         free = self._free()
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
@@ -497,7 +495,7 @@ class Placer:
             for within, high in self._rings(tree, req.peers, scope, hi):
                 if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt):
                     return None
-            return self._tier_failure(pods, tree, req, scope, lo, hi)
+            return self._tier_failure(pods, tree, search)
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
         minimums = dict(req.policy_minimums)
@@ -731,11 +729,6 @@ class Placer:
         return (tree.path_rank, False) if req.ties == "values" else (tree.name_rank, True)
 
     @staticmethod
-    def _within(tree: TopologyTree, req: Requirement, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-        """Only the domains inside the job's anchor (where its running members keep it), if any."""
-        return allowed if req.anchor is None else _subtree(tree, req.anchor, allowed)
-
-    @staticmethod
     def _subgroup_scope(tree: TopologyTree, cand: int, anchor: int | None) -> int:
         """Where a sub-group may go inside ``cand``: all of it, or only around its running members."""
         if anchor is None or anchor <= cand < tree.end[anchor]:
@@ -771,8 +764,8 @@ class Placer:
         add_usage(used, per_node, vec, tree.node_domain, tree.parent)
         return True
 
-    def _tier_failure(self, pods: list[Pod], tree: TopologyTree, req: Requirement, scope: int, lo: int,
-                      hi: int) -> Failure:
+    def _tier_failure(self, pods: list[Pod], tree: TopologyTree, search: SearchScope) -> Failure:
+        scope, lo, hi = search.outer, search.lowest, search.highest
         vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
         feasible = self.feasible(pods, tree)
         slots = node_offerslots(self._free(), vec, feasible)
@@ -780,8 +773,8 @@ class Placer:
         filtered = self.filters.static_counts(pods)
         offers = self._tier_offers(tree, sums, scope, lo, hi)
         best = self._tier_best(tree, sums, scope, lo, hi)
-        return Failure(pods[0], NoHyperNode(len(self.cluster.nodes), req.hard,
-                                            hi if req.hard and req.scope is not None else None, len(pods), offers),
+        return Failure(pods[0], NoHyperNode(len(self.cluster.nodes), search.hard,
+                                            hi if search.limited else None, len(pods), offers),
                        code=resolvable(self._resolvable(pods, tree, filtered)),
                        filtered=tuple(sorted(filtered.items())),
                        domains=tuple((tree.name(d) or "the cluster", int(sums[d])) for d in best),
@@ -836,7 +829,7 @@ class Placer:
 
     # -- KAI: preferred level inside the required one ----------------------------------------
 
-    def levels(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+    def levels(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement) -> Failure | None:
         """The smallest domain at the preferred level that takes the job, among all of that level
         inside some domain of the required level; else one level up, and again, up to the
         required level (or the cluster when none is required)."""
@@ -847,13 +840,13 @@ class Placer:
         slots = node_offerslots(self._free(), vec, self.feasible(pods, tree))
         ones = np.ones(len(tree.order), dtype=np.int64)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
-        scope = req.highest(int(tree.rank[0]))
-        inside = self._within(tree, req, tree.inside_scope(scope))
+        scope = search.highest
+        inside = search.within(tree, tree.inside_scope(scope))
         desired = len(pods)
         preferred = req.preferred
         order, chain = self._ties(tree, req)
 
-        def search(mask: npt.NDArray[np.bool_], highest: int) -> int:
+        def climb(mask: npt.NDArray[np.bool_], highest: int) -> int:
             for rank in range(preferred, highest + 1):
                 found = int(choose_candidate(sums, tree.depth, mask & (tree.rank == rank), desired, tree.parent,
                                              order, chain))
@@ -861,7 +854,7 @@ class Placer:
                     return found
             return -1
 
-        chosen = self._near_peers(tree, req.peers, inside, scope, search)
+        chosen = self._near_peers(tree, req.peers, inside, scope, climb)
         if chosen < 0:
             names = dict(req.labels)
             listed = [int(d) for d in np.flatnonzero(inside & (tree.rank == scope))][:MAX_LISTED_DOMAINS]
@@ -969,7 +962,7 @@ class Placer:
         A domain's node mask is made when it is reached (the caller stops after a few)."""
         tree = self.cluster.trees[req.tree]
         assert req.scope is not None
-        at = np.flatnonzero(self._within(tree, req, tree.rank == req.scope) & (tree.domain_node < 0))
+        at = np.flatnonzero(SearchScope.of(req, tree).within(tree, tree.rank == req.scope) & (tree.domain_node < 0))
         free = self._free()
         slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
                                                 self._mask(self.filters.static(members[0]).mask & ~tree.outside)))
