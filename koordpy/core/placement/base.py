@@ -1,6 +1,7 @@
 """What every placement style stands on: the ``Placer``'s state (its filters and cluster, the
-nodes a dry run confines it to, the per-node cap, whether the rules between pods are left to a
-member-by-member placement, whether failures diagnose), and the masks and shapes of a job's pods.
+nodes a caller confines it to, whether failures diagnose), the per-call ``Options`` one placement of
+a job passes down its searches (the per-node cap, whether the rules between pods are left to a
+member-by-member placement), and the masks and shapes of a job's pods.
 
 Does not belong here: a style's search (``gather``, ``levels``, ``tiers``, ``binpack``), the
 rules between a job's members (``interplay``), device caps (``caps``).
@@ -9,6 +10,7 @@ rules between a job's members (``interplay``), device caps (``caps``).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -19,17 +21,26 @@ from koordpy.core.podrules import RULE_REASONS, UNRESOLVABLE, rules_key
 from koordpy.core.tree import TopologyTree
 
 
+@dataclass(frozen=True, eq=False)
+class Options:
+    """How one placement call of a job sees the cluster, passed down its searches (never stored)."""
+
+    # At most this many of the job's pods per node (one where members repel each other there; what
+    # their devices allow, ``DeviceRules.capacity``), else None.
+    cap: npt.NDArray[np.int64] | None = None
+    # A proposal for members placed one by one: the rules between pods are left to that placement.
+    relaxed: bool = False
+
+
+PLAIN = Options()  # a call outside a job's placement: no cap, every rule
+
+
 class PlacerBase:
     def __init__(self, filters: Filters) -> None:
         self.filters = filters
         self.cluster = filters.cluster
         # Nodes a preemption dry run confines the job to (one candidate), else None.
         self.only: npt.NDArray[np.bool_] | None = None
-        # At most this many of the job's pods per node (one where members repel each other there; what
-        # their devices allow, ``DeviceRules.capacity``), else None.
-        self.cap: npt.NDArray[np.int64] | None = None
-        # A proposal for members placed one by one: the rules between pods are left to that placement.
-        self.relaxed = False
         # Whether a failure says what the closest domain lacked (``Failure.closest``): a dry run for
         # ``koordpy explain`` asks; the cycle does not pay for counting reasons per domain.
         self.diagnose = False
@@ -40,16 +51,21 @@ class PlacerBase:
     def _mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         return mask if self.only is None else mask & self.only
 
-    def _free(self) -> npt.NDArray[np.int64]:
+    def _free(self, opts: Options) -> npt.NDArray[np.int64]:
         """Free room per node as the job's offerslots see it: with a per-node cap, the pods column
         says no more than the cap, so every offerslot (the kernels' too) is at most the cap."""
         free = self.cluster.free()
-        if self.cap is not None:
+        if opts.cap is not None:
             col = self.cluster.res_index[PODS]
-            free[:, col] = np.minimum(free[:, col], self.cap)
+            free[:, col] = np.minimum(free[:, col], opts.cap)
         return free
 
     def feasible(self, pods: list[Pod], tree: TopologyTree, rules: bool = True) -> npt.NDArray[np.bool_]:
+        """``_feasible`` outside a job's placement (no options)."""
+        return self._feasible(pods, tree, PLAIN, rules)
+
+    def _feasible(self, pods: list[Pod], tree: TopologyTree, opts: Options,
+                  rules: bool = True) -> npt.NDArray[np.bool_]:
         """Nodes every one of ``pods`` may use and that the tree's topology holds (``rules``: the
         rules between pods too, given where pods are now; preemption prices candidates without
         them, as removing pods may lift them)."""
@@ -58,7 +74,7 @@ class PlacerBase:
         for m in masks.values():
             mask = mask & m
         ruled = {rules_key(p, self.filters.rules.presence): p for p in pods
-                 if rules and not self.relaxed and self.filters.rules.applies(p)}
+                 if rules and not opts.relaxed and self.filters.rules.applies(p)}
         for p in ruled.values():
             check = self.filters.check(p)
             if check is not None:

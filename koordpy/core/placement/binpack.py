@@ -12,7 +12,7 @@ import numpy.typing as npt
 from koordpy.api.objects import PODS, Pod
 from koordpy.core.filters import constraints_key
 from koordpy.core.messages import AFTER_MEMBERS
-from koordpy.core.placement.base import PlacerBase
+from koordpy.core.placement.base import PLAIN, Options, PlacerBase
 from koordpy.core.podrules import UNRESOLVABLE, rules_key
 from koordpy.core.statement import Statement
 from koordpy.core.verdicts import (
@@ -27,6 +27,10 @@ from koordpy.kernels import (
 
 class Binpack(PlacerBase):
     def binpack(self, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """``_binpack`` outside a job's placement (no options)."""
+        return self._binpack(pods, stmt, PLAIN)
+
+    def _binpack(self, pods: list[Pod], stmt: Statement, opts: Options) -> Failure | None:
         """Fills the most allocated nodes first, shape by shape, pods in rank order."""
         shapes: dict[tuple[object, ...], list[Pod]] = {}
         presence = self.filters.rules.presence
@@ -36,8 +40,8 @@ class Binpack(PlacerBase):
             shapes.setdefault((req.tobytes(), constraints_key(p), rules_key(p, presence), own), []).append(p)
         for members in shapes.values():
             req = self.cluster.request_vector(members[0])
-            mask = self._mask(self.filters.static(members[0]).mask if self.relaxed else self.filters.mask(members[0]))
-            slots = node_offerslots(self._free(), req, mask)
+            mask = self._mask(self.filters.static(members[0]).mask if opts.relaxed else self.filters.mask(members[0]))
+            slots = node_offerslots(self._free(opts), req, mask)
             most = self._most_allocated(req)
             score = self.filters.rules.score(members[0], np.arange(len(slots), dtype=np.int64))
             # kube-scheduler weighs InterPodAffinity and PodTopologySpread 2 each against 1 for
@@ -53,7 +57,7 @@ class Binpack(PlacerBase):
             if placed < len(members):
                 failed = members[placed]
                 counts = self.filters.explain_counts(failed, req, only=self.only)
-                if self.cap is not None and self.uses_devices(failed):
+                if opts.cap is not None and self.uses_devices(failed):
                     # Nodes the member passes alone, where only the count of the job's pods their
                     # devices take (the cap) stopped it: without a reason the failure would say
                     # nothing and look unresolvable, though freeing devices may let the job fit.

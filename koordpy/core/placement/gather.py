@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod
+from koordpy.core.placement.base import PLAIN, Options
 from koordpy.core.placement.explain import Explain
 from koordpy.core.placement.search import MAX_LISTED_DOMAINS, Search
 from koordpy.core.requirement import Requirement, SearchScope
@@ -36,7 +37,7 @@ from koordpy.kernels import (
 
 class Gather(Explain, Search):
     def _gather(self, pods: list[Pod], tree: TopologyTree, req: Requirement, multiple: npt.NDArray[np.int64],
-                search: SearchScope, stmt: Statement) -> Failure | None:
+                search: SearchScope, stmt: Statement, opts: Options) -> Failure | None:
         first = pods[0]
         # Pods of a GangGroup may differ; the largest request of each resource and the
         # nodes every pod may use make an offerslot that holds for every member.
@@ -44,8 +45,8 @@ class Gather(Explain, Search):
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
         # One pod per set of node constraints and rules between pods (each member's rules count).
         distinct = self._distinct(pods)
-        feasible = self.feasible(distinct, tree)
-        slots = node_offerslots(self._free(), vec, feasible)
+        feasible = self._feasible(distinct, tree, opts)
+        slots = node_offerslots(self._free(opts), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         allowed = search.within(tree, tree.inside_scope(search.rank))
         desired = len(pods)
@@ -56,7 +57,7 @@ class Gather(Explain, Search):
         order, chain = self._ties(tree, req)
         chosen = self._near_peers(tree, req.peers, allowed & splits, int(tree.rank[0]), lambda mask, _: int(
             choose_candidate(sums, tree.depth, mask, desired, tree.parent, order, chain)))
-        if chosen < 0 and self._exact(pods, tree, req, shapes, allowed, multiple, stmt):
+        if chosen < 0 and self._exact(pods, tree, req, shapes, allowed, multiple, stmt, opts):
             return None
         if chosen < 0:
             koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
@@ -106,7 +107,7 @@ class Gather(Explain, Search):
 
     def _exact(self, pods: list[Pod], tree: TopologyTree, req: Requirement,
                shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]], allowed: npt.NDArray[np.bool_],
-               multiple: npt.NDArray[np.int64], stmt: Statement) -> bool:
+               multiple: npt.NDArray[np.int64], stmt: Statement, opts: Options) -> bool:
         """For a GangGroup of unlike pods (a small master beside big workers, say) that the
         common shape cannot place: try the domains the largest group of like pods fits, in the
         same binpack order, placing every pod where it really fits. Not used with
@@ -114,8 +115,8 @@ class Gather(Explain, Search):
         if len(shapes) < 2 or bool(np.any(multiple > 1)):
             return False
         vec, members = max(shapes.values(), key=lambda s: len(s[1]))
-        mask = self.feasible([pods[i] for i in members], tree)
-        sums = subtree_sums(node_offerslots(self._free(), vec, mask), tree.node_domain, tree.parent,
+        mask = self._feasible([pods[i] for i in members], tree, opts)
+        sums = subtree_sums(node_offerslots(self._free(opts), vec, mask), tree.node_domain, tree.parent,
                             np.ones(len(tree.order), dtype=np.int64))
         fits = [int(d) for d in np.flatnonzero(allowed & (sums >= len(members)))]
         order, chain = self._ties(tree, req)
@@ -149,7 +150,7 @@ class Gather(Explain, Search):
         tree = self.cluster.trees[req.tree]
         assert req.scope is not None
         at = np.flatnonzero(SearchScope.of(req, tree).within(tree, tree.rank == req.scope) & (tree.domain_node < 0))
-        free = self._free()
+        free = self._free(PLAIN)
         slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
                                                 self._mask(self.filters.static(members[0]).mask & ~tree.outside)))
                  for members in self.kinds(pods)]

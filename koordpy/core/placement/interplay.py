@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod
+from koordpy.core.placement.base import Options
 from koordpy.core.placement.styles import Styles
 from koordpy.core.podrules import UNRESOLVABLE, Interplay
 from koordpy.core.requirement import Requirement, SearchScope
@@ -49,40 +50,32 @@ class Placer(Styles):
         anti-affinity over zones) are placed one by one inside the domain the topology search
         chose, each on the node the search proposed when the rules allow it."""
         play = self.filters.rules.interplay(pods) if len(pods) > 1 else Interplay()
-        self.cap = self._caps(pods, play.cap_on)
-        try:
-            mark = stmt.savepoint()
-            failure = self._place_capped(pods, req, stmt, play)
-            devices = self.filters.devices
-            if failure is not None and self.cap is not None and devices is not None and devices.prefers(pods):
-                # Counted pod after pod, each member takes the firstAvailable alternative it prefers
-                # (kube-scheduler's order); only a job that does not fit so is placed again on the
-                # count with its devices searched as a whole (less preferred alternatives, more pods
-                # a node), which would otherwise pack members onto halves beside idle whole devices.
-                wider = self._caps(pods, play.cap_on, together=True)
-                if wider is not None and bool((wider != self.cap).any()):
-                    stmt.rollback(mark)
-                    self.cap = wider
-                    failure = self._place_capped(pods, req, stmt, play)
-            return failure
-        finally:
-            self.cap = None
+        cap = self._caps(pods, play.cap_on)
+        mark = stmt.savepoint()
+        failure = self._place_capped(pods, req, stmt, play, Options(cap=cap))
+        devices = self.filters.devices
+        if failure is not None and cap is not None and devices is not None and devices.prefers(pods):
+            # Counted pod after pod, each member takes the firstAvailable alternative it prefers
+            # (kube-scheduler's order); only a job that does not fit so is placed again on the
+            # count with its devices searched as a whole (less preferred alternatives, more pods
+            # a node), which would otherwise pack members onto halves beside idle whole devices.
+            wider = self._caps(pods, play.cap_on, together=True)
+            if wider is not None and bool((wider != cap).any()):
+                stmt.rollback(mark)
+                failure = self._place_capped(pods, req, stmt, play, Options(cap=wider))
+        return failure
 
     def _place_capped(self, pods: list[Pod], req: Requirement | None, stmt: Statement,
-                      play: Interplay) -> Failure | None:
-        """``place_job`` on the cap it set."""
+                      play: Interplay, opts: Options) -> Failure | None:
+        """``place_job`` on the cap it set (``opts``)."""
         mark = stmt.savepoint()
-        failure = self.place(pods, req, stmt) if req else self.binpack(pods, stmt)
+        failure = self.place(pods, req, stmt, opts) if req else self._binpack(pods, stmt, opts)
         if failure is not None and play.sequential and req is not None:
             # Each member's mask was its own against the pods already there (a spread's first member
             # sees a skew the members fix together): the search proposes without the rules, and the
             # members then go one by one with them.
             stmt.rollback(mark)
-            self.relaxed = True
-            try:
-                relaxed = self.place(pods, req, stmt)
-            finally:
-                self.relaxed = False
+            relaxed = self.place(pods, req, stmt, replace(opts, relaxed=True))
             if relaxed is not None:
                 stmt.rollback(mark)
             else:
@@ -95,15 +88,15 @@ class Placer(Styles):
         proposed = {k: n for k, n in stmt.placed.items() if k in keys}
         stmt.rollback(mark)
         if req is None:
-            return self._regions(pods, proposed, stmt)
+            return self._regions(pods, proposed, stmt, opts)
         if req.subgroups:
             # Sub-groups keep their own HyperNodes: the proposal stands only if every member passes.
             return self._sequential(pods, proposed, np.ones(len(self.cluster.nodes), dtype=np.bool_), stmt,
                                     strict=True, where=None)
-        return self._widening(pods, req, proposed, stmt)
+        return self._widening(pods, req, proposed, stmt, opts)
 
     def _widening(self, pods: list[Pod], req: Requirement, proposed: dict[str, int],
-                  stmt: Statement) -> Failure | None:
+                  stmt: Statement, opts: Options) -> Failure | None:
         """One by one inside the smallest domain holding the proposal, then inside the next candidates
         of its level (``_siblings``), then inside each ancestor the requirement still allows (its
         scope, its anchor) and the next candidates of that level in turn: the rules between members
@@ -118,9 +111,9 @@ class Placer(Styles):
             if failure is None:
                 return None
             tried: list[str] = []
-            siblings, more = self._siblings(pods, req, search, tree, domain) if domain > 0 else ([], 0)
+            siblings, more = self._siblings(pods, req, search, tree, domain, opts) if domain > 0 else ([], 0)
             for other in siblings:
-                if self._one_by_one_in(pods, self._proposal_in(pods, req, tree, other, stmt), tree, other,
+                if self._one_by_one_in(pods, self._proposal_in(pods, req, tree, other, stmt, opts), tree, other,
                                        stmt) is None:
                     return None
                 tried.append(tree.name(other))
@@ -150,14 +143,14 @@ class Placer(Styles):
     MAX_SIBLINGS = 8
 
     def _siblings(self, pods: list[Pod], req: Requirement, search: SearchScope, tree: TopologyTree,
-                  domain: int) -> tuple[list[int], int]:
+                  domain: int, opts: Options) -> tuple[list[int], int]:
         """The other domains of ``domain``'s rank the requirement allows (``search``: up to its highest
         rank, inside its anchor) whose room takes the job, the rules between members aside as in the proposal: the first
         MAX_SIBLINGS in the order the job's style ranks its candidates (nearest the running members
         first), and how many more there are."""
         level = int(tree.rank[domain])
         vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
-        slots = node_offerslots(self._free(), vec, self.feasible(self._distinct(pods), tree, rules=False))
+        slots = node_offerslots(self._free(opts), vec, self._feasible(self._distinct(pods), tree, opts, rules=False))
         multiple = self._multiples(tree, req)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, multiple)
         desired = len(pods)
@@ -190,25 +183,25 @@ class Placer(Styles):
         return out, int(np.count_nonzero(mask))
 
     def _proposal_in(self, pods: list[Pod], req: Requirement, tree: TopologyTree, domain: int,
-                     stmt: Statement) -> dict[str, int]:
+                     stmt: Statement, opts: Options) -> dict[str, int]:
         """Where the job's own search, the rules between members aside, puts its pods inside ``domain``
         alone (nothing when it does not), as the first proposal was made over all the domains."""
-        saved, relaxed = self.only, self.relaxed
+        saved = self.only
         inside = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
         inside[tree.subtree_nodes(domain)] = True
-        self.only, self.relaxed = (inside if saved is None else inside & saved), True
+        self.only = inside if saved is None else inside & saved
         mark = stmt.savepoint()
         try:
             keys = {p.key for p in pods}
-            placed = self.place(pods, req, stmt) is None
+            placed = self.place(pods, req, stmt, replace(opts, relaxed=True)) is None
             return {k: n for k, n in stmt.placed.items() if k in keys} if placed else {}
         finally:
             stmt.rollback(mark)
-            self.only, self.relaxed = saved, relaxed
+            self.only = saved
 
     MAX_REGIONS = 8
 
-    def _regions(self, pods: list[Pod], proposed: dict[str, int], stmt: Statement) -> Failure | None:
+    def _regions(self, pods: list[Pod], proposed: dict[str, int], stmt: Statement, opts: Options) -> Failure | None:
         """Members affine to each other go together into one domain of the affinity's key: each
         domain is tried, the roomiest first; other jobs get the whole cluster."""
         everywhere = np.ones(len(self.cluster.nodes), dtype=np.bool_)
@@ -219,7 +212,7 @@ class Placer(Styles):
             return self._sequential(pods, proposed, everywhere, stmt, strict=False, where=None)
         dom, ndom, _ = rules.presence.domains(key)
         vec = np.max(np.stack([v for v, _ in self._shapes(pods).values()]), axis=0)
-        slots = node_offerslots(self._free(), vec, self._mask(self.filters.static(pods[0]).mask))
+        slots = node_offerslots(self._free(opts), vec, self._mask(self.filters.static(pods[0]).mask))
         has = dom >= 0
         room = np.bincount(dom[has], weights=slots[has], minlength=ndom)
         first: Failure | None = None

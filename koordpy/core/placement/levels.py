@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod
+from koordpy.core.placement.base import Options
 from koordpy.core.placement.explain import Explain
 from koordpy.core.placement.search import MAX_LISTED_DOMAINS, Search
 from koordpy.core.requirement import Requirement, SearchScope
@@ -28,7 +29,8 @@ from koordpy.kernels import (
 
 
 class Levels(Explain, Search):
-    def levels(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement) -> Failure | None:
+    def levels(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement,
+               opts: Options) -> Failure | None:
         """The smallest domain at the preferred level that takes the job, among all of that level
         inside some domain of the required level; else one level up, and again, up to the
         required level (or the cluster when none is required)."""
@@ -36,7 +38,7 @@ class Levels(Explain, Search):
         assert req.preferred is not None
         shapes = self._shapes(pods)
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
-        slots = node_offerslots(self._free(), vec, self.feasible(pods, tree))
+        slots = node_offerslots(self._free(opts), vec, self._feasible(pods, tree, opts))
         ones = np.ones(len(tree.order), dtype=np.int64)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, ones)
         scope = search.highest

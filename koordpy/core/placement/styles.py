@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from koordpy.api.objects import Pod
+from koordpy.core.placement.base import PLAIN, Options
 from koordpy.core.placement.binpack import Binpack
 from koordpy.core.placement.gather import Gather
 from koordpy.core.placement.levels import Levels
@@ -22,18 +23,18 @@ from koordpy.core.verdicts import (
 
 
 class Styles(Gather, Levels, Tiers, Binpack):
-    def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+    def place(self, pods: list[Pod], req: Requirement, stmt: Statement, opts: Options = PLAIN) -> Failure | None:
         """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
         if req.failure is not None:
             return Failure(pods[0], Text(req.failure), code=Code.UNRESOLVABLE)
         tree = self.cluster.trees[req.tree]
         search = SearchScope.of(req, tree)
         if req.subgroups or req.style == "tiers":
-            failure = self.tiers(pods, req, search, stmt)
+            failure = self.tiers(pods, req, search, stmt, opts)
         elif req.style == "levels":
-            failure = self.levels(pods, req, search, stmt)
+            failure = self.levels(pods, req, search, stmt, opts)
         else:
-            failure = self._gather(pods, tree, req, self._multiples(tree, req), search, stmt)
+            failure = self._gather(pods, tree, req, self._multiples(tree, req), search, stmt, opts)
         if failure is not None and req.notes:
             return replace(failure, why=WithNotes(failure.why, req.notes))
         return failure

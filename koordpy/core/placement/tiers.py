@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod
+from koordpy.core.placement.base import Options
 from koordpy.core.placement.explain import Explain
 from koordpy.core.placement.search import MAX_LISTED_DOMAINS, Search
 from koordpy.core.requirement import Requirement, SearchScope, SubGroup
@@ -35,22 +36,23 @@ from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 
 class Tiers(Explain, Search):
-    def tiers(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement) -> Failure | None:
+    def tiers(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement,
+              opts: Options) -> Failure | None:
         """Volcano's search: the lowest tier whose HyperNode takes the job (hard: up to the highest
         tier allowed; soft: on up to the whole cluster), binpack by utilisation within a tier. With
         sub-groups, each job-level candidate is tried in that order and, inside it, every sub-group
         gets a HyperNode of its own within its own limit."""
         tree = self.cluster.trees[req.tree]
         lo, hi, scope = search.lowest, search.highest, search.outer
-        free = self._free()
+        free = self._free(opts)
         alloc = domain_totals(self.cluster.allocatable, tree.node_domain, tree.parent)
         used = domain_totals(self.cluster.used, tree.node_domain, tree.parent)
         classes = self.kinds(pods)
         if not req.subgroups and len(classes) == 1:
             for within, high in self._rings(tree, req.peers, scope, hi):
-                if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt):
+                if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt, opts):
                     return None
-            return self._tier_failure(pods, tree, search)
+            return self._tier_failure(pods, tree, search, opts)
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
         minimums = dict(req.policy_minimums)
@@ -72,7 +74,7 @@ class Tiers(Explain, Search):
         loose = np.min(np.stack(shape_vecs), axis=0)
         mask = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
         for members in classes:
-            mask |= self.feasible(members, tree)
+            mask |= self._feasible(members, tree, opts)
         slots = node_offerslots(free, loose, mask)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         need = len(rest)
@@ -99,11 +101,11 @@ class Tiers(Explain, Search):
             mark = stmt.savepoint()
             local_free, local_used = free.copy(), used.copy()
             fits, missed, work = self._subgroups_inside(cand, subgroups, groups, wanted, tree, local_free, alloc,
-                                                        local_used, lo, stmt)
+                                                        local_used, lo, stmt, opts)
             if fits and rest:
                 work += int(tree.end[cand]) - cand
                 fits = self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo, int(tree.rank[cand]),
-                                        stmt)
+                                        stmt, opts)
             budget -= work
             if not fits:
                 stmt.rollback(mark)
@@ -118,7 +120,7 @@ class Tiers(Explain, Search):
                     inside = self._subgroup_scope(tree, region, g.anchor)
                     if inside >= 0 and g.bound + len(members) >= g.min_pods:
                         self._subgroup_group(g, members, tree, local_free, alloc, local_used, inside, lo,
-                                             self._subgroup_hi(tree, g, region), stmt)
+                                             self._subgroup_hi(tree, g, region), stmt, opts)
             placed = stmt.placed
             # The rest wait, each whole, and say where they looked; so do the members a sub-group that
             # counts with its minimum left out (the first sub-group placing none speaks first).
@@ -163,7 +165,7 @@ class Tiers(Explain, Search):
     def _subgroups_inside(self, cand: int, subgroups: tuple[SubGroup, ...], groups: list[list[Pod]],
                           wanted: dict[str, int], tree: TopologyTree, free: npt.NDArray[np.int64],
                           alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], lo: int,
-                          stmt: Statement) -> tuple[bool, list[tuple[SubGroup, list[Pod]]], int]:
+                          stmt: Statement, opts: Options) -> tuple[bool, list[tuple[SubGroup, list[Pod]]], int]:
         """Places every sub-group that can, in order, each inside one HyperNode of its own limit
         within ``cand``: whether each policy got the sub-groups it wants (the try ends as soon as it
         no longer can, which changes nothing but its cost), the sub-groups left out, and the work
@@ -185,7 +187,7 @@ class Tiers(Explain, Search):
                 if inside >= 0:
                     work += int(tree.end[inside]) - inside
                     if self._subgroup_group(g, members, tree, free, alloc, used, inside, lo,
-                                            self._subgroup_hi(tree, g, cand), stmt):
+                                            self._subgroup_hi(tree, g, cand), stmt, opts):
                         # One whose running members make it whole is counted in ``wanted`` already.
                         done[g.policy] = done.get(g.policy, 0) + (0 if g.ready else 1)
                         continue
@@ -196,11 +198,11 @@ class Tiers(Explain, Search):
 
     def _subgroup_group(self, g: SubGroup, members: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
                         alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], scope: int, lo: int,
-                        hi: int, stmt: Statement) -> bool:
+                        hi: int, stmt: Statement, opts: Options) -> bool:
         """A sub-group inside one domain of ``scope``'s subtree (``_tier_group``): all its members, or,
         for one that counts with its minimum (``SubGroup.skips``), the members that fit, each given the
         ones before it, when with its running ones they reach ``min_pods``."""
-        if self._tier_group(members, tree, free, alloc, used, scope, lo, hi, stmt):
+        if self._tier_group(members, tree, free, alloc, used, scope, lo, hi, stmt, opts):
             return True
         if not g.skips:
             return False
@@ -212,7 +214,7 @@ class Tiers(Explain, Search):
         def attempt(some: list[Pod], keep: bool) -> bool | None:
             mark = stmt.savepoint()
             trial_free, trial_used = free.copy(), used.copy()
-            if not self._tier_group(some, tree, trial_free, alloc, trial_used, scope, lo, hi, stmt):
+            if not self._tier_group(some, tree, trial_free, alloc, trial_used, scope, lo, hi, stmt, opts):
                 stmt.rollback(mark)
                 return False
             if keep:
@@ -253,12 +255,12 @@ class Tiers(Explain, Search):
 
     def _tier_group(self, pods: list[Pod], tree: TopologyTree, free: npt.NDArray[np.int64],
                     alloc: npt.NDArray[np.float64], used: npt.NDArray[np.float64], scope: int, lo: int, hi: int,
-                    stmt: Statement) -> bool:
+                    stmt: Statement, opts: Options) -> bool:
         """Places ``pods`` inside one domain of ``scope``'s subtree with rank in [lo, hi], or nothing;
         ``free`` and ``used`` are updated with what was placed."""
         shapes = self._shapes(pods)
         vec = np.max(np.stack([v for v, _ in shapes.values()]), axis=0)
-        feasible = self.feasible(pods, tree)
+        feasible = self._feasible(pods, tree, opts)
         chosen, per_node = tier_place(free, vec, feasible, tree.node_domain, tree.domain_node, tree.parent,
                                       tree.end, tree.rank, tree.name_rank, alloc, used, scope, lo, hi, len(pods))
         if chosen < 0:
@@ -271,11 +273,11 @@ class Tiers(Explain, Search):
         add_usage(used, per_node, vec, tree.node_domain, tree.parent)
         return True
 
-    def _tier_failure(self, pods: list[Pod], tree: TopologyTree, search: SearchScope) -> Failure:
+    def _tier_failure(self, pods: list[Pod], tree: TopologyTree, search: SearchScope, opts: Options) -> Failure:
         scope, lo, hi = search.outer, search.lowest, search.highest
         vec = np.max(np.stack([self.cluster.request_vector(p) for p in pods]), axis=0)
-        feasible = self.feasible(pods, tree)
-        slots = node_offerslots(self._free(), vec, feasible)
+        feasible = self._feasible(pods, tree, opts)
+        slots = node_offerslots(self._free(opts), vec, feasible)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
         filtered = self.filters.static_counts(pods)
         offers = self._tier_offers(tree, sums, scope, lo, hi)
