@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
-from koordpy.core import dialects, gangrule
+from koordpy.core import dialects, gangrule, peers
 from koordpy.core.deallocation import deallocations, workload_group
 from koordpy.core.decisions import (
     Annotate,
@@ -37,6 +37,7 @@ from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
 from koordpy.core.messages import post_filter_said, released, render
 from koordpy.core.model import Gang
+from koordpy.core.nomination import Nominations
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
@@ -62,7 +63,6 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
-    PreemptedBy,
     Text,
     TimedOut,
     TooFewMembers,
@@ -105,6 +105,7 @@ class Cycle:
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
         self.result = CycleResult()
+        self.nominations = Nominations(self.cluster, state, self.view, self.filters, self.reserve, self.result)
         self.bound: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
@@ -261,7 +262,7 @@ class Cycle:
         lifted = stmt.savepoint()
         failure = None
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
-        if pods and not self._on_nominated(pods, stmt):
+        if pods and not self.nominations.place_on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
         strict = not job.is_gang or gangrule.strict(job)
         if failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure)):
@@ -335,25 +336,6 @@ class Cycle:
             return "victims" if plan is not None and plan.outcome == "waiting" else None
         return "room"
 
-    def _on_nominated(self, pods: list[Pod], stmt: Statement) -> bool:
-        """Places every pod on its nominated node when all of them have one and fit there: where a
-        preemption made room for the job, inside the domain it chose. Else places nothing."""
-        if not all(p.nominated_node_name in self.cluster.node_index for p in pods):
-            return False
-        mark = stmt.savepoint()
-        for pod in pods:
-            node = self.cluster.node_index[pod.nominated_node_name]
-            vec = self.cluster.request_vector(pod)
-            free = self.cluster.allocatable[node] - self.cluster.used[node]
-            if not (self.filters.mask(pod)[node] and bool(np.all((vec == 0) | (free >= vec)))):
-                stmt.rollback(mark)
-                return False
-            stmt.assume(pod.key, node, vec)
-        if self.reserve.devices(pods, stmt) is not None:  # their devices too, as placement reserves them
-            stmt.rollback(mark)
-            return False
-        return True
-
     def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
         """What preemption planned, carried out; True when the job is to be placed again at once
         (only lower-priority nominations stood in the way: their room is taken back)."""
@@ -361,50 +343,13 @@ class Cycle:
         if plan is None:
             return False
         if plan.outcome == "nominated" and not plan.victims:
-            self._release(plan.released)
+            self.nominations.release(plan.released)
             return True
         if plan.outcome == "nominated":
-            self._carry_out(job, plan, failure)
+            self.nominations.carry_out(job, plan, failure)
         elif plan.outcome == "none":
-            self._drop_nominations(job)
+            self.nominations.drop(job)
         return False
-
-    def _carry_out(self, job: Job, plan: Plan, failure: Failure | None) -> None:
-        """The plan as decisions: victims evicted, the room of lower-priority nominations taken
-        back, the job's pods nominated; the cluster counts it all so that later jobs of this cycle
-        see the room as the job's."""
-        trigger = failure.pod.key if failure is not None else job.pods[0].key
-        message = render(PreemptedBy(job.id, trigger))
-        for key in plan.victims:
-            self.result.decisions.append(Preempt(key, message, job.id, trigger))
-            self.cluster.doom(key)
-        self._release(plan.released)
-        by_key = {p.key: p for p in job.pods}
-        for key, node in plan.nominated.items():
-            pod = by_key[key]
-            name = self.cluster.nodes[node].name
-            if pod.nominated_node_name != name:
-                self.result.decisions.append(Nominate(key, name))
-            self.cluster.count(key, (node, self.cluster.request_vector(pod)), held=True)
-
-    def _release(self, keys: tuple[str, ...]) -> None:
-        """Pending pods of lower priority lose the room nominated or reserved for them."""
-        for key in keys:
-            self.state.release(key)
-            if self.cluster.is_held(key):
-                self.cluster.count(key, None)
-            pod = self.view.by_key.get(key)
-            if pod is not None and pod.nominated_node_name:
-                self.result.decisions.append(Nominate(key, ""))
-
-    def _drop_nominations(self, job: Job) -> None:
-        """Nominations of a job that preemption can no longer help are stale: they would hold room
-        for nothing."""
-        for pod in job.pods:
-            if pod.nominated_node_name:
-                self.result.decisions.append(Nominate(pod.key, ""))
-                if self.cluster.is_held(pod.key) and pod.key not in self.state.reserved:
-                    self.cluster.count(pod.key, None)
 
     def _gang_warning(self, gang: Gang, reason: str, message: str) -> None:
         """A Warning Event about a gang, on what declares it: its Volcano or scheduler-plugins
@@ -446,54 +391,8 @@ class Cycle:
             pods, req is not None, stmt, mark, regroup=req is None or not (req.subgroups or req.multiples))
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
-        """What the job asks of the topology, from the first of its gangs that asks anything,
-        in terms of the cluster's trees as they are now."""
-        for gang in job.gangs:
-            for ask in gang.asks:
-                asked = ask.requirement(gang, pods, self.cluster.trees, self.snapshot)
-                if asked is None:
-                    continue
-                req = self._anchored(asked.requirement, job.gangs if asked.whole_job else [gang], asked.anchored)
-                return self._with_peers(req, job) if asked.peers else req
-        return None
-
-    def _members_placed(self, gangs: list[Gang], reserved: bool = True) -> list[int]:
-        """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
-        bind there at the end of their wait."""
-        index = self.cluster.node_index
-        held = self.state.reserved if reserved else {}
-        out = []
-        for gang in gangs:
-            for p in gang.pods:
-                name = p.node_name or (held.get(p.key) if held else None)
-                if name and name in index:
-                    out.append(index[name])
-        return out
-
-    def _with_peers(self, req: Requirement, job: Job) -> Requirement:
-        """Where the job's running and reserved members are (their lowest common domain), so that its
-        pending pods join them when there is room (``Requirement.peers``)."""
-        placed = self._members_placed(job.gangs)
-        if req.failure is not None or not placed:
-            return req
-        tree = self.cluster.trees[req.tree]
-        return replace(req, peers=tree.lca(int(tree.node_domain[n]) for n in placed))
-
-    def _anchored(self, req: Requirement, gangs: list[Gang], message: str) -> Requirement:
-        """A job with members running grows only inside the domain of its scope around them (Volcano's
-        allocated HyperNode, recovered from where they run; KAI's required domain; Koordinator's
-        MustGather domain)."""
-        bound = self._members_placed(gangs, reserved=False)
-        if req.failure is not None or not req.hard or req.scope is None or not bound:
-            return req
-        tree = self.cluster.trees[req.tree]
-        lca = tree.lca(int(tree.node_domain[n]) for n in bound)
-        anchor = tree.ancestor_at_most(lca, req.scope)
-        if anchor < 0 and tree.domain_node[lca] >= 0 and tree.rank[lca] == req.scope:
-            anchor = lca  # every member on one node, and the scope is the node
-        if anchor < 0:
-            return replace(req, failure=message.format(where=tree.name(lca) or "the cluster", scope=req.scope))
-        return replace(req, anchor=anchor)
+        """What the job asks of the topology, held to its running peers (``koordpy.core.peers``)."""
+        return peers.requirement(job, pods, self.cluster, self.snapshot, self.state.reserved)
 
     def _largest_prefix(self, job: Job, pods: list[Pod], spec: Requirement | None,
                         stmt: Statement, base: int = 0) -> None:
