@@ -41,6 +41,7 @@ from koordpy.core.nomination import Nominations
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.queue import Round
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
 from koordpy.core.reserve import Reserve
@@ -123,25 +124,12 @@ class Cycle:
             self.state.forget_told(gangs)
         queue = view.queue
         queue.new_cycle()
-        # podsPerCycle: once this cycle has placed that many pods, it stops and the next one resumes
-        # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
-        # same order and seeing the same moves as one long cycle would.
-        limit, placed = self.snapshot.pods_per_cycle, 0
-        round_, tried = queue.round, queue.tried
-        queue.round = None
-        queue.tried = set()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
         jobs = queue.jobs()
+        round_ = Round(queue, self.snapshot.pods_per_cycle, jobs)
         for at, job in enumerate(jobs):
-            # Not queued where the round first stopped (passed in it already, or come since: one long
-            # cycle would not have seen it; wherever it sorts, lest arrivals keep the round going
-            # while what it passed waits), or of pods tried in it already (a gang whose binds made
-            # its other members a job of their own): the next round's.
-            outside = round_ is not None and (job.id not in round_ or any(p.key in tried for p in job.pods))
-            # A job of the round beyond the cap is looked at when its turn comes, in a later cycle of the
-            # round: whether room freed wakes a parked one depends on what the jobs before it take, as it
-            # does in one long cycle.
-            beyond = not outside and bool(limit) and placed >= limit
+            outside = round_.outside(job)
+            beyond = round_.beyond(outside)
             parked = None if beyond else queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
@@ -151,51 +139,59 @@ class Cycle:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             if outside or beyond:
-                if beyond and queue.round is None:
-                    queue.round = round_ if round_ is not None else {j.id for j in jobs[at:]}
-                # Not tried, so neither parked nor backed off, and nothing is written for it.
-                self.result.deferred += len(job.pods)
-                was = queue.parked.get(job.id)
-                # A parked job not looked at stays in the unschedulable queue until its turn.
-                self.result.queues["unschedulable" if beyond and was is not None else "active"] += len(job.pods)
-                if was is not None:  # what its pods were told stands until it is tried
-                    self.result.kept.append(was.pending)
-                left.update(g.key for g in job.gangs)
-                left.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+                if beyond:
+                    round_.stop(at)
+                left |= self._deferred(job, beyond)
                 continue
-            self.result.queues["active"] += len(job.pods)
-            before = queue.parked.pop(job.id, None)
-            view.dirty.update(g.key for g in job.gangs)
-            member_of = view.member_of
-            view.dirty.update(member_of[k] for k in job.keys if k in member_of)
-            # Members reserved before count once, when they were reserved, and reservations given back
-            # (a NonStrict wait timed out) count nothing: no credit for the jobs after (a job is never
-            # split: the limit is looked at between jobs only, so a gang larger than it still goes whole).
-            reserved = self.state.reserved
-            held = {k for k in job.keys if k in reserved} if limit else set()
-            wake = self._isolated(job)
-            if limit:
-                placed += sum(1 for p in job.pods
-                              if p.key not in held and (p.key in self.bound or p.key in reserved))
-                tried.update(p.key for p in job.pods)
-            if wake is not None:
-                since = self.state.wait_since.get(job.group)
-                queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                           None if since is None else since + self._wait_limit(job), self.state.reserved,
-                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
-                           self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
-        if queue.round is not None:  # the round goes on: what it tried stays tried
-            queue.tried = tried
+            self._tried(job, round_)
+        round_.close()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
-        deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)
+        self.result.next_deadline = self._next_deadline()
+        return self.result
+
+    def _deferred(self, job: Job, beyond: bool) -> set[str]:
+        """A job left for a later cycle of the round: not tried, so neither parked nor backed off, and
+        nothing is written for it. Returns its gangs (and its pods' gangs), whose statuses wait too."""
+        queue, view = self.view.queue, self.view
+        self.result.deferred += len(job.pods)
+        was = queue.parked.get(job.id)
+        # A parked job not looked at stays in the unschedulable queue until its turn.
+        self.result.queues["unschedulable" if beyond and was is not None else "active"] += len(job.pods)
+        if was is not None:  # what its pods were told stands until it is tried
+            self.result.kept.append(was.pending)
+        return {g.key for g in job.gangs} | {view.member_of[p.key] for p in job.pods if p.key in view.member_of}
+
+    def _tried(self, job: Job, round_: Round) -> None:
+        """The job tried (``_isolated``), counted towards the round's cap and, when it waits, parked
+        with what could let it go on."""
+        queue, view = self.view.queue, self.view
+        self.result.queues["active"] += len(job.pods)
+        before = queue.parked.pop(job.id, None)
+        view.dirty.update(g.key for g in job.gangs)
+        member_of = view.member_of
+        view.dirty.update(member_of[k] for k in job.keys if k in member_of)
+        reserved = self.state.reserved
+        held = round_.held(job, reserved)
+        wake = self._isolated(job)
+        round_.count(job, held, self.bound, reserved)
+        if wake is not None:
+            since = self.state.wait_since.get(job.group)
+            queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
+                       None if since is None else since + self._wait_limit(job), self.state.reserved,
+                       wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
+                       self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
+
+    def _next_deadline(self) -> float | None:
+        """When the next cycle is due though nothing changes: a gang's wait ends, a backoff ends, an
+        owner's grace ends, or at once when jobs were left over."""
+        deadlines = [since + gangrule.wait_limit(gid, self.gangs, self.view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
-        deadlines += queue.backing_off.values()  # woken while backing off: tried when the backoff ends
+        deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
-        self.result.next_deadline = min(deadlines, default=None)
-        return self.result
+        return min(deadlines, default=None)
 
     def _isolated(self, job: Job) -> Wake | None:
         """Runs one job so that a bug it triggers costs only that job: everything it changed is
