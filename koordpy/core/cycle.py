@@ -9,7 +9,7 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +68,6 @@ from koordpy.core.verdicts import (
     TimedOut,
     TooFewMembers,
     Verdict,
-    VolumesTogether,
     WaitingForMembers,
     Wake,
     WithPreemption,
@@ -231,20 +230,8 @@ class Cycle:
         Statement, permit and bind, or post_filter (preemption) when it does not fit."""
         rejected = self.pre_filter(job)
         if rejected is not None:
-            reason, wake = rejected.reason, rejected.wake
-            if rejected.code is Code.TIMED_OUT:
-                reason = self._time_out(job, self._wait_limit(job))
-                self.result.gangs_timed_out.append(job.id)
-            message, condition = render(reason), condition_reason(reason)
-            for pod in job.pods:
-                self._say(pod, message, condition)
-            return wake
-        reserved = self.state.reserved
-        if reserved:
-            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
-            pods = rank_order(pending) if job.is_gang else pending
-        else:  # every pod is pending: the job's own indexes give the order
-            pods = rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
+            return self._rejected(job, rejected)
+        pods = self._pending(job)
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:
             self._report_dropped_limits(job, req.dropped if req is not None else ())
@@ -253,9 +240,40 @@ class Cycle:
         for pod in pods:
             if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
                 stmt.evict(key)
+        reserved = self.state.reserved
         if reserved:  # a NonStrict gang's held members take their devices before the others are placed
             self.reserve.held(job.pods, reserved, stmt)
         lifted = stmt.savepoint()
+        failure, skipped = self._filter(job, pods, req, stmt, lifted)
+        if self.permit(job, stmt.placed):
+            return self._permitted(job, pods, req, stmt, failure, skipped, preempt)
+        return self._waits(job, pods, req, stmt, lifted, failure, skipped, preempt)
+
+    def _rejected(self, job: Job, rejected: Verdict) -> Wake | None:
+        """pre_filter's verdict said to every pod (a timed-out gang released first)."""
+        reason, wake = rejected.reason, rejected.wake
+        if rejected.code is Code.TIMED_OUT:
+            reason = self._time_out(job, self._wait_limit(job))
+            self.result.gangs_timed_out.append(job.id)
+        message, condition = render(reason), condition_reason(reason)
+        for pod in job.pods:
+            self._say(pod, message, condition)
+        return wake
+
+    def _pending(self, job: Job) -> list[Pod]:
+        """The job's pods to place (not those a NonStrict gang holds room for), a gang's in rank order."""
+        reserved = self.state.reserved
+        if reserved:
+            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
+            return rank_order(pending) if job.is_gang else pending
+        # Every pod is pending: the job's own indexes give the order.
+        return rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
+
+    def _filter(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement,
+                lifted: int) -> tuple[Failure | None, dict[str, Failure]]:
+        """filter / score / reserve: the job placed on ``stmt`` (on its nominated nodes, else by
+        placement), or as much of a gang as may bind; the failure, and the members passed over that
+        fit nowhere (``Gang.skips``)."""
         failure = None
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
         if pods and not self.nominations.place_on_nominated(pods, stmt):
@@ -273,36 +291,47 @@ class Cycle:
             # (Sub-groups are placed whole or not at all already, so what is placed stands.)
             stmt.rollback(lifted)
             self._largest_prefix(job, pods, req, stmt, lifted)
-        if self.permit(job, stmt.placed):
-            placed = stmt.commit()
-            for key in job.keys if self.state.reserved else ():
-                held_on = self.state.release(key)  # a reserved member binds where it is held
-                if held_on is not None:
-                    placed[key] = self.cluster.node_index[held_on]
-            self.state.end_wait(job.group)
-            self.state.mark_satisfied(g.key for g in job.gangs)
-            self.bind(placed)
-            if job.is_gang and placed:
-                self.result.gangs_placed.append(job.id)
-            if req is not None and req.notes:
-                self._report_ignored_layers(job, req.notes)
-            if failure and not placed and preempt:
-                # Nothing placed, yet the gang's minimum holds (its members run): the members beyond
-                # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
-                # does for them, inside the domain the running members keep (``req.anchor``).
-                # (When some were placed now, the rest try again next cycle, anchored to them.)
-                wanting, why = self._preemptible(job, pods, failure, skipped)
-                plan = self.post_filter(job, wanting, req, why, Statement(self.cluster))
-                if self._follow(job, failure, plan):
-                    return self._job(job, preempt=False)
-                if plan is not None and plan.outcome == "nominated":
-                    self._reject(job, failure, plan, skipped)
-                else:
-                    self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
-                return None
-            if failure:  # members beyond the minimum that did not fit keep trying on their own
-                self._leftovers(job, failure, skipped=skipped)
+        return failure, skipped
+
+    def _permitted(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement,
+                   failure: Failure | None, skipped: dict[str, Failure], preempt: bool) -> Wake | None:
+        """permit passed: bind what is placed (a reserved member where it is held); members beyond the
+        minimum that did not fit say so, and may preempt when nothing was placed now."""
+        placed = stmt.commit()
+        for key in job.keys if self.state.reserved else ():
+            held_on = self.state.release(key)  # a reserved member binds where it is held
+            if held_on is not None:
+                placed[key] = self.cluster.node_index[held_on]
+        self.state.end_wait(job.group)
+        self.state.mark_satisfied(g.key for g in job.gangs)
+        self.bind(placed)
+        if job.is_gang and placed:
+            self.result.gangs_placed.append(job.id)
+        if req is not None and req.notes:
+            self._report_ignored_layers(job, req.notes)
+        if failure and not placed and preempt:
+            # Nothing placed, yet the gang's minimum holds (its members run): the members beyond
+            # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
+            # does for them, inside the domain the running members keep (``req.anchor``).
+            # (When some were placed now, the rest try again next cycle, anchored to them.)
+            wanting, why = self._preemptible(job, pods, failure, skipped)
+            plan = self.post_filter(job, wanting, req, why, Statement(self.cluster))
+            if self._follow(job, failure, plan):
+                return self._job(job, preempt=False)
+            if plan is not None and plan.outcome == "nominated":
+                self._reject(job, failure, plan, skipped)
+            else:
+                self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
             return None
+        if failure:  # members beyond the minimum that did not fit keep trying on their own
+            self._leftovers(job, failure, skipped=skipped)
+        return None
+
+    def _waits(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement, lifted: int,
+               failure: Failure | None, skipped: dict[str, Failure], preempt: bool) -> Wake | None:
+        """permit failed: post_filter (preemption), then a NonStrict gang keeps what fits reserved while
+        it waits; the members say why; returns what could let the job go on."""
+        strict = not job.is_gang or gangrule.strict(job)
         partial = [(op.pod, op.node, op.request) for op in stmt.ops() if op.kind == "assume"]
         stmt.rollback(lifted)
         plan = None
@@ -433,12 +462,8 @@ class Cycle:
         def add(placed: list[Pod], pod: Pod) -> Failure | None:
             mark = stmt.savepoint()
             failure = self._place([pod], spec, stmt)
-            if failure is None and pod.volumes:
-                # Its volume filters counted the pods placed before the job, not the members placed
-                # before it: the rules that count other pods are checked with them, as for a job.
-                broken = self.reserve.apart([p for p in pods if p.key in stmt.placed], stmt)
-                if broken is not None:
-                    failure = Failure(pod, VolumesTogether(len(self.cluster.nodes), broken[1]), code=Code.UNRESOLVABLE)
+            if failure is None:
+                failure = self.reserve.joins(pod, pods, stmt)  # the volume rules with the members before it
             if failure is not None:
                 stmt.rollback(mark)
             return failure
@@ -451,12 +476,19 @@ class Cycle:
 
         if spec is None or spec.scope is None:
             return search()[1]
+        # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
+        # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
+        return self._per_domain(pods, spec, search, gangrule.deficit(job, reserved, satisfied), stmt, base)
+
+    def _per_domain(self, pods: list[Pod], spec: Requirement,
+                    search: Callable[[], tuple[list[Pod] | None, dict[str, Failure]]], need: int,
+                    stmt: Statement, base: int) -> dict[str, Failure]:
+        """``search`` (the group cycle) in each domain of ``spec``'s scope, the roomiest first, until no
+        domain left could place more; the one that placed the most is searched again and kept (of
+        domains that place as many, the first). Returns why each member passed over did not fit."""
         saved = self.placer.only
         best: tuple[int, npt.NDArray[np.bool_]] | None = None  # the most pods a domain placed, and its nodes
         said: dict[str, Failure] | None = None  # the roomiest domain's reasons, when no domain does
-        # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
-        # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
-        need = gangrule.deficit(job, reserved, satisfied)
         try:
             for at, (region, room) in enumerate(self.placer.scope_domains(pods, spec)):
                 if room < need or (best is not None and room <= best[0]) or at >= self.placer.MAX_EXACT_TRIES:
@@ -550,6 +582,32 @@ class Cycle:
         if waiting is not None:
             # Tried again every cycle; the cycle's deadline wakes it when the grace ends.
             return Verdict(Code.WAIT, waiting, None)
+        unready = self._gangs_unready(job)
+        if unready is None:
+            unready = self._claims_unmet(job)
+        if unready is not None:
+            return unready
+        short = self._min_resources_short(job)
+        if short:
+            return Verdict(Code.UNSCHEDULABLE, short, "any-room")
+        since = self.state.wait_since.get(job.group)
+        if since is not None:
+            limit = self._wait_limit(job)
+            if gangrule.expired(since, limit, self.now):
+                # The caller releases what the job holds (and counts it then): pre_filter only judges.
+                return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
+        # After the timeout: members a NonStrict gang holds room for are still released in time.
+        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot)
+        if refused is not None:
+            # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
+            # may appear or change, which is no change of the pods: such a job is looked at every cycle.
+            return Verdict(Code.UNRESOLVABLE, refused,
+                           None if any(dialects.names_objects(p) for p in job.pods) else "changed")
+        return None
+
+    def _gangs_unready(self, job: Job) -> Verdict | None:
+        """pre_filter's checks of the job's own gangs: an error, a member index that does not parse, a
+        gang marked timed out, too few members, too many gated."""
         for gang in job.gangs:
             if gang.error:
                 return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
@@ -571,6 +629,11 @@ class Cycle:
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
                 return Verdict(Code.WAIT, GatedMembers(gang.key, gated, len(gang.pods), cfg.min_member), "changed")
+        return None
+
+    def _claims_unmet(self, job: Job) -> Verdict | None:
+        """pre_filter's check of the gangs the job's gangs name outside its GangGroup: each declared,
+        and at its minimum."""
         for gang in job.gangs:
             for other in claims(gang):
                 if other in job.group:
@@ -583,22 +646,6 @@ class Cycle:
                 if not gangrule.has_minimum(peer, self.state.satisfied):
                     elsewhere = other.split("/")[0] != gang.key.split("/")[0]
                     return Verdict(Code.WAIT, PeerNotBack(gang.key, other, elsewhere), None)
-        short = self._min_resources_short(job)
-        if short:
-            return Verdict(Code.UNSCHEDULABLE, short, "any-room")
-        since = self.state.wait_since.get(job.group)
-        if since is not None:
-            limit = self._wait_limit(job)
-            if gangrule.expired(since, limit, self.now):
-                # The caller releases what the job holds (and counts it then): pre_filter only judges.
-                return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
-        # After the timeout: members a NonStrict gang holds room for are still released in time.
-        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot)
-        if refused is not None:
-            # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
-            # may appear or change, which is no change of the pods: such a job is looked at every cycle.
-            return Verdict(Code.UNRESOLVABLE, refused,
-                           None if any(dialects.names_objects(p) for p in job.pods) else "changed")
         return None
 
     def _owner_wait(self, job: Job) -> OwnerMissing | None:
