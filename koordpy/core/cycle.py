@@ -9,8 +9,8 @@ does not fit. Later jobs see the moves of earlier ones. It returns decisions onl
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
-from koordpy.core import dialects, gangrule
+from koordpy.core import dialects, gangrule, peers
 from koordpy.core.deallocation import deallocations, workload_group
 from koordpy.core.decisions import (
     Annotate,
@@ -37,9 +37,11 @@ from koordpy.core.gang import Job, claims
 from koordpy.core.messages import JOB_ERROR_PREFIX as JOB_ERROR_PREFIX
 from koordpy.core.messages import post_filter_said, released, render
 from koordpy.core.model import Gang
+from koordpy.core.nomination import Nominations
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
 from koordpy.core.placement import Placer, rank_order
 from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.queue import Round
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
 from koordpy.core.reserve import Reserve
@@ -62,12 +64,10 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
-    PreemptedBy,
     Text,
     TimedOut,
     TooFewMembers,
     Verdict,
-    VolumesTogether,
     WaitingForMembers,
     Wake,
     WithPreemption,
@@ -105,6 +105,7 @@ class Cycle:
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
         self.result = CycleResult()
+        self.nominations = Nominations(self.cluster, state, self.view, self.filters, self.reserve, self.result)
         self.bound: dict[str, str] = {}
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
@@ -122,25 +123,12 @@ class Cycle:
             self.state.forget_told(gangs)
         queue = view.queue
         queue.new_cycle()
-        # podsPerCycle: once this cycle has placed that many pods, it stops and the next one resumes
-        # the queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the
-        # same order and seeing the same moves as one long cycle would.
-        limit, placed = self.snapshot.pods_per_cycle, 0
-        round_, tried = queue.round, queue.tried
-        queue.round = None
-        queue.tried = set()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
         jobs = queue.jobs()
+        round_ = Round(queue, self.snapshot.pods_per_cycle, jobs)
         for at, job in enumerate(jobs):
-            # Not queued where the round first stopped (passed in it already, or come since: one long
-            # cycle would not have seen it; wherever it sorts, lest arrivals keep the round going
-            # while what it passed waits), or of pods tried in it already (a gang whose binds made
-            # its other members a job of their own): the next round's.
-            outside = round_ is not None and (job.id not in round_ or any(p.key in tried for p in job.pods))
-            # A job of the round beyond the cap is looked at when its turn comes, in a later cycle of the
-            # round: whether room freed wakes a parked one depends on what the jobs before it take, as it
-            # does in one long cycle.
-            beyond = not outside and bool(limit) and placed >= limit
+            outside = round_.outside(job)
+            beyond = round_.beyond(outside)
             parked = None if beyond else queue.still_parked(job, self.now)
             if parked is not None:  # nothing it depends on changed (or it backs off): it would fail the same way
                 self.result.kept.append(parked.pending)
@@ -150,51 +138,59 @@ class Cycle:
                     self.result.queues["unschedulable"] += len(parked.pending)
                 continue
             if outside or beyond:
-                if beyond and queue.round is None:
-                    queue.round = round_ if round_ is not None else {j.id for j in jobs[at:]}
-                # Not tried, so neither parked nor backed off, and nothing is written for it.
-                self.result.deferred += len(job.pods)
-                was = queue.parked.get(job.id)
-                # A parked job not looked at stays in the unschedulable queue until its turn.
-                self.result.queues["unschedulable" if beyond and was is not None else "active"] += len(job.pods)
-                if was is not None:  # what its pods were told stands until it is tried
-                    self.result.kept.append(was.pending)
-                left.update(g.key for g in job.gangs)
-                left.update(view.member_of[p.key] for p in job.pods if p.key in view.member_of)
+                if beyond:
+                    round_.stop(at)
+                left |= self._deferred(job, beyond)
                 continue
-            self.result.queues["active"] += len(job.pods)
-            before = queue.parked.pop(job.id, None)
-            view.dirty.update(g.key for g in job.gangs)
-            member_of = view.member_of
-            view.dirty.update(member_of[k] for k in job.keys if k in member_of)
-            # Members reserved before count once, when they were reserved, and reservations given back
-            # (a NonStrict wait timed out) count nothing: no credit for the jobs after (a job is never
-            # split: the limit is looked at between jobs only, so a gang larger than it still goes whole).
-            reserved = self.state.reserved
-            held = {k for k in job.keys if k in reserved} if limit else set()
-            wake = self._isolated(job)
-            if limit:
-                placed += sum(1 for p in job.pods
-                              if p.key not in held and (p.key in self.bound or p.key in reserved))
-                tried.update(p.key for p in job.pods)
-            if wake is not None:
-                since = self.state.wait_since.get(job.group)
-                queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                           None if since is None else since + self._wait_limit(job), self.state.reserved,
-                           wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
-                           self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
-        if queue.round is not None:  # the round goes on: what it tried stays tried
-            queue.tried = tried
+            self._tried(job, round_)
+        round_.close()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
-        deadlines = [since + gangrule.wait_limit(gid, gangs, view.wait_limits)
+        self.result.next_deadline = self._next_deadline()
+        return self.result
+
+    def _deferred(self, job: Job, beyond: bool) -> set[str]:
+        """A job left for a later cycle of the round: not tried, so neither parked nor backed off, and
+        nothing is written for it. Returns its gangs (and its pods' gangs), whose statuses wait too."""
+        queue, view = self.view.queue, self.view
+        self.result.deferred += len(job.pods)
+        was = queue.parked.get(job.id)
+        # A parked job not looked at stays in the unschedulable queue until its turn.
+        self.result.queues["unschedulable" if beyond and was is not None else "active"] += len(job.pods)
+        if was is not None:  # what its pods were told stands until it is tried
+            self.result.kept.append(was.pending)
+        return {g.key for g in job.gangs} | {view.member_of[p.key] for p in job.pods if p.key in view.member_of}
+
+    def _tried(self, job: Job, round_: Round) -> None:
+        """The job tried (``_isolated``), counted towards the round's cap and, when it waits, parked
+        with what could let it go on."""
+        queue, view = self.view.queue, self.view
+        self.result.queues["active"] += len(job.pods)
+        before = queue.parked.pop(job.id, None)
+        view.dirty.update(g.key for g in job.gangs)
+        member_of = view.member_of
+        view.dirty.update(member_of[k] for k in job.keys if k in member_of)
+        reserved = self.state.reserved
+        held = round_.held(job, reserved)
+        wake = self._isolated(job)
+        round_.count(job, held, self.bound, reserved)
+        if wake is not None:
+            since = self.state.wait_since.get(job.group)
+            queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
+                       None if since is None else since + self._wait_limit(job), self.state.reserved,
+                       wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
+                       self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
+
+    def _next_deadline(self) -> float | None:
+        """When the next cycle is due though nothing changes: a gang's wait ends, a backoff ends, an
+        owner's grace ends, or at once when jobs were left over."""
+        deadlines = [since + gangrule.wait_limit(gid, self.gangs, self.view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
-        deadlines += queue.backing_off.values()  # woken while backing off: tried when the backoff ends
+        deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
-        self.result.next_deadline = min(deadlines, default=None)
-        return self.result
+        return min(deadlines, default=None)
 
     def _isolated(self, job: Job) -> Wake | None:
         """Runs one job so that a bug it triggers costs only that job: everything it changed is
@@ -234,20 +230,8 @@ class Cycle:
         Statement, permit and bind, or post_filter (preemption) when it does not fit."""
         rejected = self.pre_filter(job)
         if rejected is not None:
-            reason, wake = rejected.reason, rejected.wake
-            if rejected.code is Code.TIMED_OUT:
-                reason = self._time_out(job, self._wait_limit(job))
-                self.result.gangs_timed_out.append(job.id)
-            message, condition = render(reason), condition_reason(reason)
-            for pod in job.pods:
-                self._say(pod, message, condition)
-            return wake
-        reserved = self.state.reserved
-        if reserved:
-            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
-            pods = rank_order(pending) if job.is_gang else pending
-        else:  # every pod is pending: the job's own indexes give the order
-            pods = rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
+            return self._rejected(job, rejected)
+        pods = self._pending(job)
         req = self.requirement(job, pods) if job.is_gang else None
         if job.is_gang:
             self._report_dropped_limits(job, req.dropped if req is not None else ())
@@ -256,12 +240,43 @@ class Cycle:
         for pod in pods:
             if pod.nominated_node_name and self.cluster.is_held(key := pod.key):
                 stmt.evict(key)
+        reserved = self.state.reserved
         if reserved:  # a NonStrict gang's held members take their devices before the others are placed
             self.reserve.held(job.pods, reserved, stmt)
         lifted = stmt.savepoint()
+        failure, skipped = self._filter(job, pods, req, stmt, lifted)
+        if self.permit(job, stmt.placed):
+            return self._permitted(job, pods, req, stmt, failure, skipped, preempt)
+        return self._waits(job, pods, req, stmt, lifted, failure, skipped, preempt)
+
+    def _rejected(self, job: Job, rejected: Verdict) -> Wake | None:
+        """pre_filter's verdict said to every pod (a timed-out gang released first)."""
+        reason, wake = rejected.reason, rejected.wake
+        if rejected.code is Code.TIMED_OUT:
+            reason = self._time_out(job, self._wait_limit(job))
+            self.result.gangs_timed_out.append(job.id)
+        message, condition = render(reason), condition_reason(reason)
+        for pod in job.pods:
+            self._say(pod, message, condition)
+        return wake
+
+    def _pending(self, job: Job) -> list[Pod]:
+        """The job's pods to place (not those a NonStrict gang holds room for), a gang's in rank order."""
+        reserved = self.state.reserved
+        if reserved:
+            pending = [p for k, p in zip(job.keys, job.pods, strict=True) if k not in reserved]
+            return rank_order(pending) if job.is_gang else pending
+        # Every pod is pending: the job's own indexes give the order.
+        return rank_order(job.pods, job.indexes) if job.is_gang else list(job.pods)
+
+    def _filter(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement,
+                lifted: int) -> tuple[Failure | None, dict[str, Failure]]:
+        """filter / score / reserve: the job placed on ``stmt`` (on its nominated nodes, else by
+        placement), or as much of a gang as may bind; the failure, and the members passed over that
+        fit nowhere (``Gang.skips``)."""
         failure = None
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
-        if pods and not self._on_nominated(pods, stmt):
+        if pods and not self.nominations.place_on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
         strict = not job.is_gang or gangrule.strict(job)
         if failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure)):
@@ -276,36 +291,47 @@ class Cycle:
             # (Sub-groups are placed whole or not at all already, so what is placed stands.)
             stmt.rollback(lifted)
             self._largest_prefix(job, pods, req, stmt, lifted)
-        if self.permit(job, stmt.placed):
-            placed = stmt.commit()
-            for key in job.keys if self.state.reserved else ():
-                held_on = self.state.release(key)  # a reserved member binds where it is held
-                if held_on is not None:
-                    placed[key] = self.cluster.node_index[held_on]
-            self.state.end_wait(job.group)
-            self.state.mark_satisfied(g.key for g in job.gangs)
-            self.bind(placed)
-            if job.is_gang and placed:
-                self.result.gangs_placed.append(job.id)
-            if req is not None and req.notes:
-                self._report_ignored_layers(job, req.notes)
-            if failure and not placed and preempt:
-                # Nothing placed, yet the gang's minimum holds (its members run): the members beyond
-                # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
-                # does for them, inside the domain the running members keep (``req.anchor``).
-                # (When some were placed now, the rest try again next cycle, anchored to them.)
-                wanting, why = self._preemptible(job, pods, failure, skipped)
-                plan = self.post_filter(job, wanting, req, why, Statement(self.cluster))
-                if self._follow(job, failure, plan):
-                    return self._job(job, preempt=False)
-                if plan is not None and plan.outcome == "nominated":
-                    self._reject(job, failure, plan, skipped)
-                else:
-                    self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
-                return None
-            if failure:  # members beyond the minimum that did not fit keep trying on their own
-                self._leftovers(job, failure, skipped=skipped)
+        return failure, skipped
+
+    def _permitted(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement,
+                   failure: Failure | None, skipped: dict[str, Failure], preempt: bool) -> Wake | None:
+        """permit passed: bind what is placed (a reserved member where it is held); members beyond the
+        minimum that did not fit say so, and may preempt when nothing was placed now."""
+        placed = stmt.commit()
+        for key in job.keys if self.state.reserved else ():
+            held_on = self.state.release(key)  # a reserved member binds where it is held
+            if held_on is not None:
+                placed[key] = self.cluster.node_index[held_on]
+        self.state.end_wait(job.group)
+        self.state.mark_satisfied(g.key for g in job.gangs)
+        self.bind(placed)
+        if job.is_gang and placed:
+            self.result.gangs_placed.append(job.id)
+        if req is not None and req.notes:
+            self._report_ignored_layers(job, req.notes)
+        if failure and not placed and preempt:
+            # Nothing placed, yet the gang's minimum holds (its members run): the members beyond
+            # it are pods like any other, which may preempt, as kube-scheduler's PostFilter
+            # does for them, inside the domain the running members keep (``req.anchor``).
+            # (When some were placed now, the rest try again next cycle, anchored to them.)
+            wanting, why = self._preemptible(job, pods, failure, skipped)
+            plan = self.post_filter(job, wanting, req, why, Statement(self.cluster))
+            if self._follow(job, failure, plan):
+                return self._job(job, preempt=False)
+            if plan is not None and plan.outcome == "nominated":
+                self._reject(job, failure, plan, skipped)
+            else:
+                self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
             return None
+        if failure:  # members beyond the minimum that did not fit keep trying on their own
+            self._leftovers(job, failure, skipped=skipped)
+        return None
+
+    def _waits(self, job: Job, pods: list[Pod], req: Requirement | None, stmt: Statement, lifted: int,
+               failure: Failure | None, skipped: dict[str, Failure], preempt: bool) -> Wake | None:
+        """permit failed: post_filter (preemption), then a NonStrict gang keeps what fits reserved while
+        it waits; the members say why; returns what could let the job go on."""
+        strict = not job.is_gang or gangrule.strict(job)
         partial = [(op.pod, op.node, op.request) for op in stmt.ops() if op.kind == "assume"]
         stmt.rollback(lifted)
         plan = None
@@ -335,25 +361,6 @@ class Cycle:
             return "victims" if plan is not None and plan.outcome == "waiting" else None
         return "room"
 
-    def _on_nominated(self, pods: list[Pod], stmt: Statement) -> bool:
-        """Places every pod on its nominated node when all of them have one and fit there: where a
-        preemption made room for the job, inside the domain it chose. Else places nothing."""
-        if not all(p.nominated_node_name in self.cluster.node_index for p in pods):
-            return False
-        mark = stmt.savepoint()
-        for pod in pods:
-            node = self.cluster.node_index[pod.nominated_node_name]
-            vec = self.cluster.request_vector(pod)
-            free = self.cluster.allocatable[node] - self.cluster.used[node]
-            if not (self.filters.mask(pod)[node] and bool(np.all((vec == 0) | (free >= vec)))):
-                stmt.rollback(mark)
-                return False
-            stmt.assume(pod.key, node, vec)
-        if self.reserve.devices(pods, stmt) is not None:  # their devices too, as placement reserves them
-            stmt.rollback(mark)
-            return False
-        return True
-
     def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
         """What preemption planned, carried out; True when the job is to be placed again at once
         (only lower-priority nominations stood in the way: their room is taken back)."""
@@ -361,50 +368,13 @@ class Cycle:
         if plan is None:
             return False
         if plan.outcome == "nominated" and not plan.victims:
-            self._release(plan.released)
+            self.nominations.release(plan.released)
             return True
         if plan.outcome == "nominated":
-            self._carry_out(job, plan, failure)
+            self.nominations.carry_out(job, plan, failure)
         elif plan.outcome == "none":
-            self._drop_nominations(job)
+            self.nominations.drop(job)
         return False
-
-    def _carry_out(self, job: Job, plan: Plan, failure: Failure | None) -> None:
-        """The plan as decisions: victims evicted, the room of lower-priority nominations taken
-        back, the job's pods nominated; the cluster counts it all so that later jobs of this cycle
-        see the room as the job's."""
-        trigger = failure.pod.key if failure is not None else job.pods[0].key
-        message = render(PreemptedBy(job.id, trigger))
-        for key in plan.victims:
-            self.result.decisions.append(Preempt(key, message, job.id, trigger))
-            self.cluster.doom(key)
-        self._release(plan.released)
-        by_key = {p.key: p for p in job.pods}
-        for key, node in plan.nominated.items():
-            pod = by_key[key]
-            name = self.cluster.nodes[node].name
-            if pod.nominated_node_name != name:
-                self.result.decisions.append(Nominate(key, name))
-            self.cluster.count(key, (node, self.cluster.request_vector(pod)), held=True)
-
-    def _release(self, keys: tuple[str, ...]) -> None:
-        """Pending pods of lower priority lose the room nominated or reserved for them."""
-        for key in keys:
-            self.state.release(key)
-            if self.cluster.is_held(key):
-                self.cluster.count(key, None)
-            pod = self.view.by_key.get(key)
-            if pod is not None and pod.nominated_node_name:
-                self.result.decisions.append(Nominate(key, ""))
-
-    def _drop_nominations(self, job: Job) -> None:
-        """Nominations of a job that preemption can no longer help are stale: they would hold room
-        for nothing."""
-        for pod in job.pods:
-            if pod.nominated_node_name:
-                self.result.decisions.append(Nominate(pod.key, ""))
-                if self.cluster.is_held(pod.key) and pod.key not in self.state.reserved:
-                    self.cluster.count(pod.key, None)
 
     def _gang_warning(self, gang: Gang, reason: str, message: str) -> None:
         """A Warning Event about a gang, on what declares it: its Volcano or scheduler-plugins
@@ -446,54 +416,8 @@ class Cycle:
             pods, req is not None, stmt, mark, regroup=req is None or not (req.subgroups or req.multiples))
 
     def requirement(self, job: Job, pods: list[Pod]) -> Requirement | None:
-        """What the job asks of the topology, from the first of its gangs that asks anything,
-        in terms of the cluster's trees as they are now."""
-        for gang in job.gangs:
-            for ask in gang.asks:
-                asked = ask.requirement(gang, pods, self.cluster.trees, self.snapshot)
-                if asked is None:
-                    continue
-                req = self._anchored(asked.requirement, job.gangs if asked.whole_job else [gang], asked.anchored)
-                return self._with_peers(req, job) if asked.peers else req
-        return None
-
-    def _members_placed(self, gangs: list[Gang], reserved: bool = True) -> list[int]:
-        """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which
-        bind there at the end of their wait."""
-        index = self.cluster.node_index
-        held = self.state.reserved if reserved else {}
-        out = []
-        for gang in gangs:
-            for p in gang.pods:
-                name = p.node_name or (held.get(p.key) if held else None)
-                if name and name in index:
-                    out.append(index[name])
-        return out
-
-    def _with_peers(self, req: Requirement, job: Job) -> Requirement:
-        """Where the job's running and reserved members are (their lowest common domain), so that its
-        pending pods join them when there is room (``Requirement.peers``)."""
-        placed = self._members_placed(job.gangs)
-        if req.failure is not None or not placed:
-            return req
-        tree = self.cluster.trees[req.tree]
-        return replace(req, peers=tree.lca(int(tree.node_domain[n]) for n in placed))
-
-    def _anchored(self, req: Requirement, gangs: list[Gang], message: str) -> Requirement:
-        """A job with members running grows only inside the domain of its scope around them (Volcano's
-        allocated HyperNode, recovered from where they run; KAI's required domain; Koordinator's
-        MustGather domain)."""
-        bound = self._members_placed(gangs, reserved=False)
-        if req.failure is not None or not req.hard or req.scope is None or not bound:
-            return req
-        tree = self.cluster.trees[req.tree]
-        lca = tree.lca(int(tree.node_domain[n]) for n in bound)
-        anchor = tree.ancestor_at_most(lca, req.scope)
-        if anchor < 0 and tree.domain_node[lca] >= 0 and tree.rank[lca] == req.scope:
-            anchor = lca  # every member on one node, and the scope is the node
-        if anchor < 0:
-            return replace(req, failure=message.format(where=tree.name(lca) or "the cluster", scope=req.scope))
-        return replace(req, anchor=anchor)
+        """What the job asks of the topology, held to its running peers (``koordpy.core.peers``)."""
+        return peers.requirement(job, pods, self.cluster, self.snapshot, self.state.reserved)
 
     def _largest_prefix(self, job: Job, pods: list[Pod], spec: Requirement | None,
                         stmt: Statement, base: int = 0) -> None:
@@ -538,12 +462,8 @@ class Cycle:
         def add(placed: list[Pod], pod: Pod) -> Failure | None:
             mark = stmt.savepoint()
             failure = self._place([pod], spec, stmt)
-            if failure is None and pod.volumes:
-                # Its volume filters counted the pods placed before the job, not the members placed
-                # before it: the rules that count other pods are checked with them, as for a job.
-                broken = self.reserve.apart([p for p in pods if p.key in stmt.placed], stmt)
-                if broken is not None:
-                    failure = Failure(pod, VolumesTogether(len(self.cluster.nodes), broken[1]), code=Code.UNRESOLVABLE)
+            if failure is None:
+                failure = self.reserve.joins(pod, pods, stmt)  # the volume rules with the members before it
             if failure is not None:
                 stmt.rollback(mark)
             return failure
@@ -556,12 +476,19 @@ class Cycle:
 
         if spec is None or spec.scope is None:
             return search()[1]
+        # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
+        # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
+        return self._per_domain(pods, spec, search, gangrule.deficit(job, reserved, satisfied), stmt, base)
+
+    def _per_domain(self, pods: list[Pod], spec: Requirement,
+                    search: Callable[[], tuple[list[Pod] | None, dict[str, Failure]]], need: int,
+                    stmt: Statement, base: int) -> dict[str, Failure]:
+        """``search`` (the group cycle) in each domain of ``spec``'s scope, the roomiest first, until no
+        domain left could place more; the one that placed the most is searched again and kept (of
+        domains that place as many, the first). Returns why each member passed over did not fit."""
         saved = self.placer.only
         best: tuple[int, npt.NDArray[np.bool_]] | None = None  # the most pods a domain placed, and its nodes
         said: dict[str, Failure] | None = None  # the roomiest domain's reasons, when no domain does
-        # A domain with room for fewer pods than the gangs still need cannot let them bind, nor can any
-        # after it (the roomiest come first): a gang too large for every domain costs no attempt there.
-        need = gangrule.deficit(job, reserved, satisfied)
         try:
             for at, (region, room) in enumerate(self.placer.scope_domains(pods, spec)):
                 if room < need or (best is not None and room <= best[0]) or at >= self.placer.MAX_EXACT_TRIES:
@@ -655,6 +582,32 @@ class Cycle:
         if waiting is not None:
             # Tried again every cycle; the cycle's deadline wakes it when the grace ends.
             return Verdict(Code.WAIT, waiting, None)
+        unready = self._gangs_unready(job)
+        if unready is None:
+            unready = self._claims_unmet(job)
+        if unready is not None:
+            return unready
+        short = self._min_resources_short(job)
+        if short:
+            return Verdict(Code.UNSCHEDULABLE, short, "any-room")
+        since = self.state.wait_since.get(job.group)
+        if since is not None:
+            limit = self._wait_limit(job)
+            if gangrule.expired(since, limit, self.now):
+                # The caller releases what the job holds (and counts it then): pre_filter only judges.
+                return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
+        # After the timeout: members a NonStrict gang holds room for are still released in time.
+        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot)
+        if refused is not None:
+            # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
+            # may appear or change, which is no change of the pods: such a job is looked at every cycle.
+            return Verdict(Code.UNRESOLVABLE, refused,
+                           None if any(dialects.names_objects(p) for p in job.pods) else "changed")
+        return None
+
+    def _gangs_unready(self, job: Job) -> Verdict | None:
+        """pre_filter's checks of the job's own gangs: an error, a member index that does not parse, a
+        gang marked timed out, too few members, too many gated."""
         for gang in job.gangs:
             if gang.error:
                 return Verdict(Code.UNRESOLVABLE, Text(gang.error), "changed")
@@ -676,6 +629,11 @@ class Cycle:
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
                 return Verdict(Code.WAIT, GatedMembers(gang.key, gated, len(gang.pods), cfg.min_member), "changed")
+        return None
+
+    def _claims_unmet(self, job: Job) -> Verdict | None:
+        """pre_filter's check of the gangs the job's gangs name outside its GangGroup: each declared,
+        and at its minimum."""
         for gang in job.gangs:
             for other in claims(gang):
                 if other in job.group:
@@ -688,22 +646,6 @@ class Cycle:
                 if not gangrule.has_minimum(peer, self.state.satisfied):
                     elsewhere = other.split("/")[0] != gang.key.split("/")[0]
                     return Verdict(Code.WAIT, PeerNotBack(gang.key, other, elsewhere), None)
-        short = self._min_resources_short(job)
-        if short:
-            return Verdict(Code.UNSCHEDULABLE, short, "any-room")
-        since = self.state.wait_since.get(job.group)
-        if since is not None:
-            limit = self._wait_limit(job)
-            if gangrule.expired(since, limit, self.now):
-                # The caller releases what the job holds (and counts it then): pre_filter only judges.
-                return Verdict(Code.TIMED_OUT, TimedOut(job.id, limit), None)
-        # After the timeout: members a NonStrict gang holds room for are still released in time.
-        refused = job_refusal(job.id, job.pods, job.is_gang, self.snapshot)
-        if refused is not None:
-            # The fields are immutable: only a new pod (a change) can go on; but a PodGroup the pods name
-            # may appear or change, which is no change of the pods: such a job is looked at every cycle.
-            return Verdict(Code.UNRESOLVABLE, refused,
-                           None if any(dialects.names_objects(p) for p in job.pods) else "changed")
         return None
 
     def _owner_wait(self, job: Job) -> OwnerMissing | None:

@@ -27,7 +27,7 @@ from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
 from koordpy.core.placement import Placer
-from koordpy.core.requirement import Requirement
+from koordpy.core.requirement import Requirement, SearchScope
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.txn import Txn
@@ -631,24 +631,18 @@ class Preemptor:
                                     np.arange(n, dtype=np.int64))]
             return [_Candidates([0], np.zeros(n, dtype=np.int64), np.array([int(slots.sum())], dtype=np.int64),
                                 ["the cluster"], np.zeros(1, dtype=np.int64))]
-        top = int(tree.rank[0])
-        if req.style == "tiers":
-            lo = int(tree.rank[tree.domain_node < 0].min())
-            hi = req.highest(top)
-            ranks = list(range(lo, hi + 1))
-        else:
-            ranks = [top if req.scope is None else req.scope]
+        search = SearchScope.of(req, tree)
+        ranks = list(range(search.lowest, search.highest + 1)) if req.style == "tiers" else [search.rank]
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
-        inside = np.ones(len(tree.order), dtype=np.bool_)
-        if req.anchor is not None:  # running members keep the job inside their domain
-            inside[:] = False
-            inside[req.anchor: tree.end[req.anchor]] = True
+        # Running members keep the job inside their domain.
+        inside = search.within(tree, np.ones(len(tree.order), dtype=np.bool_))
+        anchor = search.anchor
         out = []
         seen: set[int] = set()
         for r in ranks:
             domains = [int(d) for d in np.flatnonzero((tree.rank == r) & inside) if int(d) not in seen]
-            if not domains and req.anchor is not None and tree.rank[req.anchor] <= r and req.anchor not in seen:
-                domains = [req.anchor]
+            if not domains and anchor is not None and tree.rank[anchor] <= r and anchor not in seen:
+                domains = [anchor]
             if not domains:
                 continue
             seen.update(domains)

@@ -5,7 +5,9 @@ Belongs here: the order jobs are tried in, the record of a job that failed (``Pa
 waits for, its wake hint, the messages its pods were left with), whether something that happened
 since could let it go on (its own change, room freed where one of its pod shapes fits, any move
 for a job of unlike pods or of rules between pods, the end of its NonStrict wait), its backoff
-and the flush of jobs parked too long. Time is passed in (``now``): the queue reads no clock. Does
+and the flush of jobs parked too long; a cycle's round under ``podsPerCycle`` (``Round``: which
+jobs a cycle cut short leaves to the next, and the pods counted towards the cap). Time is passed
+in (``now``): the queue reads no clock. Does
 not belong here: which jobs exist (``koordpy.core.view`` builds them from the snapshot and tells
 the queue when they change), and why a job failed (``koordpy.core.cycle``).
 """
@@ -69,7 +71,7 @@ class Queue:
         self.parked: dict[str, Parked] = {}
         self.backing_off: dict[str, float] = {}  # parked jobs woken this cycle -> when their backoff ends
         self._order: list[Job] | None = None
-        # A cycle stopped by podsPerCycle (``Cycle.run``): the jobs the round has still to try, by id
+        # A cycle stopped by podsPerCycle (``Round``): the jobs the round has still to try, by id
         # (those queued where it stopped, when it first stopped: a job that comes after waits for
         # the next round, so arrivals cannot make a round endless), and the pods it has tried.
         self.round: set[str] | None = None
@@ -194,3 +196,54 @@ class Queue:
         self.backing_off.clear()
         if self.cluster is not None:  # what no parked job can ask about any more is forgotten
             self.cluster.forget_freed(min((p.tick for p in self.parked.values()), default=self.cluster.tick))
+
+
+class Round:
+    """podsPerCycle: once a cycle has placed that many pods, it stops and the next one resumes the
+    queue where it stopped, at once: one cycle's work cut in pieces (a round), tried in the same order
+    and seeing the same moves as one long cycle would. Made at the start of a cycle over its ``jobs``,
+    closed at its end."""
+
+    def __init__(self, queue: Queue, limit: int, jobs: list[Job]) -> None:
+        self.queue, self.limit, self.jobs = queue, limit, jobs
+        self.placed = 0
+        # The round this cycle goes on with (the jobs queued where it first stopped), if any, and the
+        # pods it tried already.
+        self.going_on, self.tried = queue.round, queue.tried
+        queue.round = None
+        queue.tried = set()
+
+    def outside(self, job: Job) -> bool:
+        """Not queued where the round first stopped (passed in it already, or come since: one long
+        cycle would not have seen it; wherever it sorts, lest arrivals keep the round going while what
+        it passed waits), or of pods tried in it already (a gang whose binds made its other members a
+        job of their own): the next round's."""
+        return self.going_on is not None and (job.id not in self.going_on or any(p.key in self.tried for p in job.pods))
+
+    def beyond(self, outside: bool) -> bool:
+        """A job of the round beyond the cap: looked at when its turn comes, in a later cycle of the
+        round (whether room freed wakes a parked one depends on what the jobs before it take, as it
+        does in one long cycle)."""
+        return not outside and bool(self.limit) and self.placed >= self.limit
+
+    def stop(self, at: int) -> None:
+        """The cycle stops at its ``at``-th job: the round is the jobs from there on (or goes on)."""
+        if self.queue.round is None:
+            self.queue.round = self.going_on if self.going_on is not None else {j.id for j in self.jobs[at:]}
+
+    def held(self, job: Job, reserved: Mapping[str, str]) -> set[str]:
+        """Members reserved before the job is tried: they counted once, when they were reserved."""
+        return {k for k in job.keys if k in reserved} if self.limit else set()
+
+    def count(self, job: Job, held: set[str], bound: Mapping[str, str], reserved: Mapping[str, str]) -> None:
+        """What the job tried placed counts towards the cap; reservations given back (a NonStrict wait
+        timed out) count nothing: no credit for the jobs after (a job is never split: the limit is looked
+        at between jobs only, so a gang larger than it still goes whole)."""
+        if self.limit:
+            self.placed += sum(1 for p in job.pods if p.key not in held and (p.key in bound or p.key in reserved))
+            self.tried.update(p.key for p in job.pods)
+
+    def close(self) -> None:
+        """The round goes on: what it tried stays tried."""
+        if self.queue.round is not None:
+            self.queue.tried = self.tried

@@ -4,6 +4,9 @@ The dialects (``koordpy.core.dialects``) turn Koordinator's gather spec, Volcano
 mode and highest tier (with sub-groups) and KAI's required / preferred levels into one
 ``Requirement`` over one of the cluster's trees; placement reads nothing else. Scopes are
 ranks of the tree (``TopologyTree.rank``): 0 for a node, growing towards the root.
+``SearchScope`` is where a requirement lets a search look in its tree, the one place the rule
+"a hard limit stops at its scope, a soft one searches on up to the root" is applied for the job
+(placement's styles and preemption's candidates read it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from koordpy.core.tree import TreeKey
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.core.tree import TopologyTree, TreeKey
 
 # How a domain is chosen among those that fit:
 # - "gather": Koordinator's offerslot + binpack, the deepest fitting domain inside the scope
@@ -101,3 +107,41 @@ class Requirement:
     def highest(self, top: int) -> int:
         """The highest rank the job may take (``highest_rank``), ``top`` being the tree's root rank."""
         return highest_rank(self.scope, self.hard, top)
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """Where a job's topology search looks in its tree, computed once from its ``Requirement``."""
+
+    lowest: int  # the lowest rank of a domain that is not a node (Volcano's lowest tier)
+    highest: int  # the highest rank a chosen domain may take (``highest_rank``)
+    rank: int  # the rank the job's scope names, the root's when it names none
+    root: int  # the root's rank
+    anchor: int | None  # the domain the job's running members keep it inside, if any
+    hard: bool
+    limited: bool  # hard with a scope named: the search stops below the root
+
+    @classmethod
+    def of(cls, req: Requirement, tree: TopologyTree) -> SearchScope:
+        top = int(tree.rank[0])
+        return cls(lowest=int(tree.rank[tree.domain_node < 0].min()), highest=req.highest(top),
+                   rank=top if req.scope is None else req.scope, root=top, anchor=req.anchor, hard=req.hard,
+                   limited=req.hard and req.scope is not None)
+
+    @property
+    def outer(self) -> int:
+        """The domain every choice lies inside: the anchor, else the root."""
+        return 0 if self.anchor is None else self.anchor
+
+    def holds(self, domain: int) -> bool:
+        """Whether an ancestor a search climbs to is still inside the anchor (preorder: an ancestor
+        has the smaller index, so climbing past the anchor goes below it); its rank is the caller's."""
+        return self.anchor is None or domain >= self.anchor
+
+    def within(self, tree: TopologyTree, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """``allowed`` kept only inside the anchor, if any."""
+        if self.anchor is None:
+            return allowed
+        out = np.zeros_like(allowed)
+        out[self.anchor: tree.end[self.anchor]] = allowed[self.anchor: tree.end[self.anchor]]
+        return out

@@ -149,6 +149,18 @@ class Reserve:
                 placing.setdefault(node, []).append(by_key[key])
         return rules.together(placing, self.cluster.nodes, self.filters.placed())
 
+    def joins(self, pod: Pod, pods: list[Pod], stmt: Statement) -> Failure | None:
+        """Why ``pod``, just placed on ``stmt`` after the members of ``pods`` placed before it (a
+        member added in kube-scheduler's group cycle), breaks a volume rule with them, else None: its
+        volume filters counted the pods placed before the job, not the members placed before it, so
+        the rules that count other pods are checked with them, as for a job."""
+        if not pod.volumes:
+            return None
+        broken = self.apart([p for p in pods if p.key in stmt.placed], stmt)
+        if broken is None:
+            return None
+        return Failure(pod, VolumesTogether(len(self.cluster.nodes), broken[1]), code=Code.UNRESOLVABLE)
+
     def _one_by_one(self, pods: list[Pod], stmt: Statement) -> Failure | None:
         """Binpacks a job without a topology request one member at a time, each confined to the nodes
         where its volumes still pass together with the members placed before it (kube-scheduler's

@@ -56,7 +56,7 @@ class Snapshot:
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True
     # The operator's ``podsPerCycle``: once a cycle has placed this many pods, the jobs after wait
-    # for the next cycle (``Cycle.run``); 0: no limit.
+    # for the next cycle (``koordpy.core.queue.Round``); 0: no limit.
     pods_per_cycle: int = 0
     # The operator's ``deviceGangSearchSeconds``: one job's gang-wide device search's time budget.
     gang_search_seconds: float = GANG_BUDGET
