@@ -376,8 +376,10 @@ class CycleResult:
 
 
 # What a job adds to the cycle's result, each with what takes it off again (``CycleResult.txn``).
+# Slotted and not frozen: one is made per message of a waiting pod, and a frozen dataclass costs
+# several times as much to make (thousands of a gang's members wait at once).
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Added:
     """Items appended to one of the result's lists: its tail from ``at`` (undone last first, so
     whatever was appended after them is gone already)."""
@@ -389,7 +391,7 @@ class _Added:
         del self.items[self.at:]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Put:
     """A pod's entry in one of the result's mappings as it was (None: there was none)."""
 
@@ -404,7 +406,7 @@ class _Put:
             self.mapping[self.key] = self.old
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _PutMany:
     """``_Put`` of many pods at once, put back last first."""
 
@@ -421,7 +423,7 @@ class _PutMany:
                 mapping[key] = old
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Attempted:
     """A preemption plan counted."""
 

@@ -6,7 +6,8 @@ count other pods and the static volumes their claims take, ``VolumeRules.togethe
 that breaks one placed again one member at a time), the devices each member's claims get on its node
 in rank order (``DeviceRules.reserve``, undone with the job's transaction, so that a job rolled back
 or a gang that waits holds no device), and then the ``Bind`` decisions with their PreBind writes
-(volumes, devices) and ``Scheduled`` Events. Does not belong here: where members go
+(volumes, devices) and ``Scheduled`` Events, added to the cycle's result with the volumes assumed
+(``VolumeRules.prebind``) in the same transaction. Does not belong here: where members go
 (``koordpy.core.placement``), the rules themselves (``volumes``, ``claims``), the cycle's order and
 the gang rule (``cycle``, ``gangrule``), carrying the writes out (the shells).
 """
