@@ -728,6 +728,38 @@ class DeviceRules:
                       None if special is None else (special, made[f"{SPECIAL_KEY}#{k}"]), txn)
         return True, None
 
+    def unreserve(self, pod: Pod, txn: Txn) -> None:
+        """kube-scheduler's DynamicResources Unreserve for a pod dropped after its devices were
+        reserved (a later Reserve step failed for it): the pod leaves the ``reservedFor`` of its
+        claims, what was allocated for it alone is free again, and its PreBind writes are dropped;
+        every change undone with ``txn`` (a job rolled back whole gets its reservation back first,
+        then loses it with the rest)."""
+        binding = self.bindings.get(pod.key)
+        if binding is None:
+            return
+        for write in binding.claims:
+            claim = self.claims.get(write.claim)
+            if claim is None or write.consumer.resource != "pods":
+                # A Workload PodGroup's reservation (and its allocation) is its other members' too.
+                continue
+            mine = write.consumer.name
+            others = tuple(c for c in claim.reserved_for if not (c.resource == "pods" and c.name == mine))
+            if write.allocation is not None and not others and claim.allocation is not None:
+                # Allocated for this pod in this cycle and nobody else took it since: free again.
+                self._undo(txn, self.in_use.remove(claim.allocation), self._pinned(claim.allocation))
+                self._swap(txn, claim.key, replace(claim, allocation=None, reserved_for=()))
+            elif others != claim.reserved_for:
+                self._swap(txn, claim.key, replace(claim, reserved_for=others))
+        if binding.extended is not None:
+            own = binding.extended.allocation
+            self._undo(txn, self.in_use.remove(own), self._pinned(own))
+        bindings = self.bindings
+        del bindings[pod.key]
+
+        def back() -> None:
+            bindings[pod.key] = binding
+        txn.record(_Undo(self, back, changed=False))
+
     def new_job(self) -> None:
         """A job's evaluation begins: its gang searches get the whole budget again."""
         self.gang_spent = 0.0

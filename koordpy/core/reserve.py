@@ -236,24 +236,29 @@ class Reserve:
                 decided.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
                 continue
             txn = self.cluster.txn or Txn()
+            mark = txn.savepoint()  # what this pod's own Reserve steps below change
             volumes = None
+            uses = devices is not None and devices.uses(obj)
             if rules is not None and obj.volumes:
                 try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
                     volumes = rules.prebind(obj, nodes[node_idx], txn)
                 except LookupError as exc:
                     # Only a member of a job placed together can meet this: a member before it took the
-                    # PV its claim matched on that node. It is not bound, and tries again.
+                    # PV its claim matched on that node. It is not bound, and tries again; the devices
+                    # placement reserved for it go back (DynamicResources' Unreserve).
+                    if devices is not None and uses:
+                        devices.unreserve(obj, txn)
                     self.cluster.count(pod, None)
                     flush()
                     say(obj, render(PreBindConflict(len(nodes), str(exc))))
                     continue
             # DynamicResources' Reserve was made with the placement (``devices``); a member a NonStrict
             # gang held in reserve (no device while it waited) gets its devices now, or tries again.
-            uses = devices is not None and devices.uses(obj)
             claims = devices.bindings.get(pod) if devices is not None and uses else None
             if devices is not None and uses and claims is None:
                 why = devices.reserve(obj, nodes[node_idx], txn)
                 if why is not None:
+                    txn.rollback(mark)  # the volumes it assumed above go back (VolumeBinding's Unreserve)
                     self.cluster.count(pod, None)
                     flush()
                     say(obj, render(DevicesTogether(len(nodes), node, why)))

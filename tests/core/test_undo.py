@@ -142,3 +142,90 @@ def test_the_results_additions_are_undone_last_first() -> None:
     assert result.txn is None
     result.decide(Bind("default/after", "n0"))  # no transaction open: kept, recorded nowhere
     assert len(result.decisions) == 2
+
+
+# -- a pod dropped in the middle of Bind: the Reserve steps it made go back (kube-scheduler runs
+# -- every plugin's Unreserve when one Reserve step fails), not only when the whole job rolls back.
+
+KOORD_GROUP = {"pod-group.scheduling.sigs.k8s.io": "g"}
+
+
+class _RefusingDevices:
+    """A device rule whose Reserve refuses ``refused`` at Bind (a held member's devices gone)."""
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+        self.bindings: dict[str, Any] = {}
+
+    def uses(self, pod: Pod) -> bool:
+        return pod.key == self.refused
+
+    def reserve(self, pod: Pod, node: Any, txn: Txn) -> str | None:
+        return "devices gone" if pod.key == self.refused else None
+
+    def unreserve(self, pod: Pod, txn: Txn) -> None:
+        raise AssertionError("nothing was reserved")
+
+    def leftover(self, pod: Pod) -> None:
+        return None
+
+
+def test_volumes_prebound_for_a_pod_whose_devices_fail_go_back_for_the_next_pod() -> None:
+    """Pod a's volumes are assumed, then its devices' Reserve fails: a is not bound and its PV is free
+    again, so b, placed after it on the same node, binds with it."""
+    snap = snapshot(node("n0"), sc("local"), pv("only", on="n0"), pvc("da"), pvc("db"),
+                    using("a", "da"), using("b", "db"))
+    c = cycle_module.Cycle(snap, SchedulerState(), 0.0)
+    c.filters.devices = _RefusingDevices("default/a")  # type: ignore[assignment]
+    txn = Txn(c.cluster, c.state, c.result)
+    c.bind({"default/a": 0, "default/b": 0})
+    rules = c.filters.volumes
+    assert rules is not None
+    assert "default/a" not in c.result.bound and c.result.bound.get("default/b") == "n0"
+    ref = rules.pvs["only"].claim_ref
+    assert ref is not None and ref.name == "db"
+    txn.close()
+
+
+def _gpu_world(names: tuple[str, ...], *extra: dict[str, Any], tainted: str | None = None,
+               first_claims: tuple[str, ...] = ("d0",), priority: str = "mid") -> World:
+    from tests.builders import priority_class
+    from tests.sim.test_dra import claiming, gpu_class, gpu_nodes, gpu_slice, template
+
+    gang = podgroup("g", 3, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"})
+    members = [claiming(using(f"g-{i}", *(first_claims if i == 0 else ()), cpu="40", labels=KOORD_GROUP,
+                              priority_class=priority), template_name="gpus") for i in range(3)]
+    objs = [*gpu_nodes(*names), gpu_class(), template(), *[gpu_slice(n, taint=n == tainted) for n in names],
+            gang, *members, sc("local"), pv("v0", on="n0"), pvc("d0"),
+            priority_class("low", 1), priority_class("mid", 1000), priority_class("top", 2000), *extra]
+    return World.from_objects([("t", o) for o in objs])
+
+
+def test_a_held_member_whose_devices_are_gone_leaves_its_pv_to_a_later_pod() -> None:
+    """A NonStrict gang holds g-0 (a PV on n0 and GPUs) while it waits; next cycle n0's GPUs are
+    tainted, so g-0's devices fail at Bind after its volumes were assumed: the PV goes back, and x,
+    tried after it in the same cycle, binds with it."""
+    state = SchedulerState()
+    one = _gpu_world(("n0", "n1"))
+    schedule(one.snapshot(frozenset({"koordpy"})), state, one.now)
+    assert state.reserved  # g-0 and g-1 held on n0 and n1
+    two = _gpu_world(("n0", "n1", "n2"), pvc("dx"), using("x", "dx", cpu="1", priority_class="low"),
+                     tainted="n0")
+    second = schedule(two.snapshot(frozenset({"koordpy"})), state, two.now + 1)
+    assert "default/g-0" not in second.bound
+    assert second.bound.get("default/x") == "n0"
+
+
+def test_a_held_member_refused_at_prebind_gives_back_its_devices() -> None:
+    """x, above the gang, takes the PV the held g-0 counted on; g-0's PreBind fails, and the GPUs
+    placement reserved for it on n0 go back (DynamicResources' Unreserve): y, below the gang, gets them."""
+    from tests.sim.test_dra import claiming
+
+    state = SchedulerState()
+    one = _gpu_world(("n0", "n1"))
+    schedule(one.snapshot(frozenset({"koordpy"})), state, one.now)
+    two = _gpu_world(("n0", "n1", "n2"), pvc("dx"), using("x", "dx", cpu="1", priority_class="top"),
+                     claiming(using("y", cpu="1", priority_class="low"), template_name="gpus"))
+    second = schedule(two.snapshot(frozenset({"koordpy"})), state, two.now + 1)
+    assert "default/g-0" not in second.bound and second.bound.get("default/x") == "n0"
+    assert second.bound.get("default/y") == "n0"
