@@ -102,10 +102,11 @@ def test_a_job_that_raises_after_its_volumes_were_prebound_leaves_them_as_they_w
     assert state.standing_view().volumes is rules  # nothing assumed was kept: not built again
 
 
-def test_a_strict_gang_rolled_back_after_a_members_pv_was_prebound_leaves_it_for_the_next_job(
+def test_a_gang_that_raises_after_binding_a_member_leaves_its_pv_for_the_next_job(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strict gang ``a`` binds one member (its claim takes the one static PV on n0) and is rolled back
-    before the rest: pod ``b``, tried next in the same cycle, takes that PV."""
+    """Gang ``a`` binds one member (its claim takes the one static PV on n0), then raises and is rolled
+    back: pod ``b``, tried next in the same cycle, takes that PV. (A Strict gang that waits never
+    pre-binds: Bind comes after Permit; a job that raises after Bind is the case that can.)"""
     explode_after_bind(monkeypatch, "default/a", only=1)
     snap = snapshot(node("n0"), node("n1"), sc("local"), pv("only", on="n0"), podgroup("a", 2), pvc("da"), pvc("db"),
                     using("a0", "da", cpu="1", labels={GROUP: "a"}),
