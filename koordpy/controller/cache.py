@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,10 +26,9 @@ from koordpy.api.dra import Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
-from koordpy.core.members import topology_indexes
+from koordpy.core.declarations import Declarations
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -64,26 +63,6 @@ class InvalidObject:
     uid: str
     error: str
     claimed: bool
-
-
-def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: Container[str],
-                     gang_checked: bool = False) -> str | None:
-    """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
-    try:
-        check_pod_annotations(pod, podgroups, invalid_groups, gang_checked)
-    except ParseError as exc:
-        return str(exc)
-    return None
-
-
-def _index_error(pod: Pod) -> str | None:
-    """What ``annotation_error`` says of a pod whose gang declaration was accepted already: only its
-    network-topology index can be wrong."""
-    try:
-        topology_indexes((pod,))
-    except ParseError as exc:
-        return str(exc)
-    return None
 
 
 # The cache names of the kinds whose objects declare gangs and report their errors as a Snapshot's
@@ -158,9 +137,8 @@ class Cache(Stores):
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     # Pending pods the last snapshot left out for their annotations: key -> error.
     rejected: dict[str, str] = field(default_factory=dict)
-    # key -> (pod, its PodGroup, error) as last checked; the models are immutable and replaced
-    # on every update, so identity says whether the answer still holds.
-    _checked: dict[str, tuple[Pod, PodGroup | None, bool, str | None]] = field(default_factory=dict)
+    # The dialects' checks of pending pods' declarations, and what they answered while it holds.
+    declarations: Declarations = field(default_factory=Declarations)
     # key -> (the cached pod, the copy the snapshot showed for it): the core finds changes by
     # identity, so an assumed pod is the same object from one snapshot to the next.
     _shown: dict[str, tuple[Pod, Pod]] = field(default_factory=dict)
@@ -168,13 +146,9 @@ class Cache(Stores):
     # pods that changed since the last one (``_dirty``), not the cluster's pods.
     _visible: dict[str, Pod] = field(default_factory=dict)
     _dirty: dict[str, None] = field(default_factory=dict)  # a dict: the core sees pods in arrival order
-    _pending: dict[str, str | None] = field(default_factory=dict)  # claimed pending pod -> its gang's name
+    _pending: dict[str, tuple[str, ...]] = field(default_factory=dict)  # claimed pending pod -> the groups it names
     _groups_changed: set[str] = field(default_factory=set)  # gangs whose declaration changed meanwhile
     _names: frozenset[str] | None = None  # the scheduler names the last snapshot was for
-    # A gang declaration (namespace, gang, whether its PodGroup is invalid, the pod's gang annotations)
-    # -> the PodGroup object it was accepted with.
-    _accepted: dict[tuple[str, str | None, bool, tuple[tuple[str, str], ...]], object] = \
-        field(default_factory=dict)
     _number: int = 0  # snapshots handed out
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
@@ -313,13 +287,13 @@ class Cache(Stores):
         if (names is not None and pod.scheduler_name in names and not pod.node_name and not pod.terminal
                 and not pod.deleting):
             # A pending pod of ours is checked as it arrives, against its gang's declaration as held
-            # now: the snapshot that shows it finds the answer (``_checked``) and checks again only
-            # if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
+            # now: the snapshot that shows it finds the answer (``declarations``) and checks again
+            # only if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
             # cycles; checked in the snapshot, it made the cycle that places it wait for the checks.
             try:
-                self._annotation_error(key, pod, _InvalidGroups(self.invalid), self.podgroups)
+                self.declarations.check(key, pod, self.stores, _InvalidGroups(self.invalid))
             except Exception:
-                self._checked.pop(key, None)
+                self.declarations.forget(key)
         if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
             self.gated[key] = pod.scheduler_name
         else:
@@ -341,7 +315,7 @@ class Cache(Stores):
         self.preempting.pop(key, None)
         self.backing_off.pop(key, None)
         self._shown.pop(key, None)
-        self._checked.pop(key, None)
+        self.declarations.forget(key)
         self.rejected.pop(key, None)
 
     def _status_filed(self, store: str, key: str, raw: dict[str, Any]) -> None:
@@ -572,9 +546,10 @@ class Cache(Stores):
             self._dirty.update(dict.fromkeys([*self.pods, *self._visible, *self.rejected]))
         if self._groups_changed:  # a pending pod's annotations are checked against its gang's declaration
             changed_groups, self._groups_changed = self._groups_changed, set()
-            self._dirty.update(dict.fromkeys(k for k, gang in self._pending.items() if gang in changed_groups))
+            self._dirty.update(dict.fromkeys(k for k, groups in self._pending.items()
+                                             if any(g in changed_groups for g in groups)))
         delta: dict[str, Pod | None] = {}
-        pods, podgroups = self.pods, self.podgroups  # looked up once: a new gang brings thousands
+        pods, stores, check = self.pods, self.stores, self.declarations.check  # once: a new gang brings thousands
         for key in self._dirty:
             pod = pods.get(key)
             # What the scheduler wrote is laid over only the pods it wrote something about.
@@ -587,8 +562,8 @@ class Cache(Stores):
                     if self._visible.pop(key, None) is not None:
                         delta[key] = None
                     continue
-                gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)
-                self._pending[key] = gang
+                groups, err = check(key, shown, stores, invalid_groups)
+                self._pending[key] = groups
                 if err is not None:
                     self.rejected[key] = err
                     shown = None
@@ -607,29 +582,6 @@ class Cache(Stores):
         self._number += 1
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
-
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: Container[str],
-                          podgroups: dict[str, PodGroup]) -> tuple[str | None, str | None]:
-        """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
-        gang = pod.gang_name
-        group = podgroups.get(gang) if gang else None
-        group_invalid = gang in invalid_groups
-        checked = self._checked.get(key)
-        if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
-            return gang, checked[3]
-        # A gang's pods declare it alike: a declaration accepted against this PodGroup object is not
-        # parsed again for each member (only errors name the pod, and those are never reused).
-        declared = [(k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION]
-        decl = (pod.namespace, gang, group_invalid, tuple(sorted(declared) if len(declared) > 1 else declared))
-        accepted = self._accepted.get(decl, self)  # self: never accepted (None is a PodGroup-less gang)
-        # Accepted: only the topology index is left to check (parsed once per text, ``topology_indexes``).
-        err = _index_error(pod) if accepted is group else annotation_error(pod, self.podgroups, invalid_groups)
-        if err is None and accepted is not group:
-            if len(self._accepted) >= 10_000:  # declarations of gangs long gone are not kept forever
-                self._accepted.clear()
-            self._accepted[decl] = group
-        self._checked[key] = (pod, group, group_invalid, err)
-        return gang, err
 
     def invalid_objects(self, scheduler_names: frozenset[str]) -> list[InvalidObject]:
         """Everything the last snapshot could not use, for the loop to report. Pods of other

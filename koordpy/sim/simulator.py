@@ -28,11 +28,6 @@ from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
-from koordpy.api.podgroup import (
-    ANN_TOPOLOGY_INDEX,
-    PodGroup,
-    check_pod_annotations,
-)
 from koordpy.api.raw import Reader
 from koordpy.api.runtimeclass import API_VERSION as RUNTIME_CLASS_API
 from koordpy.api.runtimeclass import KIND as RUNTIME_CLASS
@@ -63,6 +58,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
+from koordpy.core.declarations import Declarations
 from koordpy.core.dialects import GANGS, build_gang, object_statuses, shown_empty
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -184,7 +180,8 @@ class World(Stores):
                 world.created.append(f"{source}: {object_ref(raw)} has none of its pods and has not started: "
                                      f"its {len(made)} pod(s) were created from its template ({names}), as "
                                      "the Job controller would")
-        valid: set[tuple[object, ...]] = set()
+        # What the live scheduler reports on a pod, the simulation refuses up front (exit 2).
+        declarations = Declarations()
         terminating: dict[str, tuple[float, float | None]] = {}
         pod_sources: dict[str, str] = {}
         for source, raw in pending_pods:
@@ -199,7 +196,9 @@ class World(Stores):
                                          "would")
                 once("Pod", pod.key, source)
                 pod = world._admit(pod)
-                _validate_annotations(pod, world.podgroups, valid)
+                _, wrong = declarations.check(pod.key, pod, world.stores, ())
+                if wrong is not None:
+                    raise InputError(source, wrong)
                 pod_owner_refs(pod)  # refused here; the live scheduler treats such a pod as one of its own
                 if pod.deleting:
                     terminating[pod.key] = _deletion(raw, pod)
@@ -638,16 +637,6 @@ def _admitted(raw: dict[str, Any]) -> bool:
     have changed since, or be left out of the dump)."""
     spec = raw.get("spec")
     return isinstance(spec, dict) and spec.get("priority") is not None
-
-
-def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
-    """What the live scheduler reports as an Event, the simulator refuses up front (exit 2).
-    ``valid`` remembers gang declarations already accepted: a gang's pods repeat the same one."""
-    gang = pod.gang_name
-    key = (gang, id(podgroups.get(gang or "")),
-           tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
-    check_pod_annotations(pod, podgroups, gang_checked=key in valid)
-    valid.add(key)
 
 
 def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:

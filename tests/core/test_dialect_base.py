@@ -38,7 +38,8 @@ def test_each_registry_lists_the_dialects_with_the_capability_in_order() -> None
     for protocol, registry, _ in CAPABILITIES:
         assert registry == tuple(d for d in DIALECTS if isinstance(d, protocol)), protocol
     assert {d.name for d in dialects.GANGS} == {d.name for d in DIALECTS}
-    assert [d.name for d in dialects.ADMISSION] == ["upstream"]
+    assert [d.name for d in dialects.ADMISSION] == ["koordinator", "upstream"]
+    assert [d.name for d in dialects.DECLARING] == ["koordinator"]  # its gang and topology annotations
     assert [d.name for d in dialects.MANIFESTS] == ["koordinator", "volcano", "kai"]
 
 

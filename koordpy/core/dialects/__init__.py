@@ -8,7 +8,7 @@ PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's pla
 
 This module is the registries and the dispatch over them: ``DIALECTS`` (the one line a dialect is
 added by; the order is the precedence when two declare the same gang), and per capability the
-dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION``, ``EXPLAINS``, ``TOPOLOGIES``,
+dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION`` and its ``DECLARING``, ``EXPLAINS``, ``TOPOLOGIES``,
 ``MANIFESTS``), each asked only through its own registry; the gang resolution that asks each in
 turn, the topology keys one dialect may find written in another's object (a PodGroup of one API
 carrying Volcano's or KAI's annotations), and ``Trees``, the cluster's trees by ``TreeKey``, each
@@ -47,6 +47,8 @@ BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
 GANGS: tuple[Gangs, ...] = tuple(d for d in DIALECTS if isinstance(d, Gangs))
 STATUSES: tuple[Statuses, ...] = tuple(d for d in DIALECTS if isinstance(d, Statuses))
 ADMISSION: tuple[Admission, ...] = tuple(d for d in DIALECTS if isinstance(d, Admission))
+# Those that check pending pods' own declarations before the core sees them (``koordpy.core.declarations``).
+DECLARING: tuple[Admission, ...] = tuple(d for d in ADMISSION if d.checks_declarations)
 EXPLAINS: tuple[Explains, ...] = tuple(d for d in DIALECTS if isinstance(d, Explains))
 TOPOLOGIES: tuple[Topologies, ...] = tuple(d for d in DIALECTS if isinstance(d, Topologies))
 MANIFESTS: tuple[Manifests, ...] = tuple(d for d in DIALECTS if isinstance(d, Manifests))

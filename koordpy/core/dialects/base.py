@@ -6,7 +6,8 @@ objects and placement annotations, Kubernetes' own Workload PodGroup). Each modu
 ``koordpy.core.dialects`` defines one dialect object; ``Dialect`` is what every one has (its name
 and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
 per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Statuses`` (what a
-gang's objects are told: their status, Events), ``Admission`` (pods it refuses), ``Explains``
+gang's objects are told: their status, Events), ``Admission`` (pods it refuses, and the check of
+a pending pod's own declaration the shells make before the core sees it), ``Explains``
 (what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
 (``koordpy topology generate``). The registries (``koordpy.core.dialects``) list, per capability,
 the dialects that have it; the rest of the core reaches a dialect only through them, an ``Ask``
@@ -22,9 +23,9 @@ any one dialect's code (its module), the registries and the dispatch over them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Role
@@ -48,6 +49,20 @@ class GroupTerms:
     # Whether a mode (Strict / NonStrict) and a waiting time are the gang's own words (Koordinator's);
     # other dialects' gangs have neither, and explain does not speak of them.
     modes: bool = False
+
+
+class Declaration(NamedTuple):
+    """What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
+    depends on besides the pod: the shells check a pod again only when one of these changed."""
+
+    group: str | None  # the gang object the pod names (its pods are checked again when it changes)
+    against: object  # that object as held now, compared by identity (None: there is none)
+    invalid: bool  # whether that object failed to parse (its error is its own, not its pods')
+
+
+# The objects a shell holds, by store (``Kind.store``) and key: what a pod's declaration is checked
+# against as it arrives, between snapshots.
+Objects = Mapping[str, Mapping[str, Any]]
 
 
 @runtime_checkable
@@ -170,6 +185,29 @@ class Admission(Dialect, Protocol):
         does not (a job refused for it is looked at every cycle)."""
         ...
 
+    @property
+    def checks_declarations(self) -> bool:
+        """Whether it checks pending pods' own declarations (``declaration``), before the core sees them."""
+        ...
+
+    def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
+        """What checking the pending pod's declaration in this dialect's words depends on, given the
+        shell's ``objects`` and the gang keys whose objects failed to parse (``invalid``); None: the
+        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap."""
+        ...
+
+    def declared_words(self, pod: Pod) -> Hashable:
+        """What of the pod its declaration reads, beyond its ``Declaration`` (pods of one gang declare
+        it alike): a declaration accepted against the same object is not checked again in full."""
+        ...
+
+    def declaration_error(self, pod: Pod, objects: Objects, invalid: Container[str], accepted: bool) -> str | None:
+        """What is wrong in the pod's declaration, in its words (what ``koordpy simulate`` refuses
+        up front and the live scheduler reports on the pod), or None. ``accepted``: a pod with the
+        same ``declared_words`` was accepted against the same object already; only what is the pod's own
+        is left to check."""
+        ...
+
 
 @runtime_checkable
 class Explains(Dialect, Protocol):
@@ -283,9 +321,19 @@ class AdmissionBase(DialectBase):
     """``Admission``: a dialect answers ``refusal`` itself."""
 
     refused_fields: Mapping[str, str] = {}
+    checks_declarations = False
 
     def names_objects(self, pod: Pod) -> bool:
         return False
+
+    def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
+        return None
+
+    def declared_words(self, pod: Pod) -> Hashable:
+        return None
+
+    def declaration_error(self, pod: Pod, objects: Objects, invalid: Container[str], accepted: bool) -> str | None:
+        return None
 
 
 class ExplainsBase(DialectBase):
