@@ -583,6 +583,20 @@ class Cache(Stores):
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
 
+    def topology_objects(self) -> dict[str, int]:
+        """How many topology objects the cache holds, by source (``Kind.source``): those it parsed,
+        and for a kind of which koordpy reads one object (``Kind.only``) whether it is there at all."""
+        out: dict[str, int] = {}
+        seen: set[str] = set()
+        for kind in KINDS:
+            if not kind.source or kind.store in seen:
+                continue
+            seen.add(kind.store)
+            count = ((1 if kind.only in self.status_raw.get(kind.store, {}) else 0) if kind.only
+                     else len(self.stores[kind.store]))
+            out[kind.source] = out.get(kind.source, 0) + count
+        return out
+
     def invalid_objects(self, scheduler_names: frozenset[str]) -> list[InvalidObject]:
         """Everything the last snapshot could not use, for the loop to report. Pods of other
         schedulers that are still pending are none of koordpy's business and are left out."""

@@ -16,10 +16,11 @@ from koordpy.core.dialects import DIALECTS, first
 from koordpy.core.dialects import base as b
 
 NEUTRAL = ("None", "False", "()", "iter(())", "{}")
-# Each capability, its registry and its base (Manifests has none: a dialect with manifests writes them).
+# Each capability, its registry and its base.
 CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Statuses, dialects.STATUSES, b.StatusesBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
-                (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase), (b.Manifests, dialects.MANIFESTS, None)]
+                (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
+                (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]
 
 
 def _members(cls: type) -> set[str]:

@@ -61,6 +61,9 @@ ANNOTATION_GANGS: Gangs = koordinator.DIALECT
 # before a scheduler-plugins one of the same name, as it always was.
 _EVENT_ORDER: tuple[Statuses, ...] = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
 _STATUSES_BY_NAME: dict[str, Statuses] = {d.name: d for d in STATUSES}
+# The topology sources (``Kind.source``) and what each brings, as help texts say it.
+TOPOLOGY_SOURCES: dict[str, str] = {s: said for d in TOPOLOGIES for s, said in d.sources.items()}
+_INVALID_REASONS: dict[tuple[str, str], str] = {at: why for d in STATUSES for at, why in d.invalid_reasons.items()}
 _EXPLAINS_BY_NAME: dict[str, Explains] = {d.name: d for d in EXPLAINS}
 _TOPOLOGIES_BY_NAME: dict[str, Topologies] = {d.name: d for d in TOPOLOGIES}
 
@@ -264,6 +267,35 @@ def object_statuses(trees: Trees) -> list[ObjectStatus]:
     """The status each dialect's topology objects should have, computed from the core's trees
     (``Trees``): what both shells write, whoever's objects they are."""
     return [s for d in STATUSES for s in d.object_statuses(trees)]
+
+
+def invalid_reason(kind: str, error: str) -> str:
+    """The Event reason for an object that does not parse (``kind``: the cache's name for its kind):
+    ``Invalid<Kind>``, unless its dialect gives one for the field the error names."""
+    field = error.split(": ", 1)[-1]  # the error names the object first, then the field
+    for (named, prefix), reason in _INVALID_REASONS.items():
+        if named == kind and field.startswith(prefix):
+            return reason
+    return f"Invalid{kind}"
+
+
+def warm_up_objects() -> Sequence[dict[str, Any]]:
+    """A gang of two pods with a topology ask, as raw objects, in the words of the first dialect that
+    gives one (``Manifests.warm_up``): what the live controller runs the core over before its first cycle."""
+    return first(lambda d: d.warm_up() or None, MANIFESTS) or ()
+
+
+def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """What ``koordpy simulate`` reports of the objects that declare gangs once the world settled, by
+    object key, and the heading its table shows each under; in the order Events go to them (a
+    Volcano PodGroup's fields are overwritten by a scheduler-plugins one of the same name)."""
+    fields: dict[str, dict[str, Any]] = {}
+    headings: dict[str, str] = {}
+    for dialect in _EVENT_ORDER:
+        for key, heading, shown in dialect.shown_groups(snapshot):
+            fields[key] = shown
+            headings[key] = heading
+    return fields, headings
 
 
 def shown_empty() -> dict[str, Any]:

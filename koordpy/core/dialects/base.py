@@ -166,6 +166,18 @@ class Statuses(Dialect, Protocol):
         """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
         ...
 
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        """What ``koordpy simulate`` reports of the objects that declare its gangs, once the world
+        settled (``snapshot``): (object key, the heading its table shows it under, its fields in the
+        JSON) for each it reports."""
+        ...
+
+    @property
+    def invalid_reasons(self) -> Mapping[tuple[str, str], str]:
+        """The Event reason told an object of its that does not parse, by (the cache's name for the
+        kind, the field the error starts with) where it is not ``Invalid<Kind>``."""
+        ...
+
 
 @runtime_checkable
 class Admission(Dialect, Protocol):
@@ -250,6 +262,12 @@ class Topologies(Dialect, Protocol):
         (only the trees some object defines: not an always-present tree without its object)."""
         ...
 
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """The topology sources (``Kind.source``, settings' ``topologySources``) that bring its
+        objects, and what each brings as help texts say it."""
+        ...
+
 
 @runtime_checkable
 class Manifests(Dialect, Protocol):
@@ -264,6 +282,12 @@ class Manifests(Dialect, Protocol):
         """Its topology objects over ``nodes`` from the label ``keys`` (top level first), named
         ``name`` where the user names them, with warnings about nodes the labels leave out; raises
         ``Unusable`` (``koordpy.core.topology_manifests``) for keys or a name it cannot use."""
+        ...
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
+        """A gang of two pods in its words, with a topology ask, as raw objects (the gang's object
+        and its pods, in the default namespace, for the scheduler ``koordpy``): what the live
+        controller runs the core over once before its first cycle. Nothing: it gives none."""
         ...
 
 
@@ -300,6 +324,7 @@ class StatusesBase(DialectBase):
 
     reports_timeout = False
     shown_empty: Mapping[str, Any] = {}
+    invalid_reasons: Mapping[tuple[str, str], str] = {}
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
@@ -314,6 +339,9 @@ class StatusesBase(DialectBase):
         return () if found is None else ((key, found),)
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        return ()
+
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
         return ()
 
 
@@ -351,10 +379,19 @@ class ExplainsBase(DialectBase):
 class TopologiesBase(DialectBase):
     """``Topologies``: a dialect answers ``tree_keys`` and ``tree`` itself."""
 
+    sources: Mapping[str, str] = {}
+
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return None
 
     def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return ()
+
+
+class ManifestsBase(DialectBase):
+    """``Manifests``: a dialect writes ``manifests`` and names its ``manifest_format`` itself."""
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
         return ()
 
 

@@ -40,6 +40,7 @@ from koordpy.core.dialects.base import (
     ExplainsBase,
     GangsBase,
     GroupTerms,
+    ManifestsBase,
     Objects,
     StatusesBase,
     TopologiesBase,
@@ -351,19 +352,31 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
     # A pending pod's gang annotations (over its PodGroup) and network-topology index are checked
     # before the core sees it: ``koordpy simulate`` refuses them, the live scheduler reports them.
     checks_declarations = True
+    sources: Mapping[str, str] = {"koordinator": "ClusterNetworkTopology"}
     # ``koordpy simulate`` always reports the ClusterNetworkTopology's detailStatus, empty without one.
     shown_empty: Mapping[str, Any] = {"topology": {"detailStatus": []}}
     manifest_format = "cnt"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return cluster_network_topology(nodes, keys)  # koordpy reads the one named "default"
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
+        group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                 "metadata": {"name": "w", "namespace": "default", "annotations": {
+                     "gang.scheduling.koordinator.sh/network-topology-spec":
+                         '{"gatherStrategy": [{"layer": "ClusterTopologyLayer", "strategy": "PreferGather"}]}'}},
+                 "spec": {"minMember": 2}}
+        pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"warm-up-{i}", "namespace": "default", "labels": {"pod-group.scheduling.sigs.k8s.io": "w"}},
+            "spec": {"schedulerName": "koordpy", "containers": [{"name": "c", "image": "x"}]}} for i in range(2)]
+        return (group, *pods)
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return pod.gang_name
@@ -435,6 +448,11 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
         current = pg.status.counts()
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
+
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        for k, pg in snapshot.podgroups.items():
+            yield k, "PODGROUP", {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
+                                  "minMember": pg.min_member}
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # The ClusterNetworkTopology "default": its tree's domains, or why it is not used (then it

@@ -13,7 +13,7 @@ import pytest
 
 from koordpy.api.objects import Pod
 from koordpy.controller.cache import Cache
-from koordpy.core import dialects
+from koordpy.core import declarations, dialects
 from koordpy.core.dialects.base import AdmissionBase, Declaration, Objects
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.verdicts import Reason
@@ -53,7 +53,7 @@ class Toy(AdmissionBase):
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Toy]:
     dialect = Toy()
-    monkeypatch.setattr("koordpy.core.declarations.DECLARING", (*dialects.DECLARING, dialect))
+    monkeypatch.setattr(declarations, "DECLARING", (*dialects.DECLARING, dialect))
     yield dialect
 
 
