@@ -268,13 +268,35 @@ OTHER_GRANTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # ``koordpy simulate`` lists them as ignored, not refused. A Workload is the template its PodGroups
 # were made from; the PodGroups say all the scheduler reads.
 PASSIVE: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
-_BY_API = {(k.api_version, k.kind): k for k in KINDS}
+_BY_API: dict[tuple[str, str], Kind] = {}
 _BY_ID: dict[str, Kind] = {}
-for _k in KINDS:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
-    _BY_ID.setdefault(_k.id, _k)
 _BY_NAME: dict[str, Kind] = {}
-for _k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
-    _BY_NAME.setdefault(_k.label, _k)
+
+
+def _index(kinds: tuple[Kind, ...]) -> None:
+    """``KINDS`` and the tables that find its entries, filled again in place."""
+    global KINDS
+    KINDS = kinds
+    _BY_API.clear()
+    _BY_API.update({(k.api_version, k.kind): k for k in kinds})
+    _BY_ID.clear()
+    for k in kinds:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
+        _BY_ID.setdefault(k.id, k)
+    _BY_NAME.clear()
+    for k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
+        _BY_NAME.setdefault(k.label, k)
+
+
+_index(KINDS)
+
+
+def register(*added: Kind) -> Callable[[], None]:
+    """Adds kinds to the registry, after those there (a dialect's written outside the package, as a
+    test's); returns what takes them out again. The shells read ``KINDS`` as it is when they loop
+    over it (``koordpy.api.kinds.KINDS``, not a copy taken at import)."""
+    before = KINDS
+    _index((*before, *added))
+    return lambda: _index(before)
 
 
 def optional(group: str, plural: str) -> bool:

@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 
 import structlog
 
+from koordpy.api import kinds
 from koordpy.api.dra import Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
+from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
@@ -66,11 +67,24 @@ class InvalidObject:
 
 
 # The cache names of the kinds whose objects declare gangs and report their errors as a Snapshot's
-# ``invalid_podgroups``: a pod naming such an object that does not parse waits for it.
-_GANG_ERROR_LABELS = tuple(kind.label for kind in KINDS if kind.errors == "invalid_podgroups")
-# The stores of the cluster-scoped kinds whose status koordpy writes (the topology objects): the
-# dialects compute those statuses from the core's trees, and the loop writes them.
-STATUS_STORES: frozenset[str] = frozenset(k.store for k in KINDS if k.writes_status and not k.namespaced)
+# ``invalid_podgroups`` (a pod naming such an object that does not parse waits for it), for the
+# registry they were read from: read again when it changes (``kinds.register``).
+_GANG_ERROR_LABELS: tuple[tuple[Kind, ...], tuple[str, ...]] = ((), ())
+
+
+def _gang_error_labels() -> tuple[str, ...]:
+    global _GANG_ERROR_LABELS
+    registry, labels = _GANG_ERROR_LABELS
+    if registry is not kinds.KINDS:
+        labels = tuple(k.label for k in kinds.KINDS if k.errors == "invalid_podgroups")
+        _GANG_ERROR_LABELS = (kinds.KINDS, labels)
+    return labels
+
+
+def _status_kind(kind: Kind) -> bool:
+    """A cluster-scoped kind whose status koordpy writes (a topology object's): the dialects compute
+    those statuses from the core's trees, and the loop writes them."""
+    return kind.writes_status and not kind.namespaced
 
 
 class _InvalidGroups:
@@ -83,7 +97,7 @@ class _InvalidGroups:
         self._invalid = invalid
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and any((label, key) in self._invalid for label in _GANG_ERROR_LABELS)
+        return isinstance(key, str) and any((label, key) in self._invalid for label in _gang_error_labels())
 
 
 def _rv(raw: dict[str, Any]) -> int:
@@ -118,7 +132,7 @@ class Cache(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
     # names ``Stores`` reads them by (``nodes``, ``pods``...) are the ones the loop reads.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
-    # The objects whose status the loop writes from the core's trees (``STATUS_STORES``), as read,
+    # The objects whose status the loop writes from the core's trees (``_status_kind``), as read,
     # by store and key (one that does not parse too: its status says why it is not used).
     status_raw: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     statuses_changed: bool = True  # those objects or the nodes changed: their statuses are due for a look
@@ -148,6 +162,9 @@ class Cache(Stores):
     _dirty: dict[str, None] = field(default_factory=dict)  # a dict: the core sees pods in arrival order
     _pending: dict[str, tuple[str, ...]] = field(default_factory=dict)  # claimed pending pod -> the groups it names
     _groups_changed: set[str] = field(default_factory=set)  # gangs whose declaration changed meanwhile
+    # Counts the changes of the gang kinds' objects (what a pod's declaration is checked against): a
+    # pod checked since the last one needs no look at them (``Declarations.check``).
+    _groups_version: int = 0
     _names: frozenset[str] | None = None  # the scheduler names the last snapshot was for
     _number: int = 0  # snapshots handed out
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
@@ -241,6 +258,7 @@ class Cache(Stores):
             return True
         if kind.gang:
             self._groups_changed.add(key)
+            self._groups_version += 1
         try:
             kind.check_only(raw, name)  # reported, as `koordpy simulate` refuses it, and never used
             obj = kind.parse(raw)
@@ -252,6 +270,8 @@ class Cache(Stores):
             filed = _FILED.get(kind.store)
             if filed is not None:
                 filed(self, key, obj, raw)
+            elif _status_kind(kind):
+                self._status_filed(kind.store, key, raw)
         except Exception as exc:  # whatever a parser raises, the object is reported, never dropped
             if isinstance(exc, ParseError):
                 err = str(exc)
@@ -261,7 +281,7 @@ class Cache(Stores):
                 log.exception("parser failed", kind=name, object=key)
             self._remove(kind, name, key)
             self.invalid[(name, key)] = (err, raw)
-            if kind.store in STATUS_STORES and (not kind.only or key == kind.only):
+            if _status_kind(kind) and (not kind.only or key == kind.only):
                 self._status_filed(kind.store, key, raw)  # its status says why it is not used
         return True
 
@@ -271,10 +291,13 @@ class Cache(Stores):
             return
         if kind.gang:
             self._groups_changed.add(key)
+            self._groups_version += 1
         self.stores[kind.store].pop(kind.store_key(key), None)
         dropped = _DROPPED.get(kind.store)
         if dropped is not None:
             dropped(self, key)
+        elif _status_kind(kind):
+            self._status_dropped(kind.store, key)
 
     # What the cache notes when a store changes, beside filing the object: the stores the loop
     # watches for statuses it writes (the topologies'), and the pods' overlays.
@@ -291,7 +314,7 @@ class Cache(Stores):
             # only if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
             # cycles; checked in the snapshot, it made the cycle that places it wait for the checks.
             try:
-                self.declarations.check(key, pod, self.stores, _InvalidGroups(self.invalid))
+                self.declarations.check(key, pod, self.stores, _InvalidGroups(self.invalid), self._groups_version)
             except Exception:
                 self.declarations.forget(key)
         if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
@@ -550,6 +573,7 @@ class Cache(Stores):
                                              if any(g in changed_groups for g in groups)))
         delta: dict[str, Pod | None] = {}
         pods, stores, check = self.pods, self.stores, self.declarations.check  # once: a new gang brings thousands
+        version = self._groups_version
         for key in self._dirty:
             pod = pods.get(key)
             # What the scheduler wrote is laid over only the pods it wrote something about.
@@ -562,7 +586,7 @@ class Cache(Stores):
                     if self._visible.pop(key, None) is not None:
                         delta[key] = None
                     continue
-                groups, err = check(key, shown, stores, invalid_groups)
+                groups, err = check(key, shown, stores, invalid_groups, version)
                 self._pending[key] = groups
                 if err is not None:
                     self.rejected[key] = err
@@ -588,7 +612,7 @@ class Cache(Stores):
         and for a kind of which koordpy reads one object (``Kind.only``) whether it is there at all."""
         out: dict[str, int] = {}
         seen: set[str] = set()
-        for kind in KINDS:
+        for kind in kinds.KINDS:
             if not kind.source or kind.store in seen:
                 continue
             seen.add(kind.store)
@@ -620,21 +644,9 @@ class Cache(Stores):
         return out
 
 
-def _status_handlers(store: str) -> tuple[Callable[[Cache, str, Any, dict[str, Any]], None],
-                                           Callable[[Cache, str], None]]:
-    def filed(cache: Cache, key: str, obj: object, raw: dict[str, Any]) -> None:
-        cache._status_filed(store, key, raw)
-
-    def dropped(cache: Cache, key: str) -> None:
-        cache._status_dropped(store, key)
-
-    return filed, dropped
-
-
-# Cache.stores -> what else the cache notes when an object is filed there, or dropped from there.
+# Cache.stores -> what else the cache notes when an object is filed there, or dropped from there
+# (beside the stores of the kinds whose status the loop writes, ``_status_kind``).
 _FILED: dict[str, Callable[[Cache, str, Any, dict[str, Any]], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_filed, CLAIMS: Cache._claim_filed,
-    **{store: _status_handlers(store)[0] for store in STATUS_STORES}}
+    "nodes": Cache._node_changed, "pods": Cache._pod_filed, CLAIMS: Cache._claim_filed}
 _DROPPED: dict[str, Callable[[Cache, str], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, CLAIMS: Cache._claim_dropped,
-    **{store: _status_handlers(store)[1] for store in STATUS_STORES}}
+    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, CLAIMS: Cache._claim_dropped}

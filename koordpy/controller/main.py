@@ -25,7 +25,8 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import KINDS, Kind, kind_for, new_stores, snapshot_fields, watched
+from koordpy.api import kinds as kind_registry
+from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields, watched
 from koordpy.controller import memory
 from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
@@ -310,7 +311,7 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     settle_memory()
     memory.trim_memory()
     synced = True
-    groups = sum(len(cache.stores[store]) for store in {k.store for k in KINDS if k.gang})
+    groups = sum(len(cache.stores[store]) for store in {k.store for k in kind_registry.KINDS if k.gang})
     log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), gang_objects=groups,
              schedulers=sorted(names), preemption=settings.preemption, pods_per_cycle=settings.pods_per_cycle,
              sources=list(settings.topology_sources))

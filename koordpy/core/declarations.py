@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Container, Hashable
 
 from koordpy.api.objects import Pod
-from koordpy.core.dialects import DECLARING
+from koordpy.core import dialects
 from koordpy.core.dialects.base import Admission, Declaration, Objects
 
 # Declarations of gangs long gone are not kept forever.
@@ -24,36 +24,43 @@ class Declarations:
     """The answers of the dialects' checks of pending pods, remembered while what they depend on holds."""
 
     def __init__(self) -> None:
-        # Pod key -> (the pod, the declarations it was checked with, the groups it names, the error):
-        # the models are immutable and replaced on every update, so identity says whether the answer
-        # still holds.
-        self.checked: dict[str, tuple[Pod, tuple[Declaration, ...], tuple[str, ...], str | None]] = {}
+        # Pod key -> (the pod, the registry and each of its dialects' declaration it was checked with,
+        # the groups it names, the error, the version of the objects it was checked against): the
+        # models are immutable and replaced on every update, so identity says whether the answer
+        # still holds (an object equal to the one checked against gives the same answer too).
+        self.checked: dict[str, tuple[Pod, tuple[Admission, ...], tuple[Declaration | None, ...], tuple[str, ...],
+                                      str | None, int | None]] = {}
         # (dialect, group, whether its object is invalid, what the pod declares) -> the object the
         # declaration was accepted against: not checked again in full for the next pod of the gang
         # (only errors name the pod, and those are never reused).
         self._accepted: dict[tuple[str, str | None, bool, Hashable], object] = {}
 
-    def check(self, key: str, pod: Pod, objects: Objects,
-              invalid: Container[str]) -> tuple[tuple[str, ...], str | None]:
+    def check(self, key: str, pod: Pod, objects: Objects, invalid: Container[str],
+              version: int | None = None) -> tuple[tuple[str, ...], str | None]:
         """The groups the pending pod ``key`` names (its answer changes when their objects do) and what
         is wrong with its declaration (None when nothing is), against the shell's ``objects`` and the
-        gang keys whose objects failed to parse (``invalid``)."""
-        found: list[tuple[Admission, Declaration]] = []
-        for dialect in DECLARING:
-            declaration = dialect.declaration(pod, objects, invalid)
-            if declaration is not None:
-                found.append((dialect, declaration))
+        gang keys whose objects failed to parse (``invalid``). ``version``, when the shell counts the
+        changes of its gang kinds' objects (what a declaration depends on, ``Kind.gang``): the same
+        pod checked at the same version is answered without asking the dialects."""
+        declaring = dialects.DECLARING  # the registry as it is now (``dialects.register``)
         held = self.checked.get(key)
-        if held is not None and held[0] is pod and _same(held[1], found):
-            return held[2], held[3]
+        if held is not None and version is not None and held[5] == version and held[0] is pod and held[1] is declaring:
+            return held[3], held[4]
+        # Asked of every pending pod a snapshot shows (a gang of thousands): one dialect, no loop.
+        now = ((declaring[0].declaration(pod, objects, invalid),) if len(declaring) == 1
+               else tuple([d.declaration(pod, objects, invalid) for d in declaring]))
+        if held is not None and held[0] is pod and held[1] is declaring and held[2] == now:
+            if version is not None:
+                self.checked[key] = (*held[:5], version)
+            return held[3], held[4]
         err = None
-        for dialect, declaration in found:
-            err = self._error(dialect, declaration, pod, objects, invalid)
-            if err is not None:
-                break
-        declarations = tuple(d for _, d in found)
-        groups = tuple(d.group for d in declarations if d.group is not None)
-        self.checked[key] = (pod, declarations, groups, err)
+        for dialect, declaration in zip(declaring, now, strict=True):
+            if declaration is not None:
+                err = self._error(dialect, declaration, pod, objects, invalid)
+                if err is not None:
+                    break
+        groups = tuple(d[0] for d in now if d is not None and d[0] is not None)
+        self.checked[key] = (pod, declaring, now, groups, err, version)
         return groups, err
 
     def _error(self, dialect: Admission, declaration: Declaration, pod: Pod, objects: Objects,
@@ -71,13 +78,3 @@ class Declarations:
     def forget(self, key: str) -> None:
         """Drops what is remembered of the pod ``key`` (gone, or its check failed to run)."""
         self.checked.pop(key, None)
-
-
-def _same(held: tuple[Declaration, ...], found: list[tuple[Admission, Declaration]]) -> bool:
-    """Whether the declarations a pod was checked with are those it has now (objects by identity)."""
-    if len(held) != len(found):
-        return False
-    for was, (_, now) in zip(held, found, strict=True):
-        if was.against is not now.against or was.group != now.group or was.invalid != now.invalid:
-            return False
-    return True

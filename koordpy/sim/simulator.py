@@ -23,9 +23,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from koordpy.api import kinds
 from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import KINDS, PASSIVE, Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import PASSIVE, Kind, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.raw import Reader
@@ -41,6 +42,7 @@ from koordpy.api.storage import (
     Storage,
 )
 from koordpy.api.stores import Stores
+from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -58,7 +60,7 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
 )
 from koordpy.core.declarations import Declarations
-from koordpy.core.dialects import GANGS, build_gang, object_statuses, shown_empty, shown_groups
+from koordpy.core.dialects import build_gang, object_statuses, shown_empty, shown_groups
 from koordpy.core.messages import absent_gang_kind
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -228,7 +230,7 @@ class World(Stores):
         """The claims the ResourceClaim controller makes from templates (``koordpy.sim.claims``);
         ``sources``: ``Pod ns/name`` / ``<group kind> ns/name`` -> where it was given. The groups are
         those of the kinds the controller makes claims for (``Kind.claim_templates``)."""
-        for kind in KINDS:
+        for kind in kinds.KINDS:
             if kind.claim_templates:
                 made = make_claims(list(self.pods.values()), self.stores[kind.store], self.devices.claims,
                                    self.devices.templates, kind.kind)
@@ -295,9 +297,9 @@ class World(Stores):
         for their PodGroup, "not found"."""
         out: list[str] = []
         snapshot: Snapshot | None = None
-        for dialect in GANGS:
-            kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
-            if not kinds or any(self.stores[k.store] for k in kinds):
+        for dialect in dialects.GANGS:
+            gang_kinds = [k for k in kinds.KINDS if k.gang and k.role in dialect.roles]
+            if not gang_kinds or any(self.stores[k.store] for k in gang_kinds):
                 continue
             named: dict[str, list[Pod]] = {}
             for p in self.pods.values():
@@ -311,7 +313,7 @@ class World(Stores):
                        if (gang := build_gang(k, pods, snapshot)) is None or gang.config is None}
             if not missing:
                 continue
-            kind = kinds[0]
+            kind = gang_kinds[0]
             shown = ", ".join(list(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             pods = sum(len(v) for v in missing.values())
             out.append(absent_gang_kind(pods, kind.kind, kind.group, kind.id, shown))

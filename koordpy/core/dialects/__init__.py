@@ -40,18 +40,20 @@ from koordpy.core.verdicts import Reason
 
 T = TypeVar("T")
 
-DIALECTS: tuple[Dialect, ...] = (koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT)
-BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
+# The dialects, in the order of precedence when two declare the same gang (a dialect is added by
+# its line here; ``register`` adds one from outside, as a test does).
+DIALECTS: tuple[Dialect, ...]
+BY_NAME: dict[str, Dialect] = {}
 # One registry per capability, in the order of precedence: a dialect is in those whose protocol it
-# implements (``base``), found once here rather than asked of every object.
-GANGS: tuple[Gangs, ...] = tuple(d for d in DIALECTS if isinstance(d, Gangs))
-STATUSES: tuple[Statuses, ...] = tuple(d for d in DIALECTS if isinstance(d, Statuses))
-ADMISSION: tuple[Admission, ...] = tuple(d for d in DIALECTS if isinstance(d, Admission))
+# implements (``base``), found once (``_index``) rather than asked of every object.
+GANGS: tuple[Gangs, ...]
+STATUSES: tuple[Statuses, ...]
+ADMISSION: tuple[Admission, ...]
 # Those that check pending pods' own declarations before the core sees them (``koordpy.core.declarations``).
-DECLARING: tuple[Admission, ...] = tuple(d for d in ADMISSION if d.checks_declarations)
-EXPLAINS: tuple[Explains, ...] = tuple(d for d in DIALECTS if isinstance(d, Explains))
-TOPOLOGIES: tuple[Topologies, ...] = tuple(d for d in DIALECTS if isinstance(d, Topologies))
-MANIFESTS: tuple[Manifests, ...] = tuple(d for d in DIALECTS if isinstance(d, Manifests))
+DECLARING: tuple[Admission, ...]
+EXPLAINS: tuple[Explains, ...]
+TOPOLOGIES: tuple[Topologies, ...]
+MANIFESTS: tuple[Manifests, ...]
 # The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
 # cluster and its nodes when there is none).
 DEFAULT_TREE = koordinator.TREE
@@ -59,13 +61,55 @@ DEFAULT_TREE = koordinator.TREE
 ANNOTATION_GANGS: Gangs = koordinator.DIALECT
 # Which object an Event about a gang goes to when two kinds declare it: a Volcano PodGroup is told
 # before a scheduler-plugins one of the same name, as it always was.
-_EVENT_ORDER: tuple[Statuses, ...] = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
-_STATUSES_BY_NAME: dict[str, Statuses] = {d.name: d for d in STATUSES}
+_EVENT_ORDER: tuple[Statuses, ...]
+_STATUSES_BY_NAME: dict[str, Statuses] = {}
 # The topology sources (``Kind.source``) and what each brings, as help texts say it.
-TOPOLOGY_SOURCES: dict[str, str] = {s: said for d in TOPOLOGIES for s, said in d.sources.items()}
-_INVALID_REASONS: dict[tuple[str, str], str] = {at: why for d in STATUSES for at, why in d.invalid_reasons.items()}
-_EXPLAINS_BY_NAME: dict[str, Explains] = {d.name: d for d in EXPLAINS}
-_TOPOLOGIES_BY_NAME: dict[str, Topologies] = {d.name: d for d in TOPOLOGIES}
+TOPOLOGY_SOURCES: dict[str, str] = {}
+_INVALID_REASONS: dict[tuple[str, str], str] = {}
+_EXPLAINS_BY_NAME: dict[str, Explains] = {}
+_TOPOLOGIES_BY_NAME: dict[str, Topologies] = {}
+_ADMISSION_BY_NAME: dict[str, Admission] = {}
+# Pod-spec fields a dialect refuses, and the words their messages start with.
+REFUSED_FIELDS: dict[str, str] = {}
+
+
+def _index(dialects: tuple[Dialect, ...]) -> None:
+    """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
+    module that took one by name sees the change)."""
+    global DIALECTS, GANGS, STATUSES, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, _EVENT_ORDER
+    DIALECTS = dialects
+    GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
+    STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
+    ADMISSION = tuple(d for d in dialects if isinstance(d, Admission))
+    DECLARING = tuple(d for d in ADMISSION if d.checks_declarations)
+    EXPLAINS = tuple(d for d in dialects if isinstance(d, Explains))
+    TOPOLOGIES = tuple(d for d in dialects if isinstance(d, Topologies))
+    MANIFESTS = tuple(d for d in dialects if isinstance(d, Manifests))
+    _EVENT_ORDER = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
+    tables: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
+        (BY_NAME, {d.name: d for d in dialects}),
+        (_STATUSES_BY_NAME, {d.name: d for d in STATUSES}),
+        (TOPOLOGY_SOURCES, {s: said for d in TOPOLOGIES for s, said in d.sources.items()}),
+        (_INVALID_REASONS, {at: why for d in STATUSES for at, why in d.invalid_reasons.items()}),
+        (_EXPLAINS_BY_NAME, {d.name: d for d in EXPLAINS}),
+        (_TOPOLOGIES_BY_NAME, {d.name: d for d in TOPOLOGIES}),
+        (_ADMISSION_BY_NAME, {d.name: d for d in ADMISSION}),
+        (REFUSED_FIELDS, {f: words for d in ADMISSION for f, words in d.refused_fields.items()}),
+    ]
+    for table, entries in tables:
+        table.clear()
+        table.update(entries)
+
+
+_index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT))
+
+
+def register(dialect: Dialect) -> Callable[[], None]:
+    """Adds ``dialect`` to the registries, after those there (a dialect written outside this package,
+    as a test's); returns what takes it out again."""
+    before = DIALECTS
+    _index((*before, dialect))
+    return lambda: _index(before)
 
 
 D = TypeVar("D", bound=Dialect)
@@ -81,7 +125,6 @@ def first(answer: Callable[[D], T | None], among: Iterable[D]) -> T | None:
     return None
 
 
-_ADMISSION_BY_NAME: dict[str, Admission] = {d.name: d for d in ADMISSION}
 C = TypeVar("C", bound=Dialect)
 
 
@@ -304,9 +347,6 @@ def shown_empty() -> dict[str, Any]:
 
 
 # -- pods refused ----------------------------------------------------------------------------------
-
-
-REFUSED_FIELDS: dict[str, str] = {f: words for d in ADMISSION for f, words in d.refused_fields.items()}
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Role
@@ -51,13 +51,12 @@ class GroupTerms:
     modes: bool = False
 
 
-class Declaration(NamedTuple):
-    """What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
-    depends on besides the pod: the shells check a pod again only when one of these changed."""
-
-    group: str | None  # the gang object the pod names (its pods are checked again when it changes)
-    against: object  # that object as held now, compared by identity (None: there is none)
-    invalid: bool  # whether that object failed to parse (its error is its own, not its pods')
+# What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
+# depends on besides the pod, so that the shells check a pod again only when it changed: (the gang
+# object the pod names, whose pods are checked again when it changes; that object as held now,
+# None when there is none; whether that object failed to parse, when its error is its own and not
+# its pods'). A plain tuple: it is made for every pending pod a snapshot shows.
+Declaration = tuple[str | None, object, bool]
 
 
 # The objects a shell holds, by store (``Kind.store``) and key: what a pod's declaration is checked

@@ -403,7 +403,7 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
         gang = pod.gang_name
         if gang is None:
             return _NO_GANG  # its network-topology index is still checked
-        return Declaration(gang, objects["podgroups"].get(gang), gang in invalid)
+        return gang, objects["podgroups"].get(gang), gang in invalid
 
     def declared_words(self, pod: Pod) -> Hashable:
         # Its namespace and gang annotations: what ``gang_config_from_pod`` reads beside the PodGroup.
@@ -485,5 +485,5 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
                                                       loose_said=False),)
 
 
-_NO_GANG = Declaration(None, None, False)
+_NO_GANG: Declaration = (None, None, False)
 DIALECT = Koordinator()

@@ -13,7 +13,7 @@ import pytest
 
 from koordpy.api.objects import Pod
 from koordpy.controller.cache import Cache
-from koordpy.core import declarations, dialects
+from koordpy.core import dialects
 from koordpy.core.dialects.base import AdmissionBase, Declaration, Objects
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.verdicts import Reason
@@ -39,7 +39,7 @@ class Toy(AdmissionBase):
 
     def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
         said = pod.labels.get(WORD)
-        return None if said is None else Declaration(said, None, False)
+        return None if said is None else (said, None, False)
 
     def declared_words(self, pod: Pod) -> Hashable:
         return pod.namespace, pod.labels.get(WORD)
@@ -51,10 +51,11 @@ class Toy(AdmissionBase):
 
 
 @pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Toy]:
+def toy() -> Iterator[Toy]:
     dialect = Toy()
-    monkeypatch.setattr(declarations, "DECLARING", (*dialects.DECLARING, dialect))
+    undo = dialects.register(dialect)
     yield dialect
+    undo()
 
 
 def _pod(name: str, said: str, rv: int = 1) -> dict[str, Any]:
