@@ -24,6 +24,7 @@ from koordpy.core.decisions import (
     Annotate,
     Bind,
     CycleResult,
+    Deallocate,
     Decision,
     DeleteClaim,
     Event,
@@ -88,8 +89,10 @@ class Cycle:
         self.view = view if view is not None else state.standing_view()
         self.cluster = self.view.refresh(snapshot, state)
         self.txn = txn
+        self.result = CycleResult()
         if txn is not None:
             txn.attach(self.cluster)
+            txn.attach(self.result)
         assert self.view.filters is not None
         self.filters = self.view.filters
         self.placer = Placer(self.filters)
@@ -104,9 +107,8 @@ class Cycle:
         self.released: dict[str, str] = {}  # job id -> what its PostFilter gave up, in words
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
-        self.result = CycleResult()
         self.nominations = Nominations(self.cluster, state, self.view, self.filters, self.reserve, self.result)
-        self.bound: dict[str, str] = {}
+        self.bound = self.result.bound  # what the jobs bound this cycle, pod -> node (read often)
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
 
@@ -197,12 +199,10 @@ class Cycle:
         undone, its pods say why they wait, and the rest of the queue is scheduled. Returns, for a
         job that waits, what could let it go on (it is parked until then), else None.
 
-        The job's changes to the cluster and to the scheduler state are one transaction, rolled back
-        whole if it raises. What it added to this cycle's result (decisions, messages, binds) is not
-        state: that is cut back to where it stood."""
-        mark = len(self.result.decisions)
-        keys = job.keys
-        txn = self.txn if self.txn is not None else Txn(self.cluster, self.state)
+        The job's changes are one transaction, rolled back whole if it raises: to the cluster, the
+        scheduler state, the volume and device rules (what Reserve took for its pods), and what it
+        added to this cycle's result (decisions, binds, messages, gangs placed or timed out)."""
+        txn = self.txn if self.txn is not None else Txn(self.cluster, self.state, self.result)
         savepoint = txn.savepoint()
         if self.filters.devices is not None:
             self.filters.devices.new_job()
@@ -210,12 +210,6 @@ class Cycle:
             return self._job(job)
         except Exception as exc:  # a job's bug must not stop the queue
             txn.rollback(savepoint)
-            del self.result.decisions[mark:]
-            for k in keys:
-                self.bound.pop(k, None)
-                self.result.waiting.pop(k, None)
-            self.result.gangs_placed = [j for j in self.result.gangs_placed if j != job.id]
-            self.result.gangs_timed_out = [j for j in self.result.gangs_timed_out if j != job.id]
             self.result.job_errors[job.id] = "".join(traceback.format_exception(exc))
             message = render(JobFailed(type(exc).__name__, str(exc)))
             for pod in job.pods:
@@ -254,7 +248,7 @@ class Cycle:
         reason, wake = rejected.reason, rejected.wake
         if rejected.code is Code.TIMED_OUT:
             reason = self._time_out(job, self._wait_limit(job))
-            self.result.gangs_timed_out.append(job.id)
+            self.result.gang_timed_out(job.id)
         message, condition = render(reason), condition_reason(reason)
         for pod in job.pods:
             self._say(pod, message, condition)
@@ -306,7 +300,7 @@ class Cycle:
         self.state.mark_satisfied(g.key for g in job.gangs)
         self.bind(placed)
         if job.is_gang and placed:
-            self.result.gangs_placed.append(job.id)
+            self.result.gang_placed(job.id)
         if req is not None and req.notes:
             self._report_ignored_layers(job, req.notes)
         if failure and not placed and preempt:
@@ -337,8 +331,9 @@ class Cycle:
         plan = None
         if failure is not None and preempt:
             wanting, why = self._preemptible(job, pods, failure, skipped)
-            plan = self.post_filter(job, wanting, req, why, stmt)
-        stmt.discard()
+            plan = self.post_filter(job, wanting, req, why, stmt)  # discards the trial
+        else:
+            stmt.discard()
         if self._follow(job, failure, plan):
             return self._job(job, preempt=False)
         if not strict and not (plan is not None and plan.outcome == "nominated"):
@@ -386,7 +381,7 @@ class Cycle:
             kind, key = "Pod", gang.pods[0].key
         else:
             return
-        self.result.decisions.append(Event(kind, key, "Warning", reason, message))
+        self.result.decide(Event(kind, key, "Warning", reason, message))
 
     def _report_ignored_layers(self, job: Job, notes: tuple[str, ...]) -> None:
         """A job that binds has no pending message to carry the note, so an Event does (a job
@@ -668,26 +663,36 @@ class Cycle:
 
     def bind(self, placed: dict[str, int]) -> None:
         """kube-scheduler's Bind (and the PreBind writes Reserve decided) for what the job placed."""
-        self.reserve.bind(placed, self.view.by_key, self.snapshot.owners, self.bound, self.result.decisions, self._say)
+        self.reserve.bind(placed, self.view.by_key, self.snapshot.owners, self.result, self._say)
 
     def post_filter(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure,
-                    stmt: Statement) -> Plan | None:
+                    trial: Statement) -> Plan | None:
         """kube-scheduler's PostFilter: DynamicResources' first (an idle claim allocated where a pod can no
         longer go is given up, ``deallocation``), then preemption, once per job and cycle, for the pods
-        still to place."""
+        still to place. Both see the cluster as ``trial`` leaves it (the job's own nominated room lifted),
+        which is discarded before what they decided is added to the result: a trial's rollback undoes
+        everything recorded in the job's transaction since it began, the result's additions too."""
+        given: list[Deallocate] = []
         if self.filters.devices is not None:
             held = self.bound.keys() | self.state.reserved.keys()
             given = deallocations(self.filters.devices, self.filters, self.cluster, [
                 p for p in job.pods if p.key not in held], self.deallocated, workload_group(job, held))
-            self.result.decisions += given
             if given:
                 self.released[job.id] = released(any(d.group is None for d in given),
                                                  any(d.group is not None and not d.unreserve for d in given),
                                                  any(d.unreserve for d in given))
+        plan = self._preempt(job, pods, req, failure)
+        trial.discard()
+        self.result.decide(*given)
+        if plan is not None:
+            self.result.preemption_attempt()
+        return plan
+
+    def _preempt(self, job: Job, pods: list[Pod], req: Requirement | None, failure: Failure) -> Plan | None:
+        """Preemption's plan for ``pods``, once per job and cycle (None: not tried)."""
         if job.id in self.preempted_jobs or not self.snapshot.preemption:
             return None
         self.preempted_jobs.add(job.id)
-        self.result.preemption_attempts += 1
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
         if plan.outcome == "none" and job.is_gang and gangrule.strict(job):
             # Room for the gang's minimum may be made where all of it cannot; once the minimum
@@ -700,13 +705,13 @@ class Cycle:
         return plan
 
     def _say(self, pod: Pod, message: str, condition: str = "Unschedulable") -> None:
-        self.result.waiting[pod.key] = message
+        self.result.wait(pod.key, message)
         if pod.unschedulable_message != message:
-            self.result.decisions.append(SetPodScheduledFalse(pod.key, message, condition))
-            self.result.decisions.append(Event("Pod", pod.key, "Warning", EventReason.FAILED_SCHEDULING, message))
+            self.result.decide(SetPodScheduledFalse(pod.key, message, condition),
+                               Event("Pod", pod.key, "Warning", EventReason.FAILED_SCHEDULING, message))
         left = self.view.devices.leftover(pod) if self.view.devices is not None else None
         if left is not None:  # kube-scheduler's PostFilter deletes what a failed binding left
-            self.result.decisions.append(DeleteClaim(left.key, left.uid))
+            self.result.decide(DeleteClaim(left.key, left.uid))
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -732,11 +737,11 @@ class Cycle:
         for gang in job.gangs:
             for pod in gang.pods:
                 if not pod.node_name:
-                    self.result.decisions.append(Annotate(pod.key, ANN_TIMEOUT, "true"))
+                    self.result.decide(Annotate(pod.key, ANN_TIMEOUT, "true"))
             kind = dialects.timeout_object(gang.key, self.snapshot)
             if kind is not None:
-                self.result.decisions.append(Event(kind, gang.key, "Warning", EventReason.GANG_TIMEOUT,
-                                                   render(GangTimeoutEvent(limit))))
+                self.result.decide(Event(kind, gang.key, "Warning", EventReason.GANG_TIMEOUT,
+                                         render(GangTimeoutEvent(limit))))
         return TimedOut(job.id, limit, gangrule.counts(job, self.state.reserved))
 
     def _wait_limit(self, job: Job) -> float:
@@ -759,7 +764,7 @@ class Cycle:
                 self._kept(key, keys, pending)
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
-                self.result.decisions.append(GangStatusUpdate(obj, status))
+                self.result.decide(GangStatusUpdate(obj, status))
 
 
     def _kept(self, gang: str, keys: Iterable[str], pending: dict[str, str]) -> None:

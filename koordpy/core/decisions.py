@@ -4,18 +4,21 @@ The shell (the simulator, or the live controller) carries these out; the core ne
 ``Decision`` is a closed union: each shell applies it in one ``match`` that ends in
 ``assert_never``, so a new kind of decision cannot be forgotten by either. A gang's status is a
 typed value its dialect makes (``GangStatus``) and renders to the wire itself; the event reasons
-the core writes are ``EventReason``, kept here in one place.
+the core writes are ``EventReason``, kept here in one place. A cycle's result records what a job adds
+to it in the job's transaction (``CycleResult.txn``, ``koordpy.core.txn``), so a job rolled back
+takes its decisions, binds and messages with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
 from koordpy.api.dra import Allocation, ClaimSpec, Consumer
 from koordpy.api.kinds import Kind
+from koordpy.core.txn import Txn
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,46 @@ class CycleResult:
     queues: dict[str, int] = field(default_factory=lambda: {"active": 0, "backoff": 0, "unschedulable": 0})
     # Active pods left for the next cycle, not tried: this one placed its ``Snapshot.pods_per_cycle``.
     deferred: int = 0
+    bound: dict[str, str] = field(default_factory=dict)  # pod bound this cycle -> its node
+    # The open transaction of the job being tried (None: between jobs): what the job adds through the
+    # methods below is recorded there, so rolling the job back takes it off again.
+    txn: Txn | None = field(default=None, repr=False, compare=False)
+
+    def decide(self, *decisions: Decision) -> None:
+        if decisions:
+            self._append(self.decisions, decisions)
+
+    def wait(self, pod: str, message: str) -> None:
+        """``pod`` is not bound yet, and says why."""
+        waiting = self.waiting
+        if self.txn is not None:
+            self.txn.record(_Put(waiting, pod, waiting.get(pod)))
+        waiting[pod] = message
+
+    def bind(self, pods: list[str], nodes: list[str]) -> None:
+        """``pods`` bound to ``nodes``, one undo for them all (a gang's thousands)."""
+        bound = self.bound
+        if not pods:
+            return
+        if self.txn is not None:
+            self.txn.record(_PutMany(bound, pods, list(map(bound.get, pods))))
+        bound.update(zip(pods, nodes, strict=True))
+
+    def gang_placed(self, job: str) -> None:
+        self._append(self.gangs_placed, (job,))
+
+    def gang_timed_out(self, job: str) -> None:
+        self._append(self.gangs_timed_out, (job,))
+
+    def preemption_attempt(self) -> None:
+        self.preemption_attempts += 1
+        if self.txn is not None:
+            self.txn.record(_Attempted(self))
+
+    def _append(self, items: list[Any], new: Iterable[Any]) -> None:
+        if self.txn is not None:
+            self.txn.record(_Added(items, len(items)))
+        items.extend(new)
 
     @property
     def pending(self) -> dict[str, str]:
@@ -332,3 +375,61 @@ class CycleResult:
     @property
     def nominations(self) -> list[Nominate]:
         return [d for d in self.decisions if isinstance(d, Nominate)]
+
+
+# What a job adds to the cycle's result, each with what takes it off again (``CycleResult.txn``).
+# Slotted and not frozen: one is made per message of a waiting pod, and a frozen dataclass costs
+# several times as much to make (thousands of a gang's members wait at once).
+
+@dataclass(slots=True)
+class _Added:
+    """Items appended to one of the result's lists: its tail from ``at`` (undone last first, so
+    whatever was appended after them is gone already)."""
+
+    items: list[Any]
+    at: int
+
+    def undo(self) -> None:
+        del self.items[self.at:]
+
+
+@dataclass(slots=True)
+class _Put:
+    """A pod's entry in one of the result's mappings as it was (None: there was none)."""
+
+    mapping: dict[str, str]
+    key: str
+    old: str | None
+
+    def undo(self) -> None:
+        if self.old is None:
+            self.mapping.pop(self.key, None)
+        else:
+            self.mapping[self.key] = self.old
+
+
+@dataclass(slots=True)
+class _PutMany:
+    """``_Put`` of many pods at once, put back last first."""
+
+    mapping: dict[str, str]
+    keys: list[str]
+    olds: list[str | None]
+
+    def undo(self) -> None:
+        mapping = self.mapping
+        for key, old in zip(reversed(self.keys), reversed(self.olds), strict=True):
+            if old is None:
+                mapping.pop(key, None)
+            else:
+                mapping[key] = old
+
+
+@dataclass(slots=True)
+class _Attempted:
+    """A preemption plan counted."""
+
+    result: CycleResult
+
+    def undo(self) -> None:
+        self.result.preemption_attempts -= 1

@@ -62,7 +62,7 @@ class Nominations:
         trigger = failure.pod.key if failure is not None else job.pods[0].key
         message = render(PreemptedBy(job.id, trigger))
         for key in plan.victims:
-            self.result.decisions.append(Preempt(key, message, job.id, trigger))
+            self.result.decide(Preempt(key, message, job.id, trigger))
             self.cluster.doom(key)
         self.release(plan.released)
         by_key = {p.key: p for p in job.pods}
@@ -70,7 +70,7 @@ class Nominations:
             pod = by_key[key]
             name = self.cluster.nodes[node].name
             if pod.nominated_node_name != name:
-                self.result.decisions.append(Nominate(key, name))
+                self.result.decide(Nominate(key, name))
             self.cluster.count(key, (node, self.cluster.request_vector(pod)), held=True)
 
     def release(self, keys: tuple[str, ...]) -> None:
@@ -81,13 +81,13 @@ class Nominations:
                 self.cluster.count(key, None)
             pod = self.view.by_key.get(key)
             if pod is not None and pod.nominated_node_name:
-                self.result.decisions.append(Nominate(key, ""))
+                self.result.decide(Nominate(key, ""))
 
     def drop(self, job: Job) -> None:
         """Nominations of a job that preemption can no longer help are stale: they would hold room
         for nothing."""
         for pod in job.pods:
             if pod.nominated_node_name:
-                self.result.decisions.append(Nominate(pod.key, ""))
+                self.result.decide(Nominate(pod.key, ""))
                 if self.cluster.is_held(pod.key) and pod.key not in self.state.reserved:
                     self.cluster.count(pod.key, None)

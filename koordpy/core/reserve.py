@@ -6,7 +6,8 @@ count other pods and the static volumes their claims take, ``VolumeRules.togethe
 that breaks one placed again one member at a time), the devices each member's claims get on its node
 in rank order (``DeviceRules.reserve``, undone with the job's transaction, so that a job rolled back
 or a gang that waits holds no device), and then the ``Bind`` decisions with their PreBind writes
-(volumes, devices) and ``Scheduled`` Events. Does not belong here: where members go
+(volumes, devices) and ``Scheduled`` Events, added to the cycle's result with the volumes assumed
+(``VolumeRules.prebind``) in the same transaction. Does not belong here: where members go
 (``koordpy.core.placement``), the rules themselves (``volumes``, ``claims``), the cycle's order and
 the gang rule (``cycle``, ``gangrule``), carrying the writes out (the shells).
 """
@@ -20,7 +21,7 @@ import numpy.typing as npt
 
 from koordpy.api.objects import Pod
 from koordpy.api.owners import Owner
-from koordpy.core.decisions import Bind, Decision, Event, EventReason, bind_of, event_of, scheduled
+from koordpy.core.decisions import Bind, CycleResult, Decision, Event, EventReason, bind_of, event_of, scheduled
 from koordpy.core.filters import Filters
 from koordpy.core.messages import assigned, assigned_many, render
 from koordpy.core.owners import OWNER_GRACE_SECONDS, missing_owner
@@ -188,9 +189,11 @@ class Reserve:
         return None
 
     def bind(self, placed: dict[str, int], by_key: Mapping[str, Pod], owners: dict[str, Owner],
-             bound: dict[str, str], decisions: list[Decision], say: Callable[[Pod, str], None]) -> None:
+             result: CycleResult, say: Callable[[Pod, str], None]) -> None:
         """The Bind decisions for what the job placed, in order: a Bind (with its PreBind writes) and
-        its Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once)."""
+        its Scheduled Event per pod (a gang's thousands in one pass, the cluster told of them at once),
+        added to ``result`` in the job's transaction; the volumes PreBind will write are assumed in it
+        too (``VolumeRules.prebind``), so a job rolled back leaves them as they were."""
         rules, devices = self.filters.volumes, self.filters.devices
         nodes = self.cluster.nodes
 
@@ -200,30 +203,48 @@ class Reserve:
 
         if not any(special(by_key.get(k)) for k in placed):
             # Every pod is plain (a gang's usual case): its decisions in one pass, the same as below.
-            keys = list(placed)
-            names = [nodes[i].name for i in placed.values()]
-            bound.update(zip(keys, names, strict=True))
-            decisions.extend(scheduled(keys, names, assigned_many(keys, names)))
-            self.cluster.bound_many(keys)
+            plain = list(placed)
+            on = [nodes[i].name for i in placed.values()]
+            result.bind(plain, on)
+            result.decide(*scheduled(plain, on, assigned_many(plain, on)))
+            self.cluster.bound_many(plain)
             return
-        binding: list[str] = []
+        binding: list[str] = []  # every pod bound, for the cluster
+        # Binds and decisions not added to ``result`` yet: added in order, before a pod says why it is
+        # not bound, as a batch (one undo each) rather than one by one.
+        keys: list[str] = []
+        names: list[str] = []
+        decided: list[Decision] = []
+
+        def flush() -> None:
+            if keys:
+                result.bind(keys[:], names[:])
+            if decided:
+                result.decide(*decided)
+            keys.clear()
+            names.clear()
+            decided.clear()
+
         for pod, node_idx in placed.items():
             node = nodes[node_idx].name
             obj = by_key.get(pod)
             if obj is None or not special(obj):
-                bound[pod] = node
                 binding.append(pod)
-                decisions.append(bind_of(pod, node))
-                decisions.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+                keys.append(pod)
+                names.append(node)
+                decided.append(bind_of(pod, node))
+                decided.append(event_of("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
                 continue
+            txn = self.cluster.txn or Txn()
             volumes = None
             if rules is not None and obj.volumes:
                 try:  # VolumeBinding's Reserve: the PVs and nodes its claims get, taken for later pods
-                    volumes = rules.prebind(obj, nodes[node_idx])
+                    volumes = rules.prebind(obj, nodes[node_idx], txn)
                 except LookupError as exc:
                     # Only a member of a job placed together can meet this: a member before it took the
                     # PV its claim matched on that node. It is not bound, and tries again.
                     self.cluster.count(pod, None)
+                    flush()
                     say(obj, render(PreBindConflict(len(nodes), str(exc))))
                     continue
             # DynamicResources' Reserve was made with the placement (``devices``); a member a NonStrict
@@ -231,19 +252,22 @@ class Reserve:
             uses = devices is not None and devices.uses(obj)
             claims = devices.bindings.get(pod) if devices is not None and uses else None
             if devices is not None and uses and claims is None:
-                why = devices.reserve(obj, nodes[node_idx], self.cluster.txn or Txn())
+                why = devices.reserve(obj, nodes[node_idx], txn)
                 if why is not None:
                     self.cluster.count(pod, None)
+                    flush()
                     say(obj, render(DevicesTogether(len(nodes), node, why)))
                     continue
                 claims = devices.bindings.get(pod)
-            bound[pod] = node
             binding.append(pod)
-            decisions.append(Bind(pod, node, volumes, claims))
-            decisions.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
+            keys.append(pod)
+            names.append(node)
+            decided.append(Bind(pod, node, volumes, claims))
+            decided.append(Event("Pod", pod, "Normal", EventReason.SCHEDULED, assigned(pod, node)))
             ref = missing_owner(obj, owners)
             if ref is not None:  # its grace ran out: placed as today, but not silently
-                decisions.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
-                                       render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
-                                                                OWNER_GRACE_SECONDS))))
+                decided.append(Event("Pod", pod, "Warning", EventReason.OWNER_NOT_FOUND,
+                                     render(BoundWithoutOwner(ref.kind, obj.namespace, ref.name,
+                                                              OWNER_GRACE_SECONDS))))
+        flush()
         self.cluster.bound_many(binding)

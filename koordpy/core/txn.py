@@ -2,16 +2,17 @@
 
 Belongs here: the log itself (``Txn``: record, savepoint, rollback, discard, close) and the
 contract of what it holds (``Op``: anything that can undo itself) and of what records into it
-(``Journaled``: an object with a ``txn`` slot). The cluster's moves (``koordpy.core.snapshot``:
+(``Journaled``: an object with a ``txn`` slot). The cluster's moves (``koordpy.core.cluster``:
 a usage change, a pod adopted where it is counted, a pod's metadata), a Statement's trial moves
-(``koordpy.core.statement``) and the scheduler state's transitions (``koordpy.core.state``) all
-record into the same open ``Txn``, so one rollback undoes a job whole: isolating a job whose
+(``koordpy.core.statement``), the scheduler state's transitions (``koordpy.core.state``), what
+Reserve assumes of volumes and devices (``koordpy.core.volumes``, ``koordpy.core.claims``) and what
+a job adds to the cycle's result (``koordpy.core.decisions.CycleResult``) all record into the same
+open ``Txn``, so one rollback undoes a job whole: isolating a job whose
 evaluation raised, a dry run (``koordpy.core.cycle.dry_run``: every change discarded) and
 preemption's what-ifs are the same three calls. Does not belong here: what the operations are
 (their modules define them beside the data they change), and any rule about when to roll back.
 
-It sits below the cluster, the statement and the state on purpose: each of them records into it,
-so it imports none of them.
+It sits below everything that records into it on purpose, so it imports none of them.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from koordpy.core.messages import (
     ephemeral_claim_missing,
     volume_not_found,
 )
+from koordpy.core.txn import Txn
 from koordpy.core.verdicts import PreFilterReason
 
 # The PV labels VolumeZone compares with the node's (the beta ones read as their GA twins too).
@@ -71,8 +72,9 @@ class _Claims:
 
 
 class VolumeRules:
-    """The volume filters over one ``Storage``; ``assume`` records this cycle's PreBind writes (the
-    same objects the shell writes), so later pods see a PV taken and a claim's node chosen."""
+    """The volume filters over one ``Storage``; ``prebind`` assumes this cycle's PreBind writes (the
+    same objects the shell writes), so later pods see a PV taken and a claim's node chosen, each
+    undone with the job's transaction (a job rolled back leaves the PVs and claims as it found them)."""
 
     def __init__(self, storage: Storage) -> None:
         self.claims = dict(storage.claims)
@@ -82,9 +84,11 @@ class VolumeRules:
         self.invalid = storage.invalid
         # New for every state (a new one, or an assume): the filters' cached answers for volume pods expire.
         self.version = next(_VERSIONS)
-        # PreBind's writes assumed here: the next snapshot's storage is what holds (the shell assumes
-        # the writes it makes and undoes those that fail), so the view builds the rules again from it.
+        # PreBind's writes assumed here and not undone: the next snapshot's storage is what holds (the
+        # shell assumes the writes it makes and undoes those that fail), so the view builds the rules
+        # again from it. A job rolled back leaves nothing assumed, and the rules need not be built again.
         self.assumed = False
+        self._kept = 0  # assumptions made and not undone
         self._by_class: dict[str, list[PersistentVolume]] | None = None
         self.limited = any(c.limits for c in self.csinodes.values())
 
@@ -370,10 +374,16 @@ class VolumeRules:
 
     # -- PreBind -----------------------------------------------------------------------------
 
-    def prebind(self, pod: Pod, node: Node) -> VolumeBinding | None:
+    def _changed(self) -> None:
+        """The PVs or claims changed: the filters' cached answers, and the PVs by class, expire."""
+        self.version = next(_VERSIONS)
+        self._by_class = None
+
+    def prebind(self, pod: Pod, node: Node, txn: Txn) -> VolumeBinding | None:
         """What must be written before ``pod`` is bound to ``node`` (None: its claims are all bound,
-        or it has none), assumed at once for the pods placed after it. Raises LookupError when a
-        claim can no longer be bound there (a pod placed before it in this cycle took the PV)."""
+        or it has none), assumed at once for the pods placed after it (VolumeBinding's Reserve), and
+        undone with ``txn`` (its Unreserve). Raises LookupError when a claim can no longer be bound
+        there (a pod placed before it in this cycle took the PV)."""
         claims = self._sort(pod)
         if claims.prefilter is not None:
             raise LookupError(str(claims.prefilter))
@@ -385,17 +395,37 @@ class VolumeRules:
         pairs, provision = found
         static = [(k, n) for k, n in pairs if not self.pvs[n].bound_to(self.claims[k])]
         prebound = tuple((k, n) for k, n in pairs if (k, n) not in static)
+        fresh = tuple(k for k in provision if self.claims[k].selected_node != node.name)
+        txn.record(_Assumed(self, [(n, self.pvs[n]) for _, n in static], [(k, self.claims[k]) for k in fresh]))
         for claim_key, pv_name in static:
             claim = self.claims[claim_key]
             self.pvs[pv_name] = self.pvs[pv_name].model_copy(update={"claim_ref": ClaimRef(
                 namespace=claim.namespace, name=claim.name, uid=claim.uid)})
-        fresh = tuple(k for k in provision if self.claims[k].selected_node != node.name)
         for claim_key in fresh:
             claim = self.claims[claim_key]
             self.claims[claim_key] = claim.model_copy(update={"annotations": {**claim.annotations,
                                                                               ANN_SELECTED_NODE: node.name}})
-        self.version = next(_VERSIONS)
-        self._by_class = None
+        self._changed()
+        self._kept += 1
         self.assumed = True
         return VolumeBinding(node.name, tuple(static), fresh, tuple(c.key for c in claims.delayed), prebound)
 
+
+
+@dataclass(frozen=True)
+class _Assumed:
+    """One pod's PreBind assumptions (``VolumeRules.prebind``), undone with the job's transaction:
+    the PersistentVolumes and claims it changed put back as they were (kube-scheduler's VolumeBinding
+    Unreserve, which reverts the assumed volumes)."""
+
+    rules: VolumeRules
+    pvs: list[tuple[str, PersistentVolume]]
+    claims: list[tuple[str, PersistentVolumeClaim]]
+
+    def undo(self) -> None:
+        rules = self.rules
+        rules.pvs.update(self.pvs)
+        rules.claims.update(self.claims)
+        rules._changed()
+        rules._kept -= 1
+        rules.assumed = rules._kept > 0

@@ -137,3 +137,40 @@ def test_a_job_whose_evaluation_raises_is_isolated_and_the_rest_schedule(monkeyp
     assert any(isinstance(d, SetPodScheduledFalse) and d.pod == "default/bad-0" for d in result.decisions)
     assert any(isinstance(d, Event) and d.reason == "FailedScheduling" and "boom" in d.message
                for d in result.decisions)
+
+
+def test_what_a_job_that_raises_added_to_the_result_is_gone_and_the_jobs_before_it_keep_theirs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result's rollback (issue 32): job c raises once bound, job e once preemption planned for it;
+    their binds, decisions, gangs placed and preemption attempts are gone with their transactions, and
+    what jobs a (bound), b (waiting, one preemption attempt) and d (bound after c) added stays."""
+    real_bind, real_post_filter = cycle_module.Cycle.bind, cycle_module.Cycle.post_filter
+
+    def bind(self: cycle_module.Cycle, placed: dict[str, int]) -> None:
+        real_bind(self, placed)
+        if "default/c-0" in placed:
+            raise RuntimeError("c boom")
+
+    def post_filter(self: cycle_module.Cycle, job: Any, *args: Any) -> Any:
+        plan = real_post_filter(self, job, *args)
+        if job.id == "default/e":
+            raise RuntimeError("e boom")
+        return plan
+
+    monkeypatch.setattr(cycle_module.Cycle, "bind", bind)
+    monkeypatch.setattr(cycle_module.Cycle, "post_filter", post_filter)
+    sizes = {"a": (1, 1), "b": (5, 5), "c": (1, 1), "d": (1, 1), "e": (3, 3)}  # gang -> (pods, minMember)
+    s = snap([node(f"n{i}") for i in range(4)],
+             [pod(f"{g}-{i}", group=g) for g, (n, _) in sizes.items() for i in range(n)],
+             [podgroup(g, least) for g, (_, least) in sizes.items()])
+    result = schedule(s, SchedulerState(), 0.0)
+    assert set(result.job_errors) == {"default/c", "default/e"}
+    assert sorted(b.pod for b in result.binds) == ["default/a-0", "default/d-0"]
+    assert sorted(result.bound) == ["default/a-0", "default/d-0"]
+    assert result.gangs_placed == ["default/a", "default/d"]
+    assert result.preemption_attempts == 1  # b's: e's plan went with it
+    assert all("insufficient" in result.waiting[f"default/b-{i}"].lower() for i in range(5))
+    assert "c boom" in result.waiting["default/c-0"]
+    assert all("e boom" in result.waiting[f"default/e-{i}"] for i in range(3))
+    said = [d.pod for d in result.decisions if isinstance(d, SetPodScheduledFalse)]
+    assert said == [*(f"default/b-{i}" for i in range(5)), "default/c-0", *(f"default/e-{i}" for i in range(3))]
