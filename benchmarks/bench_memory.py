@@ -433,7 +433,7 @@ def live_like(n_nodes: int, gangs: int, parked: int, trace: bool, remedy: str, w
 
         async def writes() -> None:
             if sched is not None:
-                sched.writer.flush(sched._pending_info, sched._podgroup_now)
+                sched.writer.flush(sched._pending_info, sched._status_now)
                 while sched.writer._tasks:
                     await asyncio.gather(*list(sched.writer._tasks), return_exceptions=True)
 

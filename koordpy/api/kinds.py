@@ -101,6 +101,12 @@ class Kind:
     # ``Snapshot.objects[store]``, where the dialect that reads it finds it: adding a kind is its
     # registry entry and its parser, and the core's input type does not change.
     own_field: bool = True
+    # Whether v1.37's Priority admission plugin resolves and refuses its objects' priority as it does
+    # pods' (``koordpy simulate`` plays it for them).
+    priority_admitted: bool = False
+    # Whether the ResourceClaim controller makes claims from its objects' ``spec.resourceClaims``
+    # templates, as from pods' (v1.37, KEP-5729; ``koordpy simulate`` plays it, ``koordpy.sim.claims``).
+    claim_templates: bool = False
 
     @property
     def gang(self) -> bool:
@@ -200,12 +206,13 @@ KINDS: tuple[Kind, ...] = (
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
-         writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False),
+         writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False, priority_admitted=True,
+         claim_templates=True),
     # Read only (kube-scheduler v1.37 writes its children's conditions, not its own). Its gang is keyed
     # by its namespace/name, so one that does not parse is an invalid gang like a PodGroup's.
     Kind("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True,
          _from_raw(CompositePodGroup), "composite-podgroup", "composite_podgroups", change="gangs",
-         errors=_GANG_ERRORS, own_field=False),
+         errors=_GANG_ERRORS, own_field=False, priority_admitted=True),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
          "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
@@ -257,13 +264,39 @@ OTHER_GRANTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
 )
 
-_BY_API = {(k.api_version, k.kind): k for k in KINDS}
+# Kinds a user's manifests (or a ``kubectl get -o yaml`` dump) may carry that koordpy does not read:
+# ``koordpy simulate`` lists them as ignored, not refused. A Workload is the template its PodGroups
+# were made from; the PodGroups say all the scheduler reads.
+PASSIVE: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
+_BY_API: dict[tuple[str, str], Kind] = {}
 _BY_ID: dict[str, Kind] = {}
-for _k in KINDS:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
-    _BY_ID.setdefault(_k.id, _k)
 _BY_NAME: dict[str, Kind] = {}
-for _k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
-    _BY_NAME.setdefault(_k.label, _k)
+
+
+def _index(kinds: tuple[Kind, ...]) -> None:
+    """``KINDS`` and the tables that find its entries, filled again in place."""
+    global KINDS
+    KINDS = kinds
+    _BY_API.clear()
+    _BY_API.update({(k.api_version, k.kind): k for k in kinds})
+    _BY_ID.clear()
+    for k in kinds:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
+        _BY_ID.setdefault(k.id, k)
+    _BY_NAME.clear()
+    for k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
+        _BY_NAME.setdefault(k.label, k)
+
+
+_index(KINDS)
+
+
+def register(*added: Kind) -> Callable[[], None]:
+    """Adds kinds to the registry, after those there (a dialect's written outside the package, as a
+    test's); returns what takes them out again. The shells read ``KINDS`` as it is when they loop
+    over it (``koordpy.api.kinds.KINDS``, not a copy taken at import)."""
+    before = KINDS
+    _index((*before, *added))
+    return lambda: _index(before)
 
 
 def optional(group: str, plural: str) -> bool:

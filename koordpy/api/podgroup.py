@@ -70,7 +70,7 @@ class PodGroupStatus(_Model):
 
     @classmethod
     def from_api(cls, r: Reader, status: dict[str, Any]) -> PodGroupStatus:
-        """``status`` as the API (or the core's PodGroupStatusUpdate) spells it."""
+        """``status`` as the API (or the core's GangStatusUpdate) spells it."""
         phase = r.string(status.get("phase"), "status.phase") or "Pending"
         if phase not in PHASES:
             raise r.fail("status.phase", f"unknown phase {phase!r}; one of {', '.join(PHASES)}")

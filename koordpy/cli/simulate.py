@@ -35,24 +35,29 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     rows = [(pod, node, "Bound", "") for pod, node in sorted(result.bound.items())]
     rows += [(pod, "-", "Pending", msg) for pod, msg in sorted(result.pending.items())]
     rows += [(pod, "-", "Preempted", "") for pod in result.preempted]
-    width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.podgroups),
+    width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.groups),
                  *(len(k) for k in result.volumes)])
     nwidth = max([len("NODE"), *(len(r[1]) for r in rows)])
     out.write(f"{'POD':<{width}}  {'NODE':<{nwidth}}  {'STATUS':<9}  MESSAGE\n")
     for pod, node, status, msg in rows:
         short = msg if len(msg) <= 160 else msg[:157] + "..."
         out.write(f"{pod:<{width}}  {node:<{nwidth}}  {status:<9}  {short}\n")
-    phased = {k: st for k, st in result.podgroups.items() if "phase" in st}
-    if phased:
-        out.write(f"\n{'PODGROUP':<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n")
-        for key, st in sorted(phased.items()):
-            out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
-    conditioned = {k: st for k, st in result.podgroups.items() if "phase" not in st}
-    if conditioned:  # Kubernetes' PodGroups (scheduling.k8s.io): the conditions the scheduler wrote
-        out.write(f"\n{'PODGROUP (scheduling.k8s.io)':<{width}}  CONDITIONS\n")
-        for key, st in sorted(conditioned.items()):
-            said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in st.get("conditions", ()))
-            out.write(f"{key:<{width}}  {said}\n")
+    # The groups with a phase first, then those with conditions, each under the heading its dialect
+    # gives (in the order the dialects report them).
+    for phased in (True, False):
+        sections: dict[str, dict[str, dict[str, Any]]] = {}
+        for key, st in result.groups.items():
+            if ("phase" in st) == phased:
+                sections.setdefault(result.group_headings.get(key, ""), {})[key] = st
+        for heading, grouped in sections.items():
+            out.write(f"\n{heading:<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n" if phased
+                      else f"\n{heading:<{width}}  CONDITIONS\n")
+            for key, st in sorted(grouped.items()):
+                if phased:
+                    out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
+                else:
+                    said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in st.get("conditions", ()))
+                    out.write(f"{key:<{width}}  {said}\n")
     if result.volumes:  # what PreBind wrote on claims before their pods' bindings
         out.write(f"\n{'CLAIM':<{width}}  PREBIND\n")
         for key, wrote in sorted(result.volumes.items()):

@@ -241,10 +241,17 @@ def _shown_domains(tree: TopologyTree, with_nodes: bool) -> list[int]:
     return [d for d in range(len(tree.order)) if with_nodes or tree.domain_node[d] < 0]
 
 
+def _topology_kinds() -> str:
+    """The kinds of the topology objects (those a topology source brings), as messages list them."""
+    from koordpy.api.kinds import KINDS  # pydantic: paid by show only
+
+    names = list(dict.fromkeys(k.kind for k in KINDS if k.source))
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+
+
 def render_text(shown: Shown, out: TextIO, with_nodes: bool = False) -> None:
     if not shown.trees:
-        out.write("no ClusterNetworkTopology, HyperNode or Topology objects, nor PodGroups with a topology, "
-                  "in the input\n")
+        out.write(f"no {_topology_kinds()} objects, nor PodGroups with a topology, in the input\n")
     for t, view in enumerate(shown.trees):
         if t:
             out.write("\n")
@@ -408,7 +415,7 @@ def render_html(shown: Shown) -> str:
             f'<p class="legend">Colour: share used of each domain\'s dominant resource (requests of bound pods '
             f"over allocatable). {legend}</p>"]
     if not shown.trees:
-        body.append("<p>No ClusterNetworkTopology, HyperNode or Topology objects in the input.</p>")
+        body.append(f"<p>No {_topology_kinds()} objects in the input.</p>")
     for view in shown.trees:
         body.append(f"<h2>{html.escape(view.key)}: {html.escape(view.title)}</h2>")
         body.append(_svg(shown, view))

@@ -16,20 +16,20 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
 
+from koordpy.api import kinds
 from koordpy.api.dra import Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import KINDS, Kind, by_name, new_stores, snapshot_fields
+from koordpy.api.kinds import Kind, by_name, new_stores, snapshot_fields
 from koordpy.api.objects import Pod
-from koordpy.api.podgroup import GANG_DECLARATION, PodGroup, check_pod_annotations
 from koordpy.api.storage import PersistentVolume, PersistentVolumeClaim, Storage
 from koordpy.api.stores import Stores
-from koordpy.core.members import topology_indexes
+from koordpy.core.declarations import Declarations
 from koordpy.core.snapshot import PodChanges, Snapshot
 
 log = structlog.get_logger("koordpy.cache")
@@ -66,32 +66,25 @@ class InvalidObject:
     claimed: bool
 
 
-def annotation_error(pod: Pod, podgroups: dict[str, PodGroup], invalid_groups: Container[str],
-                     gang_checked: bool = False) -> str | None:
-    """What ``koordpy simulate`` refuses in a pod's annotations, as a message, or None."""
-    try:
-        check_pod_annotations(pod, podgroups, invalid_groups, gang_checked)
-    except ParseError as exc:
-        return str(exc)
-    return None
-
-
-def _index_error(pod: Pod) -> str | None:
-    """What ``annotation_error`` says of a pod whose gang declaration was accepted already: only its
-    network-topology index can be wrong."""
-    try:
-        topology_indexes((pod,))
-    except ParseError as exc:
-        return str(exc)
-    return None
-
-
 # The cache names of the kinds whose objects declare gangs and report their errors as a Snapshot's
-# ``invalid_podgroups``: a pod naming such an object that does not parse waits for it.
-_GANG_ERROR_LABELS = tuple(kind.label for kind in KINDS if kind.errors == "invalid_podgroups")
-# The stores of the cluster-scoped kinds whose status koordpy writes (the topology objects): the
-# dialects compute those statuses from the core's trees, and the loop writes them.
-STATUS_STORES: frozenset[str] = frozenset(k.store for k in KINDS if k.writes_status and not k.namespaced)
+# ``invalid_podgroups`` (a pod naming such an object that does not parse waits for it), for the
+# registry they were read from: read again when it changes (``kinds.register``).
+_GANG_ERROR_LABELS: tuple[tuple[Kind, ...], tuple[str, ...]] = ((), ())
+
+
+def _gang_error_labels() -> tuple[str, ...]:
+    global _GANG_ERROR_LABELS
+    registry, labels = _GANG_ERROR_LABELS
+    if registry is not kinds.KINDS:
+        labels = tuple(k.label for k in kinds.KINDS if k.errors == "invalid_podgroups")
+        _GANG_ERROR_LABELS = (kinds.KINDS, labels)
+    return labels
+
+
+def _status_kind(kind: Kind) -> bool:
+    """A cluster-scoped kind whose status koordpy writes (a topology object's): the dialects compute
+    those statuses from the core's trees, and the loop writes them."""
+    return kind.writes_status and not kind.namespaced
 
 
 class _InvalidGroups:
@@ -104,7 +97,7 @@ class _InvalidGroups:
         self._invalid = invalid
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and any((label, key) in self._invalid for label in _GANG_ERROR_LABELS)
+        return isinstance(key, str) and any((label, key) in self._invalid for label in _gang_error_labels())
 
 
 def _rv(raw: dict[str, Any]) -> int:
@@ -139,7 +132,7 @@ class Cache(Stores):
     # Every kind's objects, filed by the registry (``Kind.store`` -> key -> parsed object); the
     # names ``Stores`` reads them by (``nodes``, ``pods``...) are the ones the loop reads.
     stores: dict[str, dict[str, Any]] = field(default_factory=new_stores)
-    # The objects whose status the loop writes from the core's trees (``STATUS_STORES``), as read,
+    # The objects whose status the loop writes from the core's trees (``_status_kind``), as read,
     # by store and key (one that does not parse too: its status says why it is not used).
     status_raw: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     statuses_changed: bool = True  # those objects or the nodes changed: their statuses are due for a look
@@ -158,9 +151,8 @@ class Cache(Stores):
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     # Pending pods the last snapshot left out for their annotations: key -> error.
     rejected: dict[str, str] = field(default_factory=dict)
-    # key -> (pod, its PodGroup, error) as last checked; the models are immutable and replaced
-    # on every update, so identity says whether the answer still holds.
-    _checked: dict[str, tuple[Pod, PodGroup | None, bool, str | None]] = field(default_factory=dict)
+    # The dialects' checks of pending pods' declarations, and what they answered while it holds.
+    declarations: Declarations = field(default_factory=Declarations)
     # key -> (the cached pod, the copy the snapshot showed for it): the core finds changes by
     # identity, so an assumed pod is the same object from one snapshot to the next.
     _shown: dict[str, tuple[Pod, Pod]] = field(default_factory=dict)
@@ -168,13 +160,12 @@ class Cache(Stores):
     # pods that changed since the last one (``_dirty``), not the cluster's pods.
     _visible: dict[str, Pod] = field(default_factory=dict)
     _dirty: dict[str, None] = field(default_factory=dict)  # a dict: the core sees pods in arrival order
-    _pending: dict[str, str | None] = field(default_factory=dict)  # claimed pending pod -> its gang's name
+    _pending: dict[str, tuple[str, ...]] = field(default_factory=dict)  # claimed pending pod -> the groups it names
     _groups_changed: set[str] = field(default_factory=set)  # gangs whose declaration changed meanwhile
+    # Counts the changes of the gang kinds' objects (what a pod's declaration is checked against): a
+    # pod checked since the last one needs no look at them (``Declarations.check``).
+    _groups_version: int = 0
     _names: frozenset[str] | None = None  # the scheduler names the last snapshot was for
-    # A gang declaration (namespace, gang, whether its PodGroup is invalid, the pod's gang annotations)
-    # -> the PodGroup object it was accepted with.
-    _accepted: dict[tuple[str, str | None, bool, tuple[tuple[str, str], ...]], object] = \
-        field(default_factory=dict)
     _number: int = 0  # snapshots handed out
     # Claims, volumes, classes and CSINodes (the volume rules' objects): the storage stores. PreBind's
     # writes are assumed here at once (``assume_storage``) until the watch brings the objects as written.
@@ -267,6 +258,7 @@ class Cache(Stores):
             return True
         if kind.gang:
             self._groups_changed.add(key)
+            self._groups_version += 1
         try:
             kind.check_only(raw, name)  # reported, as `koordpy simulate` refuses it, and never used
             obj = kind.parse(raw)
@@ -278,6 +270,8 @@ class Cache(Stores):
             filed = _FILED.get(kind.store)
             if filed is not None:
                 filed(self, key, obj, raw)
+            elif _status_kind(kind):
+                self._status_filed(kind.store, key, raw)
         except Exception as exc:  # whatever a parser raises, the object is reported, never dropped
             if isinstance(exc, ParseError):
                 err = str(exc)
@@ -287,7 +281,7 @@ class Cache(Stores):
                 log.exception("parser failed", kind=name, object=key)
             self._remove(kind, name, key)
             self.invalid[(name, key)] = (err, raw)
-            if kind.store in STATUS_STORES and (not kind.only or key == kind.only):
+            if _status_kind(kind) and (not kind.only or key == kind.only):
                 self._status_filed(kind.store, key, raw)  # its status says why it is not used
         return True
 
@@ -297,10 +291,13 @@ class Cache(Stores):
             return
         if kind.gang:
             self._groups_changed.add(key)
+            self._groups_version += 1
         self.stores[kind.store].pop(kind.store_key(key), None)
         dropped = _DROPPED.get(kind.store)
         if dropped is not None:
             dropped(self, key)
+        elif _status_kind(kind):
+            self._status_dropped(kind.store, key)
 
     # What the cache notes when a store changes, beside filing the object: the stores the loop
     # watches for statuses it writes (the topologies'), and the pods' overlays.
@@ -313,13 +310,13 @@ class Cache(Stores):
         if (names is not None and pod.scheduler_name in names and not pod.node_name and not pod.terminal
                 and not pod.deleting):
             # A pending pod of ours is checked as it arrives, against its gang's declaration as held
-            # now: the snapshot that shows it finds the answer (``_checked``) and checks again only
-            # if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
+            # now: the snapshot that shows it finds the answer (``declarations``) and checks again
+            # only if its PodGroup changed meanwhile. A gang of thousands arrives pod by pod between
             # cycles; checked in the snapshot, it made the cycle that places it wait for the checks.
             try:
-                self._annotation_error(key, pod, _InvalidGroups(self.invalid), self.podgroups)
+                self.declarations.check(key, pod, self.stores, _InvalidGroups(self.invalid), self._groups_version)
             except Exception:
-                self._checked.pop(key, None)
+                self.declarations.forget(key)
         if pod.scheduling_gates and not pod.node_name and not pod.terminal and not pod.deleting:
             self.gated[key] = pod.scheduler_name
         else:
@@ -341,7 +338,7 @@ class Cache(Stores):
         self.preempting.pop(key, None)
         self.backing_off.pop(key, None)
         self._shown.pop(key, None)
-        self._checked.pop(key, None)
+        self.declarations.forget(key)
         self.rejected.pop(key, None)
 
     def _status_filed(self, store: str, key: str, raw: dict[str, Any]) -> None:
@@ -572,9 +569,11 @@ class Cache(Stores):
             self._dirty.update(dict.fromkeys([*self.pods, *self._visible, *self.rejected]))
         if self._groups_changed:  # a pending pod's annotations are checked against its gang's declaration
             changed_groups, self._groups_changed = self._groups_changed, set()
-            self._dirty.update(dict.fromkeys(k for k, gang in self._pending.items() if gang in changed_groups))
+            self._dirty.update(dict.fromkeys(k for k, groups in self._pending.items()
+                                             if any(g in changed_groups for g in groups)))
         delta: dict[str, Pod | None] = {}
-        pods, podgroups = self.pods, self.podgroups  # looked up once: a new gang brings thousands
+        pods, stores, check = self.pods, self.stores, self.declarations.check  # once: a new gang brings thousands
+        version = self._groups_version
         for key in self._dirty:
             pod = pods.get(key)
             # What the scheduler wrote is laid over only the pods it wrote something about.
@@ -587,8 +586,8 @@ class Cache(Stores):
                     if self._visible.pop(key, None) is not None:
                         delta[key] = None
                     continue
-                gang, err = self._annotation_error(key, shown, invalid_groups, podgroups)
-                self._pending[key] = gang
+                groups, err = check(key, shown, stores, invalid_groups, version)
+                self._pending[key] = groups
                 if err is not None:
                     self.rejected[key] = err
                     shown = None
@@ -608,28 +607,19 @@ class Cache(Stores):
         return Snapshot(pods=list(self._visible.values()), scheduler_names=scheduler_names,
                         changes=PodChanges(id(self), self._number, delta), **fields)
 
-    def _annotation_error(self, key: str, pod: Pod, invalid_groups: Container[str],
-                          podgroups: dict[str, PodGroup]) -> tuple[str | None, str | None]:
-        """The pod's gang name and what is wrong with its annotations (None when nothing is)."""
-        gang = pod.gang_name
-        group = podgroups.get(gang) if gang else None
-        group_invalid = gang in invalid_groups
-        checked = self._checked.get(key)
-        if checked is not None and checked[0] is pod and checked[1] is group and checked[2] == group_invalid:
-            return gang, checked[3]
-        # A gang's pods declare it alike: a declaration accepted against this PodGroup object is not
-        # parsed again for each member (only errors name the pod, and those are never reused).
-        declared = [(k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION]
-        decl = (pod.namespace, gang, group_invalid, tuple(sorted(declared) if len(declared) > 1 else declared))
-        accepted = self._accepted.get(decl, self)  # self: never accepted (None is a PodGroup-less gang)
-        # Accepted: only the topology index is left to check (parsed once per text, ``topology_indexes``).
-        err = _index_error(pod) if accepted is group else annotation_error(pod, self.podgroups, invalid_groups)
-        if err is None and accepted is not group:
-            if len(self._accepted) >= 10_000:  # declarations of gangs long gone are not kept forever
-                self._accepted.clear()
-            self._accepted[decl] = group
-        self._checked[key] = (pod, group, group_invalid, err)
-        return gang, err
+    def topology_objects(self) -> dict[str, int]:
+        """How many topology objects the cache holds, by source (``Kind.source``): those it parsed,
+        and for a kind of which koordpy reads one object (``Kind.only``) whether it is there at all."""
+        out: dict[str, int] = {}
+        seen: set[str] = set()
+        for kind in kinds.KINDS:
+            if not kind.source or kind.store in seen:
+                continue
+            seen.add(kind.store)
+            count = ((1 if kind.only in self.status_raw.get(kind.store, {}) else 0) if kind.only
+                     else len(self.stores[kind.store]))
+            out[kind.source] = out.get(kind.source, 0) + count
+        return out
 
     def invalid_objects(self, scheduler_names: frozenset[str]) -> list[InvalidObject]:
         """Everything the last snapshot could not use, for the loop to report. Pods of other
@@ -654,21 +644,9 @@ class Cache(Stores):
         return out
 
 
-def _status_handlers(store: str) -> tuple[Callable[[Cache, str, Any, dict[str, Any]], None],
-                                           Callable[[Cache, str], None]]:
-    def filed(cache: Cache, key: str, obj: object, raw: dict[str, Any]) -> None:
-        cache._status_filed(store, key, raw)
-
-    def dropped(cache: Cache, key: str) -> None:
-        cache._status_dropped(store, key)
-
-    return filed, dropped
-
-
-# Cache.stores -> what else the cache notes when an object is filed there, or dropped from there.
+# Cache.stores -> what else the cache notes when an object is filed there, or dropped from there
+# (beside the stores of the kinds whose status the loop writes, ``_status_kind``).
 _FILED: dict[str, Callable[[Cache, str, Any, dict[str, Any]], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_filed, CLAIMS: Cache._claim_filed,
-    **{store: _status_handlers(store)[0] for store in STATUS_STORES}}
+    "nodes": Cache._node_changed, "pods": Cache._pod_filed, CLAIMS: Cache._claim_filed}
 _DROPPED: dict[str, Callable[[Cache, str], None]] = {
-    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, CLAIMS: Cache._claim_dropped,
-    **{store: _status_handlers(store)[1] for store in STATUS_STORES}}
+    "nodes": Cache._node_changed, "pods": Cache._pod_dropped, CLAIMS: Cache._claim_dropped}

@@ -34,12 +34,12 @@ from koordpy.core.decisions import (
     DeleteClaim,
     Event,
     EventReason,
+    GangStatusUpdate,
     Nominate,
-    PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects import object_statuses
+from koordpy.core.dialects import invalid_reason, object_statuses
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -78,16 +78,6 @@ def _schedule_timed(snapshot: Snapshot, state: SchedulerState, now: float) -> tu
     started = time.thread_time()
     result = schedule(snapshot, state, now)
     return result, time.thread_time() - started
-
-
-def invalid_reason(kind: str, error: str) -> str:
-    """The Event reason for an object that does not parse: ``Invalid<Kind>``, except a HyperNode whose
-    members are wrong (a selector, a pattern RE2 refuses), which says ``InvalidMembers`` as the
-    problems only the whole tree shows do, so one reason covers every bad member."""
-    field = error.split(": ", 1)[-1]  # the error names the object first, then the field
-    if kind == "HyperNode" and field.startswith("spec.members"):
-        return "InvalidMembers"
-    return f"Invalid{kind}"
 
 
 class SchedulerLoop:
@@ -137,7 +127,7 @@ class SchedulerLoop:
             backing_off = self._retry_at - time.time()
             if backing_off > 0:  # changes wait too: they are what may keep the cycle failing
                 await asyncio.sleep(min(self.flush_every, backing_off))
-                self.writer.flush(self._pending_info, self._podgroup_now)
+                self.writer.flush(self._pending_info, self._status_now)
                 continue
             wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that comes as
@@ -175,7 +165,7 @@ class SchedulerLoop:
                 self._untrimmed = True
             elif self._untrimmed and time.monotonic() - self._trimmed_at >= TRIM_SECONDS:
                 self.trim()  # idle: nothing changed for a flush period
-            self.writer.flush(self._pending_info, self._podgroup_now)
+            self.writer.flush(self._pending_info, self._status_now)
 
     def trim(self) -> None:
         """Hands malloc's free pages back to the system (``memory``): what the cycles and the pods
@@ -266,8 +256,8 @@ class SchedulerLoop:
                 self.writer.spawn(self._nominate(d, uid(d.pod)))
             case SetPodScheduledFalse():
                 self.writer.unschedulable(d.pod, d.message, d.reason)
-            case PodGroupStatusUpdate():
-                self.writer.podgroup_status(d.podgroup, d.status.wire(), d.status.kind.group)
+            case GangStatusUpdate():
+                self.writer.gang_status(d.object_key, d.status.wire(), d.status.kind)
             case Annotate():
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
             case Deallocate():
@@ -326,9 +316,8 @@ class SchedulerLoop:
         m.gang_bound.inc(len(result.gangs_placed))
         m.gang_timed_out.inc(len(result.gangs_timed_out))
         m.gang_waiting.set(self._gangs_waiting(result))
-        m.topology_objects.labels("koordinator").set(1 if "default" in self.cache.status_raw.get("topology", {}) else 0)
-        m.topology_objects.labels("volcano").set(len(self.cache.hypernodes))
-        m.topology_objects.labels("kueue").set(len(self.cache.topologies))
+        for source, count in self.cache.topology_objects().items():
+            m.topology_objects.labels(source).set(count)
 
     def _log_jobs(self, result: CycleResult) -> None:
         """One line per placed job, with its pods and nodes: what an operator greps for."""
@@ -394,10 +383,10 @@ class SchedulerLoop:
         pod = self.cache.pods.get(pod_key)
         return bool(pod is not None and pod.node_name) or pod_key in self.cache.assumed
 
-    def _podgroup_now(self, group: str, key: str) -> dict[str, object] | None:
-        """A PodGroup's status as the cache holds it, in the fields the core writes (the registry
-        says which store holds the PodGroups of ``group``)."""
-        found = self.cache.stores[by_id(f"podgroups.{group}").store].get(key)
+    def _status_now(self, kind: str, key: str) -> dict[str, object] | None:
+        """The status of a gang's object as the cache holds it, in the fields the core writes (the
+        registry says which store holds the objects of ``kind``, a ``Kind.id``)."""
+        found = self.cache.stores[by_id(kind).store].get(key)
         return None if found is None else cast(dict[str, object], found.status.written())
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:

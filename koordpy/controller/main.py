@@ -25,9 +25,8 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.kinds import Kind, watched
-from koordpy.api.objects import Node, Pod
-from koordpy.api.podgroup import PodGroup
+from koordpy.api import kinds as kind_registry
+from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields, watched
 from koordpy.controller import memory
 from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
@@ -39,6 +38,7 @@ from koordpy.controller.metrics import Metrics, Server
 from koordpy.controller.podwatch import watch_kind
 from koordpy.controller.writer import FLUSH_LIMIT, ApiWriter
 from koordpy.core.cycle import schedule
+from koordpy.core.dialects import warm_up_objects
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.kernels.warm import warm_up as warm_kernels
@@ -249,25 +249,21 @@ def kopf_kinds(kinds: list[tuple[Kind, str, str, str]], served: Iterable[str]) -
 
 def warm_up() -> None:
     """Loads the compiled kernels now rather than in the first cycle (numba loads lazily), and runs
-    the core once over a gang of two and a single pod, so that what the first cycle would set up
-    (the core's modules, the parsers) is set up before it. Runs the core itself: the controller
-    does not import the simulator."""
+    the core once over a gang of two (in the words of a dialect that gives one, ``warm_up_objects``)
+    and a single pod, so that what the first cycle would set up (the core's modules, the parsers) is
+    set up before it. Runs the core itself: the controller does not import the simulator."""
     warm_kernels()
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "warm-up"},
             "status": {"allocatable": {"cpu": "1"}}}
-    group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": "w", "namespace": "default", "annotations": {
-                 "gang.scheduling.koordinator.sh/network-topology-spec":
-                     '{"gatherStrategy": [{"layer": "ClusterTopologyLayer", "strategy": "PreferGather"}]}'}},
-             "spec": {"minMember": 2}}
-    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": f"warm-up-{i}", "namespace": "default", "labels": {"pod-group.scheduling.sigs.k8s.io": "w"}},
-        "spec": {"schedulerName": "koordpy", "containers": [{"name": "c", "image": "x"}]}} for i in range(2)]
+    gang = list(warm_up_objects())
+    pods = [o for o in gang if o["kind"] == "Pod"]
     single = {**pods[0], "metadata": {"name": "warm-up-single", "namespace": "default"}}
-    podgroup = PodGroup.from_raw(group)
-    snapshot = Snapshot(nodes=[Node.from_raw(node)], pods=[Pod.from_raw(p) for p in [*pods, single]],
-                        podgroups={podgroup.key: podgroup})
-    schedule(snapshot, SchedulerState(), time.time())
+    stores = new_stores()
+    for raw in [node, *gang, single]:
+        kind = kind_for(raw["apiVersion"], raw["kind"])
+        assert kind is not None, raw
+        stores[kind.store][kind.store_key(kind.key(raw))] = kind.parse(raw)
+    schedule(Snapshot(**snapshot_fields(stores)), SchedulerState(), time.time())
 
 
 # How long the warm-up may take before the log says why the start waits: loading the kernels from
@@ -315,7 +311,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     settle_memory()
     memory.trim_memory()
     synced = True
-    log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), podgroups=len(cache.podgroups),
+    groups = sum(len(cache.stores[store]) for store in {k.store for k in kind_registry.KINDS if k.gang})
+    log.info("cache synced", nodes=len(cache.nodes), pods=len(cache.pods), gang_objects=groups,
              schedulers=sorted(names), preemption=settings.preemption, pods_per_cycle=settings.pods_per_cycle,
              sources=list(settings.topology_sources))
     elector: LeaderElector | None = None

@@ -23,6 +23,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from koordpy.core.dialects import TOPOLOGY_SOURCES
+
 log = structlog.get_logger("koordpy.metrics")
 
 # kube-scheduler's buckets for attempt durations start at 1 ms and double; cycles here are
@@ -69,8 +71,9 @@ class Metrics:
         self.gang_bound = Counter(
             "koordpy_gang_bound", "Gangs placed with their minimum met.", registry=r)
         self.topology_objects = Gauge(
-            "koordpy_topology_objects", "Topology objects in the cache by source (koordinator: "
-            "ClusterNetworkTopology, volcano: HyperNode, kueue: Kueue and KAI Topology).", ["source"], registry=r)
+            "koordpy_topology_objects", "Topology objects in the cache by source ("
+            + ", ".join(f"{source}: {said}" for source, said in TOPOLOGY_SOURCES.items()) + ").", ["source"],
+            registry=r)
         self.bind_duration = Histogram(
             "koordpy_bind_duration_seconds", "Time of one bind call to the API server, retries included.",
             buckets=DURATION_BUCKETS, registry=r)

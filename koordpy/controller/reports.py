@@ -90,28 +90,30 @@ class Reports:
         self._conditions.pop(pod_key, None)
         self._sent.pop(pod_key, None)
 
-    def podgroup_status(self, key: str, status: dict[str, object], group: str) -> None:
-        self._statuses[f"{group} {key}"] = status
+    def gang_status(self, key: str, status: dict[str, object], kind: str) -> None:
+        """The status the object ``key`` of kind ``kind`` (``Kind.id``) that declares a gang should have."""
+        self._statuses[f"{kind} {key}"] = status
 
     def condition_failed(self, pod_key: str, message: str) -> None:
         """The write of ``message`` failed: it is no longer in flight."""
         if (self._sent.get(pod_key) or ("",))[0] == message:
             del self._sent[pod_key]
 
-    def status_failed(self, group: str, key: str, status: dict[str, object]) -> None:
+    def status_failed(self, kind: str, key: str, status: dict[str, object]) -> None:
         """The write of ``status`` failed: it is no longer in flight (unless another was sent since)."""
-        if (self._status_sent.get(f"{group} {key}") or (0.0, None))[1] is status:
-            del self._status_sent[f"{group} {key}"]
+        if (self._status_sent.get(f"{kind} {key}") or (0.0, None))[1] is status:
+            del self._status_sent[f"{kind} {key}"]
 
-    def status_done(self, group: str, key: str) -> None:
-        """The status write of the PodGroup ended (written or not): the next one may go."""
-        self._status_writing.pop(f"{group} {key}", None)
+    def status_done(self, kind: str, key: str) -> None:
+        """The status write of the gang's object ended (written or not): the next one may go."""
+        self._status_writing.pop(f"{kind} {key}", None)
 
     def due(self, now: float, still_pending: Callable[[str], dict[str, str] | None],
-            podgroup_now: Callable[[str, str], dict[str, object] | None]) -> Due:
+            status_now: Callable[[str, str], dict[str, object] | None]) -> Due:
         """What has settled and is to be written now. ``still_pending(pod)`` gives the pod's uid
         and current condition message while it waits, or None when it is bound or gone;
-        ``podgroup_now(group, key)`` the PodGroup's status as the cache holds it (None: unknown)."""
+        ``status_now(kind, key)`` the status of the gang's object ``key`` of kind ``kind`` (``Kind.id``)
+        as the cache holds it (None: unknown)."""
         out = Due()
         for pod, pending in list(self._conditions.items()):
             info = still_pending(pod)
@@ -136,8 +138,8 @@ class Reports:
             self._pruned = now
             self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
         for k, st in list(self._statuses.items()):
-            group, key = k.split(" ", 1)
-            current = podgroup_now(group, key)
+            kind, key = k.split(" ", 1)
+            current = status_now(kind, key)
             if current is not None and says_already(current, st):
                 del self._statuses[k]  # the object says so already (a write in flight landed, say)
                 out.skipped.append(("podgroup-status", "unchanged"))
@@ -154,7 +156,7 @@ class Reports:
             del self._statuses[k]
             self._status_sent[k] = (now, st, current)
             self._status_writing[k] = now
-            out.statuses.append((group, key, st))
+            out.statuses.append((kind, key, st))
         if len(self._status_sent) > 10_000:  # groups long gone; the cache's answer is what counts
             self._status_sent = {k: v for k, v in self._status_sent.items() if now - v[0] < STATUS_INTERVAL}
         return out

@@ -371,11 +371,12 @@ class ApiWriter:
     def bound(self, pod_key: str) -> None:
         self.reports.bound(pod_key)
 
-    def podgroup_status(self, key: str, status: dict[str, object], group: str = "scheduling.sigs.k8s.io") -> None:
-        """The status a PodGroup should have. Coalesced: the latest one is written, at most once per
-        STATUS_INTERVAL while its pods keep changing (a 20-pod gang goes 0, 1 ... 20 running in a
-        few seconds), at once when the phase changes, and not at all when the object says it already."""
-        self.reports.podgroup_status(key, status, group)
+    def gang_status(self, key: str, status: dict[str, object], kind: Kind) -> None:
+        """The status the object ``key`` (of ``kind``) that declares a gang should have. Coalesced: the
+        latest one is written, at most once per STATUS_INTERVAL while its pods keep changing (a 20-pod
+        gang goes 0, 1 ... 20 running in a few seconds), at once when the phase changes, and not at all
+        when the object says it already."""
+        self.reports.gang_status(key, status, kind.id)
 
     def skip(self, kind: str, reason: str, count: int = 1) -> None:
         """Counts writes not made (``reason``: unchanged, coalesced...)."""
@@ -384,17 +385,18 @@ class ApiWriter:
             self.metrics.api_writes_skipped.labels(kind, reason).inc(count)
 
     def flush(self, still_pending: Callable[[str], dict[str, str] | None],
-              podgroup_now: Callable[[str, str], dict[str, object] | None] = lambda group, key: None) -> None:
+              status_now: Callable[[str, str], dict[str, object] | None] = lambda kind, key: None) -> None:
         """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
         pod's uid and current condition message while it waits, or None when it is bound or gone;
-        ``podgroup_now(group, key)`` the PodGroup's status as the cache holds it (None: unknown)."""
-        due = self.reports.due(time.monotonic(), still_pending, podgroup_now)
+        ``status_now(kind, key)`` the status of the gang's object ``key`` of kind ``kind`` (``Kind.id``)
+        as the cache holds it (None: unknown)."""
+        due = self.reports.due(time.monotonic(), still_pending, status_now)
         for kind, reason in due.skipped:
             self.skip(kind, reason)
         for pod, uid, message, reason in due.conditions:
             self.spawn(self._write_condition(pod, uid, message, reason))
-        for group, key, status in due.statuses:
-            self.spawn(self._write_podgroup_status(group, key, status))
+        for kind, key, status in due.statuses:
+            self.spawn(self._write_gang_status(by_id(kind), key, status))
 
     async def drain(self, grace: float, flush: float = FLUSH_LIMIT, stall: float = FLUSH_STALL) -> None:
         """On a stop: waits up to ``grace`` seconds for every write in flight, then drops all but
@@ -469,20 +471,20 @@ class ApiWriter:
         else:
             self.reports.condition_failed(pod_key, message)
 
-    async def _write_podgroup_status(self, group: str, key: str, status: dict[str, object]) -> None:
+    async def _write_gang_status(self, kind: Kind, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
-        version = by_id(f"podgroups.{group}").version
         body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
                            for k, v in status.items() if v is not None}}
         try:
             written = await self._report(
-                f"status of PodGroup {key}", lambda: self.custom.patch_namespaced_custom_object_status(
-                    group, version, ns, "podgroups", name, body, _content_type=MERGE_PATCH, _preload_content=False),
+                f"status of {kind.kind} {key}", lambda: self.custom.patch_namespaced_custom_object_status(
+                    kind.group, kind.version, ns, kind.plural, name, body, _content_type=MERGE_PATCH,
+                    _preload_content=False),
                 kind="podgroup-status")
         finally:
-            self.reports.status_done(group, key)
+            self.reports.status_done(kind.id, key)
         if not written:
-            self.reports.status_failed(group, key, status)
+            self.reports.status_failed(kind.id, key, status)
 
     async def object_status(self, kind: Kind, name: str, status: dict[str, Any], write: str) -> None:
         """The status of a cluster-scoped object (a topology object), by merge patch; counted in

@@ -29,8 +29,8 @@ from koordpy.core.decisions import (
     DeleteClaim,
     Event,
     EventReason,
+    GangStatusUpdate,
     Nominate,
-    PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
 )
@@ -764,7 +764,7 @@ class Cycle:
                 self._kept(key, keys, pending)
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
-                self.result.decide(PodGroupStatusUpdate(obj, status))
+                self.result.decide(GangStatusUpdate(obj, status))
 
 
     def _kept(self, gang: str, keys: Iterable[str], pending: dict[str, str]) -> None:

@@ -236,8 +236,10 @@ class ObjectStatus:
 
 
 @dataclass(frozen=True)
-class PodGroupStatusUpdate:
-    podgroup: str  # namespace/name of the object of ``status.kind``
+class GangStatusUpdate:
+    """The status the object that declares a gang (a PodGroup of some dialect) should have."""
+
+    object_key: str  # namespace/name of the object of ``status.kind``
     status: GangStatus
 
 
@@ -289,7 +291,7 @@ class DeleteClaim:
     uid: str
 
 
-Decision = (Bind | SetPodScheduledFalse | Annotate | Event | PodGroupStatusUpdate | Preempt | Nominate | Deallocate
+Decision = (Bind | SetPodScheduledFalse | Annotate | Event | GangStatusUpdate | Preempt | Nominate | Deallocate
             | DeleteClaim)
 
 

@@ -264,6 +264,16 @@ def unallocatable(reason: Unallocatable, claim: str = "") -> str:
     return f"{CANNOT_ALLOCATE} ({where}: {why})"
 
 
+def absent_gang_kind(pods: int, kind: str, group: str, kind_id: str, shown: str) -> str:
+    """``koordpy simulate``'s warning for ``pods`` pods that name a gang object of kind ``kind`` of
+    ``group`` (``kind_id``: ``Kind.id``) while the input holds none of that kind (``shown``: the first
+    gangs they name): a dump that left the kind out, most likely by a bare ``kubectl get podgroups``."""
+    return (f"{pods} pod(s) name a {kind} of {group} as their gang ({shown}), and the input holds no {kind_id} "
+            f"at all: they wait for it to exist. Was the kind left out of a dump? Name it in full, {kind_id}: a "
+            "bare `kubectl get podgroups` lists one kind of PodGroup only (Kubernetes' own, scheduling.k8s.io, "
+            "on a v1.37 cluster that serves it)")
+
+
 def assigned(pod: str, node: str) -> str:
     """``Assigned``'s text (kube-scheduler's words), for the bind of each pod of a gang without
     making the reason first."""

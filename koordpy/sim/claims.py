@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from koordpy.api.dra import POD_CLAIM_NAME, ResourceClaim, ResourceClaimTemplate
 from koordpy.api.objects import Pod, PodClaim
-from koordpy.api.workload import WorkloadPodGroup
 
 MAX_BASE = 57  # the controller's generateName budget: 63 less a hyphen and 5 random characters
 
@@ -40,12 +40,12 @@ def generated_name(owner: str, claim: str) -> str:
 @dataclass
 class Made:
     """What the controller did: the claims made (each with its owner, ``Pod ns/name`` or
-    ``PodGroup ns/name``, and what to say about it), and the pods and PodGroups whose
+    ``<group kind> ns/name``, and what to say about it), and the pods and groups whose
     ``resourceClaimStatuses`` changed."""
 
     claims: list[tuple[ResourceClaim, str, str]]
     pods: dict[str, Pod]
-    groups: dict[str, WorkloadPodGroup]
+    groups: dict[str, Any]
 
 
 def _claim(namespace: str, name: str, template: ResourceClaimTemplate, entry: str,
@@ -65,10 +65,12 @@ def _owned(claims: dict[str, ResourceClaim], namespace: str, kind: str, owner: s
     return ""
 
 
-def make_claims(pods: Iterable[Pod], groups: dict[str, WorkloadPodGroup], claims: dict[str, ResourceClaim],
-                templates: dict[str, ResourceClaimTemplate]) -> Made:
-    """Claims from templates for ``pods`` and the Workload PodGroups (``groups``, by key); ``claims``
-    (by key) is what exists, and is added to."""
+def make_claims(pods: Iterable[Pod], groups: dict[str, Any], claims: dict[str, ResourceClaim],
+                templates: dict[str, ResourceClaimTemplate], group_kind: str) -> Made:
+    """Claims from templates for ``pods`` and the groups of kind ``group_kind`` (``groups``, by key:
+    parsed objects with a namespace, name, uid, ``claims`` and ``claim_statuses``, as a Workload
+    PodGroup has; ``Kind.claim_templates``), updated in place; ``claims`` (by key) is what exists,
+    and is added to."""
     made = Made([], {}, {})
 
     def create(namespace: str, owner_kind: str, owner: str, uid: str, entry: PodClaim) -> str:
@@ -90,8 +92,8 @@ def make_claims(pods: Iterable[Pod], groups: dict[str, WorkloadPodGroup], claims
         for entry in group.claims:
             if not entry.template or entry.name in statuses:
                 continue
-            found = _owned(claims, group.namespace, "PodGroup", group.name, entry.name) or create(
-                group.namespace, "PodGroup", group.name, group.uid, entry)
+            found = _owned(claims, group.namespace, group_kind, group.name, entry.name) or create(
+                group.namespace, group_kind, group.name, group.uid, entry)
             if found:
                 statuses[entry.name] = found
         if statuses != group.claim_statuses:

@@ -23,16 +23,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from koordpy.api import kinds
 from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import KINDS, Kind, Role, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import PASSIVE, Kind, kind_for, new_stores, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
-from koordpy.api.podgroup import (
-    ANN_TOPOLOGY_INDEX,
-    PodGroup,
-    check_pod_annotations,
-)
 from koordpy.api.raw import Reader
 from koordpy.api.runtimeclass import API_VERSION as RUNTIME_CLASS_API
 from koordpy.api.runtimeclass import KIND as RUNTIME_CLASS
@@ -46,7 +42,7 @@ from koordpy.api.storage import (
     Storage,
 )
 from koordpy.api.stores import Stores
-from koordpy.api.volcano import GROUP_NAME_ANN
+from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import (
@@ -57,13 +53,15 @@ from koordpy.core.decisions import (
     DeleteClaim,
     DeviceBinding,
     Event,
+    GangStatusUpdate,
     Nominate,
     ObjectStatus,
-    PodGroupStatusUpdate,
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects import GANGS, build_gang, object_statuses, shown_empty
+from koordpy.core.declarations import Declarations
+from koordpy.core.dialects import build_gang, object_statuses, shown_empty, shown_groups
+from koordpy.core.messages import absent_gang_kind
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.claims import make_claims
@@ -74,14 +72,6 @@ CREATION_STEP = 0.001
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 MAX_ROUNDS = 10_000
 
-# Kinds a user's manifests (or a ``kubectl get -o yaml`` dump) may carry that this simulation does
-# not act on: listed as ignored, not refused. A Workload is the template its PodGroups were made
-# from; the PodGroups say all the scheduler reads.
-PASSIVE_KINDS: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
-
-# The groups v1.37's Priority admission plugin resolves and refuses as it does pods (Workload
-# PodGroups and CompositePodGroups alike); the simulation plays it for them (``World._admit_group``).
-PRIORITY_ADMITTED: frozenset[Role] = frozenset({"workload-podgroup", "composite-podgroup"})
 
 
 @dataclass
@@ -140,7 +130,7 @@ class World(Stores):
 
         for seq, (source, raw) in enumerate(docs):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
-            if kind_key in PASSIVE_KINDS:
+            if kind_key in PASSIVE:  # listed as ignored, not refused
                 world.ignored.append(f"{source}: {object_ref(raw)}")
                 continue
             if kind_key == (RUNTIME_CLASS_API, RUNTIME_CLASS):
@@ -161,7 +151,7 @@ class World(Stores):
                     pending_pods.append((source, raw))
                 else:
                     world._add(kind, kind.parse(raw), raw, source, once)
-                    if kind.role in PRIORITY_ADMITTED:
+                    if kind.priority_admitted:  # the simulation plays the admission (``World._admit_group``)
                         admitted_groups[kind, kind.store_key(kind.key(raw))] = source
                     if kind_key == ("batch/v1", "Job"):
                         jobs.append((source, raw))
@@ -184,7 +174,8 @@ class World(Stores):
                 world.created.append(f"{source}: {object_ref(raw)} has none of its pods and has not started: "
                                      f"its {len(made)} pod(s) were created from its template ({names}), as "
                                      "the Job controller would")
-        valid: set[tuple[object, ...]] = set()
+        # What the live scheduler reports on a pod, the simulation refuses up front (exit 2).
+        declarations = Declarations()
         terminating: dict[str, tuple[float, float | None]] = {}
         pod_sources: dict[str, str] = {}
         for source, raw in pending_pods:
@@ -199,7 +190,9 @@ class World(Stores):
                                          "would")
                 once("Pod", pod.key, source)
                 pod = world._admit(pod)
-                _validate_annotations(pod, world.podgroups, valid)
+                _, wrong = declarations.check(pod.key, pod, world.stores, ())
+                if wrong is not None:
+                    raise InputError(source, wrong)
                 pod_owner_refs(pod)  # refused here; the live scheduler treats such a pod as one of its own
                 if pod.deleting:
                     terminating[pod.key] = _deletion(raw, pod)
@@ -208,8 +201,8 @@ class World(Stores):
             world.pods[pod.key] = pod
             pod_sources[pod.key] = source
         world._claims_from_templates({f"Pod {key}": source for key, source in pod_sources.items()}
-                                     | {f"PodGroup {key}": source for (kind, key), source in admitted_groups.items()
-                                        if kind.role == "workload-podgroup"})
+                                     | {f"{kind.kind} {key}": source for (kind, key), source in admitted_groups.items()
+                                        if kind.claim_templates})
         namespaces = world.stores["namespaces"]
         for ns in sorted({p.namespace for p in world.pods.values()} - namespaces.keys()):
             # The pod's namespace exists in any cluster that holds the pod; given no manifest for it,
@@ -235,12 +228,15 @@ class World(Stores):
 
     def _claims_from_templates(self, sources: dict[str, str]) -> None:
         """The claims the ResourceClaim controller makes from templates (``koordpy.sim.claims``);
-        ``sources``: ``Pod ns/name`` / ``PodGroup ns/name`` -> where it was given."""
-        made = make_claims(list(self.pods.values()), self.workload_podgroups, self.devices.claims,
-                           self.devices.templates)
-        self.pods.update(made.pods)
-        for _, whose, said in made.claims:
-            self.created.append(f"{sources.get(whose, whose)}: {said}")
+        ``sources``: ``Pod ns/name`` / ``<group kind> ns/name`` -> where it was given. The groups are
+        those of the kinds the controller makes claims for (``Kind.claim_templates``)."""
+        for kind in kinds.KINDS:
+            if kind.claim_templates:
+                made = make_claims(list(self.pods.values()), self.stores[kind.store], self.devices.claims,
+                                   self.devices.templates, kind.kind)
+                self.pods.update(made.pods)
+                for _, whose, said in made.claims:
+                    self.created.append(f"{sources.get(whose, whose)}: {said}")
 
     def _admission_class(self, class_name: str, what: str) -> PriorityClass | None:
         """The PriorityClass the Priority admission plugin takes a priority from: the one named
@@ -301,9 +297,9 @@ class World(Stores):
         for their PodGroup, "not found"."""
         out: list[str] = []
         snapshot: Snapshot | None = None
-        for dialect in GANGS:
-            kinds = [k for k in KINDS if k.gang and k.role in dialect.roles]
-            if not kinds or any(self.stores[k.store] for k in kinds):
+        for dialect in dialects.GANGS:
+            gang_kinds = [k for k in kinds.KINDS if k.gang and k.role in dialect.roles]
+            if not gang_kinds or any(self.stores[k.store] for k in gang_kinds):
                 continue
             named: dict[str, list[Pod]] = {}
             for p in self.pods.values():
@@ -317,13 +313,10 @@ class World(Stores):
                        if (gang := build_gang(k, pods, snapshot)) is None or gang.config is None}
             if not missing:
                 continue
-            kind = kinds[0]
+            kind = gang_kinds[0]
             shown = ", ".join(list(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             pods = sum(len(v) for v in missing.values())
-            out.append(f"{pods} pod(s) name a {kind.kind} of {kind.group} as their gang ({shown}), and the input "
-                       f"holds no {kind.id} at all: they wait for it to exist. Was the kind left out of a "
-                       f"dump? Name it in full, {kind.id}: a bare `kubectl get podgroups` lists one kind of "
-                       "PodGroup only (Kubernetes' own, scheduling.k8s.io, on a v1.37 cluster that serves it)")
+            out.append(absent_gang_kind(pods, kind.kind, kind.group, kind.id, shown))
         return out
 
     def apply(self, result: CycleResult) -> int:
@@ -362,9 +355,9 @@ class World(Stores):
                         if d.node:
                             self.nominated[d.pod] = d.node
                         changes += 1
-                case PodGroupStatusUpdate():
+                case GangStatusUpdate():
                     store = self._statuses_of(d.status.kind)
-                    store[d.podgroup] = d.status.applied(store[d.podgroup])
+                    store[d.object_key] = d.status.applied(store[d.object_key])
                 case Deallocate():
                     changes += self._deallocate(d)
                 case DeleteClaim():
@@ -522,7 +515,8 @@ class SimulationResult:
     bound: dict[str, str]
     pending: dict[str, str]
     preempted: list[str]
-    podgroups: dict[str, dict[str, Any]]
+    # What each dialect reports of the objects that declare gangs, by key (the JSON's "podgroups").
+    groups: dict[str, dict[str, Any]]
     # The topology objects' statuses as the live scheduler writes them (a ClusterNetworkTopology's
     # detailStatus, each HyperNode's nodeCount and problems), as their dialects decide them.
     statuses: list[ObjectStatus]
@@ -535,6 +529,8 @@ class SimulationResult:
     # With DRA objects: every allocated ResourceClaim -> its devices, and each bound pod's devices.
     allocations: dict[str, list[str]] | None = None
     devices: dict[str, list[str]] = field(default_factory=dict)
+    # The heading the table shows each of ``groups`` under, as its dialect gives it.
+    group_headings: dict[str, str] = field(default_factory=dict)
 
     def shown(self) -> dict[str, Any]:
         """The topology objects' statuses by the JSON key each dialect reports them under (by
@@ -553,7 +549,7 @@ class SimulationResult:
             "pending": self.pending,
             "preempted": self.preempted,
             "nominated": self.nominated,
-            "podgroups": self.podgroups,
+            "podgroups": self.groups,
             "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
                         "message": e.message} for e in self.events],
             "rounds": self.rounds,
@@ -608,22 +604,12 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     # What the API server says of a gated pod (PodScheduled=False, reason SchedulingGated).
     pending.update({p.key: f"SchedulingGated: Scheduling is blocked due to non-empty scheduling gates "
                            f"({', '.join(p.scheduling_gates)})" for p in claimed.pods if claimed.gated(p)})
-    scheduled: dict[str, int] = {}
-    for p in claimed.pods:
-        group = p.annotations.get(GROUP_NAME_ANN)
-        if group and p.node_name:
-            scheduled[f"{p.namespace}/{group}"] = scheduled.get(f"{p.namespace}/{group}", 0) + 1
+    groups, headings = shown_groups(claimed)
     # The core's view holds the tree for these very nodes; a fresh build is for a run that had no cycle.
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
         bound={k: v for k, v in bound.items() if k in world.pods}, pending=pending, preempted=list(world.preempted),
-        podgroups={**{k: {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0), "minMember": pg.min_member}
-                      for k, pg in world.volcano_podgroups.items()},
-                   **{k: {"phase": pg.status.phase, "scheduled": pg.status.scheduled, "minMember": pg.min_member}
-                      for k, pg in world.podgroups.items()},
-                   # Kubernetes' PodGroups: the status the scheduler wrote (PodGroupInitiallyScheduled).
-                   **{k: pg.status.written() for k, pg in world.stores.get("workload_podgroups", {}).items()
-                      if pg.conditions}},
+        groups=groups, group_headings=headings,
         statuses=object_statuses(cluster.trees),
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         nominated=dict(world.nominated), volumes=dict(world.volume_writes),
@@ -638,16 +624,6 @@ def _admitted(raw: dict[str, Any]) -> bool:
     have changed since, or be left out of the dump)."""
     spec = raw.get("spec")
     return isinstance(spec, dict) and spec.get("priority") is not None
-
-
-def _validate_annotations(pod: Pod, podgroups: dict[str, PodGroup], valid: set[tuple[object, ...]]) -> None:
-    """What the live scheduler reports as an Event, the simulator refuses up front (exit 2).
-    ``valid`` remembers gang declarations already accepted: a gang's pods repeat the same one."""
-    gang = pod.gang_name
-    key = (gang, id(podgroups.get(gang or "")),
-           tuple(sorted((k, v) for k, v in pod.annotations.items() if k != ANN_TOPOLOGY_INDEX)))
-    check_pod_annotations(pod, podgroups, gang_checked=key in valid)
-    valid.add(key)
 
 
 def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:

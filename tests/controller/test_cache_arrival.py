@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordpy.api.kinds import snapshot_fields
-from koordpy.controller.cache import Cache, _InvalidGroups, annotation_error
+from koordpy.controller.cache import Cache, _InvalidGroups
+from koordpy.core.declarations import Declarations
 from tests.builders import node, pod, podgroup
 
 NAMES = frozenset({"koordpy"})
@@ -49,9 +50,10 @@ def _expected(cache: Cache) -> dict[str, str | None]:
     fields = snapshot_fields(cache.stores, {at: err for at, (err, _) in cache.invalid.items()},
                              skip=frozenset({"pods"}))
     out = {}
+    fresh = Declarations()  # nothing remembered: each pod checked in full
     for key, p in cache.pods.items():
         if p.scheduler_name in NAMES and not p.node_name and not p.terminal and not p.deleting:
-            out[key] = annotation_error(p, cache.podgroups, fields["invalid_podgroups"])
+            out[key] = fresh.check(key, p, cache.stores, fields["invalid_podgroups"])[1]
     return out
 
 
@@ -97,12 +99,12 @@ def test_a_pod_that_arrives_after_a_snapshot_is_checked_then() -> None:
     raw = _pod("a-0", "a", 0)
     raw["metadata"]["resourceVersion"] = "2"
     cache.observe("Pod", "ADDED", raw)
-    checked = cache._checked.get("default/a-0")
-    assert checked is not None and checked[0] is cache.pods["default/a-0"] and checked[3] is None
+    checked = cache.declarations.checked.get("default/a-0")
+    assert checked is not None and checked[0] is cache.pods["default/a-0"] and checked[4] is None  # no error
     # Before any snapshot the cache does not know whose pods are its own: nothing is checked then.
     fresh = Cache()
     fresh.observe("Pod", "ADDED", raw)
-    assert fresh._checked == {}
+    assert fresh.declarations.checked == {}
 
 
 def test_the_invalid_groups_read_at_arrival_are_the_snapshots() -> None:

@@ -307,10 +307,10 @@ class RecordingWriter:
     def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
         pass
 
-    def podgroup_status(self, key: str, status: dict[str, object], group: str = "") -> None:
+    def gang_status(self, key: str, status: dict[str, object], kind: Any = None) -> None:
         pass
 
-    def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
+    def flush(self, still_pending: Any, status_now: Any = None) -> None:
         pass
 
     async def settle(self) -> None:

@@ -22,11 +22,12 @@ from koordpy.api.podgroup import PodGroup
 from koordpy.controller import cache as cache_module
 from koordpy.controller import loop as loop_module
 from koordpy.controller.cache import Cache
-from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop, invalid_reason
+from koordpy.controller.loop import FAILURE_BACKOFF_MAX, SchedulerLoop
 from koordpy.controller.main import LOG_HANDLER, configure_logging
 from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import CONDITION_LIMIT, EVENT_LIMIT, ApiWriter, Conflict, Gone, cap, with_retries
 from koordpy.core.decisions import Bind, CycleResult
+from koordpy.core.dialects import invalid_reason
 from koordpy.core.view import View
 from tests.api.test_api_volcano_kai import volcano_podgroup
 from tests.builders import node, pod, podgroup
@@ -107,7 +108,7 @@ async def test_the_loop_holds_a_bind_until_it_is_written_then_starts_assume_ttl(
         def bound(self, pod_key: str) -> None:
             pass
 
-        def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
+        def flush(self, still_pending: Any, status_now: Any = None) -> None:
             pass
 
     monkeypatch.setattr(loop_module, "schedule", lambda snapshot, state, now: CycleResult(
@@ -267,7 +268,7 @@ class FakeWriter:
     def unschedulable(self, pod_key: str, message: str, reason: str = "Unschedulable") -> None:
         self.conditions[pod_key] = message
 
-    def flush(self, still_pending: Any, podgroup_now: Any = None) -> None:
+    def flush(self, still_pending: Any, status_now: Any = None) -> None:
         pass
 
 
@@ -451,12 +452,12 @@ def test_the_status_a_podgroup_holds_is_found_by_its_api_group_through_the_regis
     volcano = volcano_podgroup("v", minMember=1)
     volcano["status"] = {"phase": "Inqueue", "running": 1}
     cache.observe("VolcanoPodGroup", "ADDED", rv(uid(volcano, "u2"), 1))
-    assert loop._podgroup_now("scheduling.sigs.k8s.io", "default/g") == {
+    assert loop._status_now("podgroups.scheduling.sigs.k8s.io", "default/g") == {
         "phase": "Running", "scheduled": 2, "running": 2, "succeeded": 0, "failed": 0,
         "scheduleStartTime": 1767225600.0}
-    assert loop._podgroup_now("scheduling.volcano.sh", "team/v") == {
+    assert loop._status_now("podgroups.scheduling.volcano.sh", "team/v") == {
         "phase": "Inqueue", "running": 1, "succeeded": 0, "failed": 0}
-    assert loop._podgroup_now("scheduling.volcano.sh", "default/missing") is None
+    assert loop._status_now("podgroups.scheduling.volcano.sh", "default/missing") is None
 
 
 def test_gangs_waiting_counts_the_gangs_of_every_pod_left_pending() -> None:

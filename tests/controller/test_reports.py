@@ -45,21 +45,21 @@ def test_a_condition_in_flight_or_on_the_pod_is_skipped_and_a_bound_pod_owes_non
 def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_one() -> None:
     r = Reports()
     base: dict[str, object] = {"phase": "Scheduled", "running": 0}
-    r.podgroup_status("default/g", base, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", base, "scheduling.sigs.k8s.io")
     assert r.due(10.0, lambda _: None, lambda g, k: None).statuses == [
         ("scheduling.sigs.k8s.io", "default/g", base)]
     r.status_done("scheduling.sigs.k8s.io", "default/g")  # the write ended
     later = {**base, "running": 3}
-    r.podgroup_status("default/g", later, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", later, "scheduling.sigs.k8s.io")
     assert r.due(10.0 + STATUS_INTERVAL / 2, lambda _: None, lambda g, k: None).statuses == []  # paced
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses == [
         ("scheduling.sigs.k8s.io", "default/g", later)]
     r.status_done("scheduling.sigs.k8s.io", "default/g")
     running = {"phase": "Running", "running": 4}
-    r.podgroup_status("default/g", running, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", running, "scheduling.sigs.k8s.io")
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses != []  # a new phase: at once
     # What the object says already is not written; start times are compared in whole seconds.
-    r.podgroup_status("default/g", {"phase": "Running", "scheduleStartTime": 7.5}, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", {"phase": "Running", "scheduleStartTime": 7.5}, "scheduling.sigs.k8s.io")
     due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "scheduleStartTime": 7.0})
     assert due.statuses == [] and due.skipped == [("podgroup-status", "unchanged")]
 
@@ -67,13 +67,13 @@ def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_
 def test_a_failed_status_write_is_sent_again() -> None:
     r = Reports()
     st: dict[str, object] = {"phase": "Scheduled"}
-    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    r.gang_status("default/g", st, "scheduling.volcano.sh")
     assert r.due(0.0, lambda _: None, lambda g, k: None).statuses
-    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    r.gang_status("default/g", st, "scheduling.volcano.sh")
     assert r.due(5.0, lambda _: None, lambda g, k: None).skipped == [("podgroup-status", "unchanged")]
     r.status_done("scheduling.volcano.sh", "default/g")
     r.status_failed("scheduling.volcano.sh", "default/g", st)
-    r.podgroup_status("default/g", st, "scheduling.volcano.sh")
+    r.gang_status("default/g", st, "scheduling.volcano.sh")
     assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [("scheduling.volcano.sh", "default/g", st)]
 
 
@@ -83,7 +83,7 @@ GROUP = "scheduling.sigs.k8s.io"
 def in_flight(status: dict[str, object]) -> Reports:
     """Reports with ``status`` of PodGroup default/g sent at time 0 and its write not ended."""
     r = Reports()
-    r.podgroup_status("default/g", status, GROUP)
+    r.gang_status("default/g", status, GROUP)
     assert r.due(0.0, lambda _: None, lambda g, k: None).statuses == [(GROUP, "default/g", status)]
     return r
 
@@ -95,8 +95,8 @@ def test_a_status_waits_for_the_write_of_the_same_podgroup_in_flight() -> None:
     first: dict[str, object] = {"phase": "Scheduling", "scheduled": 3}
     r = in_flight(first)
     latest: dict[str, object] = {"phase": "Scheduled", "scheduled": 4}
-    r.podgroup_status("default/g", latest, group)  # a new phase, which would go at once
-    r.podgroup_status("default/h", first, group)  # another PodGroup is not held
+    r.gang_status("default/g", latest, group)  # a new phase, which would go at once
+    r.gang_status("default/h", first, group)  # another PodGroup is not held
     assert r.due(0.1, lambda _: None, lambda g, k: None).statuses == [(group, "default/h", first)]
     assert r.due(5.0, lambda _: None, lambda g, k: None).statuses == []
     r.status_done(group, "default/g")
@@ -122,7 +122,7 @@ def test_a_status_write_that_never_ends_does_not_hold_the_podgroup_for_ever() ->
     # until the scheduler restarted or lost the Lease: the job's Finished was never written.
     r = in_flight({"phase": "Running", "running": 4})
     finished: dict[str, object] = {"phase": "Finished", "running": 0, "succeeded": 4}
-    r.podgroup_status("default/g", finished, GROUP)
+    r.gang_status("default/g", finished, GROUP)
     # An hour on, the first write has not ended (it never will): the latest status must go.
     later = 3600.0 + STATUS_INTERVAL
     assert r.due(later, lambda _: None, lambda g, k: None).statuses == [(GROUP, "default/g", finished)]

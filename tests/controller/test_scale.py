@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.kinds import by_id
 from koordpy.controller.cache import Cache
 from koordpy.controller.writer import STATUS_INTERVAL, ApiWriter
 from koordpy.core.cycle import schedule
@@ -106,6 +107,9 @@ async def _settle(w: ApiWriter) -> None:
         assert not left, f"{len(left)} writes still running after 10 s"
 
 
+PODGROUP = by_id("podgroups.scheduling.sigs.k8s.io")
+
+
 def _pending(_: str) -> None:
     return None
 
@@ -120,13 +124,13 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
 
     base = {"phase": "Scheduled", "scheduled": 20, "running": 0, "succeeded": 0, "failed": 0,
             "scheduleStartTime": 1000.25}
-    writer.podgroup_status("default/g", base)
+    writer.gang_status("default/g", base, PODGROUP)
     writer.flush(_pending, now)
     await _settle(writer)
     assert len(custom.patches) == 1  # a phase change is written at once
     # Its pods start one by one: within STATUS_INTERVAL only the latest is kept, not written.
     for running in range(1, 6):
-        writer.podgroup_status("default/g", {**base, "running": running})
+        writer.gang_status("default/g", {**base, "running": running}, PODGROUP)
         writer.flush(_pending, now)
     await _settle(writer)
     assert len(custom.patches) == 1
@@ -137,12 +141,12 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
     assert [p[1]["running"] for p in custom.patches] == [0, 5]
     # What the cache already shows (the write landed; start times read back in whole seconds) is skipped.
     cached = {**base, "running": 5, "scheduleStartTime": 1000.0}
-    writer.podgroup_status("default/g", {**base, "running": 5})
+    writer.gang_status("default/g", {**base, "running": 5}, PODGROUP)
     writer.flush(_pending, now)
     await _settle(writer)
     assert len(custom.patches) == 2 and writer.skipped[("podgroup-status", "unchanged")] == 1
     # A new phase goes out at once, whenever the last write was.
-    writer.podgroup_status("default/g", {**base, "running": 20, "phase": "Running"})
+    writer.gang_status("default/g", {**base, "running": 20, "phase": "Running"}, PODGROUP)
     writer.flush(_pending, now)
     await _settle(writer)
     assert [p[1]["phase"] for p in custom.patches] == ["Scheduled", "Scheduled", "Running"]

@@ -58,7 +58,7 @@ async def test_the_writer_is_asked_for_the_whole_conditions_list_of_the_v1beta1_
     writer.core = Quiet()
     loop = SchedulerLoop(cache, writer, NAMES)
     await loop.cycle()
-    writer.flush(loop._pending_info, loop._podgroup_now)
+    writer.flush(loop._pending_info, loop._status_now)
     for _ in range(5):
         await asyncio.sleep(0)
     if writer._tasks:
@@ -74,4 +74,4 @@ async def test_the_writer_is_asked_for_the_whole_conditions_list_of_the_v1beta1_
     # The write comes back on the watch: the cache's status reads as what was written.
     pg["status"] = body["status"]
     cache.observe("WorkloadPodGroup", "MODIFIED", rv(pg, 5))
-    assert loop._podgroup_now("scheduling.k8s.io", "default/train") == body["status"]
+    assert loop._status_now("podgroups.scheduling.k8s.io", "default/train") == body["status"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from koordpy.controller.cache import Cache
 from koordpy.core.cycle import Cycle, schedule
-from koordpy.core.decisions import CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
+from koordpy.core.decisions import CycleResult, Event, GangStatusUpdate, SetPodScheduledFalse
 from koordpy.core.gang import Job
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -81,8 +81,8 @@ def test_rest_of_queue_goes_next_cycle_at_once_without_backoff_or_writes() -> No
             assert d.pod not in left
         if isinstance(d, Event):
             assert d.obj not in left and d.obj not in {"default/c", "default/d", "default/e"}
-        if isinstance(d, PodGroupStatusUpdate):
-            assert d.podgroup.split("/")[-1] in ("a", "b"), d
+        if isinstance(d, GangStatusUpdate):
+            assert d.object_key.split("/")[-1] in ("a", "b"), d
     assert bound_gangs(live.cycle()) == ["c", "d"]  # the same instant: no backoff
     third = live.cycle()
     assert bound_gangs(third) == ["e"] and third.deferred == 0 and third.next_deadline is None
@@ -218,7 +218,7 @@ def same(a: SimulationResult, b: SimulationResult) -> None:
     assert a.pending == b.pending
     assert sorted(a.preempted) == sorted(b.preempted)
     assert a.nominated == b.nominated
-    assert a.podgroups == b.podgroups
+    assert a.groups == b.groups
     key = lambda e: (e.kind, e.obj, e.type, e.reason, e.message)  # noqa: E731
     assert sorted(map(key, a.events)) == sorted(map(key, b.events))
 

@@ -16,10 +16,11 @@ from koordpy.core.dialects import DIALECTS, first
 from koordpy.core.dialects import base as b
 
 NEUTRAL = ("None", "False", "()", "iter(())", "{}")
-# Each capability, its registry and its base (Manifests has none: a dialect with manifests writes them).
+# Each capability, its registry and its base.
 CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Statuses, dialects.STATUSES, b.StatusesBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
-                (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase), (b.Manifests, dialects.MANIFESTS, None)]
+                (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
+                (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]
 
 
 def _members(cls: type) -> set[str]:
@@ -38,7 +39,8 @@ def test_each_registry_lists_the_dialects_with_the_capability_in_order() -> None
     for protocol, registry, _ in CAPABILITIES:
         assert registry == tuple(d for d in DIALECTS if isinstance(d, protocol)), protocol
     assert {d.name for d in dialects.GANGS} == {d.name for d in DIALECTS}
-    assert [d.name for d in dialects.ADMISSION] == ["upstream"]
+    assert [d.name for d in dialects.ADMISSION] == ["koordinator", "upstream"]
+    assert [d.name for d in dialects.DECLARING] == ["koordinator"]  # its gang and topology annotations
     assert [d.name for d in dialects.MANIFESTS] == ["koordinator", "volcano", "kai"]
 
 

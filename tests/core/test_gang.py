@@ -4,7 +4,7 @@ from typing import Any
 
 from koordpy.api import Node, Pod, PodGroup
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import Annotate, Bind, PodGroupStatusUpdate
+from koordpy.core.decisions import Annotate, Bind, GangStatusUpdate
 from koordpy.core.gang import GangGroupId
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -27,7 +27,7 @@ def test_gang_binds_nothing_when_one_member_does_not_fit_and_a_solo_pod_still_bi
     for other in set(out.pending) - set(direct):
         assert out.pending[other] == (f'GangGroup "default/big" gets rejected due to member Pod "{direct[0]}" is '
                                       f'unschedulable with reason "{out.pending[direct[0]]}", alreadyWaitForBound: 0')
-    assert out.podgroups["default/big"]["phase"] == "PreScheduling"
+    assert out.groups["default/big"]["phase"] == "PreScheduling"
 
 
 def test_gang_with_fewer_children_than_min_waits_and_names_its_counts() -> None:
@@ -176,7 +176,7 @@ def test_annotation_gang_binds_as_a_whole() -> None:
 def test_podgroup_status_follows_the_gang() -> None:
     s = snap(THREE, [pod(f"g-{i}", group="g") for i in range(2)], [podgroup("g", 2)])
     result = schedule(s, SchedulerState(), 5.0)
-    update = next(d for d in result.decisions if isinstance(d, PodGroupStatusUpdate))
+    update = next(d for d in result.decisions if isinstance(d, GangStatusUpdate))
     assert update.status.wire()["phase"] == "Scheduled" and update.status.wire()["scheduled"] == 2
     assert update.status.wire()["scheduleStartTime"] == 5.0
     assert len([d for d in result.decisions if isinstance(d, Bind)]) == 2
@@ -226,5 +226,5 @@ def test_the_status_of_another_schedulers_podgroup_is_left_alone() -> None:
     ours = [pod(f"o-{i}", cpu="1", group="ours") for i in range(2)]
     result = schedule(snap([node("n0")], theirs + ours, [podgroup("theirs", 2), podgroup("ours", 2)]),
                       SchedulerState(), 0.0)
-    updated = {d.podgroup for d in result.decisions if isinstance(d, PodGroupStatusUpdate)}
+    updated = {d.object_key for d in result.decisions if isinstance(d, GangStatusUpdate)}
     assert updated == {"default/ours"}

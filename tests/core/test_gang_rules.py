@@ -31,7 +31,7 @@ def test_strict_gang_binds_its_minimum_in_rank_order_and_the_rest_wait() -> None
     out = run(TWO, podgroup("g", 2), pods)
     assert out.bound == {"default/p-0": "n0", "default/p-1": "n1"}
     assert "Insufficient cpu" in out.pending["default/p-2"]
-    assert out.podgroups["default/g"]["phase"] == "Scheduled"
+    assert out.groups["default/g"]["phase"] == "Scheduled"
 
 
 def test_strict_gang_below_its_minimum_releases_everything() -> None:

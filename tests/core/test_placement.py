@@ -30,7 +30,7 @@ def test_seed_example_1_prefer_gather_binpacks_onto_spine_1() -> None:
     out = run(seed_cluster(), podgroup("job", 4, gather=PREFER_BLOCK_SPINE),
               [pod(f"training-pod-{i}", group="job", index=i) for i in range(4)])
     assert out.bound == {f"default/training-pod-{i}": f"node-{5 + i}" for i in range(4)}
-    assert out.podgroups["default/job"]["phase"] == "Scheduled"
+    assert out.groups["default/job"]["phase"] == "Scheduled"
 
 
 def test_rank_follows_the_index_not_the_name() -> None:

@@ -11,7 +11,7 @@ from koordpy.api import Node, Pod
 from koordpy.api.storage import ANN_SELECTED_NODE
 from koordpy.core import cycle as cycle_module
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import Bind, CycleResult, Event, PodGroupStatusUpdate, SetPodScheduledFalse
+from koordpy.core.decisions import Bind, CycleResult, Event, GangStatusUpdate, SetPodScheduledFalse
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.txn import Txn
@@ -93,7 +93,7 @@ def test_a_job_that_raises_after_its_volumes_were_prebound_leaves_them_as_they_w
     assert not rules.assumed
     assert set(result.job_errors) == {"default/g"}
     assert result.bound == {} and result.binds == [] and result.gangs_placed == []
-    said = [d for d in result.decisions if not isinstance(d, PodGroupStatusUpdate)]
+    said = [d for d in result.decisions if not isinstance(d, GangStatusUpdate)]
     assert [(type(d), getattr(d, "pod", getattr(d, "obj", ""))) for d in said] == [
         (SetPodScheduledFalse, "default/w0"), (Event, "default/w0"), (SetPodScheduledFalse, "default/w1"),
         (Event, "default/w1")]

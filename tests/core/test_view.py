@@ -53,7 +53,7 @@ def workload(seed: int) -> list[dict[str, Any]]:
 
 def outcome(objs: list[dict[str, Any]], incremental: bool) -> dict[str, Any]:
     out = simulate(World.from_objects([("t", o) for o in objs]), incremental=incremental)
-    return {"bound": out.bound, "pending": out.pending, "podgroups": out.podgroups, "rounds": out.rounds,
+    return {"bound": out.bound, "pending": out.pending, "podgroups": out.groups, "rounds": out.rounds,
             "events": sorted(json.dumps([e.kind, e.obj, e.reason, e.message]) for e in out.events)}
 
 

@@ -8,7 +8,7 @@ PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's pla
 
 This module is the registries and the dispatch over them: ``DIALECTS`` (the one line a dialect is
 added by; the order is the precedence when two declare the same gang), and per capability the
-dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION``, ``EXPLAINS``, ``TOPOLOGIES``,
+dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION`` and its ``DECLARING``, ``EXPLAINS``, ``TOPOLOGIES``,
 ``MANIFESTS``), each asked only through its own registry; the gang resolution that asks each in
 turn, the topology keys one dialect may find written in another's object (a PodGroup of one API
 carrying Volcano's or KAI's annotations), and ``Trees``, the cluster's trees by ``TreeKey``, each
@@ -40,16 +40,20 @@ from koordpy.core.verdicts import Reason
 
 T = TypeVar("T")
 
-DIALECTS: tuple[Dialect, ...] = (koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT)
-BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
+# The dialects, in the order of precedence when two declare the same gang (a dialect is added by
+# its line here; ``register`` adds one from outside, as a test does).
+DIALECTS: tuple[Dialect, ...]
+BY_NAME: dict[str, Dialect] = {}
 # One registry per capability, in the order of precedence: a dialect is in those whose protocol it
-# implements (``base``), found once here rather than asked of every object.
-GANGS: tuple[Gangs, ...] = tuple(d for d in DIALECTS if isinstance(d, Gangs))
-STATUSES: tuple[Statuses, ...] = tuple(d for d in DIALECTS if isinstance(d, Statuses))
-ADMISSION: tuple[Admission, ...] = tuple(d for d in DIALECTS if isinstance(d, Admission))
-EXPLAINS: tuple[Explains, ...] = tuple(d for d in DIALECTS if isinstance(d, Explains))
-TOPOLOGIES: tuple[Topologies, ...] = tuple(d for d in DIALECTS if isinstance(d, Topologies))
-MANIFESTS: tuple[Manifests, ...] = tuple(d for d in DIALECTS if isinstance(d, Manifests))
+# implements (``base``), found once (``_index``) rather than asked of every object.
+GANGS: tuple[Gangs, ...]
+STATUSES: tuple[Statuses, ...]
+ADMISSION: tuple[Admission, ...]
+# Those that check pending pods' own declarations before the core sees them (``koordpy.core.declarations``).
+DECLARING: tuple[Admission, ...]
+EXPLAINS: tuple[Explains, ...]
+TOPOLOGIES: tuple[Topologies, ...]
+MANIFESTS: tuple[Manifests, ...]
 # The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
 # cluster and its nodes when there is none).
 DEFAULT_TREE = koordinator.TREE
@@ -57,10 +61,55 @@ DEFAULT_TREE = koordinator.TREE
 ANNOTATION_GANGS: Gangs = koordinator.DIALECT
 # Which object an Event about a gang goes to when two kinds declare it: a Volcano PodGroup is told
 # before a scheduler-plugins one of the same name, as it always was.
-_EVENT_ORDER: tuple[Statuses, ...] = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
-_STATUSES_BY_NAME: dict[str, Statuses] = {d.name: d for d in STATUSES}
-_EXPLAINS_BY_NAME: dict[str, Explains] = {d.name: d for d in EXPLAINS}
-_TOPOLOGIES_BY_NAME: dict[str, Topologies] = {d.name: d for d in TOPOLOGIES}
+_EVENT_ORDER: tuple[Statuses, ...]
+_STATUSES_BY_NAME: dict[str, Statuses] = {}
+# The topology sources (``Kind.source``) and what each brings, as help texts say it.
+TOPOLOGY_SOURCES: dict[str, str] = {}
+_INVALID_REASONS: dict[tuple[str, str], str] = {}
+_EXPLAINS_BY_NAME: dict[str, Explains] = {}
+_TOPOLOGIES_BY_NAME: dict[str, Topologies] = {}
+_ADMISSION_BY_NAME: dict[str, Admission] = {}
+# Pod-spec fields a dialect refuses, and the words their messages start with.
+REFUSED_FIELDS: dict[str, str] = {}
+
+
+def _index(dialects: tuple[Dialect, ...]) -> None:
+    """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
+    module that took one by name sees the change)."""
+    global DIALECTS, GANGS, STATUSES, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, _EVENT_ORDER
+    DIALECTS = dialects
+    GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
+    STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
+    ADMISSION = tuple(d for d in dialects if isinstance(d, Admission))
+    DECLARING = tuple(d for d in ADMISSION if d.checks_declarations)
+    EXPLAINS = tuple(d for d in dialects if isinstance(d, Explains))
+    TOPOLOGIES = tuple(d for d in dialects if isinstance(d, Topologies))
+    MANIFESTS = tuple(d for d in dialects if isinstance(d, Manifests))
+    _EVENT_ORDER = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
+    tables: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
+        (BY_NAME, {d.name: d for d in dialects}),
+        (_STATUSES_BY_NAME, {d.name: d for d in STATUSES}),
+        (TOPOLOGY_SOURCES, {s: said for d in TOPOLOGIES for s, said in d.sources.items()}),
+        (_INVALID_REASONS, {at: why for d in STATUSES for at, why in d.invalid_reasons.items()}),
+        (_EXPLAINS_BY_NAME, {d.name: d for d in EXPLAINS}),
+        (_TOPOLOGIES_BY_NAME, {d.name: d for d in TOPOLOGIES}),
+        (_ADMISSION_BY_NAME, {d.name: d for d in ADMISSION}),
+        (REFUSED_FIELDS, {f: words for d in ADMISSION for f, words in d.refused_fields.items()}),
+    ]
+    for table, entries in tables:
+        table.clear()
+        table.update(entries)
+
+
+_index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT))
+
+
+def register(dialect: Dialect) -> Callable[[], None]:
+    """Adds ``dialect`` to the registries, after those there (a dialect written outside this package,
+    as a test's); returns what takes it out again."""
+    before = DIALECTS
+    _index((*before, dialect))
+    return lambda: _index(before)
 
 
 D = TypeVar("D", bound=Dialect)
@@ -76,7 +125,6 @@ def first(answer: Callable[[D], T | None], among: Iterable[D]) -> T | None:
     return None
 
 
-_ADMISSION_BY_NAME: dict[str, Admission] = {d.name: d for d in ADMISSION}
 C = TypeVar("C", bound=Dialect)
 
 
@@ -264,15 +312,41 @@ def object_statuses(trees: Trees) -> list[ObjectStatus]:
     return [s for d in STATUSES for s in d.object_statuses(trees)]
 
 
+def invalid_reason(kind: str, error: str) -> str:
+    """The Event reason for an object that does not parse (``kind``: the cache's name for its kind):
+    ``Invalid<Kind>``, unless its dialect gives one for the field the error names."""
+    field = error.split(": ", 1)[-1]  # the error names the object first, then the field
+    for (named, prefix), reason in _INVALID_REASONS.items():
+        if named == kind and field.startswith(prefix):
+            return reason
+    return f"Invalid{kind}"
+
+
+def warm_up_objects() -> Sequence[dict[str, Any]]:
+    """A gang of two pods with a topology ask, as raw objects, in the words of the first dialect that
+    gives one (``Manifests.warm_up``): what the live controller runs the core over before its first cycle."""
+    return first(lambda d: d.warm_up() or None, MANIFESTS) or ()
+
+
+def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """What ``koordpy simulate`` reports of the objects that declare gangs once the world settled, by
+    object key, and the heading its table shows each under; in the order Events go to them (a
+    Volcano PodGroup's fields are overwritten by a scheduler-plugins one of the same name)."""
+    fields: dict[str, dict[str, Any]] = {}
+    headings: dict[str, str] = {}
+    for dialect in _EVENT_ORDER:
+        for key, heading, shown in dialect.shown_groups(snapshot):
+            fields[key] = shown
+            headings[key] = heading
+    return fields, headings
+
+
 def shown_empty() -> dict[str, Any]:
     """What ``koordpy simulate`` reports of the topology objects a dialect has none of, by JSON key."""
     return {k: v for d in STATUSES for k, v in d.shown_empty.items()}
 
 
 # -- pods refused ----------------------------------------------------------------------------------
-
-
-REFUSED_FIELDS: dict[str, str] = {f: words for d in ADMISSION for f, words in d.refused_fields.items()}
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:

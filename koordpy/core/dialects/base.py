@@ -6,7 +6,8 @@ objects and placement annotations, Kubernetes' own Workload PodGroup). Each modu
 ``koordpy.core.dialects`` defines one dialect object; ``Dialect`` is what every one has (its name
 and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
 per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Statuses`` (what a
-gang's objects are told: their status, Events), ``Admission`` (pods it refuses), ``Explains``
+gang's objects are told: their status, Events), ``Admission`` (pods it refuses, and the check of
+a pending pod's own declaration the shells make before the core sees it), ``Explains``
 (what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
 (``koordpy topology generate``). The registries (``koordpy.core.dialects``) list, per capability,
 the dialects that have it; the rest of the core reaches a dialect only through them, an ``Ask``
@@ -22,7 +23,7 @@ any one dialect's code (its module), the registries and the dispatch over them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +49,19 @@ class GroupTerms:
     # Whether a mode (Strict / NonStrict) and a waiting time are the gang's own words (Koordinator's);
     # other dialects' gangs have neither, and explain does not speak of them.
     modes: bool = False
+
+
+# What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
+# depends on besides the pod, so that the shells check a pod again only when it changed: (the gang
+# object the pod names, whose pods are checked again when it changes; that object as held now,
+# None when there is none; whether that object failed to parse, when its error is its own and not
+# its pods'). A plain tuple: it is made for every pending pod a snapshot shows.
+Declaration = tuple[str | None, object, bool]
+
+
+# The objects a shell holds, by store (``Kind.store``) and key: what a pod's declaration is checked
+# against as it arrives, between snapshots.
+Objects = Mapping[str, Mapping[str, Any]]
 
 
 @runtime_checkable
@@ -151,6 +165,18 @@ class Statuses(Dialect, Protocol):
         """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
         ...
 
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        """What ``koordpy simulate`` reports of the objects that declare its gangs, once the world
+        settled (``snapshot``): (object key, the heading its table shows it under, its fields in the
+        JSON) for each it reports."""
+        ...
+
+    @property
+    def invalid_reasons(self) -> Mapping[tuple[str, str], str]:
+        """The Event reason told an object of its that does not parse, by (the cache's name for the
+        kind, the field the error starts with) where it is not ``Invalid<Kind>``."""
+        ...
+
 
 @runtime_checkable
 class Admission(Dialect, Protocol):
@@ -168,6 +194,29 @@ class Admission(Dialect, Protocol):
     def names_objects(self, pod: Pod) -> bool:
         """Whether the pod names an object of this dialect that may appear or change while the pod
         does not (a job refused for it is looked at every cycle)."""
+        ...
+
+    @property
+    def checks_declarations(self) -> bool:
+        """Whether it checks pending pods' own declarations (``declaration``), before the core sees them."""
+        ...
+
+    def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
+        """What checking the pending pod's declaration in this dialect's words depends on, given the
+        shell's ``objects`` and the gang keys whose objects failed to parse (``invalid``); None: the
+        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap."""
+        ...
+
+    def declared_words(self, pod: Pod) -> Hashable:
+        """What of the pod its declaration reads, beyond its ``Declaration`` (pods of one gang declare
+        it alike): a declaration accepted against the same object is not checked again in full."""
+        ...
+
+    def declaration_error(self, pod: Pod, objects: Objects, invalid: Container[str], accepted: bool) -> str | None:
+        """What is wrong in the pod's declaration, in its words (what ``koordpy simulate`` refuses
+        up front and the live scheduler reports on the pod), or None. ``accepted``: a pod with the
+        same ``declared_words`` was accepted against the same object already; only what is the pod's own
+        is left to check."""
         ...
 
 
@@ -212,6 +261,12 @@ class Topologies(Dialect, Protocol):
         (only the trees some object defines: not an always-present tree without its object)."""
         ...
 
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """The topology sources (``Kind.source``, settings' ``topologySources``) that bring its
+        objects, and what each brings as help texts say it."""
+        ...
+
 
 @runtime_checkable
 class Manifests(Dialect, Protocol):
@@ -226,6 +281,12 @@ class Manifests(Dialect, Protocol):
         """Its topology objects over ``nodes`` from the label ``keys`` (top level first), named
         ``name`` where the user names them, with warnings about nodes the labels leave out; raises
         ``Unusable`` (``koordpy.core.topology_manifests``) for keys or a name it cannot use."""
+        ...
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
+        """A gang of two pods in its words, with a topology ask, as raw objects (the gang's object
+        and its pods, in the default namespace, for the scheduler ``koordpy``): what the live
+        controller runs the core over once before its first cycle. Nothing: it gives none."""
         ...
 
 
@@ -262,6 +323,7 @@ class StatusesBase(DialectBase):
 
     reports_timeout = False
     shown_empty: Mapping[str, Any] = {}
+    invalid_reasons: Mapping[tuple[str, str], str] = {}
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
@@ -278,14 +340,27 @@ class StatusesBase(DialectBase):
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         return ()
 
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        return ()
+
 
 class AdmissionBase(DialectBase):
     """``Admission``: a dialect answers ``refusal`` itself."""
 
     refused_fields: Mapping[str, str] = {}
+    checks_declarations = False
 
     def names_objects(self, pod: Pod) -> bool:
         return False
+
+    def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
+        return None
+
+    def declared_words(self, pod: Pod) -> Hashable:
+        return None
+
+    def declaration_error(self, pod: Pod, objects: Objects, invalid: Container[str], accepted: bool) -> str | None:
+        return None
 
 
 class ExplainsBase(DialectBase):
@@ -303,10 +378,19 @@ class ExplainsBase(DialectBase):
 class TopologiesBase(DialectBase):
     """``Topologies``: a dialect answers ``tree_keys`` and ``tree`` itself."""
 
+    sources: Mapping[str, str] = {}
+
     def default_tree(self, snapshot: Snapshot) -> TreeKey | None:
         return None
 
     def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return ()
+
+
+class ManifestsBase(DialectBase):
+    """``Manifests``: a dialect writes ``manifests`` and names its ``manifest_format`` itself."""
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
         return ()
 
 

@@ -24,7 +24,7 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
-from koordpy.core.dialects.base import ExplainsBase, GangsBase, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, ManifestsBase, StatusesBase, TopologiesBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement, Ties
@@ -204,13 +204,14 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
+class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
     KAI's to write (it gives none); its PodGroup asks no minimum resources."""
 
     name = NAME
     roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
     manifest_format = "topology"
+    sources: Mapping[str, str] = {"kueue": "Kueue and KAI Topology"}
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return topology_manifest(nodes, keys, name)

@@ -12,7 +12,7 @@ registry, ``koordpy.core.dialects``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,22 +23,37 @@ from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import (
+    GANG_DECLARATION,
     GangConfig,
     PodGroup,
     PodGroupStatus,
+    check_pod_annotations,
     gang_config_from_pod,
     gang_config_from_podgroup,
 )
 from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus, ObjectStatus
-from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase, final_stands
+from koordpy.core.dialects.base import (
+    AdmissionBase,
+    Declaration,
+    ExplainsBase,
+    GangsBase,
+    GroupTerms,
+    ManifestsBase,
+    Objects,
+    StatusesBase,
+    TopologiesBase,
+    final_stands,
+)
+from koordpy.core.members import topology_indexes
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, missing_warnings, short_names
 from koordpy.core.tree import ROOT, DomainId, ShownTree, TopologyTree, TreeKey
+from koordpy.core.verdicts import Reason
 
 NAME = "koordinator"
 # The ClusterNetworkTopology's tree (the cluster and its nodes when there is none). Koordinator's
@@ -337,16 +352,31 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
+class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
+    # A pending pod's gang annotations (over its PodGroup) and network-topology index are checked
+    # before the core sees it: ``koordpy simulate`` refuses them, the live scheduler reports them.
+    checks_declarations = True
+    sources: Mapping[str, str] = {"koordinator": "ClusterNetworkTopology"}
     # ``koordpy simulate`` always reports the ClusterNetworkTopology's detailStatus, empty without one.
     shown_empty: Mapping[str, Any] = {"topology": {"detailStatus": []}}
     manifest_format = "cnt"
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return cluster_network_topology(nodes, keys)  # koordpy reads the one named "default"
+
+    def warm_up(self) -> Sequence[dict[str, Any]]:
+        group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                 "metadata": {"name": "w", "namespace": "default", "annotations": {
+                     "gang.scheduling.koordinator.sh/network-topology-spec":
+                         '{"gatherStrategy": [{"layer": "ClusterTopologyLayer", "strategy": "PreferGather"}]}'}},
+                 "spec": {"minMember": 2}}
+        pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"warm-up-{i}", "namespace": "default", "labels": {"pod-group.scheduling.sigs.k8s.io": "w"}},
+            "spec": {"schedulerName": "koordpy", "containers": [{"name": "c", "image": "x"}]}} for i in range(2)]
+        return (group, *pods)
 
     def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
         return pod.gang_name
@@ -365,6 +395,30 @@ class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
         if podgroup is None or gang.error or not gang.pods:
             return None
         return podgroup.annotations, {}
+
+    def refusal(self, pod: Pod, snapshot: Snapshot) -> Reason | None:
+        return None
+
+    def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
+        gang = pod.gang_name
+        if gang is None:
+            return _NO_GANG  # its network-topology index is still checked
+        return gang, objects["podgroups"].get(gang), gang in invalid
+
+    def declared_words(self, pod: Pod) -> Hashable:
+        # Its namespace and gang annotations: what ``gang_config_from_pod`` reads beside the PodGroup.
+        declared = [(k, v) for k, v in pod.annotations.items() if k in GANG_DECLARATION]
+        return pod.namespace, tuple(sorted(declared) if len(declared) > 1 else declared)
+
+    def declaration_error(self, pod: Pod, objects: Objects, invalid: Container[str], accepted: bool) -> str | None:
+        try:
+            if accepted:  # only the index is left (parsed once per text, ``topology_indexes``)
+                topology_indexes((pod,))
+            else:
+                check_pod_annotations(pod, objects["podgroups"], invalid)
+        except ParseError as exc:
+            return str(exc)
+        return None
 
     def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
         # Its gangs (of a PodGroup or of annotations) have a mode and a waiting time of their own.
@@ -394,6 +448,11 @@ class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
         current = pg.status.counts()
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
+
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        for k, pg in snapshot.podgroups.items():
+            yield k, "PODGROUP", {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
+                                  "minMember": pg.min_member}
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # The ClusterNetworkTopology "default": its tree's domains, or why it is not used (then it
@@ -426,4 +485,5 @@ class Koordinator(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
                                                       loose_said=False),)
 
 
+_NO_GANG: Declaration = (None, None, False)
 DIALECT = Koordinator()

@@ -789,6 +789,11 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
                 out.append((child.key, found))
         return out
 
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        # The status the scheduler wrote (PodGroupInitiallyScheduled), on the groups it wrote one on.
+        return [(k, "PODGROUP (scheduling.k8s.io)", g.status.written()) for k, g in groups(snapshot).items()
+                if g.conditions]
+
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.
         return bool(pod.scheduling_group)

@@ -24,7 +24,14 @@ from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.volcano import GROUP_NAME_ANN, HyperNode, NetworkTopology, SubGroupPolicy, VolcanoPodGroup
 from koordpy.core.decisions import GangStatus, ObjectStatus
-from koordpy.core.dialects.base import ExplainsBase, GangsBase, StatusesBase, TopologiesBase, final_stands
+from koordpy.core.dialects.base import (
+    ExplainsBase,
+    GangsBase,
+    ManifestsBase,
+    StatusesBase,
+    TopologiesBase,
+    final_stands,
+)
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
 from koordpy.core.requirement import Requirement, SubGroup
@@ -523,10 +530,14 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
+class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
+    sources: Mapping[str, str] = {"volcano": "HyperNode"}
+    # A HyperNode whose members are wrong (a selector, a pattern RE2 refuses) says InvalidMembers, as
+    # the problems only the whole tree shows do, so one reason covers every bad member.
+    invalid_reasons: Mapping[tuple[str, str], str] = {("HyperNode", "spec.members"): "InvalidMembers"}
 
     def manifests(self, nodes: Sequence[Node], keys: Sequence[str], name: str) -> Generated:
         return hypernode_manifests(nodes, keys)  # HyperNodes are named from the label values
@@ -564,6 +575,16 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase):
             return None
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None
+
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        # Its PodGroups' scheduled count is that of their pods on a node, as Volcano's controller counts.
+        scheduled: dict[str, int] = {}
+        for p in snapshot.pods:
+            group = p.annotations.get(GROUP_NAME_ANN)
+            if group and p.node_name:
+                scheduled[f"{p.namespace}/{group}"] = scheduled.get(f"{p.namespace}/{group}", 0) + 1
+        return [(k, "PODGROUP", {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0),
+                                 "minMember": pg.min_member}) for k, pg in snapshot.volcano_podgroups.items()]
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # Each HyperNode: the nodes inside it, and what is wrong with it (told once as an Event).

@@ -18,7 +18,7 @@ from koordpy.api.volcano import GROUP_NAME_ANN
 from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import Decision, Event, EventReason, PodGroupStatusUpdate
+from koordpy.core.decisions import Decision, Event, EventReason, GangStatusUpdate
 from koordpy.core.dialects import kai, koordinator, volcano
 from koordpy.core.dialects.base import Dialect
 from koordpy.core.gang import resolve_gangs
@@ -100,7 +100,7 @@ def test_a_podgroup_status_is_a_typed_value_its_dialect_renders() -> None:
     pods = [Pod.from_raw(pod(f"g-{i}", group="g")) for i in range(2)]
     s = Snapshot(nodes=nodes, pods=pods, podgroups={"default/g": PodGroup.from_raw(podgroup("g", 2))})
     result = schedule(s, SchedulerState(), 5.0)
-    update = next(d for d in result.decisions if isinstance(d, PodGroupStatusUpdate))
+    update = next(d for d in result.decisions if isinstance(d, GangStatusUpdate))
     assert isinstance(update.status, koordinator.PodGroupGangStatus)
     assert update.status.kind.group == "scheduling.sigs.k8s.io" and update.status.kind.role == "podgroup"
     assert update.status.wire() == {"phase": "Scheduled", "scheduled": 2, "running": 0, "succeeded": 0, "failed": 0,
@@ -145,7 +145,7 @@ def _function(path: Path, cls: str, name: str) -> ast.FunctionDef:
 
 def test_both_shells_apply_every_kind_of_decision_in_one_exhaustive_match() -> None:
     kinds = {t.__name__ for t in typing.get_args(Decision)}
-    assert kinds >= {"Bind", "SetPodScheduledFalse", "Annotate", "Event", "PodGroupStatusUpdate", "Preempt",
+    assert kinds >= {"Bind", "SetPodScheduledFalse", "Annotate", "Event", "GangStatusUpdate", "Preempt",
                      "Nominate"}
     root = CORE.parent
     for path, cls, name in ((root / "controller" / "loop.py", "SchedulerLoop", "_apply"),

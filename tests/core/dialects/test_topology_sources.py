@@ -407,7 +407,7 @@ def test_volcano_podgroup_status_is_written() -> None:
             vc_pod("vj-0", "vj"), vc_pod("vj-1", "vj")]
     out = run(objs)
     assert len(out.bound) == 2
-    assert out.podgroups["default/vj"]["phase"] == "Running"
+    assert out.groups["default/vj"]["phase"] == "Running"
 
 
 # -- KAI / Kueue -------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from koordpy.api.workload import INITIALLY_SCHEDULED, WorkloadPodGroup
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import PodGroupStatusUpdate
+from koordpy.core.decisions import GangStatusUpdate
 from koordpy.core.dialects import upstream
 from koordpy.core.state import SchedulerState
 from koordpy.errors import KoordpyError
@@ -258,7 +258,7 @@ def test_a_podgroup_and_a_composite_of_one_name_are_refused() -> None:
 def test_each_child_gets_initially_scheduled_and_the_composite_nothing() -> None:
     w = World.from_objects([("t", o) for o in [*nodes(4), *family()]])
     result = schedule(w.snapshot(NAMES), SchedulerState(), w.now)
-    written = {d.podgroup: d.status.wire() for d in result.decisions if isinstance(d, PodGroupStatusUpdate)}
+    written = {d.object_key: d.status.wire() for d in result.decisions if isinstance(d, GangStatusUpdate)}
     assert "default/train" not in written
     conds = [c for v in written.values() for c in v["conditions"]  # type: ignore[attr-defined]
              if c["type"] == INITIALLY_SCHEDULED]

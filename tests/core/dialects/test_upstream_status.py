@@ -10,7 +10,7 @@ from typing import Any
 
 from koordpy.api.workload import INITIALLY_SCHEDULED, GroupCondition, WorkloadPodGroup
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import CycleResult, PodGroupStatusUpdate, SetPodScheduledFalse
+from koordpy.core.decisions import CycleResult, GangStatusUpdate, SetPodScheduledFalse
 from koordpy.core.dialects import upstream
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import World, simulate
@@ -24,8 +24,8 @@ def world(*objects: dict[str, Any]) -> World:
     return World.from_objects([("t", o) for o in objects])
 
 
-def updates(result: CycleResult) -> dict[str, PodGroupStatusUpdate]:
-    return {d.podgroup: d for d in result.decisions if isinstance(d, PodGroupStatusUpdate)}
+def updates(result: CycleResult) -> dict[str, GangStatusUpdate]:
+    return {d.object_key: d for d in result.decisions if isinstance(d, GangStatusUpdate)}
 
 
 def written(result: CycleResult, key: str = "default/train") -> GroupCondition:

@@ -1,0 +1,252 @@
+"""Issue 32, item 1: a fifth dialect needs no change outside its module and a line in each registry.
+
+The toy dialect here has its own gang kind (``ToyGang`` of ``toy.example.com``, which pods join by a
+label) and a topology object (``ToyFabric``: a tree over node labels, whose status, the nodes it
+holds, the dialect computes from the core's tree). The fixture adds it with one line in the kind
+registry (``kinds.register``, its two kinds) and one in the dialect registry (``dialects.register``)
+and takes both out after. With nothing else changed: ``koordpy simulate`` reads its kind and holds
+its gang all or nothing, the simulator reports its fabric's status and the live loop writes it
+through the writer, ``koordpy topology show`` draws its tree under the title it gives, and the live
+cache reads its gang kind from watch events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+
+from koordpy.api import kinds
+from koordpy.api.errors import ParseError
+from koordpy.api.kinds import Kind, Role
+from koordpy.api.objects import Pod
+from koordpy.api.owners import Owner
+from koordpy.api.podgroup import GangConfig
+from koordpy.cli.main import main
+from koordpy.controller.cache import Cache
+from koordpy.core import dialects
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Bind, ObjectStatus
+from koordpy.core.dialects.base import GangsBase, StatusesBase, TopologiesBase
+from koordpy.core.model import Gang, TreeSource
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
+from koordpy.core.tree import ShownTree, TopologyTree, TreeKey, label_levels_tree
+from koordpy.sim.simulator import World, simulate
+from tests.builders import node, pod
+from tests.controller.test_topology_status_writer import harness, rv, settle
+
+GROUP = "toy.example.com"
+GANG_LABEL = f"{GROUP}/gang"
+RACK = f"{GROUP}/rack"
+NAME = "toy"
+
+
+# -- the dialect: its objects, its kinds, its module's code ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToyGang:
+    namespace: str
+    name: str
+    min_member: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> ToyGang:
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        minimum = spec.get("minMember")
+        if not isinstance(minimum, int) or minimum < 1:
+            raise ParseError(f"ToyGang {meta.get('name')}", "spec.minMember", "a whole number of at least 1")
+        return cls(str(meta.get("namespace") or "default"), str(meta.get("name")), minimum)
+
+
+@dataclass(frozen=True)
+class ToyFabric:
+    name: str
+    levels: tuple[str, ...]
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> ToyFabric:
+        return cls(str((raw.get("metadata") or {}).get("name")), tuple((raw.get("spec") or {}).get("levels") or ()))
+
+
+GANG_KIND = Kind("ToyGang", GROUP, "v1", "toygangs", True, ToyGang.from_raw, cast(Role, "toy-gang"), "toy_gangs",
+                 change="gangs", errors="invalid_podgroups", own_field=False)
+FABRIC_KIND = Kind("ToyFabric", GROUP, "v1", "toyfabrics", False, ToyFabric.from_raw, cast(Role, "toy-fabric"),
+                   "toy_fabrics", writes=("status:patch",), source=NAME, own_field=False)
+
+
+def _gangs(snapshot: Snapshot) -> dict[str, ToyGang]:
+    return cast(dict[str, ToyGang], snapshot.of(GANG_KIND.store))
+
+
+def _fabrics(snapshot: Snapshot) -> dict[str, ToyFabric]:
+    return cast(dict[str, ToyFabric], snapshot.of(FABRIC_KIND.store))
+
+
+def tree_key(name: str) -> TreeKey:
+    return TreeKey(NAME, name, f"{NAME}/{name}")
+
+
+class Toy(GangsBase, StatusesBase, TopologiesBase):
+    name = NAME
+    roles = (GANG_KIND.role, FABRIC_KIND.role)
+    sources: Mapping[str, str] = {NAME: "ToyFabric"}
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        group = pod.labels.get(GANG_LABEL)
+        return f"{pod.namespace}/{group}" if group else None
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return list(_gangs(snapshot))
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return key in _gangs(snapshot)
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        found = _gangs(snapshot).get(key)
+        if found is None:
+            return None
+        config = GangConfig(key=key, min_member=found.min_member, total_number=found.min_member, from_crd=True)
+        return Gang(key, config, pods, 0.0)
+
+    def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
+        return GANG_KIND.label if key in _gangs(snapshot) else None
+
+    def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
+        out = []
+        for name, fabric in sorted(_fabrics(trees.snapshot).items()):
+            count = sum(1 for n in trees.nodes if all(n.labels.get(k) for k in fabric.levels))
+            out.append(ObjectStatus(FABRIC_KIND, name, {"nodeCount": count},
+                                    {"type": "Valid", "status": "True", "reason": "Reconciled", "message": ""},
+                                    write="toyfabric-status", section="toyfabrics", shown={"nodeCount": count}))
+        return out
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        for name in sorted(_fabrics(snapshot)):
+            yield tree_key(name)
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        fabric = _fabrics(trees.snapshot).get(key.name)
+        if key.dialect != NAME or fabric is None:
+            return None
+        return label_levels_tree(fabric.levels, trees.nodes, fabric.name)
+
+    def shown_trees(self, trees: TreeSource) -> Iterable[ShownTree]:
+        return [ShownTree(tree_key(name), f"ToyFabric {name}", short=name) for name in sorted(_fabrics(trees.snapshot))]
+
+
+DIALECT = Toy()
+
+
+@pytest.fixture
+def toy() -> Iterator[Toy]:
+    """The dialect, added as a fifth: its kinds in the kind registry, itself in the dialects' (one
+    line each), both taken out after the test."""
+    undo_kinds = kinds.register(GANG_KIND, FABRIC_KIND)
+    undo_dialect = dialects.register(DIALECT)
+    yield DIALECT
+    undo_dialect()
+    undo_kinds()
+
+
+# -- what the shells do with it, unchanged -----------------------------------------------------------
+
+
+def _gang(name: str, minimum: int) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/v1", "kind": "ToyGang", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": minimum}}
+
+
+def _fabric(name: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/v1", "kind": "ToyFabric", "metadata": {"name": name}, "spec": {"levels": [RACK]}}
+
+
+def _members(gang: str, count: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        raw = pod(f"{gang}-{i}", cpu="8")
+        raw["metadata"]["labels"] = {GANG_LABEL: gang}
+        out.append(raw)
+    return out
+
+
+def _nodes(count: int) -> list[dict[str, Any]]:
+    return [node(f"n{i}", cpu="8", labels={RACK: f"r{i // 2}"}) for i in range(count)]
+
+
+def _world(*objects: dict[str, Any]) -> World:
+    return World.from_objects([("toy.yaml", o) for o in objects])
+
+
+def test_simulate_reads_its_kind_and_holds_its_gang_all_or_nothing(toy: Toy) -> None:
+    fits = simulate(_world(*_nodes(4), _fabric("fab"), _gang("train", 3), *_members("train", 3)))
+    assert sorted(fits.bound) == ["default/train-0", "default/train-1", "default/train-2"]
+    # Five members of minimum five on four nodes: none is placed, rather than four of them.
+    held = simulate(_world(*_nodes(4), _fabric("fab"), _gang("big", 5), *_members("big", 5)))
+    assert held.bound == {}
+    assert sorted(held.pending) == [f"default/big-{i}" for i in range(5)]
+    # Without its ToyGang, the pods wait for it rather than being placed one by one.
+    missing = simulate(_world(*_nodes(4), *_members("lost", 2)))
+    assert missing.bound == {}
+
+
+def test_simulate_reports_the_status_the_dialect_computes(toy: Toy) -> None:
+    out = simulate(_world(*_nodes(3), node("bare"), _fabric("fab"), _gang("train", 1), *_members("train", 1)))
+    assert out.to_json()["toyfabrics"] == {"fab": {"nodeCount": 3}}
+    assert [(s.kind.kind, s.name, s.fields) for s in out.statuses if s.kind is FABRIC_KIND] == [
+        ("ToyFabric", "fab", {"nodeCount": 3})]
+
+
+async def test_the_live_writer_writes_its_status(toy: Toy) -> None:
+    objects = [("Node", raw) for raw in _nodes(3)] + [("ToyFabric", _fabric("fab"))]
+    _, loop, custom, _ = harness(*objects)
+    await loop.cycle()
+    await settle(loop)
+    [(group, version, plural, name, body)] = custom.calls
+    assert (group, version, plural, name) == (GROUP, "v1", "toyfabrics", "fab")
+    assert body["status"]["nodeCount"] == 3
+    assert body["status"]["conditions"][0]["reason"] == "Reconciled"
+
+
+def test_topology_show_draws_its_tree_under_its_title(toy: Toy, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump_all([*_nodes(4), _fabric("fab")]))
+    assert main(["topology", "show", "-f", str(path)]) == 0
+    drawn = capsys.readouterr().out
+    assert "ToyFabric fab" in drawn and "r0" in drawn and "r1" in drawn
+    assert main(["topology", "show", "-f", str(path), "--tree", "fab"]) == 0  # its short name
+    assert "ToyFabric fab" in capsys.readouterr().out
+
+
+def test_the_live_cache_reads_its_gang_kind(toy: Toy) -> None:
+    cache = Cache()
+    objects = [*(("Node", n) for n in _nodes(4)), ("ToyGang", _gang("train", 3)), ("ToyGang", _gang("big", 5)),
+               *(("Pod", p) for p in [*_members("train", 3), *_members("big", 5)])]
+    for version, (kind, raw) in enumerate(objects, start=1):
+        cache.observe(kind, None, rv(raw, version))
+    snapshot = cache.snapshot(frozenset({"koordpy"}))
+    assert set(snapshot.of(GANG_KIND.store)) == {"default/train", "default/big"}
+    result = schedule(snapshot, SchedulerState(), 0.0)
+    bound = sorted(d.pod for d in result.decisions if isinstance(d, Bind))
+    assert bound == ["default/train-0", "default/train-1", "default/train-2"]  # big waits whole
+
+
+def test_the_fixture_leaves_the_registries_as_they_were(toy: Toy) -> None:
+    assert dialects.BY_NAME[NAME] is toy and kinds.kind_for(f"{GROUP}/v1", "ToyGang") is GANG_KIND
+
+
+def test_without_the_fixture_the_kind_is_unknown() -> None:
+    assert NAME not in dialects.BY_NAME and kinds.kind_for(f"{GROUP}/v1", "ToyGang") is None
+    assert [d.name for d in dialects.DIALECTS] == ["koordinator", "volcano", "kai", "upstream"]
+    assert json.dumps(dialects.TOPOLOGY_SOURCES) == json.dumps(
+        {"koordinator": "ClusterNetworkTopology", "volcano": "HyperNode", "kueue": "Kueue and KAI Topology"})
