@@ -474,3 +474,15 @@ def test_the_pricing_sees_host_ports_so_the_cheapest_of_many_nodes_is_found() ->
     out = run(*(node(f"n{i}") for i in range(9)), HIGH, LOW, *holders, _ported(running("last", "n8", cpu="1"), 8080),
               _ported(pod("p", cpu="1", priority_class="high"), 8080, 8081))
     assert out.preempted == ["default/last"] and out.bound == {"default/p": "n8"}
+
+
+def test_a_job_with_a_running_member_preempts_only_inside_that_members_spine() -> None:
+    # MustGather on the spine, train-0 running in spine-a: its other member may only go there, where
+    # the victim is of mid priority. Nine other spines each hold a cheaper, low-priority victim: were
+    # they candidates, they would take every verifying try (MAX_VERIFIED) and nobody would be evicted.
+    layout = {"spine-a": {"blk-a": [0, 1]}, **{f"spine-{s}": {f"blk-{s}": [2 + i]} for i, s in enumerate("bcdefghij")}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, MID, podgroup("train", 2, gather=MUST_SPINE),
+              pod("train-0", group="train", index=0, node_name="node-0", priority_class="high"),
+              pod("train-1", group="train", index=1, priority_class="high"),
+              running("mid", "node-1", prio="mid"), *(running(f"low-{i}", f"node-{i}") for i in range(2, 11)))
+    assert out.preempted == ["default/mid"] and out.bound == {"default/train-1": "node-1"}
