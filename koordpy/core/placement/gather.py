@@ -149,7 +149,8 @@ class Gather(Explain, Search):
         A domain's node mask is made when it is reached (the caller stops after a few)."""
         tree = self.cluster.trees[req.tree]
         assert req.scope is not None
-        at = np.flatnonzero(SearchScope.of(req, tree).within(tree, tree.rank == req.scope) & (tree.domain_node < 0))
+        search = SearchScope.of(req, tree)
+        at = np.flatnonzero(search.within(tree, tree.rank == search.rank) & (tree.domain_node < 0))
         free = self._free(PLAIN)
         slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
                                                 self._mask(self.filters.static(members[0]).mask & ~tree.outside)))
