@@ -68,9 +68,7 @@ def _anchored(req: Requirement, cluster: Cluster, gangs: list[Gang], message: st
         return req
     tree = cluster.trees[req.tree]
     lca = tree.lca(int(tree.node_domain[n]) for n in bound)
-    anchor = tree.ancestor_at_most(lca, req.scope)
-    if anchor < 0 and tree.domain_node[lca] >= 0 and tree.rank[lca] == req.scope:
-        anchor = lca  # every member on one node, and the scope is the node
+    anchor = tree.ancestor_at_most(lca, req.scope)  # ``lca`` itself when the scope is its rank (one node)
     if anchor < 0:
         return replace(req, failure=message.format(where=tree.name(lca) or "the cluster", scope=req.scope))
     return replace(req, anchor=anchor)

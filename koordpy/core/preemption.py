@@ -517,12 +517,12 @@ class Preemptor:
         if devices is not None:  # the devices a victim alone holds are free in this what-if
             devices.release([p for k in keys if (p := self.cluster.objects.get(k)) is not None
                              and (p.claims or p.extended_claim)], stmt.txn)
-        self.placer.only = only
+        saved, self.placer.only = self.placer.only, only
         try:
             failure = place(pods, req, stmt)
             placed = stmt.placed
         finally:
-            self.placer.only = None
+            self.placer.only = saved
             stmt.discard()
         if failure is not None:
             return None

@@ -116,7 +116,6 @@ class SearchScope:
     lowest: int  # the lowest rank of a domain that is not a node (Volcano's lowest tier)
     highest: int  # the highest rank a chosen domain may take (``highest_rank``)
     rank: int  # the rank the job's scope names, the root's when it names none
-    root: int  # the root's rank
     anchor: int | None  # the domain the job's running members keep it inside, if any
     hard: bool
     limited: bool  # hard with a scope named: the search stops below the root
@@ -124,8 +123,8 @@ class SearchScope:
     @classmethod
     def of(cls, req: Requirement, tree: TopologyTree) -> SearchScope:
         top = int(tree.rank[0])
-        return cls(lowest=int(tree.rank[tree.domain_node < 0].min()), highest=req.highest(top),
-                   rank=top if req.scope is None else req.scope, root=top, anchor=req.anchor, hard=req.hard,
+        return cls(lowest=tree.lowest_rank, highest=req.highest(top),
+                   rank=top if req.scope is None else req.scope, anchor=req.anchor, hard=req.hard,
                    limited=req.hard and req.scope is not None)
 
     @property
@@ -140,8 +139,4 @@ class SearchScope:
 
     def within(self, tree: TopologyTree, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """``allowed`` kept only inside the anchor, if any."""
-        if self.anchor is None:
-            return allowed
-        out = np.zeros_like(allowed)
-        out[self.anchor: tree.end[self.anchor]] = allowed[self.anchor: tree.end[self.anchor]]
-        return out
+        return allowed if self.anchor is None else tree.in_subtree(self.anchor, allowed)

@@ -202,6 +202,18 @@ class TopologyTree:
         out[sorted(range(len(self.order)), key=lambda d: (paths[d], d))] = np.arange(len(self.order), dtype=np.int64)
         return out
 
+    @cached_property
+    def lowest_rank(self) -> int:
+        """The lowest rank of a domain that is not a node (Volcano's lowest tier): every job's search
+        scope reads it, so it is found once per tree, not once per search."""
+        return int(self.rank[self.domain_node < 0].min())
+
+    def in_subtree(self, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """``mask`` (per domain) kept only inside ``d``'s subtree."""
+        out = np.zeros_like(mask)
+        out[d: self.end[d]] = mask[d: self.end[d]]
+        return out
+
     def inside_scope(self, scope: int) -> npt.NDArray[np.bool_]:
         """Domains inside some domain of rank at most ``scope``: inner domains of such a rank and
         nodes whose parent has one. A node hanging higher (missing a label, claimed by no

@@ -5,6 +5,7 @@ set: a Placer carries only what outlives a call."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -46,3 +47,13 @@ def test_a_cap_passed_to_one_call_limits_that_call_only() -> None:
     plain = Statement(placer.cluster)
     assert placer.binpack(pods, plain) is None
     assert len(set(plain.placed.values())) == 1  # binpacked onto one node: nothing of the cap stayed
+
+
+@pytest.mark.parametrize("public, private", [("place", "_place"), ("binpack", "_binpack"),
+                                             ("feasible", "_feasible")])
+def test_a_search_inside_a_job_cannot_forget_its_options(public: str, private: str) -> None:
+    # Callers outside a job's placement use the public entry, which takes no options; the searches
+    # inside one call the private entry, whose options have no default to fall back on.
+    public_opts = inspect.signature(getattr(Placer, public)).parameters.get("opts")
+    opts = inspect.signature(getattr(Placer, private)).parameters["opts"]
+    assert public_opts is None and opts.default is inspect.Parameter.empty

@@ -138,7 +138,7 @@ def test_interplay_of_a_gang_with_an_index_label_per_member_is_not_quadratic(mon
 def test_a_nonstrict_reservation_does_not_leave_the_members_nomination_counted_too() -> None:
     # A NonStrict gang whose members are nominated on node a, where the victim of their earlier
     # preemption is still terminating. w-0 fits on b now, w-1 does not; preemption answers "waiting"
-    # (a victim still terminates on a nominated node), so _drop_nominations is not called and the
+    # (a victim still terminates on a nominated node), so Nominations.drop is not called and the
     # discarded Statement puts w-0's nomination back on a. The NonStrict branch then assumes w-0 on b
     # again and commits: adopt() records (b) as w-0's only count while a still holds its usage and its
     # presence. From then on a phantom app=train pod sits on a for anti-affinity and spread (and 1 cpu

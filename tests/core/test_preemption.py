@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.podgroup import PodGroup
-from koordpy.core.cycle import schedule
+from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.decisions import Nominate, Preempt
-from koordpy.core.gang import GangGroupId
+from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
+from koordpy.core.statement import Statement
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 
 HIGH, LOW, MID = priority_class("high", 1000), priority_class("low", 10), priority_class("mid", 100)
@@ -474,3 +478,33 @@ def test_the_pricing_sees_host_ports_so_the_cheapest_of_many_nodes_is_found() ->
     out = run(*(node(f"n{i}") for i in range(9)), HIGH, LOW, *holders, _ported(running("last", "n8", cpu="1"), 8080),
               _ported(pod("p", cpu="1", priority_class="high"), 8080, 8081))
     assert out.preempted == ["default/last"] and out.bound == {"default/p": "n8"}
+
+
+def test_a_job_with_a_running_member_preempts_only_inside_that_members_spine() -> None:
+    # MustGather on the spine, train-0 running in spine-a: its other member may only go there, where
+    # the victim is of mid priority. Nine other spines each hold a cheaper, low-priority victim: were
+    # they candidates, they would take every verifying try (MAX_VERIFIED) and nobody would be evicted.
+    layout = {"spine-a": {"blk-a": [0, 1]}, **{f"spine-{s}": {f"blk-{s}": [2 + i]} for i, s in enumerate("bcdefghij")}}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, HIGH, LOW, MID, podgroup("train", 2, gather=MUST_SPINE),
+              pod("train-0", group="train", index=0, node_name="node-0", priority_class="high"),
+              pod("train-1", group="train", index=1, priority_class="high"),
+              running("mid", "node-1", prio="mid"), *(running(f"low-{i}", f"node-{i}") for i in range(2, 11)))
+    assert out.preempted == ["default/mid"] and out.bound == {"default/train-1": "node-1"}
+
+
+def test_a_verifying_placement_gives_the_nodes_its_caller_confined_the_placer_to_back() -> None:
+    # A dry run's verifying placement confines the placer to its candidate, then gives back what the
+    # caller had set (not None: that would free a caller's placements from its own confinement).
+    nodes, pods, _ = _objs([node("n0"), node("n1"), pod("p", priority_class="high")])
+    cycle = Cycle(Snapshot(nodes=nodes, pods=pods), SchedulerState(), 0.0)
+    outer = np.array([True, False])
+    seen: list[npt.NDArray[np.bool_] | None] = []
+
+    def place(ps: list[Pod], req: object, stmt: Statement) -> None:
+        seen.append(cycle.placer.only)
+
+    cycle.placer.only = outer
+    cycle.preemptor._verify(Job("default/p", [], pods, 1000, 0.0), pods, None, place, Statement(cycle.cluster),
+                            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_), np.array([False, True]))
+    assert seen[0] is not None and seen[0].tolist() == [False, True]
+    assert cycle.placer.only is outer

@@ -38,3 +38,42 @@ def test_without_a_cap_nothing_is_counted_or_left() -> None:
     assert r.placed == 0 and not r.beyond(False)
     r.close()
     assert queue.round is None and queue.tried == set()
+
+
+def test_members_reserved_before_the_job_is_tried_count_nothing_towards_the_cap() -> None:
+    # A NonStrict gang's member reserved in an earlier cycle binds now: it counted when it was reserved.
+    jobs = [_job("a"), _job("b")]
+    queue = Queue(lambda: jobs)
+    r = Round(queue, 1, jobs)
+    key = jobs[0].pods[0].key
+    held = r.held(jobs[0], {key: "n0"})
+    assert held == {key}
+    r.count(jobs[0], held, {key: "n0"}, {})
+    assert r.placed == 0 and not r.beyond(r.outside(jobs[1]))
+
+
+def test_a_round_that_ends_forgets_what_it_tried() -> None:
+    jobs = [_job("a")]
+    queue = Queue(lambda: jobs)
+    r = Round(queue, 5, jobs)
+    r.count(jobs[0], set(), {jobs[0].pods[0].key: "n0"}, {})
+    r.close()  # never stopped under the cap: no round goes on
+    assert queue.round is None and queue.tried == set()
+
+
+def test_a_round_that_stops_again_keeps_the_jobs_it_went_on_with() -> None:
+    # The second cycle of a round stops too: the round is still the jobs queued where it first
+    # stopped, not those queued from where this cycle stopped.
+    jobs = [_job("a"), _job("b"), _job("c")]
+    queue = Queue(lambda: jobs)
+    first = Round(queue, 1, jobs)
+    first.count(jobs[0], set(), {jobs[0].pods[0].key: "n0"}, {})
+    first.stop(1)
+    first.close()
+    late = _job("0-early")
+    second = Round(queue, 1, [late, *jobs])
+    second.count(jobs[1], set(), {jobs[1].pods[0].key: "n0"}, {})
+    second.stop(3)  # at c in this cycle's order: the round stays {b, c}
+    second.close()
+    assert queue.round == {"default/b", "default/c"}
+    assert queue.tried == {jobs[0].pods[0].key, jobs[1].pods[0].key}

@@ -22,7 +22,7 @@ def tree() -> TopologyTree:
 def test_a_hard_scope_stops_the_search_at_its_rank() -> None:
     t = tree()
     s = SearchScope.of(Requirement(KEY, "tiers", hard=True, scope=1), t)
-    assert (s.lowest, s.highest, s.rank, s.root, s.anchor, s.limited) == (1, 1, 1, 3, None, True)
+    assert (s.lowest, s.highest, s.rank, s.anchor, s.limited) == (1, 1, 1, None, True)
 
 
 def test_a_soft_scope_searches_on_up_to_the_root() -> None:
@@ -47,3 +47,22 @@ def test_an_anchor_keeps_the_search_inside_the_running_members_domain() -> None:
     assert {t.name(int(d)) for d in np.flatnonzero(inside) if t.domain_node[d] < 0} == {"s2", "b3", "b4"}
     assert s.holds(spine) and not s.holds(0)
     assert bool(SearchScope.of(Requirement(KEY, "gather"), t).within(t, everywhere).all())
+
+
+def test_the_lowest_tier_is_found_once_per_tree() -> None:
+    # Every placement and preemption dry run makes a SearchScope (once per member in kube-scheduler's
+    # group cycle): the lowest tier is the tree's, kept with it, not searched for again each time.
+    t = tree()
+    assert "lowest_rank" not in vars(t)
+    first = SearchScope.of(Requirement(KEY, "tiers", hard=True, scope=2), t)
+    assert first.lowest == t.lowest_rank == 1 and "lowest_rank" in vars(t)
+    assert SearchScope.of(Requirement(KEY, "gather"), t).lowest == 1
+
+
+def test_an_anchor_keeps_a_mask_inside_its_subtree_as_the_tree_does() -> None:
+    t = tree()
+    spine = next(d for d in range(len(t.order)) if t.name(d) == "s1")
+    mask = np.ones(len(t.order), dtype=np.bool_)
+    scope = SearchScope.of(Requirement(KEY, "gather", scope=2, anchor=spine), t)
+    assert np.array_equal(scope.within(t, mask), t.in_subtree(spine, mask))
+    assert {t.name(int(d)) for d in np.flatnonzero(t.in_subtree(spine, mask))} == {"s1", "b1", "b2", "n1", "n2"}

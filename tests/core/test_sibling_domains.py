@@ -16,7 +16,7 @@ from koordpy.sim.simulator import SimulationResult
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, run
 from tests.core.dialects.test_topology_sources import hypernode, topology, volcano_pg
 from tests.core.dialects.test_upstream import group, member
-from tests.core.test_podrules import spread
+from tests.core.test_podrules import affine, spread, term
 
 HOST = "kubernetes.io/hostname"
 RACK = "topology.kubernetes.io/rack"
@@ -130,3 +130,50 @@ def test_a_prefer_gather_job_tries_the_next_block_before_the_whole_spine() -> No
               *(pod(f"t-{i}", cpu="1", group="t", **SPREAD) for i in range(4)))
     assert where(out) == {"bb"}
 
+
+
+def test_the_next_candidates_stay_inside_the_spine_a_running_member_holds() -> None:
+    # MustGather on the spine, a member running in s0 (the job's anchor). Block ra (2 x 2 CPU, s0)
+    # takes one more member under the spread, not the 3 pending; block rb (4 x 1 CPU) would hold them
+    # but lies in s1, outside the running member's spine: the job waits.
+    nodes = domains({"ra": (2, "2"), "rb": (4, "1")}, ra={SPINE: "s0", BLOCK: "ra"}, rb={SPINE: "s1", BLOCK: "rb"})
+    must = [{"layer": "SpineLayer", "strategy": "MustGather"}]
+    running = pod("t-0", cpu="1", group="t", index=0, node_name="ra-0", **SPREAD)
+    out = run(SPINE_BLOCK_CNT, *nodes, podgroup("t", 4, gather=must), running,
+              *(pod(f"t-{i}", cpu="1", group="t", index=i, **SPREAD) for i in range(1, 4)))
+    assert out.bound == {}
+
+
+def test_a_domain_with_room_only_for_more_than_one_member_a_node_is_no_next_candidate() -> None:
+    # Members repel per node (one a node) and spread over zones. Block ra (4 x 1 CPU, zone za) is
+    # proposed and the zone spread sinks it; block rb (one 8-CPU node, zone zb) has the CPUs but holds
+    # one member under the per-node cap: it is not tried, and the message names no other block.
+    nodes = [*domains({"ra": (4, "1")}, ra={SPINE: "s0", BLOCK: "ra", ZONE: "za"}),
+             node("rb-0", cpu="8", labels={SPINE: "s0", BLOCK: "rb", ZONE: "zb"})]
+    must = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    rules: dict[str, Any] = {"labels": {"app": "t"}, "affinity": affine(term({"app": "t"}), anti=True),
+                             "topologySpreadConstraints": [spread({"app": "t"}, key=ZONE)]}
+    out = run(SPINE_BLOCK_CNT, *nodes, podgroup("t", 4, gather=must),
+              *(pod(f"t-{i}", cpu="1", group="t", index=i, **rules) for i in range(4)))
+    assert out.bound == {}
+    message = out.pending["default/t-0"]
+    assert "inside ra, the widest domain" in message and "rb" not in message
+
+
+def test_members_go_where_the_capped_search_proposes_inside_the_next_candidate() -> None:
+    # Members repel per node and are affine over zones. Block ra (4 x 1 CPU) is proposed, but spans
+    # two zones of two nodes: the affinity sinks it. Inside block rb (zone zc) the job's own search,
+    # one member a node, proposes rb-0..rb-3 (binpack's order), which the members take. Without the
+    # cap it would stack them on the 8-CPU rb-0, and the members after the first would go to the most
+    # allocated node, rb-4.
+    nodes = [*(node(f"ra-{i}", cpu="1", labels={SPINE: "s0", BLOCK: "ra", ZONE: "za" if i < 2 else "zb"})
+               for i in range(4)),
+             *(node(f"rb-{i}", cpu=cpu, labels={SPINE: "s0", BLOCK: "rb", ZONE: "zc"})
+               for i, cpu in enumerate(("8", "1", "1", "1", "2")))]
+    busy = pod("busy", cpu="1", node_name="rb-4", scheduler="other")
+    must = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    together = {**affine(term({"app": "t"}), anti=True), **affine(term({"app": "t"}, key=ZONE))}
+    rules: dict[str, Any] = {"labels": {"app": "t"}, "affinity": together}
+    out = run(SPINE_BLOCK_CNT, *nodes, busy, podgroup("t", 4, gather=must),
+              *(pod(f"t-{i}", cpu="1", group="t", index=i, **rules) for i in range(4)))
+    assert out.bound == {f"default/t-{i}": f"rb-{i}" for i in range(4)}

@@ -24,6 +24,7 @@ from koordpy.core.volumes import (
 )
 from koordpy.sim.simulator import World
 from tests.builders import node, pod, podgroup, run
+from tests.core.dialects.test_upstream import group, member
 
 if TYPE_CHECKING:
     from koordpy.controller.cache import Cache
@@ -509,3 +510,37 @@ def test_a_gang_over_an_attach_limit_on_one_node_is_spread_member_by_member() ->
                  using(f"w{i}", f"c{i}", labels={"pod-group.scheduling.sigs.k8s.io": "g"})]
     out = run(objs)
     assert sorted(out.bound.values()) == ["a", "b"]
+
+
+def _group_cycle(*volumes: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """One cycle of a basic Kubernetes PodGroup on node a: w1 and w3 use the claims c1 and c3, w2 fits
+    nowhere. kube-scheduler's group cycle passes over w2 and adds w3 alone, w1 placed before it: the
+    pods bound and the messages of the others."""
+
+    def claiming(name: str, claim: str) -> dict[str, Any]:
+        return member(name, cpu="1", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": claim}}])
+
+    objs = [node("a"), *volumes, group("train"), claiming("w1", "c1"), member("w2", cpu="64"), claiming("w3", "c3")]
+    result = schedule(World.from_objects([("t", o) for o in objs]).snapshot(frozenset({"koordpy"})),
+                      SchedulerState(), 0.0)
+    return [d.pod for d in result.binds], result.pending
+
+
+def test_a_member_added_in_the_group_cycle_keeps_the_attach_limit_with_the_members_before_it() -> None:
+    # Node a attaches one volume of the driver: w1's, bound first, leaves w3's no room. w3's own filters
+    # counted the pods placed before the job, not w1.
+    bound = [o for i in (1, 3) for o in (pv(f"v{i}", cls="gp3", claim=f"c{i}", phase="Bound", csi=DRIVER),
+                                         pvc(f"c{i}", cls="gp3", volume=f"v{i}"))]
+    binds, pending = _group_cycle(csinode("a", ebs_csi_aws_com=1), sc("gp3", provisioner=DRIVER), *bound)
+    assert binds == ["default/w1"]
+    assert pending["default/w3"] == (f"0/1 nodes are available: {MAX_VOLUME_COUNT} "
+                                     "(with the other members of its job placed together).")
+
+
+def test_a_member_added_in_the_group_cycle_does_not_take_the_static_volume_a_member_before_it_took() -> None:
+    # One local volume on a matches both unbound claims: w1 takes it (kube-scheduler's Reserve assumes
+    # it), so w3 finds none, and says so in this cycle rather than failing its PreBind.
+    binds, pending = _group_cycle(sc("local"), pv("only", on="a"), pvc("c1"), pvc("c3"))
+    assert binds == ["default/w1"]
+    assert pending["default/w3"] == (f"0/1 nodes are available: {BIND_CONFLICT} "
+                                     "(with the other members of its job placed together).")

@@ -39,7 +39,9 @@ class PlacerBase:
     def __init__(self, filters: Filters) -> None:
         self.filters = filters
         self.cluster = filters.cluster
-        # Nodes a preemption dry run confines the job to (one candidate), else None.
+        # Nodes a call is confined to, else None: set around it and restored by whoever narrows it (a
+        # preemption dry run's candidate, a domain of the upstream group cycle, Reserve's members placed
+        # one by one, the job's proposal inside a next candidate domain).
         self.only: npt.NDArray[np.bool_] | None = None
         # Whether a failure says what the closest domain lacked (``Failure.closest``): a dry run for
         # ``koordpy explain`` asks; the cycle does not pay for counting reasons per domain.

@@ -60,27 +60,8 @@ class Gather(Explain, Search):
         if chosen < 0 and self._exact(pods, tree, req, shapes, allowed, multiple, stmt, opts):
             return None
         if chosen < 0:
-            koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
-            if koordinator:
-                listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
-            else:  # a Topology's domains are label values: the domains of the required level
-                listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == search.rank) & (tree.domain_node < 0))]
-                listed = listed or tree.domains_at(min(1, int(tree.depth.max())))
-            shown = tuple((tree.domain(d).layer, tree.label(d) if koordinator else tree.name(d), int(sums[d]))
-                          for d in listed[:MAX_LISTED_DOMAINS])
-            # Offerslots alone do not say why a node offers nothing; taints, selectors and
-            # cordons do, so they follow in kube-scheduler's words.
-            filtered = self.filters.static_counts(distinct)
-            return Failure(first, NoCandidate(len(self.cluster.nodes), desired, koordinator, tree.domain(0).layer,
-                                              shown, max(0, len(listed) - MAX_LISTED_DOMAINS),
-                                              self._multiple_split(tree, slots, multiple, allowed, desired),
-                                              bool(np.any(multiple > 1)) and len(shapes) > 1,
-                                              tuple(sorted(filtered.items()))),
-                           code=resolvable(self._resolvable(distinct, tree, filtered)),
-                           filtered=tuple(sorted(filtered.items())),
-                           domains=tuple((name, n) for _, name, n in shown), desired=desired,
-                           closest=self._closest(distinct, tree, sums, listed[:MAX_LISTED_DOMAINS],
-                                                 tree.label if koordinator else tree.name))
+            return self._no_candidate(first, tree, req, search, len(shapes), distinct, slots, sums, multiple,
+                                      allowed, desired)
         alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
         nodes = tree.subtree_nodes(chosen)
         per_node = alloc[tree.node_domain[nodes]]
@@ -89,6 +70,33 @@ class Gather(Explain, Search):
             idx = np.array(members, dtype=np.int64)
             stmt.assume_many([pods[i].key for i in members], targets[idx], vec)
         return None
+
+    def _no_candidate(self, first: Pod, tree: TopologyTree, req: Requirement, search: SearchScope, kinds: int,
+                      distinct: list[Pod], slots: npt.NDArray[np.int64], sums: npt.NDArray[np.int64],
+                      multiple: npt.NDArray[np.int64], allowed: npt.NDArray[np.bool_], desired: int) -> Failure:
+        """No domain the job may use takes it (``kinds``: its request shapes): the domains listed with
+        their offerslots, the node filters' reasons, the closest domain."""
+        koordinator = req.tree.labelled  # Koordinator's own words (its tree is the labelled one)
+        if koordinator:
+            listed = list(req.listed) or tree.domains_at(min(1, int(tree.depth.max())))
+        else:  # a Topology's domains are label values: the domains of the required level
+            listed = [int(d) for d in np.flatnonzero(allowed & (tree.rank == search.rank) & (tree.domain_node < 0))]
+            listed = listed or tree.domains_at(min(1, int(tree.depth.max())))
+        shown = tuple((tree.domain(d).layer, tree.label(d) if koordinator else tree.name(d), int(sums[d]))
+                      for d in listed[:MAX_LISTED_DOMAINS])
+        # Offerslots alone do not say why a node offers nothing; taints, selectors and
+        # cordons do, so they follow in kube-scheduler's words.
+        filtered = self.filters.static_counts(distinct)
+        return Failure(first, NoCandidate(len(self.cluster.nodes), desired, koordinator, tree.domain(0).layer,
+                                          shown, max(0, len(listed) - MAX_LISTED_DOMAINS),
+                                          self._multiple_split(tree, slots, multiple, allowed, desired),
+                                          bool(np.any(multiple > 1)) and kinds > 1,
+                                          tuple(sorted(filtered.items()))),
+                       code=resolvable(self._resolvable(distinct, tree, filtered)),
+                       filtered=tuple(sorted(filtered.items())),
+                       domains=tuple((name, n) for _, name, n in shown), desired=desired,
+                       closest=self._closest(distinct, tree, sums, listed[:MAX_LISTED_DOMAINS],
+                                             tree.label if koordinator else tree.name))
 
     def _multiple_split(self, tree: TopologyTree, slots: npt.NDArray[np.int64], multiple: npt.NDArray[np.int64],
                         allowed: npt.NDArray[np.bool_], desired: int) -> tuple[tuple[int, str], ...]:
@@ -149,7 +157,8 @@ class Gather(Explain, Search):
         A domain's node mask is made when it is reached (the caller stops after a few)."""
         tree = self.cluster.trees[req.tree]
         assert req.scope is not None
-        at = np.flatnonzero(SearchScope.of(req, tree).within(tree, tree.rank == req.scope) & (tree.domain_node < 0))
+        search = SearchScope.of(req, tree)
+        at = np.flatnonzero(search.within(tree, tree.rank == search.rank) & (tree.domain_node < 0))
         free = self._free(PLAIN)
         slots = [(len(members), node_offerslots(free, self.cluster.request_vector(members[0]),
                                                 self._mask(self.filters.static(members[0]).mask & ~tree.outside)))

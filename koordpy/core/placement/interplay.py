@@ -69,13 +69,13 @@ class Placer(Styles):
                       play: Interplay, opts: Options) -> Failure | None:
         """``place_job`` on the cap it set (``opts``)."""
         mark = stmt.savepoint()
-        failure = self.place(pods, req, stmt, opts) if req else self._binpack(pods, stmt, opts)
+        failure = self._place(pods, req, stmt, opts) if req else self._binpack(pods, stmt, opts)
         if failure is not None and play.sequential and req is not None:
             # Each member's mask was its own against the pods already there (a spread's first member
             # sees a skew the members fix together): the search proposes without the rules, and the
             # members then go one by one with them.
             stmt.rollback(mark)
-            relaxed = self.place(pods, req, stmt, replace(opts, relaxed=True))
+            relaxed = self._place(pods, req, stmt, replace(opts, relaxed=True))
             if relaxed is not None:
                 stmt.rollback(mark)
             else:
@@ -193,7 +193,7 @@ class Placer(Styles):
         mark = stmt.savepoint()
         try:
             keys = {p.key for p in pods}
-            placed = self.place(pods, req, stmt, replace(opts, relaxed=True)) is None
+            placed = self._place(pods, req, stmt, replace(opts, relaxed=True)) is None
             return {k: n for k, n in stmt.placed.items() if k in keys} if placed else {}
         finally:
             stmt.rollback(mark)

@@ -17,13 +17,6 @@ from koordpy.core.tree import TopologyTree
 MAX_LISTED_DOMAINS = 16
 
 
-def _subtree(tree: TopologyTree, d: int, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-    """``mask`` kept only inside ``d``'s subtree."""
-    out = np.zeros_like(mask)
-    out[d: tree.end[d]] = mask[d: tree.end[d]]
-    return out
-
-
 class Search:
     @staticmethod
     def _multiples(tree: TopologyTree, req: Requirement) -> npt.NDArray[np.int64]:
@@ -53,7 +46,7 @@ class Search:
         """``search`` (a choice among ``mask``'s domains up to rank ``highest``) in each of ``_rings``
         over the whole tree, the first choice made."""
         for within, high in cls._rings(tree, peers, 0, highest):
-            chosen = search(mask if within == 0 else _subtree(tree, within, mask), high)
+            chosen = search(mask if within == 0 else tree.in_subtree(within, mask), high)
             if chosen >= 0:
                 return chosen
         return -1

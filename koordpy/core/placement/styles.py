@@ -23,7 +23,11 @@ from koordpy.core.verdicts import (
 
 
 class Styles(Gather, Levels, Tiers, Binpack):
-    def place(self, pods: list[Pod], req: Requirement, stmt: Statement, opts: Options = PLAIN) -> Failure | None:
+    def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
+        """``_place`` outside a job's placement (no options)."""
+        return self._place(pods, req, stmt, PLAIN)
+
+    def _place(self, pods: list[Pod], req: Requirement, stmt: Statement, opts: Options) -> Failure | None:
         """Places ``pods`` together as ``req`` asks; the failure names the pod that carries the reason."""
         if req.failure is not None:
             return Failure(pods[0], Text(req.failure), code=Code.UNRESOLVABLE)

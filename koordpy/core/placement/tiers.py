@@ -8,6 +8,8 @@ Does not belong here: how far the search may reach (``SearchScope``), the other 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -35,6 +37,16 @@ from koordpy.kernels import (
 from koordpy.kernels.tiers import add_usage, domain_totals, tier_place
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """A job placed sub-group by sub-group (``Tiers._tier_parts``)."""
+
+    subgroups: tuple[SubGroup, ...]
+    groups: list[list[Pod]]  # each sub-group's pending members
+    rest: list[Pod]  # pods of no sub-group
+    wanted: dict[str, int]  # policy -> sub-groups it still needs
+
+
 class Tiers(Explain, Search):
     def tiers(self, pods: list[Pod], req: Requirement, search: SearchScope, stmt: Statement,
               opts: Options) -> Failure | None:
@@ -53,6 +65,35 @@ class Tiers(Explain, Search):
                 if self._tier_group(pods, tree, free, alloc, used, within, lo, high, stmt, opts):
                     return None
             return self._tier_failure(pods, tree, search, opts)
+        part = self._tier_parts(pods, req, classes)
+        cands, sums, need = self._tier_candidates(pods, req, tree, part, classes, free, alloc, used, search, opts)
+        # Work, not a count of candidates, bounds the search: a try costs the subtrees it searched.
+        # The bound is as much as WORK_PER_DOMAIN tries of the whole job over the whole tree, and is
+        # only looked at after a try, so the first candidate is always tried whatever the job's size.
+        budget = self.WORK_PER_DOMAIN * len(tree.order) * (len(part.groups) + 1)
+        tried = 0
+        for cand in cands:
+            if tried and budget <= 0:
+                break
+            tried += 1
+            mark = stmt.savepoint()
+            local_free, local_used = free.copy(), used.copy()
+            fits, missed, work = self._subgroups_inside(cand, part.subgroups, part.groups, part.wanted, tree,
+                                                        local_free, alloc, local_used, lo, stmt, opts)
+            if fits and part.rest:
+                work += int(tree.end[cand]) - cand
+                fits = self._tier_group(part.rest, tree, local_free, alloc, local_used, cand, lo, int(tree.rank[cand]),
+                                        stmt, opts)
+            budget -= work
+            if not fits:
+                stmt.rollback(mark)
+                continue
+            return self._tier_left(req, tree, part, missed, cand, local_free, alloc, local_used, search, stmt, opts)
+        return self._tier_none(pods, req, tree, part, sums, search, tried, len(cands), need)
+
+    def _tier_parts(self, pods: list[Pod], req: Requirement, classes: list[list[Pod]]) -> _Parts:
+        """The job's sub-groups (each kind of pod one, when it has none), their pending members, the
+        pods of none, and the sub-groups each policy still needs."""
         by_key = {p.key: p for p in pods}
         subgroups = req.subgroups
         minimums = dict(req.policy_minimums)
@@ -68,6 +109,16 @@ class Tiers(Explain, Search):
         # Sub-groups a policy still needs beyond those whose running members already make them whole.
         wanted = {policy: max(0, n - sum(1 for g in subgroups if g.policy == policy and g.ready))
                   for policy, n in minimums.items()}
+        return _Parts(subgroups, groups, rest, wanted)
+
+    def _tier_candidates(self, pods: list[Pod], req: Requirement, tree: TopologyTree, part: _Parts,
+                         classes: list[list[Pod]], free: npt.NDArray[np.int64], alloc: npt.NDArray[np.float64],
+                         used: npt.NDArray[np.float64], search: SearchScope,
+                         opts: Options) -> tuple[list[int], npt.NDArray[np.int64], int]:
+        """The job-level candidates in the order they are tried, the offerslots that pruned them, and
+        the pods the sub-groups each policy needs (and those of none) come to."""
+        scope, lo, hi = search.outer, search.lowest, search.highest
+        subgroups, groups, wanted = part.subgroups, part.groups, part.wanted
         # An offerslot that never underestimates (the smallest request, any node some pod may use)
         # prunes the candidates; the sub-groups' own placement is exact.
         shape_vecs = [v for v, _ in self._shapes(pods).values()]
@@ -77,7 +128,7 @@ class Tiers(Explain, Search):
             mask |= self._feasible(members, tree, opts)
         slots = node_offerslots(free, loose, mask)
         sums = subtree_sums(slots, tree.node_domain, tree.parent, np.ones(len(tree.order), dtype=np.int64))
-        need = len(rest)
+        need = len(part.rest)
         for policy, n in wanted.items():
             sizes = sorted(g.needs(len(ps)) for g, ps in zip(subgroups, groups, strict=True)
                            if g.policy == policy and ps)
@@ -89,62 +140,56 @@ class Tiers(Explain, Search):
         # Those nearest the running members first (``_rings``), then Volcano's order.
         near = self._peer_distance(tree, req.peers)
         cands.sort(key=lambda d: (near(d), int(tree.rank[d]), -float(score[d]), int(sums[d]), int(tree.name_rank[d])))
-        # Work, not a count of candidates, bounds the search: a try costs the subtrees it searched.
-        # The bound is as much as WORK_PER_DOMAIN tries of the whole job over the whole tree, and is
-        # only looked at after a try, so the first candidate is always tried whatever the job's size.
-        budget = self.WORK_PER_DOMAIN * len(tree.order) * (len(groups) + 1)
-        tried = 0
-        for cand in cands:
-            if tried and budget <= 0:
-                break
-            tried += 1
-            mark = stmt.savepoint()
-            local_free, local_used = free.copy(), used.copy()
-            fits, missed, work = self._subgroups_inside(cand, subgroups, groups, wanted, tree, local_free, alloc,
-                                                        local_used, lo, stmt, opts)
-            if fits and rest:
-                work += int(tree.end[cand]) - cand
-                fits = self._tier_group(rest, tree, local_free, alloc, local_used, cand, lo, int(tree.rank[cand]),
-                                        stmt, opts)
-            budget -= work
-            if not fits:
-                stmt.rollback(mark)
-                continue
-            # Enough sub-groups are placed. As Volcano goes on placing the job once it is ready, the
-            # others go wherever the job's limit allows: any HyperNode whose lowest common ancestor
-            # with the job's allocation (inside ``cand``) is within the limit, i.e. inside the highest
-            # ancestor of ``cand`` within it (never above the job's anchor).
-            region = max(tree.ancestor_at_most(cand, hi), scope)  # preorder: an ancestor has the smaller index
-            if region != cand:
-                for g, members in missed:
-                    inside = self._subgroup_scope(tree, region, g.anchor)
-                    if inside >= 0 and g.bound + len(members) >= g.min_pods:
-                        self._subgroup_group(g, members, tree, local_free, alloc, local_used, inside, lo,
-                                             self._subgroup_hi(tree, g, region), stmt, opts)
-            placed = stmt.placed
-            # The rest wait, each whole, and say where they looked; so do the members a sub-group that
-            # counts with its minimum left out (the first sub-group placing none speaks first).
-            short = [(g, [p for p in members if p.key not in placed])
-                     for g, members in zip(subgroups, groups, strict=True)]
-            short.sort(key=lambda x: len(x[1]) < len(x[0].pods))
-            left, out = next(((g, out) for g, out in short if out), (None, []))
-            if left is None:
-                return None
-            names = dict(req.labels)
-            return Failure(out[0], SubGroupLeft(
-                left.id, len(left.pods), left.min_pods, tree.name(region) if region else "",
-                len(left.pods) - len(out), req.composite, tree.domain(region).layer if region else "",
-                names.get(left.scope, "") if left.scope is not None else ""))
+        return cands, sums, need
+
+    def _tier_left(self, req: Requirement, tree: TopologyTree, part: _Parts, missed: list[tuple[SubGroup, list[Pod]]],
+                   cand: int, local_free: npt.NDArray[np.int64], alloc: npt.NDArray[np.float64],
+                   local_used: npt.NDArray[np.float64], search: SearchScope, stmt: Statement,
+                   opts: Options) -> Failure | None:
+        """Enough sub-groups are placed inside ``cand``: the ones left out placed where the job's
+        limit allows, and the failure of those that still wait, if any."""
+        scope, lo, hi = search.outer, search.lowest, search.highest
+        # Enough sub-groups are placed. As Volcano goes on placing the job once it is ready, the
+        # others go wherever the job's limit allows: any HyperNode whose lowest common ancestor
+        # with the job's allocation (inside ``cand``) is within the limit, i.e. inside the highest
+        # ancestor of ``cand`` within it (never above the job's anchor).
+        region = max(tree.ancestor_at_most(cand, hi), scope)  # preorder: an ancestor has the smaller index
+        if region != cand:
+            for g, members in missed:
+                inside = self._subgroup_scope(tree, region, g.anchor)
+                if inside >= 0 and g.bound + len(members) >= g.min_pods:
+                    self._subgroup_group(g, members, tree, local_free, alloc, local_used, inside, lo,
+                                         self._subgroup_hi(tree, g, region), stmt, opts)
+        placed = stmt.placed
+        # The rest wait, each whole, and say where they looked; so do the members a sub-group that
+        # counts with its minimum left out (the first sub-group placing none speaks first).
+        short = [(g, [p for p in members if p.key not in placed])
+                 for g, members in zip(part.subgroups, part.groups, strict=True)]
+        short.sort(key=lambda x: len(x[1]) < len(x[0].pods))
+        left, out = next(((g, out) for g, out in short if out), (None, []))
+        if left is None:
+            return None
+        names = dict(req.labels)
+        return Failure(out[0], SubGroupLeft(
+            left.id, len(left.pods), left.min_pods, tree.name(region) if region else "",
+            len(left.pods) - len(out), req.composite, tree.domain(region).layer if region else "",
+            names.get(left.scope, "") if left.scope is not None else ""))
+
+    def _tier_none(self, pods: list[Pod], req: Requirement, tree: TopologyTree, part: _Parts,
+                   sums: npt.NDArray[np.int64], search: SearchScope, tried: int, cands: int, need: int) -> Failure:
+        """No candidate tried took the job: what each tier offered, and how many candidates were tried."""
+        scope, lo, hi = search.outer, search.lowest, search.highest
+        subgroups, wanted = part.subgroups, part.wanted
         # A search the work bound cut short does not claim that no HyperNode holds the job (the
         # message says how far it went).
         listed = self._tier_domains(tree, sums, scope, lo, hi)
         code = resolvable(self._resolvable(pods, tree, None))
         offers = self._tier_offers(tree, sums, scope, lo, hi)
         if not req.subgroups:
-            return Failure(pods[0], KindsNoHyperNode(len(self.cluster.nodes), hi, len(pods), tried, len(cands), offers),
+            return Failure(pods[0], KindsNoHyperNode(len(self.cluster.nodes), hi, len(pods), tried, cands, offers),
                            code=code, domains=listed, desired=need)
         sub = tuple((g.id, len(g.pods), g.scope) for g in subgroups[:8])
-        return Failure(pods[0], SubGroupsNoHyperNode(len(self.cluster.nodes), hi, tried, len(cands),
+        return Failure(pods[0], SubGroupsNoHyperNode(len(self.cluster.nodes), hi, tried, cands,
                                                      tuple(wanted.items()), sub, offers, req.composite, req.labels,
                                                      tuple(g.min_pods for g in subgroups[:8]),
                                                      sum(1 for g in subgroups if g.ready)),
