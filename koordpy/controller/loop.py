@@ -187,6 +187,7 @@ class SchedulerLoop:
         cache and a bad state cannot fail every cycle after it the same way."""
         self.failures += 1
         self.state.view = None
+        self.cache.statuses_changed = True  # the failed cycle wrote no status: look again next time
         return self.backoff()
 
     async def cycle(self) -> float | None:
@@ -197,6 +198,9 @@ class SchedulerLoop:
             self._full_at = time.time() + FULL_CYCLE_SECONDS
         started = time.perf_counter()  # each pod's attempt starts here, as kube-scheduler's starts at its pop
         snap = self.cache.snapshot(self.names)
+        # Taken with the snapshot, not after the core ran: a topology object or node that arrives while
+        # the core runs is not in this snapshot's trees, and must leave the flag set for the next cycle.
+        statuses_due, self.cache.statuses_changed = self.cache.statuses_changed, False
         snap.preemption = self.preemption
         snap.pods_per_cycle = self.pods_per_cycle
         snap.gang_search_seconds = self.gang_search_seconds
@@ -231,8 +235,7 @@ class SchedulerLoop:
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
-        if self.cache.statuses_changed:
-            self.cache.statuses_changed = False
+        if statuses_due:
             self._object_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
 
