@@ -58,9 +58,9 @@ def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_
     running = {"phase": "Running", "running": 4}
     r.gang_status("default/g", running, "scheduling.sigs.k8s.io")
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses != []  # a new phase: at once
-    # What the object says already is not written; start times are compared in whole seconds.
-    r.gang_status("default/g", {"phase": "Running", "scheduleStartTime": 7.5}, "scheduling.sigs.k8s.io")
-    due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "scheduleStartTime": 7.0})
+    # What the object says already is not written (the values compared as the dialect spells them).
+    r.gang_status("default/g", {"phase": "Running", "since": "1970-01-01T00:00:07Z"}, "scheduling.sigs.k8s.io")
+    due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "since": "1970-01-01T00:00:07Z"})
     assert due.statuses == [] and due.skipped == [("podgroup-status", "unchanged")]
 
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.errors import ParseError
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus, ObjectStatus
@@ -304,6 +304,15 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
     a CompositePodGroup's gang writes its children."""
     dialect = _capable(declaring(key, snapshot), _STATUSES_BY_NAME)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
+
+
+def status_said(kind: Kind, obj: Any) -> Mapping[str, object] | None:
+    """What ``obj`` (of ``kind``, a gang's object whose status the core writes) says its status is now,
+    as the dialect that reads the kind spells it (``Statuses.said``); None: unknown."""
+    for dialect in STATUSES:
+        if kind.role in dialect.roles:
+            return dialect.said(kind, obj)
+    return None
 
 
 def object_statuses(trees: Trees) -> list[ObjectStatus]:

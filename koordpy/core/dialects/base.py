@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus, ObjectStatus
@@ -152,6 +152,12 @@ class Statuses(Dialect, Protocol):
         """Every object whose status the gang ``key`` sets after this cycle, by its key, with that
         status: ``status`` on the object ``key`` names, or several objects for a gang that spans
         them (a CompositePodGroup's children)."""
+        ...
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        """What ``obj``, an object of its kind ``kind`` as a shell holds it, says its status is now, in
+        the fields and the spelling its ``GangStatus.wire`` gives (the live writer skips a write the
+        object says already); None: unknown, the write goes."""
         ...
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
@@ -336,6 +342,9 @@ class StatusesBase(DialectBase):
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
         return () if found is None else ((key, found),)
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return None
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         return ()

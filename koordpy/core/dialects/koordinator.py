@@ -31,7 +31,6 @@ from koordpy.api.podgroup import (
     gang_config_from_pod,
     gang_config_from_podgroup,
 )
-from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects.base import (
@@ -278,13 +277,19 @@ class PodGroupGangStatus:
     schedule_start_time: float | None
     kind: Kind = PODGROUP_KIND
 
+    def _status(self) -> PodGroupStatus:
+        return PodGroupStatus(phase=self.phase, scheduled=self.scheduled, running=self.running,
+                              succeeded=self.succeeded, failed=self.failed,
+                              schedule_start_time=self.schedule_start_time)
+
     def wire(self) -> dict[str, object]:
-        return {"phase": self.phase, "scheduled": self.scheduled, "running": self.running,
-                "succeeded": self.succeeded, "failed": self.failed, "scheduleStartTime": self.schedule_start_time}
+        # As the object reads back once written (``PodGroupStatus.written``): the start time in whole
+        # seconds, so that the shells compare and write the value as it is.
+        return self._status().written()
 
     def applied(self, obj: Any) -> Any:
         assert isinstance(obj, PodGroup)
-        return obj.model_copy(update={"status": PodGroupStatus.from_api(Reader(f"PodGroup {obj.key}"), self.wire())})
+        return obj.model_copy(update={"status": self._status()})
 
 
 # The phases that say the job is over: they stand while none of its pods is live (its finished pods
@@ -436,6 +441,9 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
     def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         pg = snapshot.podgroups.get(key)
         return pg.min_resources if pg is not None else None
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, PodGroup) else None
 
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:

@@ -770,6 +770,9 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
         # Asked of every member of every gang: a pod that names no group is answered here.
         return refusal(pod, snapshot) if pod.scheduling_group else None
 
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, WorkloadPodGroup) else None
+
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         group = groups(snapshot).get(key)

@@ -568,6 +568,9 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBa
         pg = snapshot.volcano_podgroups.get(key)
         return pg.min_resources if pg is not None else None
 
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, VolcanoPodGroup) else None
+
     def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
         pg = snapshot.volcano_podgroups.get(key)

@@ -11,7 +11,9 @@ cache reads its gang kind from watch events."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,7 @@ from koordpy.cli.main import main
 from koordpy.controller.cache import Cache
 from koordpy.core import dialects
 from koordpy.core.cycle import schedule
-from koordpy.core.decisions import Bind, ObjectStatus
+from koordpy.core.decisions import Bind, GangStatus, ObjectStatus
 from koordpy.core.dialects.base import GangsBase, StatusesBase, TopologiesBase
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
@@ -54,6 +56,7 @@ class ToyGang:
     namespace: str
     name: str
     min_member: int
+    running: int = 0  # its status, which the dialect writes (no ``.status`` attribute: the shells ask the dialect)
 
     @property
     def key(self) -> str:
@@ -65,7 +68,8 @@ class ToyGang:
         minimum = spec.get("minMember")
         if not isinstance(minimum, int) or minimum < 1:
             raise ParseError(f"ToyGang {meta.get('name')}", "spec.minMember", "a whole number of at least 1")
-        return cls(str(meta.get("namespace") or "default"), str(meta.get("name")), minimum)
+        running = (raw.get("status") or {}).get("running") or 0
+        return cls(str(meta.get("namespace") or "default"), str(meta.get("name")), minimum, int(running))
 
 
 @dataclass(frozen=True)
@@ -79,9 +83,24 @@ class ToyFabric:
 
 
 GANG_KIND = Kind("ToyGang", GROUP, "v1", "toygangs", True, ToyGang.from_raw, cast(Role, "toy-gang"), "toy_gangs",
-                 change="gangs", errors="invalid_podgroups", own_field=False)
+                 writes=("status:patch",), change="gangs", errors="invalid_podgroups", own_field=False)
 FABRIC_KIND = Kind("ToyFabric", GROUP, "v1", "toyfabrics", False, ToyFabric.from_raw, cast(Role, "toy-fabric"),
                    "toy_fabrics", writes=("status:patch",), source=NAME, own_field=False)
+
+
+@dataclass(frozen=True)
+class ToyGangStatus:
+    """A ToyGang's status as the dialect computes it: how many of its members are on a node."""
+
+    running: int
+    kind: Kind = GANG_KIND
+
+    def wire(self) -> dict[str, object]:
+        return {"running": self.running}
+
+    def applied(self, obj: Any) -> Any:
+        assert isinstance(obj, ToyGang)
+        return dataclasses.replace(obj, running=self.running)
 
 
 def _gangs(snapshot: Snapshot) -> dict[str, ToyGang]:
@@ -120,6 +139,22 @@ class Toy(GangsBase, StatusesBase, TopologiesBase):
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return GANG_KIND.label if key in _gangs(snapshot) else None
+
+    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+        found = _gangs(snapshot).get(key)
+        running = sum(1 for p in members if p.node_name or p.key in bound_now)
+        return None if found is None or found.running == running else ToyGangStatus(running)
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        assert isinstance(obj, ToyGang)
+        if obj.name == "broken":  # a comparison that fails: it must cost that write only
+            raise RuntimeError("cannot read the status of a broken ToyGang")
+        return {"running": obj.running}
+
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        for key, found in _gangs(snapshot).items():
+            yield key, "TOYGANG", {"running": found.running, "minMember": found.min_member}
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         out = []
@@ -215,6 +250,56 @@ async def test_the_live_writer_writes_its_status(toy: Toy) -> None:
     assert (group, version, plural, name) == (GROUP, "v1", "toyfabrics", "fab")
     assert body["status"]["nodeCount"] == 3
     assert body["status"]["conditions"][0]["reason"] == "Reconciled"
+
+
+def test_simulate_writes_the_gang_status_the_dialect_computes(toy: Toy) -> None:
+    out = simulate(_world(*_nodes(4), _gang("train", 3), *_members("train", 3)))
+    assert out.groups["default/train"] == {"running": 3, "minMember": 3}
+    assert out.group_headings["default/train"] == "TOYGANG"
+
+
+async def test_the_live_loop_writes_its_gang_status(toy: Toy) -> None:
+    """A status written by both shells covers a gang's: the loop finds what the object says through
+    the dialect (the ToyGang has no ``status`` attribute), and writes the difference."""
+    objects = [("Node", n) for n in _nodes(4)] + [("ToyGang", _gang("train", 2))] + [
+        ("Pod", p) for p in _members("train", 2)]
+    cache, loop, custom, _ = harness(*objects)
+    calls: list[tuple[Any, ...]] = []
+
+    async def patch(*args: Any, **_: Any) -> None:
+        calls.append(args)
+
+    custom.patch_namespaced_custom_object_status = patch  # type: ignore[method-assign]
+    await loop.cycle()
+    await settle(loop)
+    loop.writer.flush(loop._pending_info, loop._status_now)
+    await settle(loop)
+    assert [c[:5] for c in calls] == [(GROUP, "v1", "default", "toygangs", "train")]
+    assert calls[0][5] == {"status": {"running": 2}}
+    # Once the object says so (the write came back on the watch), it is not written again.
+    written = {**_gang("train", 2), "status": {"running": 2}}
+    cache.observe("ToyGang", "MODIFIED", rv(written, 100))
+    assert loop._status_now(GANG_KIND.id, "default/train") == {"running": 2}
+
+
+async def test_a_status_that_cannot_be_compared_costs_that_write_only(
+        toy: Toy, caplog: pytest.LogCaptureFixture) -> None:
+    objects = [("Node", n) for n in _nodes(4)] + [("ToyGang", _gang("broken", 1)), ("ToyGang", _gang("train", 1))] + [
+        ("Pod", p) for p in [*_members("broken", 1), *_members("train", 1)]]
+    _, loop, custom, _ = harness(*objects)
+    calls: list[tuple[Any, ...]] = []
+
+    async def patch(*args: Any, **_: Any) -> None:
+        calls.append(args)
+
+    custom.patch_namespaced_custom_object_status = patch  # type: ignore[method-assign]
+    await loop.cycle()
+    await settle(loop)
+    with caplog.at_level(logging.ERROR):
+        loop.writer.flush(loop._pending_info, loop._status_now)  # does not raise
+    await settle(loop)
+    assert [c[4] for c in calls] == ["train"]
+    assert loop.writer.skipped.get(("podgroup-status", "error")) == 1
 
 
 def test_topology_show_draws_its_tree_under_its_title(toy: Toy, tmp_path: Path,
