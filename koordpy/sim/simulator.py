@@ -26,7 +26,7 @@ from typing import Any, assert_never
 from koordpy.api import kinds
 from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import PASSIVE, Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import Kind, kind_for, new_stores, passive, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.raw import Reader
@@ -130,7 +130,7 @@ class World(Stores):
 
         for seq, (source, raw) in enumerate(docs):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
-            if kind_key in PASSIVE:  # listed as ignored, not refused
+            if passive(*kind_key):  # listed as ignored, not refused
                 world.ignored.append(f"{source}: {object_ref(raw)}")
                 continue
             if kind_key == (RUNTIME_CLASS_API, RUNTIME_CLASS):

@@ -26,6 +26,7 @@ from typing import Any, TypeVar, cast
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.errors import ParseError
 from koordpy.api.kinds import Kind, Role
+from koordpy.api.kinds import roles as kind_roles
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus, ObjectStatus
@@ -106,7 +107,11 @@ _index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT))
 
 def register(dialect: Dialect) -> Callable[[], None]:
     """Adds ``dialect`` to the registries, after those there (a dialect written outside this package,
-    as a test's); returns what takes it out again."""
+    as a test's); returns what takes it out again. Its kinds are registered first
+    (``koordpy.api.kinds.register``): a role no kind has is refused (ValueError)."""
+    unknown = set(dialect.roles) - kind_roles()
+    if unknown:
+        raise ValueError(f"dialect {dialect.name!r} reads roles no registered kind has: {', '.join(sorted(unknown))}")
     before = DIALECTS
     _index((*before, dialect))
     return lambda: _index(before)

@@ -24,7 +24,7 @@ import yaml
 
 from koordpy.api import kinds
 from koordpy.api.errors import ParseError
-from koordpy.api.kinds import Kind, Role
+from koordpy.api.kinds import Kind
 from koordpy.api.objects import Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
@@ -82,9 +82,9 @@ class ToyFabric:
         return cls(str((raw.get("metadata") or {}).get("name")), tuple((raw.get("spec") or {}).get("levels") or ()))
 
 
-GANG_KIND = Kind("ToyGang", GROUP, "v1", "toygangs", True, ToyGang.from_raw, cast(Role, "toy-gang"), "toy_gangs",
+GANG_KIND = Kind("ToyGang", GROUP, "v1", "toygangs", True, ToyGang.from_raw, "toy-gang", "toy_gangs",
                  writes=("status:patch",), change="gangs", errors="invalid_podgroups", own_field=False)
-FABRIC_KIND = Kind("ToyFabric", GROUP, "v1", "toyfabrics", False, ToyFabric.from_raw, cast(Role, "toy-fabric"),
+FABRIC_KIND = Kind("ToyFabric", GROUP, "v1", "toyfabrics", False, ToyFabric.from_raw, "toy-fabric",
                    "toy_fabrics", writes=("status:patch",), source=NAME, own_field=False)
 
 
@@ -186,7 +186,7 @@ DIALECT = Toy()
 def toy() -> Iterator[Toy]:
     """The dialect, added as a fifth: its kinds in the kind registry, itself in the dialects' (one
     line each), both taken out after the test."""
-    undo_kinds = kinds.register(GANG_KIND, FABRIC_KIND)
+    undo_kinds = kinds.register(GANG_KIND, FABRIC_KIND, passive=frozenset({(f"{GROUP}/v1", "ToyJob")}))
     undo_dialect = dialects.register(DIALECT)
     yield DIALECT
     undo_dialect()
@@ -328,10 +328,26 @@ def test_the_live_cache_reads_its_gang_kind(toy: Toy) -> None:
 
 def test_the_fixture_leaves_the_registries_as_they_were(toy: Toy) -> None:
     assert dialects.BY_NAME[NAME] is toy and kinds.kind_for(f"{GROUP}/v1", "ToyGang") is GANG_KIND
+    assert kinds.passive(f"{GROUP}/v1", "ToyJob") and "toy-gang" in kinds.roles()
+
+
+def test_simulate_lists_its_passive_kind_as_ignored(toy: Toy) -> None:
+    """A kind the dialect's users write but koordpy does not read (as the Workload of the upstream
+    dialect) is one more entry given to the kind registry, not a change of a module-level set."""
+    job = {"apiVersion": f"{GROUP}/v1", "kind": "ToyJob", "metadata": {"name": "j"}}
+    out = simulate(_world(*_nodes(1), job))
+    assert out.ignored == ["toy.yaml: ToyJob j"]
+
+
+def test_a_dialect_whose_roles_no_kind_has_is_refused() -> None:
+    with pytest.raises(ValueError, match="toy-gang"):
+        dialects.register(DIALECT)  # its kinds not registered
+    assert NAME not in dialects.BY_NAME
 
 
 def test_without_the_fixture_the_kind_is_unknown() -> None:
     assert NAME not in dialects.BY_NAME and kinds.kind_for(f"{GROUP}/v1", "ToyGang") is None
+    assert not kinds.passive(f"{GROUP}/v1", "ToyJob") and "toy-gang" not in kinds.roles()
     assert [d.name for d in dialects.DIALECTS] == ["koordinator", "volcano", "kai", "upstream"]
     assert json.dumps(dialects.TOPOLOGY_SOURCES) == json.dumps(
         {"koordinator": "ClusterNetworkTopology", "volcano": "HyperNode", "kueue": "Kueue and KAI Topology"})
