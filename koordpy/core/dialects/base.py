@@ -51,6 +51,21 @@ class GroupTerms:
     modes: bool = False
 
 
+@dataclass(frozen=True)
+class GroupRow:
+    """A gang's object as ``koordpy simulate``'s table shows it, in its dialect's words: the columns
+    after its key (title, and the width its cell is padded to) and its cells."""
+
+    columns: tuple[tuple[str, int], ...]
+    cells: tuple[str, ...]
+
+
+def phase_row(shown: Mapping[str, Any]) -> GroupRow:
+    """The row of a PodGroup reported by its phase and its scheduled members of its minimum."""
+    return GroupRow((("PHASE", 13), ("SCHEDULED/MIN", 0)),
+                    (str(shown["phase"]), f"{shown['scheduled']}/{shown['minMember']}"))
+
+
 # What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
 # depends on besides the pod, so that the shells check a pod again only when it changed: (the gang
 # object the pod names, whose pods are checked again when it changes; that object as held now,
@@ -175,6 +190,11 @@ class Statuses(Dialect, Protocol):
         """What ``koordpy simulate`` reports of the objects that declare its gangs, once the world
         settled (``snapshot``): (object key, the heading its table shows it under, its fields in the
         JSON) for each it reports."""
+        ...
+
+    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
+        """How ``koordpy simulate``'s table shows one of the objects ``shown_groups`` reports
+        (``shown``: its fields there)."""
         ...
 
     @property
@@ -351,6 +371,9 @@ class StatusesBase(DialectBase):
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
         return ()
+
+    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
+        return GroupRow((("STATUS", 0),), (", ".join(f"{k}={v}" for k, v in shown.items()),))
 
 
 class AdmissionBase(DialectBase):

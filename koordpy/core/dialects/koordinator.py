@@ -38,12 +38,14 @@ from koordpy.core.dialects.base import (
     Declaration,
     ExplainsBase,
     GangsBase,
+    GroupRow,
     GroupTerms,
     ManifestsBase,
     Objects,
     StatusesBase,
     TopologiesBase,
     final_stands,
+    phase_row,
 )
 from koordpy.core.members import topology_indexes
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
@@ -456,6 +458,9 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
         current = pg.status.counts()
         wire = status.wire()
         return status if {k: wire[k] for k in current} != current else None
+
+    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
+        return phase_row(shown)
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
         for k, pg in snapshot.podgroups.items():

@@ -66,7 +66,15 @@ from koordpy.api.workload import (
     WorkloadPodGroup,
 )
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import AdmissionBase, ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import (
+    AdmissionBase,
+    ExplainsBase,
+    GangsBase,
+    GroupRow,
+    GroupTerms,
+    StatusesBase,
+    TopologiesBase,
+)
 from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
@@ -791,6 +799,10 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
             if found is not None:
                 out.append((child.key, found))
         return out
+
+    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
+        said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in shown.get("conditions", ()))
+        return GroupRow((("CONDITIONS", 0),), (said,))
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
         # The status the scheduler wrote (PodGroupInitiallyScheduled), on the groups it wrote one on.

@@ -27,10 +27,12 @@ from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects.base import (
     ExplainsBase,
     GangsBase,
+    GroupRow,
     ManifestsBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
+    phase_row,
 )
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
@@ -578,6 +580,9 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBa
             return None
         status = volcano_status(pg, members, bound_now)
         return status if status.wire() != pg.status.counts() else None
+
+    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
+        return phase_row(shown)
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
         # Its PodGroups' scheduled count is that of their pods on a node, as Volcano's controller counts.

@@ -302,6 +302,23 @@ async def test_a_status_that_cannot_be_compared_costs_that_write_only(
     assert loop.writer.skipped.get(("podgroup-status", "error")) == 1
 
 
+def test_simulate_and_explain_show_its_gangs_in_its_words(toy: Toy, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The table's rows of its gang objects are the dialect's (``Statuses.shown_row``: the base's
+    fields as they are, for a dialect that gives no row); explain states a minimum it has no words
+    for plainly, not in another dialect's (``minMember``)."""
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump_all([*_nodes(4), _gang("train", 3), *_members("train", 3), _gang("big", 5),
+                                        *_members("big", 4)]))
+    assert main(["simulate", "-f", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "\nTOYGANG          STATUS\ndefault/big      running=0, minMember=5\n" in table
+    assert "default/train    running=3, minMember=3\n" in table
+    assert main(["explain", "podgroup", "default/big", "-f", str(path)]) == 0
+    said = capsys.readouterr().out
+    assert "4 pod(s) of minimum 5 (SHORT by 1)" in said and "minMember 5" not in said
+
+
 def test_topology_show_draws_its_tree_under_its_title(toy: Toy, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "toy.yaml"
