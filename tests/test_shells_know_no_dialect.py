@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from koordpy.api.kinds import KINDS
+from koordpy.core.decisions import GangStatus
 from koordpy.core.dialects import DIALECTS, MANIFESTS, STATUSES, kai, koordinator, upstream, volcano
 from koordpy.sim.simulator import World, simulate
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup
@@ -51,8 +52,8 @@ _GENERIC_FIELDS = {"phase", "scheduled", "running", "succeeded", "failed", "cond
 def _status_fields() -> set[str]:
     """The status fields the dialects write or report: each gang status value's, and what a world
     with each dialect's objects reports (its gang objects' fields, its topology objects' statuses)."""
-    values = [koordinator.PodGroupGangStatus("Pending", 0, 0, 0, 0, 1.0), volcano.VolcanoGangStatus("Pending", 0, 0, 0),
-              upstream.GroupStatus(())]
+    values: list[GangStatus] = [koordinator.PodGroupGangStatus("Pending", 0, 0, 0, 0, 1.0),
+                                volcano.VolcanoGangStatus("Pending", 0, 0, 0), upstream.GroupStatus(())]
     out = {name for v in values for name in v.wire()}
     objects = [node("n0", labels={"example.com/rack": "r0"}), SPINE_BLOCK_CNT, hypernode("h0", 1, ["n0"]),
                podgroup("g", 1), pod("g-0", group="g")]

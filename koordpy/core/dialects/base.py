@@ -230,7 +230,13 @@ class Admission(Dialect, Protocol):
     def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
         """What checking the pending pod's declaration in this dialect's words depends on, given the
         shell's ``objects`` and the gang keys whose objects failed to parse (``invalid``); None: the
-        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap."""
+        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap.
+
+        Two shortcuts of ``core/declarations.py`` rest on it, and a dialect must keep both true: the
+        answer may depend on the objects of gang kinds only (``Kind.gang``), since a pod checked at
+        the same count of their changes (the live cache's version) is answered without asking; and
+        the objects it holds must compare equal (``__eq__``) only when they agree in everything
+        ``declaration_error`` reads, since an equal declaration reuses the answer before it."""
         ...
 
     def declared_words(self, pod: Pod) -> Hashable:

@@ -368,3 +368,13 @@ def test_without_the_fixture_the_kind_is_unknown() -> None:
     assert [d.name for d in dialects.DIALECTS] == ["koordinator", "volcano", "kai", "upstream"]
     assert json.dumps(dialects.TOPOLOGY_SOURCES) == json.dumps(
         {"koordinator": "ClusterNetworkTopology", "volcano": "HyperNode", "kueue": "Kueue and KAI Topology"})
+
+
+def test_the_shells_read_the_registries_when_they_ask(toy: Toy) -> None:
+    """What the live controller lists and watches, and the refused fields, are the registries as
+    they are when asked, not copies taken at import (before a fifth dialect was registered)."""
+    from koordpy.controller.main import resources
+    from koordpy.core.refusals import REFUSED_FIELDS
+
+    assert GANG_KIND in [kind for kind, *_ in resources()] and FABRIC_KIND not in [k for k, *_ in resources(())]
+    assert REFUSED_FIELDS is dialects.REFUSED_FIELDS
