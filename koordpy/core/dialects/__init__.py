@@ -371,10 +371,10 @@ def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[st
     headings: dict[str, str] = {}
     rows: dict[str, GroupRow] = {}
     for dialect in _EVENT_ORDER:
-        for key, heading, shown in dialect.shown_groups(snapshot):
+        for key, heading, shown, row in dialect.shown_groups(snapshot):
             fields[key] = shown
             headings[key] = heading
-            rows[key] = dialect.shown_row(shown)
+            rows[key] = row
     return fields, headings, rows
 
 

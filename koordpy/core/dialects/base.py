@@ -60,6 +60,11 @@ class GroupRow:
     cells: tuple[str, ...]
 
 
+def fields_row(shown: Mapping[str, Any]) -> GroupRow:
+    """The row of an object reported by its fields as they are (``name=value``)."""
+    return GroupRow((("STATUS", 0),), (", ".join(f"{k}={v}" for k, v in shown.items()),))
+
+
 def phase_row(shown: Mapping[str, Any]) -> GroupRow:
     """The row of a PodGroup reported by its phase and its scheduled members of its minimum."""
     return GroupRow((("PHASE", 13), ("SCHEDULED/MIN", 0)),
@@ -155,18 +160,13 @@ class Statuses(Dialect, Protocol):
         """Whether a gang that times out gets a GangTimeout Event on its object."""
         ...
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        """The status its object declaring ``key`` should have after this cycle, when it differs from
-        what the object says; else None. ``members``: its pods, those that finished (Succeeded,
-        Failed) included; ``pending``: why each member left unbound waits, by pod key."""
-        ...
-
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         """Every object whose status the gang ``key`` sets after this cycle, by its key, with that
-        status: ``status`` on the object ``key`` names, or several objects for a gang that spans
-        them (a CompositePodGroup's children)."""
+        status, where it differs from what the object says: most gangs set the one object ``key``
+        names, a gang that spans several sets each (a CompositePodGroup's
+        children). ``members``: its pods, those that finished (Succeeded, Failed) included;
+        ``pending``: why each member left unbound waits, by pod key."""
         ...
 
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
@@ -186,15 +186,10 @@ class Statuses(Dialect, Protocol):
         """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
         ...
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         """What ``koordpy simulate`` reports of the objects that declare its gangs, once the world
         settled (``snapshot``): (object key, the heading its table shows it under, its fields in the
-        JSON) for each it reports."""
-        ...
-
-    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
-        """How ``koordpy simulate``'s table shows one of the objects ``shown_groups`` reports
-        (``shown``: its fields there)."""
+        JSON, its row in that table) for each it reports."""
         ...
 
     @property
@@ -360,14 +355,9 @@ class StatusesBase(DialectBase):
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        return None
-
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
-        found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
-        return () if found is None else ((key, found),)
+        return ()
 
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         return None
@@ -375,11 +365,8 @@ class StatusesBase(DialectBase):
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         return ()
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         return ()
-
-    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
-        return GroupRow((("STATUS", 0),), (", ".join(f"{k}={v}" for k, v in shown.items()),))
 
 
 class AdmissionBase(DialectBase):

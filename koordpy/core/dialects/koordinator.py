@@ -447,25 +447,23 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         return obj.status.written() if isinstance(obj, PodGroup) else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         pg = snapshot.podgroups.get(key)
         if pg is None:
-            return None
+            return ()
         if final_stands(pg.status.phase, FINAL_PHASES, members):
-            return None
+            return ()
         status = podgroup_status(pg, members, bound_now, reserved, now)
         current = pg.status.counts()
         wire = status.wire()
-        return status if {k: wire[k] for k in current} != current else None
+        return ((key, status),) if {k: wire[k] for k in current} != current else ()
 
-    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
-        return phase_row(shown)
-
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         for k, pg in snapshot.podgroups.items():
-            yield k, "PODGROUP", {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
-                                  "minMember": pg.min_member}
+            shown: dict[str, Any] = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
+                                     "minMember": pg.min_member}
+            yield k, "PODGROUP", shown, phase_row(shown)
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # The ClusterNetworkTopology "default": its tree's domains, or why it is not used (then it

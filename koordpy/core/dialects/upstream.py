@@ -781,15 +781,12 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         return obj.status.written() if isinstance(obj, WorkloadPodGroup) else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        group = groups(snapshot).get(key)
-        return None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
-
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         if key not in composites(snapshot):
-            return super().statuses(key, members, bound_now, reserved, now, snapshot, pending)
+            group = groups(snapshot).get(key)
+            found = None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
+            return () if found is None else ((key, found),)
         # kube-scheduler v1.37 writes each child's PodGroupInitiallyScheduled (a child is scheduled
         # once its own minimum is, which only happens with its parent's), nothing on the composite.
         out = []
@@ -800,14 +797,14 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
                 out.append((child.key, found))
         return out
 
-    def shown_row(self, shown: Mapping[str, Any]) -> GroupRow:
-        said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in shown.get("conditions", ()))
-        return GroupRow((("CONDITIONS", 0),), (said,))
-
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         # The status the scheduler wrote (PodGroupInitiallyScheduled), on the groups it wrote one on.
-        return [(k, "PODGROUP (scheduling.k8s.io)", g.status.written()) for k, g in groups(snapshot).items()
-                if g.conditions]
+        for k, g in groups(snapshot).items():
+            if g.conditions:
+                wired = [c.wire() for c in g.conditions]
+                said = ", ".join(f"{w['type']}={w['status']} ({w['reason']})" for w in wired)
+                shown = g.status.written()
+                yield k, "PODGROUP (scheduling.k8s.io)", shown, GroupRow((("CONDITIONS", 0),), (said,))
 
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.

@@ -33,7 +33,7 @@ from koordpy.controller.cache import Cache
 from koordpy.core import dialects
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import Bind, GangStatus, ObjectStatus
-from koordpy.core.dialects.base import GangsBase, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import GangsBase, GroupRow, StatusesBase, TopologiesBase, fields_row
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -140,11 +140,11 @@ class Toy(GangsBase, StatusesBase, TopologiesBase):
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return GANG_KIND.label if key in _gangs(snapshot) else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         found = _gangs(snapshot).get(key)
         running = sum(1 for p in members if p.node_name or p.key in bound_now)
-        return None if found is None or found.running == running else ToyGangStatus(running)
+        return () if found is None or found.running == running else ((key, ToyGangStatus(running)),)
 
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         assert isinstance(obj, ToyGang)
@@ -152,9 +152,10 @@ class Toy(GangsBase, StatusesBase, TopologiesBase):
             raise RuntimeError("cannot read the status of a broken ToyGang")
         return {"running": obj.running}
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         for key, found in _gangs(snapshot).items():
-            yield key, "TOYGANG", {"running": found.running, "minMember": found.min_member}
+            shown: dict[str, Any] = {"running": found.running, "minMember": found.min_member}
+            yield key, "TOYGANG", shown, fields_row(shown)
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         out = []
@@ -304,8 +305,8 @@ async def test_a_status_that_cannot_be_compared_costs_that_write_only(
 
 def test_simulate_and_explain_show_its_gangs_in_its_words(toy: Toy, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """The table's rows of its gang objects are the dialect's (``Statuses.shown_row``: the base's
-    fields as they are, for a dialect that gives no row); explain states a minimum it has no words
+    """The table's rows of its gang objects are the dialect's (``Statuses.shown_groups`` gives each
+    row: here the base's ``fields_row``, the fields as they are); explain states a minimum it has no words
     for plainly, not in another dialect's (``minMember``)."""
     path = tmp_path / "toy.yaml"
     path.write_text(yaml.safe_dump_all([*_nodes(4), _gang("train", 3), *_members("train", 3), _gang("big", 5),
