@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from koordpy.api.dra import DeviceClass, Devices, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.errors import ParseError, object_ref
@@ -27,14 +27,11 @@ from koordpy.api.topology import ClusterNetworkTopology
 from koordpy.api.volcano import HyperNode, VolcanoPodGroup
 from koordpy.api.workload import CompositePodGroup, WorkloadPodGroup
 
-Role = Literal["node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup", "topology",
-               "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode", "workload-podgroup",
-               "composite-podgroup", "deviceclass", "resourceslice", "resourceclaim", "claimtemplate",
-               "devicetaintrule"]
-ROLES: tuple[Role, ...] = ("node", "pod", "priorityclass", "podgroup", "cnt", "hypernode", "volcano-podgroup",
-                           "topology", "kai-podgroup", "owner", "namespace", "pvc", "pv", "storageclass", "csinode",
-                           "workload-podgroup", "composite-podgroup", "deviceclass", "resourceslice", "resourceclaim",
-                           "claimtemplate", "devicetaintrule")
+# What the core does with a kind's objects ("node", "podgroup", "hypernode"...): any name a kind's
+# entry gives, so that a dialect written outside the package adds its own with its kinds
+# (``register``); the roles there are those of the kinds in the table (``roles()``), and a dialect's
+# roles are held to them when it is registered (``koordpy.core.dialects.register``).
+Role: TypeAlias = str
 # The storage roles: their objects make up ``Snapshot.storage`` (read by koordpy.core.volumes).
 STORAGE_ROLES: tuple[Role, ...] = ("pvc", "pv", "storageclass", "csinode")
 # The DRA roles: their objects make up ``Snapshot.devices`` (read by the core's device seam).
@@ -267,7 +264,8 @@ OTHER_GRANTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # Kinds a user's manifests (or a ``kubectl get -o yaml`` dump) may carry that koordpy does not read:
 # ``koordpy simulate`` lists them as ignored, not refused. A Workload is the template its PodGroups
 # were made from; the PodGroups say all the scheduler reads.
-PASSIVE: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
+# (apiVersion, kind) pairs; ``register`` adds a dialect's, ``passive`` reads them at each call.
+_PASSIVE: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", "Workload")})
 _BY_API: dict[tuple[str, str], Kind] = {}
 _BY_ID: dict[str, Kind] = {}
 _BY_NAME: dict[str, Kind] = {}
@@ -290,13 +288,31 @@ def _index(kinds: tuple[Kind, ...]) -> None:
 _index(KINDS)
 
 
-def register(*added: Kind) -> Callable[[], None]:
+def register(*added: Kind, passive: frozenset[tuple[str, str]] = frozenset()) -> Callable[[], None]:
     """Adds kinds to the registry, after those there (a dialect's written outside the package, as a
-    test's); returns what takes them out again. The shells read ``KINDS`` as it is when they loop
-    over it (``koordpy.api.kinds.KINDS``, not a copy taken at import)."""
-    before = KINDS
+    test's), and the (apiVersion, kind) pairs of ``passive`` to the kinds read as ignored; returns
+    what takes them out again. The shells read ``KINDS`` as it is when they loop over it
+    (``koordpy.api.kinds.KINDS``, not a copy taken at import)."""
+    global _PASSIVE
+    before, passive_before = KINDS, _PASSIVE
     _index((*before, *added))
-    return lambda: _index(before)
+    _PASSIVE = passive_before | passive
+
+    def undo() -> None:
+        global _PASSIVE
+        _index(before)
+        _PASSIVE = passive_before
+    return undo
+
+
+def roles() -> frozenset[Role]:
+    """The roles of the kinds in the table, as it is now."""
+    return frozenset(k.role for k in KINDS)
+
+
+def passive(api_version: str, kind: str) -> bool:
+    """Whether a manifest's object of ``kind`` is one koordpy does not read and lists as ignored."""
+    return (api_version, kind) in _PASSIVE
 
 
 def optional(group: str, plural: str) -> bool:

@@ -18,7 +18,7 @@ from koordpy.api.errors import ParseError
 from koordpy.api.gangname import ANN_NAME, COMPAT_NAME
 from koordpy.api.model import NamespacedKey
 from koordpy.api.quantity import parse_go_duration
-from koordpy.api.raw import Reader, int_text, read_object, subdomain_problem
+from koordpy.api.raw import Reader, int_text, read_object, rfc3339, subdomain_problem
 from koordpy.api.topology import NetworkTopologySpec, parse_network_topology_spec
 from koordpy.api.volcano import network_topology_from_annotations
 
@@ -65,8 +65,10 @@ class PodGroupStatus(_Model):
                 "succeeded": self.succeeded, "failed": self.failed}
 
     def written(self) -> dict[str, object]:
-        """Every field of the status the scheduler writes, as it stands."""
-        return {**self.counts(), "scheduleStartTime": self.schedule_start_time}
+        """Every field of the status the scheduler writes, as it stands, spelled as the API does (the
+        start time in RFC 3339's whole seconds: what a write of it reads back as)."""
+        start = self.schedule_start_time
+        return {**self.counts(), "scheduleStartTime": None if start is None else rfc3339(start)}
 
     @classmethod
     def from_api(cls, r: Reader, status: dict[str, Any]) -> PodGroupStatus:

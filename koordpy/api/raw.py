@@ -8,7 +8,7 @@ integer that fits its Go type, a label or annotation value only a string.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +23,11 @@ _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 _INT_RANGE = {32: (INT32_MIN, INT32_MAX), 64: (-INT64_MAX - 1, INT64_MAX)}
+
+
+def rfc3339(seconds: float) -> str:
+    """A time as the API writes it (RFC 3339, UTC, whole seconds)."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _rfc1123_problem(value: str, limit: int, pattern: re.Pattern[str], spelled: str) -> str | None:

@@ -126,7 +126,7 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         short = (f" (SHORT by {g.min_member - g.members})"
                  if g.min_member is not None and g.pending and g.members < g.min_member else "")
         finished = f" (and {g.finished} finished)" if g.finished else ""
-        said = g.declared_minimum or f"minMember {g.min_member}"
+        said = g.declared_minimum
         # Waiting (reservations), a mode and a waiting time are only Koordinator's gangs' (mode None otherwise).
         waiting = f", {g.waiting} waiting" if g.mode is not None else ""
         timeout = f", timeout {g.timeout_seconds:g}s" if g.timeout_seconds is not None else ""

@@ -42,22 +42,17 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     for pod, node, status, msg in rows:
         short = msg if len(msg) <= 160 else msg[:157] + "..."
         out.write(f"{pod:<{width}}  {node:<{nwidth}}  {status:<9}  {short}\n")
-    # The groups with a phase first, then those with conditions, each under the heading its dialect
-    # gives (in the order the dialects report them).
-    for phased in (True, False):
-        sections: dict[str, dict[str, dict[str, Any]]] = {}
-        for key, st in result.groups.items():
-            if ("phase" in st) == phased:
-                sections.setdefault(result.group_headings.get(key, ""), {})[key] = st
-        for heading, grouped in sections.items():
-            out.write(f"\n{heading:<{width}}  {'PHASE':<13}  SCHEDULED/MIN\n" if phased
-                      else f"\n{heading:<{width}}  CONDITIONS\n")
-            for key, st in sorted(grouped.items()):
-                if phased:
-                    out.write(f"{key:<{width}}  {st['phase']:<13}  {st['scheduled']}/{st['minMember']}\n")
-                else:
-                    said = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in st.get("conditions", ()))
-                    out.write(f"{key:<{width}}  {said}\n")
+    # The groups' objects, one table per heading and columns their dialects give, in the order the
+    # dialects report them: tables of more columns (a phase and counts) before one-column tables.
+    sections: dict[tuple[tuple[tuple[str, int], ...], str], dict[str, tuple[str, ...]]] = {}
+    for key in result.groups:
+        row = result.group_rows[key]
+        sections.setdefault((row.columns, result.group_headings.get(key, "")), {})[key] = row.cells
+    for columns, heading in sorted(sections, key=lambda section: -len(section[0])):
+        out.write(f"\n{heading:<{width}}" + "".join(f"  {title:<{pad}}" for title, pad in columns) + "\n")
+        for key, cells in sorted(sections[columns, heading].items()):
+            out.write(f"{key:<{width}}" + "".join(f"  {cell:<{pad}}" for (_, pad), cell in zip(columns, cells,
+                                                                                              strict=True)) + "\n")
     if result.volumes:  # what PreBind wrote on claims before their pods' bindings
         out.write(f"\n{'CLAIM':<{width}}  PREBIND\n")
         for key, wrote in sorted(result.volumes.items()):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # Each is one dialect's ``manifest_format`` (tests/cli/test_topology.py holds them to the registry),
 # listed here in the order the help shows so that start-up need not load the dialects.
 FORMATS = ("hypernode", "cnt", "topology")
+DEFAULT_FORMAT = FORMATS[0]  # the registry's default too (``koordpy.core.dialects.manifest_formats``)
 
 
 GENERATE_PROG = "koordpy topology generate"
@@ -514,7 +515,8 @@ def add_parser(sub: Any) -> None:
                      help="node label keys, top level first (like a Kueue Topology)")
     gen.add_argument("-f", "--file", action="append", required=True, metavar="PATH",
                      help="files, folders or - holding Node objects (other kinds are skipped); repeatable")
-    gen.add_argument("--format", choices=FORMATS, default="hypernode", help="what to write (default: hypernode)")
+    gen.add_argument("--format", choices=FORMATS, default=DEFAULT_FORMAT,
+                     help=f"what to write (default: {DEFAULT_FORMAT})")
     gen.add_argument("--name", default="default", help="the Topology's name (--format topology; default: default)")
     gen.set_defaults(func=cmd_generate, prog=GENERATE_PROG)
     show = cmds.add_parser("show", help="draw each topology tree with node counts and free capacity",

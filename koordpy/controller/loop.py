@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable
-from typing import TypeGuard, assert_never, cast
+from collections.abc import Callable, Mapping
+from typing import TypeGuard, assert_never
 
 import structlog
 
@@ -39,7 +39,7 @@ from koordpy.core.decisions import (
     Preempt,
     SetPodScheduledFalse,
 )
-from koordpy.core.dialects import invalid_reason, object_statuses
+from koordpy.core.dialects import invalid_reason, object_statuses, status_said
 from koordpy.core.naming import natural_key
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -127,7 +127,7 @@ class SchedulerLoop:
             backing_off = self._retry_at - time.time()
             if backing_off > 0:  # changes wait too: they are what may keep the cycle failing
                 await asyncio.sleep(min(self.flush_every, backing_off))
-                self.writer.flush(self._pending_info, self._status_now)
+                self._flush()
                 continue
             wait = self.flush_every if deadline is None else max(0.0, min(self.flush_every, deadline - time.time()))
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that comes as
@@ -165,7 +165,16 @@ class SchedulerLoop:
                 self._untrimmed = True
             elif self._untrimmed and time.monotonic() - self._trimmed_at >= TRIM_SECONDS:
                 self.trim()  # idle: nothing changed for a flush period
+            self._flush()
+
+    def _flush(self) -> None:
+        """Starts the reports' writes that are due. A report that fails costs itself (the writer
+        drops a status it cannot compare); whatever else goes wrong here is logged, and the loop
+        schedules on."""
+        try:
             self.writer.flush(self._pending_info, self._status_now)
+        except Exception:
+            log.exception("writing the reports failed")
 
     def trim(self) -> None:
         """Hands malloc's free pages back to the system (``memory``): what the cycles and the pods
@@ -386,11 +395,13 @@ class SchedulerLoop:
         pod = self.cache.pods.get(pod_key)
         return bool(pod is not None and pod.node_name) or pod_key in self.cache.assumed
 
-    def _status_now(self, kind: str, key: str) -> dict[str, object] | None:
-        """The status of a gang's object as the cache holds it, in the fields the core writes (the
-        registry says which store holds the objects of ``kind``, a ``Kind.id``)."""
-        found = self.cache.stores[by_id(kind).store].get(key)
-        return None if found is None else cast(dict[str, object], found.status.written())
+    def _status_now(self, kind: str, key: str) -> Mapping[str, object] | None:
+        """The status of a gang's object as the cache holds it, in the fields the core writes, as its
+        dialect reads it (``Statuses.said``; the registry says which store holds the objects of
+        ``kind``, a ``Kind.id``)."""
+        found_kind = by_id(kind)
+        found = self.cache.stores[found_kind.store].get(key)
+        return None if found is None else status_said(found_kind, found)
 
     def _pending_info(self, pod_key: str) -> dict[str, str] | None:
         pod = self.cache.pods.get(pod_key)

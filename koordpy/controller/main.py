@@ -54,16 +54,13 @@ RESYNC_SECONDS = 300.0
 STOP_GRACE = 2.0
 STOP_EVENTS = FLUSH_LIMIT
 STOP_STEP = 1.0
-# What koordpy lists and watches: the registry's kinds, each under the name the cache files it by.
-# The registry's entry (what the cache files objects by: two kinds may share a cache name, as
-# Kueue's and KAI's Topology do), group, version, plural.
-RESOURCES: list[tuple[Kind, str, str, str]] = [(kind, kind.group, kind.version, kind.plural) for kind in watched()]
-
-
-def resources(sources: tuple[TopologySource, ...]) -> list[tuple[Kind, str, str, str]]:
-    """RESOURCES less the kinds of topology sources switched off (``Kind.source``): neither listed nor watched."""
+def resources(sources: tuple[TopologySource, ...] | None = None) -> list[tuple[Kind, str, str, str]]:
+    """What koordpy lists and watches: the registry's kinds as the registry is now (a kind registered
+    after import is there), less those of topology sources switched off (``Kind.source``; ``sources``
+    None: none is). Each as the registry's entry (what the cache files objects by: two kinds may
+    share a cache name, as Kueue's and KAI's Topology do), group, version, plural."""
     return [(kind, kind.group, kind.version, kind.plural) for kind in watched()
-            if not kind.source or kind.source in sources]
+            if not kind.source or sources is None or kind.source in sources]
 
 
 LOG_HANDLER = "koordpy"  # the root logger's handler configure_logging installs
@@ -128,7 +125,7 @@ async def sync(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, s
     while True:
         versions: dict[str, int] = {}
         try:
-            for kind, group, version, plural in RESOURCES if kinds is None else kinds:
+            for kind, group, version, plural in resources() if kinds is None else kinds:
                 try:
                     list_version, dropped = await list_into(cache, kind, api, group, version, plural)
                 except ApiException as exc:
@@ -211,7 +208,7 @@ class _NoProgress(kopf.ProgressStorage):
 
 def build_registry(cache: Cache, kubeconfig: str | None,
                    kinds: list[tuple[Kind, str, str, str]] | None = None) -> kopf.OperatorRegistry:
-    """kopf's handlers: one per kind of ``kinds`` (``RESOURCES`` if None). ``koordpy run`` gives it
+    """kopf's handlers: one per kind of ``kinds`` (``resources()`` if None). ``koordpy run`` gives it
     the kinds not served at the start (``kopf_kinds``), whose CRDs kopf watches to notice one
     installed later; every kind served is watched by ``podwatch``."""
     registry = kopf.OperatorRegistry()
@@ -234,7 +231,7 @@ def build_registry(cache: Cache, kubeconfig: str | None,
 
         return handler
 
-    for kind, group, version, plural in RESOURCES if kinds is None else kinds:
+    for kind, group, version, plural in resources() if kinds is None else kinds:
         kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(watcher(kind))
     return registry
 
@@ -256,12 +253,18 @@ def warm_up() -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "warm-up"},
             "status": {"allocatable": {"cpu": "1"}}}
     gang = list(warm_up_objects())
-    pods = [o for o in gang if o["kind"] == "Pod"]
+    pods = [o for o in gang if o.get("kind") == "Pod"]
+    if not pods:  # no dialect registered gives one: the first cycle sets the core up instead
+        log.info("no warm-up gang: no dialect gives one; the core is set up in the first cycle")
+        return
     single = {**pods[0], "metadata": {"name": "warm-up-single", "namespace": "default"}}
     stores = new_stores()
     for raw in [node, *gang, single]:
-        kind = kind_for(raw["apiVersion"], raw["kind"])
-        assert kind is not None, raw
+        kind = kind_for(str(raw.get("apiVersion")), str(raw.get("kind")))
+        if kind is None:  # a dialect's warm-up object of a kind not registered: left out
+            log.warning("warm-up object of a kind not registered, left out", api_version=raw.get("apiVersion"),
+                        kind=raw.get("kind"))
+            continue
         stores[kind.store][kind.store_key(kind.key(raw))] = kind.parse(raw)
     schedule(Snapshot(**snapshot_fields(stores)), SchedulerState(), time.time())
 

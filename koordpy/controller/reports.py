@@ -12,7 +12,7 @@ and metrics (``transport``, ``writer``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 STATUS_INTERVAL = 1.0  # seconds between two status writes of one PodGroup in the same phase
@@ -36,21 +36,15 @@ class Due:
     conditions: list[tuple[str, str, str, str]] = field(default_factory=list)  # (pod, its uid, message, reason)
     statuses: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # (group, key, status)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (kind, reason) of each write not made
+    # (kind, key, error) of each status dropped because what its object says could not be read.
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
 
 
-def says_already(current: dict[str, object], status: dict[str, object]) -> bool:
-    """Whether a PodGroup whose status is ``current`` needs no write of ``status`` (times are written,
-    and so read back, in whole seconds)."""
-    for name, value in status.items():
-        if value is None:
-            continue
-        have = current.get(name)
-        if name == "scheduleStartTime" and isinstance(value, int | float) and isinstance(have, int | float):
-            if int(value) != int(have):
-                return False
-        elif have != value:
-            return False
-    return True
+def says_already(current: Mapping[str, object], status: Mapping[str, object]) -> bool:
+    """Whether a gang's object whose status is ``current`` needs no write of ``status``: each field
+    the write sets (None: one it leaves alone) is there already. Both are spelled as the API reads
+    them back (``GangStatus.wire``, ``Statuses.said``: a time in whole seconds, say)."""
+    return all(value is None or current.get(name) == value for name, value in status.items())
 
 
 class Reports:
@@ -68,7 +62,7 @@ class Reports:
         # else (another writer's message, say), the cache is what counts. A failed write forgets it.
         self._sent: dict[str, tuple[str, str]] = {}  # pod -> (condition message, the pod's before)
         # PodGroup -> (when, the status, the cache's before): also what paces a group's writes.
-        self._status_sent: dict[str, tuple[float, dict[str, object], dict[str, object] | None]] = {}
+        self._status_sent: dict[str, tuple[float, dict[str, object], Mapping[str, object] | None]] = {}
         # The PodGroups with a status write in flight: two merge patches of one object sent at once
         # may land in either order, and an older status landing last stood (nothing the core sees
         # changes to make it write again once the job settles).
@@ -109,11 +103,13 @@ class Reports:
         self._status_writing.pop(f"{kind} {key}", None)
 
     def due(self, now: float, still_pending: Callable[[str], dict[str, str] | None],
-            status_now: Callable[[str, str], dict[str, object] | None]) -> Due:
+            status_now: Callable[[str, str], Mapping[str, object] | None]) -> Due:
         """What has settled and is to be written now. ``still_pending(pod)`` gives the pod's uid
         and current condition message while it waits, or None when it is bound or gone;
         ``status_now(kind, key)`` the status of the gang's object ``key`` of kind ``kind`` (``Kind.id``)
-        as the cache holds it (None: unknown)."""
+        as the cache holds it (None: unknown). A status whose object ``status_now`` fails on is dropped
+        (``Due.failed``): that write is lost, not the others, and the core sends it again when its
+        gang changes."""
         out = Due()
         for pod, pending in list(self._conditions.items()):
             info = still_pending(pod)
@@ -139,8 +135,15 @@ class Reports:
             self._last_written = {k: t for k, t in self._last_written.items() if now - t < self.cooldown}
         for k, st in list(self._statuses.items()):
             kind, key = k.split(" ", 1)
-            current = status_now(kind, key)
-            if current is not None and says_already(current, st):
+            try:
+                current = status_now(kind, key)
+                already = current is not None and says_already(current, st)
+            except Exception as exc:  # a dialect's reading of its object: one status's failure
+                del self._statuses[k]
+                out.failed.append((kind, key, repr(exc)))
+                out.skipped.append(("podgroup-status", "error"))
+                continue
+            if already:
                 del self._statuses[k]  # the object says so already (a write in flight landed, say)
                 out.skipped.append(("podgroup-status", "unchanged"))
                 continue

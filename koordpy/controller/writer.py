@@ -32,8 +32,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import aiohttp
@@ -43,6 +42,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import Kind, by_id, by_name
 from koordpy.api.objects import PREEMPTION_REASON
+from koordpy.api.raw import rfc3339 as rfc3339  # re-exported: callers knew it here
 from koordpy.controller import transport
 from koordpy.controller.events import EventRecorder, Involved, Outcome, Outgoing, Patched, Report
 from koordpy.controller.metrics import Metrics
@@ -81,10 +81,6 @@ def cap(text: str, limit: int) -> str:
     marker = f" ... [truncated {len(data)} bytes to {limit}]"
     head = data[:limit - len(marker.encode())].decode(errors="ignore")
     return head + marker
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_rfc3339() -> str:
@@ -385,12 +381,14 @@ class ApiWriter:
             self.metrics.api_writes_skipped.labels(kind, reason).inc(count)
 
     def flush(self, still_pending: Callable[[str], dict[str, str] | None],
-              status_now: Callable[[str, str], dict[str, object] | None] = lambda kind, key: None) -> None:
+              status_now: Callable[[str, str], Mapping[str, object] | None] = lambda kind, key: None) -> None:
         """Starts writing what has settled, in the background. ``still_pending(pod)`` gives the
         pod's uid and current condition message while it waits, or None when it is bound or gone;
         ``status_now(kind, key)`` the status of the gang's object ``key`` of kind ``kind`` (``Kind.id``)
-        as the cache holds it (None: unknown)."""
+        as the cache holds it (None: unknown; one that raises costs that status's write, logged)."""
         due = self.reports.due(time.monotonic(), still_pending, status_now)
+        for kind, key, error in due.failed:
+            log.error("cannot compare a status with its object's; not written", kind=kind, object=key, error=error)
         for kind, reason in due.skipped:
             self.skip(kind, reason)
         for pod, uid, message, reason in due.conditions:
@@ -473,8 +471,7 @@ class ApiWriter:
 
     async def _write_gang_status(self, kind: Kind, key: str, status: dict[str, object]) -> None:
         ns, name = key.split("/", 1)
-        body = {"status": {k: (rfc3339(v) if k == "scheduleStartTime" and isinstance(v, int | float) else v)
-                           for k, v in status.items() if v is not None}}
+        body = {"status": {k: v for k, v in status.items() if v is not None}}
         try:
             written = await self._report(
                 f"status of {kind.kind} {key}", lambda: self.custom.patch_namespaced_custom_object_status(

@@ -19,7 +19,8 @@ from koordpy.core.verdicts import Reason, Refused
 # Each refused field and the words its message starts with (docs/reference.md's list is checked
 # against this by tests/test_docs.py): those of no dialect (none since ResourceClaims and DRA-backed
 # extended resources are allocated, koordpy.core.claims), then each dialect's.
-REFUSED_FIELDS = {**dialects.REFUSED_FIELDS}
+# The registry's table itself, not a copy: it is filled again in place when a dialect is registered.
+REFUSED_FIELDS = dialects.REFUSED_FIELDS
 
 
 def refusal(pod: Pod, snapshot: Snapshot) -> Reason | None:

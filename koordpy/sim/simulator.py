@@ -26,7 +26,7 @@ from typing import Any, assert_never
 from koordpy.api import kinds
 from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kinds import PASSIVE, Kind, kind_for, new_stores, snapshot_fields
+from koordpy.api.kinds import Kind, kind_for, new_stores, passive, snapshot_fields
 from koordpy.api.objects import NAMESPACE_NAME_LABEL, Namespace, Pod, PriorityClass
 from koordpy.api.owners import Owner, pod_owner_refs
 from koordpy.api.raw import Reader
@@ -60,7 +60,7 @@ from koordpy.core.decisions import (
     SetPodScheduledFalse,
 )
 from koordpy.core.declarations import Declarations
-from koordpy.core.dialects import build_gang, object_statuses, shown_empty, shown_groups
+from koordpy.core.dialects import GroupRow, build_gang, object_statuses, shown_empty, shown_groups
 from koordpy.core.messages import absent_gang_kind
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -130,7 +130,7 @@ class World(Stores):
 
         for seq, (source, raw) in enumerate(docs):
             kind_key = (str(raw.get("apiVersion", "")), str(raw.get("kind", "")))
-            if kind_key in PASSIVE:  # listed as ignored, not refused
+            if passive(*kind_key):  # listed as ignored, not refused
                 world.ignored.append(f"{source}: {object_ref(raw)}")
                 continue
             if kind_key == (RUNTIME_CLASS_API, RUNTIME_CLASS):
@@ -531,6 +531,8 @@ class SimulationResult:
     devices: dict[str, list[str]] = field(default_factory=dict)
     # The heading the table shows each of ``groups`` under, as its dialect gives it.
     group_headings: dict[str, str] = field(default_factory=dict)
+    # The row the table shows each of ``groups`` as, in its dialect's words.
+    group_rows: dict[str, GroupRow] = field(default_factory=dict)
 
     def shown(self) -> dict[str, Any]:
         """The topology objects' statuses by the JSON key each dialect reports them under (by
@@ -604,12 +606,12 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
     # What the API server says of a gated pod (PodScheduled=False, reason SchedulingGated).
     pending.update({p.key: f"SchedulingGated: Scheduling is blocked due to non-empty scheduling gates "
                            f"({', '.join(p.scheduling_gates)})" for p in claimed.pods if claimed.gated(p)})
-    groups, headings = shown_groups(claimed)
+    groups, headings, rows = shown_groups(claimed)
     # The core's view holds the tree for these very nodes; a fresh build is for a run that had no cycle.
     cluster = state.view.cluster if state.view is not None and state.view.cluster is not None else Cluster(claimed)
     return SimulationResult(
         bound={k: v for k, v in bound.items() if k in world.pods}, pending=pending, preempted=list(world.preempted),
-        groups=groups, group_headings=headings,
+        groups=groups, group_headings=headings, group_rows=rows,
         statuses=object_statuses(cluster.trees),
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
         nominated=dict(world.nominated), volumes=dict(world.volume_writes),

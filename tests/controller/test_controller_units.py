@@ -454,7 +454,7 @@ def test_the_status_a_podgroup_holds_is_found_by_its_api_group_through_the_regis
     cache.observe("VolcanoPodGroup", "ADDED", rv(uid(volcano, "u2"), 1))
     assert loop._status_now("podgroups.scheduling.sigs.k8s.io", "default/g") == {
         "phase": "Running", "scheduled": 2, "running": 2, "succeeded": 0, "failed": 0,
-        "scheduleStartTime": 1767225600.0}
+        "scheduleStartTime": "2026-01-01T00:00:00Z"}
     assert loop._status_now("podgroups.scheduling.volcano.sh", "team/v") == {
         "phase": "Inqueue", "running": 1, "succeeded": 0, "failed": 0}
     assert loop._status_now("podgroups.scheduling.volcano.sh", "default/missing") is None

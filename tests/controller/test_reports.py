@@ -5,9 +5,15 @@ the test moves, which the policy can take only because it is injected (``now``).
 
 from __future__ import annotations
 
+from koordpy.api.kinds import by_id
 from koordpy.controller.reports import STATUS_INTERVAL, Reports
 
 POD = "default/p"
+
+# Statuses are paced by the object's kind, a ``Kind.id`` (the registry's): two kinds' objects of one
+# namespace/name are two objects.
+KOORD = by_id("podgroups.scheduling.sigs.k8s.io").id
+VOLCANO = by_id("podgroups.scheduling.volcano.sh").id
 
 
 def waiting(message: str = "") -> dict[str, str]:
@@ -45,39 +51,39 @@ def test_a_condition_in_flight_or_on_the_pod_is_skipped_and_a_bound_pod_owes_non
 def test_a_podgroup_status_is_paced_within_a_phase_and_written_at_once_on_a_new_one() -> None:
     r = Reports()
     base: dict[str, object] = {"phase": "Scheduled", "running": 0}
-    r.gang_status("default/g", base, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", base, KOORD)
     assert r.due(10.0, lambda _: None, lambda g, k: None).statuses == [
-        ("scheduling.sigs.k8s.io", "default/g", base)]
-    r.status_done("scheduling.sigs.k8s.io", "default/g")  # the write ended
+        (KOORD, "default/g", base)]
+    r.status_done(KOORD, "default/g")  # the write ended
     later = {**base, "running": 3}
-    r.gang_status("default/g", later, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", later, KOORD)
     assert r.due(10.0 + STATUS_INTERVAL / 2, lambda _: None, lambda g, k: None).statuses == []  # paced
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses == [
-        ("scheduling.sigs.k8s.io", "default/g", later)]
-    r.status_done("scheduling.sigs.k8s.io", "default/g")
+        (KOORD, "default/g", later)]
+    r.status_done(KOORD, "default/g")
     running = {"phase": "Running", "running": 4}
-    r.gang_status("default/g", running, "scheduling.sigs.k8s.io")
+    r.gang_status("default/g", running, KOORD)
     assert r.due(10.0 + STATUS_INTERVAL, lambda _: None, lambda g, k: None).statuses != []  # a new phase: at once
-    # What the object says already is not written; start times are compared in whole seconds.
-    r.gang_status("default/g", {"phase": "Running", "scheduleStartTime": 7.5}, "scheduling.sigs.k8s.io")
-    due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "scheduleStartTime": 7.0})
+    # What the object says already is not written (the values compared as the dialect spells them).
+    r.gang_status("default/g", {"phase": "Running", "since": "1970-01-01T00:00:07Z"}, KOORD)
+    due = r.due(100.0, lambda _: None, lambda g, k: {"phase": "Running", "since": "1970-01-01T00:00:07Z"})
     assert due.statuses == [] and due.skipped == [("podgroup-status", "unchanged")]
 
 
 def test_a_failed_status_write_is_sent_again() -> None:
     r = Reports()
     st: dict[str, object] = {"phase": "Scheduled"}
-    r.gang_status("default/g", st, "scheduling.volcano.sh")
+    r.gang_status("default/g", st, VOLCANO)
     assert r.due(0.0, lambda _: None, lambda g, k: None).statuses
-    r.gang_status("default/g", st, "scheduling.volcano.sh")
+    r.gang_status("default/g", st, VOLCANO)
     assert r.due(5.0, lambda _: None, lambda g, k: None).skipped == [("podgroup-status", "unchanged")]
-    r.status_done("scheduling.volcano.sh", "default/g")
-    r.status_failed("scheduling.volcano.sh", "default/g", st)
-    r.gang_status("default/g", st, "scheduling.volcano.sh")
-    assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [("scheduling.volcano.sh", "default/g", st)]
+    r.status_done(VOLCANO, "default/g")
+    r.status_failed(VOLCANO, "default/g", st)
+    r.gang_status("default/g", st, VOLCANO)
+    assert r.due(6.0, lambda _: None, lambda g, k: None).statuses == [(VOLCANO, "default/g", st)]
 
 
-GROUP = "scheduling.sigs.k8s.io"
+GROUP = KOORD
 
 
 def in_flight(status: dict[str, object]) -> Reports:
@@ -126,3 +132,28 @@ def test_a_status_write_that_never_ends_does_not_hold_the_podgroup_for_ever() ->
     # An hour on, the first write has not ended (it never will): the latest status must go.
     later = 3600.0 + STATUS_INTERVAL
     assert r.due(later, lambda _: None, lambda g, k: None).statuses == [(GROUP, "default/g", finished)]
+
+
+def test_two_gang_kinds_objects_of_one_name_are_paced_apart() -> None:
+    """A scheduler-plugins and a Volcano PodGroup both named default/g: each one's status goes at once,
+    and neither's write in flight holds the other's."""
+    r = Reports()
+    koord: dict[str, object] = {"phase": "Scheduled", "scheduled": 2}
+    volcano: dict[str, object] = {"phase": "Inqueue", "running": 0}
+    r.gang_status("default/g", koord, KOORD)
+    r.gang_status("default/g", volcano, VOLCANO)
+    assert r.due(0.0, lambda _: None, lambda g, k: None).statuses == [(KOORD, "default/g", koord),
+                                                                      (VOLCANO, "default/g", volcano)]
+    later: dict[str, object] = {"phase": "Running", "running": 2}
+    r.gang_status("default/g", later, VOLCANO)  # a new phase while KOORD's write is in flight
+    assert r.due(0.1, lambda _: None, lambda g, k: None).statuses == []  # its own write is in flight
+    r.status_done(VOLCANO, "default/g")
+    assert r.due(0.2, lambda _: None, lambda g, k: None).statuses == [(VOLCANO, "default/g", later)]
+    # What the cache says of one kind's object is not taken for the other's.
+    r.status_done(KOORD, "default/g")
+    running: dict[str, object] = {"phase": "Running", "running": 3}
+    r.gang_status("default/g", running, KOORD)
+    r.gang_status("default/g", running, VOLCANO)
+    r.status_done(VOLCANO, "default/g")
+    due = r.due(10.0, lambda _: None, lambda g, k: running if g == VOLCANO else None)
+    assert due.statuses == [(KOORD, "default/g", running)] and due.skipped == [("podgroup-status", "unchanged")]

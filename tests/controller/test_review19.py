@@ -5,10 +5,10 @@ regression of the re-cut), but in the area the re-cut took over (the registry as
 dispatch, item 2). Kueue's Topology and KAI's Topology are two resources the registry lists and
 watches separately (``watched()``), yet the cache files both under one name, ``Kind.label`` ==
 "Topology", and ``drop_unlisted`` picks what to drop by that name. So the LIST of KAI Topologies
-that follows the LIST of Kueue Topologies (``sync`` and every periodic resync, in ``RESOURCES``
+that follows the LIST of Kueue Topologies (``sync`` and every periodic resync, in ``resources()``
 order) drops every Kueue Topology listed before it: on a cluster that serves both CRDs, jobs that
 name a Kueue Topology then wait with "Topology ... not found" until that Topology is next modified.
-Fixed: the listing and the watches pass the registry's entry (``RESOURCES`` holds ``Kind``s), the
+Fixed: the listing and the watches pass the registry's entry (``resources()`` holds ``Kind``s), the
 cache remembers which resource filed each object (``Cache.listed_by``) and a LIST drops only its own.
 """
 

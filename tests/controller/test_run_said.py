@@ -72,6 +72,25 @@ async def test_a_quick_warm_up_says_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     assert logs == []
 
 
+def test_a_warm_up_without_a_gang_is_skipped_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No dialect registered gives a warm-up gang: the warm-up says so and leaves the core to the
+    first cycle (it raised IndexError on ``pods[0]``); a warm-up object of a kind not registered is
+    left out with a warning (it was an ``assert``)."""
+    monkeypatch.setattr(main_module, "warm_kernels", lambda: None)
+    monkeypatch.setattr(main_module, "warm_up_objects", lambda: ())
+    with structlog.testing.capture_logs() as logs:
+        main_module.warm_up()
+    assert [e["event"].split(":")[0] for e in logs] == ["no warm-up gang"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "c"}]}}
+    stranger = {"apiVersion": "example.com/v1", "kind": "Stranger", "metadata": {"name": "s"}}
+    monkeypatch.setattr(main_module, "warm_up_objects", lambda: (stranger, pod))
+    with structlog.testing.capture_logs() as logs:
+        main_module.warm_up()
+    assert [(e["event"], e["kind"]) for e in logs] == [("warm-up object of a kind not registered, left out",
+                                                        "Stranger")]
+
+
 async def test_a_kind_not_served_is_said_once_across_resyncs(monkeypatch: pytest.MonkeyPatch) -> None:
     jobset = by_id("jobsets.jobset.x-k8s.io")
     served = {"now": False}

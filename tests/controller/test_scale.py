@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from koordpy.api.kinds import by_id
+from koordpy.api.podgroup import PodGroupStatus
 from koordpy.controller.cache import Cache
 from koordpy.controller.writer import STATUS_INTERVAL, ApiWriter
 from koordpy.core.cycle import schedule
+from koordpy.core.dialects.koordinator import PodGroupGangStatus
 from koordpy.core.state import SchedulerState
 from tests.builders import node, pod, podgroup
 
@@ -107,6 +109,7 @@ async def _settle(w: ApiWriter) -> None:
         assert not left, f"{len(left)} writes still running after 10 s"
 
 
+
 PODGROUP = by_id("podgroups.scheduling.sigs.k8s.io")
 
 
@@ -122,8 +125,7 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
     def now(group: str, key: str) -> dict[str, object]:
         return cached
 
-    base = {"phase": "Scheduled", "scheduled": 20, "running": 0, "succeeded": 0, "failed": 0,
-            "scheduleStartTime": 1000.25}
+    base = PodGroupGangStatus("Scheduled", 20, 0, 0, 0, 1000.25).wire()
     writer.gang_status("default/g", base, PODGROUP)
     writer.flush(_pending, now)
     await _settle(writer)
@@ -140,7 +142,7 @@ async def test_podgroup_statuses_are_coalesced_and_skipped_when_the_object_says_
     await _settle(writer)
     assert [p[1]["running"] for p in custom.patches] == [0, 5]
     # What the cache already shows (the write landed; start times read back in whole seconds) is skipped.
-    cached = {**base, "running": 5, "scheduleStartTime": 1000.0}
+    cached = PodGroupStatus(phase="Scheduled", scheduled=20, running=5, schedule_start_time=1000.0).written()
     writer.gang_status("default/g", {**base, "running": 5}, PODGROUP)
     writer.flush(_pending, now)
     await _settle(writer)

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 from koordpy.api.kinds import by_id
 from koordpy.controller import podwatch
 from koordpy.controller.cache import Cache
-from koordpy.controller.main import RESOURCES, kopf_kinds
+from koordpy.controller.main import kopf_kinds, resources
 from koordpy.controller.podwatch import watch_kind
 from tests.builders import node, podgroup
 from tests.controller.served import api_for
@@ -143,9 +143,9 @@ async def test_a_kind_no_longer_served_is_looked_for_again(monkeypatch: pytest.M
 
 
 def test_kopf_gets_only_the_kinds_not_served_at_the_start() -> None:
-    served = {kind.id for kind, *_ in RESOURCES if not kind.optional} | {PODGROUP.id}
-    left = kopf_kinds(RESOURCES, served)
-    assert {kind.id for kind, *_ in left} == {kind.id for kind, *_ in RESOURCES} - served
+    served = {kind.id for kind, *_ in resources() if not kind.optional} | {PODGROUP.id}
+    left = kopf_kinds(resources(), served)
+    assert {kind.id for kind, *_ in left} == {kind.id for kind, *_ in resources()} - served
     assert PODGROUP.id not in {kind.id for kind, *_ in left}
     assert all(kind.optional for kind, *_ in left)
 

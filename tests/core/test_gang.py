@@ -178,7 +178,7 @@ def test_podgroup_status_follows_the_gang() -> None:
     result = schedule(s, SchedulerState(), 5.0)
     update = next(d for d in result.decisions if isinstance(d, GangStatusUpdate))
     assert update.status.wire()["phase"] == "Scheduled" and update.status.wire()["scheduled"] == 2
-    assert update.status.wire()["scheduleStartTime"] == 5.0
+    assert update.status.wire()["scheduleStartTime"] == "1970-01-01T00:00:05Z"  # as the API reads it back
     assert len([d for d in result.decisions if isinstance(d, Bind)]) == 2
 
 

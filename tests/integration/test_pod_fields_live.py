@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from koordpy.controller.cache import Cache
-from koordpy.controller.main import RESOURCES, _NoDiffBase, _NoProgress, api_client, build_registry, sync
+from koordpy.controller.main import _NoDiffBase, _NoProgress, api_client, build_registry, resources, sync
 from tests.builders import node, pod, podgroup
 from tests.integration.kube import ControlPlane, Kube, Scheduler, fake, settle, wait_for
 
@@ -24,7 +24,7 @@ def test_namespace_labels_are_listed_then_watched_into_the_snapshot(controlplane
     # Namespaces stay between tests (no namespace controller finishes deleting one): a fresh name.
     ns = f"team-{uuid.uuid4().hex[:8]}"
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": "a"}}})
-    kinds = [r for r in RESOURCES if r[0].label == "Namespace"]
+    kinds = [r for r in resources() if r[0].label == "Namespace"]
 
     async def go() -> tuple[dict[str, str] | None, dict[str, str] | None, bool]:
         api = await api_client(controlplane.kubeconfig)

@@ -25,12 +25,25 @@ from typing import Any, TypeVar, cast
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.errors import ParseError
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role
+from koordpy.api.kinds import roles as kind_roles
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
-from koordpy.core.dialects.base import Admission, Dialect, Explains, Gangs, GroupTerms, Manifests, Statuses, Topologies
+from koordpy.core.dialects.base import (
+    Admission,
+    Dialect,
+    Explains,
+    Gangs,
+    GroupTerms,
+    Manifests,
+    Statuses,
+    Topologies,
+)
+from koordpy.core.dialects.base import (
+    GroupRow as GroupRow,  # re-exported: the simulator keeps the rows
+)
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
@@ -106,7 +119,11 @@ _index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT))
 
 def register(dialect: Dialect) -> Callable[[], None]:
     """Adds ``dialect`` to the registries, after those there (a dialect written outside this package,
-    as a test's); returns what takes it out again."""
+    as a test's); returns what takes it out again. Its kinds are registered first
+    (``koordpy.api.kinds.register``): a role no kind has is refused (ValueError)."""
+    unknown = set(dialect.roles) - kind_roles()
+    if unknown:
+        raise ValueError(f"dialect {dialect.name!r} reads roles no registered kind has: {', '.join(sorted(unknown))}")
     before = DIALECTS
     _index((*before, dialect))
     return lambda: _index(before)
@@ -271,7 +288,10 @@ def group_terms(key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms
     """How ``koordpy explain`` states the group's minimum, in the words of the object that declares it
     (a gang no object declares is Koordinator's, of annotations)."""
     dialect = _EXPLAINS_BY_NAME.get((declaring(key, snapshot) or ANNOTATION_GANGS).name)
-    return dialect.group_terms(key, minimum, snapshot) if dialect is not None else None
+    if dialect is not None:
+        return dialect.group_terms(key, minimum, snapshot)
+    # A dialect that has no words of its own for explain: the minimum, plainly.
+    return None if minimum is None else GroupTerms("", f"minimum {minimum}", minimum)
 
 
 def object_facts(key: str, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
@@ -306,6 +326,15 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
 
 
+def status_said(kind: Kind, obj: Any) -> Mapping[str, object] | None:
+    """What ``obj`` (of ``kind``, a gang's object whose status the core writes) says its status is now,
+    as the dialect that reads the kind spells it (``Statuses.said``); None: unknown."""
+    for dialect in STATUSES:
+        if kind.role in dialect.roles:
+            return dialect.said(kind, obj)
+    return None
+
+
 def object_statuses(trees: Trees) -> list[ObjectStatus]:
     """The status each dialect's topology objects should have, computed from the core's trees
     (``Trees``): what both shells write, whoever's objects they are."""
@@ -322,23 +351,31 @@ def invalid_reason(kind: str, error: str) -> str:
     return f"Invalid{kind}"
 
 
+def manifest_formats() -> tuple[str, ...]:
+    """The formats ``koordpy topology generate`` writes (``Manifests.manifest_format``), the default
+    first: Volcano's HyperNodes, what the command wrote before it wrote others."""
+    return tuple(d.manifest_format for d in sorted(MANIFESTS, key=lambda d: d is not volcano.DIALECT))
+
+
 def warm_up_objects() -> Sequence[dict[str, Any]]:
     """A gang of two pods with a topology ask, as raw objects, in the words of the first dialect that
     gives one (``Manifests.warm_up``): what the live controller runs the core over before its first cycle."""
     return first(lambda d: d.warm_up() or None, MANIFESTS) or ()
 
 
-def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, GroupRow]]:
     """What ``koordpy simulate`` reports of the objects that declare gangs once the world settled, by
-    object key, and the heading its table shows each under; in the order Events go to them (a
-    Volcano PodGroup's fields are overwritten by a scheduler-plugins one of the same name)."""
+    object key, the heading its table shows each under and its row there; in the order Events go to
+    them (a Volcano PodGroup's fields are overwritten by a scheduler-plugins one of the same name)."""
     fields: dict[str, dict[str, Any]] = {}
     headings: dict[str, str] = {}
+    rows: dict[str, GroupRow] = {}
     for dialect in _EVENT_ORDER:
-        for key, heading, shown in dialect.shown_groups(snapshot):
+        for key, heading, shown, row in dialect.shown_groups(snapshot):
             fields[key] = shown
             headings[key] = heading
-    return fields, headings
+            rows[key] = row
+    return fields, headings, rows
 
 
 def shown_empty() -> dict[str, Any]:

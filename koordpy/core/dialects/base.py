@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus, ObjectStatus
@@ -49,6 +49,26 @@ class GroupTerms:
     # Whether a mode (Strict / NonStrict) and a waiting time are the gang's own words (Koordinator's);
     # other dialects' gangs have neither, and explain does not speak of them.
     modes: bool = False
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """A gang's object as ``koordpy simulate``'s table shows it, in its dialect's words: the columns
+    after its key (title, and the width its cell is padded to) and its cells."""
+
+    columns: tuple[tuple[str, int], ...]
+    cells: tuple[str, ...]
+
+
+def fields_row(shown: Mapping[str, Any]) -> GroupRow:
+    """The row of an object reported by its fields as they are (``name=value``)."""
+    return GroupRow((("STATUS", 0),), (", ".join(f"{k}={v}" for k, v in shown.items()),))
+
+
+def phase_row(shown: Mapping[str, Any]) -> GroupRow:
+    """The row of a PodGroup reported by its phase and its scheduled members of its minimum."""
+    return GroupRow((("PHASE", 13), ("SCHEDULED/MIN", 0)),
+                    (str(shown["phase"]), f"{shown['scheduled']}/{shown['minMember']}"))
 
 
 # What a dialect's check of a pending pod's own declaration (its gang and topology annotations)
@@ -140,18 +160,19 @@ class Statuses(Dialect, Protocol):
         """Whether a gang that times out gets a GangTimeout Event on its object."""
         ...
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        """The status its object declaring ``key`` should have after this cycle, when it differs from
-        what the object says; else None. ``members``: its pods, those that finished (Succeeded,
-        Failed) included; ``pending``: why each member left unbound waits, by pod key."""
-        ...
-
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         """Every object whose status the gang ``key`` sets after this cycle, by its key, with that
-        status: ``status`` on the object ``key`` names, or several objects for a gang that spans
-        them (a CompositePodGroup's children)."""
+        status, where it differs from what the object says: most gangs set the one object ``key``
+        names, a gang that spans several sets each (a CompositePodGroup's
+        children). ``members``: its pods, those that finished (Succeeded, Failed) included;
+        ``pending``: why each member left unbound waits, by pod key."""
+        ...
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        """What ``obj``, an object of its kind ``kind`` as a shell holds it, says its status is now, in
+        the fields and the spelling its ``GangStatus.wire`` gives (the live writer skips a write the
+        object says already); None: unknown, the write goes."""
         ...
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
@@ -165,10 +186,10 @@ class Statuses(Dialect, Protocol):
         """What ``koordpy simulate`` reports of its topology objects when it has none, by JSON key."""
         ...
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         """What ``koordpy simulate`` reports of the objects that declare its gangs, once the world
         settled (``snapshot``): (object key, the heading its table shows it under, its fields in the
-        JSON) for each it reports."""
+        JSON, its row in that table) for each it reports."""
         ...
 
     @property
@@ -204,7 +225,13 @@ class Admission(Dialect, Protocol):
     def declaration(self, pod: Pod, objects: Objects, invalid: Container[str]) -> Declaration | None:
         """What checking the pending pod's declaration in this dialect's words depends on, given the
         shell's ``objects`` and the gang keys whose objects failed to parse (``invalid``); None: the
-        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap."""
+        pod declares nothing it checks. Asked of every pending pod a snapshot shows: cheap.
+
+        Two shortcuts of ``core/declarations.py`` rest on it, and a dialect must keep both true: the
+        answer may depend on the objects of gang kinds only (``Kind.gang``), since a pod checked at
+        the same count of their changes (the live cache's version) is answered without asking; and
+        the objects it holds must compare equal (``__eq__``) only when they agree in everything
+        ``declaration_error`` reads, since an equal declaration reuses the answer before it."""
         ...
 
     def declared_words(self, pod: Pod) -> Hashable:
@@ -328,19 +355,17 @@ class StatusesBase(DialectBase):
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        return None
-
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
-        found = self.status(key, members, bound_now, reserved, now, snapshot, pending)
-        return () if found is None else ((key, found),)
+        return ()
+
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return None
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         return ()
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         return ()
 
 

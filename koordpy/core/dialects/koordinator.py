@@ -31,7 +31,6 @@ from koordpy.api.podgroup import (
     gang_config_from_pod,
     gang_config_from_podgroup,
 )
-from koordpy.api.raw import Reader
 from koordpy.api.topology import CLUSTER_LAYER, NODE_LAYER, ClusterNetworkTopology, GatherRule, NetworkTopologySpec
 from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects.base import (
@@ -39,12 +38,14 @@ from koordpy.core.dialects.base import (
     Declaration,
     ExplainsBase,
     GangsBase,
+    GroupRow,
     GroupTerms,
     ManifestsBase,
     Objects,
     StatusesBase,
     TopologiesBase,
     final_stands,
+    phase_row,
 )
 from koordpy.core.members import topology_indexes
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
@@ -278,13 +279,19 @@ class PodGroupGangStatus:
     schedule_start_time: float | None
     kind: Kind = PODGROUP_KIND
 
+    def _status(self) -> PodGroupStatus:
+        return PodGroupStatus(phase=self.phase, scheduled=self.scheduled, running=self.running,
+                              succeeded=self.succeeded, failed=self.failed,
+                              schedule_start_time=self.schedule_start_time)
+
     def wire(self) -> dict[str, object]:
-        return {"phase": self.phase, "scheduled": self.scheduled, "running": self.running,
-                "succeeded": self.succeeded, "failed": self.failed, "scheduleStartTime": self.schedule_start_time}
+        # As the object reads back once written (``PodGroupStatus.written``): the start time in whole
+        # seconds, so that the shells compare and write the value as it is.
+        return self._status().written()
 
     def applied(self, obj: Any) -> Any:
         assert isinstance(obj, PodGroup)
-        return obj.model_copy(update={"status": PodGroupStatus.from_api(Reader(f"PodGroup {obj.key}"), self.wire())})
+        return obj.model_copy(update={"status": self._status()})
 
 
 # The phases that say the job is over: they stand while none of its pods is live (its finished pods
@@ -437,22 +444,26 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
         pg = snapshot.podgroups.get(key)
         return pg.min_resources if pg is not None else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, PodGroup) else None
+
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         pg = snapshot.podgroups.get(key)
         if pg is None:
-            return None
+            return ()
         if final_stands(pg.status.phase, FINAL_PHASES, members):
-            return None
+            return ()
         status = podgroup_status(pg, members, bound_now, reserved, now)
         current = pg.status.counts()
         wire = status.wire()
-        return status if {k: wire[k] for k in current} != current else None
+        return ((key, status),) if {k: wire[k] for k in current} != current else ()
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         for k, pg in snapshot.podgroups.items():
-            yield k, "PODGROUP", {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
-                                  "minMember": pg.min_member}
+            shown: dict[str, Any] = {"phase": pg.status.phase, "scheduled": pg.status.scheduled,
+                                     "minMember": pg.min_member}
+            yield k, "PODGROUP", shown, phase_row(shown)
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # The ClusterNetworkTopology "default": its tree's domains, or why it is not used (then it

@@ -66,7 +66,15 @@ from koordpy.api.workload import (
     WorkloadPodGroup,
 )
 from koordpy.core.decisions import GangStatus
-from koordpy.core.dialects.base import AdmissionBase, ExplainsBase, GangsBase, GroupTerms, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import (
+    AdmissionBase,
+    ExplainsBase,
+    GangsBase,
+    GroupRow,
+    GroupTerms,
+    StatusesBase,
+    TopologiesBase,
+)
 from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
@@ -770,15 +778,15 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
         # Asked of every member of every gang: a pod that names no group is answered here.
         return refusal(pod, snapshot) if pod.scheduling_group else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
-        group = groups(snapshot).get(key)
-        return None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, WorkloadPodGroup) else None
 
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         if key not in composites(snapshot):
-            return super().statuses(key, members, bound_now, reserved, now, snapshot, pending)
+            group = groups(snapshot).get(key)
+            found = None if group is None else group_status(group, members, bound_now, pending, now, snapshot)
+            return () if found is None else ((key, found),)
         # kube-scheduler v1.37 writes each child's PodGroupInitiallyScheduled (a child is scheduled
         # once its own minimum is, which only happens with its parent's), nothing on the composite.
         out = []
@@ -789,10 +797,14 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
                 out.append((child.key, found))
         return out
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         # The status the scheduler wrote (PodGroupInitiallyScheduled), on the groups it wrote one on.
-        return [(k, "PODGROUP (scheduling.k8s.io)", g.status.written()) for k, g in groups(snapshot).items()
-                if g.conditions]
+        for k, g in groups(snapshot).items():
+            if g.conditions:
+                wired = [c.wire() for c in g.conditions]
+                said = ", ".join(f"{w['type']}={w['status']} ({w['reason']})" for w in wired)
+                shown = g.status.written()
+                yield k, "PODGROUP (scheduling.k8s.io)", shown, GroupRow((("CONDITIONS", 0),), (said,))
 
     def names_objects(self, pod: Pod) -> bool:
         # The group may appear or change, which is no change of the pod.

@@ -27,10 +27,12 @@ from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.dialects.base import (
     ExplainsBase,
     GangsBase,
+    GroupRow,
     ManifestsBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
+    phase_row,
 )
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.naming import natural_key
@@ -568,23 +570,30 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBa
         pg = snapshot.volcano_podgroups.get(key)
         return pg.min_resources if pg is not None else None
 
-    def status(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
-               now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> GangStatus | None:
+    def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
+        return obj.status.written() if isinstance(obj, VolcanoPodGroup) else None
+
+    def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
+                 now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
         pg = snapshot.volcano_podgroups.get(key)
         if pg is None or final_stands(pg.status.phase, ("Completed",), members):
-            return None
+            return ()
         status = volcano_status(pg, members, bound_now)
-        return status if status.wire() != pg.status.counts() else None
+        return ((key, status),) if status.wire() != pg.status.counts() else ()
 
-    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         # Its PodGroups' scheduled count is that of their pods on a node, as Volcano's controller counts.
         scheduled: dict[str, int] = {}
         for p in snapshot.pods:
             group = p.annotations.get(GROUP_NAME_ANN)
             if group and p.node_name:
                 scheduled[f"{p.namespace}/{group}"] = scheduled.get(f"{p.namespace}/{group}", 0) + 1
-        return [(k, "PODGROUP", {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0),
-                                 "minMember": pg.min_member}) for k, pg in snapshot.volcano_podgroups.items()]
+        out = []
+        for k, pg in snapshot.volcano_podgroups.items():
+            shown: dict[str, Any] = {"phase": pg.status.phase, "scheduled": scheduled.get(k, 0),
+                                     "minMember": pg.min_member}
+            out.append((k, "PODGROUP", shown, phase_row(shown)))
+        return out
 
     def object_statuses(self, trees: TreeSource) -> Iterable[ObjectStatus]:
         # Each HyperNode: the nodes inside it, and what is wrong with it (told once as an Event).

@@ -14,6 +14,7 @@ from typing import Any
 
 from koordpy.api import Node, Pod, PodGroup
 from koordpy.api.kueue import Topology
+from koordpy.api.podgroup import PodGroupStatus
 from koordpy.api.volcano import GROUP_NAME_ANN
 from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
@@ -104,7 +105,7 @@ def test_a_podgroup_status_is_a_typed_value_its_dialect_renders() -> None:
     assert isinstance(update.status, koordinator.PodGroupGangStatus)
     assert update.status.kind.group == "scheduling.sigs.k8s.io" and update.status.kind.role == "podgroup"
     assert update.status.wire() == {"phase": "Scheduled", "scheduled": 2, "running": 0, "succeeded": 0, "failed": 0,
-                                    "scheduleStartTime": 5.0}
+                                    "scheduleStartTime": "1970-01-01T00:00:05Z"}
     applied = update.status.applied(s.podgroups["default/g"])
     assert applied.status.phase == "Scheduled" and applied.status.schedule_start_time == 5.0
 
@@ -172,3 +173,13 @@ def test_a_pod_naming_a_volcano_podgroup_that_is_gone_is_no_crash() -> None:
     assert member_of.get("default/p-0") in (None, "default/gone")
     assert all(g.key != "default/gone" or g.error or g.config is None or g.config.min_member >= 1
                for g in gangs.values())
+
+
+def test_a_podgroup_status_compares_as_it_reads_back_in_whole_seconds() -> None:
+    """The whole-seconds rule of scheduleStartTime is the status value's (the live writer compares
+    and writes values as given): a start at 1000.25 is what an object that reads back 1000 says."""
+    wanted = koordinator.PodGroupGangStatus("Running", 2, 2, 0, 0, 1000.25).wire()
+    held = PodGroupStatus(phase="Running", scheduled=2, running=2, schedule_start_time=1000.0)
+    assert wanted == koordinator.DIALECT.said(koordinator.PODGROUP_KIND, PodGroup.from_raw(
+        {**podgroup("g", 2), "status": {**held.written()}}))
+    assert wanted["scheduleStartTime"] == "1970-01-01T00:16:40Z"
