@@ -259,18 +259,24 @@ def test_simulate_writes_the_gang_status_the_dialect_computes(toy: Toy) -> None:
     assert out.group_headings["default/train"] == "TOYGANG"
 
 
+def _recorded(custom: Any) -> list[tuple[Any, ...]]:
+    """The namespaced status patches ``custom`` is sent, as they are sent."""
+    calls: list[tuple[Any, ...]] = []
+
+    async def patch(*args: Any, **_: Any) -> None:
+        calls.append(args)
+
+    custom.patch_namespaced_custom_object_status = patch
+    return calls
+
+
 async def test_the_live_loop_writes_its_gang_status(toy: Toy) -> None:
     """A status written by both shells covers a gang's: the loop finds what the object says through
     the dialect (the ToyGang has no ``status`` attribute), and writes the difference."""
     objects = [("Node", n) for n in _nodes(4)] + [("ToyGang", _gang("train", 2))] + [
         ("Pod", p) for p in _members("train", 2)]
     cache, loop, custom, _ = harness(*objects)
-    calls: list[tuple[Any, ...]] = []
-
-    async def patch(*args: Any, **_: Any) -> None:
-        calls.append(args)
-
-    custom.patch_namespaced_custom_object_status = patch  # type: ignore[method-assign]
+    calls = _recorded(custom)
     await loop.cycle()
     await settle(loop)
     loop.writer.flush(loop._pending_info, loop._status_now)
@@ -288,12 +294,7 @@ async def test_a_status_that_cannot_be_compared_costs_that_write_only(
     objects = [("Node", n) for n in _nodes(4)] + [("ToyGang", _gang("broken", 1)), ("ToyGang", _gang("train", 1))] + [
         ("Pod", p) for p in [*_members("broken", 1), *_members("train", 1)]]
     _, loop, custom, _ = harness(*objects)
-    calls: list[tuple[Any, ...]] = []
-
-    async def patch(*args: Any, **_: Any) -> None:
-        calls.append(args)
-
-    custom.patch_namespaced_custom_object_status = patch  # type: ignore[method-assign]
+    calls = _recorded(custom)
     await loop.cycle()
     await settle(loop)
     with caplog.at_level(logging.ERROR):
