@@ -8,6 +8,8 @@ followed (``koordpy.core.cycle``), how a nomination is written (the shells apply
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from koordpy.api.objects import Pod
@@ -24,17 +26,16 @@ from koordpy.core.verdicts import Failure, PreemptedBy
 from koordpy.core.view import View
 
 
+@dataclass(eq=False)
 class Nominations:
     """The cycle's nominated room: its decisions go to the cycle's ``result``."""
 
-    def __init__(self, cluster: Cluster, state: SchedulerState, view: View, filters: Filters, reserve: Reserve,
-                 result: CycleResult) -> None:
-        self.cluster = cluster
-        self.state = state
-        self.view = view
-        self.filters = filters
-        self.reserve = reserve
-        self.result = result
+    cluster: Cluster
+    state: SchedulerState
+    view: View
+    filters: Filters
+    reserve: Reserve
+    result: CycleResult
 
     def place_on_nominated(self, pods: list[Pod], stmt: Statement) -> bool:
         """Places every pod on its nominated node when all of them have one and fit there: where a
