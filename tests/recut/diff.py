@@ -50,6 +50,9 @@ WORKER = HERE.parent / "worker.py"
 CACHE = Path(tempfile.gettempdir()) / "koordpy-recut"
 SHOWN = 5  # differences shown as diffs in the summary
 DIFF_LINES = 80  # lines of one diff shown
+# Seconds a worker may take to load its checkout or to answer one command (a simulate of a random
+# world takes well under one): past it the run stops saying which worker hung, never waits for ever.
+WORKER_DEADLINE = 300.0
 
 
 # -- checkouts ------------------------------------------------------------------------------------------------
@@ -100,7 +103,7 @@ class Side:
         """Waits until the worker has loaded its checkout (started in ``__init__``, so sides load together)."""
         root = self.root
         assert self.proc.stdout is not None
-        first = self.proc.stdout.readline()
+        first = self._line("load its checkout")
         if not first:
             raise SystemExit(f"recut diff: the worker for {root} did not start")
         loaded = json.loads(first)["ready"]
@@ -112,12 +115,26 @@ class Side:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd)}) + "\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        line = self._line(f"answer {' '.join(argv[:2])}")
         if not line:
             raise SystemExit(f"recut diff: the worker for {self.root} died")
         got = json.loads(line)
         here = str(self.root)
         return got["code"], got["out"].replace(here, "<checkout>"), got["err"].replace(here, "<checkout>")
+
+    def _line(self, what: str) -> str:
+        """The worker's next line, read within ``WORKER_DEADLINE`` (read in a thread: a pipe's
+        readline has no timeout of its own); a worker past it is killed and the run stops."""
+        assert self.proc.stdout is not None
+        got: Queue[str] = Queue()
+        threading.Thread(target=lambda: got.put(self.proc.stdout.readline() if self.proc.stdout else ""),
+                         daemon=True).start()
+        try:
+            return got.get(timeout=WORKER_DEADLINE)
+        except Empty:
+            self.proc.kill()
+            raise SystemExit(f"recut diff: the worker for {self.root} did not {what} within "
+                             f"{WORKER_DEADLINE:g} s") from None
 
     def close(self) -> None:
         if self.proc.stdin:
