@@ -31,7 +31,7 @@ from koordpy.api.dra import (
     Quantity,
 )
 from koordpy.api.objects import NodeSelectorTerm, Requirement
-from koordpy.controller.writer import rfc3339
+from koordpy.api.raw import rfc3339
 from koordpy.core.decisions import ExtendedClaim
 
 

@@ -42,7 +42,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import Kind, by_id, by_name
 from koordpy.api.objects import PREEMPTION_REASON
-from koordpy.api.raw import rfc3339 as rfc3339  # re-exported: callers knew it here
+from koordpy.api.raw import rfc3339
 from koordpy.controller import transport
 from koordpy.controller.events import EventRecorder, Involved, Outcome, Outgoing, Patched, Report
 from koordpy.controller.metrics import Metrics

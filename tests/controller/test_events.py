@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
+from koordpy.api.raw import rfc3339
 from koordpy.controller.events import (
     COMBINED_PREFIX,
     EventCorrelator,
@@ -29,7 +30,7 @@ from koordpy.controller.events import (
     Report,
 )
 from koordpy.controller.metrics import Metrics
-from koordpy.controller.writer import MERGE_PATCH, ApiWriter, rfc3339
+from koordpy.controller.writer import MERGE_PATCH, ApiWriter
 
 POD = Involved("Pod", "p", "default", "uid-1", "v1")
 T0 = 1_700_000_000.0
