@@ -108,11 +108,6 @@ def _rv(raw: dict[str, Any]) -> int:
         return 0
 
 
-def cache_name(kind: Kind) -> str:
-    """The name the cache files a kind under (and reports it by): ``Kind.label``."""
-    return kind.label
-
-
 def _kind(kind: str | Kind) -> tuple[Kind | None, str]:
     """The registry's entry and the cache's name for it, given either."""
     if isinstance(kind, Kind):
