@@ -39,6 +39,8 @@ class Taint(Record):
     key: str
     value: str = ""
     effect: str
+    # timeAdded (NoExecute taints carry it): a toleration's tolerationSeconds count from it.
+    time_added: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +49,8 @@ class Toleration(Record):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str = ""
     effect: str = ""
+    # tolerationSeconds: how long a NoExecute taint is tolerated (None: for ever; 0 or less: not at all).
+    seconds: float | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -231,13 +235,18 @@ class Node(Record):
         )
 
 
+def _seconds(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _taint(r: Reader, raw: Any, field: str) -> Taint:
     t = r.mapping(raw, field)
     effect = r.string(t.get("effect"), f"{field}.effect", required=True)
     if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
         raise r.fail(f"{field}.effect", f"unknown taint effect {effect!r}")
     return Taint(key=r.string(t.get("key"), f"{field}.key", required=True),
-                 value=r.string(t.get("value"), f"{field}.value"), effect=effect)
+                 value=r.string(t.get("value"), f"{field}.value"), effect=effect,
+                 time_added=r.timestamp(t.get("timeAdded"), f"{field}.timeAdded"))
 
 
 def _requirements(r: Reader, raw: Any, field: str) -> tuple[Requirement, ...]:
@@ -337,6 +346,8 @@ class Pod(Record, NamespacedKey):
     node_name: str = ""
     nominated_node_name: str = ""
     phase: str = "Pending"
+    # status.reason: why the kubelet failed or evicted it (OutOfcpu, OutOfmemory, Evicted, NodeLost...).
+    reason: str = ""
     priority: int | None = None
     priority_class_name: str = ""
     preemption_policy: str | None = None
@@ -448,7 +459,10 @@ class Pod(Record, NamespacedKey):
             tolerations.append(Toleration(key=r.string(tm.get("key"), f"spec.tolerations[{i}].key"),
                                           operator="Exists" if op == "Exists" else "Equal",
                                           value=r.string(tm.get("value"), f"spec.tolerations[{i}].value"),
-                                          effect=r.string(tm.get("effect"), f"spec.tolerations[{i}].effect")))
+                                          effect=r.string(tm.get("effect"), f"spec.tolerations[{i}].effect"),
+                                          seconds=_seconds(r.integer(tm.get("tolerationSeconds"),
+                                                                     f"spec.tolerations[{i}].tolerationSeconds",
+                                                                     bits=64))))
         owners = tuple(
             {str(k): str(v) for k, v in r.mapping(o, f"metadata.ownerReferences[{i}]").items()
              if isinstance(v, str | bool)}
@@ -495,6 +509,7 @@ class Pod(Record, NamespacedKey):
             node_name=sys.intern(r.string(spec.get("nodeName"), "spec.nodeName")),
             nominated_node_name=sys.intern(r.string(status.get("nominatedNodeName"), "status.nominatedNodeName")),
             phase=sys.intern(r.string(status.get("phase"), "status.phase") or "Pending"),
+            reason=sys.intern(r.string(status.get("reason"), "status.reason")),
             priority=r.integer(spec.get("priority"), "spec.priority"),
             priority_class_name=sys.intern(r.string(spec.get("priorityClassName"), "spec.priorityClassName")),
             preemption_policy=policy,
