@@ -285,7 +285,7 @@ class Cluster:
             row = self.index.row.get(key)
             if row is not None:
                 self.index.describe(row, meta)
-                if self.budgets:  # its labels may have changed
+                if self.budgets.items:  # its labels may have changed
                     self.index.pdb[row] = self.budgets.of(pod)
             if not pod.terminal:
                 node = self.node_index.get(pod.node_name or assumed.get(key, "")
@@ -369,7 +369,7 @@ class Cluster:
         counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
         was_held = self._held_flags(keys)
         default = PodMeta(0, False, False, False)
-        pdbs = [self.budgets.of(self.objects.get(k)) for k in keys] if self.budgets else None
+        pdbs = [self.budgets.of(self.objects.get(k)) for k in keys] if self.budgets.items else None
         index.put_many(keys, nodes, request, False, [m or default for m in self._metas_for(keys)], pdbs)
         if self.txn is not None:
             self.txn.record(_AdoptedMany(self, keys, olds, was_held))
@@ -411,7 +411,7 @@ class Cluster:
             self.counted[key] = entry
             meta = self._meta_for(key) or PodMeta(0, held, False, False)
             self.index.put(key, entry[0], entry[1], held, meta,
-                           self.budgets.of(self.objects.get(key)) if self.budgets else -1)
+                           self.budgets.of(self.objects.get(key)) if self.budgets.items else -1)
 
     def set_budgets(self, budgets: Mapping[str, PodDisruptionBudget]) -> None:
         """The snapshot's PodDisruptionBudgets, read each cycle: their statuses taken as they are, the

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from koordpy.core.explain import explain_pod
+from koordpy.core.state import SchedulerState
+from koordpy.sim.simulator import World
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 from tests.core.dialects.test_upstream import RACK, group, member
 from tests.core.dialects.test_upstream import run as run_upstream
@@ -112,7 +115,7 @@ def test_of_two_spines_alike_but_for_a_budget_the_gang_preempts_in_the_other() -
     # Spine a's pods are protected (budget 0), spine b's are not: all else equal (spine a would win
     # by name), the gang goes to b.
     layout = {"spine-a": {"blk-a": [0, 1]}, "spine-b": {"blk-b": [2, 3]}}
-    objs = [spine_block_nodes(layout), SPINE_BLOCK_CNT, *CLASSES,
+    objs: list[Any] = [spine_block_nodes(layout), SPINE_BLOCK_CNT, *CLASSES,
             running("a-0", "node-0", cpu="8", app="db"), running("a-1", "node-1", cpu="8", app="db"),
             running("b-0", "node-2", cpu="8"), running("b-1", "node-3", cpu="8"),
             podgroup("train", 2, gather=MUST_SPINE),
@@ -148,6 +151,25 @@ def test_a_unit_breaks_as_many_budgets_as_its_members_beyond_them() -> None:
     assert sorted(one.preempted) == ["default/low-r0-0", "default/low-r0-1"]
 
 
+def test_explain_says_which_victims_a_budget_kept_and_which_budget_the_plan_breaks() -> None:
+    def explain(*objs: dict[str, Any]) -> Any:
+        world = World.from_objects([("test", o) for o in objs])
+        exp = explain_pod(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now, "default/p")
+        assert exp is not None and exp.preemption is not None
+        return exp
+    base = [node("n0"), *CLASSES, running("low", "n0", app="db"), pod("p", cpu="4", priority_class="high")]
+    kept = explain(*base, running("mid", "n0", prio="mid"), pdb("db", "db", allowed=0))
+    assert kept.preemption.would_evict == ("default/mid",) and kept.preemption.kept_by_budgets == ("default/low",)
+    assert "PodDisruptionBudgets kept default/low running in n0: evicting them would break their budgets" \
+        in kept.changes
+    assert kept.to_json()["preemption"]["keptByBudgets"] == ["default/low"]
+    broken = explain(*base, running("mid", "n0", prio="mid", app="db"), pdb("db", "db", allowed=0))
+    assert broken.preemption.would_evict == ("default/low",)
+    assert broken.preemption.beyond_budgets == (("default/db", 1),)
+    assert broken.to_json()["preemption"]["beyondBudgets"] == {"default/db": 1}
+    assert any(c.startswith("the eviction breaks PodDisruptionBudget default/db: 1 pod(s)") for c in broken.changes)
+
+
 def _labelled(raw: dict[str, Any], app: str) -> dict[str, Any]:
     raw["metadata"].setdefault("labels", {})["app"] = app
     return raw
@@ -155,4 +177,4 @@ def _labelled(raw: dict[str, Any], app: str) -> dict[str, Any]:
 
 def _preempting_message(out: Any) -> str:
     """The preemptor's condition message of the attempt that chose victims."""
-    return next(e.message for e in out.events if "preemption: preempting" in e.message)
+    return str(next(e.message for e in out.events if "preemption: preempting" in e.message))
