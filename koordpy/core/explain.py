@@ -508,7 +508,8 @@ class _Explainer:
             would_nominate=tuple(sorted(((k, names[n].name) for k, n in plan.nominated.items()),
                                         key=lambda kn: natural_key(kn[0]))) if plan is not None else (),
             where=plan.where if plan is not None else "",
-            beyond_budgets=plan.beyond if plan is not None else (), kept_by_budgets=plan.kept if plan is not None else ())
+            beyond_budgets=plan.beyond if plan is not None else (),
+            kept_by_budgets=plan.kept if plan is not None else ())
 
     # -- what would change the answer --------------------------------------------------------
 
