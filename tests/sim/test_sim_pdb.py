@@ -11,6 +11,9 @@ from typing import Any
 
 import yaml
 
+from koordpy.api.disruption import STORE
+from koordpy.core.decisions import CycleResult, Preempt
+from koordpy.sim.simulator import World
 from tests.builders import node
 from tests.cli.test_simulate import NEW_JOB, NEW_POD, ROOT, koordpy, one_error_line, write
 
@@ -66,3 +69,21 @@ def test_a_budget_that_does_not_parse_exits_2_naming_the_field(tmp_path: Path) -
     line = one_error_line(koordpy("simulate", "-f", path, "-o", "json"))
     assert line.startswith(f"{path} (document 2): ")
     assert "PodDisruptionBudget shop/web" in line and "spec.minAvailable" in line
+
+
+def test_each_eviction_spends_the_budgets_covering_the_pod_between_cycles() -> None:
+    # The world plays the disruption controller: an evicted pod takes one from its budget (none from
+    # a budget that lists it in disruptedPods already), so the next cycle's snapshot sees it spent.
+    def budget(name: str, disrupted: tuple[str, ...] = ()) -> dict[str, Any]:
+        out = _budget({"disruptionsAllowed": 1, "disruptedPods": {p: "2026-01-01T00:00:00Z" for p in disrupted}},
+                      minAvailable=1)
+        out["metadata"]["name"] = name
+        return out
+
+    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "shop",
+                                                           "labels": {"app": "web"}},
+           "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "nginx"}]}}
+    world = World.from_objects([("t", o) for o in (node("n"), web, budget("a"), budget("b", ("web-0",)))])
+    world.apply(CycleResult(decisions=[Preempt("shop/web-0", "m", "job", "p")]))
+    allowed = {k: b.disruptions_allowed for k, b in world.snapshot(frozenset({"koordpy"})).of(STORE).items()}
+    assert allowed == {"shop/a": 0, "shop/b": 1}
