@@ -61,3 +61,17 @@ def test_a_budget_that_does_not_parse_is_reported_and_left_out() -> None:
     # Fixed, it is used.
     cache.observe("PodDisruptionBudget", "MODIFIED", _pdb("2", {"matchLabels": {"app": "db"}}))
     assert set(cache.snapshot(NAMES).of(STORE)) == {"default/db"} and not cache.invalid
+
+
+def test_a_pod_whose_labels_change_is_counted_against_the_budget_it_now_matches() -> None:
+    cache = Cache()
+    cache.observe("Node", None, _versioned(node("n0"), "1"))
+    cache.observe("PodDisruptionBudget", "ADDED", _pdb("2", {"matchLabels": {"app": "db"}}))
+    cache.observe("Pod", "ADDED", _versioned(pod("a", node_name="n0", labels={"app": "web"}, scheduler="other"), "3"))
+    snap = cache.snapshot(NAMES)
+    cluster = Cluster(snap)
+    assert int(cluster.index.pdb[cluster.index.row["default/a"]]) == -1
+    cache.observe("Pod", "MODIFIED", _versioned(pod("a", node_name="n0", labels={"app": "db"}, scheduler="other"), "4"))
+    snap = cache.snapshot(NAMES)
+    cluster.recount("default/a", next(p for p in snap.pods if p.key == "default/a"), {})
+    assert int(cluster.index.pdb[cluster.index.row["default/a"]]) == 0
