@@ -151,6 +151,24 @@ def test_a_unit_breaks_as_many_budgets_as_its_members_beyond_them() -> None:
     assert sorted(one.preempted) == ["default/low-r0-0", "default/low-r0-1"]
 
 
+def test_a_gang_prefers_a_group_within_its_budget_over_a_lower_priority_group_beyond_it() -> None:
+    # kube-scheduler "Workload Aware: PDB: Prefer non-violating PodGroup over lower-priority violating
+    # PodGroup" (disruptionMode all and single): one rack, group L (low, protected by a budget of 0)
+    # and group M (mid); a high group of two needs the room of one of them.
+    classes = [priority_class("low", 1000), priority_class("mid", 1500), priority_class("high", 2000)]
+    for mode in ("all", "single"):
+        objs: list[Any] = [classes, [node(f"ra-{i}", cpu="4", labels={RACK: "ra"}) for i in range(4)]]
+        for name, prio, at in (("l", "low", (0, 1)), ("m", "mid", (2, 3))):
+            objs += [group(name, min_count=2, priorityClassName=prio, disruptionMode={mode: {}}),
+                     *[_labelled(member(f"{name}-{i}", "3", name, node_name=f"ra-{n}", priority_class=prio), name)
+                       for i, n in enumerate(at)]]
+        objs += [group("high", min_count=2, topology=RACK, priorityClassName="high"),
+                 *[member(f"high-{i}", "3", "high", priority_class="high") for i in range(2)]]
+        assert sorted(run_upstream(*objs).preempted) == ["default/l-0", "default/l-1"], mode
+        out = run_upstream(*objs, pdb("l", "l", allowed=0))
+        assert sorted(out.preempted) == ["default/m-0", "default/m-1"], mode
+
+
 def test_explain_says_which_victims_a_budget_kept_and_which_budget_the_plan_breaks() -> None:
     def explain(*objs: dict[str, Any]) -> Any:
         world = World.from_objects([("test", o) for o in objs])
