@@ -125,6 +125,10 @@ class PreemptionFacts:
     would_release: tuple[str, ...]  # lower-priority pods that would lose room nominated for them
     would_nominate: tuple[tuple[str, str], ...]
     where: str
+    # PodDisruptionBudgets the plan breaks (namespace/name, victims beyond its budget), and the pods
+    # of the candidate chosen that budgets kept running (evicting them would have broken one).
+    beyond_budgets: tuple[tuple[str, int], ...] = ()
+    kept_by_budgets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,8 @@ class Explanation:
             wouldPlace: {pod: node}
             preemption: null | {policy, priority, nominated: {pod: node}, terminating: [...],
                         outcome: nominated|waiting|none|not-tried, message, wouldEvict: [...],
-                        wouldRelease: [...], wouldNominate: {pod: node}, where}
+                        wouldRelease: [...], wouldNominate: {pod: node}, where,
+                        beyondBudgets: {pdb: pods}, keptByBudgets: [...]}
             changes: ["what would change the answer", ...]
             messages: {pod: why it would wait}
         """
@@ -202,7 +207,8 @@ class Explanation:
                 "policy": p.policy, "priority": p.priority, "nominated": dict(p.nominated),
                 "terminating": list(p.terminating), "outcome": p.outcome, "message": p.message,
                 "wouldEvict": list(p.would_evict), "wouldRelease": list(p.would_release),
-                "wouldNominate": dict(p.would_nominate), "where": p.where},
+                "wouldNominate": dict(p.would_nominate), "where": p.where,
+                "beyondBudgets": dict(p.beyond_budgets), "keptByBudgets": list(p.kept_by_budgets)},
             "changes": list(self.changes),
             "messages": dict(self.messages),
         }
@@ -501,7 +507,9 @@ class _Explainer:
             would_release=plan.released if plan is not None else (),
             would_nominate=tuple(sorted(((k, names[n].name) for k, n in plan.nominated.items()),
                                         key=lambda kn: natural_key(kn[0]))) if plan is not None else (),
-            where=plan.where if plan is not None else "")
+            where=plan.where if plan is not None else "",
+            beyond_budgets=plan.beyond if plan is not None else (),
+            kept_by_budgets=plan.kept if plan is not None else ())
 
     # -- what would change the answer --------------------------------------------------------
 
@@ -519,6 +527,11 @@ class _Explainer:
         if p is not None and p.outcome == "nominated" and p.would_evict:
             out.append(f"preemption makes room: evicting {', '.join(p.would_evict)} in {p.where}; the job binds "
                        "there once they terminate")
+            out.extend(f"the eviction breaks PodDisruptionBudget {name}: {n} pod(s) beyond its budget (no candidate "
+                       "stays within every budget)" for name, n in p.beyond_budgets)
+            if p.kept_by_budgets:
+                out.append(f"PodDisruptionBudgets kept {', '.join(p.kept_by_budgets)} running in {p.where}: evicting "
+                           "them would break their budgets")
         elif p is not None and p.outcome == "waiting":
             out.append("victims are terminating on the nominated nodes: it binds once they are gone")
         if d is not None and not d.resolvable:

@@ -449,6 +449,15 @@ def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLe
             assert_never(r)
 
 
+def _budgets(r: Preempting) -> str:
+    """What a preemption does to PodDisruptionBudgets, said after its victims."""
+    out = "".join(f"; it evicts {n} pod(s) of PodDisruptionBudget {name} beyond its budget" for name, n in r.beyond)
+    if r.kept:
+        shown = ", ".join(r.kept[:3]) + (f" and {len(r.kept) - 3} more" if len(r.kept) > 3 else "")
+        out += f"; PodDisruptionBudgets kept {shown} running"
+    return out
+
+
 def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str:
     match r:
         case NotEligible(why="never"):
@@ -466,7 +475,7 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str
         case Preempting():
             shown = ", ".join(r.victims[:3]) + (f" and {len(r.victims) - 3} more" if len(r.victims) > 3 else "")
             return (f"preemption: preempting {len(r.victims)} lower-priority pod(s) of {r.jobs} job(s) in "
-                    f"{r.where} ({shown}); the job is nominated there and waits for them to terminate.")
+                    f"{r.where} ({shown}){_budgets(r)}; the job is nominated there and waits for them to terminate.")
         case _:
             assert_never(r)
 

@@ -505,6 +505,9 @@ class Preempting:
     victims: tuple[str, ...]
     jobs: int
     where: str
+    # PodDisruptionBudgets broken: (namespace/name, victims beyond its budget); pods a budget kept.
+    beyond: tuple[tuple[str, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

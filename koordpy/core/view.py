@@ -23,6 +23,7 @@ from itertools import compress
 from typing import Any, Protocol, assert_never
 
 from koordpy.api import kinds
+from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
@@ -281,6 +282,7 @@ class View:
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
+            cluster.set_budgets(snapshot.of(DISRUPTION_BUDGETS))  # before the recount: new rows take the new ones
             cluster.recount_many(recount, self.by_key, state.reserved)
             cluster.presence.set_namespaces(snapshot.namespaces)
         self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole)

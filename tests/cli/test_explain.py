@@ -233,7 +233,8 @@ def test_json_shape() -> None:
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster", "closest"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
-                                      "wouldEvict", "wouldRelease", "wouldNominate", "where"}
+                                      "wouldEvict", "wouldRelease", "wouldNominate", "where", "beyondBudgets",
+                                      "keptByBudgets"}
     assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}
 
 

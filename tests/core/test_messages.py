@@ -299,6 +299,11 @@ TABLE: list[tuple[Reason, str]] = [
     (Preempting(("default/v0",), 1, "n0"),
      "preemption: preempting 1 lower-priority pod(s) of 1 job(s) in n0 (default/v0); the job is nominated there "
      "and waits for them to terminate."),
+    (Preempting(("default/v0",), 1, "n0", (("default/db", 1), ("ml/web", 2)), ("default/v1",)),
+     "preemption: preempting 1 lower-priority pod(s) of 1 job(s) in n0 (default/v0); it evicts 1 pod(s) of "
+     "PodDisruptionBudget default/db beyond its budget; it evicts 2 pod(s) of PodDisruptionBudget ml/web beyond its "
+     "budget; PodDisruptionBudgets kept default/v1 running; the job is nominated there and waits for them to "
+     "terminate."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),
