@@ -554,12 +554,15 @@ class Cycle:
 
     def _replacements_short(self, job: Job, req: Requirement | None, failure: Failure | None,
                             plan: Plan | None) -> ReplacementsDoNotFit | None:
-        """Why a gang that lost members (``gangrule.short``, with members bound) cannot take its
-        replacements: they do not fit together in its live members' domain (``req.anchor``, else
-        anywhere) and preemption finds no room there either (or may not run). None otherwise."""
+        """Why a gang that lost members (``gangrule.short``, with lost members still seen, or having
+        met its minimum before) cannot take its replacements: they do not fit together in its
+        live members' domain (``req.anchor``, else anywhere) and preemption finds no room there
+        either (or may not run). None otherwise: a gang that never ran says what any gang says."""
         if failure is None or (plan is not None and plan.outcome != "none"):
             return None
-        gang = next((g for g in job.gangs if g.config is not None and gangrule.short(g) and g.bound()), None)
+        satisfied = self.state.satisfied
+        gang = next((g for g in job.gangs if g.config is not None and (g.lost or g.key in satisfied)
+                     and gangrule.short(g)), None)
         if gang is None or gang.config is None:
             return None
         missing = max(1, gang.config.min_member - gangrule.counted(gang, self.state.reserved))

@@ -305,3 +305,16 @@ def test_explain_says_the_gang_cannot_take_its_replacements_in_its_rack() -> Non
     assert exp.changes[0].startswith("gang default/job lost members: its 2 replacement(s) bind together, all or "
                                      "none, inside BlockLayer/ra")
     assert [(g.key, g.bound, g.lost) for g in exp.gangs] == [("default/job", 4, 2)]
+
+
+def test_a_gang_that_never_ran_is_told_what_any_gang_is() -> None:
+    # One member bound (by hand, say), none lost, the gang never met its minimum: its pending members
+    # that fit nowhere are not "replacements"; they get the GangGroup's usual words.
+    gang = Gang("koordinator", minimum=3)
+    objects = [*racks(ra=2), *gang.objects(), gang.member(0, "ra-0"), *gang.replacements(1, 2)]
+    out = run(objects)
+    assert placed(out, gang) == {}
+    assert "lost members" not in out.pending["default/job-1"]
+    assert 'GangGroup "default/job" gets rejected' in out.pending["default/job-2"] or \
+        'GangGroup "default/job" gets rejected' in out.pending["default/job-1"]
+    assert not [e for e in out.events if e.reason == "ReplacementsDoNotFit"]
