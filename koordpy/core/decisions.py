@@ -115,6 +115,7 @@ class EventReason(StrEnum):
     GANG_TIMEOUT = "GangTimeout"
     TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
+    REPLACEMENTS_DO_NOT_FIT = "ReplacementsDoNotFit"  # a gang that lost members cannot take their replacements
     # kube-scheduler's DynamicResources PreBind, while a pod waits for its devices' binding conditions
     # (written by the binding cycle, not the core).
     BINDING_CONDITIONS_PENDING = "BindingConditionsPending"

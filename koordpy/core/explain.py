@@ -24,6 +24,7 @@ from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.liveness import loss
 from koordpy.core.messages import lacked as messages_lacked
 from koordpy.core.messages import render
 from koordpy.core.model import Gang, TopologyFacts
@@ -75,6 +76,9 @@ class GangFacts:
     # For a group that is part of a gang (a CompositePodGroup's child): that gang's key. Its counts
     # are its own pods; min_member is its own minimum.
     part_of: str | None = None
+    # Bound members that no longer count (``koordpy.core.liveness``: terminating, failed, or their node
+    # gone or failed for them): a gang left below its minimum by them takes its replacements together.
+    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,8 @@ class Explanation:
             status: bound|pending|schedulable|finished|terminating|not-ours|invalid
             summary: one sentence
             job: {id, kind, priority, gangs: [{key, declaredBy, minMember, declaredMinimum, members,
-                  finished, bound, pending, waiting, mode, timeoutSeconds, timedOut, error, partOf,
-                  details: {what: value}}]}
+                  finished, bound, lost, pending, waiting, mode, timeoutSeconds, timedOut, error,
+                  partOf, details: {what: value}}]}
             pods: [{key, state, node, nominatedNode, path: [top domain ... node], message,
                     claims: [{name, claim, devices: [driver/pool/device], reservedFor: [resource/name]}]}]
             topology: null | {source, required: [...], preferred: [...]}
@@ -183,7 +187,7 @@ class Explanation:
             "job": {"id": self.job, "kind": self.job_kind, "priority": self.priority,
                     "gangs": [{"key": g.key, "declaredBy": g.declared_by, "minMember": g.min_member,
                                "declaredMinimum": g.declared_minimum, "members": g.members,
-                               "finished": g.finished, "bound": g.bound, "pending": g.pending,
+                               "finished": g.finished, "bound": g.bound, "lost": g.lost, "pending": g.pending,
                                "waiting": g.waiting, "mode": g.mode, "timeoutSeconds": g.timeout_seconds,
                                "timedOut": g.timed_out, "error": g.error, "partOf": g.part_of,
                                "details": dict(g.details)}
@@ -245,6 +249,11 @@ class _Explainer:
         self.state = state
         self.now = now
         self.gangs, self.member_of = resolve_gangs(snapshot)
+        # Which bound members still count, as the cycle's view records it (``Gang.lost``).
+        nodes = {n.name: n for n in snapshot.nodes}
+        for gang in self.gangs.values():
+            gang.lost = frozenset(p.key for p in gang.pods
+                                  if p.node_name and loss(p, nodes.get(p.node_name), now) is not None)
         self.groups = group_of(self.gangs)
         # The pods that have finished, by the gang they were part of: no longer its members, but
         # what a finished job, or a gang short of pods that finished, is told by.
@@ -454,9 +463,18 @@ class _Explainer:
         reason = render(run.failure.why) if run.failure is not None else messages.get(target, "")
         if run.failure is not None and run.plan is not None and run.plan.message:
             reason = f"{reason} {run.plan.message}"
+        if run.replacements is not None:  # what the pods are told, not the member's failure alone
+            reason = render(run.replacements)
         exp = replace(exp, diagnosis=diagnosis, preemption=preemption,
                       summary=reason or "it waits")
-        return replace(exp, changes=self._changes(exp, run, gangs))
+        changes = self._changes(exp, run, gangs)
+        if run.replacements is not None:
+            r = run.replacements
+            where = f"inside {r.domain} (where its running members are)" if r.domain else "in the cluster"
+            changes = (f"gang {r.gang} lost members: its {r.missing} replacement(s) bind together, all or none, "
+                       f"{where}: free room for all of them there (lower-priority pods there are preempted when "
+                       "that is enough)", *changes)
+        return replace(exp, changes=changes)
 
     def _diagnosis(self, run: DryRun, gangs: list[Gang]) -> Diagnosis | None:
         f = run.failure
@@ -581,14 +599,14 @@ class _Explainer:
         out = []
         for g in gangs:
             if g.config is not None and gangrule.too_few(g):
-                missing = g.config.min_member - len(g.pods)
+                missing = g.config.min_member - (len(g.pods) - len(g.lost))
                 terms = dialects.group_terms(g.key, g.config.min_member, self.snapshot)
                 said = terms.said if terms is not None else f"minMember {g.config.min_member}"
                 field = terms.field if terms is not None else "minMember"
                 gone = len(self.finished.get(g.key, ()))
                 counted = f" ({gone} more finished, which count no more)" if gone else ""
                 lower = f" (or lower {field})" if field else ""
-                out.append(f"{said} but only {len(g.pods)} pod(s) of gang {g.key} exist{counted}: "
+                out.append(f"{said} but only {len(g.pods) - len(g.lost)} pod(s) of gang {g.key} exist{counted}: "
                            f"create {missing} more{lower}")
         return out
 
@@ -632,7 +650,7 @@ class _Explainer:
                          modes.waiting_seconds if modes is not None else None,
                          gang.timed_out, gang.error, dialects.object_facts(gang.key, self.snapshot),
                          finished=len(self.finished.get(gang.key, ())),
-                         declared_minimum=terms.said if terms is not None else "")
+                         declared_minimum=terms.said if terms is not None else "", lost=len(gang.lost))
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
         if pod.phase in ("Succeeded", "Failed"):

@@ -64,6 +64,7 @@ from koordpy.core.verdicts import (
     PreFilterReason,
     Reason,
     Refused,
+    ReplacementsDoNotFit,
     RoomTakenBack,
     SubGroupLeft,
     SubGroupsNoHyperNode,
@@ -616,6 +617,11 @@ def render(reason: Reason) -> str:
         case BeyondMinimum():
             return (f'GangGroup "{group_name(reason.group)}" reached its minimum with {reason.bound} of '
                     f'{reason.pending} pending members bound; the rest wait: "{render(reason.inner)}"')
+        case ReplacementsDoNotFit():
+            where = f"inside {reason.domain}, where its running members are" if reason.domain else "anywhere"
+            said = f" {reason.preemption}" if reason.preemption else ""
+            return (f'gang "{reason.gang}" lost members and cannot take the {reason.missing} replacement(s) it '
+                    f'needs together {where}: "{render(reason.inner)}"{said}')
         case NotEligible() | NotHelpful() | RoomTakenBack() | Preempting():
             return _preemption(reason)
         case PreemptedBy():

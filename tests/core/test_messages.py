@@ -70,6 +70,7 @@ from koordpy.core.verdicts import (
     PreFilterReason,
     Reason,
     Refused,
+    ReplacementsDoNotFit,
     RoomTakenBack,
     SubGroupLeft,
     SubGroupsNoHyperNode,
@@ -286,6 +287,13 @@ TABLE: list[tuple[Reason, str]] = [
      "PodGroups need at least 5 (each its own minCount)"),
     (BeyondMinimum("default/a", 3, 5, INSUFFICIENT),
      f'GangGroup "default/a" reached its minimum with 3 of 5 pending members bound; the rest wait: "{SAID}"'),
+    (ReplacementsDoNotFit("default/a", "rack-1", 2, INSUFFICIENT),
+     f'gang "default/a" lost members and cannot take the 2 replacement(s) it needs together inside rack-1, where '
+     f'its running members are: "{SAID}"'),
+    (ReplacementsDoNotFit("default/a", "", 1, INSUFFICIENT, "preemption: not helpful: no candidate takes all 1 "
+                                                             "pods once its lower-priority pods are gone."),
+     f'gang "default/a" lost members and cannot take the 1 replacement(s) it needs together anywhere: "{SAID}" '
+     "preemption: not helpful: no candidate takes all 1 pods once its lower-priority pods are gone."),
     (NotEligible("never"), "preemption: not eligible due to preemptionPolicy=Never."),
     (NotEligible("terminating"), "preemption: not eligible due to terminating pod on the nominated node."),
     (NotHelpful(4, 3, "block/b0"),
