@@ -119,6 +119,18 @@ class _Costs:
                                self.gang_bound, self.gang_min, n_cand)
 
 
+@dataclass(frozen=True)
+class _Breach:
+    """A rank's victims against the PodDisruptionBudgets: ``beyond`` those that would break one,
+    ``first`` those put back first (beyond, and every member of a unit one of whose members is),
+    and the (victim, budget) pairs beyond the budget (``over_victim``, ``over_budget``)."""
+
+    beyond: npt.NDArray[np.bool_]
+    first: npt.NDArray[np.bool_]
+    over_victim: npt.NDArray[np.int64]
+    over_budget: npt.NDArray[np.int64]
+
+
 def _order_key(broken: int, top: int, jobs: int, pods: int, pack: int, name: int) -> tuple[int, ...]:
     """``order_candidates``' order as a key: the fewest victims beyond their PodDisruptionBudgets,
     no victims, then the lowest highest victim priority, the fewest jobs, the fewest pods, the
@@ -263,24 +275,22 @@ class Preemptor:
         units, unit_size = self._units_of(rows)
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
         costs = _Costs(prio[rows], job_ids, gang_ids, ~v_held, units, unit_size, gang_bound, gang_min)
-        # The PodDisruptionBudget of each victim (-1: none, or it costs its budget nothing); None
-        # where the cluster has no budgets, the usual case, which then costs nothing more.
-        v_pdb = self._budget_ids(rows, v_held)
-        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]] = []
+        # The PodDisruptionBudgets the victims count against, as (victim, budget) pairs; None where
+        # the cluster has no budgets, the usual case, which then costs nothing more.
+        pairs = self._budget_pairs(rows, v_held)
+        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_], _Breach | None]] = []
         broken_n: list[int] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
         for cands, fit in zip(ranks, fits, strict=True):
             if not bool(np.any(fit)):
                 continue
             v_cand = cands.of_node[v_node]
-            beyond = first = None
-            if v_pdb is not None:
-                beyond, first = self._beyond_budgets(v_pdb, v_cand, units, len(cands.domains))
-            if first is not None and bool(np.any(first)):
+            breach = None if pairs is None else self._beyond_budgets(pairs, v_cand, units, len(cands.domains))
+            if breach is not None and bool(np.any(breach.first)):
                 # kube-scheduler's reprieve: the victims that would break a budget are put back first.
                 # (The device shares, counted in the order before, may then be off: the verifying
                 # placement decides.)
-                perm = np.lexsort((np.arange(len(rows)), ~first, v_held))
+                perm = np.lexsort((np.arange(len(rows)), ~breach.first, v_held))
                 back = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node[perm],
                                 v_req[perm], blocks[perm], cap)
                 evicted = np.empty_like(back)
@@ -289,10 +299,10 @@ class Preemptor:
                 evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req,
                                    blocks, cap)
             top, jobs, npods = costs.price(evicted, v_cand, len(cands.domains))
-            broken = (np.zeros(len(cands.domains), dtype=np.int64) if beyond is None
-                      else self._broken(evicted, beyond, v_cand, units, len(cands.domains)))
+            broken = (np.zeros(len(cands.domains), dtype=np.int64) if breach is None
+                      else self._broken(evicted, breach.beyond, v_cand, units, len(cands.domains)))
             for c in np.flatnonzero(fit).tolist():
-                scored.append((cands, c, evicted & (v_cand == c), beyond))
+                scored.append((cands, c, evicted & (v_cand == c), breach))
                 broken_n.append(int(broken[c]))
                 tops.append(int(top[c]))
                 jobs_n.append(int(jobs[c]))
@@ -322,7 +332,7 @@ class Preemptor:
             priced = _order_key(broken_n[i], tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
             if best is not None and not priced < best[0]:
                 break  # priced no cheaper than a plan in hand: the price leaves out only what makes it dearer
-            cands, c, chosen, beyond = scored[i]
+            cands, c, chosen, breach = scored[i]
             only = cands.of_node == c
             inside = cands.of_node[v_node] == c
             attempts = [chosen, inside]
@@ -340,9 +350,9 @@ class Preemptor:
                 went = np.array([idx.keys[r] in gone for r in rows.tolist()], dtype=np.bool_)
                 top, jobs, npods = costs.price(went, np.zeros(len(rows), dtype=np.int64), 1)
                 broke = 0
-                if beyond is not None and v_pdb is not None:
-                    plan = self._budget_facts(plan, rows, v_pdb, beyond, went, inside & ~v_held)
-                    broke = sum(n for _, n in plan.beyond)
+                if breach is not None:
+                    plan = self._budget_facts(plan, rows, breach, went, inside & ~v_held)
+                    broke = int(np.count_nonzero(went & breach.beyond))
                 real = _order_key(broke, int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
                 if best is None or real < best[0]:
                     best = (real, plan)
@@ -646,50 +656,76 @@ class Preemptor:
 
     # -- PodDisruptionBudgets ----------------------------------------------------------------
 
-    def _budget_ids(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64] | None:
-        """Per victim (rows in reprieve order), the budget it counts against: the index's column,
-        less nominations (no pod is evicted) and pods a budget lists in ``disruptedPods`` (the API
-        server counts them already). None: the cluster has no budgets."""
+    def _budget_pairs(self, rows: npt.NDArray[np.int64],
+                      held: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """The budgets the victims (rows in reprieve order) count against, as pairs (victim, budget),
+        by victim: the index's column and, for the few pods several budgets cover, the others
+        (``Budgets.more``); less nominations (no pod is evicted) and a pod a budget lists in its
+        ``disruptedPods`` (the API server counts it already; for that budget only). None: the
+        cluster has no budgets."""
         budgets, idx = self.cluster.budgets, self.cluster.index
         if not budgets:
             return None
-        out = idx.pdb[rows].copy()
-        out[held] = -1
+        first = idx.pdb[rows]
+        pv = np.flatnonzero((first >= 0) & ~held)
+        pb = first[pv]
+        if not budgets.more and not budgets.disrupted:
+            return pv, pb
+        at = np.full(len(idx.keys), -1, dtype=np.int64)
+        at[rows] = np.arange(len(rows))
+        extra_v: list[int] = []
+        extra_b: list[int] = []
+        for key, ids in budgets.more.items():
+            r = idx.row.get(key)
+            v = -1 if r is None else int(at[r])
+            if v >= 0 and not bool(held[v]) and int(first[v]) == ids[0]:
+                extra_v.extend([v] * (len(ids) - 1))
+                extra_b.extend(ids[1:])
+        if extra_v:
+            pv = np.concatenate([pv, np.array(extra_v, dtype=np.int64)])
+            pb = np.concatenate([pb, np.array(extra_b, dtype=np.int64)])
+            by = np.lexsort((pb, pv))
+            pv, pb = pv[by], pb[by]
         if budgets.disrupted:
-            listed = np.fromiter((r for k in budgets.disrupted if (r := idx.row.get(k)) is not None), dtype=np.int64)
-            out[np.isin(rows, listed)] = -1
-        return out
+            n = len(budgets.items)
+            free = [int(at[r]) * n + b for k, b in budgets.disrupted
+                    if (r := idx.row.get(k)) is not None and at[r] >= 0]
+            keep = ~np.isin(pv * n + pb, np.array(free, dtype=np.int64))
+            pv, pb = pv[keep], pb[keep]
+        return pv, pb
 
-    def _beyond_budgets(self, v_pdb: npt.NDArray[np.int64], v_cand: npt.NDArray[np.int64],
-                        units: npt.NDArray[np.int64],
-                        n_cand: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """Which victims would break their budget, counted once as if every victim of each candidate
-        went (kube-scheduler's classification, before the reprieve): in each candidate, a budget's
-        victims in reprieve order (the most important first) take its ``disruptionsAllowed`` and those
-        after it break it. Candidates of a rank are disjoint, so one pass counts them all against the
-        full budgets. Returns the victims beyond a budget, and those put back first: beyond, and every
-        member of a unit (evicted whole) one of whose members is."""
-        beyond = np.zeros(len(v_pdb), dtype=np.bool_)
-        at = np.flatnonzero((v_pdb >= 0) & (v_cand >= 0))
-        if not len(at):
-            return beyond, beyond
-        cand, pdb = v_cand[at], v_pdb[at]
-        by = np.lexsort((at, pdb, cand))
-        cand, pdb, at = cand[by], pdb[by], at[by]
-        starts = np.ones(len(at), dtype=np.bool_)
-        starts[1:] = (cand[1:] != cand[:-1]) | (pdb[1:] != pdb[:-1])
+    def _beyond_budgets(self, pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                        v_cand: npt.NDArray[np.int64], units: npt.NDArray[np.int64], n_cand: int) -> _Breach:
+        """Which victims would break a budget, counted once as if every victim of each candidate went
+        (kube-scheduler's classification, before the reprieve): in each candidate, a budget's victims
+        in reprieve order (the most important first) take its ``disruptionsAllowed`` and those after
+        it break it; a victim several budgets cover is charged to each and is beyond if it is beyond
+        any. Candidates of a rank are disjoint, so one pass counts them all against the full budgets."""
+        beyond = np.zeros(len(v_cand), dtype=np.bool_)
+        pv, pb = pairs
+        keep = v_cand[pv] >= 0
+        pv, pb = pv[keep], pb[keep]
+        if not len(pv):
+            return _Breach(beyond, beyond, pv, pb)
+        cand = v_cand[pv]
+        by = np.lexsort((pv, pb, cand))
+        cand, pb, pv = cand[by], pb[by], pv[by]
+        starts = np.ones(len(pv), dtype=np.bool_)
+        starts[1:] = (cand[1:] != cand[:-1]) | (pb[1:] != pb[:-1])
         group = np.cumsum(starts) - 1
-        taken = np.arange(len(at)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
-        beyond[at] = taken >= self.cluster.budgets.allowed[pdb]
+        taken = np.arange(len(pv)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
+        over = taken >= self.cluster.budgets.allowed[pb]
+        beyond[pv[over]] = True
+        pv, pb = pv[over], pb[over]
         whole = (units >= 0) & (v_cand >= 0)
         if not bool(np.any(beyond & whole)):
-            return beyond, beyond
+            return _Breach(beyond, beyond, pv, pb)
         per = int(units.max()) + 1
         key = v_cand[whole] * per + units[whole]
         breaks = np.bincount(key[beyond[whole]], minlength=n_cand * per) > 0
         first = beyond.copy()
         first[whole] |= breaks[key]
-        return beyond, first
+        return _Breach(beyond, first, pv, pb)
 
     @staticmethod
     def _broken(evicted: npt.NDArray[np.bool_], beyond: npt.NDArray[np.bool_], v_cand: npt.NDArray[np.int64],
@@ -706,16 +742,14 @@ class Preemptor:
         hit = gone & beyond & (v_cand >= 0)
         return np.bincount(v_cand[hit], minlength=n_cand).astype(np.int64)
 
-    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], v_pdb: npt.NDArray[np.int64],
-                      beyond: npt.NDArray[np.bool_], went: npt.NDArray[np.bool_],
+    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], breach: _Breach, went: npt.NDArray[np.bool_],
                       inside: npt.NDArray[np.bool_]) -> Plan:
         """The plan with the budgets its victims break (``went``: the victims it evicts) and the
         candidate's victims kept because evicting them would have broken one."""
         names, idx = self.cluster.budgets.names, self.cluster.index
-        hit = went & beyond
-        counts = np.bincount(v_pdb[hit], minlength=len(names))
+        counts = np.bincount(breach.over_budget[went[breach.over_victim]], minlength=len(names))
         over = tuple((names[b], int(counts[b])) for b in np.flatnonzero(counts).tolist())
-        kept = tuple(idx.keys[r] for r in rows[inside & beyond & ~went].tolist())
+        kept = tuple(idx.keys[r] for r in rows[inside & breach.beyond & ~went].tolist())
         return replace(plan, beyond=over, kept=kept)
 
     def _job_id(self, gang: str, otherwise: str) -> str:
