@@ -123,10 +123,12 @@ class _Costs:
 class _Breach:
     """A rank's victims against the PodDisruptionBudgets: ``beyond`` those that would break one,
     ``first`` those put back first (beyond, and every member of a unit one of whose members is),
-    and the (victim, budget) pairs beyond the budget (``over_victim``, ``over_budget``)."""
+    and the (candidate, victim, budget) pairs beyond the budget as the candidate counts them (a
+    unit's members outside it are counted in it too)."""
 
     beyond: npt.NDArray[np.bool_]
     first: npt.NDArray[np.bool_]
+    over_cand: npt.NDArray[np.int64]
     over_victim: npt.NDArray[np.int64]
     over_budget: npt.NDArray[np.int64]
 
@@ -300,7 +302,7 @@ class Preemptor:
                                    blocks, cap)
             top, jobs, npods = costs.price(evicted, v_cand, len(cands.domains))
             broken = (np.zeros(len(cands.domains), dtype=np.int64) if breach is None
-                      else self._broken(evicted, breach.beyond, v_cand, units, len(cands.domains)))
+                      else self._broken(evicted, breach, v_cand, units, len(cands.domains)))
             for c in np.flatnonzero(fit).tolist():
                 scored.append((cands, c, evicted & (v_cand == c), breach))
                 broken_n.append(int(broken[c]))
@@ -351,8 +353,7 @@ class Preemptor:
                 top, jobs, npods = costs.price(went, np.zeros(len(rows), dtype=np.int64), 1)
                 broke = 0
                 if breach is not None:
-                    plan = self._budget_facts(plan, rows, breach, went, inside & ~v_held)
-                    broke = int(np.count_nonzero(went & breach.beyond))
+                    plan, broke = self._budget_facts(plan, rows, breach, c, went, inside & ~v_held)
                 real = _order_key(broke, int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
                 if best is None or real < best[0]:
                     best = (real, plan)
@@ -700,57 +701,82 @@ class Preemptor:
         (kube-scheduler's classification, before the reprieve): in each candidate, a budget's victims
         in reprieve order (the most important first) take its ``disruptionsAllowed`` and those after
         it break it; a victim several budgets cover is charged to each and is beyond if it is beyond
-        any. Candidates of a rank are disjoint, so one pass counts them all against the full budgets."""
-        beyond = np.zeros(len(v_cand), dtype=np.bool_)
+        any. A unit (evicted whole) is counted with all its members in each candidate it has one in,
+        as kube-scheduler counts a group victim by all its pods. Candidates of a rank are disjoint, so
+        one pass counts them all against the full budgets."""
         pv, pb = pairs
-        keep = v_cand[pv] >= 0
-        pv, pb = pv[keep], pb[keep]
-        if not len(pv):
-            return _Breach(beyond, beyond, pv, pb)
-        cand = v_cand[pv]
-        by = np.lexsort((pv, pb, cand))
-        cand, pb, pv = cand[by], pb[by], pv[by]
+        pc = v_cand[pv]
+        if self._any_units() and bool(np.any(units >= 0)):
+            pc, pv, pb = self._with_whole_units(pc, pv, pb, v_cand, units)
+        keep = pc >= 0
+        pc, pv, pb = pc[keep], pv[keep], pb[keep]
+        by = np.lexsort((pv, pb, pc))
+        pc, pb, pv = pc[by], pb[by], pv[by]
         starts = np.ones(len(pv), dtype=np.bool_)
-        starts[1:] = (cand[1:] != cand[:-1]) | (pb[1:] != pb[:-1])
+        starts[1:] = (pc[1:] != pc[:-1]) | (pb[1:] != pb[:-1])
         group = np.cumsum(starts) - 1
         taken = np.arange(len(pv)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
         over = taken >= self.cluster.budgets.allowed[pb]
-        beyond[pv[over]] = True
-        pv, pb = pv[over], pb[over]
-        whole = (units >= 0) & (v_cand >= 0)
-        if not bool(np.any(beyond & whole)):
-            return _Breach(beyond, beyond, pv, pb)
-        per = int(units.max()) + 1
-        key = v_cand[whole] * per + units[whole]
-        breaks = np.bincount(key[beyond[whole]], minlength=n_cand * per) > 0
-        first = beyond.copy()
-        first[whole] |= breaks[key]
-        return _Breach(beyond, first, pv, pb)
+        pc, pv, pb = pc[over], pv[over], pb[over]
+        beyond = np.zeros(len(v_cand), dtype=np.bool_)
+        beyond[pv[v_cand[pv] == pc]] = True
+        first = beyond
+        in_unit = units[pv] >= 0
+        if bool(np.any(in_unit)):
+            per = int(units.max()) + 1
+            breaks = np.bincount(pc[in_unit] * per + units[pv[in_unit]], minlength=n_cand * per) > 0
+            whole = (units >= 0) & (v_cand >= 0)
+            first = beyond.copy()
+            first[whole] |= breaks[v_cand[whole] * per + units[whole]]
+        return _Breach(beyond, first, pc, pv, pb)
 
     @staticmethod
-    def _broken(evicted: npt.NDArray[np.bool_], beyond: npt.NDArray[np.bool_], v_cand: npt.NDArray[np.int64],
+    def _with_whole_units(pc: npt.NDArray[np.int64], pv: npt.NDArray[np.int64], pb: npt.NDArray[np.int64],
+                          v_cand: npt.NDArray[np.int64], units: npt.NDArray[np.int64]) -> tuple[
+                              npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The (candidate, victim, budget) pairs with, for each candidate a unit has a member in, the
+        unit's members elsewhere counted in it too (evicting the unit there evicts them)."""
+        per = int(units.max()) + 1
+        whole = (units >= 0) & (v_cand >= 0)
+        touched = np.unique(v_cand[whole] * per + units[whole]).tolist()
+        by_unit: dict[int, list[int]] = {}
+        for k in np.flatnonzero(units[pv] >= 0).tolist():
+            by_unit.setdefault(int(units[pv[k]]), []).append(k)
+        extra = [(c, k) for code in touched for c, u in [divmod(code, per)] for k in by_unit.get(u, ())
+                 if int(v_cand[pv[k]]) != c]
+        if not extra:
+            return pc, pv, pb
+        cs = np.array([c for c, _ in extra], dtype=np.int64)
+        ks = np.array([k for _, k in extra], dtype=np.int64)
+        return np.concatenate([pc, cs]), np.concatenate([pv, pv[ks]]), np.concatenate([pb, pb[ks]])
+
+    def _broken(self, evicted: npt.NDArray[np.bool_], breach: _Breach, v_cand: npt.NDArray[np.int64],
                 units: npt.NDArray[np.int64], n_cand: int) -> npt.NDArray[np.int64]:
         """Per candidate, its evicted victims beyond their budgets; a unit one of whose members is
-        evicted goes whole, its members beyond a budget each counted."""
-        gone = evicted.copy()
-        whole = (units >= 0) & (v_cand >= 0)
-        if bool(np.any(whole & beyond)):
+        evicted goes whole, each of its members beyond a budget counted, wherever it runs."""
+        pc, pv = breach.over_cand, breach.over_victim
+        hit = evicted[pv] & (v_cand[pv] == pc)
+        if self._any_units() and bool(np.any(units[pv] >= 0)):
             per = int(units.max()) + 1
-            key = v_cand[whole] * per + units[whole]
-            touched = np.bincount(key[evicted[whole]], minlength=n_cand * per) > 0
-            gone[whole] |= touched[key]
-        hit = gone & beyond & (v_cand >= 0)
-        return np.bincount(v_cand[hit], minlength=n_cand).astype(np.int64)
+            whole = (units >= 0) & (v_cand >= 0)
+            touched = np.bincount(v_cand[whole][evicted[whole]] * per + units[whole][evicted[whole]],
+                                  minlength=n_cand * per) > 0
+            in_unit = units[pv] >= 0
+            hit[in_unit] |= touched[pc[in_unit] * per + units[pv[in_unit]]]
+        counted = np.unique(pc[hit] * len(v_cand) + pv[hit])  # a victim beyond two budgets is one pod
+        return np.bincount(counted // max(1, len(v_cand)), minlength=n_cand).astype(np.int64)
 
-    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], breach: _Breach, went: npt.NDArray[np.bool_],
-                      inside: npt.NDArray[np.bool_]) -> Plan:
-        """The plan with the budgets its victims break (``went``: the victims it evicts) and the
-        candidate's victims kept because evicting them would have broken one."""
+    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], breach: _Breach, c: int,
+                      went: npt.NDArray[np.bool_], inside: npt.NDArray[np.bool_]) -> tuple[Plan, int]:
+        """The plan with the budgets its victims break (counted in candidate ``c``; ``went``: the
+        victims it evicts) and the candidate's victims kept because evicting them would have broken
+        one; and how many of its victims are beyond a budget."""
         names, idx = self.cluster.budgets.names, self.cluster.index
-        counts = np.bincount(breach.over_budget[went[breach.over_victim]], minlength=len(names))
+        hit = (breach.over_cand == c) & went[breach.over_victim]
+        counts = np.bincount(breach.over_budget[hit], minlength=len(names))
         over = tuple((names[b], int(counts[b])) for b in np.flatnonzero(counts).tolist())
         kept = tuple(idx.keys[r] for r in rows[inside & breach.beyond & ~went].tolist())
-        return replace(plan, beyond=over, kept=kept)
+        return replace(plan, beyond=over, kept=kept), len(np.unique(breach.over_victim[hit]))
 
     def _job_id(self, gang: str, otherwise: str) -> str:
         """The job a victim belongs to, as jobs are named: its gang's GangGroup, else ``otherwise``."""

@@ -286,3 +286,23 @@ def test_the_budgets_of_a_pod_several_cover_stand_across_cycles_and_follow_its_l
     relabelled = next(p for p in world.snapshot(frozenset({"koordpy"})).pods if p.key == "default/a")
     cluster.recount("default/a", relabelled.model_copy(update={"labels": {"team": "x"}}), {})
     assert cluster.budgets.all_of("default/a", int(cluster.index.pdb[row])) == (1,)
+
+
+def test_a_unit_spread_over_racks_counts_every_member_against_its_budget_in_each_rack() -> None:
+    # kube-scheduler classifies a group victim by all its pods, wherever they run. The low group u
+    # (disruptionMode all) has u-0 in rack ra and u-1 in rb, under a budget of one: evicting it for
+    # ra takes both, one beyond the budget. Rack rc's victim (mid) is under none: the gang goes to rc,
+    # though ra's victims are of lower priority (and ra wins without the budget).
+    classes = [priority_class("low", 1000), priority_class("mid", 1500), priority_class("high", 2000)]
+    objs: list[Any] = [classes, [node(f"{r}-{i}", cpu="4", labels={RACK: r})
+                                 for r in ("ra", "rb", "rc") for i in (0, 1)]]
+    objs += [group("u", min_count=2, priorityClassName="low", disruptionMode={"all": {}}),
+             *[_labelled(member(f"u-{i}", "3", "u", node_name=n, priority_class="low"), "db")
+               for i, n in enumerate(("ra-0", "rb-0"))],
+             pod("peer", "3", node_name="rb-1", priority_class="high", scheduler="other"),
+             pod("solo", "3", node_name="rc-0", priority_class="mid", scheduler="other"),
+             group("high", min_count=2, topology=RACK, priorityClassName="high"),
+             *[member(f"high-{i}", "3", "high", priority_class="high") for i in range(2)]]
+    assert sorted(run_upstream(*objs).preempted) == ["default/u-0", "default/u-1"]
+    out = run_upstream(*objs, pdb("db", "db", allowed=1))
+    assert out.preempted == ["default/solo"]
