@@ -167,6 +167,9 @@ class Budgets:
         self.items = [budgets[k] for k in sorted(budgets)] if budgets else []
         self.names = [b.key for b in self.items]
         self.allowed = np.array([b.disruptions_allowed or 0 for b in self.items], dtype=np.int64)
+        self.status_allowed = self.allowed.copy()
+        self.healthy = np.array([-1 if b.current_healthy is None else b.current_healthy for b in self.items],
+                                dtype=np.int64)
         self.disrupted = {(f"{b.namespace}/{name}", i) for i, b in enumerate(self.items) for name in b.disrupted_pods}
         # What decides which pods a budget covers: when it is unchanged, so are the rows' ids.
         self.spec = tuple((b.namespace, b.selector) for b in self.items)
@@ -198,6 +201,36 @@ class Budgets:
 
     def spend(self, b: int) -> None:
         self.allowed[b] = max(0, int(self.allowed[b]) - 1)
+
+    def settle(self, index: PodIndex) -> None:
+        """``allowed`` less the preempted pods a status has not counted yet. A pod a preemption is
+        terminating stops counting as healthy for the disruption controller, which then lowers
+        ``disruptionsAllowed``; until it has, the status still counts the pod and allows its
+        eviction again (a second victim in the next cycle would break the budget). Such a status
+        says more pods are healthy (``currentHealthy``) than are running now, not terminating: the
+        difference, at most the budget's preempted pods still terminating (not in its
+        ``disruptedPods``: the API server counted those already), is taken off. Readiness is not
+        read, so a pod not ready counts as running: the difference is never too large, only too
+        small, and a status that has caught up takes nothing off."""
+        self.allowed = self.status_allowed.copy()
+        if not bool(np.any(self.healthy > 0)):
+            return
+        n = len(self.items)
+        covered = index.live & ~index.held & (index.pdb >= 0)
+        running = covered & ~index.doomed
+        going = covered & index.doomed
+        now = np.bincount(index.pdb[running], minlength=n)
+        dying = np.bincount(index.pdb[going], minlength=n)
+        for key, ids in self.more.items():
+            r = index.row.get(key)
+            if r is not None and bool(covered[r]) and int(index.pdb[r]) == ids[0]:
+                np.add.at(dying if bool(index.doomed[r]) else now, np.array(ids[1:], dtype=np.int64), 1)
+        for key, b in self.disrupted:
+            r = index.row.get(key)
+            if r is not None and bool(going[r]) and b in self.all_of(key, int(index.pdb[r])):
+                dying[b] -= 1
+        unseen = np.minimum(np.maximum(0, self.healthy - now), np.maximum(0, dying))
+        self.allowed = np.maximum(0, self.status_allowed - np.where(self.healthy >= 0, unseen, 0))
 
 
 class Cluster:
@@ -253,6 +286,8 @@ class Cluster:
         assumed = assumed or {}
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
+        if self.budgets:
+            self.budgets.settle(self.index)
         self.trees = Trees(snapshot, self.nodes)
 
     def _meta(self, pod: Pod) -> PodMeta:
@@ -432,7 +467,8 @@ class Cluster:
                            self.budgets.of(self.objects.get(key)) if self.budgets.items else -1)
 
     def set_budgets(self, budgets: Mapping[str, PodDisruptionBudget]) -> None:
-        """The snapshot's PodDisruptionBudgets, read each cycle: their statuses taken as they are, the
+        """The snapshot's PodDisruptionBudgets, read each cycle once its pods are counted: their
+        statuses taken as they are (less what they have not counted yet: ``Budgets.settle``), the
         rows' budget ids counted again only when a budget came, went or changed what it selects."""
         new = Budgets(budgets)
         if new.spec == self.budgets.spec:
@@ -442,6 +478,7 @@ class Cluster:
             live = np.flatnonzero(idx.live)
             idx.pdb[live] = [new.of(self.objects.get(idx.keys[i])) for i in live.tolist()] if new else -1
         self.budgets = new
+        new.settle(self.index)
 
     def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
         """Sets the pod's metadata (and ``held``), recording what undoes it."""

@@ -306,3 +306,39 @@ def test_a_unit_spread_over_racks_counts_every_member_against_its_budget_in_each
     assert sorted(run_upstream(*objs).preempted) == ["default/u-0", "default/u-1"]
     out = run_upstream(*objs, pdb("db", "db", allowed=1))
     assert out.preempted == ["default/solo"]
+
+
+def _preempted_already(raw: dict[str, Any]) -> dict[str, Any]:
+    """The pod as a scheduler's preemption left it: DisruptionTarget=True, terminating."""
+    raw["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    raw.setdefault("status", {})["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    return raw
+
+
+def test_a_status_that_has_not_seen_a_preemption_yet_is_not_spent_twice() -> None:
+    # Cycle N preempted a0 under budget "db" (allowed 1 of 2 healthy); in cycle N+1 a0 is terminating
+    # but the disruption controller has not counted it yet: the status still says 2 healthy, 1
+    # allowed. The room a0 is leaving is not this preemptor's, so it needs another victim: not a1
+    # (the budget is spent, a0's eviction took it), c under no budget.
+    status = {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
+    budget = pdb("db", "db", minAvailable=1)
+    objs = [node("n0", cpu="4"), node("n1", cpu="4"), node("n2", cpu="4"), *CLASSES,
+            _preempted_already(running("a0", "n0", prio="lower", app="db")),
+            running("a1", "n1", prio="lower", app="db"),
+            running("c", "n2", prio="mid"), pod("p2", cpu="4", priority_class="high")]
+    world = World.from_objects([("test", o) for o in [*objs, {**budget, "status": status}]])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/c"]
+    # Once the controller has counted it (1 healthy, 0 allowed) nothing more is taken off: still c.
+    fresh = {**status, "disruptionsAllowed": 0, "currentHealthy": 1}
+    world = World.from_objects([("test", o) for o in [*objs, {**budget, "status": fresh}]])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/c"]
+    # And a fresh status that allows one more (3 healthy of minAvailable 1, a0 gone from the count)
+    # is not cut: a1 goes.
+    more = [*objs, running("a2", "n2", prio="mid", cpu="0", app="db"),
+            {**budget, "status": {**status, "disruptionsAllowed": 1, "currentHealthy": 2}}]
+    world = World.from_objects([("test", o) for o in more])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/a1"]
