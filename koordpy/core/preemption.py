@@ -770,12 +770,18 @@ class Preemptor:
                       went: npt.NDArray[np.bool_], inside: npt.NDArray[np.bool_]) -> tuple[Plan, int]:
         """The plan with the budgets its victims break (counted in candidate ``c``; ``went``: the
         victims it evicts) and the candidate's victims kept because evicting them would have broken
-        one; and how many of its victims are beyond a budget."""
+        one; and how many of its victims are beyond a budget. A victim beyond a budget was kept by it
+        only if a more important victim within every budget went in its place (victims are in
+        reprieve order, the most important first): one that was not needed, or was kept for its
+        importance alone, is not named."""
         names, idx = self.cluster.budgets.names, self.cluster.index
         hit = (breach.over_cand == c) & went[breach.over_victim]
         counts = np.bincount(breach.over_budget[hit], minlength=len(names))
         over = tuple((names[b], int(counts[b])) for b in np.flatnonzero(counts).tolist())
-        kept = tuple(idx.keys[r] for r in rows[inside & breach.beyond & ~went].tolist())
+        instead = np.flatnonzero(inside & went & ~breach.beyond)
+        spared = inside & breach.beyond & ~went
+        spared[:int(instead[0]) + 1 if len(instead) else len(spared)] = False
+        kept = tuple(idx.keys[r] for r in rows[spared].tolist())
         return replace(plan, beyond=over, kept=kept), len(np.unique(breach.over_victim[hit]))
 
     def _job_id(self, gang: str, otherwise: str) -> str:

@@ -63,7 +63,7 @@ def test_takes_the_lower_priority_victim_when_every_way_breaks_a_budget_and_says
     assert out.preempted == ["default/low"]
     message = _preempting_message(out)
     assert "evicts 1 pod(s) of PodDisruptionBudget default/db beyond its budget" in message
-    assert "PodDisruptionBudgets kept default/mid running" in message
+    assert "kept" not in message  # mid stays for its priority: both ways break the budget
 
 
 def test_two_victims_of_one_budget_of_one_both_needed_break_it_once() -> None:
@@ -342,3 +342,19 @@ def test_a_status_that_has_not_seen_a_preemption_yet_is_not_spent_twice() -> Non
     world = World.from_objects([("test", o) for o in more])
     result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
     assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/a1"]
+
+
+def test_a_protected_pod_the_preemption_did_not_need_is_not_said_to_be_kept_by_its_budget() -> None:
+    # n0 runs low-a (under a budget of 0) and lower-b (under none); the high pod needs the room of
+    # one. lower-b goes, the lowest priority, as it would without the budget: low-a was not needed,
+    # so no budget kept it and none is named. Same when both are protected: mid stays because it is
+    # the more important, not because of its budget.
+    objs = [node("n0"), *CLASSES, running("low-a", "n0", app="db"), running("lower-b", "n0", prio="lower"),
+            pdb("db", "db", allowed=0), pod("p", cpu="4", priority_class="high")]
+    out = run(*objs)
+    assert out.preempted == ["default/lower-b"]
+    assert "PodDisruptionBudget" not in _preempting_message(out)
+    both = run(node("n0"), *CLASSES, running("low", "n0", app="db"), running("mid", "n0", prio="mid", app="db"),
+               pdb("db", "db", allowed=0), pod("p", cpu="4", priority_class="high"))
+    assert both.preempted == ["default/low"]
+    assert "kept" not in _preempting_message(both)
