@@ -22,7 +22,7 @@ from koordpy.api.raw import Reader, read_object
 from koordpy.api.selectors import LabelSelector
 
 STORE = "disruption_budgets"  # the kind registry's store, and the core's ``Snapshot.of`` name for it
-_PERCENT = re.compile(r"(0|[1-9][0-9]*)%")
+_PERCENT = re.compile(r"[0-9]+%")  # as policy/v1 validation admits it (leading zeros too)
 
 
 class PodDisruptionBudget(BaseModel):
