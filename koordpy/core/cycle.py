@@ -46,6 +46,7 @@ from koordpy.core.queue import Round
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
 from koordpy.core.reserve import Reserve
+from koordpy.core.runtime import lone_delay
 from koordpy.core.skipping import skipping
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -65,6 +66,7 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
+    PreemptionDelayed,
     Text,
     TimedOut,
     TooFewMembers,
@@ -101,7 +103,7 @@ class Cycle:
             self.filters.devices.now = now
             self.filters.devices.gang_budget = snapshot.gang_search_seconds
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
-                                   self.view.groups, self.view.gangs)
+                                   self.view.groups, self.view.gangs, snapshot, now)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
         self.deallocated: set[str] = set()  # claims given up by PostFilter this cycle
         self.released: dict[str, str] = {}  # job id -> what its PostFilter gave up, in words
@@ -178,8 +180,12 @@ class Cycle:
         round_.count(job, held, self.bound, reserved)
         if wake is not None:
             since = self.state.wait_since.get(job.group)
+            deadline = None if since is None else since + self._wait_limit(job)
+            plan = self.diagnoses.get(job.id, (None, None))[1]
+            if plan is not None and plan.wake_at is not None:  # a delay or a victim's minimum runtime ends
+                deadline = plan.wake_at if deadline is None else min(deadline, plan.wake_at)
             queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                       None if since is None else since + self._wait_limit(job), self.state.reserved,
+                       deadline, self.state.reserved,
                        wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
                        self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
 
@@ -190,6 +196,9 @@ class Cycle:
                      for gid, since in self.state.wait_since.items()]
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
+        # Parked jobs woken at a time: a preemption delay or a victim's minimum runtime ends.
+        deadlines += [p.deadline for p in self.view.queue.parked.values() if p.deadline is not None
+                      and p.deadline > self.now]
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
         return min(deadlines, default=None)
@@ -684,6 +693,7 @@ class Cycle:
         plan = self._preempt(job, pods, req, failure)
         trial.discard()
         self.result.decide(*given)
+        self._tell_problems()
         if plan is not None:
             self.result.preemption_attempt()
         return plan
@@ -701,8 +711,42 @@ class Cycle:
             if least < len(pods):
                 smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)
                 if smaller.outcome != "none":
-                    return smaller
-        return plan
+                    plan = smaller
+        return self._delayed(job, plan)
+
+    def _delayed(self, job: Job, plan: Plan) -> Plan:
+        """The plan, or, while the job's preemption delay runs, a wait until it ends: what it would
+        preempt (or take back) is left alone (KAI leaves such a job out of preemption; the free room
+        it found it has taken already, before post_filter)."""
+        if plan.outcome != "nominated":
+            return plan
+        delays = [dialects.delay(g, self.snapshot) for g in job.gangs] or [
+            lone_delay(p, self.snapshot.default_preemption_delay) for p in job.pods[:1]]
+        for gang, delay in zip(job.gangs or [None], delays, strict=False):
+            if delay.delay.problem:
+                self.preemptor.problems[gang.key if gang is not None else job.pods[0].key] = delay.delay.problem
+        timed = [(ends, d) for d in delays if (ends := d.ends) is not None]
+        if not timed:
+            return plan
+        ends, delay = max(timed, key=lambda t: t[0])
+        if ends <= self.now:
+            return plan
+        said = PreemptionDelayed(ends - self.now, ends, float(delay.delay.seconds or 0.0), delay.delay.where)
+        return Plan("none", render(said), wake_at=ends)
+
+    def _tell_problems(self) -> None:
+        """Minimum runtimes and delays preemption read that cannot be used as written: a Warning Event
+        each, on the gang's object (else its first pod) or the lone pod (after the trial is discarded:
+        it would take them back)."""
+        problems = self.preemptor.problems
+        while problems:
+            key, message = problems.popitem()
+            gang = self.gangs.get(key)
+            if gang is not None:
+                self._gang_warning(gang, EventReason.INVALID_PREEMPTION_SETTING, message)
+            else:
+                self.result.decide(Event("Pod", key, "Warning", EventReason.INVALID_PREEMPTION_SETTING, message))
+
 
     def _say(self, pod: Pod, message: str, condition: str = "Unschedulable") -> None:
         self.result.wait(pod.key, message)

@@ -60,6 +60,10 @@ class Snapshot:
     pods_per_cycle: int = 0
     # The operator's ``deviceGangSearchSeconds``: one job's gang-wide device search's time budget.
     gang_search_seconds: float = GANG_BUDGET
+    # The operator's ``defaultPreemptMinRuntimeSeconds`` and ``defaultPreemptionDelaySeconds``: a job's
+    # minimum runtime and preemption delay where its objects set none (``koordpy.core.runtime``).
+    default_min_runtime: float = 0.0
+    default_preemption_delay: float = 0.0
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

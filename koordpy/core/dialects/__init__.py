@@ -47,6 +47,7 @@ from koordpy.core.dialects.base import (
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
+from koordpy.core.runtime import Delay, Runtime, with_default
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
@@ -239,6 +240,26 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
     if gang is not None and written is not None:
         _written_ask(gang, *written, pods, snapshot)
     return gang
+
+
+def _builder(gang: Gang, snapshot: Snapshot) -> Gangs:
+    """The dialect that built the gang (as ``build_gang`` chose it)."""
+    return declaring(gang.key, snapshot) or _naming(gang.key, gang.pods, snapshot) or ANNOTATION_GANGS
+
+
+def runtime(gang: Gang, snapshot: Snapshot) -> tuple[Runtime, str | None]:
+    """The gang's minimum runtime (the settings' default where its objects set none) and last start,
+    in its dialect's words, with why a time its objects hold is not used."""
+    dialect = _builder(gang, snapshot)
+    start, problem = dialect.last_start(gang, snapshot)
+    return Runtime(with_default(dialect.min_runtime(gang, snapshot), snapshot.default_min_runtime), start), problem
+
+
+def delay(gang: Gang, snapshot: Snapshot) -> Delay:
+    """The pending gang's preemption delay (the settings' default where its objects set none) and
+    what it counts from, in its dialect's words."""
+    said, anchor = _builder(gang, snapshot).preemption_delay(gang, snapshot)
+    return Delay(with_default(said, snapshot.default_preemption_delay), anchor)
 
 
 def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Gangs | None:

@@ -23,7 +23,7 @@ any one dialect's code (its module), the registries and the dispatch over them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,6 +33,16 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
+from koordpy.core.runtime import (
+    ANN_MIN_RUNTIME,
+    ANN_PREEMPTION_DELAY,
+    Said,
+    Source,
+    annotated,
+    earliest_start,
+    pending_anchor,
+    pod_sources,
+)
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
@@ -144,6 +154,20 @@ class Gangs(Dialect, Protocol):
         """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
         the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
         device rules bind a member's identical entry to."""
+        ...
+
+    def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
+        """How long the gang must have run since its last start before it may be preempted, as its
+        objects set it (``Said.seconds`` None: not set, the settings' default applies)."""
+        ...
+
+    def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
+        """When the gang last started (None: it has not), and why a time its objects hold is not used."""
+        ...
+
+    def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
+        """How long the pending gang waits before it may preempt, as its objects set it, and the time
+        that counts from (its creation, or its last eviction when later)."""
         ...
 
 
@@ -343,6 +367,26 @@ class GangsBase(DialectBase):
 
     def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
         return {}
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> Source | None:
+        """Its object that declares the gang ``key``, as messages name it, with its annotations: where
+        koordpy's per-job annotations are read first (None: no object, only the pods)."""
+        return None
+
+    def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
+        return annotated(ANN_MIN_RUNTIME, self._sources(gang, snapshot))
+
+    def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
+        return earliest_start(gang.pods), None
+
+    def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
+        return annotated(ANN_PREEMPTION_DELAY, self._sources(gang, snapshot)), pending_anchor(gang.creation, gang.pods)
+
+    def _sources(self, gang: Gang, snapshot: Snapshot) -> Iterator[Source]:
+        own = self.gang_object(gang.key, snapshot)
+        if own is not None:
+            yield own
+        yield from pod_sources(gang.pods)
 
 
 class StatusesBase(DialectBase):

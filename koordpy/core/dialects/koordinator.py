@@ -397,6 +397,10 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return build(key, snapshot.podgroups.get(key), pods)
 
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        pg = snapshot.podgroups.get(key)
+        return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
         podgroup = snapshot.podgroups.get(gang.key)
         if podgroup is None or gang.error or not gang.pods:

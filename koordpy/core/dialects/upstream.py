@@ -731,6 +731,13 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
             return None
         return group_gang(group, pods, snapshot)
 
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return f"CompositePodGroup {key}", composite.annotations
+        group = groups(snapshot).get(key)
+        return None if group is None else (f"PodGroup {key}", group.annotations)
+
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in composites(snapshot):
             return COMPOSITE_DECLARED_BY

@@ -560,6 +560,10 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBa
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return podgroup_gang(snapshot.volcano_podgroups[key], pods)
 
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        pg = snapshot.volcano_podgroups.get(key)
+        return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
 
