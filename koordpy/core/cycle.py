@@ -722,9 +722,10 @@ class Cycle:
             return plan
         delays = [dialects.delay(g, self.snapshot) for g in job.gangs] or [
             lone_delay(p, self.snapshot.default_preemption_delay) for p in job.pods[:1]]
-        for gang, delay in zip(job.gangs or [None], delays, strict=False):
+        keys = [g.key for g in job.gangs] or [p.key for p in job.pods[:1]]
+        for key, delay in zip(keys, delays, strict=True):
             if delay.delay.problem:
-                self.preemptor.problems[gang.key if gang is not None else job.pods[0].key] = delay.delay.problem
+                self.preemptor.problems[key] = delay.delay.problem
         timed = [(ends, d) for d in delays if (ends := d.ends) is not None]
         if not timed:
             return plan

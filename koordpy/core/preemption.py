@@ -448,9 +448,9 @@ class Preemptor:
         for pod in snapshot.pods:  # pods of no gang: their own annotation, else the default
             if not pod.node_name or pod.start_time is None or not (default or ANN_MIN_RUNTIME in pod.annotations):
                 continue
-            gang = self.gangs.get(self.member_of.get(pod.key, ""))
+            of = self.gangs.get(self.member_of.get(pod.key, ""))
             row = idx.row.get(pod.key)
-            if row is None or (gang is not None and gang.config is not None):
+            if row is None or (of is not None and of.config is not None):
                 continue
             runtime = lone_runtime(pod, default)
             if runtime.minimum.problem:

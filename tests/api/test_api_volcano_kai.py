@@ -557,7 +557,8 @@ MINIMAL: dict[str, Raw] = {
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
-    "kai-podgroup": KaiPodGroup, "kai-queue": KaiQueue, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
+    "kai-podgroup": KaiPodGroup, "kai-queue": KaiQueue, "owner": Owner, "namespace": Namespace,
+    "pvc": PersistentVolumeClaim,
     "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
     "composite-podgroup": CompositePodGroup, "deviceclass": DeviceClass, "resourceslice": ResourceSlice,
     "resourceclaim": ResourceClaim, "claimtemplate": ResourceClaimTemplate, "devicetaintrule": DeviceTaintRule,
