@@ -233,7 +233,7 @@ def test_json_shape() -> None:
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster", "closest"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
-                                      "wouldEvict", "wouldRelease", "wouldNominate", "where"}
+                                      "wouldEvict", "wouldRelease", "wouldNominate", "where", "tryAgainAt"}
     assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}
 
 
