@@ -215,7 +215,7 @@ KINDS: tuple[Kind, ...] = (
     # KAI's Queues: the minimum runtime of their jobs (spec.preemptMinRuntime, up the parents), read
     # afresh when a preemption looks for victims.
     Kind("Queue", "scheduling.run.ai", "v2", "queues", False, _from_raw(KaiQueue), "kai-queue", "kai_queues",
-         name="KaiQueue", change="none", own_field=False),
+         name="KaiQueue", change="none"),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
     Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner", "owners",
          shape="by-uid"),

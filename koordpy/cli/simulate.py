@@ -93,6 +93,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
+    from koordpy.core.decisions import EventReason
+
+    # A minimum runtime or preemption delay that cannot be read counts as 0: the live scheduler says
+    # so in a Warning Event, simulate on standard error too (once each).
+    for line in dict.fromkeys(e.message for e in result.events
+                              if e.reason == EventReason.INVALID_PREEMPTION_SETTING):
+        print(f"koordpy simulate: warning: {line}", file=sys.stderr)
     if args.output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

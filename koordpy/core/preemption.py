@@ -428,15 +428,17 @@ class Preemptor:
             jobs.append((name, runtime.last_start, float(runtime.minimum.seconds or 0.0)))
 
         for gang in self.gangs.values():
-            members = [r for p in gang.pods if p.node_name and (r := idx.row.get(p.key)) is not None]
-            if not members or gang.config is None:
+            if gang.config is None:
                 continue
             runtime, problem = dialects.runtime(gang, snapshot)
-            told = problem or runtime.minimum.problem
-            if told:
-                self.problems[gang.key] = told
+            if problem:
+                self.problems[gang.key] = problem
+            end = runtime.protected_until
+            if end is None or end <= self.now:
+                continue
+            members = [r for p in gang.pods if p.node_name and (r := idx.row.get(p.key)) is not None]
             protect(members, runtime, self._job_id(gang.key, gang.key))
-            if until[members[0]] <= 0:
+            if not members:
                 continue
             bound, least = gangrule.minimum(gang)
             if bound > least and not gang.whole and not gang.units:

@@ -16,7 +16,7 @@ dialect's own objects set them (its module), and what preemption does with them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.errors import ParseError
@@ -73,9 +73,14 @@ def timestamp(text: str | None, where: str) -> tuple[float | None, str | None]:
         return None, f"{where}: {exc.message}; ignored"
 
 
-def pod_sources(pods: Sequence[Pod]) -> Iterator[Source]:
-    """The members' annotations, in the gang's order (made from one template, they agree)."""
-    return ((f"pod {p.key}", p.annotations) for p in pods)
+def on_pods(key: str, pods: Sequence[Pod]) -> Said:
+    """The annotation ``key`` of the first of the members that sets it (made from one template, they
+    agree): asked of every member of every gang a preemption looks at, so a lookup each, no more."""
+    for p in pods:
+        text = p.annotations.get(key)
+        if text:
+            return duration(text, f"pod {p.key} annotation {key}")
+    return NOT_SET
 
 
 def earliest_start(pods: Iterable[Pod]) -> float | None:
@@ -136,5 +141,5 @@ def lone_delay(pod: Pod, default: float) -> Delay:
 
 
 __all__ = ["ANN_MIN_RUNTIME", "ANN_PREEMPTION_DELAY", "NOT_SET", "Delay", "Runtime", "Said", "annotated",
-           "duration", "earliest_start", "lone_delay", "lone_runtime", "pending_anchor", "pod_sources", "timestamp",
+           "duration", "earliest_start", "lone_delay", "lone_runtime", "on_pods", "pending_anchor", "timestamp",
            "with_default"]

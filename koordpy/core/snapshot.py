@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.dra import Devices
-from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.kueue import KaiPodGroup, KaiQueue, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
@@ -52,6 +52,7 @@ class Snapshot:
     invalid_topologies: dict[str, str] = field(default_factory=dict)  # name -> error
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    kai_queues: dict[str, KaiQueue] = field(default_factory=dict)  # KAI's Queues by name (minimum runtimes)
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True

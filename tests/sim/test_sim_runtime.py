@@ -122,3 +122,15 @@ def test_explain_says_the_victim_is_protected_and_when_preemption_is_tried_again
 def test_a_pod_without_annotations_is_unaffected() -> None:
     out, _ = sim(CLASSES, node("n1"), running("v", "n1", started=4), pending("p", created=5))
     assert "preempting 1 lower-priority pod(s)" in messages(out, "default/p")[0]
+
+
+def test_simulate_warns_of_a_minimum_runtime_it_cannot_read(tmp_path: Path, capsys: Any) -> None:
+    from koordpy.cli.main import main
+
+    victim = running("v", "n1", started=2, annotations={"koordpy.io/min-runtime": "ten minutes"})
+    path = tmp_path / "world.yaml"
+    path.write_text(yaml.safe_dump_all([*CLASSES, node("n1"), victim, pending("p", created=5)]))
+    assert main(["simulate", "-f", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert ("koordpy simulate: warning: pod default/v annotation koordpy.io/min-runtime: not a Go duration" in err
+            and "counted as 0" in err)

@@ -24,7 +24,14 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
-from koordpy.core.dialects.base import ExplainsBase, GangsBase, ManifestsBase, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import (
+    ExplainsBase,
+    GangsBase,
+    ManifestsBase,
+    RuntimesBase,
+    StatusesBase,
+    TopologiesBase,
+)
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement, Ties
@@ -106,7 +113,6 @@ KAI_GROUP_ANN = "pod-group-name"
 ANN_LAST_START = "kai.scheduler/last-start-timestamp"
 ANN_LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
 ANN_DELAY = "kai.scheduler/preemption-delay"
-QUEUES = "kai_queues"  # the store of KAI's Queues (``koordpy.api.kinds``)
 
 
 def queue_min_runtime(name: str, queues: Mapping[str, KaiQueue]) -> Said | None:
@@ -225,7 +231,7 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Kai(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
     KAI's to write (it gives none); its PodGroup asks no minimum resources."""
 
@@ -268,7 +274,7 @@ class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
         """The first ``spec.preemptMinRuntime`` up the PodGroup's Queue and its parents (a queue that
         is missing ends the walk); none set: koordpy's annotation, else the default."""
         pg = snapshot.kai_podgroups.get(gang.key)
-        found = queue_min_runtime(pg.queue, snapshot.of(QUEUES)) if pg is not None else None
+        found = queue_min_runtime(pg.queue, snapshot.kai_queues) if pg is not None else None
         return found if found is not None else super().min_runtime(gang, snapshot)
 
     def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:

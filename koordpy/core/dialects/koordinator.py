@@ -42,6 +42,7 @@ from koordpy.core.dialects.base import (
     GroupTerms,
     ManifestsBase,
     Objects,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -359,7 +360,7 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Koordinator(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True

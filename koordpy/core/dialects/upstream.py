@@ -72,6 +72,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     GroupRow,
     GroupTerms,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
 )
@@ -698,7 +699,7 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+class Upstream(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group). It has
     no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 

@@ -29,6 +29,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     GroupRow,
     ManifestsBase,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -532,7 +533,7 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Volcano(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
