@@ -93,7 +93,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
-    from koordpy.core.decisions import EventReason
+    from koordpy.core.decisions import EventReason  # loaded with the core, after the fork (above)
 
     # A minimum runtime or preemption delay that cannot be read counts as 0: the live scheduler says
     # so in a Warning Event, simulate on standard error too (once each).

@@ -113,6 +113,9 @@ class Cycle:
         self.bound = self.result.bound  # what the jobs bound this cycle, pod -> node (read often)
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
+        # When preemption may go otherwise though nothing changes (``Plan.wake_at``): a victim's minimum
+        # runtime or a job's preemption delay ends (also for a job not parked: members beyond a minimum).
+        self.preemption_wakes: list[float] = []
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -196,6 +199,7 @@ class Cycle:
                      for gid, since in self.state.wait_since.items()]
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
+        deadlines += self.preemption_wakes
         # Parked jobs woken at a time: a preemption delay or a victim's minimum runtime ends.
         deadlines += [p.deadline for p in self.view.queue.parked.values() if p.deadline is not None
                       and p.deadline > self.now]
@@ -694,6 +698,8 @@ class Cycle:
         trial.discard()
         self.result.decide(*given)
         self._tell_problems()
+        if plan is not None and plan.wake_at is not None:
+            self.preemption_wakes.append(plan.wake_at)
         if plan is not None:
             self.result.preemption_attempt()
         return plan
@@ -720,9 +726,13 @@ class Cycle:
         it found it has taken already, before post_filter)."""
         if plan.outcome != "nominated":
             return plan
-        delays = [dialects.delay(g, self.snapshot) for g in job.gangs] or [
+        # A job of one pod may be a member beyond its gang's met minimum: its gang's delay is its own.
+        gangs = job.gangs or [g for p in job.pods[:1]
+                              if (g := self.gangs.get(self.view.member_of.get(p.key, ""))) is not None
+                              and g.config is not None]
+        delays = [dialects.delay(g, self.snapshot) for g in gangs] or [
             lone_delay(p, self.snapshot.default_preemption_delay) for p in job.pods[:1]]
-        keys = [g.key for g in job.gangs] or [p.key for p in job.pods[:1]]
+        keys = [g.key for g in gangs] or [p.key for p in job.pods[:1]]
         for key, delay in zip(keys, delays, strict=True):
             if delay.delay.problem:
                 self.preemptor.problems[key] = delay.delay.problem

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from koordpy.core import dialects
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult, Event, Preempt
@@ -299,3 +301,20 @@ def test_a_recreated_member_restarts_the_delay() -> None:
     w = world(CLASSES, node("n1"), running("v", "n1", started=0), group, pending("p-0", created=10, group="p"))
     assert victims(cycle(w, 11)) == []
     assert victims(cycle(w, 13)) == ["default/v"]
+
+
+@pytest.mark.parametrize("policy", ["once-satisfied", "waiting-and-running"])
+def test_members_beyond_a_met_minimum_wait_out_the_delay_and_the_cycle_comes_back_for_them(policy: str) -> None:
+    # Gang p (minimum 1) runs one member; its second waits for the room of a lower-priority pod, as a
+    # pod of its own (once-satisfied) or with its running member counted (waiting-and-running: not
+    # parked, as its gang's minimum holds). Either is woken when the delay ends.
+    group = podgroup("p", 1, annotations={**DELAY_3, "gang.scheduling.koordinator.sh/match-policy": policy})
+    group["metadata"]["creationTimestamp"] = at(5)
+    first = running("p-0", "n0", started=5, group="p")
+    first["spec"]["priorityClassName"] = "high"
+    w = world(CLASSES, node("n0"), node("n1"), running("v", "n1", started=0), group, first,
+              pending("p-1", created=5, group="p"))
+    out = cycle(w, 6)
+    assert victims(out) == [] and "would preempt in 2 min" in out.waiting["default/p-1"]
+    assert out.next_deadline == seconds(8)
+    assert victims(cycle(w, 8)) == ["default/v"]
