@@ -441,7 +441,9 @@ class Preemptor:
             if not members:
                 continue
             bound, least = gangrule.minimum(gang)
-            if bound > least and not gang.whole and not gang.units:
+            # A gang of parts (a CompositePodGroup's children, each with its own minimum) is kept whole:
+            # the cap counts the gang's members, not each part's.
+            if bound > least and not gang.whole and not gang.units and gang.parts is None:
                 gang_no[members] = len(allow)
                 allow.append(bound - least)
             else:
