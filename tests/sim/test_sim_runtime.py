@@ -134,3 +134,25 @@ def test_simulate_warns_of_a_minimum_runtime_it_cannot_read(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert ("koordpy simulate: warning: pod default/v annotation koordpy.io/min-runtime: not a Go duration" in err
             and "counted as 0" in err)
+
+
+def test_a_protected_composite_keeps_each_child_at_its_minimum() -> None:
+    # Composite low needs both children (minGroupCount 2), each at its minimum of 1: child a runs two
+    # pods, child b one. Three members bound above a minimum of two, but the one above is a's: b's only
+    # pod, whose node the preemptor needs, is protected with the rest.
+    from tests.core.dialects.test_upstream_composite import child, composite
+
+    top = composite("low", count=2, priorityClassName="low")
+    top["metadata"]["annotations"] = {"koordpy.io/min-runtime": "10m"}
+    kids = [child("low-a", 1, parent="low"), child("low-b", 1, parent="low")]
+    for kid in kids:
+        kid["spec"]["priorityClassName"] = "low"
+    members = [workload_member(name, "8", kid, node_name=where, scheduler="other", priority_class="low")
+               for name, kid, where in (("a-0", "low-a", "n0"), ("a-1", "low-a", "n1"), ("b-0", "low-b", "n2"))]
+    for m in members:
+        m["metadata"]["creationTimestamp"] = at(0)
+        m["status"] = {"phase": "Running", "startTime": at(2)}
+    wanted = pending("p", created=5, nodeSelector={"kubernetes.io/hostname": "n2"})
+    out, w = sim(CLASSES, node("n0"), node("n1"), node("n2"), top, *kids, *members, wanted)
+    assert "protected by its minimum runtime" in messages(out, "default/p")[0]
+    assert out.preempted == ["default/b-0"] and w.now >= seconds(12)
