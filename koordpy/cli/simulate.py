@@ -89,7 +89,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
-    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
+    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]),
+                      default_min_runtime=args.default_preempt_min_runtime,
+                      default_preemption_delay=args.default_preemption_delay)
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
@@ -150,4 +152,21 @@ def add_parser(sub: Any) -> None:
                      help="table (default) or json")
     sim.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are ours (default: koordpy); repeatable")
+    sim.add_argument("--default-preempt-min-runtime", type=_seconds, default=0.0, metavar="SECONDS",
+                     help="a job's minimum runtime where it sets none (the setting "
+                          "defaultPreemptMinRuntimeSeconds; default 0)")
+    sim.add_argument("--default-preemption-delay", type=_seconds, default=0.0, metavar="SECONDS",
+                     help="a job's preemption delay where it sets none (the setting "
+                          "defaultPreemptionDelaySeconds; default 0)")
     sim.set_defaults(func=cmd_simulate, prog=PROG)
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 to a week (the settings' bounds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 604800:
+        raise argparse.ArgumentTypeError(f"must be 0 to 604800 seconds, got {text}")
+    return value

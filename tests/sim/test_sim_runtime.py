@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from koordpy.sim.simulator import SimulationResult, World, simulate
@@ -156,3 +157,18 @@ def test_a_protected_composite_keeps_each_child_at_its_minimum() -> None:
     out, w = sim(CLASSES, node("n0"), node("n1"), node("n2"), top, *kids, *members, wanted)
     assert "protected by its minimum runtime" in messages(out, "default/p")[0]
     assert out.preempted == ["default/b-0"] and w.now >= seconds(12)
+
+
+def test_simulate_takes_the_default_delay_from_its_flag(tmp_path: Path, capsys: Any) -> None:
+    from koordpy.cli.main import main
+
+    path = tmp_path / "world.yaml"
+    path.write_text(yaml.safe_dump_all([*CLASSES, node("n1"), running("v", "n1", started=0), pending("p", created=5)]))
+    assert main(["simulate", "-f", str(path), "-o", "json", "--default-preemption-delay", "60"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    said = [e["message"] for e in out["events"] if e["object"] == "default/p" and e["reason"] == "FailedScheduling"]
+    assert "would preempt in 59 s" in said[0] and "(the default)" in said[0]
+    assert out["preempted"] == ["default/v"]
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error
+        main(["simulate", "-f", str(path), "--default-preempt-min-runtime", "-1"])
+    assert refused.value.code == 2
