@@ -3,7 +3,8 @@
 ``schedule(snapshot, state, now)`` takes the jobs in queue order and, for each, runs
 pre_filter (gang completeness, timeouts, config errors), filter/score/reserve (placement
 on a Statement), permit (the GangGroup's minimums) and bind, or post_filter when the job
-does not fit. Later jobs see the moves of earlier ones. It returns decisions only.
+does not fit (preemption, held back while the job's preemption delay runs). Later jobs see the
+moves of earlier ones. It returns decisions only.
 """
 
 from __future__ import annotations
@@ -728,7 +729,7 @@ class Cycle:
             return plan
         # A job of one pod may be a member beyond its gang's met minimum: its gang's delay is its own.
         gangs = job.gangs or [g for p in job.pods[:1]
-                              if (g := self.gangs.get(self.view.member_of.get(p.key, ""))) is not None
+                              if (g := self.view.gangs.get(self.view.member_of.get(p.key, ""))) is not None
                               and g.config is not None]
         delays = [dialects.delay(g, self.snapshot) for g in gangs] or [
             lone_delay(p, self.snapshot.default_preemption_delay) for p in job.pods[:1]]
@@ -752,12 +753,11 @@ class Cycle:
         problems = self.preemptor.problems
         while problems:
             key, message = problems.popitem()
-            gang = self.gangs.get(key)
+            gang = self.view.gangs.get(key)
             if gang is not None:
                 self._gang_warning(gang, EventReason.INVALID_PREEMPTION_SETTING, message)
             else:
                 self.result.decide(Event("Pod", key, "Warning", EventReason.INVALID_PREEMPTION_SETTING, message))
-
 
     def _say(self, pod: Pod, message: str, condition: str = "Unschedulable") -> None:
         self.result.wait(pod.key, message)

@@ -2,13 +2,15 @@
 
 Belongs here: whether a job that cannot be placed may preempt (its policy, victims of an earlier
 preemption still terminating on its nominated nodes, a failure that removing pods cannot
-resolve), the dry run that removes every lower-priority pod, the candidates (the domains of the
-job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims (with the
-rules between pods that keep a pod off one node), units of victims evicted whole, the ranking of
-candidates by what they disrupt, the verified plans compared by what they really evict, and the
-plan that results: victims, nominations, and pending pods whose nominated room goes. The dry run
-works on a Statement that is always discarded, so nothing it tries outlives it. Does not belong
-here: carrying the plan out (the cycle turns it into decisions, the shell writes them).
+resolve), the dry run that removes every lower-priority pod (but those their job's minimum runtime
+protects, and no more of a protected elastic gang than it holds above its minimum, ``_Shield``),
+the candidates (the domains of the job's hard scope, each node for a lone pod, else the cluster),
+the reprieve of victims (with the rules between pods that keep a pod off one node), units of
+victims evicted whole, the ranking of candidates by what they disrupt, the verified plans compared
+by what they really evict, and the plan that results: victims, nominations, and pending pods whose
+nominated room goes. The dry run works on a Statement that is always discarded, so nothing it tries
+outlives it. Does not belong here: carrying the plan out (the cycle turns it into decisions, the
+shell writes them), a job's preemption delay (the cycle holds a plan back while it runs).
 """
 
 from __future__ import annotations
