@@ -105,6 +105,12 @@ class Settings(_Strict):
     # covers the kubernetes/kubernetes#138765 shape at 1,000 members, measured at 0.11 s). At most 10,
     # kube-scheduler's bound on one device search.
     device_gang_search_seconds: float = Field(1.0, alias="deviceGangSearchSeconds", gt=0, le=10)
+    # A job's minimum runtime (no victim of preemption until it has run this long since its last
+    # start) and preemption delay (a pending job waits this long, from its creation or last eviction,
+    # before it preempts), where its objects set none: KAI's defaultPreemptMinRuntime is 0, and KAI
+    # has no default delay. A week at most: a longer value is most likely a unit mistaken.
+    default_min_runtime: float = Field(0.0, alias="defaultPreemptMinRuntimeSeconds", ge=0, le=604800)
+    default_preemption_delay: float = Field(0.0, alias="defaultPreemptionDelaySeconds", ge=0, le=604800)
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
                                             alias="leaderElection")

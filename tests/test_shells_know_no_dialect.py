@@ -81,7 +81,8 @@ _IN_TEXT = re.compile("|".join([
     *(rf"\b{re.escape(f)}\b" for f in FIELDS),
 ]))
 _IN_NAME = re.compile("|".join([*(re.escape(s) for s in STORES if s not in ("topology", "topologies")),
-                                *(re.escape(k.lower()) for k in KIND_NAMES if k != "Topology"),
+                                # Topology and KAI's Queue are also plain words (a tree, the scheduling queue)
+                                *(re.escape(k.lower()) for k in KIND_NAMES if k not in ("Topology", "Queue")),
                                 *(re.escape(n) for n in NAMES)]), re.IGNORECASE)
 
 # The help texts the CLI's parser is built with: ``koordpy --help`` and each command's parser are

@@ -20,7 +20,7 @@ from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
 from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.dra import DeviceClass, Devices, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.errors import ParseError, object_ref
-from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.kueue import KaiPodGroup, KaiQueue, Topology
 from koordpy.api.objects import Namespace, Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
@@ -214,6 +214,10 @@ KINDS: tuple[Kind, ...] = (
          errors=_GANG_ERRORS, own_field=False, priority_admitted=True),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
          "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
+    # KAI's Queues: the minimum runtime of their jobs (spec.preemptMinRuntime, up the parents), read
+    # afresh when a preemption looks for victims.
+    Kind("Queue", "scheduling.run.ai", "v2", "queues", False, _from_raw(KaiQueue), "kai-queue", "kai_queues",
+         name="KaiQueue", change="none"),
     Kind("Job", "batch", "v1", "jobs", True, _owner("batch/v1", "Job"), "owner", "owners", shape="by-uid"),
     Kind("ReplicaSet", "apps", "v1", "replicasets", True, _owner("apps/v1", "ReplicaSet"), "owner", "owners",
          shape="by-uid"),

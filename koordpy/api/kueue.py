@@ -127,6 +127,9 @@ class KaiPodGroup(_Model, NamespacedKey):
     creation: float | None = None
     topology_constraint: TopologyConstraint | None = None
     phase: str = ""
+    # spec.preemptionDelay as written (a Go duration; "" not set): read where it is used, so that a
+    # bad value is told as such and does not make the whole PodGroup unusable.
+    preemption_delay: str = ""
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> KaiPodGroup:
@@ -156,9 +159,27 @@ class KaiPodGroup(_Model, NamespacedKey):
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             topology_constraint=constraint,
             phase=r.string(status.get("phase"), "status.phase"),
+            preemption_delay=r.string(spec.get("preemptionDelay"), "spec.preemptionDelay"),
         )
 
     def constraint_keys(self) -> dict[str, str]:
         """The constraint keys this PodGroup sets: its spec first, then its own annotations."""
         spec = self.topology_constraint.keys_set() if self.topology_constraint else {}
         return {**kai_constraint_from_annotations(self.annotations), **spec}
+
+
+class KaiQueue(_Model):
+    """KAI's Queue (``scheduling.run.ai/v2``, cluster-scoped) as far as preemption reads it: its
+    parent, and the minimum runtime a job of its must have had before it may be preempted (a Go
+    duration as written, "" not set; a queue without one takes its parent's)."""
+
+    name: str
+    parent: str = ""
+    preempt_min_runtime: str = ""
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> KaiQueue:
+        r, meta, (spec,) = read_object(raw, "Queue", "spec")
+        return cls(name=r.name(meta.get("name")),
+                   parent=r.string(spec.get("parentQueue"), "spec.parentQueue"),
+                   preempt_min_runtime=r.string(spec.get("preemptMinRuntime"), "spec.preemptMinRuntime"))

@@ -341,6 +341,8 @@ class Pod(Record, NamespacedKey):
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     creation: float | None = None
+    # status.startTime: when the kubelet started the pod (None: not started, or not said).
+    start_time: float | None = None
     deleting: bool = False
     scheduler_name: str = "default-scheduler"
     node_name: str = ""
@@ -503,6 +505,7 @@ class Pod(Record, NamespacedKey):
             labels=_SHARED_LABELS.map(r.str_map(meta.get("labels"), "metadata.labels")),
             annotations=_SHARED_ANNOTATIONS.map(r.str_map(meta.get("annotations"), "metadata.annotations")),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            start_time=r.timestamp(status.get("startTime"), "status.startTime"),
             deleting=meta.get("deletionTimestamp") is not None,
             scheduler_name=sys.intern(r.string(spec.get("schedulerName"), "spec.schedulerName")
                                       or "default-scheduler"),

@@ -184,7 +184,7 @@ def render_text(exp: Explanation, out: TextIO) -> None:
         # The preemption dry run, when it ran, is the answer; the diagnosis alone only bounds it.
         pre = exp.preemption
         if pre is not None and pre.outcome != "not-tried":
-            helps = pre.outcome in ("nominated", "waiting")
+            helps = pre.outcome in ("nominated", "waiting") or pre.try_again_at is not None
         else:
             helps = d.resolvable and d.fits_empty is not False
         w(f"  fits the nodes with every other pod gone: "

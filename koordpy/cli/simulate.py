@@ -89,10 +89,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
-    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
+    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]),
+                      default_min_runtime=args.default_preempt_min_runtime,
+                      default_preemption_delay=args.default_preemption_delay)
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
+    from koordpy.core.decisions import EventReason  # loaded with the core, after the fork (above)
+
+    # A minimum runtime or preemption delay that cannot be read counts as 0: the live scheduler says
+    # so in a Warning Event, simulate on standard error too (once each).
+    for line in dict.fromkeys(e.message for e in result.events
+                              if e.reason == EventReason.INVALID_PREEMPTION_SETTING):
+        print(f"koordpy simulate: warning: {line}", file=sys.stderr)
     if args.output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
@@ -143,4 +152,21 @@ def add_parser(sub: Any) -> None:
                      help="table (default) or json")
     sim.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are ours (default: koordpy); repeatable")
+    sim.add_argument("--default-preempt-min-runtime", type=_seconds, default=0.0, metavar="SECONDS",
+                     help="a job's minimum runtime where it sets none (the setting "
+                          "defaultPreemptMinRuntimeSeconds; default 0)")
+    sim.add_argument("--default-preemption-delay", type=_seconds, default=0.0, metavar="SECONDS",
+                     help="a job's preemption delay where it sets none (the setting "
+                          "defaultPreemptionDelaySeconds; default 0)")
     sim.set_defaults(func=cmd_simulate, prog=PROG)
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 to a week (the settings' bounds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 604800:
+        raise argparse.ArgumentTypeError(f"must be 0 to 604800 seconds, got {text}")
+    return value

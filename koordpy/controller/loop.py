@@ -84,12 +84,15 @@ class SchedulerLoop:
     def __init__(self, cache: Cache, writer: ApiWriter, scheduler_names: frozenset[str],
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
                  preemption: bool = True, pods_per_cycle: int = 0,
-                 gang_search_seconds: float = GANG_BUDGET) -> None:
+                 gang_search_seconds: float = GANG_BUDGET, default_min_runtime: float = 0.0,
+                 default_preemption_delay: float = 0.0) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
         self.pods_per_cycle = pods_per_cycle  # podsPerCycle; 0: no limit
         self.gang_search_seconds = gang_search_seconds  # deviceGangSearchSeconds
+        # defaultPreemptMinRuntimeSeconds, defaultPreemptionDelaySeconds
+        self.default_min_runtime, self.default_preemption_delay = default_min_runtime, default_preemption_delay
         # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
         # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
         self._told: dict[str, int] = {}
@@ -213,6 +216,8 @@ class SchedulerLoop:
         snap.preemption = self.preemption
         snap.pods_per_cycle = self.pods_per_cycle
         snap.gang_search_seconds = self.gang_search_seconds
+        snap.default_min_runtime = self.default_min_runtime
+        snap.default_preemption_delay = self.default_preemption_delay
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result, core_cpu = await asyncio.to_thread(_schedule_timed, snap, self.state, time.time())

@@ -326,7 +326,9 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     writer = ApiWriter(api, metrics=metrics, fence=elector.may_write if elector is not None else None)
     loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption,
                          pods_per_cycle=settings.pods_per_cycle,
-                         gang_search_seconds=settings.device_gang_search_seconds)
+                         gang_search_seconds=settings.device_gang_search_seconds,
+                         default_min_runtime=settings.default_min_runtime,
+                         default_preemption_delay=settings.default_preemption_delay)
     settings_ = kopf.OperatorSettings()
     settings_.posting.enabled = False
     settings_.persistence.diffbase_storage = _NoDiffBase()

@@ -3,7 +3,8 @@
 ``schedule(snapshot, state, now)`` takes the jobs in queue order and, for each, runs
 pre_filter (gang completeness, timeouts, config errors), filter/score/reserve (placement
 on a Statement), permit (the GangGroup's minimums) and bind, or post_filter when the job
-does not fit. Later jobs see the moves of earlier ones. It returns decisions only.
+does not fit (preemption, held back while the job's preemption delay runs). Later jobs see the
+moves of earlier ones. It returns decisions only.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from koordpy.core.queue import Round
 from koordpy.core.refusals import job_refusal
 from koordpy.core.requirement import Requirement
 from koordpy.core.reserve import Reserve
+from koordpy.core.runtime import lone_delay
 from koordpy.core.skipping import skipping
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
@@ -65,6 +67,7 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
+    PreemptionDelayed,
     ReplacementsDoNotFit,
     Text,
     TimedOut,
@@ -102,7 +105,7 @@ class Cycle:
             self.filters.devices.now = now
             self.filters.devices.gang_budget = snapshot.gang_search_seconds
         self.preemptor = Preemptor(self.cluster, self.placer, snapshot.priority_classes, self.view.member_of,
-                                   self.view.groups, self.view.gangs)
+                                   self.view.groups, self.view.gangs, snapshot, now)
         self.preempted_jobs: set[str] = set()  # preemption is tried once per job and cycle
         self.deallocated: set[str] = set()  # claims given up by PostFilter this cycle
         self.released: dict[str, str] = {}  # job id -> what its PostFilter gave up, in words
@@ -114,6 +117,9 @@ class Cycle:
         self.bound = self.result.bound  # what the jobs bound this cycle, pod -> node (read often)
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
+        # When preemption may go otherwise though nothing changes (``Plan.wake_at``): a victim's minimum
+        # runtime or a job's preemption delay ends (also for a job not parked: members beyond a minimum).
+        self.preemption_wakes: list[float] = []
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -181,8 +187,12 @@ class Cycle:
         round_.count(job, held, self.bound, reserved)
         if wake is not None:
             since = self.state.wait_since.get(job.group)
+            deadline = None if since is None else since + self._wait_limit(job)
+            plan = self.diagnoses.get(job.id, (None, None))[1]
+            if plan is not None and plan.wake_at is not None:  # a delay or a victim's minimum runtime ends
+                deadline = plan.wake_at if deadline is None else min(deadline, plan.wake_at)
             queue.park(job, {p.key: self.result.waiting[p.key] for p in job.pods if p.key in self.result.waiting},
-                       None if since is None else since + self._wait_limit(job), self.state.reserved,
+                       deadline, self.state.reserved,
                        wake, self.now, 1 if before is None or wake == "changed" else before.attempts + 1,
                        self.preemptor.terminating_on_nominated(job) if wake == "victims" else ())
 
@@ -195,6 +205,10 @@ class Cycle:
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         deadlines += self.view.loss_due.values()  # a member stops counting: its gang is looked at again
+        deadlines += self.preemption_wakes
+        # Parked jobs woken at a time: a preemption delay or a victim's minimum runtime ends.
+        deadlines += [p.deadline for p in self.view.queue.parked.values() if p.deadline is not None
+                      and p.deadline > self.now]
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
         return min(deadlines, default=None)
@@ -726,6 +740,9 @@ class Cycle:
         plan = self._preempt(job, pods, req, failure)
         trial.discard()
         self.result.decide(*given)
+        self._tell_problems()
+        if plan is not None and plan.wake_at is not None:
+            self.preemption_wakes.append(plan.wake_at)
         if plan is not None:
             self.result.preemption_attempt()
         return plan
@@ -743,8 +760,46 @@ class Cycle:
             if least < len(pods):
                 smaller = self.preemptor.plan(job, pods[:least], req, failure, self._place)
                 if smaller.outcome != "none":
-                    return smaller
-        return plan
+                    plan = smaller
+        return self._delayed(job, plan)
+
+    def _delayed(self, job: Job, plan: Plan) -> Plan:
+        """The plan, or, while the job's preemption delay runs, a wait until it ends: what it would
+        preempt (or take back) is left alone (KAI leaves such a job out of preemption; the free room
+        it found it has taken already, before post_filter)."""
+        if plan.outcome != "nominated":
+            return plan
+        # A job of one pod may be a member beyond its gang's met minimum: its gang's delay is its own.
+        gangs = job.gangs or [g for p in job.pods[:1]
+                              if (g := self.view.gangs.get(self.view.member_of.get(p.key, ""))) is not None
+                              and g.config is not None]
+        delays = [dialects.delay(g, self.snapshot) for g in gangs] or [
+            lone_delay(p, self.snapshot.default_preemption_delay) for p in job.pods[:1]]
+        keys = [g.key for g in gangs] or [p.key for p in job.pods[:1]]
+        for key, delay in zip(keys, delays, strict=True):
+            if delay.delay.problem:
+                self.preemptor.problems[key] = delay.delay.problem
+        timed = [(ends, d) for d in delays if (ends := d.ends) is not None]
+        if not timed:
+            return plan
+        ends, delay = max(timed, key=lambda t: t[0])
+        if ends <= self.now:
+            return plan
+        said = PreemptionDelayed(ends - self.now, ends, float(delay.delay.seconds or 0.0), delay.delay.where)
+        return Plan("none", render(said), wake_at=ends)
+
+    def _tell_problems(self) -> None:
+        """Minimum runtimes and delays preemption read that cannot be used as written: a Warning Event
+        each, on the gang's object (else its first pod) or the lone pod (after the trial is discarded:
+        it would take them back)."""
+        problems = self.preemptor.problems
+        while problems:
+            key, message = problems.popitem()
+            gang = self.view.gangs.get(key)
+            if gang is not None:
+                self._gang_warning(gang, EventReason.INVALID_PREEMPTION_SETTING, message)
+            else:
+                self.result.decide(Event("Pod", key, "Warning", EventReason.INVALID_PREEMPTION_SETTING, message))
 
     def _say(self, pod: Pod, message: str, condition: str = "Unschedulable") -> None:
         self.result.wait(pod.key, message)

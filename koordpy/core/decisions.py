@@ -116,6 +116,8 @@ class EventReason(StrEnum):
     TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
     REPLACEMENTS_DO_NOT_FIT = "ReplacementsDoNotFit"  # a gang that lost members cannot take their replacements
+    # A job's minimum runtime or preemption delay, as its objects set it, cannot be read: counted as 0.
+    INVALID_PREEMPTION_SETTING = "InvalidPreemptionSetting"
     # kube-scheduler's DynamicResources PreBind, while a pod waits for its devices' binding conditions
     # (written by the binding cycle, not the core).
     BINDING_CONDITIONS_PENDING = "BindingConditionsPending"

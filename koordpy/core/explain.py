@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from koordpy.api.dra import Devices
 from koordpy.api.objects import Pod
+from koordpy.api.raw import rfc3339
 from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
@@ -133,6 +134,9 @@ class PreemptionFacts:
     # of the candidate chosen that budgets kept running (evicting them would have broken one).
     beyond_budgets: tuple[tuple[str, int], ...] = ()
     kept_by_budgets: tuple[str, ...] = ()
+    # When preemption would be tried again though nothing changes (a victim's minimum runtime or the
+    # job's preemption delay ends); None: only a change in the cluster.
+    try_again_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,8 @@ class Explanation:
             preemption: null | {policy, priority, nominated: {pod: node}, terminating: [...],
                         outcome: nominated|waiting|none|not-tried, message, wouldEvict: [...],
                         wouldRelease: [...], wouldNominate: {pod: node}, where,
-                        beyondBudgets: {pdb: pods}, keptByBudgets: [...]}
+                        beyondBudgets: {pdb: pods}, keptByBudgets: [...],
+                        tryAgainAt: null | RFC 3339 time}
             changes: ["what would change the answer", ...]
             messages: {pod: why it would wait}
         """
@@ -212,7 +217,8 @@ class Explanation:
                 "terminating": list(p.terminating), "outcome": p.outcome, "message": p.message,
                 "wouldEvict": list(p.would_evict), "wouldRelease": list(p.would_release),
                 "wouldNominate": dict(p.would_nominate), "where": p.where,
-                "beyondBudgets": dict(p.beyond_budgets), "keptByBudgets": list(p.kept_by_budgets)},
+                "beyondBudgets": dict(p.beyond_budgets), "keptByBudgets": list(p.kept_by_budgets),
+                "tryAgainAt": None if p.try_again_at is None else rfc3339(p.try_again_at)},
             "changes": list(self.changes),
             "messages": dict(self.messages),
         }
@@ -527,7 +533,8 @@ class _Explainer:
                                         key=lambda kn: natural_key(kn[0]))) if plan is not None else (),
             where=plan.where if plan is not None else "",
             beyond_budgets=plan.beyond if plan is not None else (),
-            kept_by_budgets=plan.kept if plan is not None else ())
+            kept_by_budgets=plan.kept if plan is not None else (),
+            try_again_at=plan.wake_at if plan is not None else None)
 
     # -- what would change the answer --------------------------------------------------------
 
@@ -577,6 +584,8 @@ class _Explainer:
                 out.append("preemption is switched off in koordpy's configuration: only room freed by others helps")
             elif p.policy == "Never":
                 out.append("its preemptionPolicy is Never: it never evicts others; only room freed by others helps")
+            elif p.outcome == "none" and p.try_again_at is not None:
+                out.append(f"preemption waits: {p.message}")  # a minimum runtime or the delay: later
             elif p.outcome == "none" and p.message:
                 out.append(f"preemption cannot help: {p.message.removeprefix('not helpful: ')}")
             elif p.outcome == "none":

@@ -21,6 +21,7 @@ from typing import assert_never
 
 from koordpy.api.dra import RESERVED_FOR_MAX
 from koordpy.api.quantity import format_quantity
+from koordpy.api.raw import rfc3339
 from koordpy.core.verdicts import (
     Assigned,
     BeyondMinimum,
@@ -48,6 +49,7 @@ from koordpy.core.verdicts import (
     MarkedTimedOut,
     MemberRejected,
     MinResourcesShort,
+    MinRuntimeProtected,
     NoCandidate,
     NodesFiltered,
     NoDomainAtLevel,
@@ -61,6 +63,7 @@ from koordpy.core.verdicts import (
     PreBindConflict,
     PreemptedBy,
     Preempting,
+    PreemptionDelayed,
     PreFilterReason,
     Reason,
     Refused,
@@ -459,7 +462,23 @@ def _budgets(r: Preempting) -> str:
     return out
 
 
-def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str:
+def span(seconds: float) -> str:
+    """A length of time as people say it: seconds below two minutes, minutes below two hours."""
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 7200:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+
+
+def _ran_of(ran: float, minimum: float) -> str:
+    """How long a job ran of its minimum, both in the minimum's unit ("3 min of its 10")."""
+    unit, size = ("s", 1.0) if minimum < 120 else ("min", 60.0) if minimum < 7200 else ("h", 3600.0)
+    return f"{int(max(0.0, ran) // size)} {unit} of its {minimum / size:g}"
+
+
+def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting | PreemptionDelayed
+                | MinRuntimeProtected) -> str:
     match r:
         case NotEligible(why="never"):
             return NOT_ELIGIBLE_NEVER
@@ -477,6 +496,13 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str
             shown = ", ".join(r.victims[:3]) + (f" and {len(r.victims) - 3} more" if len(r.victims) > 3 else "")
             return (f"preemption: preempting {len(r.victims)} lower-priority pod(s) of {r.jobs} job(s) in "
                     f"{r.where} ({shown}){_budgets(r)}; the job is nominated there and waits for them to terminate.")
+        case PreemptionDelayed():
+            return (f"preemption: would preempt in {span(r.left)} (at {rfc3339(r.ends)}), once its preemption "
+                    f"delay of {span(r.delay)} ({r.where}) has passed; free room it takes at once.")
+        case MinRuntimeProtected():
+            more = f" (and {r.others} more job(s))" if r.others else ""
+            return (f"preemption: victim {r.victim} is protected by its minimum runtime{more}: runs for "
+                    f"{_ran_of(r.ran, r.minimum)}; preemption is tried again when that has passed.")
         case _:
             assert_never(r)
 
@@ -622,7 +648,8 @@ def render(reason: Reason) -> str:
             said = f" {reason.preemption}" if reason.preemption else ""
             return (f'gang "{reason.gang}" lost members and cannot take the {reason.missing} replacement(s) it '
                     f'needs together {where}: "{render(reason.inner)}"{said}')
-        case NotEligible() | NotHelpful() | RoomTakenBack() | Preempting():
+        case (NotEligible() | NotHelpful() | RoomTakenBack() | Preempting() | PreemptionDelayed()
+              | MinRuntimeProtected()):
             return _preemption(reason)
         case PreemptedBy():
             return (f"koordpy: preempting to accommodate higher priority pods, preemptor: "

@@ -2,14 +2,17 @@
 
 Belongs here: whether a job that cannot be placed may preempt (its policy, victims of an earlier
 preemption still terminating on its nominated nodes, a failure that removing pods cannot
-resolve), the dry run that removes every lower-priority pod, the candidates (the domains of the
-job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims (with the
-rules between pods that keep a pod off one node), units of victims evicted whole, which victims a
-PodDisruptionBudget would see evicted beyond its budget (put back first, and ranked by), the ranking
-of candidates by what they disrupt, the verified plans compared by what they really evict, and the
-plan that results: victims, nominations, and pending pods whose nominated room goes. The dry run
-works on a Statement that is always discarded, so nothing it tries outlives it. Does not belong
-here: carrying the plan out (the cycle turns it into decisions, the shell writes them).
+resolve), the dry run that removes every lower-priority pod (but those their job's minimum runtime
+protects, and no more of a protected elastic gang than it holds above its minimum, ``_Shield``),
+the candidates (the domains of the job's hard scope, each node for a lone pod, else the cluster),
+the reprieve of victims (with the rules between pods that keep a pod off one node), units of
+victims evicted whole, which victims a PodDisruptionBudget would see evicted beyond its budget (put
+back first, and ranked by), the ranking of candidates by what they disrupt, the verified plans
+compared by what they really evict, and the plan that results: victims, nominations, and pending
+pods whose nominated room goes. The dry run works on a Statement that is always discarded, so
+nothing it tries outlives it. Does not belong here: carrying the plan out (the cycle turns it into
+decisions, the shell writes them), a job's preemption delay (the cycle holds a plan back while it
+runs).
 """
 
 from __future__ import annotations
@@ -22,17 +25,26 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.api.objects import Pod, PriorityClass
-from koordpy.core import gangrule
+from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster
 from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
 from koordpy.core.placement import Placer
 from koordpy.core.requirement import Requirement, SearchScope
+from koordpy.core.runtime import ANN_MIN_RUNTIME, Runtime, lone_runtime
+from koordpy.core.snapshot import Snapshot
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.txn import Txn
-from koordpy.core.verdicts import Failure, NotEligible, NotHelpful, Preempting, RoomTakenBack
+from koordpy.core.verdicts import (
+    Failure,
+    MinRuntimeProtected,
+    NotEligible,
+    NotHelpful,
+    Preempting,
+    RoomTakenBack,
+)
 from koordpy.kernels import node_offerslots, subtree_sums
 from koordpy.kernels.offerslot import UNBOUNDED
 from koordpy.kernels.preempt import (
@@ -84,6 +96,57 @@ class Plan:
     # pods of the candidate kept running because evicting them would have broken one.
     beyond: tuple[tuple[str, int], ...] = ()
     kept: tuple[str, ...] = ()
+    # When trying again may go otherwise though nothing changes: victims' minimum runtime passes, the
+    # job's preemption delay ends (None: only a change in the cluster can).
+    wake_at: float | None = None
+
+
+@dataclass(frozen=True)
+class _Shield:
+    """The running pods their job's minimum runtime protects now, per index row (of ``size`` rows):
+    until when (0: not protected); whether no plan may take it (``hard``); else its elastic gang as a
+    number (-1: none), of which ``allow`` members above the gang's minimum may go; and the job it
+    protects (``who``, into ``jobs``: its name, last start and minimum runtime)."""
+
+    size: int
+    until: npt.NDArray[np.float64]
+    hard: npt.NDArray[np.bool_]
+    gang: npt.NDArray[np.int64]
+    allow: npt.NDArray[np.int64]
+    who: npt.NDArray[np.int64]
+    jobs: list[tuple[str, float, float]]
+
+    def any(self, n: int) -> npt.NDArray[np.bool_]:
+        """Protected in any way, over ``n`` rows (rows added since are not)."""
+        out = np.zeros(n, dtype=np.bool_)
+        out[:self.size] = self.until[:n] > 0
+        return out
+
+    def hard_of(self, n: int) -> npt.NDArray[np.bool_]:
+        out = np.zeros(n, dtype=np.bool_)
+        out[:self.size] = self.hard[:n]
+        return out
+
+    def within_minimums(self, attempt: npt.NDArray[np.bool_], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """``attempt`` (over victim ``rows``, in reprieve order) with no protected elastic gang taken
+        below its minimum: of its members chosen, those the reprieve would put back last go, up to
+        what it holds above its minimum (KAI's scenario validator: the minimum may not go)."""
+        if not len(self.allow):
+            return attempt
+        gang = np.full(len(rows), -1, dtype=np.int64)
+        inside = rows < self.size
+        gang[inside] = self.gang[rows[inside]]
+        picked = np.flatnonzero(attempt & (gang >= 0))[::-1]  # last put back first
+        if not len(picked):
+            return attempt
+        of = gang[picked]
+        order = np.argsort(of, kind="stable")
+        sorted_of = of[order]
+        starts = np.flatnonzero(np.r_[True, sorted_of[1:] != sorted_of[:-1]])
+        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        out = attempt.copy()
+        out[picked[order][rank >= self.allow[sorted_of]]] = False
+        return out
 
 
 @dataclass(frozen=True)
@@ -160,6 +223,14 @@ class Preemptor:
     member_of: Mapping[str, str]
     groups: Mapping[str, GangGroupId]
     gangs: Mapping[str, Gang]
+    # What the minimum runtimes are read from (their objects, the settings' default), and the time
+    # they are measured at: without a snapshot no job is protected by one.
+    snapshot: Snapshot | None = None
+    now: float = 0.0
+    # Why a minimum runtime a job's objects set is not used as written, by gang (or pod) key: told by
+    # the cycle after the preemption that read it.
+    problems: dict[str, str] = field(default_factory=dict, init=False)
+    _shield: _Shield | None = field(default=None, init=False)
     _prio_of: dict[str, int] | None = field(default=None, init=False)
     _units_seen: bool | None = field(default=None, init=False)
 
@@ -243,10 +314,14 @@ class Preemptor:
         prio = self._victim_priorities()
         sel = idx.live & (prio < job.priority) & ~idx.protected
         sel[own] = False
+        shield = self._shielded()
+        eligible = sel.copy()
+        if shield is not None:
+            sel &= ~shield.hard_of(len(sel))  # a minimum runtime not passed: no victim
         self._spare_units(sel)
         rows = np.flatnonzero(sel)
         if not len(rows):
-            return Plan("none", "")
+            return self._protected(eligible, shield) or Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
         kinds = self.placer.kinds(pods)
         vec, feasible = self._loose(kinds, tree)
@@ -270,7 +345,7 @@ class Preemptor:
         if not any(bool(np.any(f)) for f in fits):
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return Plan("none", render(NotHelpful(desired, most[0], most[1])))
+            return self._protected(eligible, shield) or Plan("none", render(NotHelpful(desired, most[0], most[1])))
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_held = idx.held[rows]
         blocks = self._blocks(kinds, rows)
@@ -341,6 +416,8 @@ class Preemptor:
             if wanted is not None and bool(np.any(inside & wanted)):
                 attempts.append(inside & ~wanted)
             for attempt in attempts:
+                if shield is not None:
+                    attempt = shield.within_minimums(attempt, rows)
                 plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
                 if plan is None:
                     continue
@@ -362,10 +439,90 @@ class Preemptor:
             if compared == MAX_COMPARED:
                 break
         if best is None:
-            return Plan("none", render(NotHelpful(desired)))
+            return self._protected(eligible, shield) or Plan("none", render(NotHelpful(desired)))
         plan = best[1]
         plan.message = self._message(plan, job)
         return plan
+
+    # -- minimum runtime ------------------------------------------------------------------------
+
+    def _shielded(self) -> _Shield | None:
+        """The running pods a minimum runtime protects now (None: none), worked out once per
+        preemptor (a cycle) over its jobs, then read as arrays by every plan (again only when the
+        index grew). A gang's members share its protection; an elastic gang (more members bound than
+        its minimum, evicted member by member) keeps its rows as victims, capped at what it holds
+        above its minimum; a lone pod has its own."""
+        idx, snapshot = self.cluster.index, self.snapshot
+        if snapshot is None:
+            return None
+        if self._shield is not None and self._shield.size == len(idx.keys):
+            return self._shield
+        size = len(idx.keys)
+        until = np.zeros(size, dtype=np.float64)
+        hard = np.zeros(size, dtype=np.bool_)
+        gang_no = np.full(size, -1, dtype=np.int64)
+        who = np.full(size, -1, dtype=np.int64)
+        allow: list[int] = []
+        jobs: list[tuple[str, float, float]] = []
+
+        def protect(rows: list[int], runtime: Runtime, name: str) -> None:
+            end = runtime.protected_until
+            if end is None or end <= self.now or not rows or runtime.last_start is None:
+                return
+            until[rows] = end
+            who[rows] = len(jobs)
+            jobs.append((name, runtime.last_start, float(runtime.minimum.seconds or 0.0)))
+
+        for gang in self.gangs.values():
+            if gang.config is None:
+                continue
+            runtime, problem = dialects.runtime(gang, snapshot)
+            if problem:
+                self.problems[gang.key] = problem
+            end = runtime.protected_until
+            if end is None or end <= self.now:
+                continue
+            members = [r for p in gang.pods if p.node_name and (r := idx.row.get(p.key)) is not None]
+            protect(members, runtime, self._job_id(gang.key, gang.key))
+            if not members:
+                continue
+            bound, least = gangrule.minimum(gang)
+            # A gang of parts (a CompositePodGroup's children, each with its own minimum) is kept whole:
+            # the cap counts the gang's members, not each part's.
+            if bound > least and not gang.whole and not gang.units and gang.parts is None:
+                gang_no[members] = len(allow)
+                allow.append(bound - least)
+            else:
+                hard[members] = True
+        default = snapshot.default_min_runtime
+        for pod in snapshot.pods:  # pods of no gang: their own annotation, else the default
+            if not pod.node_name or pod.start_time is None or not (default or ANN_MIN_RUNTIME in pod.annotations):
+                continue
+            of = self.gangs.get(self.member_of.get(pod.key, ""))
+            row = idx.row.get(pod.key)
+            if row is None or (of is not None and of.config is not None):
+                continue
+            runtime = lone_runtime(pod, default)
+            if runtime.minimum.problem:
+                self.problems[pod.key] = runtime.minimum.problem
+            protect([row], runtime, pod.key)
+            hard[row] = until[row] > 0
+        self._shield = _Shield(size, until, hard, gang_no, np.array(allow, dtype=np.int64), who, jobs)
+        return self._shield
+
+    def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None) -> Plan | None:
+        """The plan of a job that found no room because victims it could take are protected by their
+        minimum runtime: it says so and tries again when the first protection ends (None: none is)."""
+        if shield is None:
+            return None
+        rows = np.flatnonzero(eligible & shield.any(len(eligible)))
+        if not len(rows):
+            return None
+        first = int(rows[np.argmin(shield.until[rows])])
+        name, start, minimum = shield.jobs[int(shield.who[first])]
+        others = len(np.unique(shield.who[rows])) - 1
+        return Plan("none", render(MinRuntimeProtected(name, self.now - start, minimum, others)),
+                    wake_at=float(shield.until[first]))
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.dra import Devices
-from koordpy.api.kueue import KaiPodGroup, Topology
+from koordpy.api.kueue import KaiPodGroup, KaiQueue, Topology
 from koordpy.api.objects import Node, Pod, PriorityClass
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import PodGroup
@@ -52,6 +52,7 @@ class Snapshot:
     invalid_topologies: dict[str, str] = field(default_factory=dict)  # name -> error
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
+    kai_queues: dict[str, KaiQueue] = field(default_factory=dict)  # KAI's Queues by name (minimum runtimes)
     owners: dict[str, Owner] = field(default_factory=dict)  # uid -> Job, ReplicaSet, Deployment...
     # The operator's switch (``preemption: false``): a job that does not fit waits for room.
     preemption: bool = True
@@ -60,6 +61,10 @@ class Snapshot:
     pods_per_cycle: int = 0
     # The operator's ``deviceGangSearchSeconds``: one job's gang-wide device search's time budget.
     gang_search_seconds: float = GANG_BUDGET
+    # The operator's ``defaultPreemptMinRuntimeSeconds`` and ``defaultPreemptionDelaySeconds``: a job's
+    # minimum runtime and preemption delay where its objects set none (``koordpy.core.runtime``).
+    default_min_runtime: float = 0.0
+    default_preemption_delay: float = 0.0
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

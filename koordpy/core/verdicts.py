@@ -514,6 +514,29 @@ class RoomTakenBack:
 
 
 @dataclass(frozen=True)
+class PreemptionDelayed:
+    """Preemption would make room, but the job's preemption delay (``delay`` seconds, set by
+    ``where``) has not passed: it may preempt in ``left`` seconds, at ``ends``."""
+
+    left: float
+    ends: float
+    delay: float
+    where: str
+
+
+@dataclass(frozen=True)
+class MinRuntimeProtected:
+    """Lower-priority pods that could make room run for less than their minimum runtime: ``victim``
+    (a job, as jobs are named) has run ``ran`` seconds of its ``minimum``; ``others`` more jobs are
+    protected too. Preemption is tried again when the first protection ends."""
+
+    victim: str
+    ran: float
+    minimum: float
+    others: int = 0
+
+
+@dataclass(frozen=True)
 class Preempting:
     victims: tuple[str, ...]
     jobs: int
@@ -556,7 +579,7 @@ Reason: TypeAlias = (
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | ReplacementsDoNotFit
     | NotEligible | NotHelpful | RoomTakenBack | Preempting
-    | PreemptedBy
+    | PreemptionDelayed | MinRuntimeProtected | PreemptedBy
     | Assigned | BoundWithoutOwner
 )
 

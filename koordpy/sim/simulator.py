@@ -597,11 +597,13 @@ class SimulationResult:
 
 
 def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"}),
-             incremental: bool = True) -> SimulationResult:
+             incremental: bool = True, default_min_runtime: float = 0.0,
+             default_preemption_delay: float = 0.0) -> SimulationResult:
     """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry.
 
     ``incremental=False`` drops the core's standing view before every cycle, so each one is
-    computed from the whole snapshot: the reference the incremental view is tested against."""
+    computed from the whole snapshot: the reference the incremental view is tested against. The
+    defaults are the settings' ``defaultPreemptMinRuntimeSeconds`` and ``defaultPreemptionDelaySeconds``."""
     state = SchedulerState()
     bound: dict[str, str] = {}
     events: list[Event] = []
@@ -612,7 +614,9 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         rounds += 1
         if not incremental:
             state.view = None
-        result = schedule(world.snapshot(scheduler_names), state, world.now)
+        snap = world.snapshot(scheduler_names)
+        snap.default_min_runtime, snap.default_preemption_delay = default_min_runtime, default_preemption_delay
+        result = schedule(snap, state, world.now)
         events.extend(d for d in result.decisions if isinstance(d, Event))
         applied = world.apply(result)
         # A bind whose PreBind still waits for a claim to be provisioned leaves the pod unbound.

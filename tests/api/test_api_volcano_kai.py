@@ -15,6 +15,7 @@ from koordpy.api.kueue import (
     ANN_REQUIRED,
     ANN_TOPOLOGY,
     KaiPodGroup,
+    KaiQueue,
     Topology,
     TopologyConstraint,
     kai_constraint_from_annotations,
@@ -531,6 +532,7 @@ MINIMAL: dict[str, Raw] = {
     "PodGroup.scheduling.k8s.io": {"metadata": {"name": "g", "namespace": "ns"},
                                    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
     "PodGroup.scheduling.run.ai": {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}},
+    "Queue": {"metadata": {"name": "team"}, "spec": {"parentQueue": "org", "preemptMinRuntime": "10m"}},
     "CompositePodGroup": {"metadata": {"name": "c", "namespace": "ns"}, "spec": {
         "workloadRef": {"workloadName": "w", "templateName": "t"}, "schedulingPolicy": {"gang": {"minGroupCount": 2}}}},
     "Job": {"metadata": {"name": "j", "namespace": "ns"}, "spec": {"parallelism": 3}},
@@ -558,7 +560,8 @@ MINIMAL: dict[str, Raw] = {
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
     "hypernode": HyperNode, "volcano-podgroup": VolcanoPodGroup, "topology": Topology,
-    "kai-podgroup": KaiPodGroup, "owner": Owner, "namespace": Namespace, "pvc": PersistentVolumeClaim,
+    "kai-podgroup": KaiPodGroup, "kai-queue": KaiQueue, "owner": Owner, "namespace": Namespace,
+    "pvc": PersistentVolumeClaim,
     "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
     "composite-podgroup": CompositePodGroup, "deviceclass": DeviceClass, "resourceslice": ResourceSlice,
     "resourceclaim": ResourceClaim, "claimtemplate": ResourceClaimTemplate, "devicetaintrule": DeviceTaintRule,

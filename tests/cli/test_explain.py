@@ -234,7 +234,7 @@ def test_json_shape() -> None:
                                      "fitsEmptyCluster", "closest"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
                                       "wouldEvict", "wouldRelease", "wouldNominate", "where", "beyondBudgets",
-                                      "keptByBudgets"}
+                                      "keptByBudgets", "tryAgainAt"}
     assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}
 
 

@@ -17,7 +17,8 @@ from koordpy.core.dialects import base as b
 
 NEUTRAL = ("None", "False", "()", "iter(())", "{}")
 # Each capability, its registry and its base.
-CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Statuses, dialects.STATUSES, b.StatusesBase),
+CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Runtimes, dialects.RUNTIMES, b.RuntimesBase),
+                (b.Statuses, dialects.STATUSES, b.StatusesBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
                 (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
                 (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]
@@ -42,6 +43,7 @@ def test_each_registry_lists_the_dialects_with_the_capability_in_order() -> None
     assert [d.name for d in dialects.ADMISSION] == ["koordinator", "upstream"]
     assert [d.name for d in dialects.DECLARING] == ["koordinator"]  # its gang and topology annotations
     assert [d.name for d in dialects.MANIFESTS] == ["koordinator", "volcano", "kai"]
+    assert [d.name for d in dialects.RUNTIMES] == ["koordinator", "volcano", "kai", "upstream"]
 
 
 def test_a_base_answers_only_its_own_capability() -> None:

@@ -54,6 +54,7 @@ from koordpy.core.verdicts import (
     MarkedTimedOut,
     MemberRejected,
     MinResourcesShort,
+    MinRuntimeProtected,
     NoCandidate,
     NodesFiltered,
     NoDomainAtLevel,
@@ -67,6 +68,7 @@ from koordpy.core.verdicts import (
     PreBindConflict,
     PreemptedBy,
     Preempting,
+    PreemptionDelayed,
     PreFilterReason,
     Reason,
     Refused,
@@ -312,6 +314,15 @@ TABLE: list[tuple[Reason, str]] = [
      "PodDisruptionBudget default/db beyond its budget; it evicts 2 pod(s) of PodDisruptionBudget ml/web beyond its "
      "budget; PodDisruptionBudgets kept default/v1 running; the job is nominated there and waits for them to "
      "terminate."),
+    (PreemptionDelayed(40.2, 1767226020.0, 120.0, "PodGroup default/a spec.preemptionDelay"),
+     "preemption: would preempt in 40 s (at 2026-01-01T00:07:00Z), once its preemption delay of 2 min (PodGroup "
+     "default/a spec.preemptionDelay) has passed; free room it takes at once."),
+    (MinRuntimeProtected("default/train", 190.0, 600.0),
+     "preemption: victim default/train is protected by its minimum runtime: runs for 3 min of its 10; preemption is "
+     "tried again when that has passed."),
+    (MinRuntimeProtected("default/v", 30.0, 90.0, others=2),
+     "preemption: victim default/v is protected by its minimum runtime (and 2 more job(s)): runs for 30 s of its 90; "
+     "preemption is tried again when that has passed."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),

@@ -77,6 +77,8 @@ schedulerNames: {{ toJson $c.schedulerNames }}
 preemption: {{ $c.preemption }}
 podsPerCycle: {{ int $c.podsPerCycle }}
 deviceGangSearchSeconds: {{ $c.deviceGangSearchSeconds }}
+defaultPreemptMinRuntimeSeconds: {{ $c.defaultPreemptMinRuntimeSeconds }}
+defaultPreemptionDelaySeconds: {{ $c.defaultPreemptionDelaySeconds }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}

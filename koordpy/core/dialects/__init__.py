@@ -38,6 +38,8 @@ from koordpy.core.dialects.base import (
     Gangs,
     GroupTerms,
     Manifests,
+    Runtimes,
+    RuntimesBase,
     Statuses,
     Topologies,
 )
@@ -47,6 +49,7 @@ from koordpy.core.dialects.base import (
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
+from koordpy.core.runtime import Delay, Runtime, with_default
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
@@ -67,6 +70,10 @@ DECLARING: tuple[Admission, ...]
 EXPLAINS: tuple[Explains, ...]
 TOPOLOGIES: tuple[Topologies, ...]
 MANIFESTS: tuple[Manifests, ...]
+RUNTIMES: tuple[Runtimes, ...]
+_RUNTIMES_BY_NAME: dict[str, Runtimes] = {}
+# What a gang of a dialect without ``Runtimes`` is asked instead: koordpy's annotations.
+_NEUTRAL_RUNTIMES = RuntimesBase()
 # The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
 # cluster and its nodes when there is none).
 DEFAULT_TREE = koordinator.TREE
@@ -89,7 +96,7 @@ REFUSED_FIELDS: dict[str, str] = {}
 def _index(dialects: tuple[Dialect, ...]) -> None:
     """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
     module that took one by name sees the change)."""
-    global DIALECTS, GANGS, STATUSES, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, _EVENT_ORDER
+    global DIALECTS, GANGS, STATUSES, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, RUNTIMES, _EVENT_ORDER
     DIALECTS = dialects
     GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
     STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
@@ -98,6 +105,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
     EXPLAINS = tuple(d for d in dialects if isinstance(d, Explains))
     TOPOLOGIES = tuple(d for d in dialects if isinstance(d, Topologies))
     MANIFESTS = tuple(d for d in dialects if isinstance(d, Manifests))
+    RUNTIMES = tuple(d for d in dialects if isinstance(d, Runtimes))
     _EVENT_ORDER = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
     tables: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
         (BY_NAME, {d.name: d for d in dialects}),
@@ -107,6 +115,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
         (_EXPLAINS_BY_NAME, {d.name: d for d in EXPLAINS}),
         (_TOPOLOGIES_BY_NAME, {d.name: d for d in TOPOLOGIES}),
         (_ADMISSION_BY_NAME, {d.name: d for d in ADMISSION}),
+        (_RUNTIMES_BY_NAME, {d.name: d for d in RUNTIMES}),
         (REFUSED_FIELDS, {f: words for d in ADMISSION for f, words in d.refused_fields.items()}),
     ]
     for table, entries in tables:
@@ -239,6 +248,31 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
     if gang is not None and written is not None:
         _written_ask(gang, *written, pods, snapshot)
     return gang
+
+
+def _runtimes(gang: Gang, snapshot: Snapshot) -> Runtimes:
+    """The dialect that built the gang (as ``build_gang`` chose it), as ``Runtimes``."""
+    built = declaring(gang.key, snapshot) or _naming(gang.key, gang.pods, snapshot) or ANNOTATION_GANGS
+    return _capable(built, _RUNTIMES_BY_NAME) or _NEUTRAL_RUNTIMES
+
+
+def runtime(gang: Gang, snapshot: Snapshot) -> tuple[Runtime, str | None]:
+    """The gang's minimum runtime (the settings' default where its objects set none) and last start,
+    in its dialect's words, with why a value its objects hold is not used. The start is asked only
+    of a gang with a minimum (most have none: their members are not looked at again)."""
+    dialect = _runtimes(gang, snapshot)
+    minimum = with_default(dialect.min_runtime(gang, snapshot), snapshot.default_min_runtime)
+    if not minimum.seconds:
+        return Runtime(minimum, None), minimum.problem
+    start, problem = dialect.last_start(gang, snapshot)
+    return Runtime(minimum, start), minimum.problem or problem
+
+
+def delay(gang: Gang, snapshot: Snapshot) -> Delay:
+    """The pending gang's preemption delay (the settings' default where its objects set none) and
+    what it counts from, in its dialect's words."""
+    said, anchor = _runtimes(gang, snapshot).preemption_delay(gang, snapshot)
+    return Delay(with_default(said, snapshot.default_preemption_delay), anchor)
 
 
 def _naming(key: str, pods: list[Pod], snapshot: Snapshot) -> Gangs | None:

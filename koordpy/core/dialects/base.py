@@ -5,7 +5,8 @@ PodGroup and ClusterNetworkTopology, Volcano's PodGroup and HyperNodes, KAI's Po
 objects and placement annotations, Kubernetes' own Workload PodGroup). Each module of
 ``koordpy.core.dialects`` defines one dialect object; ``Dialect`` is what every one has (its name
 and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
-per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Statuses`` (what a
+per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Runtimes`` (a gang's
+minimum runtime, last start and preemption delay), ``Statuses`` (what a
 gang's objects are told: their status, Events), ``Admission`` (pods it refuses, and the check of
 a pending pod's own declaration the shells make before the core sees it), ``Explains``
 (what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
@@ -33,6 +34,17 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.core.decisions import GangStatus, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
+from koordpy.core.runtime import (
+    ANN_MIN_RUNTIME,
+    ANN_PREEMPTION_DELAY,
+    NOT_SET,
+    Said,
+    Source,
+    annotated,
+    earliest_start,
+    on_pods,
+    pending_anchor,
+)
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
@@ -144,6 +156,31 @@ class Gangs(Dialect, Protocol):
         """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
         the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
         device rules bind a member's identical entry to."""
+        ...
+
+
+@runtime_checkable
+class Runtimes(Dialect, Protocol):
+    """What a gang's objects say of its preemption over time (``koordpy.core.runtime``): how long it
+    must have run before it is a victim, since when it runs, and how long it waits before it preempts."""
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> Source | None:
+        """Its object that declares the gang ``key``, as messages name it, with its annotations: where
+        koordpy's per-job annotations are read first (None: no object, only the pods)."""
+        ...
+
+    def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
+        """How long the gang must have run since its last start before it may be preempted, as its
+        objects set it (``Said.seconds`` None: not set, the settings' default applies)."""
+        ...
+
+    def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
+        """When the gang last started (None: it has not), and why a time its objects hold is not used."""
+        ...
+
+    def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
+        """How long the pending gang waits before it may preempt, as its objects set it, and the time
+        that counts from (its creation, or its last eviction when later)."""
         ...
 
 
@@ -343,6 +380,30 @@ class GangsBase(DialectBase):
 
     def claim_groups(self, snapshot: Snapshot) -> Mapping[str, ClaimGroup]:
         return {}
+
+
+class RuntimesBase(DialectBase):
+    """``Runtimes``: koordpy's annotations (``koordpy.io/min-runtime``, ``koordpy.io/preemption-delay``)
+    on the gang's object (``gang_object``: none here), then on its pods; its running members' earliest
+    start; its delay counted from its creation or its oldest pending member's, when later."""
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> Source | None:
+        return None
+
+    def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
+        return self._annotated(ANN_MIN_RUNTIME, gang, snapshot)
+
+    def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
+        return earliest_start(gang.pods), None
+
+    def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
+        return self._annotated(ANN_PREEMPTION_DELAY, gang, snapshot), pending_anchor(gang.creation, gang.pods)
+
+    def _annotated(self, key: str, gang: Gang, snapshot: Snapshot) -> Said:
+        """koordpy's annotation ``key`` on the gang's object, else on its pods."""
+        own = self.gang_object(gang.key, snapshot)
+        said = annotated(key, (own,)) if own is not None else NOT_SET
+        return said if said.seconds is not None else on_pods(key, gang.pods)
 
 
 class StatusesBase(DialectBase):

@@ -19,15 +19,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.kinds import Role
-from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KUEUE_GROUP, KaiPodGroup, Topology
+from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KUEUE_GROUP, KaiPodGroup, KaiQueue, Topology
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
-from koordpy.core.dialects.base import ExplainsBase, GangsBase, ManifestsBase, StatusesBase, TopologiesBase
+from koordpy.core.dialects.base import (
+    ExplainsBase,
+    GangsBase,
+    ManifestsBase,
+    RuntimesBase,
+    StatusesBase,
+    TopologiesBase,
+)
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement, Ties
+from koordpy.core.runtime import Said, duration, timestamp
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import HOSTNAME as HOSTNAME
@@ -101,6 +109,25 @@ def requirement(constraint: Mapping[str, str], topologies: Mapping[str, Topology
 # -- asks and gangs ------------------------------------------------------------------------------
 
 KAI_GROUP_ANN = "pod-group-name"
+# KAI's annotations on a PodGroup that preemption reads (its scheduler writes the timestamps).
+ANN_LAST_START = "kai.scheduler/last-start-timestamp"
+ANN_LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
+ANN_DELAY = "kai.scheduler/preemption-delay"
+
+
+def queue_min_runtime(name: str, queues: Mapping[str, KaiQueue]) -> Said | None:
+    """The minimum runtime of the queue ``name``: its own ``spec.preemptMinRuntime``, else its
+    parent's, up to the top; None when none on the way sets one or the queue is missing."""
+    seen: set[str] = set()
+    while name and name not in seen:
+        seen.add(name)
+        queue = queues.get(name)
+        if queue is None:
+            return None
+        if queue.preempt_min_runtime:
+            return duration(queue.preempt_min_runtime, f"Queue {name} spec.preemptMinRuntime")
+        name = queue.parent
+    return None
 # Owners whose pods are not one job: a DaemonSet's pods each belong to their node, a static
 # pod's owner is its node.
 NOT_JOBS = frozenset({"DaemonSet", "Node"})
@@ -204,12 +231,12 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Kai(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
     KAI's to write (it gives none); its PodGroup asks no minimum resources."""
 
     name = NAME
-    roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner")
+    roles: tuple[Role, ...] = ("kai-podgroup", "topology", "owner", "kai-queue")
     manifest_format = "topology"
     sources: Mapping[str, str] = {"kueue": "Kueue and KAI Topology"}
 
@@ -238,6 +265,46 @@ class Kai(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
         if pg is not None:
             return podgroup_gang(pg, pods)
         return owner_gang(key, pods, snapshot) if pods else None
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        pg = snapshot.kai_podgroups.get(key)
+        return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
+    def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
+        """The first ``spec.preemptMinRuntime`` up the PodGroup's Queue and its parents (a queue that
+        is missing ends the walk); none set: koordpy's annotation, else the default."""
+        pg = snapshot.kai_podgroups.get(gang.key)
+        found = queue_min_runtime(pg.queue, snapshot.kai_queues) if pg is not None else None
+        return found if found is not None else super().min_runtime(gang, snapshot)
+
+    def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
+        """The PodGroup's ``kai.scheduler/last-start-timestamp`` (KAI's scheduler stamps it when it
+        allocates the job from nothing), else the members' earliest start."""
+        pg = snapshot.kai_podgroups.get(gang.key)
+        text = pg.annotations.get(ANN_LAST_START) if pg is not None else None
+        at, problem = timestamp(text, f"PodGroup {gang.key} annotation {ANN_LAST_START}")
+        if at is not None:
+            return at, None
+        earliest, _ = super().last_start(gang, snapshot)
+        return earliest, problem
+
+    def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
+        """``spec.preemptionDelay``, else the PodGroup's ``kai.scheduler/preemption-delay``, counted from
+        its creation or its ``kai.scheduler/last-eviction-timestamp`` when later; a job of no PodGroup
+        as in any dialect."""
+        pg = snapshot.kai_podgroups.get(gang.key)
+        if pg is None:
+            return super().preemption_delay(gang, snapshot)
+        where = f"PodGroup {gang.key}"
+        if pg.preemption_delay:
+            said = duration(pg.preemption_delay, f"{where} spec.preemptionDelay")
+        elif pg.annotations.get(ANN_DELAY):
+            said = duration(pg.annotations[ANN_DELAY], f"{where} annotation {ANN_DELAY}")
+        else:
+            said = super().preemption_delay(gang, snapshot)[0]
+        evicted, _ = timestamp(pg.annotations.get(ANN_LAST_EVICTION), f"{where} annotation {ANN_LAST_EVICTION}")
+        anchor = creation_time(pg.creation)
+        return said, anchor if evicted is None else max(anchor, evicted)
 
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
         pg = snapshot.kai_podgroups.get(gang.key)

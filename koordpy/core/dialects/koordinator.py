@@ -42,6 +42,7 @@ from koordpy.core.dialects.base import (
     GroupTerms,
     ManifestsBase,
     Objects,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -359,7 +360,7 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Koordinator(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
@@ -396,6 +397,10 @@ class Koordinator(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, Topologi
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return build(key, snapshot.podgroups.get(key), pods)
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        pg = snapshot.podgroups.get(key)
+        return None if pg is None else (f"PodGroup {key}", pg.annotations)
 
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
         podgroup = snapshot.podgroups.get(gang.key)

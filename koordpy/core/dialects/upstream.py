@@ -72,6 +72,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     GroupRow,
     GroupTerms,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
 )
@@ -698,7 +699,7 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+class Upstream(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group). It has
     no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 
@@ -730,6 +731,13 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
         if group is None or not makes_gang(group) or group.asks or group.parent:
             return None
         return group_gang(group, pods, snapshot)
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return f"CompositePodGroup {key}", composite.annotations
+        group = groups(snapshot).get(key)
+        return None if group is None else (f"PodGroup {key}", group.annotations)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in composites(snapshot):

@@ -29,6 +29,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     GroupRow,
     ManifestsBase,
+    RuntimesBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -532,7 +533,7 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Volcano(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
@@ -559,6 +560,10 @@ class Volcano(GangsBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBa
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return podgroup_gang(snapshot.volcano_podgroups[key], pods)
+
+    def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
+        pg = snapshot.volcano_podgroups.get(key)
+        return None if pg is None else (f"PodGroup {key}", pg.annotations)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
