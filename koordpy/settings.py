@@ -105,6 +105,11 @@ class Settings(_Strict):
     # covers the kubernetes/kubernetes#138765 shape at 1,000 members, measured at 0.11 s). At most 10,
     # kube-scheduler's bound on one device search.
     device_gang_search_seconds: float = Field(1.0, alias="deviceGangSearchSeconds", gt=0, le=10)
+    # How long a gang may run below its minimum (stale: a member failed, was evicted, its node is
+    # gone) before the rest of it is evicted so its controller starts it again whole, where the job
+    # sets no grace of its own; negative: stale gangs are only reported. 60 is KAI-Scheduler's default.
+    stale_gang_grace_period_seconds: float = Field(60.0, alias="staleGangGracePeriodSeconds",
+                                                   allow_inf_nan=False)
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
                                             alias="leaderElection")

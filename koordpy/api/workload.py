@@ -118,6 +118,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     uid: str = ""  # metadata.uid: a claim reserved for the group names it
     min_count: int | None = None
     creation: float | None = None
+    annotations: dict[str, str] = {}
     # schedulingConstraints.topology[].key: node labels every member shares a value of.
     topology_keys: tuple[str, ...] = ()
     # koordpy's addition: the node label named by the kai.scheduler/topology-preferred-placement
@@ -176,6 +177,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
                    uid=r.string(meta.get("uid"), "metadata.uid"),
                    policy="gang" if gang is not None else "basic", min_count=min_count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+                   annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
                    topology_keys=keys,
                    preferred_label=r.str_map(meta.get("annotations"), "metadata.annotations").get(
                        ANN_PREFERRED, "").strip(),
@@ -269,6 +271,7 @@ class CompositePodGroup(BaseModel, NamespacedKey):
     policy: Literal["basic", "gang"]
     min_group_count: int = 1
     creation: float | None = None
+    annotations: dict[str, str] = {}
     topology_keys: tuple[str, ...] = ()
     priority_class_name: str = ""
     priority: int | None = None
@@ -299,6 +302,7 @@ class CompositePodGroup(BaseModel, NamespacedKey):
                    disruption_mode=mode, preemption_policy=preemption,
                    policy="gang" if gang is not None else "basic", min_group_count=count,
                    creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+                   annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
                    topology_keys=_topology_keys(r, spec),
                    priority_class_name=r.string(spec.get("priorityClassName"), "spec.priorityClassName"),
                    priority=r.integer(spec.get("priority"), "spec.priority"), workload_ref=ref, asks=asks,

@@ -35,6 +35,7 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     rows = [(pod, node, "Bound", "") for pod, node in sorted(result.bound.items())]
     rows += [(pod, "-", "Pending", msg) for pod, msg in sorted(result.pending.items())]
     rows += [(pod, "-", "Preempted", "") for pod in result.preempted]
+    rows += [(pod, "-", "Evicted", reason) for pod, reason in sorted(result.evicted.items())]
     width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.groups),
                  *(len(k) for k in result.volumes)])
     nwidth = max([len("NODE"), *(len(r[1]) for r in rows)])
@@ -89,7 +90,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
-    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]))
+    names = frozenset(args.scheduler_name or ["koordpy"])
+    grace = args.stale_gang_grace_period
+    result = simulate(world, names) if grace is None else simulate(world, names, stale_grace=grace)
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
@@ -143,4 +146,7 @@ def add_parser(sub: Any) -> None:
                      help="table (default) or json")
     sim.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="pods with this spec.schedulerName are ours (default: koordpy); repeatable")
+    sim.add_argument("--stale-gang-grace-period", type=float, metavar="SECONDS",
+                     help="how long a gang may run below its minimum before the rest of it is evicted, where "
+                          "the job sets none (staleGangGracePeriodSeconds; default 60; negative: only reported)")
     sim.set_defaults(func=cmd_simulate, prog=PROG)

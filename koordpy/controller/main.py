@@ -326,7 +326,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     writer = ApiWriter(api, metrics=metrics, fence=elector.may_write if elector is not None else None)
     loop = SchedulerLoop(cache, writer, names, metrics=metrics, preemption=settings.preemption,
                          pods_per_cycle=settings.pods_per_cycle,
-                         gang_search_seconds=settings.device_gang_search_seconds)
+                         gang_search_seconds=settings.device_gang_search_seconds,
+                         stale_grace=settings.stale_gang_grace_period_seconds)
     settings_ = kopf.OperatorSettings()
     settings_.posting.enabled = False
     settings_.persistence.diffbase_storage = _NoDiffBase()

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
-from koordpy.core import dialects, gangrule, peers
+from koordpy.core import dialects, gangrule, peers, stale
 from koordpy.core.deallocation import deallocations, workload_group
 from koordpy.core.decisions import (
     Annotate,
@@ -29,6 +29,7 @@ from koordpy.core.decisions import (
     DeleteClaim,
     Event,
     EventReason,
+    Evict,
     GangStatusUpdate,
     Nominate,
     Preempt,
@@ -55,6 +56,7 @@ from koordpy.core.verdicts import (
     BeyondMinimum,
     Code,
     Failure,
+    GangStale,
     GangTimeoutEvent,
     GatedMembers,
     GroupUnschedulable,
@@ -65,6 +67,7 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
+    StaleEvicted,
     Text,
     TimedOut,
     TooFewMembers,
@@ -111,6 +114,7 @@ class Cycle:
         self.bound = self.result.bound  # what the jobs bound this cycle, pod -> node (read often)
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
+        self.stale_ends: list[float] = []  # when stale gangs' graces end
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class Cycle:
             # group when it is tried). Forgetting them also keeps a long run's memory bounded.
             self.state.forget_waits(view.groups.values())
             self.state.forget_told(gangs)
+        changed = set(view.dirty)  # the gangs the refresh rebuilt
         queue = view.queue
         queue.new_cycle()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
@@ -146,6 +151,7 @@ class Cycle:
                 continue
             self._tried(job, round_)
         round_.close()
+        self._stale_gangs(changed)
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
         self.result.next_deadline = self._next_deadline()
@@ -185,11 +191,16 @@ class Cycle:
 
     def _next_deadline(self) -> float | None:
         """When the next cycle is due though nothing changes: a gang's wait ends, a backoff ends, an
-        owner's grace ends, or at once when jobs were left over."""
+        owner's grace ends, a stale gang's grace ends, a member stops counting (its node's taint
+        outlasts its toleration), or at once when jobs were left over."""
         deadlines = [since + gangrule.wait_limit(gid, self.gangs, self.view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
+        deadlines += self.stale_ends
+        wake = self.view.stale.next_wake()  # a member's node fails it once its toleration runs out
+        if wake is not None:
+            deadlines.append(wake)
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
         return min(deadlines, default=None)
@@ -746,6 +757,70 @@ class Cycle:
 
     def _wait_limit(self, job: Job) -> float:
         return gangrule.wait_limit(job.group, self.gangs, self.view.wait_limits)
+
+    # -- stale gangs (koordpy.core.stale) ------------------------------------------------------
+
+    def _stale_gangs(self, changed: set[str]) -> None:
+        """After the jobs (their binds count): each gang that changed, is stale, or has a member on a
+        node that changed or whose toleration ran out is read again; stale ones keep their
+        stale-since and are evicted once their grace ends, the others lose it."""
+        view, snapshot, state = self.view, self.snapshot, self.state
+        watch = view.stale
+        names = snapshot.scheduler_names
+        for key in sorted(watch.due(snapshot.nodes, changed, view.gangs, list(state.stale_since), self.now)):
+            gang = view.gangs.get(key)
+            reading = None
+            # Only a gang of ours: another scheduler's is its own to keep whole.
+            if gang is not None and any(p.scheduler_name in names for p in gang.pods):
+                reading = stale.health(gang, view.finished_in(key), watch.by_name, self.bound, self.now)
+            watch.note(key, reading)
+            if gang is None or reading is None or not reading.stale:
+                self._not_stale(key, gang, key in changed)
+            else:
+                self._stale(gang, reading, key in changed)
+
+    def _not_stale(self, key: str, gang: Gang | None, changed: bool) -> None:
+        """Stale-since forgotten, and cleared where the gang's dialect keeps it (read when the gang
+        changed: a restart reads every gang once)."""
+        was = self.state.clear_stale(key)
+        if gang is None or (was is None and not changed):
+            return
+        if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
+            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot))
+
+    def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
+        key, snapshot, now = gang.key, self.snapshot, self.now
+        had = self.state.stale_since.get(key)
+        kept = dialects.stale_since(key, gang.pods, snapshot)
+        since = min((t for t in (had, kept) if t is not None), default=now)
+        self.state.mark_stale(key, since)
+        if had is None or changed:  # written once, and again when the gang changed (a member replaced)
+            self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot))
+        grace = dialects.stale_grace(key, gang.pods, snapshot)
+        grace = snapshot.stale_grace if grace is None else grace
+        ends = stale.due(since, grace)
+        if had is None and kept is None:  # it became stale now: told once
+            self._tell_gang(gang, EventReason.GANG_STALE, GangStale(key, since, reading.live, reading.minimum,
+                                                                     ends, reading.parts))
+        if ends is None:
+            return
+        if now < ends:
+            self.stale_ends.append(ends)
+            return
+        if reading.arriving or any(p.nominated_node_name for p in gang.pods if not p.node_name):
+            return  # replacements bind or hold room being made for them: woken by their change
+        evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts)
+        message = render(evicted)
+        self.result.decide(*(Evict(pod, message, key) for pod in reading.evictable))
+        self._tell_gang(gang, EventReason.STALE_GANG_EVICTED, evicted)
+
+    def _tell_gang(self, gang: Gang, reason: EventReason, said: GangStale | StaleEvicted) -> None:
+        """A Warning Event on the gang's object, or on its first member when it has none."""
+        kind = dialects.gang_object(gang.key, self.snapshot)
+        if kind is not None:
+            self.result.decide(Event(kind, gang.key, "Warning", reason, render(said)))
+        elif gang.pods:
+            self.result.decide(Event("Pod", gang.pods[0].key, "Warning", reason, render(said)))
 
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""

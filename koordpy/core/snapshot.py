@@ -36,6 +36,10 @@ class PodChanges:
     pods: dict[str, Pod | None]  # key -> the pod as this snapshot shows it; None: gone from it
 
 
+# KAI-Scheduler's default staleness grace period (its ``globalDefaultStalenessGracePeriod``).
+STALE_GRACE = 60.0
+
+
 @dataclass
 class Snapshot:
     nodes: list[Node]
@@ -60,6 +64,10 @@ class Snapshot:
     pods_per_cycle: int = 0
     # The operator's ``deviceGangSearchSeconds``: one job's gang-wide device search's time budget.
     gang_search_seconds: float = GANG_BUDGET
+    # The operator's ``staleGangGracePeriodSeconds``: how long a gang may run below its minimum
+    # before the rest of it is evicted, where the job sets no grace of its own (negative: never,
+    # only reported; ``koordpy.core.stale``).
+    stale_grace: float = STALE_GRACE
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

@@ -42,6 +42,7 @@ from koordpy.core.gangrule import holds_alone
 from koordpy.core.model import Gang
 from koordpy.core.queue import Queue
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.stale import Watch
 from koordpy.core.volumes import VolumeRules
 
 
@@ -159,6 +160,7 @@ class View:
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
         self._inputs = _inputs(kinds.KINDS)
+        self.stale = Watch()  # which gangs the stale-gang phase reads again (koordpy.core.stale)
 
     def _changed(self, change: Change, snapshot: Snapshot, prev: Snapshot) -> bool:
         return any(item.changed(snapshot, prev) for item in self._inputs.get(change, ()))

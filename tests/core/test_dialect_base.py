@@ -18,6 +18,7 @@ from koordpy.core.dialects import base as b
 NEUTRAL = ("None", "False", "()", "iter(())", "{}")
 # Each capability, its registry and its base.
 CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Statuses, dialects.STATUSES, b.StatusesBase),
+                (b.Staleness, dialects.STALENESS, b.StalenessBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
                 (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
                 (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]

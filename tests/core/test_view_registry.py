@@ -26,7 +26,7 @@ from tests.builders import node
 
 VIEW = Path(view_module.__file__)
 # Snapshot fields no kind fills: settings and what the shell says changed.
-NOT_KINDS = {"scheduler_names", "preemption", "pods_per_cycle", "gang_search_seconds", "changes"}
+NOT_KINDS = {"scheduler_names", "preemption", "pods_per_cycle", "gang_search_seconds", "stale_grace", "changes"}
 
 
 def _fields(kind: kinds.Kind) -> set[str]:

@@ -77,6 +77,7 @@ schedulerNames: {{ toJson $c.schedulerNames }}
 preemption: {{ $c.preemption }}
 podsPerCycle: {{ int $c.podsPerCycle }}
 deviceGangSearchSeconds: {{ $c.deviceGangSearchSeconds }}
+staleGangGracePeriodSeconds: {{ $c.staleGangGracePeriodSeconds }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}

@@ -72,6 +72,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     GroupRow,
     GroupTerms,
+    StalenessBase,
     StatusesBase,
     TopologiesBase,
 )
@@ -576,6 +577,7 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
 # -- status ----------------------------------------------------------------------------------------
 
 PODGROUP_KIND: Kind = by_id("podgroups.scheduling.k8s.io")
+COMPOSITE_KIND: Kind = by_id("compositepodgroups.scheduling.k8s.io")
 # metav1.Condition's limit on ``message`` (bytes): a longer one is refused by the API server.
 MESSAGE_LIMIT = 32768
 
@@ -698,7 +700,7 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+class Upstream(GangsBase, StatusesBase, StalenessBase, AdmissionBase, ExplainsBase, TopologiesBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group). It has
     no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 
@@ -780,6 +782,13 @@ class Upstream(GangsBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesB
 
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         return obj.status.written() if isinstance(obj, WorkloadPodGroup) else None
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return COMPOSITE_KIND, composite.annotations
+        group = groups(snapshot).get(key)
+        return None if group is None else (PODGROUP_KIND, group.annotations)
 
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:
