@@ -772,7 +772,8 @@ class Cycle:
             reading = None
             # Only a gang of ours: another scheduler's is its own to keep whole.
             if gang is not None and any(p.scheduler_name in names for p in gang.pods):
-                reading = stale.health(gang, view.finished_in(key), watch.by_name, self.bound, self.now)
+                reading = stale.health(gang, view.finished_in(key), watch.by_name, self.bound, self.now,
+                                       watch.tainted)
             watch.note(key, reading)
             if gang is None or reading is None or not reading.stale:
                 self._not_stale(key, gang, key in changed)

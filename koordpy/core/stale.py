@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from koordpy.api.objects import Node, Pod
@@ -50,54 +51,66 @@ class Health:
     arriving: int = 0  # members bound this cycle: replacements arriving, the eviction waits a cycle
 
 
+def noexecute_nodes(nodes: Mapping[str, Node]) -> frozenset[str]:
+    """The nodes with a ``NoExecute`` taint: only a member bound there needs ``liveness`` asked."""
+    return frozenset(name for name, n in nodes.items() if any(t.effect == "NoExecute" for t in n.taints))
+
+
 def health(gang: Gang, finished: Iterable[Pod], nodes: Mapping[str, Node], bound_now: Mapping[str, str],
-           now: float) -> Health | None:
+           now: float, tainted: AbstractSet[str] | None = None) -> Health | None:
     """The gang's reading at ``now``; None for a gang that has no rule to hold it to (no config, an
     error). ``finished``: the members that finished (a Succeeded one keeps the gang from being
-    stale); ``bound_now``: the pods bound this cycle (they count)."""
+    stale); ``bound_now``: the pods bound this cycle (they count); ``tainted``: the nodes with a
+    ``NoExecute`` taint (``noexecute_nodes``; None: found here)."""
     cfg = gang.config
     if cfg is None or gang.error:
         return None
+    if tainted is None:
+        tainted = noexecute_nodes(nodes)
     minimum = cfg.min_member
-    live: list[str] = []
+    # One pass that asks ``liveness`` only of what may be lost (a gang of thousands, all running on
+    # healthy nodes, is read each time it changes): a member being deleted, or bound to a node that
+    # is gone or has a NoExecute taint.
+    live: list[Pod] = []
     lost: list[tuple[str, Loss]] = []
-    evictable: list[str] = []
     on: set[str] = set()
     wake: float | None = None
-    arriving = 0
+    arriving: list[Pod] = []
     for pod in gang.pods:
-        name = pod.node_name or bound_now.get(pod.key, "")
+        name = pod.node_name
         if not name:
+            if bound_now and pod.key in bound_now:  # bound this cycle, on a node the cycle saw
+                arriving.append(pod)
+                on.add(bound_now[pod.key])
             continue
         on.add(name)
-        node = nodes.get(name)
-        if not pod.node_name:  # bound this cycle: placed on a node the cycle saw
-            live.append(pod.key)
-            evictable.append(pod.key)
-            arriving += 1
+        if not pod.deleting and name not in tainted and name in nodes:
+            live.append(pod)
             continue
+        node = nodes.get(name)
         why = loss(pod, node, now)
         if why is None:
-            live.append(pod.key)
+            live.append(pod)
             later = lost_later(pod, node, now)
             if later is not None and (wake is None or later < wake):
                 wake = later
         else:
             lost.append((pod.key, why))
-        if not pod.deleting:
-            evictable.append(pod.key)
-    finished = list(finished)
-    succeeded = any(p.phase == "Succeeded" for p in finished)
+    count = len(live) + len(arriving)
     parts = None
-    short = len(live) < minimum
+    short = count < minimum
     if gang.parts is not None:
         need, members = gang.parts
-        alive = set(live)
-        met = sum(1 for keys, least in members if sum(1 for k in keys if k in alive) >= least)
+        alive = {p.key for p in live} | {p.key for p in arriving}
+        met = sum(1 for keys, least in members if len(keys & alive) >= least)
         parts = (met, need)
         short = short or met < need
-    stale = bool(live) and not succeeded and short
-    return Health(len(live), minimum, stale, tuple(evictable), tuple(lost), wake, frozenset(on), parts, arriving)
+    stale = bool(count) and short and not any(p.phase == "Succeeded" for p in finished)
+    # What an eviction deletes: every bound member not being deleted (one whose node is gone or
+    # failed included: the pod is still there and holds its claims); asked only of a stale gang.
+    evictable = tuple(p.key for p in (*arriving, *(p for p in gang.pods if p.node_name and not p.deleting))) \
+        if stale else ()
+    return Health(count, minimum, stale, evictable, tuple(lost), wake, frozenset(on), parts, len(arriving))
 
 
 def due(since: float, grace: float) -> float | None:
@@ -114,9 +127,9 @@ class Watch:
 
     nodes: list[Node] = field(default_factory=list)  # the last snapshot's nodes, as they were
     by_name: dict[str, Node] = field(default_factory=dict)
-    on_node: dict[str, set[str]] = field(default_factory=dict)  # node -> gangs with a member bound there
-    gang_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    gang_nodes: dict[str, frozenset[str]] = field(default_factory=dict)  # gang -> the nodes its members are on
     wakes: dict[str, float] = field(default_factory=dict)  # gang -> when a member stops counting
+    tainted: frozenset[str] = frozenset()  # the nodes with a NoExecute taint (``noexecute_nodes``)
     fresh: bool = True  # nothing read yet: every gang is read
 
     def due(self, nodes: list[Node], changed: Iterable[str], gangs: Mapping[str, object],
@@ -130,29 +143,28 @@ class Watch:
         old = self.nodes
         if len(nodes) != len(old) or any(map(operator.is_not, nodes, old)):
             before = self.by_name
-            self.by_name = {n.name: n for n in nodes}
-            moved = {name for name, n in self.by_name.items() if before.get(name) is not n}
-            moved.update(name for name in before if name not in self.by_name)
-            for name in moved:
-                out.update(self.on_node.get(name, ()))
+            self.by_name = by_name = {n.name: n for n in nodes}
+            if before:
+                # A node replaced by an equal object (a heartbeat the shell did not filter) moves nothing.
+                moved = {name for name, n in by_name.items() if (was := before.get(name)) is not n and was != n}
+                moved.update(name for name in before if name not in by_name)
+            else:
+                moved = set(by_name)
+            if moved:
+                now_tainted = noexecute_nodes({name: by_name[name] for name in moved if name in by_name})
+                self.tainted = (self.tainted - moved) | now_tainted
+                if self.gang_nodes:  # rare (a taint, a node gone): each gang's nodes asked, in C
+                    out.update(k for k, on in self.gang_nodes.items() if not moved.isdisjoint(on))
             self.nodes = list(nodes)
         out.update(k for k, at in self.wakes.items() if at <= now)
         return out
 
     def note(self, key: str, reading: Health | None) -> None:
         """What ``key``'s reading says to watch for it (nothing: the gang is gone or has no rule)."""
-        was = self.gang_nodes.pop(key, frozenset())
-        now = reading.nodes if reading is not None else frozenset()
-        for name in was - now:
-            gangs = self.on_node.get(name)
-            if gangs is not None:
-                gangs.discard(key)
-                if not gangs:
-                    del self.on_node[name]
-        for name in now - was:
-            self.on_node.setdefault(name, set()).add(key)
-        if now:
-            self.gang_nodes[key] = now
+        if reading is not None and reading.nodes:
+            self.gang_nodes[key] = reading.nodes
+        else:
+            self.gang_nodes.pop(key, None)
         if reading is not None and reading.wake is not None:
             self.wakes[key] = reading.wake
         else:

@@ -290,3 +290,31 @@ def test_explain_says_a_gang_with_a_negative_grace_is_only_reported() -> None:
     facts = _explained(NODE, job(2), running("job-1-0"), failed("job-1-1"), grace=-1)
     assert facts["stale"].endswith("its grace is negative: reported only, never evicted")
     assert f"stale since {rfc3339(T)}" in facts["stale"]  # not kept anywhere yet: it would be from now
+
+
+# -- what a cycle reads again (stale.Watch) -----------------------------------------------------
+
+def test_a_node_that_fails_under_a_running_gang_is_noticed_though_no_pod_changed() -> None:
+    # Two cycles on one standing state: the second sees only node-2 change (a NoExecute taint its
+    # member does not tolerate, as the node lifecycle controller puts on a node it lost): the gang
+    # is read again through the nodes its members are on.
+    objs = [NODE, node("node-2", cpu="64"), job(2), running("job-1-0"), running("job-1-1", node_name="node-2")]
+    w = World.from_objects([("test", o) for o in objs])
+    state = SchedulerState()
+    first = cycle(world=w, state=state)
+    assert not events(first, "GangStale") and state.stale_since == {}
+    tainted = node("node-2", cpu="64")
+    tainted["spec"] = {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                                   "timeAdded": rfc3339(T)}]}
+    w.stores["nodes"]["node-2"] = Node_of(tainted)
+    second = cycle(world=w, state=state, now=T + 1)
+    assert [e.obj for e in events(second, "GangStale")] == ["default/job-1"]
+    assert state.stale_since == {"default/job-1": T + 1}
+    assert second.next_deadline == T + 61
+    # Nothing changes: the next cycles read the stale gang alone, and evict it at its grace's end.
+    assert evicted(cycle(world=w, state=state, now=T + 30)) == set()
+    assert evicted(cycle(world=w, state=state, now=T + 61)) == {"job-1-0", "job-1-1"}
+
+
+def Node_of(raw: dict[str, Any]) -> Any:
+    return World.from_objects([("test", raw)]).stores["nodes"][raw["metadata"]["name"]]
