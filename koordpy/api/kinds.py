@@ -204,8 +204,8 @@ KINDS: tuple[Kind, ...] = (
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, _from_raw(WorkloadPodGroup),
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
-         writes=("status:patch", "patch"), change="gangs", errors=_GANG_ERRORS, own_field=False,
-         priority_admitted=True, claim_templates=True),
+         writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False, priority_admitted=True,
+         claim_templates=True),
     # Its status is not written (kube-scheduler v1.37 writes its children's conditions, not its own);
     # a stale gang's stale-since is annotated on it ("patch"). Its gang is keyed by its namespace/name,
     # so one that does not parse is an invalid gang like a PodGroup's.

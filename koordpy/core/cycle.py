@@ -30,6 +30,7 @@ from koordpy.core.decisions import (
     Event,
     EventReason,
     Evict,
+    GangStatus,
     GangStatusUpdate,
     Nominate,
     Preempt,
@@ -115,6 +116,7 @@ class Cycle:
         self.gangs: dict[str, Gang] = {}
         self.owner_waits: list[float] = []  # when pods waiting for their owner stop waiting
         self.stale_ends: list[float] = []  # when stale gangs' graces end
+        self.statuses: dict[str, GangStatus] = {}  # object -> the status this cycle decided for it
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -151,9 +153,9 @@ class Cycle:
                 continue
             self._tried(job, round_)
         round_.close()
-        self._stale_gangs(changed)
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
+        self._stale_gangs(changed)  # after the statuses: a stale gang's condition goes on top of theirs
         self.result.next_deadline = self._next_deadline()
         return self.result
 
@@ -770,24 +772,28 @@ class Cycle:
         for key in sorted(watch.due(snapshot.nodes, changed, view.gangs, list(state.stale_since), self.now)):
             gang = view.gangs.get(key)
             reading = None
-            # Only a gang of ours: another scheduler's is its own to keep whole.
-            if gang is not None and any(p.scheduler_name in names for p in gang.pods):
+            # Only a gang of ours: another scheduler's is its own to keep whole (and its stale-since,
+            # KAI's say, its own to write).
+            ours = gang is not None and any(p.scheduler_name in names for p in gang.pods)
+            if ours:
+                assert gang is not None
                 reading = stale.health(gang, view.finished_in(key), watch.by_name, self.bound, self.now,
                                        watch.tainted)
             watch.note(key, reading)
             if gang is None or reading is None or not reading.stale:
-                self._not_stale(key, gang, key in changed)
+                self._not_stale(key, gang, ours and key in changed)
             else:
                 self._stale(gang, reading, key in changed)
 
     def _not_stale(self, key: str, gang: Gang | None, changed: bool) -> None:
-        """Stale-since forgotten, and cleared where the gang's dialect keeps it (read when the gang
-        changed: a restart reads every gang once)."""
+        """Stale-since forgotten, and cleared where the gang's dialect keeps it: when this scheduler
+        kept it, or (``changed``: a gang of ours that changed; a restart reads every gang once) when
+        the gang's object or members still say it."""
         was = self.state.clear_stale(key)
         if gang is None or (was is None and not changed):
             return
         if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
-            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot))
+            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
 
     def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
         key, snapshot, now = gang.key, self.snapshot, self.now
@@ -796,7 +802,7 @@ class Cycle:
         since = min((t for t in (had, kept) if t is not None), default=now)
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)
-            self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot))
+            self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))
         grace = dialects.stale_grace(key, gang.pods, snapshot)
         grace = snapshot.stale_grace if grace is None else grace
         ends = stale.due(since, grace)
@@ -841,6 +847,7 @@ class Cycle:
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
                 self.result.decide(GangStatusUpdate(obj, status))
+                self.statuses[obj] = status
 
 
     def _kept(self, gang: str, keys: Iterable[str], pending: dict[str, str]) -> None:

@@ -318,3 +318,15 @@ def test_a_node_that_fails_under_a_running_gang_is_noticed_though_no_pod_changed
 
 def Node_of(raw: dict[str, Any]) -> Any:
     return World.from_objects([("test", raw)]).stores["nodes"][raw["metadata"]["name"]]
+
+
+def test_another_schedulers_gang_is_neither_judged_nor_has_its_stale_since_cleared() -> None:
+    # KAI's own gang (its pods are KAI's), stale since long ago by KAI's clock: koordpy leaves it be.
+    def theirs(raw: dict[str, Any]) -> dict[str, Any]:
+        raw["spec"]["schedulerName"] = "kai-scheduler"
+        return kai(raw)
+
+    result = cycle(NODE, kai_job(2, None, stale=120), theirs(running("job-1-0")), theirs(failed("job-1-1")))
+    assert evicted(result) == set() and not [d for d in result.decisions if isinstance(d, ObjectAnnotate)]
+    whole = cycle(NODE, kai_job(1, None, stale=120), theirs(running("job-1-0")))
+    assert not [d for d in whole.decisions if isinstance(d, ObjectAnnotate)]

@@ -169,3 +169,46 @@ def test_a_member_on_a_node_whose_taint_outlasts_its_toleration_is_lost_then() -
     assert result.evicted == {"default/job-0": "StaleGangEviction", "default/job-1": "StaleGangEviction"}
     [told] = [e for e in result.events if e.reason == "GangStale"]
     assert f"stale since {rfc3339(DEFAULT_EPOCH + 100)}" in told.message
+
+
+def test_a_workload_podgroup_keeps_its_stale_since_in_a_gang_stale_condition() -> None:
+    # Kubernetes' own PodGroup: the condition GangStale (True, lastTransitionTime = since) is both
+    # what a user reads and the clock a new scheduler reads back; removed once the gang is whole.
+    from tests.core.dialects.test_upstream import group, member
+
+    def upstream(name: str, node_name: str, phase: str, reason: str = "") -> dict[str, Any]:
+        raw = member(name, cpu="4", node_name=node_name)
+        raw["status"] = {"phase": phase, **({"reason": reason} if reason else {})}
+        return raw
+
+    train = group(min_count=3)
+    objs = [*NODES, train, upstream("t-0", "n0", "Running"), upstream("t-1", "n1", "Running"),
+            upstream("t-2", "n2", "Failed", "OutOfcpu")]
+    w = world(*objs)
+    t0 = DEFAULT_EPOCH + 100
+    first = schedule(w.snapshot(NAMES), SchedulerState(), t0)
+    w.apply(first)
+    [stale] = [c for c in w.stores["workload_podgroups"]["default/train"].conditions if c.type == "GangStale"]
+    assert (stale.status, stale.reason, stale.last_transition_time) == ("True", "BelowMinimum", t0)
+    again = schedule(w.snapshot(NAMES), SchedulerState(), t0 + 61)
+    assert {d.pod for d in again.evicted} == {"default/t-0", "default/t-1"}
+    # Both conditions stand: PodGroupInitiallyScheduled, written in the same cycle, kept.
+    types = [c.type for c in w.stores["workload_podgroups"]["default/train"].conditions]
+    assert sorted(types) == ["GangStale", "PodGroupInitiallyScheduled"]
+    # The same group whole again (a replacement bound meanwhile): the condition goes, the other stays.
+    done = {**train, "status": {"conditions": [stale_wire(t0), scheduled_wire(t0)]}}
+    whole = world(*NODES, done, upstream("t-0", "n0", "Running"), upstream("t-1", "n1", "Running"),
+                  upstream("t-3", "n2", "Running"))
+    whole.apply(schedule(whole.snapshot(NAMES), SchedulerState(), t0 + 10))
+    assert [c.type for c in whole.stores["workload_podgroups"]["default/train"].conditions] == \
+        ["PodGroupInitiallyScheduled"]
+
+
+def scheduled_wire(since: float) -> dict[str, Any]:
+    return {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": "",
+            "lastTransitionTime": rfc3339(since)}
+
+
+def stale_wire(since: float) -> dict[str, Any]:
+    return {"type": "GangStale", "status": "True", "reason": "BelowMinimum", "message": "m",
+            "lastTransitionTime": rfc3339(since)}

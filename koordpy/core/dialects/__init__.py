@@ -29,7 +29,7 @@ from koordpy.api.kinds import Kind, Role
 from koordpy.api.kinds import roles as kind_roles
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
-from koordpy.core.decisions import Annotate, GangStatus, ObjectAnnotate, ObjectStatus
+from koordpy.core.decisions import Decision, GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import (
     Admission,
@@ -357,10 +357,11 @@ def stale_grace(key: str, members: Sequence[Pod], snapshot: Snapshot) -> float |
     return _stale_keeper(key, snapshot).stale_grace(key, members, snapshot)
 
 
-def stale_marks(key: str, members: Sequence[Pod], since: float | None,
-                snapshot: Snapshot) -> Sequence[Annotate | ObjectAnnotate]:
-    """The writes that keep the gang's stale-since where its dialect keeps it (None: clear it)."""
-    return _stale_keeper(key, snapshot).stale_marks(key, members, since, snapshot)
+def stale_marks(key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
+    """The writes that keep the gang's stale-since where its dialect keeps it (None: clear it), on
+    top of the statuses this cycle ``decided`` already (by object key)."""
+    return _stale_keeper(key, snapshot).stale_marks(key, members, since, snapshot, decided)
 
 
 def status_said(kind: Kind, obj: Any) -> Mapping[str, object] | None:

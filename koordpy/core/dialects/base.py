@@ -36,7 +36,7 @@ from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.quantity import parse_go_duration
 from koordpy.api.raw import rfc3339
-from koordpy.core.decisions import Annotate, GangStatus, ObjectAnnotate, ObjectStatus
+from koordpy.core.decisions import Annotate, Decision, GangStatus, ObjectAnnotate, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
@@ -239,10 +239,12 @@ class Staleness(Dialect, Protocol):
         reported); None: the job sets none (the setting's applies)."""
         ...
 
-    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None,
-                    snapshot: Snapshot) -> Sequence[Annotate | ObjectAnnotate]:
+    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                    decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
         """The writes that make the gang's object (or its live ``members``) say it is stale since
-        ``since`` (None: that it is not), only where they say otherwise."""
+        ``since`` (None: that it is not), only where they say otherwise: an annotation, or a
+        condition of the object's status, then made on top of the status this cycle ``decided``
+        for it already (by object key: the later write is the one that stands)."""
         ...
 
 
@@ -501,8 +503,8 @@ class StalenessBase(DialectBase):
         found = None if obj is None else read_grace(obj[1].get(self.grace_annotation))
         return found if found is not None else members_grace(members, self.grace_annotation)
 
-    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None,
-                    snapshot: Snapshot) -> Sequence[Annotate | ObjectAnnotate]:
+    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                    decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
         obj = self.stale_object(key, snapshot)
         if obj is None:
             return member_marks(members, since)
