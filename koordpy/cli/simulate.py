@@ -64,7 +64,9 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
         out.write(f"\n{'POD':<{width}}  DEVICES\n")
         for key, devices in sorted(result.devices.items()):
             out.write(f"{key:<{width}}  {', '.join(devices) or '-'}\n")
-    out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
+    evicted = f", {len(result.evicted)} evicted" if result.evicted else ""
+    out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted"
+              f"{evicted}\n")
 
 
 

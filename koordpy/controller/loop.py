@@ -248,6 +248,9 @@ class SchedulerLoop:
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
+        if result.evicted:
+            log.info("evicting stale gangs", pods=sorted(e.pod for e in result.evicted),
+                     gangs=sorted({e.gang for e in result.evicted}))
         if statuses_due:
             self._object_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)

@@ -72,6 +72,7 @@ def test_the_evicted_gang_is_listed_in_the_table() -> None:
     out = io.StringIO()
     print_table(result, out)
     assert "default/job-0" in out.getvalue() and "Evicted" in out.getvalue()
+    assert out.getvalue().endswith("0 bound, 0 pending, 0 preempted, 2 evicted\n")
 
 
 def test_a_replacement_that_binds_inside_the_grace_makes_the_gang_whole_again() -> None:
