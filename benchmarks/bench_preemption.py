@@ -182,6 +182,7 @@ def kernels(a: dict[str, Any]) -> None:
     cost_args = (evicted, v_cand, a["prio"], a["gang"], a["gang"], counts, weight, bound, least, n_cand)
     top, jobs, pods = candidate_costs(*cost_args)
     names = np.arange(n_cand, dtype=np.int64)
+    broken = np.zeros(n_cand, dtype=np.int64)  # no PodDisruptionBudget broken: the usual case
     cases: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
         ("reclaimable_free", lambda: reclaimable_free(a["free"], a["v_node"], a["v_req"]),
          lambda: reclaimable_free_py(a["free"], a["v_node"], a["v_req"])),
@@ -190,15 +191,16 @@ def kernels(a: dict[str, Any]) -> None:
          lambda: reprieve_py(reclaim, a["vec"], a["feasible"], JOB, a["of_node"], totals, a["v_node"], a["v_req"],
                              blocks, cap)),
         ("candidate_costs", lambda: candidate_costs(*cost_args), lambda: candidate_costs_py(*cost_args)),
-        ("order_candidates", lambda: order_candidates(top, jobs, pods, totals, names, 8),
-         lambda: order_candidates_py(top, jobs, pods, totals, names, 8)),
+        ("order_candidates", lambda: order_candidates(broken, top, jobs, pods, totals, names, 8),
+         lambda: order_candidates_py(broken, top, jobs, pods, totals, names, 8)),
     ]
     # A lone pod's candidates are the nodes: the ordering of 5,000 of them.
     rng = np.random.default_rng(0)
     t5, j5, p5, b5 = (rng.integers(0, 5, 5000).astype(np.int64) for _ in range(4))
     n5 = np.arange(5000, dtype=np.int64)
-    cases.append(("order_candidates*", lambda: order_candidates(t5, j5, p5, b5, n5, 8),
-                  lambda: order_candidates_py(t5, j5, p5, b5, n5, 8)))
+    v5 = np.zeros(5000, dtype=np.int64)
+    cases.append(("order_candidates*", lambda: order_candidates(v5, t5, j5, p5, b5, n5, 8),
+                  lambda: order_candidates_py(v5, t5, j5, p5, b5, n5, 8)))
     print(f"kernels on {len(a['v_node'])} victims, {n_cand} candidates (* 5,000 candidates), best of 5:")
     for name, fast, slow in cases:
         f, s = timed(fast), timed(slow, repeat=2)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
+from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.dra import DeviceClass, Devices, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kueue import KaiPodGroup, Topology
@@ -252,6 +254,11 @@ KINDS: tuple[Kind, ...] = (
          change="devices"),
     Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False, _from_raw(DeviceTaintRule),
          "devicetaintrule", "devices.taint_rules", errors="devices.invalid", change="devices"),
+    # Read by preemption, which counts victims against them (``koordpy.core.preemption``). "none": the
+    # cluster reads the budgets afresh each cycle and counts its pods against their selectors only
+    # when those change (``Cluster.set_budgets``), so a status that moves rebuilds nothing.
+    Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, _from_raw(PodDisruptionBudget),
+         "pdb", DISRUPTION_BUDGETS, change="none", own_field=False),
 )
 # Writes only while preemption is on (settings' ``preemption``) or stale gangs may be evicted (a
 # ``staleGangGracePeriodSeconds`` not negative): (plural, verb).

@@ -212,6 +212,10 @@ def _render_preemption(p: PreemptionFacts, out: TextIO) -> None:
     w(f"  dry run: {p.outcome}{f' - {_short(said)}' if said else ''}\n")
     if p.would_evict:
         w(f"  would evict: {', '.join(p.would_evict)} (in {p.where})\n")
+    for name, n in p.beyond_budgets:
+        w(f"  breaks PodDisruptionBudget {name}: {n} pod(s) beyond its budget\n")
+    if p.kept_by_budgets:
+        w(f"  kept by PodDisruptionBudgets: {', '.join(p.kept_by_budgets)}\n")
     if p.would_release:
         w(f"  would take back room nominated for: {', '.join(p.would_release)}\n")
     if p.would_nominate:

@@ -17,6 +17,8 @@ from itertools import repeat
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
+from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Pod, PriorityClass
 from koordpy.core.dialects import DEFAULT_TREE, Trees
 from koordpy.core.extended import backing
@@ -44,8 +46,9 @@ def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
 class PodIndex:
     """Every counted pod as a row of arrays: its node, request and priority, and whether it is
     held (a pending pod counted where it is nominated or reserved), protected from preemption
-    (labelled so, or already terminating) or terminating because of preemption. Preemption reads
-    it whole with numpy instead of walking pod objects. Rows of pods that are gone are reused."""
+    (labelled so, or already terminating) or terminating because of preemption, and the
+    PodDisruptionBudget that covers it (``Budgets``; -1 none). Preemption reads it whole with numpy
+    instead of walking pod objects. Rows of pods that are gone are reused."""
 
     def __init__(self, resources: int) -> None:
         self.row: dict[str, int] = {}
@@ -58,6 +61,7 @@ class PodIndex:
         self.held = np.zeros(0, dtype=np.bool_)
         self.protected = np.zeros(0, dtype=np.bool_)
         self.doomed = np.zeros(0, dtype=np.bool_)
+        self.pdb = np.zeros(0, dtype=np.int64)
 
     def _grow(self) -> None:
         n = max(64, 2 * len(self.keys))
@@ -65,26 +69,27 @@ class PodIndex:
         self.node = np.concatenate([self.node, np.full(extra, -1, dtype=np.int64)])
         self.req = np.concatenate([self.req, np.zeros((extra, self.req.shape[1]), dtype=np.int64)])
         self.prio = np.concatenate([self.prio, np.zeros(extra, dtype=np.int64)])
+        self.pdb = np.concatenate([self.pdb, np.full(extra, -1, dtype=np.int64)])
         for name in ("live", "held", "protected", "doomed"):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=np.bool_)]))
         self._spare.extend(range(n - 1, len(self.keys) - 1, -1))
         self.keys.extend([""] * extra)
 
-    def put(self, key: str, node: int, req: npt.NDArray[np.int64], held: bool, meta: PodMeta) -> None:
+    def put(self, key: str, node: int, req: npt.NDArray[np.int64], held: bool, meta: PodMeta, pdb: int = -1) -> None:
         i = self.row.get(key)
         if i is None:
             if not self._spare:
                 self._grow()
             i = self.row[key] = self._spare.pop()
             self.keys[i] = key
-        self.node[i], self.req[i], self.live[i], self.held[i] = node, req, True, held
+        self.node[i], self.req[i], self.live[i], self.held[i], self.pdb[i] = node, req, True, held, pdb
         self.describe(i, meta)
 
     def describe(self, i: int, meta: PodMeta) -> None:
         self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
 
     def put_many(self, keys: list[str], nodes: npt.NDArray[np.int64], req: npt.NDArray[np.int64], held: bool,
-                 metas: list[PodMeta]) -> None:
+                 metas: list[PodMeta], pdbs: list[int] | None = None) -> None:
         """``put`` for each of ``keys`` in turn (rows taken in the same order), the arrays set at once."""
         rows: list[int] = []
         row, spare = self.row, self._spare
@@ -99,6 +104,7 @@ class PodIndex:
             rows.append(i)
         at = np.array(rows, dtype=np.int64)
         self.node[at], self.req[at], self.live[at], self.held[at] = nodes, req, True, held
+        self.pdb[at] = -1 if pdbs is None else pdbs
         self.describe_many(at, metas)
 
     def describe_many(self, rows: npt.NDArray[np.int64], metas: list[PodMeta]) -> None:
@@ -145,6 +151,35 @@ def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
     return meta_of(effective_priority(pod, classes), not pod.node_name,
                    pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
                    pod.deleting and pod.preempted)
+
+
+class Budgets:
+    """The snapshot's PodDisruptionBudgets as numbers: each budget's id (its place in key order),
+    ``allowed`` per id (``status.disruptionsAllowed``; 0 for a budget the disruption controller has
+    not counted yet, as kube-scheduler reads it) and the pods each names in ``disruptedPods``, which
+    cost it nothing. ``of`` finds the budget that covers a pod, once per pod as its row is counted.
+    A pod covered by several budgets is counted against the first in key order alone (the eviction
+    API refuses to evict such a pod at all, so they are rare)."""
+
+    def __init__(self, budgets: Mapping[str, PodDisruptionBudget] | None = None) -> None:
+        self.items = [budgets[k] for k in sorted(budgets)] if budgets else []
+        self.names = [b.key for b in self.items]
+        self.allowed = np.array([b.disruptions_allowed or 0 for b in self.items], dtype=np.int64)
+        self.disrupted = {f"{b.namespace}/{name}" for b in self.items for name in b.disrupted_pods}
+        # What decides which pods a budget covers: when it is unchanged, so are the rows' ids.
+        self.spec = tuple((b.namespace, b.selector) for b in self.items)
+        self._by_ns: dict[str, list[tuple[int, PodDisruptionBudget]]] = {}
+        for i, b in enumerate(self.items):
+            self._by_ns.setdefault(b.namespace, []).append((i, b))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def of(self, pod: Pod | None) -> int:
+        """The id of the first budget covering ``pod``, -1 none."""
+        if pod is None or not pod.labels:
+            return -1
+        return next((i for i, b in self._by_ns.get(pod.namespace, ()) if b.covers(pod)), -1)
 
 
 class Cluster:
@@ -196,6 +231,7 @@ class Cluster:
         self.presence = Presence(self.nodes, self.objects)
         self.presence.held = self._held
         self.presence.set_namespaces(snapshot.namespaces)
+        self.budgets = Budgets(snapshot.of(DISRUPTION_BUDGETS))
         assumed = assumed or {}
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
@@ -249,6 +285,8 @@ class Cluster:
             row = self.index.row.get(key)
             if row is not None:
                 self.index.describe(row, meta)
+                if self.budgets.items:  # its labels may have changed
+                    self.index.pdb[row] = self.budgets.of(pod)
             if not pod.terminal:
                 node = self.node_index.get(pod.node_name or assumed.get(key, "")
                                            or ("" if pod.deleting else pod.nominated_node_name))
@@ -331,7 +369,8 @@ class Cluster:
         counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
         was_held = self._held_flags(keys)
         default = PodMeta(0, False, False, False)
-        index.put_many(keys, nodes, request, False, [m or default for m in self._metas_for(keys)])
+        pdbs = [self.budgets.of(self.objects.get(k)) for k in keys] if self.budgets.items else None
+        index.put_many(keys, nodes, request, False, [m or default for m in self._metas_for(keys)], pdbs)
         if self.txn is not None:
             self.txn.record(_AdoptedMany(self, keys, olds, was_held))
 
@@ -371,7 +410,18 @@ class Cluster:
         else:
             self.counted[key] = entry
             meta = self._meta_for(key) or PodMeta(0, held, False, False)
-            self.index.put(key, entry[0], entry[1], held, meta)
+            self.index.put(key, entry[0], entry[1], held, meta,
+                           self.budgets.of(self.objects.get(key)) if self.budgets.items else -1)
+
+    def set_budgets(self, budgets: Mapping[str, PodDisruptionBudget]) -> None:
+        """The snapshot's PodDisruptionBudgets, read each cycle: their statuses taken as they are, the
+        rows' budget ids counted again only when a budget came, went or changed what it selects."""
+        new = Budgets(budgets)
+        if new.spec != self.budgets.spec:
+            idx = self.index
+            live = np.flatnonzero(idx.live)
+            idx.pdb[live] = [new.of(self.objects.get(idx.keys[i])) for i in live.tolist()] if new else -1
+        self.budgets = new
 
     def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
         """Sets the pod's metadata (and ``held``), recording what undoes it."""
@@ -428,10 +478,15 @@ class Cluster:
             self.txn.record(_DescribedMany(self, keys, olds, [i is not None for i in at], held))
 
     def doom(self, key: str) -> None:
-        """The pod is being preempted this cycle: no later job may count it as a victim again."""
+        """The pod is being preempted this cycle: no later job may count it as a victim again, and its
+        budget (a PodDisruptionBudget's) has one disruption fewer for them, as its status will say."""
         meta = self._meta_for(key)
         if meta is not None:
             self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
+        row = self.index.row.get(key)
+        if self.budgets and row is not None and self.index.pdb[row] >= 0 and key not in self.budgets.disrupted:
+            b = int(self.index.pdb[row])
+            self.budgets.allowed[b] = max(0, int(self.budgets.allowed[b]) - 1)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False, pods: str | list[str] | None = None) -> None:

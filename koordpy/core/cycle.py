@@ -68,6 +68,7 @@ from koordpy.core.verdicts import (
     OwnerMissing,
     PeerNotBack,
     PeerUndeclared,
+    ReplacementsDoNotFit,
     StaleEvicted,
     Text,
     TimedOut,
@@ -91,7 +92,7 @@ class Cycle:
         self.state = state
         self.now = now
         self.view = view if view is not None else state.standing_view()
-        self.cluster = self.view.refresh(snapshot, state)
+        self.cluster = self.view.refresh(snapshot, state, now)
         self.txn = txn
         self.result = CycleResult()
         if txn is not None:
@@ -111,6 +112,8 @@ class Cycle:
         self.released: dict[str, str] = {}  # job id -> what its PostFilter gave up, in words
         # Per job tried: the structured diagnosis of its failure and what preemption planned.
         self.diagnoses: dict[str, tuple[Failure | None, Plan | None]] = {}
+        # Per job that lost members and cannot take their replacements: why (for ``koordpy explain``).
+        self.replacements: dict[str, ReplacementsDoNotFit] = {}
         self.nominations = Nominations(self.cluster, state, self.view, self.filters, self.reserve, self.result)
         self.bound = self.result.bound  # what the jobs bound this cycle, pod -> node (read often)
         self.gangs: dict[str, Gang] = {}
@@ -193,16 +196,14 @@ class Cycle:
 
     def _next_deadline(self) -> float | None:
         """When the next cycle is due though nothing changes: a gang's wait ends, a backoff ends, an
-        owner's grace ends, a stale gang's grace ends, a member stops counting (its node's taint
-        outlasts its toleration), or at once when jobs were left over."""
+        owner's grace ends, a stale gang's grace ends, a gang's member stops counting (``View.loss_due``),
+        or at once when jobs were left over."""
         deadlines = [since + gangrule.wait_limit(gid, self.gangs, self.view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
         deadlines += self.stale_ends
-        wake = self.view.stale.next_wake()  # a member's node fails it once its toleration runs out
-        if wake is not None:
-            deadlines.append(wake)
+        deadlines += self.view.loss_due.values()  # a member stops counting: its gang is looked at again
         if self.result.deferred:
             deadlines.append(self.now)  # the jobs left over go next, without waiting for a change
         return min(deadlines, default=None)
@@ -359,7 +360,11 @@ class Cycle:
                 self.state.reserve(key, self.cluster.nodes[n].name)
             if any(p.key in self.state.reserved for p in job.pods):
                 self.state.start_wait(job.group, self.now)
-        self._reject(job, failure, plan, skipped)
+        short = self._replacements_short(job, req, failure, plan)
+        if short is not None and failure is not None:
+            self._replacements_rejected(job, short, failure)
+        else:
+            self._reject(job, failure, plan, skipped)
         # A job with room nominated for it is tried every cycle until it binds there: the room it
         # waits for is counted as its own, so the freed-room test that wakes parked jobs cannot see it.
         # While the victims of its preemption still terminate there it cannot bind: it waits for them
@@ -556,6 +561,39 @@ class Cycle:
             else:
                 self._say(pod, others, cond)
 
+    def _replacements_short(self, job: Job, req: Requirement | None, failure: Failure | None,
+                            plan: Plan | None) -> ReplacementsDoNotFit | None:
+        """Why a gang that lost members (``gangrule.short``, with lost members still seen, or having
+        met its minimum before) cannot take its replacements: they do not fit together in its
+        live members' domain (``req.anchor``, else anywhere) and preemption finds no room there
+        either (or may not run). None otherwise: a gang that never ran says what any gang says."""
+        if failure is None or (plan is not None and plan.outcome != "none"):
+            return None
+        satisfied = self.state.satisfied
+        gang = next((g for g in job.gangs if g.config is not None and (g.lost or g.key in satisfied)
+                     and gangrule.short(g)), None)
+        if gang is None or gang.config is None:
+            return None
+        missing = max(1, gang.config.min_member - gangrule.counted(gang, self.state.reserved))
+        domain = ""
+        if req is not None and req.anchor is not None:
+            tree = self.cluster.trees[req.tree]
+            domain = tree.label(req.anchor) if req.tree.labelled else tree.name(req.anchor)
+        said = post_filter_said(self.released.get(job.id, ""), plan.message if plan is not None else "")
+        return ReplacementsDoNotFit(gang.key, domain, missing, failure.why, said)
+
+    def _replacements_rejected(self, job: Job, short: ReplacementsDoNotFit, failure: Failure) -> None:
+        """Every pending member of the job says why the replacements cannot be taken, and a Warning
+        Event on the gang says it once for as long as it stays the same (the pods' message carries it)."""
+        self.replacements[job.id] = short
+        message, cond = render(short), condition_reason(failure.why)
+        pending = [p for p in job.pods if p.key not in self.bound]
+        if any(p.unschedulable_message != message for p in pending):
+            gang = next(g for g in job.gangs if g.key == short.gang)
+            self._gang_warning(gang, EventReason.REPLACEMENTS_DO_NOT_FIT, message)
+        for pod in pending:
+            self._say(pod, message, cond)
+
     def _reject(self, job: Job, failure: Failure | None, plan: Plan | None = None,
                 skipped: dict[str, Failure] | None = None) -> None:
         """The member that failed carries the reason (and what preemption did), as does each member
@@ -631,7 +669,7 @@ class Cycle:
             cfg = gang.config
             assert cfg is not None
             if gangrule.too_few(gang):
-                return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods), cfg.min_member,
+                return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods) - len(gang.lost), cfg.min_member,
                                                         dialects.declared_by(gang.key, self.snapshot)), "changed")
             gated = sum(1 for p in gang.pods if p.scheduling_gates and self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
@@ -763,13 +801,14 @@ class Cycle:
     # -- stale gangs (koordpy.core.stale) ------------------------------------------------------
 
     def _stale_gangs(self, changed: set[str]) -> None:
-        """After the jobs (their binds count): each gang that changed, is stale, or has a member on a
-        node that changed or whose toleration ran out is read again; stale ones keep their
-        stale-since and are evicted once their grace ends, the others lose it."""
+        """After the jobs (their binds count) and the statuses: each gang the refresh rebuilt (its pods
+        or object changed, or which of its members count did: a node changed, a toleration ran out)
+        and each gang stale already is read again; stale ones keep their stale-since and are evicted
+        once their grace ends, the others lose it. A cycle with nothing changed reads its stale gangs
+        alone."""
         view, snapshot, state = self.view, self.snapshot, self.state
-        watch = view.stale
         names = snapshot.scheduler_names
-        for key in sorted(watch.due(snapshot.nodes, changed, view.gangs, list(state.stale_since), self.now)):
+        for key in sorted(changed.union(state.stale_since)):
             gang = view.gangs.get(key)
             reading = None
             # Only a gang of ours: another scheduler's is its own to keep whole (and its stale-since,
@@ -777,9 +816,7 @@ class Cycle:
             ours = gang is not None and any(p.scheduler_name in names for p in gang.pods)
             if ours:
                 assert gang is not None
-                reading = stale.health(gang, view.finished_in(key), watch.by_name, self.bound, self.now,
-                                       watch.tainted)
-            watch.note(key, reading)
+                reading = stale.health(gang, self.bound)
             if gang is None or reading is None or not reading.stale:
                 self._not_stale(key, gang, ours and key in changed)
             else:
@@ -881,6 +918,7 @@ class DryRun:
     failure: Failure | None  # the structured diagnosis, when it would not fit
     plan: Plan | None  # what preemption would do
     ahead: tuple[str, ...] = ()  # jobs tried before it (``in_queue``) that took room: bound, reserved or preempted
+    replacements: ReplacementsDoNotFit | None = None  # it lost members and cannot take their replacements
 
 
 def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
@@ -918,6 +956,7 @@ def dry_run(snapshot: Snapshot, state: SchedulerState, now: float, pod_key: str,
         failure, plan = cycle.diagnoses.get(job.id, (None, None))
         mine = {p.key for p in job.pods}
         return DryRun(job.id, [p.key for p in job.pods], cycle.result.decisions[mark:],
-                      {k: v for k, v in cycle.result.waiting.items() if k in mine}, failure, plan, tuple(ahead))
+                      {k: v for k, v in cycle.result.waiting.items() if k in mine}, failure, plan, tuple(ahead),
+                      cycle.replacements.get(job.id))
     finally:
         txn.discard()

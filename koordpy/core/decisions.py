@@ -130,6 +130,7 @@ class EventReason(StrEnum):
     STALE_GANG_EVICTED = "StaleGangEvicted"  # its grace ran out: the rest of it is evicted
     TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
+    REPLACEMENTS_DO_NOT_FIT = "ReplacementsDoNotFit"  # a gang that lost members cannot take their replacements
     # kube-scheduler's DynamicResources PreBind, while a pod waits for its devices' binding conditions
     # (written by the binding cycle, not the core).
     BINDING_CONDITIONS_PENDING = "BindingConditionsPending"

@@ -24,6 +24,7 @@ from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
 from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.liveness import loss
 from koordpy.core.messages import lacked as messages_lacked
 from koordpy.core.messages import render
 from koordpy.core.model import Gang, TopologyFacts
@@ -75,6 +76,9 @@ class GangFacts:
     # For a group that is part of a gang (a CompositePodGroup's child): that gang's key. Its counts
     # are its own pods; min_member is its own minimum.
     part_of: str | None = None
+    # Bound members that no longer count (``koordpy.core.liveness``: terminating, failed, or their node
+    # gone or failed for them): a gang left below its minimum by them takes its replacements together.
+    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,10 @@ class PreemptionFacts:
     would_release: tuple[str, ...]  # lower-priority pods that would lose room nominated for them
     would_nominate: tuple[tuple[str, str], ...]
     where: str
+    # PodDisruptionBudgets the plan breaks (namespace/name, victims beyond its budget), and the pods
+    # of the candidate chosen that budgets kept running (evicting them would have broken one).
+    beyond_budgets: tuple[tuple[str, int], ...] = ()
+    kept_by_budgets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,8 +161,8 @@ class Explanation:
             status: bound|pending|schedulable|finished|terminating|not-ours|invalid
             summary: one sentence
             job: {id, kind, priority, gangs: [{key, declaredBy, minMember, declaredMinimum, members,
-                  finished, bound, pending, waiting, mode, timeoutSeconds, timedOut, error, partOf,
-                  details: {what: value}}]}
+                  finished, bound, lost, pending, waiting, mode, timeoutSeconds, timedOut, error,
+                  partOf, details: {what: value}}]}
             pods: [{key, state, node, nominatedNode, path: [top domain ... node], message,
                     claims: [{name, claim, devices: [driver/pool/device], reservedFor: [resource/name]}]}]
             topology: null | {source, required: [...], preferred: [...]}
@@ -164,7 +172,8 @@ class Explanation:
             wouldPlace: {pod: node}
             preemption: null | {policy, priority, nominated: {pod: node}, terminating: [...],
                         outcome: nominated|waiting|none|not-tried, message, wouldEvict: [...],
-                        wouldRelease: [...], wouldNominate: {pod: node}, where}
+                        wouldRelease: [...], wouldNominate: {pod: node}, where,
+                        beyondBudgets: {pdb: pods}, keptByBudgets: [...]}
             changes: ["what would change the answer", ...]
             messages: {pod: why it would wait}
         """
@@ -178,7 +187,7 @@ class Explanation:
             "job": {"id": self.job, "kind": self.job_kind, "priority": self.priority,
                     "gangs": [{"key": g.key, "declaredBy": g.declared_by, "minMember": g.min_member,
                                "declaredMinimum": g.declared_minimum, "members": g.members,
-                               "finished": g.finished, "bound": g.bound, "pending": g.pending,
+                               "finished": g.finished, "bound": g.bound, "lost": g.lost, "pending": g.pending,
                                "waiting": g.waiting, "mode": g.mode, "timeoutSeconds": g.timeout_seconds,
                                "timedOut": g.timed_out, "error": g.error, "partOf": g.part_of,
                                "details": dict(g.details)}
@@ -202,7 +211,8 @@ class Explanation:
                 "policy": p.policy, "priority": p.priority, "nominated": dict(p.nominated),
                 "terminating": list(p.terminating), "outcome": p.outcome, "message": p.message,
                 "wouldEvict": list(p.would_evict), "wouldRelease": list(p.would_release),
-                "wouldNominate": dict(p.would_nominate), "where": p.where},
+                "wouldNominate": dict(p.would_nominate), "where": p.where,
+                "beyondBudgets": dict(p.beyond_budgets), "keptByBudgets": list(p.kept_by_budgets)},
             "changes": list(self.changes),
             "messages": dict(self.messages),
         }
@@ -239,6 +249,11 @@ class _Explainer:
         self.state = state
         self.now = now
         self.gangs, self.member_of = resolve_gangs(snapshot)
+        # Which bound members still count, as the cycle's view records it (``Gang.lost``).
+        nodes = {n.name: n for n in snapshot.nodes}
+        for gang in self.gangs.values():
+            gang.lost = frozenset(p.key for p in gang.pods
+                                  if p.node_name and loss(p, nodes.get(p.node_name), now) is not None)
         self.groups = group_of(self.gangs)
         # The pods that have finished, by the gang they were part of: no longer its members, but
         # what a finished job, or a gang short of pods that finished, is told by.
@@ -448,9 +463,18 @@ class _Explainer:
         reason = render(run.failure.why) if run.failure is not None else messages.get(target, "")
         if run.failure is not None and run.plan is not None and run.plan.message:
             reason = f"{reason} {run.plan.message}"
+        if run.replacements is not None:  # what the pods are told, not the member's failure alone
+            reason = render(run.replacements)
         exp = replace(exp, diagnosis=diagnosis, preemption=preemption,
                       summary=reason or "it waits")
-        return replace(exp, changes=self._changes(exp, run, gangs))
+        changes = self._changes(exp, run, gangs)
+        if run.replacements is not None:
+            r = run.replacements
+            where = f"inside {r.domain} (where its running members are)" if r.domain else "in the cluster"
+            changes = (f"gang {r.gang} lost members: its {r.missing} replacement(s) bind together, all or none, "
+                       f"{where}: free room for all of them there (lower-priority pods there are preempted when "
+                       "that is enough)", *changes)
+        return replace(exp, changes=changes)
 
     def _diagnosis(self, run: DryRun, gangs: list[Gang]) -> Diagnosis | None:
         f = run.failure
@@ -501,7 +525,9 @@ class _Explainer:
             would_release=plan.released if plan is not None else (),
             would_nominate=tuple(sorted(((k, names[n].name) for k, n in plan.nominated.items()),
                                         key=lambda kn: natural_key(kn[0]))) if plan is not None else (),
-            where=plan.where if plan is not None else "")
+            where=plan.where if plan is not None else "",
+            beyond_budgets=plan.beyond if plan is not None else (),
+            kept_by_budgets=plan.kept if plan is not None else ())
 
     # -- what would change the answer --------------------------------------------------------
 
@@ -519,6 +545,11 @@ class _Explainer:
         if p is not None and p.outcome == "nominated" and p.would_evict:
             out.append(f"preemption makes room: evicting {', '.join(p.would_evict)} in {p.where}; the job binds "
                        "there once they terminate")
+            out.extend(f"the eviction breaks PodDisruptionBudget {name}: {n} pod(s) beyond its budget (no candidate "
+                       "stays within every budget)" for name, n in p.beyond_budgets)
+            if p.kept_by_budgets:
+                out.append(f"PodDisruptionBudgets kept {', '.join(p.kept_by_budgets)} running in {p.where}: evicting "
+                           "them would break their budgets")
         elif p is not None and p.outcome == "waiting":
             out.append("victims are terminating on the nominated nodes: it binds once they are gone")
         if d is not None and not d.resolvable:
@@ -568,14 +599,14 @@ class _Explainer:
         out = []
         for g in gangs:
             if g.config is not None and gangrule.too_few(g):
-                missing = g.config.min_member - len(g.pods)
+                missing = g.config.min_member - (len(g.pods) - len(g.lost))
                 terms = dialects.group_terms(g.key, g.config.min_member, self.snapshot)
                 said = terms.said if terms is not None else f"minMember {g.config.min_member}"
                 field = terms.field if terms is not None else "minMember"
                 gone = len(self.finished.get(g.key, ()))
                 counted = f" ({gone} more finished, which count no more)" if gone else ""
                 lower = f" (or lower {field})" if field else ""
-                out.append(f"{said} but only {len(g.pods)} pod(s) of gang {g.key} exist{counted}: "
+                out.append(f"{said} but only {len(g.pods) - len(g.lost)} pod(s) of gang {g.key} exist{counted}: "
                            f"create {missing} more{lower}")
         return out
 
@@ -620,15 +651,14 @@ class _Explainer:
                          gang.timed_out, gang.error,
                          (*dialects.object_facts(gang.key, self.snapshot), *self._stale_facts(gang)),
                          finished=len(self.finished.get(gang.key, ())),
-                         declared_minimum=terms.said if terms is not None else "")
+                         declared_minimum=terms.said if terms is not None else "", lost=len(gang.lost))
 
     def _stale_facts(self, gang: Gang) -> tuple[tuple[str, str], ...]:
         """Whether the gang is stale (``koordpy.core.stale``), since when and what happens then, as the
         cycle would read it now: its stale-since from the scheduler's memory or its object, else now."""
         if not any(p.scheduler_name in self.snapshot.scheduler_names for p in gang.pods):
             return ()
-        nodes = {n.name: n for n in self.snapshot.nodes}
-        reading = stale.health(gang, self.finished.get(gang.key, ()), nodes, {}, self.now)
+        reading = stale.health(gang, {}, any(p.phase == "Succeeded" for p in self.finished.get(gang.key, ())))
         if reading is None or not reading.stale:
             return ()
         key, snapshot = gang.key, self.snapshot

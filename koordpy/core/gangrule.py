@@ -27,17 +27,29 @@ from koordpy.core.verdicts import GangCount
 
 def counted(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = ()) -> int:
     """The members that count towards the gang's minimum: placed now or reserved, and (unless the
-    match policy is ``only-waiting``) the ones bound."""
+    match policy is ``only-waiting``) the ones bound that still count (``Gang.live``: not a member
+    terminating, or on a node gone or failed for it)."""
     cfg = gang.config
     assert cfg is not None
     waiting = sum(1 for k in gang.keys if k in placed or k in reserved)
-    return waiting + (0 if cfg.match_policy == "only-waiting" else len(gang.bound()))
+    return waiting + (0 if cfg.match_policy == "only-waiting" else len(gang.live()))
 
 
 def done(gang: Gang, satisfied: AbstractSet[str]) -> bool:
-    """A ``once-satisfied`` gang that met its minimum once is held to it no more."""
+    """A ``once-satisfied`` gang that met its minimum once is held to it no more, unless it fell
+    below it again (``short``)."""
     cfg = gang.config
-    return cfg is not None and cfg.match_policy == "once-satisfied" and gang.key in satisfied
+    return cfg is not None and cfg.match_policy == "once-satisfied" and gang.key in satisfied and not short(gang)
+
+
+def short(gang: Gang) -> bool:
+    """Whether the gang's live bound members (``Gang.live``) and those that Succeeded are fewer than
+    its minimum: members were lost (a failed node, an eviction, a failure) and the ones missing must
+    be placed together again, all or none of them, whatever its match policy and whether it was
+    satisfied once (a gang that lost two nodes gets both replacements in one cycle, inside the
+    domain of the members left, or waits for both). Members beyond the minimum stay free."""
+    cfg = gang.config
+    return cfg is not None and len(gang.live()) + gang.succeeded < cfg.min_member
 
 
 def satisfied_once(gang: Gang, satisfied: AbstractSet[str]) -> bool:
@@ -61,16 +73,16 @@ def holds_alone(gang: Gang, satisfied: AbstractSet[str]) -> bool:
     topology allows, next to those running (and a later sub-group still binds whole)."""
     if any(ask.keeps_gang for ask in gang.asks):
         return False
-    return gang.config is not None and not gang.error and satisfied_once(gang, satisfied)
+    return gang.config is not None and not gang.error and satisfied_once(gang, satisfied) and not short(gang)
 
 
 def too_few(gang: Gang) -> bool:
     """Whether the gang has fewer live pods than its minimum. Every live member counts here, whatever
     the match policy: it only asks whether the gang has enough pods at all (permit decides which of
-    them count towards binding)."""
+    them count towards binding); a member that is lost (``Gang.lost``) is not one of them."""
     cfg = gang.config
     assert cfg is not None
-    return len(gang.pods) < cfg.min_member
+    return len(gang.pods) - len(gang.lost) < cfg.min_member
 
 
 def gated_short(gang: Gang, gated: int) -> bool:

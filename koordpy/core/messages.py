@@ -66,6 +66,7 @@ from koordpy.core.verdicts import (
     PreFilterReason,
     Reason,
     Refused,
+    ReplacementsDoNotFit,
     RoomTakenBack,
     StaleEvicted,
     SubGroupLeft,
@@ -452,6 +453,15 @@ def _tiers(r: NoHyperNode | KindsNoHyperNode | SubGroupsNoHyperNode | SubGroupLe
             assert_never(r)
 
 
+def _budgets(r: Preempting) -> str:
+    """What a preemption does to PodDisruptionBudgets, said after its victims."""
+    out = "".join(f"; it evicts {n} pod(s) of PodDisruptionBudget {name} beyond its budget" for name, n in r.beyond)
+    if r.kept:
+        shown = ", ".join(r.kept[:3]) + (f" and {len(r.kept) - 3} more" if len(r.kept) > 3 else "")
+        out += f"; PodDisruptionBudgets kept {shown} running"
+    return out
+
+
 def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str:
     match r:
         case NotEligible(why="never"):
@@ -469,7 +479,7 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting) -> str
         case Preempting():
             shown = ", ".join(r.victims[:3]) + (f" and {len(r.victims) - 3} more" if len(r.victims) > 3 else "")
             return (f"preemption: preempting {len(r.victims)} lower-priority pod(s) of {r.jobs} job(s) in "
-                    f"{r.where} ({shown}); the job is nominated there and waits for them to terminate.")
+                    f"{r.where} ({shown}){_budgets(r)}; the job is nominated there and waits for them to terminate.")
         case _:
             assert_never(r)
 
@@ -631,6 +641,11 @@ def render(reason: Reason) -> str:
         case BeyondMinimum():
             return (f'GangGroup "{group_name(reason.group)}" reached its minimum with {reason.bound} of '
                     f'{reason.pending} pending members bound; the rest wait: "{render(reason.inner)}"')
+        case ReplacementsDoNotFit():
+            where = f"inside {reason.domain}, where its running members are" if reason.domain else "anywhere"
+            said = f" {reason.preemption}" if reason.preemption else ""
+            return (f'gang "{reason.gang}" lost members and cannot take the {reason.missing} replacement(s) it '
+                    f'needs together {where}: "{render(reason.inner)}"{said}')
         case NotEligible() | NotHelpful() | RoomTakenBack() | Preempting():
             return _preemption(reason)
         case PreemptedBy():

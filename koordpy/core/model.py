@@ -130,6 +130,12 @@ class Gang:
     # each count their own minimum of members (placed, reserved or bound), whatever the pods add up
     # to: (parts needed, ((the part's member keys, its minimum), ...)). None: its pods count.
     parts: tuple[int, tuple[tuple[frozenset[str], int], ...]] | None = None
+    # Bound members that no longer count as running where they were put (``koordpy.core.liveness``:
+    # terminating, their node gone or failed for them), and how many members Succeeded: set by the
+    # view from the nodes and the time. A gang whose live members and finished ones fall below its
+    # minimum places its missing members together again (``gangrule.short``).
+    lost: frozenset[str] = frozenset()
+    succeeded: int = 0
 
     def unit(self, key: str) -> str | None:
         """The unit member ``key`` is evicted with, as a key (the gang's own when it is whole), or
@@ -138,6 +144,11 @@ class Gang:
 
     def bound(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name]
+
+    def live(self) -> list[Pod]:
+        """The bound members that still count (``bound`` less ``lost``)."""
+        lost = self.lost
+        return [p for p in self.pods if p.node_name and p.key not in lost]
 
     @cached_property
     def keys(self) -> list[str]:

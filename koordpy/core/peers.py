@@ -1,6 +1,7 @@
 """A job's running peers in its topology requirement: the domain of its scope its running members
-keep it inside (``Requirement.anchor``) and the smallest domain holding its running and reserved
-members, which its pending pods join first when there is room (``Requirement.peers``).
+(those that still count, ``Gang.lost``) keep it inside (``Requirement.anchor``) and the smallest
+domain holding its running and reserved members, which its pending pods join first when there is
+room (``Requirement.peers``).
 
 Does not belong here: what a dialect asks (``koordpy.core.dialects``), how far a search reaches
 from them (``SearchScope`` in ``koordpy.core.requirement``), the search itself
@@ -36,13 +37,17 @@ def requirement(job: Job, pods: list[Pod], cluster: Cluster, snapshot: Snapshot,
 
 
 def members_placed(cluster: Cluster, gangs: list[Gang], reserved: Mapping[str, str] | None = None) -> list[int]:
-    """The nodes of the gangs' members that run, and (``reserved``) of those reserved, which bind
-    there at the end of their wait."""
+    """The nodes of the gangs' members that run and still count (not ``Gang.lost``: a member
+    terminating, or on a node that failed for it, must not keep the job in a dead rack), and
+    (``reserved``) of those reserved, which bind there at the end of their wait."""
     index = cluster.node_index
     held = reserved or {}
     out = []
     for gang in gangs:
+        lost = gang.lost
         for p in gang.pods:
+            if lost and p.key in lost:
+                continue
             name = p.node_name or (held.get(p.key) if held else None)
             if name and name in index:
                 out.append(index[name])

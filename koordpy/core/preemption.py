@@ -4,8 +4,9 @@ Belongs here: whether a job that cannot be placed may preempt (its policy, victi
 preemption still terminating on its nominated nodes, a failure that removing pods cannot
 resolve), the dry run that removes every lower-priority pod, the candidates (the domains of the
 job's hard scope, each node for a lone pod, else the cluster), the reprieve of victims (with the
-rules between pods that keep a pod off one node), units of victims evicted whole, the ranking of
-candidates by what they disrupt, the verified plans compared by what they really evict, and the
+rules between pods that keep a pod off one node), units of victims evicted whole, which victims a
+PodDisruptionBudget would see evicted beyond its budget (put back first, and ranked by), the ranking
+of candidates by what they disrupt, the verified plans compared by what they really evict, and the
 plan that results: victims, nominations, and pending pods whose nominated room goes. The dry run
 works on a Statement that is always discarded, so nothing it tries outlives it. Does not belong
 here: carrying the plan out (the cycle turns it into decisions, the shell writes them).
@@ -79,6 +80,10 @@ class Plan:
     released: tuple[str, ...] = ()  # pending pods whose nominated or reserved room is taken
     nominated: dict[str, int] = field(default_factory=dict)  # the preemptor's pods -> node
     where: str = ""  # the candidate chosen, as messages name it
+    # PodDisruptionBudgets the victims break: (namespace/name, victims beyond its budget), and the
+    # pods of the candidate kept running because evicting them would have broken one.
+    beyond: tuple[tuple[str, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,10 +119,11 @@ class _Costs:
                                self.gang_bound, self.gang_min, n_cand)
 
 
-def _order_key(top: int, jobs: int, pods: int, pack: int, name: int) -> tuple[int, ...]:
-    """``order_candidates``' order as a key: no victims first, then the lowest highest victim
-    priority, the fewest jobs, the fewest pods, the smallest offerslot, the name."""
-    return (0 if jobs == 0 and top == NO_VICTIM else 1, top, jobs, pods, pack, name)
+def _order_key(broken: int, top: int, jobs: int, pods: int, pack: int, name: int) -> tuple[int, ...]:
+    """``order_candidates``' order as a key: the fewest victims beyond their PodDisruptionBudgets,
+    no victims, then the lowest highest victim priority, the fewest jobs, the fewest pods, the
+    smallest offerslot, the name."""
+    return (broken, 0 if jobs == 0 and top == NO_VICTIM else 1, top, jobs, pods, pack, name)
 
 
 @dataclass
@@ -257,22 +263,44 @@ class Preemptor:
         units, unit_size = self._units_of(rows)
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
         costs = _Costs(prio[rows], job_ids, gang_ids, ~v_held, units, unit_size, gang_bound, gang_min)
-        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_]]] = []
+        # The PodDisruptionBudget of each victim (-1: none, or it costs its budget nothing); None
+        # where the cluster has no budgets, the usual case, which then costs nothing more.
+        v_pdb = self._budget_ids(rows, v_held)
+        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]] = []
+        broken_n: list[int] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
         for cands, fit in zip(ranks, fits, strict=True):
             if not bool(np.any(fit)):
                 continue
-            evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req, blocks, cap)
             v_cand = cands.of_node[v_node]
+            beyond = first = None
+            if v_pdb is not None:
+                beyond, first = self._beyond_budgets(v_pdb, v_cand, units, len(cands.domains))
+            if first is not None and bool(np.any(first)):
+                # kube-scheduler's reprieve: the victims that would break a budget are put back first.
+                # (The device shares, counted in the order before, may then be off: the verifying
+                # placement decides.)
+                perm = np.lexsort((np.arange(len(rows)), ~first, v_held))
+                back = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node[perm],
+                                v_req[perm], blocks[perm], cap)
+                evicted = np.empty_like(back)
+                evicted[perm] = back
+            else:
+                evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req,
+                                   blocks, cap)
             top, jobs, npods = costs.price(evicted, v_cand, len(cands.domains))
+            broken = (np.zeros(len(cands.domains), dtype=np.int64) if beyond is None
+                      else self._broken(evicted, beyond, v_cand, units, len(cands.domains)))
             for c in np.flatnonzero(fit).tolist():
-                scored.append((cands, c, evicted & (v_cand == c)))
+                scored.append((cands, c, evicted & (v_cand == c), beyond))
+                broken_n.append(int(broken[c]))
                 tops.append(int(top[c]))
                 jobs_n.append(int(jobs[c]))
                 pods_n.append(int(npods[c]))
                 packs.append(int(cands.totals[c]))
                 names.append(int(cands.name_rank[c]))
-        ranking = order_candidates(np.array(tops, dtype=np.int64), np.array(jobs_n, dtype=np.int64),
+        ranking = order_candidates(np.array(broken_n, dtype=np.int64), np.array(tops, dtype=np.int64),
+                                   np.array(jobs_n, dtype=np.int64),
                                    np.array(pods_n, dtype=np.int64), np.array(packs, dtype=np.int64),
                                    np.array(names, dtype=np.int64), MAX_VERIFIED)
         # The offerslot test is exact for one request shape without sub-groups or multiples; else the
@@ -291,10 +319,10 @@ class Preemptor:
         best: tuple[tuple[int, ...], Plan] | None = None
         compared = 0
         for i in ranking.tolist():
-            priced = _order_key(tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
+            priced = _order_key(broken_n[i], tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
             if best is not None and not priced < best[0]:
                 break  # priced no cheaper than a plan in hand: the price leaves out only what makes it dearer
-            cands, c, chosen = scored[i]
+            cands, c, chosen, beyond = scored[i]
             only = cands.of_node == c
             inside = cands.of_node[v_node] == c
             attempts = [chosen, inside]
@@ -309,9 +337,13 @@ class Preemptor:
                 plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
                 plan.where = cands.names[c]
                 gone = set(plan.victims)
-                top, jobs, npods = costs.price(np.array([idx.keys[r] in gone for r in rows.tolist()], dtype=np.bool_),
-                                               np.zeros(len(rows), dtype=np.int64), 1)
-                real = _order_key(int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
+                went = np.array([idx.keys[r] in gone for r in rows.tolist()], dtype=np.bool_)
+                top, jobs, npods = costs.price(went, np.zeros(len(rows), dtype=np.int64), 1)
+                broke = 0
+                if beyond is not None and v_pdb is not None:
+                    plan = self._budget_facts(plan, rows, v_pdb, beyond, went, inside & ~v_held)
+                    broke = sum(n for _, n in plan.beyond)
+                real = _order_key(broke, int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
                 if best is None or real < best[0]:
                     best = (real, plan)
                 compared += 1
@@ -610,7 +642,81 @@ class Preemptor:
         if not plan.victims:
             return render(RoomTakenBack(plan.where))
         jobs = {self._job_id(self.member_of.get(k, ""), k) for k in plan.victims}
-        return render(Preempting(plan.victims, len(jobs), plan.where))
+        return render(Preempting(plan.victims, len(jobs), plan.where, plan.beyond, plan.kept))
+
+    # -- PodDisruptionBudgets ----------------------------------------------------------------
+
+    def _budget_ids(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64] | None:
+        """Per victim (rows in reprieve order), the budget it counts against: the index's column,
+        less nominations (no pod is evicted) and pods a budget lists in ``disruptedPods`` (the API
+        server counts them already). None: the cluster has no budgets."""
+        budgets, idx = self.cluster.budgets, self.cluster.index
+        if not budgets:
+            return None
+        out = idx.pdb[rows].copy()
+        out[held] = -1
+        if budgets.disrupted:
+            listed = np.fromiter((r for k in budgets.disrupted if (r := idx.row.get(k)) is not None), dtype=np.int64)
+            out[np.isin(rows, listed)] = -1
+        return out
+
+    def _beyond_budgets(self, v_pdb: npt.NDArray[np.int64], v_cand: npt.NDArray[np.int64],
+                        units: npt.NDArray[np.int64],
+                        n_cand: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Which victims would break their budget, counted once as if every victim of each candidate
+        went (kube-scheduler's classification, before the reprieve): in each candidate, a budget's
+        victims in reprieve order (the most important first) take its ``disruptionsAllowed`` and those
+        after it break it. Candidates of a rank are disjoint, so one pass counts them all against the
+        full budgets. Returns the victims beyond a budget, and those put back first: beyond, and every
+        member of a unit (evicted whole) one of whose members is."""
+        beyond = np.zeros(len(v_pdb), dtype=np.bool_)
+        at = np.flatnonzero((v_pdb >= 0) & (v_cand >= 0))
+        if not len(at):
+            return beyond, beyond
+        cand, pdb = v_cand[at], v_pdb[at]
+        by = np.lexsort((at, pdb, cand))
+        cand, pdb, at = cand[by], pdb[by], at[by]
+        starts = np.ones(len(at), dtype=np.bool_)
+        starts[1:] = (cand[1:] != cand[:-1]) | (pdb[1:] != pdb[:-1])
+        group = np.cumsum(starts) - 1
+        taken = np.arange(len(at)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
+        beyond[at] = taken >= self.cluster.budgets.allowed[pdb]
+        whole = (units >= 0) & (v_cand >= 0)
+        if not bool(np.any(beyond & whole)):
+            return beyond, beyond
+        per = int(units.max()) + 1
+        key = v_cand[whole] * per + units[whole]
+        breaks = np.bincount(key[beyond[whole]], minlength=n_cand * per) > 0
+        first = beyond.copy()
+        first[whole] |= breaks[key]
+        return beyond, first
+
+    @staticmethod
+    def _broken(evicted: npt.NDArray[np.bool_], beyond: npt.NDArray[np.bool_], v_cand: npt.NDArray[np.int64],
+                units: npt.NDArray[np.int64], n_cand: int) -> npt.NDArray[np.int64]:
+        """Per candidate, its evicted victims beyond their budgets; a unit one of whose members is
+        evicted goes whole, its members beyond a budget each counted."""
+        gone = evicted.copy()
+        whole = (units >= 0) & (v_cand >= 0)
+        if bool(np.any(whole & beyond)):
+            per = int(units.max()) + 1
+            key = v_cand[whole] * per + units[whole]
+            touched = np.bincount(key[evicted[whole]], minlength=n_cand * per) > 0
+            gone[whole] |= touched[key]
+        hit = gone & beyond & (v_cand >= 0)
+        return np.bincount(v_cand[hit], minlength=n_cand).astype(np.int64)
+
+    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], v_pdb: npt.NDArray[np.int64],
+                      beyond: npt.NDArray[np.bool_], went: npt.NDArray[np.bool_],
+                      inside: npt.NDArray[np.bool_]) -> Plan:
+        """The plan with the budgets its victims break (``went``: the victims it evicts) and the
+        candidate's victims kept because evicting them would have broken one."""
+        names, idx = self.cluster.budgets.names, self.cluster.index
+        hit = went & beyond
+        counts = np.bincount(v_pdb[hit], minlength=len(names))
+        over = tuple((names[b], int(counts[b])) for b in np.flatnonzero(counts).tolist())
+        kept = tuple(idx.keys[r] for r in rows[inside & beyond & ~went].tolist())
+        return replace(plan, beyond=over, kept=kept)
 
     def _job_id(self, gang: str, otherwise: str) -> str:
         """The job a victim belongs to, as jobs are named: its gang's GangGroup, else ``otherwise``."""

@@ -507,6 +507,19 @@ class BeyondMinimum:
 
 
 @dataclass(frozen=True)
+class ReplacementsDoNotFit:
+    """A gang below its minimum because members were lost (a failed node, an eviction, a failure)
+    cannot take the replacements it needs together in the domain its live members keep it in (``""``:
+    anywhere), nor with the room preemption could make there (``preemption``: what it said)."""
+
+    gang: str
+    domain: str
+    missing: int
+    inner: Reason
+    preemption: str = ""
+
+
+@dataclass(frozen=True)
 class NotEligible:
     """Preemption may not run: the pod's policy is Never, or victims still terminate."""
 
@@ -533,6 +546,9 @@ class Preempting:
     victims: tuple[str, ...]
     jobs: int
     where: str
+    # PodDisruptionBudgets broken: (namespace/name, victims beyond its budget); pods a budget kept.
+    beyond: tuple[tuple[str, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -566,7 +582,8 @@ Reason: TypeAlias = (
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
-    | MemberRejected | GroupUnschedulable | BeyondMinimum | NotEligible | NotHelpful | RoomTakenBack | Preempting
+    | MemberRejected | GroupUnschedulable | BeyondMinimum | ReplacementsDoNotFit
+    | NotEligible | NotHelpful | RoomTakenBack | Preempting
     | PreemptedBy
     | Assigned | BoundWithoutOwner
 )

@@ -23,6 +23,7 @@ from itertools import compress
 from typing import Any, Protocol, assert_never
 
 from koordpy.api import kinds
+from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import GROUPS, Change, Kind
 from koordpy.api.objects import Pod
@@ -39,10 +40,10 @@ from koordpy.core.gang import (
     single_job,
 )
 from koordpy.core.gangrule import holds_alone
+from koordpy.core.liveness import loss, lost_later
 from koordpy.core.model import Gang
 from koordpy.core.queue import Queue
 from koordpy.core.snapshot import Snapshot
-from koordpy.core.stale import Watch
 from koordpy.core.volumes import VolumeRules
 
 
@@ -160,7 +161,10 @@ class View:
         # The queue over this view's jobs (koordpy.core.queue): told when they change, and the arrays.
         self.queue = Queue(lambda: [*self.group_jobs.values(), *self.single_jobs.values()])
         self._inputs = _inputs(kinds.KINDS)
-        self.stale = Watch()  # which gangs the stale-gang phase reads again (koordpy.core.stale)
+        # Per gang with a bound member that counts now but will not (its node's NoExecute taint
+        # outlasting its toleration, ``liveness.lost_later``): when the first of them stops counting.
+        # The gang is looked at again then (``Gang.lost``), and the cycle wakes for it.
+        self.loss_due: dict[str, float] = {}
 
     def _changed(self, change: Change, snapshot: Snapshot, prev: Snapshot) -> bool:
         return any(item.changed(snapshot, prev) for item in self._inputs.get(change, ()))
@@ -220,7 +224,9 @@ class View:
             touched.add(gang)
         fresh.clear()
 
-    def refresh(self, snapshot: Snapshot, state: Memory) -> Cluster:
+    def refresh(self, snapshot: Snapshot, state: Memory, now: float = float("-inf")) -> Cluster:
+        """The view brought up to ``snapshot`` at ``now`` (which bound members still count; the
+        default counts a member on a failed node lost only when it tolerates the taint not at all)."""
         # What the last snapshot held, copied: a shell may fill the next one by changing the same
         # lists and dicts in place, and comparing them with themselves would find nothing changed.
         prev = self.snapshot
@@ -270,8 +276,9 @@ class View:
                     and k not in self.claimed]:
             state.release(key)
         cluster = self.cluster
+        arrays = whole or prev is None or self._changed("arrays", snapshot, prev)
         # A node object replaced by an equal one (a status heartbeat, say) changes nothing scheduling reads.
-        if (whole or cluster is None or prev is None or self._changed("arrays", snapshot, prev)
+        if (arrays or cluster is None
                 or (self.devices is not None and cluster.backed != self.devices.backed.keys())
                 or not all(cluster.knows(p) for p in changed)):
             # A reservation on a node that is gone holds nothing: the member is placed again.
@@ -283,10 +290,40 @@ class View:
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
+            cluster.set_budgets(snapshot.of(DISRUPTION_BUDGETS))  # before the recount: new rows take the new ones
             cluster.recount_many(recount, self.by_key, state.reserved)
             cluster.presence.set_namespaces(snapshot.namespaces)
-        self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole)
+        # A node that changes (a NoExecute taint arriving, the node deleted) or time passing a
+        # toleration's end can take members from their gangs: every gang's bound members are looked at.
+        due = min(self.loss_due.values(), default=None)
+        self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole, now,
+                           arrays or (due is not None and now >= due))
         return cluster
+
+    def _losses(self, gang: Gang, now: float) -> frozenset[str]:
+        """The gang's bound members that no longer count at ``now`` (``koordpy.core.liveness``); when
+        the first of the others will stop counting is kept in ``loss_due``."""
+        cluster = self.cluster
+        assert cluster is not None
+        index, nodes = cluster.node_index, cluster.nodes
+        lost: list[str] = []
+        due: float | None = None
+        for p in gang.pods:
+            if not p.node_name:
+                continue
+            i = index.get(p.node_name)
+            node = None if i is None else nodes[i]
+            if loss(p, node, now) is not None:
+                lost.append(p.key)
+                continue
+            at = lost_later(p, node, now)
+            if at is not None and (due is None or at < due):
+                due = at
+        if due is None:
+            self.loss_due.pop(gang.key, None)
+        else:
+            self.loss_due[gang.key] = due
+        return frozenset(lost)
 
     def _refresh_devices(self, snapshot: Snapshot, prev: Snapshot | None) -> None:
         """The device rules built again when the DRA objects changed (the pools only when slices,
@@ -342,7 +379,8 @@ class View:
                 [k for k in self.by_key if k not in current])
 
     def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
-                      changed: list[Pod], keys: list[str], removed: list[str], whole: bool) -> None:
+                      changed: list[Pod], keys: list[str], removed: list[str], whole: bool,
+                      now: float = float("-inf"), recheck: bool = False) -> None:
         self.gangs_gone = whole
         self.regrouped = whole
         touched: set[str] = set()
@@ -396,6 +434,8 @@ class View:
                     new = filed[pod_key] if pod_key in filed else gang_member(pod, snapshot)
                     if new != key:
                         self._file(pod, new, touched, pod_key)
+        if recheck:  # the gangs whose members counted differently since they were built are rebuilt
+            touched.update(k for k, g in self.gangs.items() if k not in touched and self._losses(g, now) != g.lost)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:
@@ -404,7 +444,10 @@ class View:
             gang = build_gang(key, list(members.values()) if members else [], snapshot)
             if gang is None:
                 self.gangs_gone |= self.gangs.pop(key, None) is not None
+                self.loss_due.pop(key, None)
             else:
+                gang.lost = self._losses(gang, now)
+                gang.succeeded = sum(1 for p in self.finished.get(key, {}).values() if p.phase == "Succeeded")
                 self.gangs[key] = gang
         self.dirty = set(touched)
         if self.gangs_gone:

@@ -181,7 +181,9 @@ def candidate_costs_py(evicted: B, v_cand: I64, v_prio: I64, v_job: I64, v_gang:
 
 
 @njit(cache=True, nogil=True)
-def _before(a: int, b: int, top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> bool:
+def _before(a: int, b: int, broken: I64, top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64) -> bool:
+    if broken[a] != broken[b]:
+        return bool(broken[a] < broken[b])
     none_a = jobs[a] == 0 and top[a] == NO_VICTIM
     none_b = jobs[b] == 0 and top[b] == NO_VICTIM
     if none_a != none_b:
@@ -200,18 +202,19 @@ def _before(a: int, b: int, top: I64, jobs: I64, pods: I64, binpack: I64, name_r
 
 
 @njit(cache=True, nogil=True)
-def order_candidates(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
-    """The ``k`` best candidates, best first: a candidate without victims, then the lowest highest
+def order_candidates(broken: I64, top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
+    """The ``k`` best candidates, best first: the fewest victims evicted beyond their
+    PodDisruptionBudgets (``broken``, kube-scheduler's first rule), a candidate without victims, then the lowest highest
     victim priority, the fewest disrupted jobs, the fewest disrupted pods, the smallest offerslot
     (binpack), the name. Only the few that will be verified are ordered: one pass keeps them."""
     k = min(k, top.shape[0])
     best = np.empty(k, dtype=np.int64)
     size = 0
     for c in range(top.shape[0]):
-        if size == k and not _before(c, best[size - 1], top, jobs, pods, binpack, name_rank):
+        if size == k and not _before(c, best[size - 1], broken, top, jobs, pods, binpack, name_rank):
             continue
         i = size if size < k else k - 1
-        while i > 0 and _before(c, best[i - 1], top, jobs, pods, binpack, name_rank):
+        while i > 0 and _before(c, best[i - 1], broken, top, jobs, pods, binpack, name_rank):
             if i < k:
                 best[i] = best[i - 1]
             i -= 1
@@ -221,8 +224,9 @@ def order_candidates(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I6
     return best[:size]
 
 
-def order_candidates_py(top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
-    t, j, p, b, n = top.tolist(), jobs.tolist(), pods.tolist(), binpack.tolist(), name_rank.tolist()
-    best = heapq.nsmallest(k, range(len(t)), key=lambda c: (not (j[c] == 0 and t[c] == NO_VICTIM), t[c], j[c],
-                                                              p[c], b[c], n[c], c))
+def order_candidates_py(broken: I64, top: I64, jobs: I64, pods: I64, binpack: I64, name_rank: I64, k: int) -> I64:
+    v, t, j, p, b, n = (broken.tolist(), top.tolist(), jobs.tolist(), pods.tolist(), binpack.tolist(),
+                        name_rank.tolist())
+    best = heapq.nsmallest(k, range(len(t)), key=lambda c: (v[c], not (j[c] == 0 and t[c] == NO_VICTIM), t[c],
+                                                              j[c], p[c], b[c], n[c], c))
     return np.array(best, dtype=np.int64)

@@ -47,4 +47,4 @@ def warm_up() -> None:
     one = np.zeros(1, dtype=np.int64)
     ones = np.ones(1, dtype=np.int64)
     top, jobs, pods = candidate_costs(evicted, one, one, one, one, np.ones(1, dtype=np.bool_), ones, ones, ones, 1)
-    order_candidates(top, jobs, pods, one, one, 8)
+    order_candidates(one, top, jobs, pods, one, one, 8)

@@ -14,6 +14,12 @@ The API server's admission is played for what it lets in: a pod not admitted yet
 ``spec.priority``) gets its PriorityClass's priority and its RuntimeClass merged in
 (``koordpy.api.runtimeclass``), and a Kubernetes PodGroup its priority; what the admission refuses
 is an input error.
+
+A PodDisruptionBudget given without a status gets the ``disruptionsAllowed`` the disruption
+controller would count over the pods given (``PodDisruptionBudget.allowed``: minimal, see there);
+each pod the simulation evicts then takes one from every budget that covers it, as the controller
+would count it once the pod is terminating, so a later preemption in the same run sees the budget
+spent.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from koordpy.api import kinds
+from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
+from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.dra import DELETE_PROTECTION, EXTENDED_CLAIM, Devices, ResourceClaim
 from koordpy.api.errors import ParseError, object_ref
 from koordpy.api.kinds import Kind, kind_for, new_stores, passive, snapshot_fields
@@ -212,6 +220,7 @@ class World(Stores):
             # it has only the label the API server gives every namespace.
             namespaces[ns] = Namespace(name=ns, labels={NAMESPACE_NAME_LABEL: ns})
         world.now = stamp
+        world._count_budgets()
         for key, (grace, deadline) in terminating.items():
             # Already being deleted when the snapshot was taken: it goes when its grace period
             # ends, as a victim the simulation evicts does, or at its deletionTimestamp if that
@@ -228,6 +237,23 @@ class World(Stores):
         once(kind.unique_as or kind.kind, key, source)
         # An owner without a uid (a hand-written manifest) is found by the uid its pods give.
         self.stores[kind.store][kind.store_key(key)] = obj
+
+    def _count_budgets(self) -> None:
+        """The status of each PodDisruptionBudget given without one, as the disruption controller
+        would count it over the pods given."""
+        budgets: dict[str, PodDisruptionBudget] = self.stores[DISRUPTION_BUDGETS]
+        for key, budget in budgets.items():
+            if budget.disruptions_allowed is None:
+                budgets[key] = budget.model_copy(update={"disruptions_allowed": budget.allowed(self.pods.values())})
+
+    def _spend_budgets(self, victim: Pod) -> None:
+        """An evicted pod takes one from each budget that covers it (none from one that lists it in
+        ``disruptedPods``: that eviction is counted there already)."""
+        budgets: dict[str, PodDisruptionBudget] = self.stores[DISRUPTION_BUDGETS]
+        for key, budget in budgets.items():
+            if budget.covers(victim) and victim.name not in budget.disrupted_pods:
+                left = max(0, (budget.disruptions_allowed or 0) - 1)
+                budgets[key] = budget.model_copy(update={"disruptions_allowed": left})
 
     def _claims_from_templates(self, sources: dict[str, str]) -> None:
         """The claims the ResourceClaim controller makes from templates (``koordpy.sim.claims``);
@@ -359,6 +385,7 @@ class World(Stores):
                     victim = self.pods.get(d.pod)
                     if victim is not None and not victim.deleting:
                         self.pods[d.pod] = victim.model_copy(update={"deleting": True, "preempted": True})
+                        self._spend_budgets(victim)
                         self.gone_at[d.pod] = self.now + victim.grace_period
                         self.preempted.append(d.pod)
                         changes += 1

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from koordpy.api import Node, ParseError, Pod, PodGroup, PriorityClass
+from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.dra import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from koordpy.api.kinds import KINDS, kind_for, object_key, roles
 from koordpy.api.kueue import (
@@ -551,6 +552,8 @@ MINIMAL: dict[str, Raw] = {
         {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}},
     "ResourceClaimTemplate": {"metadata": {"name": "t", "namespace": "ns"}, "spec": {"spec": {"devices": {}}}},
     "DeviceTaintRule": {"metadata": {"name": "r"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}},
+    "PodDisruptionBudget": {"metadata": {"name": "db", "namespace": "ns"}, "spec": {
+        "minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}},
 }
 ROLE_TYPES: dict[str, type] = {
     "node": Node, "pod": Pod, "priorityclass": PriorityClass, "podgroup": PodGroup, "cnt": ClusterNetworkTopology,
@@ -559,6 +562,7 @@ ROLE_TYPES: dict[str, type] = {
     "pv": PersistentVolume, "storageclass": StorageClass, "csinode": CSINode, "workload-podgroup": WorkloadPodGroup,
     "composite-podgroup": CompositePodGroup, "deviceclass": DeviceClass, "resourceslice": ResourceSlice,
     "resourceclaim": ResourceClaim, "claimtemplate": ResourceClaimTemplate, "devicetaintrule": DeviceTaintRule,
+    "pdb": PodDisruptionBudget,
 }
 
 

@@ -227,13 +227,14 @@ def test_json_shape() -> None:
                         "diagnosis", "wouldPlace", "preemption", "changes", "messages"}
     assert set(out["job"]) == {"id", "kind", "priority", "gangs"}
     assert set(out["job"]["gangs"][0]) == {"key", "declaredBy", "minMember", "declaredMinimum", "members",
-                                           "finished", "bound", "pending", "waiting", "mode", "timeoutSeconds",
-                                           "timedOut", "error", "partOf", "details"}
+                                           "finished", "bound", "lost", "pending", "waiting", "mode",
+                                           "timeoutSeconds", "timedOut", "error", "partOf", "details"}
     assert set(out["pods"][0]) == {"key", "state", "node", "nominatedNode", "path", "message", "claims"}
     assert set(out["diagnosis"]) == {"pod", "reason", "resolvable", "nodes", "filtered", "desired", "domains",
                                      "fitsEmptyCluster", "closest"}
     assert set(out["preemption"]) == {"policy", "priority", "nominated", "terminating", "outcome", "message",
-                                      "wouldEvict", "wouldRelease", "wouldNominate", "where"}
+                                      "wouldEvict", "wouldRelease", "wouldNominate", "where", "beyondBudgets",
+                                      "keptByBudgets"}
     assert set(out["messages"]) == {f"default/train-{i}" for i in range(4)}
 
 

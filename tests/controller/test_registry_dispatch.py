@@ -36,6 +36,8 @@ def one_of_each() -> list[tuple[Kind, dict[str, Any]]]:
             raw["metadata"]["name"] = f"{raw['metadata']['name']}-{i}"
         if kind.kind == "Job":  # started: the simulation creates no pods for it, as the Job controller would
             raw["status"] = {"startTime": "2026-01-01T00:00:00Z"}
+        if kind.kind == "PodDisruptionBudget":  # counted: the simulation counts one without a status
+            raw["status"] = {"disruptionsAllowed": 1}
         if kind.store in ("workload_podgroups", "composite_podgroups"):  # admitted, as the API server gives
             raw["spec"]["priority"] = 0  # it: simulate's Priority admission fills a priority only where none is
         out.append((kind, raw))

@@ -37,11 +37,14 @@ def test_running_members_count_unless_the_policy_is_only_waiting() -> None:
 
 
 def test_a_once_satisfied_gang_is_held_to_its_minimum_no_more() -> None:
-    g = _gang("default/g", 4, 0, 4)
+    # Four members run (three of them, less than the minimum, are not enough to be satisfied without
+    # the scheduler's memory); the two pending beyond the minimum go as they fit.
+    g = _gang("default/g", 4, 4, 2)
     job = _job(g)
-    assert not gangrule.permit(job, {}, {}, set()) and gangrule.deficit(job, {}, set()) == 4
     assert gangrule.permit(job, {}, {}, {"default/g"}) and gangrule.deficit(job, {}, {"default/g"}) == 0
-    assert gangrule.holds_alone(g, {"default/g"}) and not gangrule.holds_alone(g, set())
+    assert gangrule.holds_alone(g, {"default/g"}) and gangrule.holds_alone(g, set())
+    fresh = _gang("default/f", 4, 3, 2)
+    assert not gangrule.permit(_job(fresh), {}, {}, set()) and gangrule.deficit(_job(fresh), {}, set()) == 1
     other = _gang("default/o", 4, 0, 4, match_policy="only-waiting")
     assert not gangrule.permit(_job(other), {}, {}, {"default/o"})  # satisfied before, needs it again
     assert gangrule.has_minimum(other, {"default/o"}) and not gangrule.satisfied_once(other, {"default/o"})
@@ -67,3 +70,20 @@ def test_a_ganggroup_id_is_a_tuple_shown_as_its_keys_joined_by_commas() -> None:
     assert gid == ("ns-a/a", "ns-b/b") and groups["ns-a/a"] is not None and "ns-a/a" in gid
     assert str(gid) == f"{gid}" == "ns-a/a,ns-b/b"
     assert _job(a, b).group == gid and _job(a, b).id == str(gid)
+
+
+def test_a_gang_that_lost_members_needs_its_replacements_together_whatever_satisfied_says() -> None:
+    # Four members ran (once-satisfied, satisfied); two are lost (their node failed): the two pending
+    # replacements are a gang's again, both or neither, and the lost ones count towards nothing.
+    g = _gang("default/g", 4, 4, 2)
+    g.lost = frozenset({"default/g-b0", "default/g-b1"})
+    job = _job(g)
+    assert gangrule.short(g) and not gangrule.done(g, {"default/g"})
+    assert not gangrule.holds_alone(g, {"default/g"})
+    assert gangrule.counted(g, {}) == 2 and gangrule.deficit(job, {}, {"default/g"}) == 2
+    assert not gangrule.permit(job, {"default/g-p0": 0}, {}, {"default/g"})
+    assert gangrule.permit(job, {"default/g-p0": 0, "default/g-p1": 1}, {}, {"default/g"})
+    assert not gangrule.too_few(g) and gangrule.too_few(_gang("default/h", 4, 3, 0))
+    # Members that Succeeded met their part: a gang finishing is not short of them.
+    g.succeeded = 2
+    assert not gangrule.short(g) and gangrule.holds_alone(g, {"default/g"})

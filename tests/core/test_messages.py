@@ -71,6 +71,7 @@ from koordpy.core.verdicts import (
     PreFilterReason,
     Reason,
     Refused,
+    ReplacementsDoNotFit,
     RoomTakenBack,
     StaleEvicted,
     SubGroupLeft,
@@ -301,6 +302,13 @@ TABLE: list[tuple[Reason, str]] = [
      "PodGroups need at least 5 (each its own minCount)"),
     (BeyondMinimum("default/a", 3, 5, INSUFFICIENT),
      f'GangGroup "default/a" reached its minimum with 3 of 5 pending members bound; the rest wait: "{SAID}"'),
+    (ReplacementsDoNotFit("default/a", "rack-1", 2, INSUFFICIENT),
+     f'gang "default/a" lost members and cannot take the 2 replacement(s) it needs together inside rack-1, where '
+     f'its running members are: "{SAID}"'),
+    (ReplacementsDoNotFit("default/a", "", 1, INSUFFICIENT, "preemption: not helpful: no candidate takes all 1 "
+                                                             "pods once its lower-priority pods are gone."),
+     f'gang "default/a" lost members and cannot take the 1 replacement(s) it needs together anywhere: "{SAID}" '
+     "preemption: not helpful: no candidate takes all 1 pods once its lower-priority pods are gone."),
     (NotEligible("never"), "preemption: not eligible due to preemptionPolicy=Never."),
     (NotEligible("terminating"), "preemption: not eligible due to terminating pod on the nominated node."),
     (NotHelpful(4, 3, "block/b0"),
@@ -314,6 +322,11 @@ TABLE: list[tuple[Reason, str]] = [
     (Preempting(("default/v0",), 1, "n0"),
      "preemption: preempting 1 lower-priority pod(s) of 1 job(s) in n0 (default/v0); the job is nominated there "
      "and waits for them to terminate."),
+    (Preempting(("default/v0",), 1, "n0", (("default/db", 1), ("ml/web", 2)), ("default/v1",)),
+     "preemption: preempting 1 lower-priority pod(s) of 1 job(s) in n0 (default/v0); it evicts 1 pod(s) of "
+     "PodDisruptionBudget default/db beyond its budget; it evicts 2 pod(s) of PodDisruptionBudget ml/web beyond its "
+     "budget; PodDisruptionBudgets kept default/v1 running; the job is nominated there and waits for them to "
+     "terminate."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),

@@ -13,6 +13,7 @@ from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import rfc3339
 from koordpy.core.cycle import schedule
 from koordpy.core.decisions import CycleResult, Event, Evict, ObjectAnnotate
+from koordpy.core.liveness import loss
 from koordpy.core.model import Gang
 from koordpy.core.stale import Health, health
 from koordpy.core.state import SchedulerState
@@ -114,13 +115,18 @@ def _pod(name: str, phase: str, bound: bool = True) -> Pod:
 
 
 def _gang(min_member: int, *pods: Pod, parts: Any = None) -> Gang:
+    """A gang as the view builds it: its non-terminal members, which of them no longer count
+    (``liveness.loss`` on node n1 at T) and how many Succeeded."""
     live = [p for p in pods if p.phase not in ("Succeeded", "Failed")]
-    return Gang("default/g", GangConfig(key="default/g", min_member=min_member, total_number=len(pods)), live,
+    gang = Gang("default/g", GangConfig(key="default/g", min_member=min_member, total_number=len(pods)), live,
                 0.0, parts=parts)
+    gang.lost = frozenset(p.key for p in live if p.node_name and loss(p, Node_n1, T) is not None)
+    gang.succeeded = sum(1 for p in pods if p.phase == "Succeeded")
+    return gang
 
 
-def _reading(gang: Gang, *finished: Pod) -> Health | None:
-    return health(gang, finished, {"n1": Node_n1}, {}, T)
+def _reading(gang: Gang) -> Health | None:
+    return health(gang, {})
 
 
 Node_n1 = World.from_objects([("test", node("n1"))]).snapshot(frozenset()).nodes[0]
@@ -138,20 +144,17 @@ def test_is_stale_a_gang_with_no_running_member_is_not() -> None:
 
 
 def test_is_stale_a_gang_with_a_succeeded_member_is_not() -> None:
-    done = _pod("b", "Succeeded")
-    reading = _reading(_gang(2, _pod("a", "Running"), done), done)
+    reading = _reading(_gang(2, _pod("a", "Running"), _pod("b", "Succeeded")))
     assert reading is not None and not reading.stale
 
 
 def test_is_stale_a_gang_running_below_its_minimum_is() -> None:
-    gone = _pod("b", "Failed")
-    reading = _reading(_gang(2, _pod("a", "Running"), gone), gone)
+    reading = _reading(_gang(2, _pod("a", "Running"), _pod("b", "Failed")))
     assert reading is not None and reading.stale and (reading.live, reading.minimum) == (1, 2)
 
 
 def test_is_stale_a_gang_running_its_minimum_is_not() -> None:
-    gone = _pod("c", "Failed")
-    reading = _reading(_gang(2, _pod("a", "Running"), _pod("b", "Running"), gone), gone)
+    reading = _reading(_gang(2, _pod("a", "Running"), _pod("b", "Running"), _pod("c", "Failed")))
     assert reading is not None and not reading.stale
 
 
@@ -292,7 +295,7 @@ def test_explain_says_a_gang_with_a_negative_grace_is_only_reported() -> None:
     assert f"stale since {rfc3339(T)}" in facts["stale"]  # not kept anywhere yet: it would be from now
 
 
-# -- what a cycle reads again (stale.Watch) -----------------------------------------------------
+# -- what a cycle reads again -----------------------------------------------------------------
 
 def test_a_node_that_fails_under_a_running_gang_is_noticed_though_no_pod_changed() -> None:
     # Two cycles on one standing state: the second sees only node-2 change (a NoExecute taint its
