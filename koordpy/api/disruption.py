@@ -22,7 +22,7 @@ from koordpy.api.raw import Reader, read_object
 from koordpy.api.selectors import LabelSelector
 
 STORE = "disruption_budgets"  # the kind registry's store, and the core's ``Snapshot.of`` name for it
-_PERCENT = re.compile(r"(0|[1-9][0-9]*)%")
+_PERCENT = re.compile(r"[0-9]+%")  # as policy/v1 validation admits it (leading zeros too)
 
 
 class PodDisruptionBudget(BaseModel):
@@ -40,6 +40,10 @@ class PodDisruptionBudget(BaseModel):
     max_unavailable: int | str | None = None
     disruptions_allowed: int | None = None
     disrupted_pods: frozenset[str] = frozenset()
+    # status.currentHealthy: the covered pods the disruption controller last counted healthy (None:
+    # not given). Preemption compares it with the pods it sees to tell a status that has not yet
+    # counted a pod a preemption is terminating (``koordpy.core.cluster.Budgets``).
+    current_healthy: int | None = None
 
     @property
     def key(self) -> str:
@@ -81,10 +85,12 @@ class PodDisruptionBudget(BaseModel):
             raise r.fail("spec", "minAvailable and maxUnavailable cannot both be set")
         allowed = r.integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed", minimum=0)
         disrupted = r.mapping(status.get("disruptedPods"), "status.disruptedPods")
+        healthy = r.integer(status.get("currentHealthy"), "status.currentHealthy", minimum=0)
         return cls(namespace=r.namespace(meta.get("namespace")), name=r.name(meta.get("name")), selector=selector,
                    min_available=least, max_unavailable=most,
                    disruptions_allowed=allowed if "disruptionsAllowed" in status else None,
-                   disrupted_pods=frozenset(str(k) for k in disrupted))
+                   disrupted_pods=frozenset(str(k) for k in disrupted),
+                   current_healthy=healthy if "currentHealthy" in status else None)
 
 
 def _int_or_percent(r: Reader, value: Any, field: str) -> int | str | None:

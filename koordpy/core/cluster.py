@@ -156,18 +156,24 @@ def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
 class Budgets:
     """The snapshot's PodDisruptionBudgets as numbers: each budget's id (its place in key order),
     ``allowed`` per id (``status.disruptionsAllowed``; 0 for a budget the disruption controller has
-    not counted yet, as kube-scheduler reads it) and the pods each names in ``disruptedPods``, which
-    cost it nothing. ``of`` finds the budget that covers a pod, once per pod as its row is counted.
-    A pod covered by several budgets is counted against the first in key order alone (the eviction
-    API refuses to evict such a pod at all, so they are rare)."""
+    not counted yet, as kube-scheduler reads it) and the (pod, budget) pairs that cost nothing (each
+    budget's ``disruptedPods``: that budget's alone). ``of`` finds the budgets that cover a pod, once
+    per pod as its row is counted: the index keeps the first, ``more`` every one of a pod several
+    budgets cover (rare: the eviction API refuses such a pod). One rule everywhere for such a pod:
+    it is charged to every budget that covers it (its eviction takes one from each, as the disruption
+    controller will count it), in classification, in what a preemption spends, and in simulate."""
 
     def __init__(self, budgets: Mapping[str, PodDisruptionBudget] | None = None) -> None:
         self.items = [budgets[k] for k in sorted(budgets)] if budgets else []
         self.names = [b.key for b in self.items]
         self.allowed = np.array([b.disruptions_allowed or 0 for b in self.items], dtype=np.int64)
-        self.disrupted = {f"{b.namespace}/{name}" for b in self.items for name in b.disrupted_pods}
+        self.status_allowed = self.allowed.copy()
+        self.healthy = np.array([-1 if b.current_healthy is None else b.current_healthy for b in self.items],
+                                dtype=np.int64)
+        self.disrupted = {(f"{b.namespace}/{name}", i) for i, b in enumerate(self.items) for name in b.disrupted_pods}
         # What decides which pods a budget covers: when it is unchanged, so are the rows' ids.
         self.spec = tuple((b.namespace, b.selector) for b in self.items)
+        self.more: dict[str, tuple[int, ...]] = {}  # pod key -> every budget covering it, when several do
         self._by_ns: dict[str, list[tuple[int, PodDisruptionBudget]]] = {}
         for i, b in enumerate(self.items):
             self._by_ns.setdefault(b.namespace, []).append((i, b))
@@ -176,10 +182,55 @@ class Budgets:
         return bool(self.items)
 
     def of(self, pod: Pod | None) -> int:
-        """The id of the first budget covering ``pod``, -1 none."""
-        if pod is None or not pod.labels:
+        """The id of the first budget covering ``pod``, -1 none; every one in ``more`` when several do."""
+        if pod is None:
             return -1
-        return next((i for i, b in self._by_ns.get(pod.namespace, ()) if b.covers(pod)), -1)
+        ids = [i for i, b in self._by_ns.get(pod.namespace, ()) if b.covers(pod)] if pod.labels else []
+        if len(ids) > 1:
+            self.more[pod.key] = tuple(ids)
+        elif self.more:
+            self.more.pop(pod.key, None)
+        return ids[0] if ids else -1
+
+    def all_of(self, key: str, first: int) -> tuple[int, ...]:
+        """Every budget covering the pod ``key`` whose row holds ``first``."""
+        if first < 0:
+            return ()
+        found = self.more.get(key)
+        return found if found is not None and found[0] == first else (first,)
+
+    def spend(self, b: int) -> None:
+        self.allowed[b] = max(0, int(self.allowed[b]) - 1)
+
+    def settle(self, index: PodIndex) -> None:
+        """``allowed`` less the preempted pods a status has not counted yet. A pod a preemption is
+        terminating stops counting as healthy for the disruption controller, which then lowers
+        ``disruptionsAllowed``; until it has, the status still counts the pod and allows its
+        eviction again (a second victim in the next cycle would break the budget). Such a status
+        says more pods are healthy (``currentHealthy``) than are running now, not terminating: the
+        difference, at most the budget's preempted pods still terminating (not in its
+        ``disruptedPods``: the API server counted those already), is taken off. Readiness is not
+        read, so a pod not ready counts as running: the difference is never too large, only too
+        small, and a status that has caught up takes nothing off."""
+        self.allowed = self.status_allowed.copy()
+        if not bool(np.any(self.healthy > 0)):
+            return
+        n = len(self.items)
+        covered = index.live & ~index.held & (index.pdb >= 0)
+        running = covered & ~index.doomed
+        going = covered & index.doomed
+        now = np.bincount(index.pdb[running], minlength=n)
+        dying = np.bincount(index.pdb[going], minlength=n)
+        for key, ids in self.more.items():
+            r = index.row.get(key)
+            if r is not None and bool(covered[r]) and int(index.pdb[r]) == ids[0]:
+                np.add.at(dying if bool(index.doomed[r]) else now, np.array(ids[1:], dtype=np.int64), 1)
+        for key, b in self.disrupted:
+            r = index.row.get(key)
+            if r is not None and bool(going[r]) and b in self.all_of(key, int(index.pdb[r])):
+                dying[b] -= 1
+        unseen = np.minimum(np.maximum(0, self.healthy - now), np.maximum(0, dying))
+        self.allowed = np.maximum(0, self.status_allowed - np.where(self.healthy >= 0, unseen, 0))
 
 
 class Cluster:
@@ -235,6 +286,8 @@ class Cluster:
         assumed = assumed or {}
         for p in snapshot.pods:
             self.recount(p.key, p, assumed)
+        if self.budgets:
+            self.budgets.settle(self.index)
         self.trees = Trees(snapshot, self.nodes)
 
     def _meta(self, pod: Pod) -> PodMeta:
@@ -414,14 +467,18 @@ class Cluster:
                            self.budgets.of(self.objects.get(key)) if self.budgets.items else -1)
 
     def set_budgets(self, budgets: Mapping[str, PodDisruptionBudget]) -> None:
-        """The snapshot's PodDisruptionBudgets, read each cycle: their statuses taken as they are, the
+        """The snapshot's PodDisruptionBudgets, read each cycle once its pods are counted: their
+        statuses taken as they are (less what they have not counted yet: ``Budgets.settle``), the
         rows' budget ids counted again only when a budget came, went or changed what it selects."""
         new = Budgets(budgets)
-        if new.spec != self.budgets.spec:
+        if new.spec == self.budgets.spec:
+            new.more = self.budgets.more  # the rows' ids stand, and so do the pods several budgets cover
+        else:
             idx = self.index
             live = np.flatnonzero(idx.live)
             idx.pdb[live] = [new.of(self.objects.get(idx.keys[i])) for i in live.tolist()] if new else -1
         self.budgets = new
+        new.settle(self.index)
 
     def _describe(self, key: str, meta: PodMeta | None, held: bool | None) -> None:
         """Sets the pod's metadata (and ``held``), recording what undoes it."""
@@ -484,9 +541,13 @@ class Cluster:
         if meta is not None:
             self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
         row = self.index.row.get(key)
-        if self.budgets and row is not None and self.index.pdb[row] >= 0 and key not in self.budgets.disrupted:
-            b = int(self.index.pdb[row])
-            self.budgets.allowed[b] = max(0, int(self.budgets.allowed[b]) - 1)
+        if self.budgets and row is not None:
+            budgets = self.budgets
+            for b in budgets.all_of(key, int(self.index.pdb[row])):
+                if (key, b) not in budgets.disrupted:
+                    if self.txn is not None:
+                        self.txn.record(_Spent(budgets, b, int(budgets.allowed[b])))
+                    budgets.spend(b)
 
     def change(self, nodes: int | npt.NDArray[np.int64], request: npt.NDArray[np.int64], sign: int,
                frees: bool = False, pods: str | list[str] | None = None) -> None:
@@ -629,6 +690,18 @@ class _DescribedMany:
         for key, meta, rowed, was in zip(reversed(self.keys), reversed(self.metas), reversed(self.rowed), held,
                                          strict=False):
             self.cluster._set_meta(key, meta, was if rowed else None)
+
+
+@dataclass(frozen=True)
+class _Spent:
+    """``doom`` took one from budget ``b``, which allowed ``was`` before."""
+
+    budgets: Budgets
+    b: int
+    was: int
+
+    def undo(self) -> None:
+        self.budgets.allowed[self.b] = self.was
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,20 @@ class _Costs:
                                self.gang_bound, self.gang_min, n_cand)
 
 
+@dataclass(frozen=True)
+class _Breach:
+    """A rank's victims against the PodDisruptionBudgets: ``beyond`` those that would break one,
+    ``first`` those put back first (beyond, and every member of a unit one of whose members is),
+    and the (candidate, victim, budget) pairs beyond the budget as the candidate counts them (a
+    unit's members outside it are counted in it too)."""
+
+    beyond: npt.NDArray[np.bool_]
+    first: npt.NDArray[np.bool_]
+    over_cand: npt.NDArray[np.int64]
+    over_victim: npt.NDArray[np.int64]
+    over_budget: npt.NDArray[np.int64]
+
+
 def _order_key(broken: int, top: int, jobs: int, pods: int, pack: int, name: int) -> tuple[int, ...]:
     """``order_candidates``' order as a key: the fewest victims beyond their PodDisruptionBudgets,
     no victims, then the lowest highest victim priority, the fewest jobs, the fewest pods, the
@@ -263,24 +277,22 @@ class Preemptor:
         units, unit_size = self._units_of(rows)
         job_ids, gang_ids, gang_bound, gang_min = self._jobs_of(rows)
         costs = _Costs(prio[rows], job_ids, gang_ids, ~v_held, units, unit_size, gang_bound, gang_min)
-        # The PodDisruptionBudget of each victim (-1: none, or it costs its budget nothing); None
-        # where the cluster has no budgets, the usual case, which then costs nothing more.
-        v_pdb = self._budget_ids(rows, v_held)
-        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]] = []
+        # The PodDisruptionBudgets the victims count against, as (victim, budget) pairs; None where
+        # the cluster has no budgets, the usual case, which then costs nothing more.
+        pairs = self._budget_pairs(rows, v_held)
+        scored: list[tuple[_Candidates, int, npt.NDArray[np.bool_], _Breach | None]] = []
         broken_n: list[int] = []
         tops, jobs_n, pods_n, packs, names = [], [], [], [], []
         for cands, fit in zip(ranks, fits, strict=True):
             if not bool(np.any(fit)):
                 continue
             v_cand = cands.of_node[v_node]
-            beyond = first = None
-            if v_pdb is not None:
-                beyond, first = self._beyond_budgets(v_pdb, v_cand, units, len(cands.domains))
-            if first is not None and bool(np.any(first)):
+            breach = None if pairs is None else self._beyond_budgets(pairs, v_cand, units, len(cands.domains))
+            if breach is not None and bool(np.any(breach.first)):
                 # kube-scheduler's reprieve: the victims that would break a budget are put back first.
                 # (The device shares, counted in the order before, may then be off: the verifying
                 # placement decides.)
-                perm = np.lexsort((np.arange(len(rows)), ~first, v_held))
+                perm = np.lexsort((np.arange(len(rows)), ~breach.first, v_held))
                 back = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node[perm],
                                 v_req[perm], blocks[perm], cap)
                 evicted = np.empty_like(back)
@@ -289,10 +301,10 @@ class Preemptor:
                 evicted = reprieve(reclaim, vec, feasible, desired, cands.of_node, cands.totals, v_node, v_req,
                                    blocks, cap)
             top, jobs, npods = costs.price(evicted, v_cand, len(cands.domains))
-            broken = (np.zeros(len(cands.domains), dtype=np.int64) if beyond is None
-                      else self._broken(evicted, beyond, v_cand, units, len(cands.domains)))
+            broken = (np.zeros(len(cands.domains), dtype=np.int64) if breach is None
+                      else self._broken(evicted, breach, v_cand, units, len(cands.domains)))
             for c in np.flatnonzero(fit).tolist():
-                scored.append((cands, c, evicted & (v_cand == c), beyond))
+                scored.append((cands, c, evicted & (v_cand == c), breach))
                 broken_n.append(int(broken[c]))
                 tops.append(int(top[c]))
                 jobs_n.append(int(jobs[c]))
@@ -322,7 +334,7 @@ class Preemptor:
             priced = _order_key(broken_n[i], tops[i], jobs_n[i], pods_n[i], packs[i], names[i])
             if best is not None and not priced < best[0]:
                 break  # priced no cheaper than a plan in hand: the price leaves out only what makes it dearer
-            cands, c, chosen, beyond = scored[i]
+            cands, c, chosen, breach = scored[i]
             only = cands.of_node == c
             inside = cands.of_node[v_node] == c
             attempts = [chosen, inside]
@@ -340,9 +352,8 @@ class Preemptor:
                 went = np.array([idx.keys[r] in gone for r in rows.tolist()], dtype=np.bool_)
                 top, jobs, npods = costs.price(went, np.zeros(len(rows), dtype=np.int64), 1)
                 broke = 0
-                if beyond is not None and v_pdb is not None:
-                    plan = self._budget_facts(plan, rows, v_pdb, beyond, went, inside & ~v_held)
-                    broke = sum(n for _, n in plan.beyond)
+                if breach is not None:
+                    plan, broke = self._budget_facts(plan, rows, breach, c, went, inside & ~v_held)
                 real = _order_key(broke, int(top[0]), int(jobs[0]), int(npods[0]), packs[i], names[i])
                 if best is None or real < best[0]:
                     best = (real, plan)
@@ -646,77 +657,132 @@ class Preemptor:
 
     # -- PodDisruptionBudgets ----------------------------------------------------------------
 
-    def _budget_ids(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64] | None:
-        """Per victim (rows in reprieve order), the budget it counts against: the index's column,
-        less nominations (no pod is evicted) and pods a budget lists in ``disruptedPods`` (the API
-        server counts them already). None: the cluster has no budgets."""
+    def _budget_pairs(self, rows: npt.NDArray[np.int64],
+                      held: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """The budgets the victims (rows in reprieve order) count against, as pairs (victim, budget),
+        by victim: the index's column and, for the few pods several budgets cover, the others
+        (``Budgets.more``); less nominations (no pod is evicted) and a pod a budget lists in its
+        ``disruptedPods`` (the API server counts it already; for that budget only). None: the
+        cluster has no budgets."""
         budgets, idx = self.cluster.budgets, self.cluster.index
         if not budgets:
             return None
-        out = idx.pdb[rows].copy()
-        out[held] = -1
+        first = idx.pdb[rows]
+        pv = np.flatnonzero((first >= 0) & ~held)
+        pb = first[pv]
+        if not budgets.more and not budgets.disrupted:
+            return pv, pb
+        at = np.full(len(idx.keys), -1, dtype=np.int64)
+        at[rows] = np.arange(len(rows))
+        extra_v: list[int] = []
+        extra_b: list[int] = []
+        for key, ids in budgets.more.items():
+            r = idx.row.get(key)
+            v = -1 if r is None else int(at[r])
+            if v >= 0 and not bool(held[v]) and int(first[v]) == ids[0]:
+                extra_v.extend([v] * (len(ids) - 1))
+                extra_b.extend(ids[1:])
+        if extra_v:
+            pv = np.concatenate([pv, np.array(extra_v, dtype=np.int64)])
+            pb = np.concatenate([pb, np.array(extra_b, dtype=np.int64)])
+            by = np.lexsort((pb, pv))
+            pv, pb = pv[by], pb[by]
         if budgets.disrupted:
-            listed = np.fromiter((r for k in budgets.disrupted if (r := idx.row.get(k)) is not None), dtype=np.int64)
-            out[np.isin(rows, listed)] = -1
-        return out
+            n = len(budgets.items)
+            free = [int(at[r]) * n + b for k, b in budgets.disrupted
+                    if (r := idx.row.get(k)) is not None and at[r] >= 0]
+            keep = ~np.isin(pv * n + pb, np.array(free, dtype=np.int64))
+            pv, pb = pv[keep], pb[keep]
+        return pv, pb
 
-    def _beyond_budgets(self, v_pdb: npt.NDArray[np.int64], v_cand: npt.NDArray[np.int64],
-                        units: npt.NDArray[np.int64],
-                        n_cand: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """Which victims would break their budget, counted once as if every victim of each candidate
-        went (kube-scheduler's classification, before the reprieve): in each candidate, a budget's
-        victims in reprieve order (the most important first) take its ``disruptionsAllowed`` and those
-        after it break it. Candidates of a rank are disjoint, so one pass counts them all against the
-        full budgets. Returns the victims beyond a budget, and those put back first: beyond, and every
-        member of a unit (evicted whole) one of whose members is."""
-        beyond = np.zeros(len(v_pdb), dtype=np.bool_)
-        at = np.flatnonzero((v_pdb >= 0) & (v_cand >= 0))
-        if not len(at):
-            return beyond, beyond
-        cand, pdb = v_cand[at], v_pdb[at]
-        by = np.lexsort((at, pdb, cand))
-        cand, pdb, at = cand[by], pdb[by], at[by]
-        starts = np.ones(len(at), dtype=np.bool_)
-        starts[1:] = (cand[1:] != cand[:-1]) | (pdb[1:] != pdb[:-1])
+    def _beyond_budgets(self, pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                        v_cand: npt.NDArray[np.int64], units: npt.NDArray[np.int64], n_cand: int) -> _Breach:
+        """Which victims would break a budget, counted once as if every victim of each candidate went
+        (kube-scheduler's classification, before the reprieve): in each candidate, a budget's victims
+        in reprieve order (the most important first) take its ``disruptionsAllowed`` and those after
+        it break it; a victim several budgets cover is charged to each and is beyond if it is beyond
+        any. A unit (evicted whole) is counted with all its members in each candidate it has one in,
+        as kube-scheduler counts a group victim by all its pods. Candidates of a rank are disjoint, so
+        one pass counts them all against the full budgets."""
+        pv, pb = pairs
+        pc = v_cand[pv]
+        if self._any_units() and bool(np.any(units >= 0)):
+            pc, pv, pb = self._with_whole_units(pc, pv, pb, v_cand, units)
+        keep = pc >= 0
+        pc, pv, pb = pc[keep], pv[keep], pb[keep]
+        by = np.lexsort((pv, pb, pc))
+        pc, pb, pv = pc[by], pb[by], pv[by]
+        starts = np.ones(len(pv), dtype=np.bool_)
+        starts[1:] = (pc[1:] != pc[:-1]) | (pb[1:] != pb[:-1])
         group = np.cumsum(starts) - 1
-        taken = np.arange(len(at)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
-        beyond[at] = taken >= self.cluster.budgets.allowed[pdb]
-        whole = (units >= 0) & (v_cand >= 0)
-        if not bool(np.any(beyond & whole)):
-            return beyond, beyond
-        per = int(units.max()) + 1
-        key = v_cand[whole] * per + units[whole]
-        breaks = np.bincount(key[beyond[whole]], minlength=n_cand * per) > 0
-        first = beyond.copy()
-        first[whole] |= breaks[key]
-        return beyond, first
+        taken = np.arange(len(pv)) - np.flatnonzero(starts)[group]  # the budget taken before this victim
+        over = taken >= self.cluster.budgets.allowed[pb]
+        pc, pv, pb = pc[over], pv[over], pb[over]
+        beyond = np.zeros(len(v_cand), dtype=np.bool_)
+        beyond[pv[v_cand[pv] == pc]] = True
+        first = beyond
+        in_unit = units[pv] >= 0
+        if bool(np.any(in_unit)):
+            per = int(units.max()) + 1
+            breaks = np.bincount(pc[in_unit] * per + units[pv[in_unit]], minlength=n_cand * per) > 0
+            whole = (units >= 0) & (v_cand >= 0)
+            first = beyond.copy()
+            first[whole] |= breaks[v_cand[whole] * per + units[whole]]
+        return _Breach(beyond, first, pc, pv, pb)
 
     @staticmethod
-    def _broken(evicted: npt.NDArray[np.bool_], beyond: npt.NDArray[np.bool_], v_cand: npt.NDArray[np.int64],
+    def _with_whole_units(pc: npt.NDArray[np.int64], pv: npt.NDArray[np.int64], pb: npt.NDArray[np.int64],
+                          v_cand: npt.NDArray[np.int64], units: npt.NDArray[np.int64]) -> tuple[
+                              npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The (candidate, victim, budget) pairs with, for each candidate a unit has a member in, the
+        unit's members elsewhere counted in it too (evicting the unit there evicts them)."""
+        per = int(units.max()) + 1
+        whole = (units >= 0) & (v_cand >= 0)
+        touched = np.unique(v_cand[whole] * per + units[whole]).tolist()
+        by_unit: dict[int, list[int]] = {}
+        for k in np.flatnonzero(units[pv] >= 0).tolist():
+            by_unit.setdefault(int(units[pv[k]]), []).append(k)
+        extra = [(c, k) for code in touched for c, u in [divmod(code, per)] for k in by_unit.get(u, ())
+                 if int(v_cand[pv[k]]) != c]
+        if not extra:
+            return pc, pv, pb
+        cs = np.array([c for c, _ in extra], dtype=np.int64)
+        ks = np.array([k for _, k in extra], dtype=np.int64)
+        return np.concatenate([pc, cs]), np.concatenate([pv, pv[ks]]), np.concatenate([pb, pb[ks]])
+
+    def _broken(self, evicted: npt.NDArray[np.bool_], breach: _Breach, v_cand: npt.NDArray[np.int64],
                 units: npt.NDArray[np.int64], n_cand: int) -> npt.NDArray[np.int64]:
         """Per candidate, its evicted victims beyond their budgets; a unit one of whose members is
-        evicted goes whole, its members beyond a budget each counted."""
-        gone = evicted.copy()
-        whole = (units >= 0) & (v_cand >= 0)
-        if bool(np.any(whole & beyond)):
+        evicted goes whole, each of its members beyond a budget counted, wherever it runs."""
+        pc, pv = breach.over_cand, breach.over_victim
+        hit = evicted[pv] & (v_cand[pv] == pc)
+        if self._any_units() and bool(np.any(units[pv] >= 0)):
             per = int(units.max()) + 1
-            key = v_cand[whole] * per + units[whole]
-            touched = np.bincount(key[evicted[whole]], minlength=n_cand * per) > 0
-            gone[whole] |= touched[key]
-        hit = gone & beyond & (v_cand >= 0)
-        return np.bincount(v_cand[hit], minlength=n_cand).astype(np.int64)
+            whole = (units >= 0) & (v_cand >= 0)
+            touched = np.bincount(v_cand[whole][evicted[whole]] * per + units[whole][evicted[whole]],
+                                  minlength=n_cand * per) > 0
+            in_unit = units[pv] >= 0
+            hit[in_unit] |= touched[pc[in_unit] * per + units[pv[in_unit]]]
+        counted = np.unique(pc[hit] * len(v_cand) + pv[hit])  # a victim beyond two budgets is one pod
+        return np.bincount(counted // max(1, len(v_cand)), minlength=n_cand).astype(np.int64)
 
-    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], v_pdb: npt.NDArray[np.int64],
-                      beyond: npt.NDArray[np.bool_], went: npt.NDArray[np.bool_],
-                      inside: npt.NDArray[np.bool_]) -> Plan:
-        """The plan with the budgets its victims break (``went``: the victims it evicts) and the
-        candidate's victims kept because evicting them would have broken one."""
+    def _budget_facts(self, plan: Plan, rows: npt.NDArray[np.int64], breach: _Breach, c: int,
+                      went: npt.NDArray[np.bool_], inside: npt.NDArray[np.bool_]) -> tuple[Plan, int]:
+        """The plan with the budgets its victims break (counted in candidate ``c``; ``went``: the
+        victims it evicts) and the candidate's victims kept because evicting them would have broken
+        one; and how many of its victims are beyond a budget. A victim beyond a budget was kept by it
+        only if a more important victim within every budget went in its place (victims are in
+        reprieve order, the most important first): one that was not needed, or was kept for its
+        importance alone, is not named."""
         names, idx = self.cluster.budgets.names, self.cluster.index
-        hit = went & beyond
-        counts = np.bincount(v_pdb[hit], minlength=len(names))
+        hit = (breach.over_cand == c) & went[breach.over_victim]
+        counts = np.bincount(breach.over_budget[hit], minlength=len(names))
         over = tuple((names[b], int(counts[b])) for b in np.flatnonzero(counts).tolist())
-        kept = tuple(idx.keys[r] for r in rows[inside & beyond & ~went].tolist())
-        return replace(plan, beyond=over, kept=kept)
+        instead = np.flatnonzero(inside & went & ~breach.beyond)
+        spared = inside & breach.beyond & ~went
+        spared[:int(instead[0]) + 1 if len(instead) else len(spared)] = False
+        kept = tuple(idx.keys[r] for r in rows[spared].tolist())
+        return replace(plan, beyond=over, kept=kept), len(np.unique(breach.over_victim[hit]))
 
     def _job_id(self, gang: str, otherwise: str) -> str:
         """The job a victim belongs to, as jobs are named: its gang's GangGroup, else ``otherwise``."""

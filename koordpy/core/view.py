@@ -290,8 +290,10 @@ class View:
             self.filters.placed = self._placed
             self.queue.attach(cluster, self.filters)  # parked jobs are tried again on the new arrays
         else:
-            cluster.set_budgets(snapshot.of(DISRUPTION_BUDGETS))  # before the recount: new rows take the new ones
             cluster.recount_many(recount, self.by_key, state.reserved)
+            # After the recount: the budgets are weighed against the pods as they are now (a row the
+            # recount added took the old budgets' id, counted again here if the selectors changed).
+            cluster.set_budgets(snapshot.of(DISRUPTION_BUDGETS))
             cluster.presence.set_namespaces(snapshot.namespaces)
         # A node that changes (a NoExecute taint arriving, the node deleted) or time passing a
         # toleration's end can take members from their gangs: every gang's bound members are looked at.

@@ -248,12 +248,19 @@ class World(Stores):
 
     def _spend_budgets(self, victim: Pod) -> None:
         """An evicted pod takes one from each budget that covers it (none from one that lists it in
-        ``disruptedPods``: that eviction is counted there already)."""
+        ``disruptedPods``: that eviction is counted there already), and from its healthy count when
+        the status gives one (a terminating pod is not healthy)."""
         budgets: dict[str, PodDisruptionBudget] = self.stores[DISRUPTION_BUDGETS]
         for key, budget in budgets.items():
-            if budget.covers(victim) and victim.name not in budget.disrupted_pods:
-                left = max(0, (budget.disruptions_allowed or 0) - 1)
-                budgets[key] = budget.model_copy(update={"disruptions_allowed": left})
+            if not budget.covers(victim):
+                continue
+            update: dict[str, int] = {}
+            if victim.name not in budget.disrupted_pods:
+                update["disruptions_allowed"] = max(0, (budget.disruptions_allowed or 0) - 1)
+            if budget.current_healthy is not None:
+                update["current_healthy"] = max(0, budget.current_healthy - 1)
+            if update:
+                budgets[key] = budget.model_copy(update=update)
 
     def _claims_from_templates(self, sources: dict[str, str]) -> None:
         """The claims the ResourceClaim controller makes from templates (``koordpy.sim.claims``);

@@ -79,3 +79,11 @@ def test_allowed_counts_healthy_pods_over_the_desired() -> None:
     assert PodDisruptionBudget.from_raw(raw({**sel, "maxUnavailable": 3})).allowed(pods) == 1  # 4 - 3 = 1 desired
     assert PodDisruptionBudget.from_raw(raw({**sel, "maxUnavailable": "50%"})).allowed(pods) == 0
     assert PodDisruptionBudget.from_raw(raw(sel)).allowed(pods) == 2  # neither: every healthy pod may go
+
+
+def test_a_percentage_the_api_server_admits_is_read() -> None:
+    # policy/v1 validation takes any digits before the '%' (leading zeros too), and a budget that does
+    # not parse protects nothing live: such a budget must be read, not reported and left out.
+    b = PodDisruptionBudget.from_raw(raw({"minAvailable": "050%", "selector": {"matchLabels": {"app": "db"}}}))
+    pods = [_pod(f"db-{i}", {"app": "db"}) for i in range(4)]
+    assert b.min_available == "050%" and b.allowed(pods) == 2

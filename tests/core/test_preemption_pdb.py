@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from koordpy.api.disruption import STORE
+from koordpy.core.cluster import Cluster
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Preempt
 from koordpy.core.explain import explain_pod
 from koordpy.core.state import SchedulerState
+from koordpy.core.txn import Txn
 from koordpy.sim.simulator import World
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class, run, spine_block_nodes
 from tests.core.dialects.test_upstream import RACK, group, member
@@ -58,7 +63,7 @@ def test_takes_the_lower_priority_victim_when_every_way_breaks_a_budget_and_says
     assert out.preempted == ["default/low"]
     message = _preempting_message(out)
     assert "evicts 1 pod(s) of PodDisruptionBudget default/db beyond its budget" in message
-    assert "PodDisruptionBudgets kept default/mid running" in message
+    assert "kept" not in message  # mid stays for its priority: both ways break the budget
 
 
 def test_two_victims_of_one_budget_of_one_both_needed_break_it_once() -> None:
@@ -196,3 +201,160 @@ def _labelled(raw: dict[str, Any], app: str) -> dict[str, Any]:
 def _preempting_message(out: Any) -> str:
     """The preemptor's condition message of the attempt that chose victims."""
     return str(next(e.message for e in out.events if "preemption: preempting" in e.message))
+
+
+# -- adversarial review (issue 33 item 3a, second pass) -------------------------------------------
+
+
+def _selecting(name: str, labels: dict[str, str], allowed: int, disrupted: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = pdb(name, "unused", allowed=allowed, disrupted=disrupted)
+    out["spec"]["selector"] = {"matchLabels": labels}
+    return out
+
+
+def _running_labelled(name: str, where: str, prio: str, labels: dict[str, str], cpu: str = "4") -> dict[str, Any]:
+    return pod(name, cpu=cpu, node_name=where, priority_class=prio, scheduler="other", labels=labels)
+
+
+def test_a_pod_in_two_budgets_breaks_the_one_it_is_beyond_though_the_first_allows_it() -> None:
+    # One rule for a pod several budgets cover: every one of them is charged, and it is beyond its
+    # budgets if it is beyond any (kube-scheduler's matching walks every budget of the pod; the
+    # eviction takes one from each, as simulate spends them). "db" (first in key order) allows one,
+    # "team" none: the low pod on n0 breaks "team", so the mid pod on n1, under no budget, goes.
+    objs = [node("n0", cpu="4"), node("n1", cpu="4"), *CLASSES,
+            _running_labelled("a", "n0", "low", {"app": "db", "team": "x"}), _running_labelled("b", "n1", "mid", {}),
+            _selecting("db", {"app": "db"}, 1), _selecting("team", {"team": "x"}, 0),
+            pod("p", cpu="4", priority_class="high")]
+    out = run(*objs)
+    assert out.preempted == ["default/b"]
+
+
+def test_a_pod_listed_as_disrupted_by_another_budget_still_costs_its_own() -> None:
+    # disruptedPods frees a pod for the budget that lists it only: "web" (which does not cover it any
+    # more) lists the low pod; "db", which covers it, allows none: it is protected, the mid one goes.
+    objs = [node("n0", cpu="4"), node("n1", cpu="4"), *CLASSES,
+            _running_labelled("a", "n0", "low", {"app": "db"}), _running_labelled("b", "n1", "mid", {}),
+            _selecting("db", {"app": "db"}, 0), _selecting("web", {"app": "web"}, 0, disrupted=("a",)),
+            pod("p", cpu="4", priority_class="high")]
+    assert run(*objs).preempted == ["default/b"]
+
+
+def test_a_pod_evicted_for_one_job_spends_every_budget_covering_it_for_the_next_jobs_of_the_cycle() -> None:
+    # Two preemptors in one cycle. "db" allows five, "team" one; a0 and a1 are covered by both. The
+    # first preemptor takes a0 (within both); the second must see "team" spent and take c (mid).
+    objs = [node("n0", cpu="4"), node("n1", cpu="4"), node("n2", cpu="4"), *CLASSES,
+            _running_labelled("a0", "n0", "lower", {"app": "db", "team": "x"}),
+            _running_labelled("a1", "n1", "lower", {"app": "db", "team": "x"}),
+            _running_labelled("c", "n2", "mid", {}),
+            _selecting("db", {"app": "db"}, 5), _selecting("team", {"team": "x"}, 1),
+            pod("p1", cpu="4", priority_class="high"), pod("p2", cpu="4", priority_class="high")]
+    world = World.from_objects([("test", o) for o in objs])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert sorted(d.pod for d in result.decisions if isinstance(d, Preempt)) == ["default/a0", "default/c"]
+
+
+def _cluster(*objs: dict[str, Any]) -> tuple[World, Cluster]:
+    world = World.from_objects([("test", o) for o in objs])
+    return world, Cluster(world.snapshot(frozenset({"koordpy"})))
+
+
+def test_a_budget_a_job_spent_is_given_back_when_the_job_is_rolled_back() -> None:
+    # A job whose evaluation raises is undone whole (``Cycle._isolated``): the budget its victims
+    # took must come back with the rest, or later jobs of the cycle see it spent for nothing.
+    _, cluster = _cluster(node("n0"), *CLASSES, running("a", "n0", app="db"), pdb("db", "db", allowed=1))
+    txn = Txn(cluster)
+    mark = txn.savepoint()
+    cluster.doom("default/a")
+    assert cluster.budgets.allowed.tolist() == [0]
+    txn.rollback(mark)
+    assert cluster.budgets.allowed.tolist() == [1]
+
+
+def test_the_budgets_of_a_pod_several_cover_stand_across_cycles_and_follow_its_labels() -> None:
+    both = {"app": "db", "team": "x"}
+    budgets = [_selecting("db", {"app": "db"}, 1), _selecting("team", {"team": "x"}, 0)]
+    world, cluster = _cluster(node("n0"), *CLASSES, _running_labelled("a", "n0", "low", both), *budgets)
+    row = cluster.index.row["default/a"]
+    assert cluster.budgets.all_of("default/a", int(cluster.index.pdb[row])) == (0, 1)
+    # The next cycle: the statuses move, the selectors do not, so no row is counted again.
+    moved = {k: b.model_copy(update={"disruptions_allowed": 3}) for k, b in world.snapshot(
+        frozenset({"koordpy"})).of(STORE).items()}
+    cluster.set_budgets(moved)
+    assert cluster.budgets.allowed.tolist() == [3, 3]
+    assert cluster.budgets.all_of("default/a", int(cluster.index.pdb[row])) == (0, 1)
+    # Its labels change: one budget covers it now.
+    relabelled = next(p for p in world.snapshot(frozenset({"koordpy"})).pods if p.key == "default/a")
+    cluster.recount("default/a", relabelled.model_copy(update={"labels": {"team": "x"}}), {})
+    assert cluster.budgets.all_of("default/a", int(cluster.index.pdb[row])) == (1,)
+
+
+def test_a_unit_spread_over_racks_counts_every_member_against_its_budget_in_each_rack() -> None:
+    # kube-scheduler classifies a group victim by all its pods, wherever they run. The low group u
+    # (disruptionMode all) has u-0 in rack ra and u-1 in rb, under a budget of one: evicting it for
+    # ra takes both, one beyond the budget. Rack rc's victim (mid) is under none: the gang goes to rc,
+    # though ra's victims are of lower priority (and ra wins without the budget).
+    classes = [priority_class("low", 1000), priority_class("mid", 1500), priority_class("high", 2000)]
+    objs: list[Any] = [classes, [node(f"{r}-{i}", cpu="4", labels={RACK: r})
+                                 for r in ("ra", "rb", "rc") for i in (0, 1)]]
+    objs += [group("u", min_count=2, priorityClassName="low", disruptionMode={"all": {}}),
+             *[_labelled(member(f"u-{i}", "3", "u", node_name=n, priority_class="low"), "db")
+               for i, n in enumerate(("ra-0", "rb-0"))],
+             pod("peer", "3", node_name="rb-1", priority_class="high", scheduler="other"),
+             pod("solo", "3", node_name="rc-0", priority_class="mid", scheduler="other"),
+             group("high", min_count=2, topology=RACK, priorityClassName="high"),
+             *[member(f"high-{i}", "3", "high", priority_class="high") for i in range(2)]]
+    assert sorted(run_upstream(*objs).preempted) == ["default/u-0", "default/u-1"]
+    out = run_upstream(*objs, pdb("db", "db", allowed=1))
+    assert out.preempted == ["default/solo"]
+
+
+def _preempted_already(raw: dict[str, Any]) -> dict[str, Any]:
+    """The pod as a scheduler's preemption left it: DisruptionTarget=True, terminating."""
+    raw["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    raw.setdefault("status", {})["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    return raw
+
+
+def test_a_status_that_has_not_seen_a_preemption_yet_is_not_spent_twice() -> None:
+    # Cycle N preempted a0 under budget "db" (allowed 1 of 2 healthy); in cycle N+1 a0 is terminating
+    # but the disruption controller has not counted it yet: the status still says 2 healthy, 1
+    # allowed. The room a0 is leaving is not this preemptor's, so it needs another victim: not a1
+    # (the budget is spent, a0's eviction took it), c under no budget.
+    status = {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
+    budget = pdb("db", "db", minAvailable=1)
+    objs = [node("n0", cpu="4"), node("n1", cpu="4"), node("n2", cpu="4"), *CLASSES,
+            _preempted_already(running("a0", "n0", prio="lower", app="db")),
+            running("a1", "n1", prio="lower", app="db"),
+            running("c", "n2", prio="mid"), pod("p2", cpu="4", priority_class="high")]
+    world = World.from_objects([("test", o) for o in [*objs, {**budget, "status": status}]])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/c"]
+    # Once the controller has counted it (1 healthy, 0 allowed) nothing more is taken off: still c.
+    fresh = {**status, "disruptionsAllowed": 0, "currentHealthy": 1}
+    world = World.from_objects([("test", o) for o in [*objs, {**budget, "status": fresh}]])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/c"]
+    # And a fresh status that allows one more (3 healthy of minAvailable 1, a0 gone from the count)
+    # is not cut: a1 goes.
+    more = [*objs, running("a2", "n2", prio="mid", cpu="0", app="db"),
+            {**budget, "status": {**status, "disruptionsAllowed": 1, "currentHealthy": 2}}]
+    world = World.from_objects([("test", o) for o in more])
+    result = schedule(world.snapshot(frozenset({"koordpy"})), SchedulerState(), world.now)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/a1"]
+
+
+def test_a_protected_pod_the_preemption_did_not_need_is_not_said_to_be_kept_by_its_budget() -> None:
+    # n0 runs low-a (under a budget of 0) and lower-b (under none); the high pod needs the room of
+    # one. lower-b goes, the lowest priority, as it would without the budget: low-a was not needed,
+    # so no budget kept it and none is named. Same when both are protected: mid stays because it is
+    # the more important, not because of its budget.
+    objs = [node("n0"), *CLASSES, running("low-a", "n0", app="db"), running("lower-b", "n0", prio="lower"),
+            pdb("db", "db", allowed=0), pod("p", cpu="4", priority_class="high")]
+    out = run(*objs)
+    assert out.preempted == ["default/lower-b"]
+    assert "PodDisruptionBudget" not in _preempting_message(out)
+    both = run(node("n0"), *CLASSES, running("low", "n0", app="db"), running("mid", "n0", prio="mid", app="db"),
+               pdb("db", "db", allowed=0), pod("p", cpu="4", priority_class="high"))
+    assert both.preempted == ["default/low"]
+    assert "kept" not in _preempting_message(both)

@@ -35,7 +35,7 @@ OTHERS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai", "hyp
           "podgroups.scheduling.k8s.io", "compositepodgroups.scheduling.k8s.io", "persistentvolumeclaims",
           "persistentvolumes", "storageclasses.storage.k8s.io", "resourceclaims.resource.k8s.io",
           "resourceclaimtemplates.resource.k8s.io", "resourceslices.resource.k8s.io",
-          "deviceclasses.resource.k8s.io", "devicetaintrules.resource.k8s.io")
+          "deviceclasses.resource.k8s.io", "devicetaintrules.resource.k8s.io", "poddisruptionbudgets.policy")
 # The kinds whose controllers (in kube-controller-manager) make pods. A test's own are deleted,
 # with their pods, before the pods are; what Helm installed (the chart's Deployment) stays with
 # its pods for the rest of the chart's tests.

@@ -267,3 +267,43 @@ def test_the_cheapest_victims_are_chosen_with_the_rules_between_pods(kube: Kube,
     release(kube, ns, "b-8080")
     wait_for(lambda: kube.bound(ns).get("web") == "n1" or None, "web bound on n1", timeout=60)
     under_test.check()
+
+
+def test_a_poddisruptionbudget_steers_the_victims_to_the_unprotected_node(kube: Kube, under_test: UnderTest) -> None:
+    """Issue 33, item 3a. n0 and n1 each run one low pod of the same priority and size; a high pod
+    needs a whole node. A budget the disruption controller counts at disruptionsAllowed 0 covers the
+    pod on n0, one it counts at 1 the pod on n1: kube-scheduler and koordpy evict the pod on n1
+    (without budgets, koordpy would take n0, first by name). Both budgets are counted live by
+    kube-controller-manager's disruption controller, from pods made Ready by hand (their nodes have
+    no kubelet, so that deletions wait for ``release``)."""
+    ns = "preempt-pdb"
+    setup(kube, ns)
+    kube.apply(held([node("n0"), node("n1")]))
+    for name, n in (("guarded", "n0"), ("spare", "n1")):
+        kube.apply(in_ns(pod(name, cpu="8", memory="32Gi", node_name=n, priority_class="low",
+                             labels={"app": name}), ns))
+        kube.kubectl("patch", "-n", ns, "pod", name, "--subresource=status", "--type=merge", "-p",
+                     '{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}')
+    kube.apply([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": name, "namespace": ns},
+                 "spec": {"minAvailable": least, "selector": {"matchLabels": {"app": name}}}}
+                for name, least in (("guarded", 1), ("spare", 0))])
+
+    def counted() -> dict[str, int] | None:
+        status = {name: kube.get("pdb", name, ns).get("status") or {} for name in ("guarded", "spare")}
+        if not all(s.get("observedGeneration") and s.get("currentHealthy") == 1 for s in status.values()):
+            return None
+        return {name: int(s.get("disruptionsAllowed", 0)) for name, s in status.items()}
+
+    allowed = wait_for(counted, "the disruption controller's count of both budgets", timeout=60)
+    assert allowed == {"guarded": 0, "spare": 1}, allowed
+
+    kube.apply(in_ns(pod("urgent", cpu="8", memory="1Gi", priority_class="high", scheduler=under_test.scheduler_name),
+                     ns))
+    wait_for(lambda: victims(kube, ns) or None, "a victim marked", timeout=60)
+    assert settle(lambda: victims(kube, ns), 2.0).keys() == {"spare"}
+    assert terminating(kube, ns, "spare") and not terminating(kube, ns, "guarded")
+    release(kube, ns, "spare")
+    wait_for(lambda: kube.bound(ns).get("urgent") == "n1" or None, "urgent bound on n1", timeout=60)
+    assert not terminating(kube, ns, "guarded") and disruption(kube.get("pod", "guarded", ns)) is None
+    under_test.check()

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from koordpy.api.disruption import STORE
+from koordpy.core.cluster import Cluster
 from koordpy.core.decisions import CycleResult, Preempt
 from koordpy.sim.simulator import World
 from tests.builders import node
@@ -87,3 +88,23 @@ def test_each_eviction_spends_the_budgets_covering_the_pod_between_cycles() -> N
     world.apply(CycleResult(decisions=[Preempt("shop/web-0", "m", "job", "p")]))
     allowed = {k: b.disruptions_allowed for k, b in world.snapshot(frozenset({"koordpy"})).of(STORE).items()}
     assert allowed == {"shop/a": 0, "shop/b": 1}
+
+
+def test_an_eviction_lowers_the_healthy_count_too_so_the_next_cycle_spends_it_once() -> None:
+    # A status with currentHealthy (as a live dump gives it): the world lowers both, as the disruption
+    # controller would; the core, which takes off what a status has not counted yet
+    # (Budgets.settle), must then take nothing more off. Three healthy pods, minAvailable 1: two
+    # allowed; one evicted leaves one allowed, not none.
+    def web(i: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"web-{i}", "namespace": "shop",
+                                                               "labels": {"app": "web"}},
+                "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "nginx"}]}}
+
+    budget = _budget({"disruptionsAllowed": 2, "currentHealthy": 3, "desiredHealthy": 1, "expectedPods": 3},
+                     minAvailable=1)
+    world = World.from_objects([("t", o) for o in (node("n"), web(0), web(1), web(2), budget)])
+    world.apply(CycleResult(decisions=[Preempt("shop/web-0", "m", "job", "p")]))
+    snap = world.snapshot(frozenset({"koordpy"}))
+    [after] = snap.of(STORE).values()
+    assert (after.disruptions_allowed, after.current_healthy) == (1, 2)
+    assert Cluster(snap).budgets.allowed.tolist() == [1]
