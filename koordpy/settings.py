@@ -111,6 +111,11 @@ class Settings(_Strict):
     # has no default delay. A week at most: a longer value is most likely a unit mistaken.
     default_min_runtime: float = Field(0.0, alias="defaultPreemptMinRuntimeSeconds", ge=0, le=604800)
     default_preemption_delay: float = Field(0.0, alias="defaultPreemptionDelaySeconds", ge=0, le=604800)
+    # How long a gang may run below its minimum (stale: a member failed, was evicted, its node is
+    # gone) before the rest of it is evicted so its controller starts it again whole, where the job
+    # sets no grace of its own; negative: stale gangs are only reported. 60 is KAI-Scheduler's default.
+    stale_gang_grace_period_seconds: float = Field(60.0, alias="staleGangGracePeriodSeconds",
+                                                   allow_inf_nan=False)
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
                                             alias="leaderElection")

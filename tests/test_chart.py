@@ -230,7 +230,8 @@ def test_cluster_role_grants_what_the_kinds_registry_reads_and_writes() -> None:
 
 @pytest.mark.parametrize(("sets", "sources", "preemption"), [
     ((), None, True),
-    (("config.topologySources={koordinator}", "config.preemption=false"), ("koordinator",), False),
+    (("config.topologySources={koordinator}", "config.preemption=false", "config.staleGangGracePeriodSeconds=-1"),
+     ("koordinator",), False),
     (("json:config.topologySources=[]",), (), True),
     (("config.topologySources={volcano,kueue}",), ("volcano", "kueue"), True)])
 def test_cluster_role_is_exactly_what_the_kinds_registry_needs(sets: tuple[str, ...], sources: tuple[str, ...] | None,
@@ -238,15 +239,15 @@ def test_cluster_role_is_exactly_what_the_kinds_registry_needs(sets: tuple[str, 
     # Every kind the scheduler lists, watches and writes (Kind.writes) has its rule with those verbs,
     # and no rule is left for a kind the registry does not have (or a verb it does not use).
     granted = grants(one(objects(*sets), "ClusterRole")["rules"])
-    want = registry_grants(sources, preemption)
+    want = registry_grants(sources, preemption, evicts=preemption)
     assert granted == want, {"granted for nothing the registry has": sorted(granted - want),
                              "needed and not granted": sorted(want - granted)}
 
 
 def test_cluster_role_follows_topology_sources_and_preemption() -> None:
     full = grants(one(objects(), "ClusterRole")["rules"])
-    only = grants(one(objects("config.topologySources={koordinator}", "config.preemption=false"),
-                      "ClusterRole")["rules"])
+    only = grants(one(objects("config.topologySources={koordinator}", "config.preemption=false",
+                              "config.staleGangGracePeriodSeconds=-1"), "ClusterRole")["rules"])
     dropped = {(g, r.split("/")[0], v) for g, r, v in full - only}
     assert ("", "pods", "delete") in dropped
     topology_groups = {ident.split(".", 1)[1] for ident, source in SOURCE_OF.items() if source != "koordinator"}
@@ -254,6 +255,15 @@ def test_cluster_role_follows_topology_sources_and_preemption() -> None:
     assert ("scheduling.koordinator.sh", "clusternetworktopologies", "watch") in only
     none = grants(one(objects("json:config.topologySources=[]"), "ClusterRole")["rules"])
     assert not {g for g, _, _ in none} & {ident.split(".", 1)[1] for ident in SOURCE_OF}
+
+
+def test_pods_delete_stays_with_preemption_off_while_stale_gangs_are_evicted() -> None:
+    # Stale gangs' members are deleted too: only a negative grace (report only) drops the verb.
+    off = grants(one(objects("config.preemption=false"), "ClusterRole")["rules"])
+    assert ("", "pods", "delete") in off
+    never = grants(one(objects("config.preemption=false", "config.staleGangGracePeriodSeconds=-1"),
+                       "ClusterRole")["rules"])
+    assert ("", "pods", "delete") not in never
 
 
 def test_lease_role_only_with_leader_election() -> None:

@@ -179,7 +179,8 @@ _GANG_ERRORS = "invalid_podgroups"  # any gang kind's PodGroup that does not par
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, _from_raw(Node), "node", "nodes", shape="list", optional=False,
          list_call="CoreV1Api.list_node", change="arrays"),
-    # patch: the gang-timeout annotation; delete: preemption's victims (PREEMPTION_ONLY).
+    # patch: the gang-timeout and stale-since annotations; delete: preemption's victims and stale
+    # gangs' members (PREEMPTION_ONLY).
     Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
          list_call="CoreV1Api.list_pod_for_all_namespaces",
          writes=("patch", "delete", "binding:create", "status:patch"), change="count"),
@@ -188,15 +189,15 @@ KINDS: tuple[Kind, ...] = (
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),
          "priorityclass", "priority_classes", optional=False, list_call="SchedulingV1Api.list_priority_class"),
     Kind("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True, _from_raw(PodGroup), "podgroup",
-         "podgroups", writes=("status:patch",), change="gangs", errors=_GANG_ERRORS),
+         "podgroups", writes=("status:patch", "patch"), change="gangs", errors=_GANG_ERRORS),
     Kind("ClusterNetworkTopology", "scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies", False,
          _from_raw(ClusterNetworkTopology), "cnt", "topology", shape="one", writes=("status:patch",),
          errors="topology_error", source="koordinator", only="default"),
     Kind("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, _from_raw(HyperNode), "hypernode",
          "hypernodes", writes=("status:patch",), source="volcano"),
     Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, _from_raw(VolcanoPodGroup),
-         "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch",), change="gangs",
-         errors=_GANG_ERRORS),
+         "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch", "patch"),
+         change="gangs", errors=_GANG_ERRORS),
     Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, _topology("kueue.x-k8s.io/v1beta1"),
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, _topology("kueue.x-k8s.io/v1alpha1"),
@@ -207,13 +208,14 @@ KINDS: tuple[Kind, ...] = (
          "workload-podgroup", "workload_podgroups", name="WorkloadPodGroup", unique_as="PodGroup.scheduling.k8s.io",
          writes=("status:patch",), change="gangs", errors=_GANG_ERRORS, own_field=False, priority_admitted=True,
          claim_templates=True),
-    # Read only (kube-scheduler v1.37 writes its children's conditions, not its own). Its gang is keyed
-    # by its namespace/name, so one that does not parse is an invalid gang like a PodGroup's.
+    # Its status is not written (kube-scheduler v1.37 writes its children's conditions, not its own);
+    # a stale gang's stale-since is annotated on it ("patch"). Its gang is keyed by its namespace/name,
+    # so one that does not parse is an invalid gang like a PodGroup's.
     Kind("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True,
-         _from_raw(CompositePodGroup), "composite-podgroup", "composite_podgroups", change="gangs",
+         _from_raw(CompositePodGroup), "composite-podgroup", "composite_podgroups", change="gangs", writes=("patch",),
          errors=_GANG_ERRORS, own_field=False, priority_admitted=True),
     Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True, _from_raw(KaiPodGroup), "kai-podgroup",
-         "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS),
+         "kai_podgroups", name="KaiPodGroup", change="gangs", errors=_GANG_ERRORS, writes=("patch",)),
     # KAI's Queues: the minimum runtime of their jobs (spec.preemptMinRuntime, up the parents), read
     # afresh when a preemption looks for victims.
     Kind("Queue", "scheduling.run.ai", "v2", "queues", False, _from_raw(KaiQueue), "kai-queue", "kai_queues",
@@ -262,7 +264,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, _from_raw(PodDisruptionBudget),
          "pdb", DISRUPTION_BUDGETS, change="none", own_field=False),
 )
-# Writes only while preemption is on (settings' ``preemption``): (plural, verb).
+# Writes only while preemption is on (settings' ``preemption``) or stale gangs may be evicted (a
+# ``staleGangGracePeriodSeconds`` not negative): (plural, verb).
 PREEMPTION_ONLY: frozenset[tuple[str, str]] = frozenset({("pods", "delete")})
 # What the scheduler is granted beside the kinds it reads: (group, resource, verbs). Events it
 # writes (a repeat patches the count of the one written before); the custom resource definitions
@@ -415,10 +418,12 @@ def snapshot_fields(stores: dict[str, dict[str, Any]], invalid: dict[tuple[str, 
     return out
 
 
-def grants(sources: tuple[str, ...] | None = None, preemption: bool = True) -> set[tuple[str, str, str]]:
+def grants(sources: tuple[str, ...] | None = None, preemption: bool = True,
+           evicts: bool = True) -> set[tuple[str, str, str]]:
     """Every (apiGroup, resource[/subresource], verb) the scheduler needs: list and watch on each
-    kind it reads, the writes of ``Kind.writes`` and ``OTHER_GRANTS``. ``sources`` (None: all) and
-    ``preemption`` are the settings that leave kinds or verbs out."""
+    kind it reads, the writes of ``Kind.writes`` and ``OTHER_GRANTS``. ``sources`` (None: all),
+    ``preemption`` and ``evicts`` (stale gangs evicted: a grace not negative) are the settings that
+    leave kinds or verbs out."""
     out: set[tuple[str, str, str]] = set()
     for kind in watched():
         if kind.source and sources is not None and kind.source not in sources:
@@ -426,7 +431,7 @@ def grants(sources: tuple[str, ...] | None = None, preemption: bool = True) -> s
         out |= {(kind.group, kind.plural, "list"), (kind.group, kind.plural, "watch")}
         for write in kind.writes:
             sub, _, verb = write.rpartition(":")
-            if not preemption and (kind.plural, verb) in PREEMPTION_ONLY and not sub:
+            if not (preemption or evicts) and (kind.plural, verb) in PREEMPTION_ONLY and not sub:
                 continue
             out.add((kind.group, f"{kind.plural}/{sub}" if sub else kind.plural, verb))
     out |= {(group, resource, verb) for group, resource, verbs in OTHER_GRANTS for verb in verbs}

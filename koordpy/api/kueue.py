@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from koordpy.api.model import NamespacedKey
+from koordpy.api.quantity import parse_go_duration
 from koordpy.api.raw import read_object
 from koordpy.api.selectors import qualified_name_problem
 
@@ -130,6 +131,8 @@ class KaiPodGroup(_Model, NamespacedKey):
     # spec.preemptionDelay as written (a Go duration; "" not set): read where it is used, so that a
     # bad value is told as such and does not make the whole PodGroup unusable.
     preemption_delay: str = ""
+    # spec.stalenessGracePeriod in seconds (a Go duration; negative: a stale gang is never evicted).
+    staleness_grace: float | None = None
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> KaiPodGroup:
@@ -149,7 +152,14 @@ class KaiPodGroup(_Model, NamespacedKey):
                 required=r.string(c.get("requiredTopologyLevel"), f"{f}.requiredTopologyLevel"),
                 preferred=r.string(c.get("preferredTopologyLevel"), f"{f}.preferredTopologyLevel"),
             )
+        grace = None
+        if spec.get("stalenessGracePeriod") not in (None, ""):
+            try:
+                grace = parse_go_duration(spec["stalenessGracePeriod"])
+            except ValueError as exc:
+                raise r.fail("spec.stalenessGracePeriod", str(exc)) from exc
         return cls(
+            staleness_grace=grace,
             namespace=r.namespace(meta.get("namespace")),
             name=r.name(meta.get("name")),
             min_member=min_member,

@@ -329,6 +329,9 @@ class HostPort(Record):
 
 
 PREEMPTION_REASON = "PreemptionByScheduler"
+# The DisruptionTarget reason of a stale gang's members the scheduler evicts (koordpy.core.stale):
+# not preemption's, so that whoever reads it can tell the two apart.
+STALE_EVICTION_REASON = "StaleGangEviction"
 # A pod so labelled is never chosen as a victim of preemption (Koordinator's label).
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 
@@ -359,7 +362,8 @@ class Pod(Record, NamespacedKey):
     tolerations: tuple[Toleration, ...] = ()
     owner_references: tuple[dict[str, str], ...] = ()
     unschedulable_message: str = ""  # the PodScheduled=False message already on the pod
-    # DisruptionTarget=True with reason PreemptionByScheduler: a scheduler is evicting it to make room.
+    # DisruptionTarget=True with reason PreemptionByScheduler (a scheduler is evicting it to make room)
+    # or StaleGangEviction (its gang ran below its minimum too long).
     preempted: bool = False
     grace_period: float = 30.0  # spec.terminationGracePeriodSeconds
     # spec.schedulingGates' names: while any is left, the pod is not ready to be scheduled.
@@ -477,8 +481,8 @@ class Pod(Record, NamespacedKey):
             if c.get("type") == "PodScheduled" and str(c.get("status")) == "False":
                 unschedulable_message = r.string(c.get("message"), f"status.conditions[{i}].message")
             elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
-                    and c.get("reason") == PREEMPTION_REASON:
-                preempted = True
+                    and c.get("reason") in (PREEMPTION_REASON, STALE_EVICTION_REASON):
+                preempted = True  # deleted by the scheduler's decision: its room is coming free
         grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64,
                           minimum=0)
         gates = tuple(

@@ -118,7 +118,7 @@ class WorkloadPodGroup(BaseModel, NamespacedKey):
     uid: str = ""  # metadata.uid: a claim reserved for the group names it
     min_count: int | None = None
     creation: float | None = None
-    annotations: dict[str, str] = {}  # metadata.annotations (koordpy's per-job preemption settings)
+    annotations: dict[str, str] = {}  # metadata.annotations (koordpy's per-job preemption and staleness settings)
     # schedulingConstraints.topology[].key: node labels every member shares a value of.
     topology_keys: tuple[str, ...] = ()
     # koordpy's addition: the node label named by the kai.scheduler/topology-preferred-placement
@@ -271,7 +271,7 @@ class CompositePodGroup(BaseModel, NamespacedKey):
     policy: Literal["basic", "gang"]
     min_group_count: int = 1
     creation: float | None = None
-    annotations: dict[str, str] = {}  # metadata.annotations (koordpy's per-job preemption settings)
+    annotations: dict[str, str] = {}  # metadata.annotations (koordpy's per-job preemption and staleness settings)
     topology_keys: tuple[str, ...] = ()
     priority_class_name: str = ""
     priority: int | None = None

@@ -35,6 +35,7 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
     rows = [(pod, node, "Bound", "") for pod, node in sorted(result.bound.items())]
     rows += [(pod, "-", "Pending", msg) for pod, msg in sorted(result.pending.items())]
     rows += [(pod, "-", "Preempted", "") for pod in result.preempted]
+    rows += [(pod, "-", "Evicted", reason) for pod, reason in sorted(result.evicted.items())]
     width = max([len("POD"), *(len(r[0]) for r in rows), *(len(k) for k in result.groups),
                  *(len(k) for k in result.volumes)])
     nwidth = max([len("NODE"), *(len(r[1]) for r in rows)])
@@ -63,7 +64,9 @@ def print_table(result: SimulationResult, out: TextIO) -> None:
         out.write(f"\n{'POD':<{width}}  DEVICES\n")
         for key, devices in sorted(result.devices.items()):
             out.write(f"{key:<{width}}  {', '.join(devices) or '-'}\n")
-    out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted\n")
+    evicted = f", {len(result.evicted)} evicted" if result.evicted else ""
+    out.write(f"\n{len(result.bound)} bound, {len(result.pending)} pending, {len(result.preempted)} preempted"
+              f"{evicted}\n")
 
 
 
@@ -89,9 +92,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"koordpy simulate: note: {line}", file=sys.stderr)
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
-    result = simulate(world, frozenset(args.scheduler_name or ["koordpy"]),
-                      default_min_runtime=args.default_preempt_min_runtime,
-                      default_preemption_delay=args.default_preemption_delay)
+    names = frozenset(args.scheduler_name or ["koordpy"])
+    grace = args.stale_gang_grace_period
+    extra = {} if grace is None else {"stale_grace": grace}
+    result = simulate(world, names, default_min_runtime=args.default_preempt_min_runtime,
+                      default_preemption_delay=args.default_preemption_delay, **extra)
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
         for problem in status.problems:
             print(f"koordpy simulate: warning: {status.kind.kind} {status.name}: {problem}", file=sys.stderr)
@@ -158,6 +163,9 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--default-preemption-delay", type=_seconds, default=0.0, metavar="SECONDS",
                      help="a job's preemption delay where it sets none (the setting "
                           "defaultPreemptionDelaySeconds; default 0)")
+    sim.add_argument("--stale-gang-grace-period", type=float, metavar="SECONDS",
+                     help="how long a gang may run below its minimum before the rest of it is evicted, where "
+                          "the job sets none (staleGangGracePeriodSeconds; default 60; negative: only reported)")
     sim.set_defaults(func=cmd_simulate, prog=PROG)
 
 

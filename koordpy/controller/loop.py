@@ -34,14 +34,16 @@ from koordpy.core.decisions import (
     DeleteClaim,
     Event,
     EventReason,
+    Evict,
     GangStatusUpdate,
     Nominate,
+    ObjectAnnotate,
     Preempt,
     SetPodScheduledFalse,
 )
 from koordpy.core.dialects import invalid_reason, object_statuses, status_said
 from koordpy.core.naming import natural_key
-from koordpy.core.snapshot import Snapshot
+from koordpy.core.snapshot import STALE_GRACE, Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.devices.gangsearch import GANG_BUDGET
 
@@ -66,7 +68,7 @@ def _is_scheduled(d: object) -> TypeGuard[Event]:
 
 # The order in which a cycle's decisions are carried out: the pods are assumed on their nodes
 # before anything else goes out (see ``Loop.cycle``).
-_PHASES: dict[type, int] = {Bind: 0, Preempt: 1, Nominate: 2}
+_PHASES: dict[type, int] = {Bind: 0, Preempt: 1, Evict: 1, Nominate: 2}
 
 
 def _phase(d: Decision) -> int:
@@ -85,7 +87,7 @@ class SchedulerLoop:
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
                  preemption: bool = True, pods_per_cycle: int = 0,
                  gang_search_seconds: float = GANG_BUDGET, default_min_runtime: float = 0.0,
-                 default_preemption_delay: float = 0.0) -> None:
+                 default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
@@ -93,6 +95,7 @@ class SchedulerLoop:
         self.gang_search_seconds = gang_search_seconds  # deviceGangSearchSeconds
         # defaultPreemptMinRuntimeSeconds, defaultPreemptionDelaySeconds
         self.default_min_runtime, self.default_preemption_delay = default_min_runtime, default_preemption_delay
+        self.stale_grace = stale_grace  # staleGangGracePeriodSeconds
         # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
         # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
         self._told: dict[str, int] = {}
@@ -218,6 +221,7 @@ class SchedulerLoop:
         snap.gang_search_seconds = self.gang_search_seconds
         snap.default_min_runtime = self.default_min_runtime
         snap.default_preemption_delay = self.default_preemption_delay
+        snap.stale_grace = self.stale_grace
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result, core_cpu = await asyncio.to_thread(_schedule_timed, snap, self.state, time.time())
@@ -249,6 +253,9 @@ class SchedulerLoop:
         if result.preempted:
             log.info("preempting", victims=sorted(v.pod for v in result.preempted),
                      preemptors=sorted({v.preemptor for v in result.preempted}))
+        if result.evicted:
+            log.info("evicting stale gangs", pods=sorted(e.pod for e in result.evicted),
+                     gangs=sorted({e.gang for e in result.evicted}))
         if statuses_due:
             self._object_statuses(snap)
         return min(self._full_at, result.next_deadline or self._full_at)
@@ -275,8 +282,15 @@ class SchedulerLoop:
                 self.writer.unschedulable(d.pod, d.message, d.reason)
             case GangStatusUpdate():
                 self.writer.gang_status(d.object_key, d.status.wire(), d.status.kind)
+            case Evict():
+                # Assumed terminating like a victim, so that the next cycle neither counts it nor
+                # evicts it again.
+                self.cache.assume_preempted(d.pod)
+                self.writer.spawn(self._evict(d, uid(d.pod)))
             case Annotate():
                 self.writer.spawn(self.writer.annotate(d.pod, d.key, d.value))
+            case ObjectAnnotate():
+                self.writer.spawn(self.writer.annotate_object(d.kind, d.key, d.annotation, d.value))
             case Deallocate():
                 # Shown deallocated now (the next cycle allocates it again), written in the background.
                 giving_up = Deallocation(self.cache, self.writer, d)
@@ -332,6 +346,8 @@ class SchedulerLoop:
             m.victims.observe(count)
         m.gang_bound.inc(len(result.gangs_placed))
         m.gang_timed_out.inc(len(result.gangs_timed_out))
+        m.stale_gangs.set(len(self.state.stale_since))
+        m.stale_gang_evictions.inc(len(result.evicted))
         m.gang_waiting.set(self._gangs_waiting(result))
         for source, count in self.cache.topology_objects().items():
             m.topology_objects.labels(source).set(count)
@@ -384,6 +400,12 @@ class SchedulerLoop:
         if await self.writer.preempt(d.pod, uid, d.message):
             # What kube-scheduler tells a victim's owner, besides the condition.
             self.writer.spawn_owed(self.writer.event("Pod", d.pod, uid, "Normal", "Preempted", d.message))
+        else:
+            self.cache.forget_preempted(d.pod)
+
+    async def _evict(self, d: Evict, uid: str) -> None:
+        if await self.writer.preempt(d.pod, uid, d.message, d.reason):
+            self.writer.spawn_owed(self.writer.event("Pod", d.pod, uid, "Warning", d.reason, d.message))
         else:
             self.cache.forget_preempted(d.pod)
 

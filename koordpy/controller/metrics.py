@@ -70,6 +70,12 @@ class Metrics:
             "koordpy_gang_timed_out", "Gangs whose wait for their members ran out.", registry=r)
         self.gang_bound = Counter(
             "koordpy_gang_bound", "Gangs placed with their minimum met.", registry=r)
+        self.stale_gangs = Gauge(
+            "koordpy_stale_gangs", "Gangs running below their minimum (stale), evicted once their grace ends.",
+            registry=r)
+        self.stale_gang_evictions = Counter(
+            "koordpy_stale_gang_evictions", "Pods evicted because their gang stayed stale past its grace.",
+            registry=r)
         self.topology_objects = Gauge(
             "koordpy_topology_objects", "Topology objects in the cache by source ("
             + ", ".join(f"{source}: {said}" for source, said in TOPOLOGY_SOURCES.items()) + ").", ["source"],

@@ -293,15 +293,15 @@ class ApiWriter:
 
     # -- preemption -----------------------------------------------------------------------
 
-    async def preempt(self, pod_key: str, uid: str, message: str) -> bool:
-        """Marks the victim ``DisruptionTarget=True`` and then deletes it with its own grace period.
-        True when it is being deleted or already gone; False when a write failed, so the caller
-        can undo what it assumed."""
+    async def preempt(self, pod_key: str, uid: str, message: str, reason: str = PREEMPTION_REASON) -> bool:
+        """Marks the victim ``DisruptionTarget=True`` (``reason``: preemption's, or a stale gang's
+        eviction's) and then deletes it with its own grace period. True when it is being deleted or
+        already gone; False when a write failed, so the caller can undo what it assumed."""
         ns, name = pod_key.split("/", 1)
         # The condition goes first: whoever sees the pod terminating can tell why, and a scheduler
         # restarted between the two writes sees a victim it already chose, not a running pod.
         body: dict[str, Any] = {"status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_REASON,
+            "type": "DisruptionTarget", "status": "True", "reason": reason,
             "message": cap(message, CONDITION_LIMIT), "lastTransitionTime": now_rfc3339()}]}}
         if uid:
             body["metadata"] = {"uid": uid}  # refused (422) if the name now belongs to another pod
@@ -492,11 +492,22 @@ class ApiWriter:
 
     # -- one-off writes ------------------------------------------------------------------
 
-    async def annotate(self, pod_key: str, key: str, value: str) -> None:
+    async def annotate(self, pod_key: str, key: str, value: str | None) -> None:
+        """Sets a pod's annotation (None removes it)."""
         ns, name = pod_key.split("/", 1)
         body = {"metadata": {"annotations": {key: value}}}
         await self._report(f"annotation {key} of pod {pod_key}", lambda: self.core.patch_namespaced_pod(
             name, ns, body, _preload_content=False), kind="pod")
+
+    async def annotate_object(self, kind: Kind, key: str, annotation: str, value: str | None) -> None:
+        """Sets an annotation of a namespaced custom object (a gang's PodGroup; None removes it) by a
+        merge patch of its metadata, which touches nothing else."""
+        ns, name = key.split("/", 1)
+        body = {"metadata": {"annotations": {annotation: value}}}
+        await self._report(f"annotation {annotation} of {kind.kind} {key}",
+                           lambda: self.custom.patch_namespaced_custom_object(
+                               kind.group, kind.version, ns, kind.plural, name, body, _content_type=MERGE_PATCH,
+                               _preload_content=False), kind="gang-annotation")
 
     async def event(self, kind: str, obj: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Reports an Event; a repeat of one written before raises its count instead (see

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from koordpy.api.errors import ParseError
 from koordpy.api.objects import Pod
 from koordpy.api.podgroup import ANN_TIMEOUT
-from koordpy.core import dialects, gangrule, peers
+from koordpy.core import dialects, gangrule, peers, stale
 from koordpy.core.deallocation import deallocations, workload_group
 from koordpy.core.decisions import (
     Annotate,
@@ -30,6 +30,8 @@ from koordpy.core.decisions import (
     DeleteClaim,
     Event,
     EventReason,
+    Evict,
+    GangStatus,
     GangStatusUpdate,
     Nominate,
     Preempt,
@@ -57,6 +59,7 @@ from koordpy.core.verdicts import (
     BeyondMinimum,
     Code,
     Failure,
+    GangStale,
     GangTimeoutEvent,
     GatedMembers,
     GroupUnschedulable,
@@ -69,6 +72,7 @@ from koordpy.core.verdicts import (
     PeerUndeclared,
     PreemptionDelayed,
     ReplacementsDoNotFit,
+    StaleEvicted,
     Text,
     TimedOut,
     TooFewMembers,
@@ -120,6 +124,8 @@ class Cycle:
         # When preemption may go otherwise though nothing changes (``Plan.wake_at``): a victim's minimum
         # runtime or a job's preemption delay ends (also for a job not parked: members beyond a minimum).
         self.preemption_wakes: list[float] = []
+        self.stale_ends: list[float] = []  # when stale gangs' graces end
+        self.statuses: dict[str, GangStatus] = {}  # object -> the status this cycle decided for it
 
     # -- the cycle -----------------------------------------------------------------------
 
@@ -132,6 +138,7 @@ class Cycle:
             # group when it is tried). Forgetting them also keeps a long run's memory bounded.
             self.state.forget_waits(view.groups.values())
             self.state.forget_told(gangs)
+        changed = set(view.dirty)  # the gangs the refresh rebuilt
         queue = view.queue
         queue.new_cycle()
         left: set[str] = set()  # the gangs of the jobs left for a later cycle
@@ -157,6 +164,7 @@ class Cycle:
         round_.close()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
+        self._stale_gangs(changed)  # after the statuses: a stale gang's condition goes on top of theirs
         self.result.next_deadline = self._next_deadline()
         return self.result
 
@@ -198,12 +206,13 @@ class Cycle:
 
     def _next_deadline(self) -> float | None:
         """When the next cycle is due though nothing changes: a gang's wait ends, a backoff ends, an
-        owner's grace ends, a gang's member stops counting (``View.loss_due``), or at once when jobs
-        were left over."""
+        owner's grace ends, a stale gang's grace ends, a gang's member stops counting (``View.loss_due``),
+        or at once when jobs were left over."""
         deadlines = [since + gangrule.wait_limit(gid, self.gangs, self.view.wait_limits)
                      for gid, since in self.state.wait_since.items()]
         deadlines += self.view.queue.backing_off.values()  # woken while backing off: tried when the backoff ends
         deadlines += self.owner_waits
+        deadlines += self.stale_ends
         deadlines += self.view.loss_due.values()  # a member stops counting: its gang is looked at again
         deadlines += self.preemption_wakes
         # Parked jobs woken at a time: a preemption delay or a victim's minimum runtime ends.
@@ -844,6 +853,74 @@ class Cycle:
     def _wait_limit(self, job: Job) -> float:
         return gangrule.wait_limit(job.group, self.gangs, self.view.wait_limits)
 
+    # -- stale gangs (koordpy.core.stale) ------------------------------------------------------
+
+    def _stale_gangs(self, changed: set[str]) -> None:
+        """After the jobs (their binds count) and the statuses: each gang the refresh rebuilt (its pods
+        or object changed, or which of its members count did: a node changed, a toleration ran out)
+        and each gang stale already is read again; stale ones keep their stale-since and are evicted
+        once their grace ends, the others lose it. A cycle with nothing changed reads its stale gangs
+        alone."""
+        view, snapshot, state = self.view, self.snapshot, self.state
+        names = snapshot.scheduler_names
+        for key in sorted(changed.union(state.stale_since)):
+            gang = view.gangs.get(key)
+            reading = None
+            # Only a gang of ours: another scheduler's is its own to keep whole (and its stale-since,
+            # KAI's say, its own to write).
+            ours = gang is not None and any(p.scheduler_name in names for p in gang.pods)
+            if ours:
+                assert gang is not None
+                reading = stale.health(gang, self.bound)
+            if gang is None or reading is None or not reading.stale:
+                self._not_stale(key, gang, ours and key in changed)
+            else:
+                self._stale(gang, reading, key in changed)
+
+    def _not_stale(self, key: str, gang: Gang | None, changed: bool) -> None:
+        """Stale-since forgotten, and cleared where the gang's dialect keeps it: when this scheduler
+        kept it, or (``changed``: a gang of ours that changed; a restart reads every gang once) when
+        the gang's object or members still say it."""
+        was = self.state.clear_stale(key)
+        if gang is None or (was is None and not changed):
+            return
+        if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
+            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
+
+    def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
+        key, snapshot, now = gang.key, self.snapshot, self.now
+        had = self.state.stale_since.get(key)
+        kept = dialects.stale_since(key, gang.pods, snapshot)
+        since = min((t for t in (had, kept) if t is not None), default=now)
+        self.state.mark_stale(key, since)
+        if had is None or changed:  # written once, and again when the gang changed (a member replaced)
+            self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))
+        grace = dialects.stale_grace(key, gang.pods, snapshot)
+        grace = snapshot.stale_grace if grace is None else grace
+        ends = stale.due(since, grace)
+        if had is None and kept is None:  # it became stale now: told once
+            self._tell_gang(gang, EventReason.GANG_STALE, GangStale(key, since, reading.live, reading.minimum,
+                                                                     ends, reading.parts))
+        if ends is None:
+            return
+        if now < ends:
+            self.stale_ends.append(ends)
+            return
+        if reading.arriving or any(p.nominated_node_name for p in gang.pods if not p.node_name):
+            return  # replacements bind or hold room being made for them: woken by their change
+        evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts)
+        message = render(evicted)
+        self.result.decide(*(Evict(pod, message, key) for pod in reading.evictable))
+        self._tell_gang(gang, EventReason.STALE_GANG_EVICTED, evicted)
+
+    def _tell_gang(self, gang: Gang, reason: EventReason, said: GangStale | StaleEvicted) -> None:
+        """A Warning Event on the gang's object, or on its first member when it has none."""
+        kind = dialects.gang_object(gang.key, self.snapshot)
+        if kind is not None:
+            self.result.decide(Event(kind, gang.key, "Warning", reason, render(said)))
+        elif gang.pods:
+            self.result.decide(Event("Pod", gang.pods[0].key, "Warning", reason, render(said)))
+
     def _podgroup_statuses(self, gangs: dict[str, Gang], dirty: set[str]) -> None:
         """Statuses of the PodGroups whose gang changed or was tried: the others stand as written."""
         for key in dirty:
@@ -862,6 +939,7 @@ class Cycle:
             for obj, status in dialects.statuses(key, members, self.bound, self.state.reserved, self.now,
                                                  self.snapshot, pending):
                 self.result.decide(GangStatusUpdate(obj, status))
+                self.statuses[obj] = status
 
 
     def _kept(self, gang: str, keys: Iterable[str], pending: dict[str, str]) -> None:

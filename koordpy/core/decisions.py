@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from koordpy.api.dra import Allocation, ClaimSpec, Consumer
 from koordpy.api.kinds import Kind
+from koordpy.api.objects import STALE_EVICTION_REASON
 from koordpy.core.txn import Txn
 
 
@@ -103,7 +104,19 @@ class SetPodScheduledFalse:
 class Annotate:
     pod: str
     key: str
-    value: str
+    value: str | None  # None removes the annotation
+
+
+@dataclass(frozen=True)
+class ObjectAnnotate:
+    """An annotation of the object that declares a gang (a PodGroup of some dialect), merged into its
+    metadata; None removes it. What a dialect keeps there (a stale gang's stale-since) outlives a
+    restart of the scheduler."""
+
+    kind: Kind
+    key: str  # namespace/name
+    annotation: str
+    value: str | None
 
 
 class EventReason(StrEnum):
@@ -113,6 +126,8 @@ class EventReason(StrEnum):
     FAILED_SCHEDULING = "FailedScheduling"  # written with the pod's PodScheduled=False condition
     OWNER_NOT_FOUND = "OwnerNotFound"
     GANG_TIMEOUT = "GangTimeout"
+    GANG_STALE = "GangStale"  # a gang runs below its minimum (once, when it becomes stale)
+    STALE_GANG_EVICTED = "StaleGangEvicted"  # its grace ran out: the rest of it is evicted
     TOPOLOGY_LAYER_IGNORED = "TopologyLayerIgnored"
     TOPOLOGY_LIMIT_DROPPED = "TopologyLimitDropped"
     REPLACEMENTS_DO_NOT_FIT = "ReplacementsDoNotFit"  # a gang that lost members cannot take their replacements
@@ -258,6 +273,18 @@ class Preempt:
 
 
 @dataclass(frozen=True)
+class Evict:
+    """A member of a stale gang whose grace ran out (``koordpy.core.stale``): the shell writes
+    ``DisruptionTarget=True`` with reason ``reason`` (not preemption's) and this message on it, then
+    deletes it with its grace period, so that the job's controller starts the gang again whole."""
+
+    pod: str
+    message: str
+    gang: str
+    reason: str = STALE_EVICTION_REASON
+
+
+@dataclass(frozen=True)
 class Nominate:
     """``status.nominatedNodeName`` of a pending pod: where the room made for it is; "" clears it."""
 
@@ -295,7 +322,7 @@ class DeleteClaim:
 
 
 Decision = (Bind | SetPodScheduledFalse | Annotate | Event | GangStatusUpdate | Preempt | Nominate | Deallocate
-            | DeleteClaim)
+            | DeleteClaim | Evict | ObjectAnnotate)
 
 
 @dataclass
@@ -374,6 +401,10 @@ class CycleResult:
     @property
     def preempted(self) -> list[Preempt]:
         return [d for d in self.decisions if isinstance(d, Preempt)]
+
+    @property
+    def evicted(self) -> list[Evict]:
+        return [d for d in self.decisions if isinstance(d, Evict)]
 
     @property
     def nominations(self) -> list[Nominate]:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from koordpy.api.dra import Devices
 from koordpy.api.objects import Pod
 from koordpy.api.raw import rfc3339
-from koordpy.core import dialects, gangrule
+from koordpy.core import dialects, gangrule, stale
 from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
@@ -34,7 +34,7 @@ from koordpy.core.preemption import preemption_policy
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.tree import TopologyTree, TreeKey
-from koordpy.core.verdicts import Closest
+from koordpy.core.verdicts import Closest, GangStale
 from koordpy.errors import BadInput
 
 API_VERSION = "explain.koordpy.io/v1alpha1"
@@ -657,9 +657,28 @@ class _Explainer:
                          len(gang.pods), bound, len(gang.pods) - bound, waiting,
                          modes.mode if modes is not None else None,
                          modes.waiting_seconds if modes is not None else None,
-                         gang.timed_out, gang.error, dialects.object_facts(gang.key, self.snapshot),
+                         gang.timed_out, gang.error,
+                         (*dialects.object_facts(gang.key, self.snapshot), *self._stale_facts(gang)),
                          finished=len(self.finished.get(gang.key, ())),
                          declared_minimum=terms.said if terms is not None else "", lost=len(gang.lost))
+
+    def _stale_facts(self, gang: Gang) -> tuple[tuple[str, str], ...]:
+        """Whether the gang is stale (``koordpy.core.stale``), since when and what happens then, as the
+        cycle would read it now: its stale-since from the scheduler's memory or its object, else now."""
+        if not any(p.scheduler_name in self.snapshot.scheduler_names for p in gang.pods):
+            return ()
+        reading = stale.health(gang, {}, any(p.phase == "Succeeded" for p in self.finished.get(gang.key, ())))
+        if reading is None or not reading.stale:
+            return ()
+        key, snapshot = gang.key, self.snapshot
+        kept = [t for t in (self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot))
+                if t is not None]
+        since = min(kept, default=self.now)
+        grace = dialects.stale_grace(key, gang.pods, snapshot)
+        ends = stale.due(since, snapshot.stale_grace if grace is None else grace)
+        held = ends is not None and ends <= self.now and (
+            reading.arriving > 0 or any(p.nominated_node_name for p in gang.pods if not p.node_name))
+        return (("stale", render(GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held))),)
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
         if pod.phase in ("Succeeded", "Failed"):

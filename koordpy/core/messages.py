@@ -32,6 +32,7 @@ from koordpy.core.verdicts import (
     DevicesTogether,
     FilterError,
     GangCount,
+    GangStale,
     GangTimeoutEvent,
     GatedMembers,
     GroupId,
@@ -69,6 +70,7 @@ from koordpy.core.verdicts import (
     Refused,
     ReplacementsDoNotFit,
     RoomTakenBack,
+    StaleEvicted,
     SubGroupLeft,
     SubGroupsNoHyperNode,
     Text,
@@ -507,6 +509,15 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting | Preem
             assert_never(r)
 
 
+def _running(reason: GangStale | StaleEvicted) -> str:
+    """How many of a stale gang's members still run, against its minimum."""
+    said = f"{reason.live} member{'' if reason.live == 1 else 's'} running, minimum {reason.minimum}"
+    if reason.parts is not None:
+        met, need = reason.parts
+        said += f", {met} of the {need} parts it needs at their own minimum"
+    return said
+
+
 def render(reason: Reason) -> str:
     """The one text of ``reason``."""
     match reason:
@@ -548,6 +559,18 @@ def render(reason: Reason) -> str:
                     f"members ({counts(reason.counts)}); reservations released")
         case GangTimeoutEvent():
             return f"gang did not reach its minimum within {reason.limit:g}s"
+        case GangStale():
+            if reason.ends is None:
+                then = "its grace is negative: reported only, never evicted"
+            elif reason.held:
+                then = ("its grace ended; its eviction waits while its pending members bind or hold the room "
+                        "a preemption is making for them")
+            else:
+                then = f"its running members are evicted at {rfc3339(reason.ends)} unless replacements bind"
+            return f"gang {reason.gang} is stale since {rfc3339(reason.since)}: {_running(reason)}; {then}"
+        case StaleEvicted():
+            return (f"gang {reason.gang} ran below its minimum ({_running(reason)}) for its grace of "
+                    f"{reason.grace:g}s: evicted so that its controller starts it again whole")
         case WaitingForMembers():  # Koordinator's words, with koordpy's counts
             return (f'GangGroup "{group_name(reason.group)}" is waiting for its members: '
                     f"{counts(reason.counts)}, alreadyWaitForBound: {reason.already}")

@@ -36,6 +36,10 @@ class PodChanges:
     pods: dict[str, Pod | None]  # key -> the pod as this snapshot shows it; None: gone from it
 
 
+# KAI-Scheduler's default staleness grace period (its ``globalDefaultStalenessGracePeriod``).
+STALE_GRACE = 60.0
+
+
 @dataclass
 class Snapshot:
     nodes: list[Node]
@@ -65,6 +69,10 @@ class Snapshot:
     # minimum runtime and preemption delay where its objects set none (``koordpy.core.runtime``).
     default_min_runtime: float = 0.0
     default_preemption_delay: float = 0.0
+    # The operator's ``staleGangGracePeriodSeconds``: how long a gang may run below its minimum
+    # before the rest of it is evicted, where the job sets no grace of its own (negative: never,
+    # only reported; ``koordpy.core.stale``).
+    stale_grace: float = STALE_GRACE
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

@@ -70,6 +70,9 @@ class SchedulerState:
     # What was last said about each gang's dropped limits (Requirement.dropped): the Event is written
     # when it changes, not each time the job is tried.
     told: dict[str, str] = field(default_factory=dict)
+    # Stale gangs (koordpy.core.stale) -> since when: what the gang's object or members say once
+    # the write is seen, kept here until then (and read from there after a restart).
+    stale_since: dict[str, float] = field(default_factory=dict)
     # The cycle's standing view of the cluster (koordpy.core.view); rebuilt when missing.
     view: View | None = field(default=None, repr=False, compare=False)
     # The open transaction the transitions record into (None: nothing records them).
@@ -163,6 +166,17 @@ class SchedulerState:
     def forget_told(self, gangs: Iterable[str]) -> None:
         """What was said about gangs that are gone is forgotten."""
         self._keep_only(self.told, gangs)
+
+    # -- stale gangs ---------------------------------------------------------------------------
+
+    def mark_stale(self, gang: str, since: float) -> None:
+        """``gang`` runs below its minimum since ``since``."""
+        if self.stale_since.get(gang) != since:
+            self._set(self.stale_since, gang, since)
+
+    def clear_stale(self, gang: str) -> float | None:
+        """``gang`` is not stale (any more, or is gone); since when it was, if it was."""
+        return self._pop(self.stale_since, gang)
 
     # -- the standing view (a cache, outside the transaction) ----------------------------------
 

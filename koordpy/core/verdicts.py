@@ -143,6 +143,34 @@ class GangCount:
 
 
 @dataclass(frozen=True)
+class GangStale:
+    """A gang running below its minimum (``koordpy.core.stale``): since when, how many of its members
+    still run against its minimum (for a gang of parts, the parts that meet theirs of those needed),
+    and when the rest of it is evicted (None: never, its grace is negative). ``held``: its grace ran
+    out, but its pending members hold nominations (room a preemption is making for them) or bound
+    just now, so the eviction waits for them."""
+
+    gang: str
+    since: float
+    live: int
+    minimum: int
+    ends: float | None
+    parts: tuple[int, int] | None = None
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class StaleEvicted:
+    """The Event and the DisruptionTarget message of a stale gang's members evicted after its grace."""
+
+    gang: str
+    live: int
+    minimum: int
+    grace: float
+    parts: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
 class TimedOut:
     group: GroupId
     limit: float
@@ -570,7 +598,7 @@ class BoundWithoutOwner:
 
 Reason: TypeAlias = (
     Text | OwnerMissing | MarkedTimedOut | TooFewMembers | GatedMembers | PeerUndeclared | PeerNotBack
-    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers
+    | MinResourcesShort | TimedOut | GangTimeoutEvent | WaitingForMembers | GangStale | StaleEvicted
     | GroupNamedOtherwise | GroupMissing | GroupRefused | GroupSchedulers | GroupPriority
     | GroupPreemptionPolicy | Refused
     | CompositeMissing | CompositeShort | GroupNameShared

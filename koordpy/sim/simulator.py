@@ -61,8 +61,10 @@ from koordpy.core.decisions import (
     DeleteClaim,
     DeviceBinding,
     Event,
+    Evict,
     GangStatusUpdate,
     Nominate,
+    ObjectAnnotate,
     ObjectStatus,
     Preempt,
     SetPodScheduledFalse,
@@ -70,7 +72,7 @@ from koordpy.core.decisions import (
 from koordpy.core.declarations import Declarations
 from koordpy.core.dialects import GroupRow, build_gang, object_statuses, shown_empty, shown_groups
 from koordpy.core.messages import absent_gang_kind
-from koordpy.core.snapshot import Snapshot
+from koordpy.core.snapshot import STALE_GRACE, Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.claims import make_claims
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
@@ -91,6 +93,7 @@ class World(Stores):
     now: float = DEFAULT_EPOCH
     gone_at: dict[str, float] = field(default_factory=dict)  # pod being deleted -> when its grace period ends
     preempted: list[str] = field(default_factory=list)  # victims, in the order they were evicted
+    evicted: dict[str, str] = field(default_factory=dict)  # pod evicted for another reason -> the reason
     nominated: dict[str, str] = field(default_factory=dict)  # pod -> the node it was last nominated to
     created: list[str] = field(default_factory=list)  # what the simulation created as a controller would
     storage: Storage = field(init=False)  # the storage stores, as the core reads them
@@ -369,8 +372,19 @@ class World(Stores):
                     changes += 1
                 case Annotate():
                     pod = self.pods[d.pod]
-                    self.pods[d.pod] = pod.model_copy(update={"annotations": {**pod.annotations, d.key: d.value}})
+                    annotations = {k: v for k, v in pod.annotations.items() if k != d.key}
+                    if d.value is not None:
+                        annotations[d.key] = d.value
+                    self.pods[d.pod] = pod.model_copy(update={"annotations": annotations})
                     changes += 1
+                case ObjectAnnotate():
+                    store = self.stores[d.kind.store]
+                    obj = store.get(d.key)
+                    if obj is not None:
+                        annotations = {k: v for k, v in obj.annotations.items() if k != d.annotation}
+                        if d.value is not None:
+                            annotations[d.annotation] = d.value
+                        store[d.key] = obj.model_copy(update={"annotations": annotations})
                 case SetPodScheduledFalse():
                     self.pods[d.pod] = self.pods[d.pod].model_copy(update={"unschedulable_message": d.message})
                 case Preempt():
@@ -381,6 +395,15 @@ class World(Stores):
                         self._spend_budgets(victim)
                         self.gone_at[d.pod] = self.now + victim.grace_period
                         self.preempted.append(d.pod)
+                        changes += 1
+                case Evict():
+                    # As for a victim: DisruptionTarget (another reason), then a deletion that takes
+                    # the grace period.
+                    member = self.pods.get(d.pod)
+                    if member is not None and not member.deleting:
+                        self.pods[d.pod] = member.model_copy(update={"deleting": True})
+                        self.gone_at[d.pod] = self.now + member.grace_period
+                        self.evicted[d.pod] = d.reason
                         changes += 1
                 case Nominate():
                     nominee = self.pods.get(d.pod)
@@ -567,6 +590,8 @@ class SimulationResult:
     group_headings: dict[str, str] = field(default_factory=dict)
     # The row the table shows each of ``groups`` as, in its dialect's words.
     group_rows: dict[str, GroupRow] = field(default_factory=dict)
+    # Pods evicted for another reason than preemption (a stale gang's members) -> the reason.
+    evicted: dict[str, str] = field(default_factory=dict)
 
     def shown(self) -> dict[str, Any]:
         """The topology objects' statuses by the JSON key each dialect reports them under (by
@@ -584,6 +609,7 @@ class SimulationResult:
             "bound": self.bound,
             "pending": self.pending,
             "preempted": self.preempted,
+            "evicted": self.evicted,
             "nominated": self.nominated,
             "podgroups": self.groups,
             "events": [{"kind": e.kind, "object": e.obj, "type": e.type, "reason": e.reason,
@@ -598,12 +624,13 @@ class SimulationResult:
 
 def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"}),
              incremental: bool = True, default_min_runtime: float = 0.0,
-             default_preemption_delay: float = 0.0) -> SimulationResult:
+             default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE) -> SimulationResult:
     """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry.
 
     ``incremental=False`` drops the core's standing view before every cycle, so each one is
     computed from the whole snapshot: the reference the incremental view is tested against. The
-    defaults are the settings' ``defaultPreemptMinRuntimeSeconds`` and ``defaultPreemptionDelaySeconds``."""
+    defaults are the settings' ``defaultPreemptMinRuntimeSeconds``, ``defaultPreemptionDelaySeconds``
+    and ``staleGangGracePeriodSeconds`` (``stale_grace``)."""
     state = SchedulerState()
     bound: dict[str, str] = {}
     events: list[Event] = []
@@ -616,6 +643,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
             state.view = None
         snap = world.snapshot(scheduler_names)
         snap.default_min_runtime, snap.default_preemption_delay = default_min_runtime, default_preemption_delay
+        snap.stale_grace = stale_grace
         result = schedule(snap, state, world.now)
         events.extend(d for d in result.decisions if isinstance(d, Event))
         applied = world.apply(result)
@@ -652,7 +680,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
         groups=groups, group_headings=headings, group_rows=rows,
         statuses=object_statuses(cluster.trees),
         events=events, rounds=rounds, ignored=world.ignored, truncated=truncated,
-        nominated=dict(world.nominated), volumes=dict(world.volume_writes),
+        nominated=dict(world.nominated), volumes=dict(world.volume_writes), evicted=dict(world.evicted),
         allocations=None if world.devices.empty() else world.allocations(), devices=world.pod_devices(),
     )
 

@@ -69,10 +69,11 @@ def test_a_podgroup_names_its_parent_beside_its_workload_ref() -> None:
     assert WorkloadPodGroup.from_raw(child()).parent is None
 
 
-def test_the_registry_reads_composites_and_grants_list_and_watch_only() -> None:
+def test_the_registry_reads_composites_and_grants_list_watch_and_the_stale_since_patch() -> None:
     kind = kind_for("scheduling.k8s.io/v1alpha3", "CompositePodGroup")
     assert kind is by_id("compositepodgroups.scheduling.k8s.io")
-    assert kind.optional and not kind.own_field and kind.change == "gangs" and kind.writes == ()
+    assert kind.optional and not kind.own_field and kind.change == "gangs" and kind.writes == ("patch",)
     found = {(g, r, v) for g, r, v in grants() if r.startswith("compositepodgroups")}
     assert found == {("scheduling.k8s.io", "compositepodgroups", "list"),
-                     ("scheduling.k8s.io", "compositepodgroups", "watch")}
+                     ("scheduling.k8s.io", "compositepodgroups", "watch"),
+                     ("scheduling.k8s.io", "compositepodgroups", "patch")}

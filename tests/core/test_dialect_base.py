@@ -19,6 +19,7 @@ NEUTRAL = ("None", "False", "()", "iter(())", "{}")
 # Each capability, its registry and its base.
 CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Runtimes, dialects.RUNTIMES, b.RuntimesBase),
                 (b.Statuses, dialects.STATUSES, b.StatusesBase),
+                (b.Staleness, dialects.STALENESS, b.StalenessBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
                 (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
                 (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]

@@ -152,8 +152,9 @@ def test_only_waiting_members_must_gather_a_minimum_again() -> None:
 def test_not_collect_enough_counts_every_member_the_gang_has() -> None:
     # As in Koordinator, podNum is the number of pods the gang has, bound ones included,
     # whatever the match policy.
+    # (The gang runs below its minimum, stale: a negative grace keeps it from being evicted.)
     for policy in ("only-waiting", "waiting-and-running", "once-satisfied"):
-        ann = {"gang.scheduling.koordinator.sh/match-policy": policy}
+        ann = {"gang.scheduling.koordinator.sh/match-policy": policy, "koordpy.io/staleness-grace-period": "-1"}
         out = run(THREE, podgroup("g", 3, annotations=ann), pod("g-0", group="g", node_name="n0"),
                   pod("g-1", group="g"))
         assert out.pending["default/g-1"] == ("gang child pod not collect enough, gangName: default/g, podNum: 2, "

@@ -276,7 +276,9 @@ def test_must_gather_keeps_later_members_in_the_block_of_the_running_ones() -> N
     must = [{"layer": "BlockLayer", "strategy": "MustGather"}]
     layout = {"spine-0": {"block-0": [0, 1, 2], "block-1": [3, 4, 5, 6]}}
     running = [pod(f"job-{i}", group="job", index=i, node_name=f"node-{i}") for i in range(3)]
-    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, podgroup("job", 4, gather=must), *running,
-              pod("job-3", group="job", index=3))
+    # (The gang runs below its minimum meanwhile, stale: a negative grace keeps it from being evicted.)
+    never = {"koordpy.io/staleness-grace-period": "-1s"}
+    out = run(spine_block_nodes(layout), SPINE_BLOCK_CNT, podgroup("job", 4, gather=must, annotations=never),
+              *running, pod("job-3", group="job", index=3))
     assert out.bound == {}
     assert "block-0" in out.pending["default/job-3"]

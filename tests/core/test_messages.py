@@ -38,6 +38,7 @@ from koordpy.core.verdicts import (
     DevicesTogether,
     Failure,
     GangCount,
+    GangStale,
     GangTimeoutEvent,
     GatedMembers,
     GroupMissing,
@@ -74,6 +75,7 @@ from koordpy.core.verdicts import (
     Refused,
     ReplacementsDoNotFit,
     RoomTakenBack,
+    StaleEvicted,
     SubGroupLeft,
     SubGroupsNoHyperNode,
     Text,
@@ -125,6 +127,19 @@ TABLE: list[tuple[Reason, str]] = [
      'GangGroup "default/a,default/b" timed out after 30s waiting for its members (default/a 2/3, default/b 1/1); '
      "reservations released"),
     (GangTimeoutEvent(2.5), "gang did not reach its minimum within 2.5s"),
+    # -- stale gangs -----------------------------------------------------------------------------
+    (GangStale("default/a", 1_800_000_000.0, 3, 8, 1_800_000_060.0),
+     "gang default/a is stale since 2027-01-15T08:00:00Z: 3 members running, minimum 8; its running members are "
+     "evicted at 2027-01-15T08:01:00Z unless replacements bind"),
+    (GangStale("default/a", 1_800_000_000.0, 1, 4, None, (1, 2)),
+     "gang default/a is stale since 2027-01-15T08:00:00Z: 1 member running, minimum 4, 1 of the 2 parts it needs "
+     "at their own minimum; its grace is negative: reported only, never evicted"),
+    (GangStale("default/a", 1_800_000_000.0, 3, 8, 1_800_000_060.0, held=True),
+     "gang default/a is stale since 2027-01-15T08:00:00Z: 3 members running, minimum 8; its grace ended; its "
+     "eviction waits while its pending members bind or hold the room a preemption is making for them"),
+    (StaleEvicted("default/a", 3, 8, 60.0),
+     "gang default/a ran below its minimum (3 members running, minimum 8) for its grace of 60s: evicted so that "
+     "its controller starts it again whole"),
     (WaitingForMembers("default/a,default/b", COUNTS, 2),
      'GangGroup "default/a,default/b" is waiting for its members: default/a 2/3, default/b 1/1, '
      "alreadyWaitForBound: 2"),

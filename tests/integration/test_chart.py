@@ -36,6 +36,7 @@ from tests.integration.test_dra_live import _class as dra_class
 from tests.integration.test_dra_live import _slice as dra_slice
 from tests.integration.test_dra_live import _user as dra_user
 from tests.integration.test_dra_live import leave_an_extended_claim
+from tests.integration.test_stale_live import kept, stale_gangs_of_every_kind
 from tests.integration.test_volumes_live import _claim as volume_claim
 from tests.integration.test_volumes_live import _class as volume_class
 from tests.integration.test_volumes_live import _user as volume_user
@@ -301,6 +302,13 @@ def drive_every_write(kube: Kube) -> None:
                [pod(f"late-{i}", group="late") for i in range(3)])
     wait_for(lambda: all((kube.get("pod", f"late-{i}")["metadata"].get("annotations") or {}).get(
         "gang.scheduling.koordinator.sh/timeout") == "true" for i in range(3)), "the timed-out gang annotated", 60)
+    # Stale gangs of every kind of gang object: their stale-since annotated (patch on scheduler-plugins',
+    # Volcano's and KAI's PodGroups and on CompositePodGroups; a Kubernetes PodGroup's condition).
+    kube.reset()
+    for resource, (name, how) in stale_gangs_of_every_kind(kube, "default").items():
+        wait_for(lambda r=resource, n=name, h=how: when(kept(kube, "default", r, n, h), True),  # type: ignore[misc]
+                 f"{resource} {name}: its stale-since as {how}", 60)
+    kube.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", "--wait=true")
     # PreBind's volume writes: a static volume's claimRef (patch persistentvolumes; kube-controller-manager
     # completes the bind) and a provisioned claim's selected node (patch persistentvolumeclaims).
     kube.reset()
@@ -365,8 +373,10 @@ def repeated_event_is_counted(kube: Kube) -> None:
 
 def test_a_trimmed_configuration_needs_no_more_than_its_trimmed_role(
         controlplane: ControlPlane, kube: Kube, chart: Installed, tmp_path: Path) -> None:
-    """One topology source and no preemption: the chart grants less, and the scheduler asks for no more."""
-    trimmed = ("--set", "config.topologySources={koordinator}", "--set", "config.preemption=false")
+    """One topology source, no preemption and stale gangs only reported: the chart grants less, and the
+    scheduler asks for no more."""
+    trimmed = ("--set", "config.topologySources={koordinator}", "--set", "config.preemption=false",
+               "--set", "config.staleGangGracePeriodSeconds=-1")
     helm(controlplane, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, *trimmed)
     try:
         manifest = [d for d in yaml.safe_load_all(helm(controlplane, "get", "manifest", RELEASE, "-n", NAMESPACE))

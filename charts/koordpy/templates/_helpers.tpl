@@ -79,6 +79,7 @@ podsPerCycle: {{ int $c.podsPerCycle }}
 deviceGangSearchSeconds: {{ $c.deviceGangSearchSeconds }}
 defaultPreemptMinRuntimeSeconds: {{ $c.defaultPreemptMinRuntimeSeconds }}
 defaultPreemptionDelaySeconds: {{ $c.defaultPreemptionDelaySeconds }}
+staleGangGracePeriodSeconds: {{ $c.staleGangGracePeriodSeconds }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}

@@ -29,7 +29,7 @@ from koordpy.api.kinds import Kind, Role
 from koordpy.api.kinds import roles as kind_roles
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
-from koordpy.core.decisions import GangStatus, ObjectStatus
+from koordpy.core.decisions import Decision, GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import (
     Admission,
@@ -40,6 +40,8 @@ from koordpy.core.dialects.base import (
     Manifests,
     Runtimes,
     RuntimesBase,
+    Staleness,
+    StalenessBase,
     Statuses,
     Topologies,
 )
@@ -64,6 +66,7 @@ BY_NAME: dict[str, Dialect] = {}
 # implements (``base``), found once (``_index``) rather than asked of every object.
 GANGS: tuple[Gangs, ...]
 STATUSES: tuple[Statuses, ...]
+STALENESS: tuple[Staleness, ...]
 ADMISSION: tuple[Admission, ...]
 # Those that check pending pods' own declarations before the core sees them (``koordpy.core.declarations``).
 DECLARING: tuple[Admission, ...]
@@ -83,6 +86,7 @@ ANNOTATION_GANGS: Gangs = koordinator.DIALECT
 # before a scheduler-plugins one of the same name, as it always was.
 _EVENT_ORDER: tuple[Statuses, ...]
 _STATUSES_BY_NAME: dict[str, Statuses] = {}
+_STALENESS_BY_NAME: dict[str, Staleness] = {}
 # The topology sources (``Kind.source``) and what each brings, as help texts say it.
 TOPOLOGY_SOURCES: dict[str, str] = {}
 _INVALID_REASONS: dict[tuple[str, str], str] = {}
@@ -96,10 +100,12 @@ REFUSED_FIELDS: dict[str, str] = {}
 def _index(dialects: tuple[Dialect, ...]) -> None:
     """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
     module that took one by name sees the change)."""
-    global DIALECTS, GANGS, STATUSES, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, RUNTIMES, _EVENT_ORDER
+    global DIALECTS, GANGS, STATUSES, STALENESS, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, RUNTIMES, \
+        _EVENT_ORDER
     DIALECTS = dialects
     GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
     STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
+    STALENESS = tuple(d for d in dialects if isinstance(d, Staleness))
     ADMISSION = tuple(d for d in dialects if isinstance(d, Admission))
     DECLARING = tuple(d for d in ADMISSION if d.checks_declarations)
     EXPLAINS = tuple(d for d in dialects if isinstance(d, Explains))
@@ -110,6 +116,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
     tables: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
         (BY_NAME, {d.name: d for d in dialects}),
         (_STATUSES_BY_NAME, {d.name: d for d in STATUSES}),
+        (_STALENESS_BY_NAME, {d.name: d for d in STALENESS}),
         (TOPOLOGY_SOURCES, {s: said for d in TOPOLOGIES for s, said in d.sources.items()}),
         (_INVALID_REASONS, {at: why for d in STATUSES for at, why in d.invalid_reasons.items()}),
         (_EXPLAINS_BY_NAME, {d.name: d for d in EXPLAINS}),
@@ -358,6 +365,38 @@ def statuses(key: str, members: list[Pod], bound_now: dict[str, str], reserved: 
     a CompositePodGroup's gang writes its children."""
     dialect = _capable(declaring(key, snapshot), _STATUSES_BY_NAME)
     return [] if dialect is None else list(dialect.statuses(key, members, bound_now, reserved, now, snapshot, pending))
+
+
+class _NoObject(StalenessBase):
+    """What a gang no dialect's object declares keeps of its staleness: its members say it."""
+
+    name = ""
+    roles: tuple[Role, ...] = ()
+
+
+_NO_OBJECT = _NoObject()
+
+
+def _stale_keeper(key: str, snapshot: Snapshot) -> Staleness:
+    found = _capable(declaring(key, snapshot), _STALENESS_BY_NAME)
+    return found if found is not None else _NO_OBJECT
+
+
+def stale_since(key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+    """Since when the gang is stale as its object (or its live members) keeps it; None: not said."""
+    return _stale_keeper(key, snapshot).stale_since(key, members, snapshot)
+
+
+def stale_grace(key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+    """The gang's own grace before it is evicted once stale (negative: never); None: the setting's."""
+    return _stale_keeper(key, snapshot).stale_grace(key, members, snapshot)
+
+
+def stale_marks(key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
+    """The writes that keep the gang's stale-since where its dialect keeps it (None: clear it), on
+    top of the statuses this cycle ``decided`` already (by object key)."""
+    return _stale_keeper(key, snapshot).stale_marks(key, members, since, snapshot, decided)
 
 
 def status_said(kind: Kind, obj: Any) -> Mapping[str, object] | None:

@@ -7,7 +7,8 @@ objects and placement annotations, Kubernetes' own Workload PodGroup). Each modu
 and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
 per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Runtimes`` (a gang's
 minimum runtime, last start and preemption delay), ``Statuses`` (what a
-gang's objects are told: their status, Events), ``Admission`` (pods it refuses, and the check of
+gang's objects are told: their status, Events), ``Staleness`` (where a stale gang's clock and grace
+are kept), ``Admission`` (pods it refuses, and the check of
 a pending pod's own declaration the shells make before the core sees it), ``Explains``
 (what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
 (``koordpy topology generate``). The registries (``koordpy.core.dialects``) list, per capability,
@@ -24,15 +25,19 @@ any one dialect's code (its module), the registries and the dispatch over them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from koordpy.api.dra import ClaimGroup
 from koordpy.api.kinds import Kind, Role
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
-from koordpy.core.decisions import GangStatus, ObjectStatus
+from koordpy.api.quantity import parse_go_duration
+from koordpy.api.raw import rfc3339
+from koordpy.core.decisions import Annotate, Decision, GangStatus, ObjectAnnotate, ObjectStatus
 from koordpy.core.model import Gang, TreeSource
 from koordpy.core.runtime import (
     ANN_MIN_RUNTIME,
@@ -49,6 +54,11 @@ from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
+
+# koordpy's own keys for a stale gang (``koordpy.core.stale``): since when it is stale (RFC 3339),
+# and a job's grace before it is evicted (a Go duration such as 90s or -1s, or a number of seconds).
+STALE_SINCE_ANN = "koordpy.io/stale-since"
+GRACE_ANN = "koordpy.io/staleness-grace-period"
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,45 @@ class Statuses(Dialect, Protocol):
     def invalid_reasons(self) -> Mapping[tuple[str, str], str]:
         """The Event reason told an object of its that does not parse, by (the cache's name for the
         kind, the field the error starts with) where it is not ``Invalid<Kind>``."""
+        ...
+
+
+@runtime_checkable
+class Staleness(Dialect, Protocol):
+    """Where a stale gang (``koordpy.core.stale``) keeps since when it is stale, so that a restart or a
+    new leader keeps the clock, and where its own grace before eviction is read."""
+
+    @property
+    def stale_annotation(self) -> str:
+        """The annotation that holds the stale-since (RFC 3339)."""
+        ...
+
+    @property
+    def grace_annotation(self) -> str:
+        """The annotation a job sets its grace in (a Go duration or seconds; negative: never evicted)."""
+        ...
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        """The object that keeps the gang's stale-since (its kind and annotations); None: none, its
+        live members keep it."""
+        ...
+
+    def stale_since(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        """Since when the gang ``key`` is stale as its object (or, with none, its live ``members``)
+        says; None: not said."""
+        ...
+
+    def stale_grace(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        """The gang's own grace before it is evicted once stale, in seconds (negative: never, only
+        reported); None: the job sets none (the setting's applies)."""
+        ...
+
+    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                    decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
+        """The writes that make the gang's object (or its live ``members``) say it is stale since
+        ``since`` (None: that it is not), only where they say otherwise: an annotation, or a
+        condition of the object's status, then made on top of the status this cycle ``decided``
+        for it already (by object key: the later write is the one that stands)."""
         ...
 
 
@@ -428,6 +477,99 @@ class StatusesBase(DialectBase):
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         return ()
+
+
+def read_stamp(value: str | None) -> float | None:
+    """Seconds since the epoch from an RFC 3339 time with its zone; None when absent or unreadable
+    (a stamp someone mangled restarts the clock rather than stop the scheduler)."""
+    if not value:
+        return None
+    try:
+        found = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return found.timestamp() if found.tzinfo is not None else None
+
+
+def read_grace(value: str | None) -> float | None:
+    """A grace in seconds from a Go duration (``90s``, ``-1s``) or a number; None when absent or
+    unreadable (KAI's podgrouper ignores an unparsable value the same way)."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return parse_go_duration(value.strip())
+    except ValueError:
+        pass
+    try:
+        found = float(value)
+    except ValueError:
+        return None
+    return found if math.isfinite(found) else None
+
+
+def members_stale_since(members: Iterable[Pod]) -> float | None:
+    """The earliest stale-since a live member carries (a member replaced since lost its own)."""
+    found = [t for p in members if (t := read_stamp(p.annotations.get(STALE_SINCE_ANN))) is not None]
+    return min(found, default=None)
+
+
+def members_grace(members: Iterable[Pod], annotation: str) -> float | None:
+    """The grace the first member that says one readably says."""
+    for p in members:
+        found = read_grace(p.annotations.get(annotation))
+        if found is not None:
+            return found
+    return None
+
+
+def member_marks(members: Iterable[Pod], since: float | None) -> tuple[Annotate, ...]:
+    """The stale-since annotation written on each live member that does not carry it (removed from
+    each that does, for None; a member being deleted is left alone)."""
+    if since is None:
+        return tuple(Annotate(p.key, STALE_SINCE_ANN, None) for p in members
+                     if not p.deleting and STALE_SINCE_ANN in p.annotations)
+    stamp = rfc3339(since)
+    return tuple(Annotate(p.key, STALE_SINCE_ANN, stamp) for p in members
+                 if not p.deleting and p.annotations.get(STALE_SINCE_ANN) != stamp)
+
+
+def object_marks(kind: Kind, key: str, annotations: Mapping[str, str], annotation: str,
+                 since: float | None) -> tuple[ObjectAnnotate, ...]:
+    """The write that makes the object ``key`` of ``kind`` carry ``since`` in ``annotation``, if it
+    does not already."""
+    if since is None:
+        return (ObjectAnnotate(kind, key, annotation, None),) if annotation in annotations else ()
+    stamp = rfc3339(since)
+    return () if annotations.get(annotation) == stamp else (ObjectAnnotate(kind, key, annotation, stamp),)
+
+
+class StalenessBase(DialectBase):
+    """``Staleness``: a gang with no object (gang annotations, a group implied by its owner) keeps its
+    stale-since on its live members and reads its grace there; a dialect whose object declares the
+    gang names it (``stale_object``), which then holds both, under koordpy's keys unless it says
+    others."""
+
+    stale_annotation = STALE_SINCE_ANN
+    grace_annotation = GRACE_ANN
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        return None
+
+    def stale_since(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        obj = self.stale_object(key, snapshot)
+        return members_stale_since(members) if obj is None else read_stamp(obj[1].get(self.stale_annotation))
+
+    def stale_grace(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        obj = self.stale_object(key, snapshot)
+        found = None if obj is None else read_grace(obj[1].get(self.grace_annotation))
+        return found if found is not None else members_grace(members, self.grace_annotation)
+
+    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                    decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
+        obj = self.stale_object(key, snapshot)
+        if obj is None:
+            return member_marks(members, since)
+        return object_marks(obj[0], key, obj[1], self.stale_annotation, since)
 
 
 class AdmissionBase(DialectBase):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from koordpy.api.kinds import Role
+from koordpy.api.kinds import Kind, Role, by_id
 from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KUEUE_GROUP, KaiPodGroup, KaiQueue, Topology
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
@@ -29,6 +29,7 @@ from koordpy.core.dialects.base import (
     GangsBase,
     ManifestsBase,
     RuntimesBase,
+    StalenessBase,
     StatusesBase,
     TopologiesBase,
 )
@@ -230,8 +231,14 @@ def topology_manifest(nodes: Sequence[Node], keys: Sequence[str], name: str) -> 
 
 # -- the dialect ---------------------------------------------------------------------------------
 
+PODGROUP_KIND: Kind = by_id("podgroups.scheduling.run.ai")
+# KAI's own keys for a stale gang, so that KAI's tools and koordpy read one clock: since when it is
+# stale (on the PodGroup, RFC 3339), and the job's grace (on the pods or their owner, a Go duration;
+# KAI's podgrouper copies it to spec.stalenessGracePeriod).
+STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
+GRACE = "kai.scheduler/staleness-grace-period"
 
-class Kai(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, TopologiesBase, ManifestsBase):
     """Events about a KAI gang go to its first pod (it names no object kind); its PodGroup's status is
     KAI's to write (it gives none); its PodGroup asks no minimum resources."""
 
@@ -313,6 +320,20 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, M
         tc = pg.topology_constraint
         spec = {k: v for k, v in zip(KEYS, (tc.topology, tc.required, tc.preferred), strict=True) if v} if tc else {}
         return pg.annotations, spec
+
+    stale_annotation = STALE_SINCE
+    grace_annotation = GRACE
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        pg = snapshot.kai_podgroups.get(key)
+        return None if pg is None else (PODGROUP_KIND, pg.annotations)
+
+    def stale_grace(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        # spec.stalenessGracePeriod first (KAI's podgrouper fills it from the annotation), then the annotation.
+        pg = snapshot.kai_podgroups.get(key)
+        if pg is not None and pg.staleness_grace is not None:
+            return pg.staleness_grace
+        return super().stale_grace(key, members, snapshot)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in snapshot.kai_podgroups:

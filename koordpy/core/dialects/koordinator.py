@@ -43,6 +43,7 @@ from koordpy.core.dialects.base import (
     ManifestsBase,
     Objects,
     RuntimesBase,
+    StalenessBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -360,7 +361,8 @@ def cluster_network_topology(nodes: Sequence[Node], keys: Sequence[str]) -> Gene
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Koordinator(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Koordinator(GangsBase, RuntimesBase, StatusesBase, StalenessBase, AdmissionBase, ExplainsBase, TopologiesBase,
+                  ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("podgroup", "cnt")
     reports_timeout = True
@@ -444,6 +446,10 @@ class Koordinator(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, Explains
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup" if key in snapshot.podgroups else None
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        pg = snapshot.podgroups.get(key)
+        return None if pg is None else (PODGROUP_KIND, pg.annotations)
 
     def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         pg = snapshot.podgroups.get(key)

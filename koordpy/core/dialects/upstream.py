@@ -65,7 +65,7 @@ from koordpy.api.workload import (
     GroupCondition,
     WorkloadPodGroup,
 )
-from koordpy.core.decisions import GangStatus
+from koordpy.core.decisions import Decision, GangStatus, GangStatusUpdate
 from koordpy.core.dialects.base import (
     AdmissionBase,
     ExplainsBase,
@@ -73,6 +73,7 @@ from koordpy.core.dialects.base import (
     GroupRow,
     GroupTerms,
     RuntimesBase,
+    StalenessBase,
     StatusesBase,
     TopologiesBase,
 )
@@ -577,6 +578,7 @@ def composite_gang(composite: CompositePodGroup, pods: list[Pod], snapshot: Snap
 # -- status ----------------------------------------------------------------------------------------
 
 PODGROUP_KIND: Kind = by_id("podgroups.scheduling.k8s.io")
+COMPOSITE_KIND: Kind = by_id("compositepodgroups.scheduling.k8s.io")
 # metav1.Condition's limit on ``message`` (bytes): a longer one is refused by the API server.
 MESSAGE_LIMIT = 32768
 
@@ -655,6 +657,30 @@ def group_status(group: WorkloadPodGroup, members: list[Pod], bound_now: Mapping
     return GroupStatus(tuple(new if c.type == INITIALLY_SCHEDULED else c for c in group.conditions))
 
 
+# koordpy's condition on a PodGroup whose gang runs below its minimum (``koordpy.core.stale``): its
+# lastTransitionTime is since when, read back after a restart; removed once the gang is whole again.
+STALE = "GangStale"
+STALE_REASON = "BelowMinimum"
+STALE_MESSAGE = ("fewer members run than the group's minimum; koordpy evicts the rest once its grace ends "
+                 "(koordpy.io/staleness-grace-period), unless replacements bind first")
+
+
+def stale_status(group: WorkloadPodGroup, since: float | None) -> GroupStatus | None:
+    """The group's conditions with ``GangStale`` True since ``since`` (None: without it), or None
+    when they say so already. The other conditions are written back as they are."""
+    current = group.condition(STALE)
+    others = tuple(c for c in group.conditions if c.type != STALE)
+    if since is None:
+        return None if current is None else GroupStatus(others)
+    new = GroupCondition(type=STALE, status="True", reason=STALE_REASON, message=STALE_MESSAGE,
+                         last_transition_time=float(int(since)), observed_generation=group.generation)
+    if current == new:
+        return None
+    if current is None:
+        return GroupStatus((*group.conditions, new))
+    return GroupStatus(tuple(new if c.type == STALE else c for c in group.conditions))
+
+
 def group_facts(group: WorkloadPodGroup, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """What ``koordpy explain`` says of the group: its policy, topology key, preferred label, priority
     and ``PodGroupInitiallyScheduled`` condition, each as kube-scheduler (or koordpy) reads it."""
@@ -699,7 +725,7 @@ def composite_facts(composite: CompositePodGroup, snapshot: Snapshot) -> tuple[t
             ("priority", f"{value}{named}"), ("child PodGroups", ", ".join(said) or "none yet"))
 
 
-class Upstream(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBase, TopologiesBase):
+class Upstream(GangsBase, RuntimesBase, StatusesBase, StalenessBase, AdmissionBase, ExplainsBase, TopologiesBase):
     """Events about its gangs go to their first pod (no Event kind is named for the group). It has
     no ``Manifests``: Kubernetes' own PodGroup API defines no topology object, nodes' labels are it."""
 
@@ -788,6 +814,32 @@ class Upstream(GangsBase, RuntimesBase, StatusesBase, AdmissionBase, ExplainsBas
 
     def said(self, kind: Kind, obj: Any) -> Mapping[str, object] | None:
         return obj.status.written() if isinstance(obj, WorkloadPodGroup) else None
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        # A CompositePodGroup has no status koordpy writes: its stale-since is an annotation. (A
+        # PodGroup's is its GangStale condition, below; its grace is read from its annotations.)
+        composite = composites(snapshot).get(key)
+        if composite is not None:
+            return COMPOSITE_KIND, composite.annotations
+        group = groups(snapshot).get(key)
+        return None if group is None else (PODGROUP_KIND, group.annotations)
+
+    def stale_since(self, key: str, members: Sequence[Pod], snapshot: Snapshot) -> float | None:
+        group = None if key in composites(snapshot) else groups(snapshot).get(key)
+        if group is None:
+            return super().stale_since(key, members, snapshot)
+        found = group.condition(STALE)
+        return found.last_transition_time if found is not None and found.status == "True" else None
+
+    def stale_marks(self, key: str, members: Sequence[Pod], since: float | None, snapshot: Snapshot,
+                    decided: Mapping[str, GangStatus]) -> Sequence[Decision]:
+        group = None if key in composites(snapshot) else groups(snapshot).get(key)
+        if group is None:
+            return super().stale_marks(key, members, since, snapshot, decided)
+        before = decided.get(key)
+        if before is not None:  # PodGroupInitiallyScheduled changed this cycle: on top of that list
+            group = before.applied(group)
+        return () if (status := stale_status(group, since)) is None else (GangStatusUpdate(key, status),)
 
     def statuses(self, key: str, members: list[Pod], bound_now: dict[str, str], reserved: dict[str, str],
                  now: float, snapshot: Snapshot, pending: Mapping[str, str]) -> Iterable[tuple[str, GangStatus]]:

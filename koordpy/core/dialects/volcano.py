@@ -30,6 +30,7 @@ from koordpy.core.dialects.base import (
     GroupRow,
     ManifestsBase,
     RuntimesBase,
+    StalenessBase,
     StatusesBase,
     TopologiesBase,
     final_stands,
@@ -533,7 +534,7 @@ def _name_domains(domains: Mapping[tuple[int, tuple[str, ...]], _Domain]) -> Non
 # -- the dialect ---------------------------------------------------------------------------------
 
 
-class Volcano(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBase, ManifestsBase):
+class Volcano(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, TopologiesBase, ManifestsBase):
     name = NAME
     roles: tuple[Role, ...] = ("volcano-podgroup", "hypernode")
     manifest_format = "hypernode"
@@ -570,6 +571,10 @@ class Volcano(GangsBase, RuntimesBase, StatusesBase, ExplainsBase, TopologiesBas
 
     def object_kind(self, key: str, snapshot: Snapshot) -> str | None:
         return "VolcanoPodGroup" if key in snapshot.volcano_podgroups else None
+
+    def stale_object(self, key: str, snapshot: Snapshot) -> tuple[Kind, Mapping[str, str]] | None:
+        pg = snapshot.volcano_podgroups.get(key)
+        return None if pg is None else (PODGROUP_KIND, pg.annotations)
 
     def min_resources(self, key: str, snapshot: Snapshot) -> Mapping[str, int] | None:
         pg = snapshot.volcano_podgroups.get(key)

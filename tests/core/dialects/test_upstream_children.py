@@ -64,8 +64,12 @@ def test_a_child_whose_bound_pods_meet_its_minimum_counts_once() -> None:
     # c0 runs 2 pods (its minCount) and has two replacements pending; c1 needs 2 and finds no room
     # once they are placed. c0 counts once, by its bound pods: its replacements placed do not make it a
     # second child, so minGroupCount 2 is not met and nothing binds (kube-scheduler: 1 child of 2).
-    # Koordpy counted c0 twice and bound its replacements.
-    objs = [composite(), child("c0", 2), member("c0-0", cpu="3", group_name="c0", node_name="n0"),
+    # Koordpy counted c0 twice and bound its replacements. (The composite runs below its minimum
+    # meanwhile, a stale gang: its grace is negative here, so it is only reported, never evicted;
+    # tests/core/test_stale.py has it evicted.)
+    train = composite()
+    train["metadata"]["annotations"] = {"koordpy.io/staleness-grace-period": "-1s"}
+    objs = [train, child("c0", 2), member("c0-0", cpu="3", group_name="c0", node_name="n0"),
             member("c0-1", cpu="3", group_name="c0", node_name="n1"), *pods_of("c0", 4)[2:],
             child("c1", 2), *pods_of("c1", 2)]
     out = run(nodes(4), objs)
