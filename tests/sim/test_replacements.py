@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.objects import Taint, Toleration
 from koordpy.core.cycle import Cycle
 from koordpy.core.explain import explain_pod
 from koordpy.core.state import SchedulerState
+from koordpy.core.view import View
 from koordpy.sim.simulator import DEFAULT_EPOCH, SimulationResult, World, simulate
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class
 
@@ -318,3 +320,84 @@ def test_a_gang_that_never_ran_is_told_what_any_gang_is() -> None:
     assert 'GangGroup "default/job" gets rejected' in out.pending["default/job-2"] or \
         'GangGroup "default/job" gets rejected' in out.pending["default/job-1"]
     assert not [e for e in out.events if e.reason == "ReplacementsDoNotFit"]
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The gangs whose bound members the view looks at (``View._losses``), in the order asked."""
+    asked: list[str] = []
+    looked = View._losses
+
+    def spy(self: View, gang: Any, now: float) -> frozenset[str]:
+        asked.append(gang.key)
+        return looked(self, gang, now)
+
+    monkeypatch.setattr(View, "_losses", spy)
+    return asked
+
+
+def _three_gangs() -> World:
+    """Gangs one, two and three of two, on ra-0 and ra-1, ra-2 and ra-3, ra-4 and ra-5. The test
+    changes the world's nodes between cycles; its pods stay the same objects, as a live cache keeps them."""
+    gangs = [Gang("koordinator", name, minimum=2) for name in ("one", "two", "three")]
+    objects = [*racks(ra=6), *(o for g in gangs for o in g.objects())]
+    for i, g in enumerate(gangs):
+        objects += g.running([f"ra-{2 * i}", f"ra-{2 * i + 1}"])
+    return World.from_objects([("test", o) for o in objects])
+
+
+def _node(world: World, name: str, **changes: Any) -> None:
+    world.stores["nodes"][name] = world.stores["nodes"][name].model_copy(update=changes)
+
+
+UNREACHABLE = Taint(key="node.kubernetes.io/unreachable", effect="NoExecute", time_added=DEFAULT_EPOCH - 3600)
+NAMES = frozenset({"koordpy"})
+
+
+def test_a_node_change_looks_again_only_at_the_gangs_with_members_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node's change (here a NoExecute taint arriving on ra-3) can take members only from the gangs
+    # running there: the view looks at those, not at every gang of the cluster (a live cluster's nodes
+    # change often, and it has thousands of gangs).
+    world, state = _three_gangs(), SchedulerState()
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run()
+    asked = _asked(monkeypatch)
+    _node(world, "ra-3", taints=(UNREACHABLE,), ready=False)
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 1).run()
+    assert set(asked) == {"default/two"}
+    view = state.standing_view()
+    assert [view.gangs[f"default/{n}"].lost for n in ("one", "two", "three")] == [
+        frozenset(), frozenset({"default/two-1"}), frozenset()]
+
+
+def test_a_node_that_goes_and_comes_back_takes_and_gives_back_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The members on a node the snapshot no longer holds are lost, and count again when it is back;
+    # only the gang that runs there is looked at each time.
+    world, state = _three_gangs(), SchedulerState()
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run()
+    view = state.standing_view()
+    asked = _asked(monkeypatch)
+    gone = world.stores["nodes"].pop("ra-4")
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 1).run()
+    assert set(asked) == {"default/three"} and view.gangs["default/three"].lost == frozenset({"default/three-0"})
+    asked.clear()
+    world.stores["nodes"]["ra-4"] = gone
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 2).run()
+    assert set(asked) == {"default/three"} and view.gangs["default/three"].lost == frozenset()
+
+
+def test_a_toleration_that_ends_looks_again_only_at_its_gang(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Gang one's member on ra-0 tolerates the taint for two hours, gang two's on ra-2 for three: at the
+    # first end only gang one is looked at again (and loses its member), and the cycle is due at the next.
+    world, state = _three_gangs(), SchedulerState()
+    for name, seconds in (("default/one-0", 7200), ("default/two-0", 10800)):
+        world.pods[name] = world.pods[name].model_copy(update={"tolerations": (
+            Toleration(key="node.kubernetes.io/unreachable", operator="Exists", effect="NoExecute", seconds=seconds),)})
+    _node(world, "ra-0", taints=(UNREACHABLE,), ready=False)
+    _node(world, "ra-2", taints=(UNREACHABLE,), ready=False)
+    first = DEFAULT_EPOCH - 3600 + 7200
+    assert Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run().next_deadline == first
+    asked = _asked(monkeypatch)
+    result = Cycle(world.snapshot(NAMES), state, first).run()
+    assert set(asked) == {"default/one"}
+    assert result.next_deadline == DEFAULT_EPOCH - 3600 + 10800
+    view = state.standing_view()
+    assert view.gangs["default/one"].lost == frozenset({"default/one-0"}) and view.gangs["default/two"].lost == frozenset()
