@@ -227,6 +227,28 @@ def test_a_lone_pod_is_never_replaced_as_a_gang() -> None:
     assert not [e for e in out.events if e.reason == "ReplacementsDoNotFit"]
 
 
+def test_a_nonstrict_gang_takes_its_replacements_together_and_holds_nothing_while_they_wait() -> None:
+    # A NonStrict gang (Koordinator's mode) lost two nodes; one free node is left. Its replacements are
+    # placed together in one cycle or not at all, as a Strict gang's: the one that fits is not held
+    # there while the other waits (the pod that comes after takes the room), and no wait starts, so
+    # no timeout marks the replacements never to be scheduled again (a running job is not a gang
+    # accumulating its members).
+    group = podgroup("job", 4, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"}, timeout=60)
+    objects = [*failed(racks(ra=6), "ra-0", "ra-1"), group,
+               *(pod(f"job-{i}", cpu="8", group="job", node_name=f"ra-{i}") for i in range(4)),
+               pod("other", cpu="8", node_name="ra-5"), pod("job-4", cpu="8", group="job"),
+               pod("job-5", cpu="8", group="job"), pod("solo", cpu="8")]
+    out = run(objects)
+    assert out.bound == {"default/solo": "ra-4"}
+    assert out.pending["default/job-4"].startswith(
+        'gang "default/job" lost members and cannot take the 2 replacement(s) it needs together anywhere')
+    assert not [e for e in out.events if e.reason == "GangTimeout"]
+    # With room for both, both bind, in one cycle.
+    objects = [o for o in objects if o["metadata"]["name"] not in ("other", "solo")]
+    out = run(objects)
+    assert sorted(placed(out, Gang("koordinator"))) == ["default/job-4", "default/job-5"]
+
+
 # -- preemption inside the domain ------------------------------------------------------------------
 
 
@@ -400,4 +422,5 @@ def test_a_toleration_that_ends_looks_again_only_at_its_gang(monkeypatch: pytest
     assert set(asked) == {"default/one"}
     assert result.next_deadline == DEFAULT_EPOCH - 3600 + 10800
     view = state.standing_view()
-    assert view.gangs["default/one"].lost == frozenset({"default/one-0"}) and view.gangs["default/two"].lost == frozenset()
+    assert view.gangs["default/one"].lost == frozenset({"default/one-0"})
+    assert view.gangs["default/two"].lost == frozenset()
