@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from koordpy.api.objects import Taint, Toleration
-from koordpy.core.cycle import Cycle
+from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.explain import explain_pod
 from koordpy.core.state import SchedulerState
 from koordpy.core.view import View
@@ -247,6 +247,49 @@ def test_a_nonstrict_gang_takes_its_replacements_together_and_holds_nothing_whil
     objects = [o for o in objects if o["metadata"]["name"] not in ("other", "solo")]
     out = run(objects)
     assert sorted(placed(out, Gang("koordinator"))) == ["default/job-4", "default/job-5"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_replacements_that_wait_hold_no_room(dialect: str) -> None:
+    # A guard: two replacements, room for one in the rack; a pod that comes after them takes that
+    # room (the gang waits for both, holding nothing), whether its lost members are still seen or gone.
+    for members in (["ra-0", "ra-1", "ra-2", "ra-3"], ["ra-2", "ra-3"]):
+        gang = Gang(dialect)
+        running = [gang.member(i, n) for i, n in enumerate(["ra-0", "ra-1", "ra-2", "ra-3"]) if n in members]
+        objects = [*failed(racks(ra=6), "ra-0", "ra-1"), *gang.objects(), *running,
+                   pod("other", cpu="8", node_name="ra-5"), *gang.replacements(4, 2), pod("solo", cpu="8")]
+        out = simulate(World.from_objects([("test", o) for o in objects]))
+        assert out.bound == {"default/solo": "ra-4"}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_lost_members_that_terminate_keep_their_room_until_gone(dialect: str) -> None:
+    # A guard: two members evicted (terminating for 30 s, their nodes healthy), one node free. The
+    # replacements wait for the room the terminating ones still hold, then bind together; no node holds
+    # two pods at any moment.
+    gang = Gang(dialect)
+    members = gang.running(["ra-0", "ra-1", "ra-2", "ra-3"])
+    for m in members[:2]:
+        m["metadata"]["deletionTimestamp"] = "2026-01-01T00:10:00Z"
+        m["metadata"]["deletionGracePeriodSeconds"] = 30
+    world = World.from_objects([("test", o) for o in [*racks(ra=5), *gang.objects(), *members,
+                                                       *gang.replacements(4, 2)]])
+    state, bound = SchedulerState(), {}
+    for _ in range(20):
+        result = schedule(world.snapshot(NAMES), state, world.now)
+        applied = world.apply(result)
+        bound.update({d.pod: d.node for d in result.binds})
+        on: dict[str, int] = {}
+        for p in world.pods.values():
+            if p.node_name:
+                on[p.node_name] = on.get(p.node_name, 0) + 1
+        assert all(n <= 1 for n in on.values()), (world.now, on)
+        if not applied and (due := world.next_deletion()) is not None:
+            world.now = max(world.now, due)
+            world.finish_deletions()
+        elif not applied:
+            break
+    assert sorted(bound) == ["default/job-4", "default/job-5"]
 
 
 # -- preemption inside the domain ------------------------------------------------------------------
