@@ -121,8 +121,9 @@ def waiting(gang: Gang, reserved: Mapping[str, str]) -> int:
 
 
 def minimum(gang: Gang) -> tuple[int, int]:
-    """The gang's bound members and its minimum (what preemption must not break it below)."""
-    return len(gang.bound()), _minimum(gang)
+    """The gang's bound members that still count (``Gang.live``: a member lost to a failed node holds
+    the gang up no more) and its minimum (what preemption must not break it below)."""
+    return len(gang.live()), _minimum(gang)
 
 
 def met(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = ()) -> bool:

@@ -313,6 +313,22 @@ def test_replacements_preempt_lower_priority_pods_inside_the_rack(dialect: str) 
     assert sorted(placed(out, gang).values()) == ["ra-4", "ra-5"]
 
 
+def test_a_lost_member_holds_no_gang_up_for_preemption() -> None:
+    # Gangs g1 and g2 (minimum 2, low priority) run three members each; g1's on a-0 is lost (its node
+    # failed). A high-priority pod needs one node: taking g2's member leaves g2 at its minimum, taking
+    # g1's on a-1 breaks g1 (one member left that counts), so preemption prices g1 at both of its
+    # members and evicts g2's (on 6f1bfe9 the lost member counted as bound, both cost one, and the
+    # name chose a-1).
+    nodes = [node(f"{r}-{i}", cpu="8") for r in "ab" for i in range(3)]
+    objects = [*failed(nodes, "a-0"), priority_class("high", 100), priority_class("low", 1),
+               podgroup("g1", 2), podgroup("g2", 2),
+               *(pod(f"g1-{i}", cpu="8", group="g1", node_name=f"a-{i}", priority_class="low") for i in range(3)),
+               *(pod(f"g2-{i}", cpu="8", group="g2", node_name=f"b-{i}", priority_class="low") for i in range(3)),
+               pod("solo", cpu="8", priority_class="high")]
+    out = run(objects)
+    assert out.preempted == ["default/g2-0"] and out.bound == {"default/solo": "b-0"}
+
+
 # -- what the view sees: a taint arriving, time passing ---------------------------------------------
 
 
