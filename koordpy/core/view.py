@@ -39,7 +39,7 @@ from koordpy.core.gang import (
     group_of,
     single_job,
 )
-from koordpy.core.gangrule import holds_alone
+from koordpy.core.gangrule import holds_alone, replacing
 from koordpy.core.liveness import loss, lost_later
 from koordpy.core.model import Gang
 from koordpy.core.queue import Queue
@@ -557,6 +557,7 @@ class View:
             if job is None:
                 self.group_jobs.pop(gid, None)
             else:
+                job.replacing = frozenset(g.key for g in job.gangs if replacing(g, state.satisfied))
                 self.group_jobs[gid] = job
 
     def _swap_if_only_message(self, pod: Pod, key: str) -> bool:

@@ -292,6 +292,26 @@ def test_lost_members_that_terminate_keep_their_room_until_gone(dialect: str) ->
     assert sorted(bound) == ["default/job-4", "default/job-5"]
 
 
+def test_replacements_go_in_priority_order_whether_their_lost_members_are_seen_or_gone() -> None:
+    # The queue takes jobs by priority; only a gang left partly bound by a stopped scheduler goes
+    # first (docs/concepts.md). A low-priority gang that ran and lost two members is not one: a
+    # high-priority pod (which may not preempt) takes the one free node first, whether the lost
+    # members are still seen on their failed nodes or already deleted (on 6f1bfe9, deleted, the gang
+    # counted as mid-bind and went first, binding its replacements on the node and the one after).
+    for seen in (True, False):
+        gang = Gang("koordinator", priority="low")
+        running = gang.running(["ra-0", "ra-1", "ra-2", "ra-3"])[0 if seen else 2:]
+        high = pod("high", cpu="8", priority_class="high", preemptionPolicy="Never")
+        objects = [*failed(racks(ra=6), "ra-0", "ra-1"), priority_class("high", 100), priority_class("low", 1),
+                   *gang.objects(), *running, high, *gang.replacements(4, 2)]
+        world = World.from_objects([("test", o) for o in objects])
+        state = SchedulerState()
+        if not seen:  # the scheduler saw the gang meet its minimum before its members were lost
+            state.mark_satisfied(["default/job"])
+        result = schedule(world.snapshot(NAMES), state, world.now)
+        assert {d.pod: d.node for d in result.binds} == {"default/high": "ra-4"}, seen
+
+
 # -- preemption inside the domain ------------------------------------------------------------------
 
 
