@@ -54,11 +54,15 @@ def short(gang: Gang) -> bool:
 
 def replacing(gang: Gang, satisfied: AbstractSet[str]) -> bool:
     """Whether the gang ran and lost members: ``short`` with lost members still seen, or having met
-    its minimum before. Its replacements are placed together in one cycle, all or none, and hold
-    nothing while they wait, whatever its mode: a running job is not a gang accumulating members, so
-    a NonStrict gang's reservations, and the timeout that would mark its replacements never to be
-    scheduled again, are not for them. A gang that never ran is short too, and keeps its mode."""
-    return short(gang) and (bool(gang.lost) or gang.key in satisfied)
+    its minimum before with members still running. Its replacements are placed together in one
+    cycle, all or none, and hold nothing while they wait, whatever its mode: a running job is not a
+    gang accumulating members, so a NonStrict gang's reservations, and the timeout that would mark
+    its replacements never to be scheduled again, are not for them. A gang that never ran is short
+    too, and keeps its mode; so does one that ran once and has nothing left running or seen lost
+    (made again under the same PodGroup): it starts over."""
+    if not short(gang):
+        return False
+    return bool(gang.lost) or (gang.key in satisfied and bool(gang.live()))
 
 
 def satisfied_once(gang: Gang, satisfied: AbstractSet[str]) -> bool:

@@ -312,6 +312,20 @@ def test_replacements_go_in_priority_order_whether_their_lost_members_are_seen_o
         assert {d.pod: d.node for d in result.binds} == {"default/high": "ra-4"}, seen
 
 
+def test_a_gang_that_ran_and_has_nothing_left_running_starts_over_in_its_mode() -> None:
+    # A NonStrict PodGroup met its minimum once (the scheduler remembers it), and nothing of it runs or
+    # is seen lost now (its job was deleted and made again under the same PodGroup, or its lost pods
+    # are gone): no running job is left to replace members of, so its new pods are a gang like any,
+    # in its own mode (NonStrict: the one that fits is held while it waits), told the usual words.
+    group = podgroup("job", 2, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"})
+    objects = [*racks(ra=1), group, pod("job-0", cpu="8", group="job"), pod("job-1", cpu="8", group="job")]
+    world, state = World.from_objects([("test", o) for o in objects]), SchedulerState()
+    state.mark_satisfied(["default/job"])
+    result = schedule(world.snapshot(NAMES), state, world.now)
+    assert not result.binds and list(state.reserved.values()) == ["ra-0"]
+    assert not any("lost members" in m for m in result.pending.values())
+
+
 # -- preemption inside the domain ------------------------------------------------------------------
 
 
