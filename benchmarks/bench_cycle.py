@@ -1,6 +1,6 @@
 """What one scheduling cycle costs in a running scheduler; prints figures, asserts nothing about time.
 
-    .venv/bin/python -m benchmarks.bench_cycle [--repeat 7] [--profile | --phases] [--only small|big|rules|dra]
+    .venv/bin/python -m benchmarks.bench_cycle [--repeat 7] [--profile | --phases] [--only small|big|rules|dra|nodes]
 
 The live loop's path without the API server: watch events go into the controller's ``Cache`` as raw
 objects, and each cycle is ``Cache.snapshot`` followed by the core's ``schedule`` with the state the
@@ -23,6 +23,12 @@ same way). The figures (issue 10, goal 6; issues 18 and 31):
    out of the garbage collector's reach after the cluster is loaded and again after the warm-up, as
    the scheduler does at start and at each resync (``settle_memory``, every 5 minutes): what the
    first cycle caches (each slice's selector verdicts, the candidates as arrays) is long-lived.
+
+5. (issue 33) the first figure's cluster with nothing pending: the cycle after one node changes in
+   a way scheduling reads (a taint comes or goes, as the node lifecycle controller or an operator
+   makes it; a kubelet's heartbeat alone changes no parsed field and never reaches the core). The
+   view looks again at which bound members still count: the gangs with members on that node, not
+   all 2,500. Reported; no goal.
 
 Each sample adds a new gang to the same standing state; best and median of ``--repeat``.
 ``--profile`` prints a cProfile of the timed cycles; ``--phases`` where the best sample's time went
@@ -59,6 +65,8 @@ NAMES = frozenset({"koordpy"})
 # The steps ``--phases`` times: (owner, attribute, label); a step's time includes the steps it calls.
 PHASES = [(Cache, "snapshot", "Cache.snapshot"),
           (view_module.View, "refresh", "View.refresh (the standing view)"),
+          (view_module, "nodes_changed", "  nodes changed (a node change)"),
+          (view_module.View, "_gangs_on", "  the gangs on them"),
           (view_module.View, "_refresh_jobs", "  gangs and jobs"),
           (cycle_module.Cycle, "run", "Cycle.run (the queue's jobs)"),
           (cycle_module.Cycle, "pre_filter", "  pre_filter"),
@@ -87,7 +95,9 @@ gc.callbacks.append(_gc_watch)
 @contextmanager
 def phases_timed() -> Iterator[None]:
     """Wraps each of PHASES so that its time adds up in ``phase_times`` (the wrappers cost ~1 us a call)."""
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PHASES]
+    # (A step the code under measure does not have, an older commit's, is left out.)
+    steps = [(owner, name, label) for owner, name, label in PHASES if hasattr(owner, name)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in steps]
 
     def timed(f: Callable[..., Any], label: str) -> Callable[..., Any]:
         @functools.wraps(f)
@@ -99,7 +109,7 @@ def phases_timed() -> Iterator[None]:
                 phase_times[label] = phase_times.get(label, 0.0) + time.perf_counter() - t0
         return run
 
-    for (owner, name, label), (_, _, f) in zip(PHASES, saved, strict=True):
+    for (owner, name, label), (_, _, f) in zip(steps, saved, strict=True):
         setattr(owner, name, timed(f, label))
     try:
         yield
@@ -248,7 +258,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the timed cycles")
     ap.add_argument("--phases", action="store_true", help="print where the best timed cycle's time went")
-    ap.add_argument("--only", choices=("small", "big", "rules", "dra"), help="run one of the figures")
+    ap.add_argument("--only", choices=("small", "big", "rules", "dra", "nodes"), help="run one of the figures")
     args = ap.parse_args()
 
     if args.only in (None, "small"):
@@ -259,6 +269,8 @@ def main() -> None:
         rules(args)
     if args.only in (None, "dra"):
         dra(args)
+    if args.only in (None, "nodes"):
+        nodes(args)
 
 
 ZONE = "topology.kubernetes.io/zone"
@@ -348,6 +360,52 @@ def big(args: argparse.Namespace) -> None:
 
     report("one 3,000-pod gang (8 GPUs a pod)",
            timed_gangs(live, 3000, "16", 8, args.repeat, "big", args.profile, before=clear, phases=args.phases), 30)
+
+
+def nodes(args: argparse.Namespace) -> None:
+    live = Live()
+    raws = {}
+    for raw in cluster_objects():
+        if raw["kind"] == "Node":
+            raws[raw["metadata"]["name"]] = raw
+        live.observe(raw["kind"], raw)
+    for g in range(2500):
+        live.observe("PodGroup", podgroup(f"run-{g}", 20))
+        for i in range(20):
+            live.observe("Pod", pod(f"run-{g}", i, "4", 0, node=f"node-{(g * 20 + i) // 10}"))
+    live.cycle()
+    live.cycle()
+    print("== 5,000 nodes, 50,000 running pods in 2,500 gangs, nothing pending", flush=True)
+    prof = cProfile.Profile() if args.profile else None
+    times = []
+    best: tuple[float, dict[str, float]] | None = None
+    for r in range(args.repeat + 1):  # the first is a warm-up
+        raw = raws[f"node-{r * 97 % 5000}"]
+        # A NoSchedule taint comes (a node going NotReady is tainted so), or goes again: a change the
+        # cache passes on, unlike a heartbeat.
+        taints = raw.setdefault("spec", {}).get("taints")
+        raw["spec"]["taints"] = [] if taints else [{"key": "example.com/maintenance", "effect": "NoSchedule"}]
+        live.observe("Node", raw)
+        phase_times.clear()
+        if prof is not None and r:
+            prof.enable()
+        with phases_timed() if args.phases else nullcontext():
+            t0 = time.perf_counter()
+            live.cycle()
+            took = time.perf_counter() - t0
+        if prof is not None and r:
+            prof.disable()
+        if r:
+            times.append(took)
+            if args.phases and (best is None or took < best[0]):
+                best = (took, dict(phase_times))
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    if best is not None:
+        print(f"  where the best sample's {best[0] * 1000:.1f} ms went:")
+        for _, _, label in PHASES:
+            print(f"    {label:40s} {best[1].get(label, 0.0) * 1000:6.1f} ms")
+    report("one node's taint changes", times, None)
 
 
 DRA_CLASS, DRA_DRIVER = "gpu.example.com", "gpu.example.com"

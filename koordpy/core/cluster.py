@@ -123,6 +123,12 @@ class PodIndex:
     def on_node(self, node: int) -> list[str]:
         return [self.keys[i] for i in np.flatnonzero(self.live & (self.node == node)).tolist()]
 
+    def on_nodes(self, nodes: list[int]) -> list[str]:
+        """The pods counted on any of ``nodes`` (one pass over the rows, however many nodes)."""
+        if not nodes:
+            return []
+        return [self.keys[i] for i in np.flatnonzero(self.live & np.isin(self.node, nodes)).tolist()]
+
 
 @dataclass(frozen=True)
 class PodMeta:

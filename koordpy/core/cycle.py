@@ -300,7 +300,7 @@ class Cycle:
         skipped: dict[str, Failure] = {}  # members that fit nowhere, passed over (``Gang.skips``)
         if pods and not self.nominations.place_on_nominated(pods, stmt):
             failure = self._place(pods, req, stmt)
-        strict = not job.is_gang or gangrule.strict(job)
+        strict = not job.is_gang or gangrule.strict(job, self.state.satisfied)
         if failure and job.is_gang and gangrule.skips(job) and not (req and (req.subgroups or req.failure)):
             # kube-scheduler's group cycle: the members that fit, one by one, each given the ones
             # before it; the first that fits nowhere speaks for the job if it cannot bind.
@@ -353,7 +353,7 @@ class Cycle:
                failure: Failure | None, skipped: dict[str, Failure], preempt: bool) -> Wake | None:
         """permit failed: post_filter (preemption), then a NonStrict gang keeps what fits reserved while
         it waits; the members say why; returns what could let the job go on."""
-        strict = not job.is_gang or gangrule.strict(job)
+        strict = not job.is_gang or gangrule.strict(job, self.state.satisfied)
         partial = [(op.pod, op.node, op.request) for op in stmt.ops() if op.kind == "assume"]
         stmt.rollback(lifted)
         plan = None
@@ -584,8 +584,7 @@ class Cycle:
         if failure is None or (plan is not None and plan.outcome != "none"):
             return None
         satisfied = self.state.satisfied
-        gang = next((g for g in job.gangs if g.config is not None and (g.lost or g.key in satisfied)
-                     and gangrule.short(g)), None)
+        gang = next((g for g in job.gangs if gangrule.replacing(g, satisfied)), None)
         if gang is None or gang.config is None:
             return None
         missing = max(1, gang.config.min_member - gangrule.counted(gang, self.state.reserved))
@@ -762,7 +761,7 @@ class Cycle:
             return None
         self.preempted_jobs.add(job.id)
         plan = self.preemptor.plan(job, pods, req, failure, self._place)
-        if plan.outcome == "none" and job.is_gang and gangrule.strict(job):
+        if plan.outcome == "none" and job.is_gang and gangrule.strict(job, self.state.satisfied):
             # Room for the gang's minimum may be made where all of it cannot; once the minimum
             # holds, room for one member (kube-scheduler preempts for such pods one at a time).
             least = max(1, gangrule.deficit(job, self.state.reserved, self.state.satisfied))

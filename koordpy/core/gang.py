@@ -50,6 +50,9 @@ class Job:
     pods: list[Pod]  # the claimed pending pods this job places
     priority: int
     creation: float
+    # Its gangs that ran and lost members (``gangrule.replacing``, as the view that builds the job
+    # knows it): their bound members are no scheduler's half-placed gang (``binding``).
+    replacing: frozenset[str] = frozenset()
 
     @property
     def is_gang(self) -> bool:
@@ -75,9 +78,11 @@ class Job:
     @property
     def binding(self) -> bool:
         """A GangGroup with members bound but a gang short of its minimum is mid-bind: a
-        scheduler that stopped between binds. It goes first, so the room it holds is not lost."""
+        scheduler that stopped between binds. It goes first, so the room it holds is not lost. A gang
+        taking the replacements of members it lost is not (``replacing``): it goes by priority."""
         return any(
-            g.config is not None and 0 < len(g.bound()) < g.config.min_member for g in self.gangs
+            g.config is not None and 0 < len(g.bound()) < g.config.min_member and g.key not in self.replacing
+            for g in self.gangs
         )
 
     @cached_property

@@ -52,6 +52,19 @@ def short(gang: Gang) -> bool:
     return cfg is not None and len(gang.live()) + gang.succeeded < cfg.min_member
 
 
+def replacing(gang: Gang, satisfied: AbstractSet[str]) -> bool:
+    """Whether the gang ran and lost members: ``short`` with lost members still seen, or having met
+    its minimum before with members still running. Its replacements are placed together in one
+    cycle, all or none, and hold nothing while they wait, whatever its mode: a running job is not a
+    gang accumulating members, so a NonStrict gang's reservations, and the timeout that would mark
+    its replacements never to be scheduled again, are not for them. A gang that never ran is short
+    too, and keeps its mode; so does one that ran once and has nothing left running or seen lost
+    (made again under the same PodGroup): it starts over."""
+    if not short(gang):
+        return False
+    return bool(gang.lost) or (gang.key in satisfied and bool(gang.live()))
+
+
 def satisfied_once(gang: Gang, satisfied: AbstractSet[str]) -> bool:
     """A ``once-satisfied`` gang that met its minimum, now or before."""
     cfg = gang.config
@@ -92,10 +105,11 @@ def gated_short(gang: Gang, gated: int) -> bool:
     return bool(gated) and len(gang.pods) - gated < cfg.min_member
 
 
-def strict(job: Job) -> bool:
-    """Whether some gang of the GangGroup is Strict: the job binds its minimum whole or nothing, and
-    reserves nothing while it waits (a NonStrict GangGroup keeps what fits reserved)."""
-    return any(g.config is not None and g.config.mode == "Strict" for g in job.gangs)
+def strict(job: Job, satisfied: AbstractSet[str] = frozenset()) -> bool:
+    """Whether some gang of the GangGroup is Strict, or takes its replacements (``replacing``): the
+    job binds its minimum whole or nothing, and reserves nothing while it waits (a NonStrict
+    GangGroup keeps what fits reserved)."""
+    return any(g.config is not None and (g.config.mode == "Strict" or replacing(g, satisfied)) for g in job.gangs)
 
 
 def skips(job: Job) -> bool:
@@ -111,8 +125,9 @@ def waiting(gang: Gang, reserved: Mapping[str, str]) -> int:
 
 
 def minimum(gang: Gang) -> tuple[int, int]:
-    """The gang's bound members and its minimum (what preemption must not break it below)."""
-    return len(gang.bound()), _minimum(gang)
+    """The gang's bound members that still count (``Gang.live``: a member lost to a failed node holds
+    the gang up no more) and its minimum (what preemption must not break it below)."""
+    return len(gang.live()), _minimum(gang)
 
 
 def met(gang: Gang, reserved: Mapping[str, str], placed: Collection[str] = ()) -> bool:

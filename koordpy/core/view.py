@@ -39,7 +39,7 @@ from koordpy.core.gang import (
     group_of,
     single_job,
 )
-from koordpy.core.gangrule import holds_alone
+from koordpy.core.gangrule import holds_alone, replacing
 from koordpy.core.liveness import loss, lost_later
 from koordpy.core.model import Gang
 from koordpy.core.queue import Queue
@@ -128,6 +128,18 @@ def _copied(value: Any, grouped: bool = False) -> Any:
     if isinstance(value, dict):
         return dict(value)
     return value
+
+
+def nodes_changed(snapshot: Snapshot, prev: Snapshot) -> set[str]:
+    """The names of the nodes that came, went or changed since ``prev`` (the shells hand back the
+    same object for a node that did not change)."""
+    old = {n.name: n for n in prev.nodes}
+    out = set()
+    for n in snapshot.nodes:
+        was = old.pop(n.name, None)
+        if was is not n and was != n:
+            out.add(n.name)
+    return out | old.keys()
 
 
 class View:
@@ -275,7 +287,7 @@ class View:
         for key in [k for k in (state.reserved if whole else recount) if k in state.reserved
                     and k not in self.claimed]:
             state.release(key)
-        cluster = self.cluster
+        cluster = before = self.cluster
         arrays = whole or prev is None or self._changed("arrays", snapshot, prev)
         # A node object replaced by an equal one (a status heartbeat, say) changes nothing scheduling reads.
         if (arrays or cluster is None
@@ -295,12 +307,28 @@ class View:
             # recount added took the old budgets' id, counted again here if the selectors changed).
             cluster.set_budgets(snapshot.of(DISRUPTION_BUDGETS))
             cluster.presence.set_namespaces(snapshot.namespaces)
-        # A node that changes (a NoExecute taint arriving, the node deleted) or time passing a
-        # toleration's end can take members from their gangs: every gang's bound members are looked at.
-        due = min(self.loss_due.values(), default=None)
-        self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole, now,
-                           arrays or (due is not None and now >= due))
+        # A node that changes (a NoExecute taint arriving, the node deleted or back) or time passing a
+        # toleration's end can take members from their gangs, or give them back: the gangs with bound
+        # members there, or whose member's toleration ended, are looked at again (a rebuild of the
+        # whole view looks at every gang anyway).
+        recheck = {k for k, due in self.loss_due.items() if now >= due}
+        if arrays and not whole and prev is not None and before is not None:
+            recheck |= self._gangs_on(nodes_changed(snapshot, prev), before, cluster)
+        self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole, now, recheck)
         return cluster
+
+    def _gangs_on(self, names: set[str], before: Cluster, after: Cluster) -> set[str]:
+        """The gangs with pods counted on the nodes ``names``, as the last cluster counted them (a node
+        gone is there) or as the new one does (a node back, with the members that were lost with it)."""
+        member_of = self.member_of
+        out = set()
+        for cluster in (before, after):
+            index = cluster.node_index
+            for key in cluster.index.on_nodes([index[n] for n in names if n in index]):
+                gang = member_of.get(key)
+                if gang is not None:
+                    out.add(gang)
+        return out
 
     def _losses(self, gang: Gang, now: float) -> frozenset[str]:
         """The gang's bound members that no longer count at ``now`` (``koordpy.core.liveness``); when
@@ -382,7 +410,7 @@ class View:
 
     def _refresh_jobs(self, snapshot: Snapshot, state: Memory, prev: Snapshot | None,
                       changed: list[Pod], keys: list[str], removed: list[str], whole: bool,
-                      now: float = float("-inf"), recheck: bool = False) -> None:
+                      now: float = float("-inf"), recheck: AbstractSet[str] = frozenset()) -> None:
         self.gangs_gone = whole
         self.regrouped = whole
         touched: set[str] = set()
@@ -436,8 +464,10 @@ class View:
                     new = filed[pod_key] if pod_key in filed else gang_member(pod, snapshot)
                     if new != key:
                         self._file(pod, new, touched, pod_key)
-        if recheck:  # the gangs whose members counted differently since they were built are rebuilt
-            touched.update(k for k, g in self.gangs.items() if k not in touched and self._losses(g, now) != g.lost)
+        # Of the gangs to look at again, those whose members count differently since they were built are rebuilt.
+        gangs = self.gangs
+        touched.update(k for k in recheck if k not in touched and (g := gangs.get(k)) is not None
+                       and self._losses(g, now) != g.lost)
         for key in touched:
             members = self.members.get(key)
             if members is not None and not members:
@@ -529,6 +559,7 @@ class View:
             if job is None:
                 self.group_jobs.pop(gid, None)
             else:
+                job.replacing = frozenset(g.key for g in job.gangs if replacing(g, state.satisfied))
                 self.group_jobs[gid] = job
 
     def _swap_if_only_message(self, pod: Pod, key: str) -> bool:

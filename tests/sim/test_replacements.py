@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from koordpy.core.cycle import Cycle
+from koordpy.api.objects import Taint, Toleration
+from koordpy.core.cycle import Cycle, schedule
 from koordpy.core.explain import explain_pod
 from koordpy.core.state import SchedulerState
+from koordpy.core.view import View
 from koordpy.sim.simulator import DEFAULT_EPOCH, SimulationResult, World, simulate
 from tests.builders import SPINE_BLOCK_CNT, node, pod, podgroup, priority_class
 
@@ -228,6 +230,105 @@ def test_a_lone_pod_is_never_replaced_as_a_gang() -> None:
     assert not [e for e in out.events if e.reason == "ReplacementsDoNotFit"]
 
 
+def test_a_nonstrict_gang_takes_its_replacements_together_and_holds_nothing_while_they_wait() -> None:
+    # A NonStrict gang (Koordinator's mode) lost two nodes; one free node is left. Its replacements are
+    # placed together in one cycle or not at all, as a Strict gang's: the one that fits is not held
+    # there while the other waits (the pod that comes after takes the room), and no wait starts, so
+    # no timeout marks the replacements never to be scheduled again (a running job is not a gang
+    # accumulating its members).
+    group = podgroup("job", 4, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"}, timeout=60)
+    objects = [*failed(racks(ra=6), "ra-0", "ra-1"), group,
+               *(pod(f"job-{i}", cpu="8", group="job", node_name=f"ra-{i}") for i in range(4)),
+               pod("other", cpu="8", node_name="ra-5"), pod("job-4", cpu="8", group="job"),
+               pod("job-5", cpu="8", group="job"), pod("solo", cpu="8")]
+    out = run(objects)
+    assert out.bound == {"default/solo": "ra-4"}
+    assert out.pending["default/job-4"].startswith(
+        'gang "default/job" lost members and cannot take the 2 replacement(s) it needs together anywhere')
+    assert not [e for e in out.events if e.reason == "GangTimeout"]
+    # With room for both, both bind, in one cycle.
+    objects = [o for o in objects if o["metadata"]["name"] not in ("other", "solo")]
+    out = run(objects)
+    assert sorted(placed(out, Gang("koordinator"))) == ["default/job-4", "default/job-5"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_replacements_that_wait_hold_no_room(dialect: str) -> None:
+    # A guard: two replacements, room for one in the rack; a pod that comes after them takes that
+    # room (the gang waits for both, holding nothing), whether its lost members are still seen or gone.
+    for members in (["ra-0", "ra-1", "ra-2", "ra-3"], ["ra-2", "ra-3"]):
+        gang = Gang(dialect)
+        running = [gang.member(i, n) for i, n in enumerate(["ra-0", "ra-1", "ra-2", "ra-3"]) if n in members]
+        objects = [*failed(racks(ra=6), "ra-0", "ra-1"), *gang.objects(), *running,
+                   pod("other", cpu="8", node_name="ra-5"), *gang.replacements(4, 2), pod("solo", cpu="8")]
+        out = simulate(World.from_objects([("test", o) for o in objects]))
+        assert out.bound == {"default/solo": "ra-4"}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_lost_members_that_terminate_keep_their_room_until_gone(dialect: str) -> None:
+    # A guard: two members evicted (terminating for 30 s, their nodes healthy), one node free. The
+    # replacements wait for the room the terminating ones still hold, then bind together; no node holds
+    # two pods at any moment.
+    gang = Gang(dialect)
+    members = gang.running(["ra-0", "ra-1", "ra-2", "ra-3"])
+    for m in members[:2]:
+        m["metadata"]["deletionTimestamp"] = "2026-01-01T00:10:00Z"
+        m["metadata"]["deletionGracePeriodSeconds"] = 30
+    world = World.from_objects([("test", o) for o in [*racks(ra=5), *gang.objects(), *members,
+                                                       *gang.replacements(4, 2)]])
+    state, bound = SchedulerState(), {}
+    for _ in range(20):
+        result = schedule(world.snapshot(NAMES), state, world.now)
+        applied = world.apply(result)
+        bound.update({d.pod: d.node for d in result.binds})
+        on: dict[str, int] = {}
+        for p in world.pods.values():
+            if p.node_name:
+                on[p.node_name] = on.get(p.node_name, 0) + 1
+        assert all(n <= 1 for n in on.values()), (world.now, on)
+        if not applied and (due := world.next_deletion()) is not None:
+            world.now = max(world.now, due)
+            world.finish_deletions()
+        elif not applied:
+            break
+    assert sorted(bound) == ["default/job-4", "default/job-5"]
+
+
+def test_replacements_go_in_priority_order_whether_their_lost_members_are_seen_or_gone() -> None:
+    # The queue takes jobs by priority; only a gang left partly bound by a stopped scheduler goes
+    # first (docs/concepts.md). A low-priority gang that ran and lost two members is not one: a
+    # high-priority pod (which may not preempt) takes the one free node first, whether the lost
+    # members are still seen on their failed nodes or already deleted (on 6f1bfe9, deleted, the gang
+    # counted as mid-bind and went first, binding its replacements on the node and the one after).
+    for seen in (True, False):
+        gang = Gang("koordinator", priority="low")
+        running = gang.running(["ra-0", "ra-1", "ra-2", "ra-3"])[0 if seen else 2:]
+        high = pod("high", cpu="8", priority_class="high", preemptionPolicy="Never")
+        objects = [*failed(racks(ra=6), "ra-0", "ra-1"), priority_class("high", 100), priority_class("low", 1),
+                   *gang.objects(), *running, high, *gang.replacements(4, 2)]
+        world = World.from_objects([("test", o) for o in objects])
+        state = SchedulerState()
+        if not seen:  # the scheduler saw the gang meet its minimum before its members were lost
+            state.mark_satisfied(["default/job"])
+        result = schedule(world.snapshot(NAMES), state, world.now)
+        assert {d.pod: d.node for d in result.binds} == {"default/high": "ra-4"}, seen
+
+
+def test_a_gang_that_ran_and_has_nothing_left_running_starts_over_in_its_mode() -> None:
+    # A NonStrict PodGroup met its minimum once (the scheduler remembers it), and nothing of it runs or
+    # is seen lost now (its job was deleted and made again under the same PodGroup, or its lost pods
+    # are gone): no running job is left to replace members of, so its new pods are a gang like any,
+    # in its own mode (NonStrict: the one that fits is held while it waits), told the usual words.
+    group = podgroup("job", 2, annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"})
+    objects = [*racks(ra=1), group, pod("job-0", cpu="8", group="job"), pod("job-1", cpu="8", group="job")]
+    world, state = World.from_objects([("test", o) for o in objects]), SchedulerState()
+    state.mark_satisfied(["default/job"])
+    result = schedule(world.snapshot(NAMES), state, world.now)
+    assert not result.binds and list(state.reserved.values()) == ["ra-0"]
+    assert not any("lost members" in m for m in result.pending.values())
+
+
 # -- preemption inside the domain ------------------------------------------------------------------
 
 
@@ -247,6 +348,22 @@ def test_replacements_preempt_lower_priority_pods_inside_the_rack(dialect: str) 
     out = run(objects)
     assert sorted(out.preempted) == ["default/fill-a4", "default/fill-a5"]
     assert sorted(placed(out, gang).values()) == ["ra-4", "ra-5"]
+
+
+def test_a_lost_member_holds_no_gang_up_for_preemption() -> None:
+    # Gangs g1 and g2 (minimum 2, low priority) run three members each; g1's on a-0 is lost (its node
+    # failed). A high-priority pod needs one node: taking g2's member leaves g2 at its minimum, taking
+    # g1's on a-1 breaks g1 (one member left that counts), so preemption prices g1 at both of its
+    # members and evicts g2's (on 6f1bfe9 the lost member counted as bound, both cost one, and the
+    # name chose a-1).
+    nodes = [node(f"{r}-{i}", cpu="8") for r in "ab" for i in range(3)]
+    objects = [*failed(nodes, "a-0"), priority_class("high", 100), priority_class("low", 1),
+               podgroup("g1", 2), podgroup("g2", 2),
+               *(pod(f"g1-{i}", cpu="8", group="g1", node_name=f"a-{i}", priority_class="low") for i in range(3)),
+               *(pod(f"g2-{i}", cpu="8", group="g2", node_name=f"b-{i}", priority_class="low") for i in range(3)),
+               pod("solo", cpu="8", priority_class="high")]
+    out = run(objects)
+    assert out.preempted == ["default/g2-0"] and out.bound == {"default/solo": "b-0"}
 
 
 # -- what the view sees: a taint arriving, time passing ---------------------------------------------
@@ -321,3 +438,85 @@ def test_a_gang_that_never_ran_is_told_what_any_gang_is() -> None:
     assert 'GangGroup "default/job" gets rejected' in out.pending["default/job-2"] or \
         'GangGroup "default/job" gets rejected' in out.pending["default/job-1"]
     assert not [e for e in out.events if e.reason == "ReplacementsDoNotFit"]
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The gangs whose bound members the view looks at (``View._losses``), in the order asked."""
+    asked: list[str] = []
+    looked = View._losses
+
+    def spy(self: View, gang: Any, now: float) -> frozenset[str]:
+        asked.append(gang.key)
+        return looked(self, gang, now)
+
+    monkeypatch.setattr(View, "_losses", spy)
+    return asked
+
+
+def _three_gangs() -> World:
+    """Gangs one, two and three of two, on ra-0 and ra-1, ra-2 and ra-3, ra-4 and ra-5. The test
+    changes the world's nodes between cycles; its pods stay the same objects, as a live cache keeps them."""
+    gangs = [Gang("koordinator", name, minimum=2) for name in ("one", "two", "three")]
+    objects = [*racks(ra=6), *(o for g in gangs for o in g.objects())]
+    for i, g in enumerate(gangs):
+        objects += g.running([f"ra-{2 * i}", f"ra-{2 * i + 1}"])
+    return World.from_objects([("test", o) for o in objects])
+
+
+def _node(world: World, name: str, **changes: Any) -> None:
+    world.stores["nodes"][name] = world.stores["nodes"][name].model_copy(update=changes)
+
+
+UNREACHABLE = Taint(key="node.kubernetes.io/unreachable", effect="NoExecute", time_added=DEFAULT_EPOCH - 3600)
+NAMES = frozenset({"koordpy"})
+
+
+def test_a_node_change_looks_again_only_at_the_gangs_with_members_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node's change (here a NoExecute taint arriving on ra-3) can take members only from the gangs
+    # running there: the view looks at those, not at every gang of the cluster (a live cluster's nodes
+    # change often, and it has thousands of gangs).
+    world, state = _three_gangs(), SchedulerState()
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run()
+    asked = _asked(monkeypatch)
+    _node(world, "ra-3", taints=(UNREACHABLE,), ready=False)
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 1).run()
+    assert set(asked) == {"default/two"}
+    view = state.standing_view()
+    assert [view.gangs[f"default/{n}"].lost for n in ("one", "two", "three")] == [
+        frozenset(), frozenset({"default/two-1"}), frozenset()]
+
+
+def test_a_node_that_goes_and_comes_back_takes_and_gives_back_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The members on a node the snapshot no longer holds are lost, and count again when it is back;
+    # only the gang that runs there is looked at each time.
+    world, state = _three_gangs(), SchedulerState()
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run()
+    view = state.standing_view()
+    asked = _asked(monkeypatch)
+    gone = world.stores["nodes"].pop("ra-4")
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 1).run()
+    assert set(asked) == {"default/three"} and view.gangs["default/three"].lost == frozenset({"default/three-0"})
+    asked.clear()
+    world.stores["nodes"]["ra-4"] = gone
+    Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH + 2).run()
+    assert set(asked) == {"default/three"} and view.gangs["default/three"].lost == frozenset()
+
+
+def test_a_toleration_that_ends_looks_again_only_at_its_gang(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Gang one's member on ra-0 tolerates the taint for two hours, gang two's on ra-2 for three: at the
+    # first end only gang one is looked at again (and loses its member), and the cycle is due at the next.
+    world, state = _three_gangs(), SchedulerState()
+    for name, seconds in (("default/one-0", 7200), ("default/two-0", 10800)):
+        world.pods[name] = world.pods[name].model_copy(update={"tolerations": (
+            Toleration(key="node.kubernetes.io/unreachable", operator="Exists", effect="NoExecute", seconds=seconds),)})
+    _node(world, "ra-0", taints=(UNREACHABLE,), ready=False)
+    _node(world, "ra-2", taints=(UNREACHABLE,), ready=False)
+    first = DEFAULT_EPOCH - 3600 + 7200
+    assert Cycle(world.snapshot(NAMES), state, DEFAULT_EPOCH).run().next_deadline == first
+    asked = _asked(monkeypatch)
+    result = Cycle(world.snapshot(NAMES), state, first).run()
+    assert set(asked) == {"default/one"}
+    assert result.next_deadline == DEFAULT_EPOCH - 3600 + 10800
+    view = state.standing_view()
+    assert view.gangs["default/one"].lost == frozenset({"default/one-0"})
+    assert view.gangs["default/two"].lost == frozenset()
