@@ -138,6 +138,8 @@ class Cycle:
             # group when it is tried). Forgetting them also keeps a long run's memory bounded.
             self.state.forget_waits(view.groups.values())
             self.state.forget_told(gangs)
+        if self.state.told_settings:  # rare: a bad minimum runtime or delay was told
+            self.state.forget_settings(k for k in self.state.told_settings if k in gangs or k in view.by_key)
         changed = set(view.dirty)  # the gangs the refresh rebuilt
         queue = view.queue
         queue.new_cycle()
@@ -799,10 +801,13 @@ class Cycle:
     def _tell_problems(self) -> None:
         """Minimum runtimes and delays preemption read that cannot be used as written: a Warning Event
         each, on the gang's object (else its first pod) or the lone pod (after the trial is discarded:
-        it would take them back)."""
+        it would take them back), once for as long as it stays the same (it is read every time a job
+        preempts)."""
         problems = self.preemptor.problems
         while problems:
             key, message = problems.popitem()
+            if not self.state.tell_setting(key, message):
+                continue
             gang = self.view.gangs.get(key)
             if gang is not None:
                 self._gang_warning(gang, EventReason.INVALID_PREEMPTION_SETTING, message)

@@ -127,12 +127,16 @@ class _Shield:
         out[:self.size] = self.hard[:n]
         return out
 
-    def within_minimums(self, attempt: npt.NDArray[np.bool_], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    def within_minimums(self, attempt: npt.NDArray[np.bool_], rows: npt.NDArray[np.int64],
+                        doomed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """``attempt`` (over victim ``rows``, in reprieve order) with no protected elastic gang taken
         below its minimum: of its members chosen, those the reprieve would put back last go, up to
-        what it holds above its minimum (KAI's scenario validator: the minimum may not go)."""
+        what it holds above its minimum less its members an earlier job of the cycle preempts
+        (``doomed``; KAI's scenario validator: the minimum may not go)."""
         if not len(self.allow):
             return attempt
+        taken = self.gang[np.flatnonzero(doomed[:self.size])]
+        allow = np.maximum(self.allow - np.bincount(taken[taken >= 0], minlength=len(self.allow)), 0)
         gang = np.full(len(rows), -1, dtype=np.int64)
         inside = rows < self.size
         gang[inside] = self.gang[rows[inside]]
@@ -145,7 +149,7 @@ class _Shield:
         starts = np.flatnonzero(np.r_[True, sorted_of[1:] != sorted_of[:-1]])
         rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
         out = attempt.copy()
-        out[picked[order][rank >= self.allow[sorted_of]]] = False
+        out[picked[order][rank >= allow[sorted_of]]] = False
         return out
 
 
@@ -417,7 +421,7 @@ class Preemptor:
                 attempts.append(inside & ~wanted)
             for attempt in attempts:
                 if shield is not None:
-                    attempt = shield.within_minimums(attempt, rows)
+                    attempt = shield.within_minimums(attempt, rows, idx.doomed)
                 plan = self._verify(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only)
                 if plan is None:
                     continue
@@ -456,7 +460,7 @@ class Preemptor:
         if snapshot is None:
             return None
         if self._shield is not None and self._shield.size == len(idx.keys):
-            return self._shield
+            return self._shield if self._shield.jobs else None
         size = len(idx.keys)
         until = np.zeros(size, dtype=np.float64)
         hard = np.zeros(size, dtype=np.bool_)
@@ -490,7 +494,8 @@ class Preemptor:
             # A gang of parts (a CompositePodGroup's children, each with its own minimum) is kept whole:
             # the cap counts the gang's members, not each part's.
             if bound > least and not gang.whole and not gang.units and gang.parts is None:
-                gang_no[members] = len(allow)
+                # Its live members only: one lost already (terminating) is not among what it holds.
+                gang_no[[r for p in gang.live() if (r := idx.row.get(p.key)) is not None]] = len(allow)
                 allow.append(bound - least)
             else:
                 hard[members] = True
@@ -508,7 +513,8 @@ class Preemptor:
             protect([row], runtime, pod.key)
             hard[row] = until[row] > 0
         self._shield = _Shield(size, until, hard, gang_no, np.array(allow, dtype=np.int64), who, jobs)
-        return self._shield
+        # None when no job is protected now (the usual case): the plans then do no work for it.
+        return self._shield if jobs else None
 
     def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None) -> Plan | None:
         """The plan of a job that found no room because victims it could take are protected by their

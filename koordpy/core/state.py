@@ -70,6 +70,9 @@ class SchedulerState:
     # What was last said about each gang's dropped limits (Requirement.dropped): the Event is written
     # when it changes, not each time the job is tried.
     told: dict[str, str] = field(default_factory=dict)
+    # What was last said about a gang's (or lone pod's) minimum runtime or preemption delay that
+    # cannot be used as written: its Event is written when that changes, not each time it is read.
+    told_settings: dict[str, str] = field(default_factory=dict)
     # Stale gangs (koordpy.core.stale) -> since when: what the gang's object or members say once
     # the write is seen, kept here until then (and read from there after a restart).
     stale_since: dict[str, float] = field(default_factory=dict)
@@ -166,6 +169,17 @@ class SchedulerState:
     def forget_told(self, gangs: Iterable[str]) -> None:
         """What was said about gangs that are gone is forgotten."""
         self._keep_only(self.told, gangs)
+
+    def tell_setting(self, key: str, message: str) -> bool:
+        """``tell`` for a bad minimum runtime or preemption delay of gang (or lone pod) ``key``."""
+        if self.told_settings.get(key) == message:
+            return False
+        self._set(self.told_settings, key, message)
+        return True
+
+    def forget_settings(self, keys: Iterable[str]) -> None:
+        """What was said about the settings of gangs and pods that are gone is forgotten."""
+        self._keep_only(self.told_settings, keys)
 
     # -- stale gangs ---------------------------------------------------------------------------
 

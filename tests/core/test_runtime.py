@@ -318,3 +318,49 @@ def test_members_beyond_a_met_minimum_wait_out_the_delay_and_the_cycle_comes_bac
     assert victims(out) == [] and "would preempt in 2 min" in out.waiting["default/p-1"]
     assert out.next_deadline == seconds(8)
     assert victims(cycle(w, 8)) == ["default/v"]
+
+
+# -- review (issue 33, items 3b/3c) ------------------------------------------------------------------
+
+
+def test_two_preemptors_of_one_cycle_take_no_more_of_an_elastic_gang_than_it_holds_above_its_minimum() -> None:
+    # Gang g: 4 bound members of minimum 2, protected; two lone higher-priority pods, each needing a
+    # node. Together they may take 2 members, not 2 each (the second would break g's minimum).
+    gang = [running(f"g-{i}", f"n{i}", started=2, group="g") for i in range(4)]
+    w = world(CLASSES, [node(f"n{i}") for i in range(4)], podgroup("g", 2, annotations=MIN_10), *gang,
+              pending("a"), pending("b"), pending("c"))
+    assert len(victims(cycle(w, 5))) == 2
+
+
+def test_a_protected_gangs_last_start_is_its_live_members_not_one_terminating() -> None:
+    # The job restarted whole at minute 20 (its members started then); a member of the run before,
+    # started at minute 0, is still terminating on n2. Its start is no longer the job's.
+    old = running("g-old", "n2", started=0, group="g")
+    old["metadata"]["deletionTimestamp"] = at(21)
+    gang = [running(f"g-{i}", f"n{i}", started=20, group="g") for i in range(2)]
+    w = world(CLASSES, [node(f"n{i}") for i in range(3)], podgroup("g", 2, annotations=MIN_10), *gang, old,
+              pending("p"))
+    out = cycle(w, 25)
+    assert victims(out) == []
+    assert "protected" in out.waiting["default/p"]
+
+
+def test_a_bad_minimum_runtime_is_told_once_not_every_cycle() -> None:
+    # The job cannot fit anyway; a node added each cycle has it tried (and preemption read) again.
+    state = SchedulerState()
+    told = []
+    for minute in (5, 6, 7):
+        w = world(CLASSES, node("n1"), node("n2"), node(f"x{minute}", cpu="1"),
+                  running("v", "n1", started=2, annotations={"koordpy.io/min-runtime": "ten"}),
+                  running("u", "n2", started=2), pending("p", cpu="16"))
+        out = schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(minute))
+        told += [d for d in out.decisions if isinstance(d, Event) and d.reason == "InvalidPreemptionSetting"]
+    assert len(told) == 1
+
+
+def test_no_shield_is_built_when_nothing_sets_a_minimum_runtime() -> None:
+    from koordpy.core.cycle import Cycle
+    w = world(CLASSES, node("n1"), running("v", "n1", started=2), pending("p"))
+    c = Cycle(w.snapshot(frozenset({"koordpy"})), SchedulerState(), seconds(5))
+    assert c.preemptor._shielded() is None
+

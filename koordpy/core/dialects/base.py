@@ -433,8 +433,9 @@ class GangsBase(DialectBase):
 
 class RuntimesBase(DialectBase):
     """``Runtimes``: koordpy's annotations (``koordpy.io/min-runtime``, ``koordpy.io/preemption-delay``)
-    on the gang's object (``gang_object``: none here), then on its pods; its running members' earliest
-    start; its delay counted from its creation or its oldest pending member's, when later."""
+    on the gang's object (``gang_object``: none here), then on its pods; its live members' earliest
+    start (one terminating, or on a failed node, is not of its run now); its delay counted from its
+    creation or its oldest pending member's, when later."""
 
     def gang_object(self, key: str, snapshot: Snapshot) -> Source | None:
         return None
@@ -443,7 +444,7 @@ class RuntimesBase(DialectBase):
         return self._annotated(ANN_MIN_RUNTIME, gang, snapshot)
 
     def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
-        return earliest_start(gang.pods), None
+        return earliest_start(gang.live()), None
 
     def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
         return self._annotated(ANN_PREEMPTION_DELAY, gang, snapshot), pending_anchor(gang.creation, gang.pods)
