@@ -235,6 +235,8 @@ class Preemptor:
     # the cycle after the preemption that read it.
     problems: dict[str, str] = field(default_factory=dict, init=False)
     _shield: _Shield | None = field(default=None, init=False)
+    _unshielded: bool = field(default=False, init=False)  # a dry run as if no job were protected
+    _may_protect: bool | None = field(default=None, init=False)  # whether anything sets a minimum runtime
     _prio_of: dict[str, int] | None = field(default=None, init=False)
     _units_seen: bool | None = field(default=None, init=False)
 
@@ -320,12 +322,13 @@ class Preemptor:
         sel[own] = False
         shield = self._shielded()
         eligible = sel.copy()
+        asked = (job, pods, req, failure, place)
         if shield is not None:
             sel &= ~shield.hard_of(len(sel))  # a minimum runtime not passed: no victim
         self._spare_units(sel)
         rows = np.flatnonzero(sel)
         if not len(rows):
-            return self._protected(eligible, shield) or Plan("none", "")
+            return self._protected(eligible, shield, asked) or Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
         kinds = self.placer.kinds(pods)
         vec, feasible = self._loose(kinds, tree)
@@ -349,7 +352,8 @@ class Preemptor:
         if not any(bool(np.any(f)) for f in fits):
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return self._protected(eligible, shield) or Plan("none", render(NotHelpful(desired, most[0], most[1])))
+            return self._protected(eligible, shield, asked) or Plan(
+                "none", render(NotHelpful(desired, most[0], most[1])))
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_held = idx.held[rows]
         blocks = self._blocks(kinds, rows)
@@ -443,7 +447,7 @@ class Preemptor:
             if compared == MAX_COMPARED:
                 break
         if best is None:
-            return self._protected(eligible, shield) or Plan("none", render(NotHelpful(desired)))
+            return self._protected(eligible, shield, asked) or Plan("none", render(NotHelpful(desired)))
         plan = best[1]
         plan.message = self._message(plan, job)
         return plan
@@ -457,7 +461,11 @@ class Preemptor:
         its minimum, evicted member by member) keeps its rows as victims, capped at what it holds
         above its minimum; a lone pod has its own."""
         idx, snapshot = self.cluster.index, self.snapshot
-        if snapshot is None:
+        if snapshot is None or self._unshielded:
+            return None
+        if self._may_protect is None:
+            self._may_protect = dialects.may_protect(snapshot)
+        if not self._may_protect:  # nothing sets a minimum (the usual case): no gang is asked
             return None
         if self._shield is not None and self._shield.size == len(idx.keys):
             return self._shield if self._shield.jobs else None
@@ -516,14 +524,25 @@ class Preemptor:
         # None when no job is protected now (the usual case): the plans then do no work for it.
         return self._shield if jobs else None
 
-    def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None) -> Plan | None:
+    def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None,
+                   asked: tuple[Job, list[Pod], Requirement | None, Failure, Place]) -> Plan | None:
         """The plan of a job that found no room because victims it could take are protected by their
-        minimum runtime: it says so and tries again when the first protection ends (None: none is)."""
+        minimum runtime: it says so and tries again when the first protection ends (None: none is).
+        When even they would not make room (the dry run again, with no protection: only here, where
+        preemption failed beside protected pods), the plan is that dry run's: it says why, and no
+        protection's end brings the job back."""
         if shield is None:
             return None
         rows = np.flatnonzero(eligible & shield.any(len(eligible)))
         if not len(rows):
             return None
+        self._unshielded = True
+        try:
+            bare = self.plan(*asked)
+        finally:
+            self._unshielded = False
+        if bare.outcome == "none":
+            return bare
         first = int(rows[np.argmin(shield.until[rows])])
         name, start, minimum = shield.jobs[int(shield.who[first])]
         others = len(np.unique(shield.who[rows])) - 1

@@ -364,3 +364,26 @@ def test_no_shield_is_built_when_nothing_sets_a_minimum_runtime() -> None:
     c = Cycle(w.snapshot(frozenset({"koordpy"})), SchedulerState(), seconds(5))
     assert c.preemptor._shielded() is None
 
+
+def test_a_protection_that_would_not_make_room_anyway_is_not_what_the_preemptor_waits_for() -> None:
+    # One node: even with the protected pod gone, a gang of two pods of a node each cannot fit.
+    w = world(CLASSES, node("n1"), running("v", "n1", started=2, annotations=MIN_10),
+              podgroup("p", 2), pending("p-0", group="p"), pending("p-1", group="p"))
+    out = cycle(w, 5)
+    assert victims(out) == []
+    assert "protected" not in out.waiting["default/p-0"]
+    assert out.next_deadline != seconds(12)
+
+
+def test_no_gang_is_asked_its_minimum_runtime_when_nothing_sets_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The usual cluster: no default, no annotation, no queue: a preemption costs no question per gang.
+    from koordpy.core.cycle import Cycle
+    gang = [running(f"g-{i}", f"n{i}", started=2, group="g") for i in range(2)]
+    w = world(CLASSES, node("n0"), node("n1"), podgroup("g", 2), *gang, pending("p"))
+    c = Cycle(w.snapshot(frozenset({"koordpy"})), SchedulerState(), seconds(5))
+
+    def asked(*_: object) -> None:
+        raise AssertionError("a gang was asked its minimum runtime")
+
+    monkeypatch.setattr(dialects, "runtime", asked)
+    assert c.preemptor._shielded() is None

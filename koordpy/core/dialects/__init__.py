@@ -51,7 +51,7 @@ from koordpy.core.dialects.base import (
 from koordpy.core.dialects.volcano import HyperNodeTree
 from koordpy.core.model import Gang, earliest
 from koordpy.core.owners import top_owner
-from koordpy.core.runtime import Delay, Runtime, with_default
+from koordpy.core.runtime import ANN_MIN_RUNTIME, Delay, Runtime, with_default
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import ShownTree, TopologyTree, TreeKey
 from koordpy.core.verdicts import Reason
@@ -273,6 +273,13 @@ def runtime(gang: Gang, snapshot: Snapshot) -> tuple[Runtime, str | None]:
         return Runtime(minimum, None), minimum.problem
     start, problem = dialect.last_start(gang, snapshot)
     return Runtime(minimum, start), minimum.problem or problem
+
+
+def may_protect(snapshot: Snapshot) -> bool:
+    """Whether a minimum runtime may protect any job now: the settings' default, a dialect's objects
+    or a pod set one (most clusters: none, and preemption then asks no gang)."""
+    return (bool(snapshot.default_min_runtime) or any(d.sets_min_runtime(snapshot) for d in RUNTIMES)
+            or any(ANN_MIN_RUNTIME in p.annotations for p in snapshot.pods))
 
 
 def delay(gang: Gang, snapshot: Snapshot) -> Delay:

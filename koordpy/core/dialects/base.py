@@ -184,6 +184,12 @@ class Runtimes(Dialect, Protocol):
         objects set it (``Said.seconds`` None: not set, the settings' default applies)."""
         ...
 
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        """Whether any of its objects (not the pods) sets a minimum runtime now: when none of any
+        dialect does, nor a pod, nor the settings, preemption asks no gang (one pass over the objects
+        instead of a question per gang in every cycle that preempts)."""
+        ...
+
     def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
         """When the gang last started (None: it has not), and why a time its objects hold is not used."""
         ...
@@ -440,6 +446,9 @@ class RuntimesBase(DialectBase):
     def gang_object(self, key: str, snapshot: Snapshot) -> Source | None:
         return None
 
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        return False
+
     def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
         return self._annotated(ANN_MIN_RUNTIME, gang, snapshot)
 
@@ -478,6 +487,11 @@ class StatusesBase(DialectBase):
 
     def shown_groups(self, snapshot: Snapshot) -> Iterable[tuple[str, str, dict[str, Any], GroupRow]]:
         return ()
+
+
+def annotates_min_runtime(objects: Iterable[Any]) -> bool:
+    """Whether any of ``objects`` (with ``annotations``) carries ``koordpy.io/min-runtime``."""
+    return any(ANN_MIN_RUNTIME in o.annotations for o in objects)
 
 
 def read_stamp(value: str | None) -> float | None:

@@ -32,6 +32,7 @@ from koordpy.core.dialects.base import (
     StalenessBase,
     StatusesBase,
     TopologiesBase,
+    annotates_min_runtime,
 )
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
@@ -276,6 +277,10 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, To
     def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
         pg = snapshot.kai_podgroups.get(key)
         return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        return (any(q.preempt_min_runtime for q in snapshot.kai_queues.values())
+                or annotates_min_runtime(snapshot.kai_podgroups.values()))
 
     def min_runtime(self, gang: Gang, snapshot: Snapshot) -> Said:
         """The first ``spec.preemptMinRuntime`` up the PodGroup's Queue and its parents (a queue that

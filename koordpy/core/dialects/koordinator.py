@@ -46,6 +46,7 @@ from koordpy.core.dialects.base import (
     StalenessBase,
     StatusesBase,
     TopologiesBase,
+    annotates_min_runtime,
     final_stands,
     phase_row,
 )
@@ -403,6 +404,9 @@ class Koordinator(GangsBase, RuntimesBase, StatusesBase, StalenessBase, Admissio
     def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
         pg = snapshot.podgroups.get(key)
         return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        return annotates_min_runtime(snapshot.podgroups.values())
 
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
         podgroup = snapshot.podgroups.get(gang.key)

@@ -76,6 +76,7 @@ from koordpy.core.dialects.base import (
     StalenessBase,
     StatusesBase,
     TopologiesBase,
+    annotates_min_runtime,
 )
 from koordpy.core.messages import COMPOSITE_PODGROUP, WORKLOAD_PODGROUP, render
 from koordpy.core.messages import SCHEDULING_GROUP as SCHEDULING_GROUP
@@ -764,6 +765,9 @@ class Upstream(GangsBase, RuntimesBase, StatusesBase, StalenessBase, AdmissionBa
             return f"CompositePodGroup {key}", composite.annotations
         group = groups(snapshot).get(key)
         return None if group is None else (f"PodGroup {key}", group.annotations)
+
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        return annotates_min_runtime(composites(snapshot).values()) or annotates_min_runtime(groups(snapshot).values())
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in composites(snapshot):

@@ -33,6 +33,7 @@ from koordpy.core.dialects.base import (
     StalenessBase,
     StatusesBase,
     TopologiesBase,
+    annotates_min_runtime,
     final_stands,
     phase_row,
 )
@@ -565,6 +566,9 @@ class Volcano(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase
     def gang_object(self, key: str, snapshot: Snapshot) -> tuple[str, Mapping[str, str]] | None:
         pg = snapshot.volcano_podgroups.get(key)
         return None if pg is None else (f"PodGroup {key}", pg.annotations)
+
+    def sets_min_runtime(self, snapshot: Snapshot) -> bool:
+        return annotates_min_runtime(snapshot.volcano_podgroups.values())
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         return "PodGroup scheduling.volcano.sh" if key in snapshot.volcano_podgroups else None
