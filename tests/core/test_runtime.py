@@ -387,3 +387,22 @@ def test_no_gang_is_asked_its_minimum_runtime_when_nothing_sets_one(monkeypatch:
 
     monkeypatch.setattr(dialects, "runtime", asked)
     assert c.preemptor._shielded() is None
+
+
+# koordpy never writes KAI's stamps: a stamp KAI wrote before koordpy took over does not stand for
+# what happened since.
+
+
+def test_a_kai_job_restarted_since_its_last_start_stamp_counts_from_its_members_start() -> None:
+    members = [running(f"m-{i}", "n1", started=20, cpu="1", annotations={"pod-group-name": "g"}) for i in range(2)]
+    group = kai_group("g", "leaf", {"kai.scheduler/last-start-timestamp": at(0)})
+    until = _kai_runtime(kai_queue("top", minimum="10m"), kai_queue("leaf", "top"), group, *members)
+    assert until == seconds(30)
+
+
+def test_a_kai_job_whose_members_were_recreated_counts_its_delay_from_them() -> None:
+    member = pending("m", created=20, annotations={"pod-group-name": "g"})
+    snap = world(CLASSES, node("n1"), kai_group("g", created=0, preemptionDelay="5m"), member).snapshot(
+        frozenset({"koordpy"}))
+    gangs, _ = resolve_gangs(snap)
+    assert dialects.delay(gangs["default/g"], snap).ends == seconds(25)

@@ -101,9 +101,11 @@ def test_a_kai_queue_protects_its_jobs_from_their_last_start() -> None:
 def test_a_kai_podgroups_delay_counts_from_its_last_eviction() -> None:
     group = kai_group("p", annotations={"kai.scheduler/last-eviction-timestamp": at(4)}, created=1,
                       preemptionDelay="3m", priorityClassName="high")
-    preemptor = pending("p-0", created=5, annotations={"pod-group-name": "p"})
+    # Its member was made before the eviction KAI stamped (a member made after it would be the
+    # eviction koordpy did, unstamped: the later of the two counts).
+    preemptor = pending("p-0", created=3, annotations={"pod-group-name": "p"})
     out, w = sim(CLASSES, node("n1"), running("v", "n1", started=0), group, preemptor)
-    assert "would preempt in 119 s (at 2026-01-01T00:07:00Z)" in messages(out, "default/p-0")[0]
+    assert "would preempt in 3 min (at 2026-01-01T00:07:00Z)" in messages(out, "default/p-0")[0]
     assert out.preempted == ["default/v"] and w.now >= seconds(7)
 
 

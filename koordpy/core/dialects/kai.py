@@ -37,7 +37,7 @@ from koordpy.core.dialects.base import (
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time
 from koordpy.core.owners import chain, top_owner
 from koordpy.core.requirement import Requirement, Ties
-from koordpy.core.runtime import Said, duration, timestamp
+from koordpy.core.runtime import Said, duration, pending_anchor, timestamp
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.topology_manifests import Generated, Unusable, missing_warnings
 from koordpy.core.tree import HOSTNAME as HOSTNAME
@@ -291,19 +291,21 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, To
 
     def last_start(self, gang: Gang, snapshot: Snapshot) -> tuple[float | None, str | None]:
         """The PodGroup's ``kai.scheduler/last-start-timestamp`` (KAI's scheduler stamps it when it
-        allocates the job from nothing), else the members' earliest start."""
+        allocates the job from nothing), or the live members' earliest start when later: koordpy does
+        not stamp it, so a job restarted whole since KAI stamped it counts from its members."""
         pg = snapshot.kai_podgroups.get(gang.key)
         text = pg.annotations.get(ANN_LAST_START) if pg is not None else None
         at, problem = timestamp(text, f"PodGroup {gang.key} annotation {ANN_LAST_START}")
-        if at is not None:
-            return at, None
         earliest, _ = super().last_start(gang, snapshot)
+        if at is not None:
+            return (at if earliest is None else max(at, earliest)), None
         return earliest, problem
 
     def preemption_delay(self, gang: Gang, snapshot: Snapshot) -> tuple[Said, float]:
         """``spec.preemptionDelay``, else the PodGroup's ``kai.scheduler/preemption-delay``, counted from
-        its creation or its ``kai.scheduler/last-eviction-timestamp`` when later; a job of no PodGroup
-        as in any dialect."""
+        its creation or its ``kai.scheduler/last-eviction-timestamp`` when later, or its oldest pending
+        member's creation when later still (koordpy evicts without that stamp: the member its
+        controller recreated was created at the eviction); a job of no PodGroup as in any dialect."""
         pg = snapshot.kai_podgroups.get(gang.key)
         if pg is None:
             return super().preemption_delay(gang, snapshot)
@@ -315,7 +317,7 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, To
         else:
             said = super().preemption_delay(gang, snapshot)[0]
         evicted, _ = timestamp(pg.annotations.get(ANN_LAST_EVICTION), f"{where} annotation {ANN_LAST_EVICTION}")
-        anchor = creation_time(pg.creation)
+        anchor = pending_anchor(creation_time(pg.creation), gang.pods)
         return said, anchor if evicted is None else max(anchor, evicted)
 
     def written_asks(self, gang: Gang, snapshot: Snapshot) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
