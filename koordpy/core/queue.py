@@ -44,7 +44,9 @@ class Parked:
     tick: int  # the cluster's tick after the attempt
     pending: dict[str, str]  # pod -> the message it was left with
     shapes: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]  # request, nodes its filters allow
-    deadline: float | None  # when a NonStrict wait it holds reservations for expires
+    # When it is tried again whatever happens: a NonStrict wait it holds reservations for expires, its
+    # preemption delay or a victim's minimum runtime ends (``Plan.wake_at``).
+    deadline: float | None
     # For a job of several shapes, the cluster's moves after the attempt: placing unlike pods one
     # shape after another is greedy, so room taken elsewhere can change where they go and let it fit.
     moves: int | None = None
@@ -148,7 +150,8 @@ class Queue:
         """The job's parked record while it stays in the unschedulable or backoff queue, else None
         (it is active: tried this cycle). It becomes active when what it waits for happens: its own
         pods or gangs change (at once), room appears where it could fit (after its backoff), its
-        NonStrict wait expires, or it has waited FLUSH_SECONDS."""
+        NonStrict wait expires (or its preemption delay, or a victim's minimum runtime: ``deadline``), or
+        it has waited FLUSH_SECONDS."""
         parked = self.parked.get(job.id)
         if parked is None or parked.job is not job:
             return None
