@@ -139,7 +139,7 @@ class Cycle:
             self.state.forget_waits(view.groups.values())
             self.state.forget_told(gangs)
         if self.state.told_settings:  # rare: a bad minimum runtime or delay was told
-            self.state.forget_settings(k for k in self.state.told_settings if k in gangs or k in view.by_key)
+            self.state.forget_settings({k for k, _ in self.state.told_settings if k in gangs or k in view.by_key})
         changed = set(view.dirty)  # the gangs the refresh rebuilt
         queue = view.queue
         queue.new_cycle()
@@ -788,7 +788,7 @@ class Cycle:
         keys = [g.key for g in gangs] or [p.key for p in job.pods[:1]]
         for key, delay in zip(keys, delays, strict=True):
             if delay.delay.problem:
-                self.preemptor.problems[key] = delay.delay.problem
+                self.preemptor.problems[key, "delay"] = delay.delay.problem
         timed = [(ends, d) for d in delays if (ends := d.ends) is not None]
         if not timed:
             return plan
@@ -805,8 +805,8 @@ class Cycle:
         preempts)."""
         problems = self.preemptor.problems
         while problems:
-            key, message = problems.popitem()
-            if not self.state.tell_setting(key, message):
+            (key, which), message = problems.popitem()
+            if not self.state.tell_setting(key, which, message):
                 continue
             gang = self.view.gangs.get(key)
             if gang is not None:

@@ -231,9 +231,9 @@ class Preemptor:
     # they are measured at: without a snapshot no job is protected by one.
     snapshot: Snapshot | None = None
     now: float = 0.0
-    # Why a minimum runtime a job's objects set is not used as written, by gang (or pod) key: told by
-    # the cycle after the preemption that read it.
-    problems: dict[str, str] = field(default_factory=dict, init=False)
+    # Why a minimum runtime (or, from the cycle, a preemption delay) a job's objects set is not used as
+    # written, by gang (or pod) key and which setting: told by the cycle after the preemption that read it.
+    problems: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     _shield: _Shield | None = field(default=None, init=False)
     _unshielded: bool = field(default=False, init=False)  # a dry run as if no job were protected
     _may_protect: bool | None = field(default=None, init=False)  # whether anything sets a minimum runtime
@@ -490,7 +490,7 @@ class Preemptor:
                 continue
             runtime, problem = dialects.runtime(gang, snapshot)
             if problem:
-                self.problems[gang.key] = problem
+                self.problems[gang.key, "min-runtime"] = problem
             end = runtime.protected_until
             if end is None or end <= self.now:
                 continue
@@ -517,7 +517,7 @@ class Preemptor:
                 continue
             runtime = lone_runtime(pod, default)
             if runtime.minimum.problem:
-                self.problems[pod.key] = runtime.minimum.problem
+                self.problems[pod.key, "min-runtime"] = runtime.minimum.problem
             protect([row], runtime, pod.key)
             hard[row] = until[row] > 0
         self._shield = _Shield(size, until, hard, gang_no, np.array(allow, dtype=np.int64), who, jobs)

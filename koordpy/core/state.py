@@ -14,6 +14,7 @@ safe to drop).
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping, MutableSet
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -72,7 +73,7 @@ class SchedulerState:
     told: dict[str, str] = field(default_factory=dict)
     # What was last said about a gang's (or lone pod's) minimum runtime or preemption delay that
     # cannot be used as written: its Event is written when that changes, not each time it is read.
-    told_settings: dict[str, str] = field(default_factory=dict)
+    told_settings: dict[tuple[str, str], str] = field(default_factory=dict)  # (key, which setting) -> message
     # Stale gangs (koordpy.core.stale) -> since when: what the gang's object or members say once
     # the write is seen, kept here until then (and read from there after a restart).
     stale_since: dict[str, float] = field(default_factory=dict)
@@ -170,16 +171,17 @@ class SchedulerState:
         """What was said about gangs that are gone is forgotten."""
         self._keep_only(self.told, gangs)
 
-    def tell_setting(self, key: str, message: str) -> bool:
-        """``tell`` for a bad minimum runtime or preemption delay of gang (or lone pod) ``key``."""
-        if self.told_settings.get(key) == message:
+    def tell_setting(self, key: str, which: str, message: str) -> bool:
+        """``tell`` for a bad setting ``which`` (minimum runtime, preemption delay) of gang (or lone
+        pod) ``key``."""
+        if self.told_settings.get((key, which)) == message:
             return False
-        self._set(self.told_settings, key, message)
+        self._set(self.told_settings, (key, which), message)
         return True
 
-    def forget_settings(self, keys: Iterable[str]) -> None:
-        """What was said about the settings of gangs and pods that are gone is forgotten."""
-        self._keep_only(self.told_settings, keys)
+    def forget_settings(self, keys: AbstractSet[str]) -> None:
+        """What was said about the settings of gangs and pods not among ``keys`` (gone) is forgotten."""
+        self._keep_only(self.told_settings, [k for k in self.told_settings if k[0] in keys])
 
     # -- stale gangs ---------------------------------------------------------------------------
 

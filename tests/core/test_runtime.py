@@ -406,3 +406,15 @@ def test_a_kai_job_whose_members_were_recreated_counts_its_delay_from_them() -> 
         frozenset({"koordpy"}))
     gangs, _ = resolve_gangs(snap)
     assert dialects.delay(gangs["default/g"], snap).ends == seconds(25)
+
+
+def test_a_gang_with_a_bad_minimum_runtime_and_a_bad_delay_is_told_both_once() -> None:
+    bad = {"koordpy.io/min-runtime": "ten", "koordpy.io/preemption-delay": "soon"}
+    state = SchedulerState()
+    told = []
+    for minute in (5, 6, 7):
+        w = world(CLASSES, node("n1"), node(f"x{minute}", cpu="1"), running("v", "n1", started=2),
+                  podgroup("p", 1, annotations=bad), pending("p-0", group="p"))
+        out = schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(minute))
+        told += [d.message for d in out.decisions if isinstance(d, Event) and d.reason == "InvalidPreemptionSetting"]
+    assert sorted("min-runtime" in m for m in told) == [False, True]
