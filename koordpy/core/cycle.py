@@ -905,7 +905,8 @@ class Cycle:
         if now < ends:
             self.stale_ends.append(ends)
             return
-        if reading.arriving or any(p.nominated_node_name for p in gang.pods if not p.node_name):
+        held = self.cluster.is_held  # nominated this very cycle: the pod object does not say it yet
+        if reading.arriving or any(p.nominated_node_name or held(p.key) for p in gang.pods if not p.node_name):
             return  # replacements bind or hold room being made for them: woken by their change
         evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts)
         message = render(evicted)

@@ -1,0 +1,44 @@
+"""Review of stale-gang eviction (issue 33 item 1): cases where koordpy must not evict a gang, or must
+not do it twice, found by an adversarial reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koordpy.api.raw import rfc3339
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import Evict, Preempt
+from koordpy.core.state import SchedulerState
+from koordpy.sim.simulator import DEFAULT_EPOCH, World
+from tests.builders import node, pod, podgroup, priority_class
+
+NAMES = frozenset({"koordpy"})
+
+
+def running(name: str, node_name: str, group: str | None = "job", **kw: Any) -> dict[str, Any]:
+    raw = pod(name, cpu="4", group=group, node_name=node_name, **kw)
+    raw["status"] = {"phase": "Running"}
+    return raw
+
+
+def world(*objects: dict[str, Any]) -> World:
+    return World.from_objects([("test", o) for o in objects])
+
+
+NODES = [node(f"n{i}", cpu="4") for i in range(3)]
+
+
+def test_a_gang_whose_replacement_preempts_in_the_grace_end_cycle_is_not_evicted_too() -> None:
+    # job-2 is gone; its replacement (high priority) needs n2, which a low-priority pod holds. The
+    # grace has run out (stale since long ago, kept on the PodGroup): the cycle preempts the low pod
+    # for the replacement and nominates it; evicting the gang in the same cycle would throw away
+    # both the victim and the gang.
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
+    w = world(*NODES, priority_class("high", 1000), priority_class("low", 1), group,
+              running("job-0", "n0", priority_class="high"), running("job-1", "n1", priority_class="high"),
+              running("low", "n2", group=None, priority_class="low"),
+              pod("job-2b", cpu="4", group="job", priority_class="high"))
+    result = schedule(w.snapshot(NAMES), SchedulerState(), t0)
+    assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/low"]
+    assert not [d for d in result.decisions if isinstance(d, Evict)]
