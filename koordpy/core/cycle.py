@@ -880,16 +880,30 @@ class Cycle:
         """Stale-since forgotten, and cleared where the gang's dialect keeps it: when this scheduler
         kept it, or (``changed``: a gang of ours that changed; a restart reads every gang once) when
         the gang's object or members still say it."""
-        was = self.state.clear_stale(key)
-        if gang is None or (was is None and not changed):
+        state = self.state
+        was = state.clear_stale(key)
+        if gang is None:
+            state.cleared_seen(key)
+            return
+        if was is None and not changed:
             return
         if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
             self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
+        elif key in state.stale_cleared:
+            state.cleared_seen(key)
 
     def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
         key, snapshot, now = gang.key, self.snapshot, self.now
         had = self.state.stale_since.get(key)
         kept = dialects.stale_since(key, gang.pods, snapshot)
+        ended = self.state.stale_cleared.get(key)
+        if ended is not None:
+            # The object (or members) may still say the stale-since this scheduler cleared when the
+            # gang was whole again: that clock ended (the stamp is whole seconds, hence the second).
+            if kept is not None and kept < ended + 1:
+                kept = None
+            else:
+                self.state.cleared_seen(key)
         since = min((t for t in (had, kept) if t is not None), default=now)
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)

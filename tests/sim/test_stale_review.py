@@ -42,3 +42,33 @@ def test_a_gang_whose_replacement_preempts_in_the_grace_end_cycle_is_not_evicted
     result = schedule(w.snapshot(NAMES), SchedulerState(), t0)
     assert [d.pod for d in result.decisions if isinstance(d, Preempt)] == ["default/low"]
     assert not [d for d in result.decisions if isinstance(d, Evict)]
+
+
+def out_of_cpu(name: str, node_name: str) -> dict[str, Any]:
+    raw = pod(name, cpu="4", group="job", node_name=node_name)
+    raw["status"] = {"phase": "Failed", "reason": "OutOfcpu"}
+    return raw
+
+
+def test_a_gang_stale_again_before_its_clear_is_seen_starts_a_new_clock() -> None:
+    # Stale at t0 (the PodGroup says so), whole again at t0+100 (a replacement bound: the stale-since
+    # is cleared, a write the cache has not seen yet), stale again a second later: the PodGroup still
+    # says t0, but that is the episode that ended; the new one starts now, not 100 s ago.
+    t0 = DEFAULT_EPOCH + 100
+    state = SchedulerState()
+    first = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"),
+                  out_of_cpu("job-2", "n2"))
+    assert not schedule(first.snapshot(NAMES), state, t0).evicted
+    said = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0)})
+    whole = world(*NODES, said, running("job-0", "n0"), running("job-1", "n1"), running("job-3", "n2"))
+    state.view = None
+    assert not schedule(whole.snapshot(NAMES), state, t0 + 100).evicted
+    again = world(*NODES, said, running("job-0", "n0"), running("job-1", "n1"), out_of_cpu("job-3", "n2"))
+    state.view = None
+    result = schedule(again.snapshot(NAMES), state, t0 + 101)
+    assert not result.evicted
+    assert result.next_deadline == t0 + 101 + 60
+    # Cycles later, with the PodGroup still saying t0 (neither write seen), the new clock holds.
+    assert not schedule(again.snapshot(NAMES), state, t0 + 120).evicted
+    assert {d.pod for d in schedule(again.snapshot(NAMES), state, t0 + 161).evicted} == \
+        {"default/job-0", "default/job-1"}
