@@ -164,7 +164,7 @@ class Cycle:
         round_.close()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
-        self._stale_gangs(changed)  # after the statuses: a stale gang's condition goes on top of theirs
+        self._stale_gangs(changed, left)  # after the statuses: a stale gang's condition goes on top of theirs
         self.result.next_deadline = self._next_deadline()
         return self.result
 
@@ -854,12 +854,13 @@ class Cycle:
 
     # -- stale gangs (koordpy.core.stale) ------------------------------------------------------
 
-    def _stale_gangs(self, changed: set[str]) -> None:
+    def _stale_gangs(self, changed: set[str], left: set[str]) -> None:
         """After the jobs (their binds count) and the statuses: each gang the refresh rebuilt (its pods
         or object changed, or which of its members count did: a node changed, a toleration ran out)
         and each gang stale already is read again; stale ones keep their stale-since and are evicted
         once their grace ends, the others lose it. A cycle with nothing changed reads its stale gangs
-        alone."""
+        alone. ``left``: the gangs whose jobs the round left for the next cycle (not evicted before
+        their replacements are tried)."""
         view, snapshot, state = self.view, self.snapshot, self.state
         names = snapshot.scheduler_names
         for key in sorted(changed.union(state.stale_since)):
@@ -874,7 +875,7 @@ class Cycle:
             if gang is None or reading is None or not reading.stale:
                 self._not_stale(key, gang, ours and key in changed)
             else:
-                self._stale(gang, reading, key in changed)
+                self._stale(gang, reading, key in changed, key in left)
 
     def _not_stale(self, key: str, gang: Gang | None, changed: bool) -> None:
         """Stale-since forgotten, and cleared where the gang's dialect keeps it: when this scheduler
@@ -892,7 +893,7 @@ class Cycle:
         elif key in state.stale_cleared:
             state.cleared_seen(key)
 
-    def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
+    def _stale(self, gang: Gang, reading: stale.Health, changed: bool, deferred: bool) -> None:
         key, snapshot, now = gang.key, self.snapshot, self.now
         had = self.state.stale_since.get(key)
         kept = dialects.stale_since(key, gang.pods, snapshot)
@@ -919,6 +920,8 @@ class Cycle:
         if now < ends:
             self.stale_ends.append(ends)
             return
+        if deferred:
+            return  # its replacements are tried next cycle, at once (the round's cap left them)
         held = self.cluster.is_held  # nominated this very cycle: the pod object does not say it yet
         if reading.arriving or any(p.nominated_node_name or held(p.key) for p in gang.pods if not p.node_name):
             return  # replacements bind or hold room being made for them: woken by their change

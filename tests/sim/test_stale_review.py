@@ -72,3 +72,25 @@ def test_a_gang_stale_again_before_its_clear_is_seen_starts_a_new_clock() -> Non
     assert not schedule(again.snapshot(NAMES), state, t0 + 120).evicted
     assert {d.pod for d in schedule(again.snapshot(NAMES), state, t0 + 161).evicted} == \
         {"default/job-0", "default/job-1"}
+
+
+def test_a_gang_whose_replacement_the_round_left_for_the_next_cycle_is_not_evicted() -> None:
+    # podsPerCycle 1: a higher-priority pod takes this cycle's turn, the replacement of job-2 (it fits
+    # n2) goes next cycle, at once. Its grace having run out, the gang would be evicted in between.
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
+    w = world(*NODES, node("n3", cpu="4"), priority_class("high", 1000), priority_class("low", 1), group,
+              running("job-0", "n0", priority_class="low"), running("job-1", "n1", priority_class="low"),
+              out_of_cpu("job-2", "n2"), pod("first", cpu="1", priority_class="high", priority=1000), pod("job-2b", cpu="4", group="job", priority_class="low"))
+    snap = w.snapshot(NAMES)
+    snap.pods_per_cycle = 1
+    state = SchedulerState()
+    state.satisfied.add("default/job")  # it ran whole: taking replacements, it goes by priority
+    result = schedule(snap, state, t0)
+    assert result.deferred and "default/job-2b" not in result.bound
+    assert not result.evicted
+    w.apply(result)
+    snap = w.snapshot(NAMES)
+    snap.pods_per_cycle = 1
+    after = schedule(snap, state, t0 + 1)
+    assert after.bound == {"default/job-2b": "n3"} and not after.evicted
