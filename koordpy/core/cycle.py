@@ -898,14 +898,9 @@ class Cycle:
         had = self.state.stale_since.get(key)
         kept = dialects.stale_since(key, gang.pods, snapshot)
         ended = self.state.stale_cleared.get(key)
-        if ended is not None:
-            # The object (or members) may still say the stale-since this scheduler cleared when the
-            # gang was whole again: that clock ended (the stamp is whole seconds, hence the second).
-            if kept is not None and kept < ended + 1:
-                kept = None
-            else:
-                self.state.cleared_seen(key)
-        since = min((t for t in (had, kept) if t is not None), default=now)
+        since = stale.since_when(had, kept, ended, now)
+        if ended is not None and (kept is None or kept >= ended + 1):
+            self.state.cleared_seen(key)  # the object no longer says the clock that ended
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)
             self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))

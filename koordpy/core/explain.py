@@ -671,9 +671,8 @@ class _Explainer:
         if reading is None or not reading.stale:
             return ()
         key, snapshot = gang.key, self.snapshot
-        kept = [t for t in (self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot))
-                if t is not None]
-        since = min(kept, default=self.now)
+        since = stale.since_when(self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot),
+                                 self.state.stale_cleared.get(key), self.now)
         grace = dialects.stale_grace(key, gang.pods, snapshot)
         ends = stale.due(since, snapshot.stale_grace if grace is None else grace)
         held = ends is not None and ends <= self.now and (
