@@ -888,10 +888,17 @@ class Cycle:
             return
         if was is None and not changed:
             return
-        if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
+        said = dialects.stale_since(key, gang.pods, self.snapshot) if was is None else None
+        if was is not None:
             self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
-        elif key in state.stale_cleared:
+        elif said is None:
             state.cleared_seen(key)
+        elif stale.since_when(None, said, state.stale_cleared.get(key), self.now) != said:
+            # Still what it said before this scheduler's clear, in flight: not written again each
+            # time the gang changes until the cache sees it.
+            return
+        else:
+            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
 
     def _stale(self, gang: Gang, reading: stale.Health, changed: bool, deferred: bool) -> None:
         key, snapshot, now = gang.key, self.snapshot, self.now

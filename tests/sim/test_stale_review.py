@@ -94,3 +94,108 @@ def test_a_gang_whose_replacement_the_round_left_for_the_next_cycle_is_not_evict
     snap.pods_per_cycle = 1
     after = schedule(snap, state, t0 + 1)
     assert after.bound == {"default/job-2b": "n3"} and not after.evicted
+
+
+def test_a_replacement_that_fits_in_the_grace_end_cycle_binds_and_nothing_is_evicted() -> None:
+    # The grace has run out, and in the same cycle the replacement of job-2 fits n2: it binds (the
+    # jobs go before the stale phase) and the gang, whole, is neither evicted nor stale any more.
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
+    w = world(*NODES, group, running("job-0", "n0"), running("job-1", "n1"), out_of_cpu("job-2", "n2"),
+              pod("job-2b", cpu="4", group="job"))
+    state = SchedulerState()
+    state.satisfied.add("default/job")
+    result = schedule(w.snapshot(NAMES), state, t0)
+    assert result.bound == {"default/job-2b": "n2"} and not result.evicted
+    w.apply(result)
+    assert "koordpy.io/stale-since" not in w.stores["podgroups"]["default/job"].annotations
+    assert "default/job" not in state.stale_since
+
+
+def test_a_gang_whose_replacements_fit_nowhere_is_evicted_after_its_grace() -> None:
+    # The replacement asks for more than any node has (ReplacementsDoNotFit): no nomination holds the
+    # gang, so once its grace has run it is evicted whole.
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
+    w = world(*NODES, group, running("job-0", "n0"), running("job-1", "n1"), out_of_cpu("job-2", "n2"),
+              pod("job-2b", cpu="5", group="job"))
+    state = SchedulerState()
+    state.satisfied.add("default/job")
+    result = schedule(w.snapshot(NAMES), state, t0)
+    assert not result.bound
+    assert {d.pod for d in result.evicted} == {"default/job-0", "default/job-1"}
+    assert any("default/job-2b" == k for k in result.waiting)
+
+
+def test_a_whole_gang_loses_a_stamp_left_from_before_a_restart_once() -> None:
+    # A new scheduler finds a whole gang whose PodGroup still says stale-since (the old leader died
+    # before clearing it): cleared in its first cycle, and not written again while the clear is in
+    # flight and nothing changes.
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 500)})
+    w = world(*NODES, group, running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
+    state = SchedulerState()
+    first = schedule(w.snapshot(NAMES), state, t0)
+    marks = [d for d in first.decisions if type(d).__name__ == "ObjectAnnotate"]
+    assert [(d.key, d.value) for d in marks] == [("default/job", None)]
+    assert not first.evicted
+    again = schedule(w.snapshot(NAMES), state, t0 + 1)
+    assert not again.decisions
+
+
+def test_another_schedulers_gang_is_neither_marked_nor_evicted() -> None:
+    t0 = DEFAULT_EPOCH + 100
+    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 500)})
+    w = world(*NODES, group, running("job-0", "n0", scheduler="default-scheduler"),
+              running("job-1", "n1", scheduler="default-scheduler"))
+    result = schedule(w.snapshot(NAMES), SchedulerState(), t0)
+    assert not result.decisions
+
+
+
+def test_a_composite_that_needs_two_of_three_children_is_not_stale_for_a_child_below_its_own() -> None:
+    # minGroupCount 2 of three children (minCount 2 each): c2 lost a member, c0 and c1 run whole.
+    # The composite meets its minimum; neither it nor the child c2 is stale.
+    from tests.core.dialects.test_upstream_composite import child, composite
+    from tests.core.test_stale import child_pod
+
+    t0 = DEFAULT_EPOCH + 100
+    objs = [node("node-1", cpu="64"), composite("job-1", count=2),
+            *(child(f"c{i}", 2, parent="job-1") for i in range(3)),
+            child_pod("a0", "c0", "Running"), child_pod("a1", "c0", "Running"),
+            child_pod("b0", "c1", "Running"), child_pod("b1", "c1", "Running"),
+            child_pod("d0", "c2", "Running"), child_pod("d1", "c2", "Failed")]
+    w = world(*objs)
+    state = SchedulerState()
+    snap = w.snapshot(NAMES)
+    snap.stale_grace = 0
+    result = schedule(snap, state, t0)
+    assert not result.evicted and not state.stale_since
+
+
+def test_a_clear_in_flight_is_not_written_again_each_time_the_gang_changes() -> None:
+    # Whole again at t0+100: the clear of its stale-since is written. Until the cache sees it, the
+    # gang's pods change (the replacement starts running, its status updated): each such cycle must
+    # not write the same clear again.
+    t0 = DEFAULT_EPOCH + 100
+    state = SchedulerState()
+    first = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"),
+                  out_of_cpu("job-2", "n2"))
+    schedule(first.snapshot(NAMES), state, t0)
+    said = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0)})
+    whole = world(*NODES, said, running("job-0", "n0"), running("job-1", "n1"), running("job-3", "n2"))
+    state.view = None
+    cleared = schedule(whole.snapshot(NAMES), state, t0 + 100)
+    assert [type(d).__name__ for d in cleared.decisions].count("ObjectAnnotate") == 1
+    for i in range(3):
+        changed = world(*NODES, said, running("job-0", "n0"), running("job-1", "n1"),
+                        running("job-3", "n2", labels={"step": str(i)}))
+        state.view = None
+        again = schedule(changed.snapshot(NAMES), state, t0 + 101 + i)
+        assert not [d for d in again.decisions if type(d).__name__ == "ObjectAnnotate"]
+    # Once the cache shows it cleared, the memory of it goes.
+    seen = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-3", "n2"))
+    state.view = None
+    last = schedule(seen.snapshot(NAMES), state, t0 + 110)
+    assert not [d for d in last.decisions if type(d).__name__ == "ObjectAnnotate"]
+    assert not state.stale_cleared
