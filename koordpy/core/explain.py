@@ -259,7 +259,8 @@ class _Explainer:
         nodes = {n.name: n for n in snapshot.nodes}
         for gang in self.gangs.values():
             gang.lost = frozenset(p.key for p in gang.pods
-                                  if p.node_name and loss(p, nodes.get(p.node_name), now) is not None)
+                                  if p.node_name and p.node_name not in snapshot.invalid_nodes
+                                  and loss(p, nodes.get(p.node_name), now) is not None)
         self.groups = group_of(self.gangs)
         # The pods that have finished, by the gang they were part of: no longer its members, but
         # what a finished job, or a gang short of pods that finished, is told by.

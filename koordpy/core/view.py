@@ -336,6 +336,9 @@ class View:
         cluster = self.cluster
         assert cluster is not None
         index, nodes = cluster.node_index, cluster.nodes
+        # A node whose object does not parse is not in the snapshot's nodes, but it is there: its pods
+        # are not taken for lost (a stale gang's eviction, replacements) for want of reading it.
+        unread = self.snapshot.invalid_nodes if self.snapshot is not None else {}
         lost: list[str] = []
         due: float | None = None
         for p in gang.pods:
@@ -343,6 +346,8 @@ class View:
                 continue
             i = index.get(p.node_name)
             node = None if i is None else nodes[i]
+            if node is None and p.node_name in unread:
+                continue
             if loss(p, node, now) is not None:
                 lost.append(p.key)
                 continue

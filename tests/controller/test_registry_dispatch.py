@@ -160,3 +160,10 @@ def test_the_controller_warms_the_kernels_without_importing_the_simulator() -> N
                          check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_a_node_that_does_not_parse_reaches_the_core_as_there_not_gone() -> None:
+    # Its pods then still count to their gangs (a stale gang's eviction, replacements of lost members).
+    fields = snapshot_fields(kinds.new_stores(), {("Node", "n1"): "Node n1: status.allocatable.cpu: not a quantity"})
+    assert fields["invalid_nodes"] == {"n1": "Node n1: status.allocatable.cpu: not a quantity"}
+    assert fields["nodes"] == []

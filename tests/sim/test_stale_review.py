@@ -199,3 +199,47 @@ def test_a_clear_in_flight_is_not_written_again_each_time_the_gang_changes() -> 
     last = schedule(seen.snapshot(NAMES), state, t0 + 110)
     assert not [d for d in last.decisions if type(d).__name__ == "ObjectAnnotate"]
     assert not state.stale_cleared
+
+
+def test_an_eviction_skips_members_already_terminating_and_their_room_waits_until_they_are_gone() -> None:
+    # Stale past its grace with job-1 already being deleted: only job-0 and job-3 are evicted. A pod
+    # of another job that needs a whole node waits until an evicted member is gone (30 s), never
+    # binding on room still held.
+    from koordpy.sim.simulator import simulate
+
+    t0 = DEFAULT_EPOCH
+    group = podgroup("job", 4, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
+    leaving = running("job-1", "n1")
+    leaving["metadata"]["deletionTimestamp"] = rfc3339(t0 + 30)
+    w = world(*NODES, node("n3", cpu="4"), group, running("job-0", "n0"), leaving, running("job-3", "n3"),
+              out_of_cpu("job-2", "n2"))
+    first = schedule(w.snapshot(NAMES), SchedulerState(), t0)
+    assert {d.pod for d in first.evicted} == {"default/job-0", "default/job-3"}
+    w.apply(first)
+    again = schedule(w.snapshot(NAMES), SchedulerState(), t0 + 1)
+    assert not again.evicted  # all terminating: nothing left to evict, not stale
+    w2 = world(*NODES, node("n3", cpu="4"), group, running("job-0", "n0"), leaving, running("job-3", "n3"),
+               out_of_cpu("job-2", "n2"), running("n2-user", "n2", group=None), pod("big", cpu="4"))
+    state = SchedulerState()
+    evicting = schedule(w2.snapshot(NAMES), state, t0)
+    assert {d.pod for d in evicting.evicted} == {"default/job-0", "default/job-3"} and not evicting.bound
+    w2.apply(evicting)
+    assert not schedule(w2.snapshot(NAMES), state, t0 + 1).bound  # their room is still theirs
+    result = simulate(w2)
+    assert result.bound["default/big"] in {"n0", "n1", "n3"}
+
+
+def test_a_gang_on_a_node_whose_object_does_not_parse_is_not_lost_nor_evicted() -> None:
+    # The live cache files a Node that does not parse (a field koordpy cannot read) under its invalid
+    # objects, not its nodes. The node is there and its pods run: they still count, so the gang is
+    # neither stale nor evicted (nor would it take replacements for members still running).
+    t0 = DEFAULT_EPOCH + 100
+    w = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
+    snap = w.snapshot(NAMES)
+    snap.nodes = [n for n in snap.nodes if n.name != "n1"]
+    snap.invalid_nodes = {"n1": "Node n1: status.allocatable.cpu: not a quantity: 'bogus'"}
+    snap.stale_grace = 0
+    state = SchedulerState()
+    result = schedule(snap, state, t0)
+    assert not result.evicted and not state.stale_since
+    assert not state.standing_view().gangs["default/job"].lost
