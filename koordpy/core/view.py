@@ -314,6 +314,11 @@ class View:
         recheck = {k for k, due in self.loss_due.items() if now >= due}
         if arrays and not whole and prev is not None and before is not None:
             recheck |= self._gangs_on(nodes_changed(snapshot, prev), before, cluster)
+        if not whole and prev is not None and (unread := prev.invalid_nodes.keys() ^ snapshot.invalid_nodes.keys()):
+            # A node that does not parse counts its pods nowhere: one deleted while unread (or read
+            # again) is found through its pods, a rare change that is worth a pass over them.
+            member_of = self.member_of
+            recheck |= {g for k, p in self.by_key.items() if p.node_name in unread and (g := member_of.get(k))}
         self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole, now, recheck)
         return cluster
 

@@ -243,3 +243,26 @@ def test_a_gang_on_a_node_whose_object_does_not_parse_is_not_lost_nor_evicted() 
     result = schedule(snap, state, t0)
     assert not result.evicted and not state.stale_since
     assert not state.standing_view().gangs["default/job"].lost
+
+
+def test_a_node_deleted_while_its_object_did_not_parse_takes_its_members_then() -> None:
+    # The same node n1 read, then unreadable (its members still count), then deleted: only then are
+    # they lost, though the snapshot's nodes did not change between the last two cycles.
+    t0 = DEFAULT_EPOCH + 100
+    w = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
+    state = SchedulerState()
+
+    def cycle(now: float, unread: dict[str, str] | None) -> Any:
+        snap = w.snapshot(NAMES)
+        snap.stale_grace = 0
+        if unread is not None:
+            snap.nodes = [n for n in snap.nodes if n.name != "n1"]
+            snap.invalid_nodes = unread
+        return schedule(snap, state, now)
+
+    w.apply(cycle(t0, None))
+    assert not cycle(t0 + 1, {"n1": "cannot be read"}).evicted
+    assert not state.standing_view().gangs["default/job"].lost
+    gone = cycle(t0 + 2, {})
+    assert state.standing_view().gangs["default/job"].lost == {"default/job-1"}
+    assert {d.pod for d in gone.evicted} == {"default/job-0", "default/job-1", "default/job-2"}
