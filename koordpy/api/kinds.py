@@ -183,7 +183,7 @@ KINDS: tuple[Kind, ...] = (
     # gangs' members (PREEMPTION_ONLY).
     Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
          list_call="CoreV1Api.list_pod_for_all_namespaces",
-         writes=("patch", "delete", "binding:create", "status:patch"), change="count"),
+         writes=("patch", "delete", "binding:create", "status:patch"), change="count", errors="invalid_pods"),
     Kind("Namespace", "", "v1", "namespaces", False, _from_raw(Namespace), "namespace",  # labels, for namespaceSelector
          "namespaces", shape="labels", optional=False, list_call="CoreV1Api.list_namespace"),
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),

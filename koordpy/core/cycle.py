@@ -924,6 +924,11 @@ class Cycle:
             return
         if deferred:
             return  # its replacements are tried next cycle, at once (the round's cap left them)
+        namespace = key.split("/", 1)[0] + "/"
+        if any(k.startswith(namespace) for k in snapshot.invalid_pods):
+            # A pod there that does not parse may be a member, running: what is read is not enough to
+            # evict (it is reported as an object that does not parse; fixed, the gang is read again).
+            return
         held = self.cluster.is_held  # nominated this very cycle: the pod object does not say it yet
         if reading.arriving or any(p.nominated_node_name or held(p.key) for p in gang.pods if not p.node_name):
             return  # replacements bind or hold room being made for them: woken by their change
