@@ -178,12 +178,12 @@ def _owner(api_version: str, kind: str) -> Callable[[dict[str, Any]], object]:
 _GANG_ERRORS = "invalid_podgroups"  # any gang kind's PodGroup that does not parse (a pod naming it waits)
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, _from_raw(Node), "node", "nodes", shape="list", optional=False,
-         list_call="CoreV1Api.list_node", change="arrays"),
+         list_call="CoreV1Api.list_node", change="arrays", errors="invalid_nodes"),
     # patch: the gang-timeout and stale-since annotations; delete: preemption's victims and stale
     # gangs' members (PREEMPTION_ONLY).
     Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
          list_call="CoreV1Api.list_pod_for_all_namespaces",
-         writes=("patch", "delete", "binding:create", "status:patch"), change="count"),
+         writes=("patch", "delete", "binding:create", "status:patch"), change="count", errors="invalid_pods"),
     Kind("Namespace", "", "v1", "namespaces", False, _from_raw(Namespace), "namespace",  # labels, for namespaceSelector
          "namespaces", shape="labels", optional=False, list_call="CoreV1Api.list_namespace"),
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),

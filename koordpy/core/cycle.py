@@ -166,7 +166,7 @@ class Cycle:
         round_.close()
         view.dirty -= left  # their statuses are written when they are tried
         self._podgroup_statuses(gangs, view.dirty)
-        self._stale_gangs(changed)  # after the statuses: a stale gang's condition goes on top of theirs
+        self._stale_gangs(changed, left)  # after the statuses: a stale gang's condition goes on top of theirs
         self.result.next_deadline = self._next_deadline()
         return self.result
 
@@ -859,12 +859,13 @@ class Cycle:
 
     # -- stale gangs (koordpy.core.stale) ------------------------------------------------------
 
-    def _stale_gangs(self, changed: set[str]) -> None:
+    def _stale_gangs(self, changed: set[str], left: set[str]) -> None:
         """After the jobs (their binds count) and the statuses: each gang the refresh rebuilt (its pods
         or object changed, or which of its members count did: a node changed, a toleration ran out)
         and each gang stale already is read again; stale ones keep their stale-since and are evicted
         once their grace ends, the others lose it. A cycle with nothing changed reads its stale gangs
-        alone."""
+        alone. ``left``: the gangs whose jobs the round left for the next cycle (not evicted before
+        their replacements are tried)."""
         view, snapshot, state = self.view, self.snapshot, self.state
         names = snapshot.scheduler_names
         for key in sorted(changed.union(state.stale_since)):
@@ -879,23 +880,39 @@ class Cycle:
             if gang is None or reading is None or not reading.stale:
                 self._not_stale(key, gang, ours and key in changed)
             else:
-                self._stale(gang, reading, key in changed)
+                self._stale(gang, reading, key in changed, key in left)
 
     def _not_stale(self, key: str, gang: Gang | None, changed: bool) -> None:
         """Stale-since forgotten, and cleared where the gang's dialect keeps it: when this scheduler
         kept it, or (``changed``: a gang of ours that changed; a restart reads every gang once) when
         the gang's object or members still say it."""
-        was = self.state.clear_stale(key)
-        if gang is None or (was is None and not changed):
+        state = self.state
+        was = state.clear_stale(key)
+        if gang is None:
+            state.cleared_seen(key)
             return
-        if was is not None or dialects.stale_since(key, gang.pods, self.snapshot) is not None:
+        if was is None and not changed:
+            return
+        said = dialects.stale_since(key, gang.pods, self.snapshot) if was is None else None
+        if was is not None:
+            self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
+        elif said is None:
+            state.cleared_seen(key)
+        elif stale.since_when(None, said, state.stale_cleared.get(key), self.now) != said:
+            # Still what it said before this scheduler's clear, in flight: not written again each
+            # time the gang changes until the cache sees it.
+            return
+        else:
             self.result.decide(*dialects.stale_marks(key, gang.pods, None, self.snapshot, self.statuses))
 
-    def _stale(self, gang: Gang, reading: stale.Health, changed: bool) -> None:
+    def _stale(self, gang: Gang, reading: stale.Health, changed: bool, deferred: bool) -> None:
         key, snapshot, now = gang.key, self.snapshot, self.now
         had = self.state.stale_since.get(key)
         kept = dialects.stale_since(key, gang.pods, snapshot)
-        since = min((t for t in (had, kept) if t is not None), default=now)
+        ended = self.state.stale_cleared.get(key)
+        since = stale.since_when(had, kept, ended, now)
+        if ended is not None and (kept is None or kept >= ended + 1):
+            self.state.cleared_seen(key)  # the object no longer says the clock that ended
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)
             self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))
@@ -910,7 +927,15 @@ class Cycle:
         if now < ends:
             self.stale_ends.append(ends)
             return
-        if reading.arriving or any(p.nominated_node_name for p in gang.pods if not p.node_name):
+        if deferred:
+            return  # its replacements are tried next cycle, at once (the round's cap left them)
+        namespace = key.split("/", 1)[0] + "/"
+        if any(k.startswith(namespace) for k in snapshot.invalid_pods):
+            # A pod there that does not parse may be a member, running: what is read is not enough to
+            # evict (it is reported as an object that does not parse; fixed, the gang is read again).
+            return
+        held = self.cluster.is_held  # nominated this very cycle: the pod object does not say it yet
+        if reading.arriving or any(p.nominated_node_name or held(p.key) for p in gang.pods if not p.node_name):
             return  # replacements bind or hold room being made for them: woken by their change
         evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts)
         message = render(evicted)

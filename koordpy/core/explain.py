@@ -259,7 +259,8 @@ class _Explainer:
         nodes = {n.name: n for n in snapshot.nodes}
         for gang in self.gangs.values():
             gang.lost = frozenset(p.key for p in gang.pods
-                                  if p.node_name and loss(p, nodes.get(p.node_name), now) is not None)
+                                  if p.node_name and p.node_name not in snapshot.invalid_nodes
+                                  and loss(p, nodes.get(p.node_name), now) is not None)
         self.groups = group_of(self.gangs)
         # The pods that have finished, by the gang they were part of: no longer its members, but
         # what a finished job, or a gang short of pods that finished, is told by.
@@ -671,9 +672,8 @@ class _Explainer:
         if reading is None or not reading.stale:
             return ()
         key, snapshot = gang.key, self.snapshot
-        kept = [t for t in (self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot))
-                if t is not None]
-        since = min(kept, default=self.now)
+        since = stale.since_when(self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot),
+                                 self.state.stale_cleared.get(key), self.now)
         grace = dialects.stale_grace(key, gang.pods, snapshot)
         ends = stale.due(since, snapshot.stale_grace if grace is None else grace)
         held = ends is not None and ends <= self.now and (

@@ -54,6 +54,10 @@ class Snapshot:
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
     topologies: dict[str, Topology] = field(default_factory=dict)  # Kueue / KAI Topology by name
     invalid_topologies: dict[str, str] = field(default_factory=dict)  # name -> error
+    # Nodes that do not parse: there, not gone (their pods still count to their gangs, koordpy.core.liveness).
+    invalid_nodes: dict[str, str] = field(default_factory=dict)  # name -> error
+    # Pods that do not parse: a gang cannot tell whether one of them is its member, running.
+    invalid_pods: dict[str, str] = field(default_factory=dict)  # namespace/name -> error
     volcano_podgroups: dict[str, VolcanoPodGroup] = field(default_factory=dict)
     kai_podgroups: dict[str, KaiPodGroup] = field(default_factory=dict)
     kai_queues: dict[str, KaiQueue] = field(default_factory=dict)  # KAI's Queues by name (minimum runtimes)

@@ -83,3 +83,13 @@ def health(gang: Gang, bound_now: Mapping[str, str], succeeded: bool | None = No
 def due(since: float, grace: float) -> float | None:
     """When a gang stale since ``since`` is evicted: None for a negative grace (never: only reported)."""
     return None if grace < 0 else since + grace
+
+
+def since_when(had: float | None, kept: float | None, cleared: float | None, now: float) -> float:
+    """Since when a gang stale now is: the earliest of the scheduler's memory (``had``) and what its
+    object or members say (``kept``), else ``now``. A ``kept`` no later than the stale-since this
+    scheduler ``cleared`` when the gang was whole again is that ended clock, its clear not seen yet
+    (the stamp is whole seconds, hence the second); a restart has no memory and reads ``kept``."""
+    if kept is not None and cleared is not None and kept < cleared + 1:
+        kept = None
+    return min((t for t in (had, kept) if t is not None), default=now)

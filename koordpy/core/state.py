@@ -77,6 +77,9 @@ class SchedulerState:
     # Stale gangs (koordpy.core.stale) -> since when: what the gang's object or members say once
     # the write is seen, kept here until then (and read from there after a restart).
     stale_since: dict[str, float] = field(default_factory=dict)
+    # Stale gangs whose stale-since this scheduler cleared -> the one it cleared, until the object or
+    # members no longer say it: a gang stale again before the clear is seen starts a new clock.
+    stale_cleared: dict[str, float] = field(default_factory=dict)
     # The cycle's standing view of the cluster (koordpy.core.view); rebuilt when missing.
     view: View | None = field(default=None, repr=False, compare=False)
     # The open transaction the transitions record into (None: nothing records them).
@@ -191,8 +194,16 @@ class SchedulerState:
             self._set(self.stale_since, gang, since)
 
     def clear_stale(self, gang: str) -> float | None:
-        """``gang`` is not stale (any more, or is gone); since when it was, if it was."""
-        return self._pop(self.stale_since, gang)
+        """``gang`` is not stale (any more, or is gone); since when it was, if it was (remembered as
+        cleared until ``cleared_seen``)."""
+        was = self._pop(self.stale_since, gang)
+        if was is not None:
+            self._set(self.stale_cleared, gang, was)
+        return was
+
+    def cleared_seen(self, gang: str) -> None:
+        """Where ``gang`` keeps its stale-since no longer says the one cleared (or the gang is gone)."""
+        self._pop(self.stale_cleared, gang)
 
     # -- the standing view (a cache, outside the transaction) ----------------------------------
 

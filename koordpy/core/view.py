@@ -314,6 +314,11 @@ class View:
         recheck = {k for k, due in self.loss_due.items() if now >= due}
         if arrays and not whole and prev is not None and before is not None:
             recheck |= self._gangs_on(nodes_changed(snapshot, prev), before, cluster)
+        if not whole and prev is not None and (unread := prev.invalid_nodes.keys() ^ snapshot.invalid_nodes.keys()):
+            # A node that does not parse counts its pods nowhere: one deleted while unread (or read
+            # again) is found through its pods, a rare change that is worth a pass over them.
+            member_of = self.member_of
+            recheck |= {g for k, p in self.by_key.items() if p.node_name in unread and (g := member_of.get(k))}
         self._refresh_jobs(snapshot, state, prev, changed, keys, removed, whole, now, recheck)
         return cluster
 
@@ -336,6 +341,9 @@ class View:
         cluster = self.cluster
         assert cluster is not None
         index, nodes = cluster.node_index, cluster.nodes
+        # A node whose object does not parse is not in the snapshot's nodes, but it is there: its pods
+        # are not taken for lost (a stale gang's eviction, replacements) for want of reading it.
+        unread = self.snapshot.invalid_nodes if self.snapshot is not None else {}
         lost: list[str] = []
         due: float | None = None
         for p in gang.pods:
@@ -343,6 +351,8 @@ class View:
                 continue
             i = index.get(p.node_name)
             node = None if i is None else nodes[i]
+            if node is None and p.node_name in unread:
+                continue
             if loss(p, node, now) is not None:
                 lost.append(p.key)
                 continue

@@ -160,3 +160,16 @@ def test_the_controller_warms_the_kernels_without_importing_the_simulator() -> N
                          check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_a_node_that_does_not_parse_reaches_the_core_as_there_not_gone() -> None:
+    # Its pods then still count to their gangs (a stale gang's eviction, replacements of lost members).
+    fields = snapshot_fields(kinds.new_stores(), {("Node", "n1"): "Node n1: status.allocatable.cpu: not a quantity"})
+    assert fields["invalid_nodes"] == {"n1": "Node n1: status.allocatable.cpu: not a quantity"}
+    assert fields["nodes"] == []
+
+
+def test_a_pod_that_does_not_parse_reaches_the_core_by_name() -> None:
+    # A stale gang of its namespace is then not evicted for want of reading it.
+    fields = snapshot_fields(kinds.new_stores(), {("Pod", "ns/p"): "Pod ns/p: status.phase: cannot be read"})
+    assert fields["invalid_pods"] == {"ns/p": "Pod ns/p: status.phase: cannot be read"}
