@@ -40,7 +40,7 @@ def test_the_crds_directory_holds_every_new_kind() -> None:
     names = {p.name for p in CRDS}
     assert {"topology.volcano.sh_hypernodes.yaml", "scheduling.volcano.sh_podgroups.yaml",
             "kueue.x-k8s.io_topologies.yaml", "kai.scheduler_topologies.yaml",
-            "scheduling.run.ai_podgroups.yaml"} <= names
+            "scheduling.run.ai_podgroups.yaml", "scheduling.run.ai_queues.yaml"} <= names
 
 
 @pytest.mark.parametrize("path", CRDS, ids=lambda p: p.name)
