@@ -347,7 +347,8 @@ class SchedulerLoop:
         m.gang_bound.inc(len(result.gangs_placed))
         m.gang_timed_out.inc(len(result.gangs_timed_out))
         m.stale_gangs.set(len(self.state.stale_since))
-        m.stale_gang_evictions.inc(len(result.evicted))
+        # (stale_gang_evictions is counted as each eviction is written: one that fails is decided
+        # again by a later cycle, and would be counted twice here.)
         m.gang_waiting.set(self._gangs_waiting(result))
         for source, count in self.cache.topology_objects().items():
             m.topology_objects.labels(source).set(count)
@@ -405,6 +406,8 @@ class SchedulerLoop:
 
     async def _evict(self, d: Evict, uid: str) -> None:
         if await self.writer.preempt(d.pod, uid, d.message, d.reason):
+            if self.metrics is not None:
+                self.metrics.stale_gang_evictions.inc()
             self.writer.spawn_owed(self.writer.event("Pod", d.pod, uid, "Warning", d.reason, d.message))
         else:
             self.cache.forget_preempted(d.pod)

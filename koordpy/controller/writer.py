@@ -308,6 +308,7 @@ class ApiWriter:
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if uid:
             options["preconditions"] = {"uid": uid}
+        failed = "cannot preempt" if reason == PREEMPTION_REASON else "cannot evict"
         async with self.preempt_sem:
             try:
                 await self._call("pod-status", f"DisruptionTarget of pod {pod_key}",
@@ -318,11 +319,11 @@ class ApiWriter:
                 log.info("victim already gone", pod=pod_key, detail=str(exc))
             except ApiException as exc:
                 if not _uid_mismatch(exc):
-                    log.error("cannot preempt", pod=pod_key, status=exc.status, error=str(exc.reason))
+                    log.error(failed, pod=pod_key, reason=reason, status=exc.status, error=str(exc.reason))
                     return False
                 log.info("victim already gone: the name belongs to another pod", pod=pod_key)
             except Exception as exc:
-                log.error("cannot preempt", pod=pod_key, error=str(exc))
+                log.error(failed, pod=pod_key, reason=reason, error=str(exc))
                 return False
         return True
 

@@ -13,6 +13,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from koordpy.api.kinds import by_id
 from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
+from koordpy.controller.metrics import Metrics
 from koordpy.controller.writer import MERGE_PATCH, ApiWriter
 from koordpy.core.decisions import Evict, ObjectAnnotate
 from tests.builders import node, pod
@@ -94,7 +95,8 @@ async def test_the_loop_evicts_and_the_next_snapshot_shows_the_member_terminatin
         monkeypatch: pytest.MonkeyPatch, ok: bool) -> None:
     cache = stale_cache()
     writer = StaleWriter(ok)
-    loop = SchedulerLoop(cache, writer, NAMES)  # type: ignore[arg-type]
+    metrics = Metrics()
+    loop = SchedulerLoop(cache, writer, NAMES, metrics=metrics)  # type: ignore[arg-type]
     preemption_cycle(monkeypatch, [Evict("default/job-0", MESSAGE, "default/job"),
                                    ObjectAnnotate(PODGROUP, "default/job", "koordpy.io/stale-since", None)])
     await loop.cycle()
@@ -103,6 +105,8 @@ async def test_the_loop_evicts_and_the_next_snapshot_shows_the_member_terminatin
     await writer.settle()
     assert writer.evictions == [("default/job-0", "u0", MESSAGE, "StaleGangEviction")]
     assert writer.annotations == [(PODGROUP.id, "default/job", "koordpy.io/stale-since", None)]
+    # Counted once written: a failed eviction is decided again by a later cycle, and counted then.
+    assert metrics.registry.get_sample_value("koordpy_stale_gang_evictions_total") == (1 if ok else 0)
     if ok:
         assert writer.events == [("default/job-0", "u0", "Warning", "StaleGangEviction", MESSAGE)]
     else:  # the write failed: the member is shown running again, so the core decides anew
