@@ -54,16 +54,22 @@ def noexecute_deadline(pod: Pod, taint: Taint) -> float | None:
     return taint.time_added + seconds
 
 
-def node_fails_at(pod: Pod, node: Node) -> float | None:
-    """The earliest time a ``NoExecute`` taint of ``node`` evicts ``pod`` (``-inf``: already), or None."""
-    first: float | None = None
+def _earliest_failure(pod: Pod, node: Node) -> tuple[float, Taint] | None:
+    """The ``NoExecute`` taint of ``node`` that evicts ``pod`` first, and when (``-inf``: already)."""
+    first: tuple[float, Taint] | None = None
     for taint in node.taints:
         if taint.effect != "NoExecute":
             continue
         at = noexecute_deadline(pod, taint)
-        if at is not None and (first is None or at < first):
-            first = at
+        if at is not None and (first is None or at < first[0]):
+            first = (at, taint)
     return first
+
+
+def node_fails_at(pod: Pod, node: Node) -> float | None:
+    """The earliest time a ``NoExecute`` taint of ``node`` evicts ``pod`` (``-inf``: already), or None."""
+    first = _earliest_failure(pod, node)
+    return None if first is None else first[0]
 
 
 def loss(pod: Pod, node: Node | None, now: float) -> Loss | None:
@@ -75,9 +81,9 @@ def loss(pod: Pod, node: Node | None, now: float) -> Loss | None:
         return Loss("terminating", pod.reason)
     if node is None:
         return Loss("node-gone", pod.node_name)
-    at = node_fails_at(pod, node)
-    if at is not None and at <= now:
-        return Loss("node-failed", _failing_taint(pod, node, now))
+    first = _earliest_failure(pod, node)
+    if first is not None and first[0] <= now:
+        return Loss("node-failed", first[1].key)
     return None
 
 
@@ -89,11 +95,3 @@ def lost_later(pod: Pod, node: Node | None, now: float) -> float | None:
     at = node_fails_at(pod, node)
     return at if at is not None and at > now else None
 
-
-def _failing_taint(pod: Pod, node: Node, now: float) -> str:
-    for taint in node.taints:
-        if taint.effect == "NoExecute":
-            at = noexecute_deadline(pod, taint)
-            if at is not None and at <= now:
-                return taint.key
-    return ""
