@@ -102,6 +102,62 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class _Room:
+    """What bounds a job's room by resources alone, for ``_Gauge``: the cluster's free room with no
+    victim gone, the job's smallest request and the nodes some kind of its pods may use
+    (``_loose``), the per-node cap of its pods, and its size."""
+
+    free: npt.NDArray[np.int64]
+    vec: npt.NDArray[np.int64]
+    feasible: npt.NDArray[np.bool_]
+    cap: npt.NDArray[np.int64]
+    desired: int
+
+
+class _Gauge:
+    """A refine's bound by resources alone: per node of the candidate, how many of the job's pods
+    its room takes with the victims still evicted gone (``_loose``'s count, which never
+    underestimates), and their sum. A victim whose return would bring the sum under the job's size
+    cannot return: no placement fits where resources alone do not, and the rules between pods only
+    take room away while the victim stays, unless it is a pod the job's required affinity or hard
+    spread counts (``helps``), which the gauge never turns away. So it skips only placements
+    certain to fail, and the refine ends as it would have."""
+
+    def __init__(self, room: _Room, only: npt.NDArray[np.bool_], v_node: npt.NDArray[np.int64],
+                 v_req: npt.NDArray[np.int64], helps: npt.NDArray[np.bool_]) -> None:
+        self.reclaim = room.free.copy()
+        np.add.at(self.reclaim, v_node, v_req)
+        self.ok = room.feasible & only
+        # Capped at the job's size, so the sum stays exact where it matters and never overflows.
+        self.limit = np.minimum(room.cap, room.desired)
+        self.slots = np.minimum(node_offerslots(self.reclaim, room.vec, self.ok), self.limit)
+        self.total = int(self.slots.sum())
+        self.room, self.v_node, self.v_req, self.helps = room, v_node, v_req, helps
+
+    def _slots(self, n: int, free: npt.NDArray[np.int64]) -> int:
+        if not self.ok[n]:
+            return 0
+        asked = self.room.vec > 0
+        fit = int((np.maximum(free[asked], 0) // self.room.vec[asked]).min()) if bool(asked.any()) else UNBOUNDED
+        return min(fit, int(self.limit[n]))
+
+    def may_return(self, v: int) -> bool:
+        """Whether the job could still fit by resources with victim ``v`` back."""
+        if self.helps[v]:
+            return True
+        n = int(self.v_node[v])
+        after = self._slots(n, self.reclaim[n] - self.v_req[v])
+        return self.total - int(self.slots[n]) + after >= self.room.desired
+
+    def returned(self, v: int) -> None:
+        n = int(self.v_node[v])
+        self.reclaim[n] -= self.v_req[v]
+        after = self._slots(n, self.reclaim[n])
+        self.total += after - int(self.slots[n])
+        self.slots[n] = after
+
+
+@dataclass(frozen=True)
 class _Shield:
     """The running pods their job's minimum runtime protects now, per index row (of ``size`` rows):
     until when (0: not protected); whether no plan may take it (``hard``); else its elastic gang as a
@@ -336,6 +392,7 @@ class Preemptor:
         v_node = idx.node[rows]
         v_req = idx.req[rows]
         reclaim = reclaimable_free(cluster.free(), v_node, v_req)
+        vec_own = vec
         order = self._reprieve_order(rows, prio)
         shared = self._device_room(pods, rows, order, feasible, len(pods))
         if shared is not None:
@@ -355,6 +412,7 @@ class Preemptor:
             return self._protected(eligible, shield, asked) or Plan(
                 "none", render(NotHelpful(desired, most[0], most[1])))
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
+        v_req_own = v_req[:, :len(vec_own)]  # without the device column
         v_held = idx.held[rows]
         blocks = self._blocks(kinds, rows)
         units, unit_size = self._units_of(rows)
@@ -411,6 +469,9 @@ class Preemptor:
         # a third try spares them (kube-scheduler evicts every lower-priority pod on the node and gives
         # up on it; koordpy keeps the pods the preemptor is affine to).
         wanted = self._wanted(pods, rows)
+        # The refine's bound by resources (the device column left out: devices only take room away).
+        gauging = _Room(cluster.free(), vec_own, feasible, cap, desired) if inexact else None
+        helps = self._helps(pods, rows, wanted) if inexact else np.zeros(0, dtype=np.bool_)
         best: tuple[tuple[int, ...], Plan] | None = None
         compared = 0
         for i in ranking.tolist():
@@ -430,7 +491,10 @@ class Preemptor:
                 if plan is None:
                     continue
                 if inexact:
-                    plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
+                    gauge = None if gauging is None else _Gauge(gauging, only, v_node[attempt], v_req_own[attempt],
+                                                             helps[attempt])
+                    plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan,
+                                        gauge)
                 plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
                 plan.where = cands.names[c]
                 gone = set(plan.victims)
@@ -763,18 +827,38 @@ class Preemptor:
 
     def _refine(self, job: Job, pods: list[Pod], req: Requirement | None, place: Place, stmt: Statement,
                 victims: npt.NDArray[np.int64], held: npt.NDArray[np.bool_], only: npt.NDArray[np.bool_],
-                plan: Plan) -> Plan:
+                plan: Plan, gauge: _Gauge | None = None) -> Plan:
         """Reprieve against the real placement (in reprieve order, a bounded number of tries): each
-        victim whose return still lets the job be placed stays."""
+        victim whose return still lets the job be placed stays. A victim the room cannot spare by
+        resources alone (``gauge``) is not placed for: that placement would fail."""
         evict = np.ones(len(victims), dtype=np.bool_)
         for v in range(min(len(victims), MAX_REFINED)):
+            if gauge is not None and not gauge.may_return(v):
+                continue
             evict[v] = False
             trial = self._verify(job, pods, req, place, stmt, victims[evict], held[evict], only)
             if trial is None:
                 evict[v] = True
             else:
                 plan = trial
+                if gauge is not None:
+                    gauge.returned(v)
         return plan
+
+    def _helps(self, pods: list[Pod], rows: npt.NDArray[np.int64],
+               wanted: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_]:
+        """Per victim row, whether its presence could let the job in where its absence does not: a
+        pod some required affinity term of the job matches (``wanted``), or one a hard spread
+        constraint of the job counts (by labels alone, whatever its namespace: counting more is safe)."""
+        out = np.zeros(len(rows), dtype=np.bool_) if wanted is None else wanted.copy()
+        selectors = {c.selector for p in pods for c in p.spread if c.hard}
+        if selectors:
+            objects, keys = self.cluster.objects, self.cluster.index.keys
+            for i, r in enumerate(rows.tolist()):
+                o = objects.get(keys[r])
+                if o is None or any(s.matches(o.labels) for s in selectors):
+                    out[i] = True
+        return out
 
     def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:
         """A unit (disruptionMode all) is a victim only whole: none of its members is one when any of
