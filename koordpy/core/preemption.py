@@ -31,6 +31,7 @@ from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
 from koordpy.core.placement import Placer
+from koordpy.core.podrules import Match
 from koordpy.core.requirement import Requirement, SearchScope
 from koordpy.core.runtime import ANN_MIN_RUNTIME, Runtime, lone_runtime
 from koordpy.core.snapshot import Snapshot
@@ -848,9 +849,12 @@ class Preemptor:
     def _helps(self, pods: list[Pod], rows: npt.NDArray[np.int64],
                wanted: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_]:
         """Per victim row, whether its presence could let the job in where its absence does not: a
-        pod some required affinity term of the job matches (``wanted``), or one a hard spread
+        pod some required affinity term of the job matches (``wanted``) unless pods that stay
+        already satisfy those terms wherever it runs (``_redundant``), or one a hard spread
         constraint of the job counts (by labels alone, whatever its namespace: counting more is safe)."""
-        out = np.zeros(len(rows), dtype=np.bool_) if wanted is None else wanted.copy()
+        out = np.zeros(len(rows), dtype=np.bool_)
+        if wanted is not None and bool(np.any(wanted)):
+            out = wanted & ~self._redundant(pods, rows, wanted)
         selectors = {c.selector for p in pods for c in p.spread if c.hard}
         if selectors:
             objects, keys = self.cluster.objects, self.cluster.index.keys
@@ -858,6 +862,48 @@ class Preemptor:
                 o = objects.get(keys[r])
                 if o is None or any(s.matches(o.labels) for s in selectors):
                     out[i] = True
+        return out
+
+    def _redundant(self, pods: list[Pod], rows: npt.NDArray[np.int64],
+                   wanted: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Per victim row, whether the job's required affinity is as well met without it: for each
+        kind of pod in the job, each of its terms finds in the victim's domain of that term a pod
+        that no preemption here removes (running, not a victim of ``rows``, counted as the affinity
+        filter counts: matching all the kind's terms, a nominated pod not yet there). Such a victim
+        adds a match only where one stays, so its return lets no node in (kube-scheduler's affinity
+        filter, ``PodRules._affinity``: the anchor pod of each node in GangPreemptionAffinity)."""
+        presence = self.placer.filters.rules.presence
+        idx, objects = self.cluster.index, self.cluster.objects
+        out = np.ones(len(rows), dtype=np.bool_)
+        asked = np.flatnonzero(wanted).tolist()
+        for terms in {p.pod_affinity for p in pods if p.pod_affinity}:
+            named = [n for n in (presence.namespaces_of(t) for t in terms) if n is not None]
+            match = Match(frozenset.intersection(*named) if named else None, tuple(t.selector for t in terms))
+            staying = presence.tracker(match).copy()
+            held = presence.held_counts(match)
+            if held is not None:
+                staying -= held
+            for r in rows[~idx.held[rows]].tolist():
+                victim = objects.get(idx.keys[r])
+                if victim is not None and match(victim):
+                    staying[idx.node[r]] -= 1
+            per_term = []
+            for t in terms:
+                dom, ndom, _ = presence.domains(t.topology_key)
+                has = dom >= 0
+                per_term.append((dom, np.bincount(dom[has], weights=staying[has], minlength=ndom)))
+            for i in asked:
+                if not out[i]:
+                    continue
+                victim = objects.get(idx.keys[rows[i]])
+                if victim is None:
+                    out[i] = False
+                    continue
+                if not any(presence.term_matches(t, victim) for t in terms):
+                    continue
+                node = int(idx.node[rows[i]])
+                # On a node without the term's label the victim is counted in no domain of it.
+                out[i] = all(dom[node] < 0 or counts[dom[node]] > 0 for dom, counts in per_term)
         return out
 
     def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:

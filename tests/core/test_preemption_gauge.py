@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,16 +48,17 @@ def _both(objects: list[dict[str, Any]]) -> tuple[tuple[Any, ...], tuple[Any, ..
     return gauged, plain, calls[0], calls[1]
 
 
-def _affinity_workload(nodes: int, low_per_node: int) -> list[dict[str, Any]]:
+def _affinity_workload(nodes: int, low_per_node: int, low_labels: dict[str, str]) -> list[dict[str, Any]]:
     """GangPreemptionAffinity's shape: each node runs an anchor pod the gang must sit beside (a
-    priority above the gang's, so no victim) and low pods of which every one must go."""
+    priority above the gang's, so no victim) and low pods of which every one must go; there the low
+    pods carry the anchor's labels too, so the gang's affinity matches them as well."""
     layout = {"spine-a": {"blk-a": list(range(nodes))}}
     out: list[dict[str, Any]] = [*spine_block_nodes(layout, cpu="4"), SPINE_BLOCK_CNT, HIGH, LOW, TOP]
     for n in range(nodes):
         out.append(pod(f"anchor-{n}", cpu="100m", node_name=f"node-{n}", priority_class="top", scheduler="other",
                        labels={"app": "anchor"}))
-        out.extend(pod(f"low-{n}-{i}", cpu="300m", node_name=f"node-{n}", priority_class="low", scheduler="other")
-                   for i in range(low_per_node))
+        out.extend(pod(f"low-{n}-{i}", cpu="300m", node_name=f"node-{n}", priority_class="low", scheduler="other",
+                       labels=low_labels) for i in range(low_per_node))
     members = []
     for i in range(nodes):
         p = pod(f"train-{i}", cpu="3800m", group="train", index=i, priority_class="high")
@@ -67,8 +69,10 @@ def _affinity_workload(nodes: int, low_per_node: int) -> list[dict[str, Any]]:
     return out
 
 
-def test_a_gang_whose_victims_all_have_to_go_is_not_placed_again_for_each_of_them() -> None:
-    gauged, plain, with_gauge, without = _both(_affinity_workload(4, 10))
+@pytest.mark.parametrize("low_labels", [{}, {"app": "anchor"}], ids=["unlabelled", "like-the-anchors"])
+def test_a_gang_whose_victims_all_have_to_go_is_not_placed_again_for_each_of_them(low_labels: dict[str, str]) -> None:
+    # Low pods the gang's affinity matches are no help where an anchor that stays matches it already.
+    gauged, plain, with_gauge, without = _both(_affinity_workload(4, 10, low_labels))
     assert gauged == plain
     assert len(gauged[0]) == 40 and len(gauged[1]) == 4  # every low pod goes, the gang binds
     # Without the gauge each of the first MAX_REFINED victims is put back and the gang placed again.
