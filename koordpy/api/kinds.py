@@ -106,6 +106,12 @@ class Kind:
     # Whether the ResourceClaim controller makes claims from its objects' ``spec.resourceClaims``
     # templates, as from pods' (v1.37, KEP-5729; ``koordpy simulate`` plays it, ``koordpy.sim.claims``).
     claim_templates: bool = False
+    # A top-level section its watch events may come without ("" none), and how an object held is
+    # brought up to date from such an event (``renew(held, raw)``; None: the whole object must be
+    # read). The pod watch cuts out a spec it has read before (``koordpy.controller.podwatch.skim``): most of a
+    # pod's events change its metadata and status alone, and its spec is most of what parsing costs.
+    skim: str = ""
+    renew: Callable[[Any, dict[str, Any]], object | None] | None = None
 
     @property
     def gang(self) -> bool:
@@ -183,7 +189,8 @@ KINDS: tuple[Kind, ...] = (
     # gangs' members (PREEMPTION_ONLY).
     Kind("Pod", "", "v1", "pods", True, _from_raw(Pod), "pod", "pods", shape="list", optional=False,
          list_call="CoreV1Api.list_pod_for_all_namespaces",
-         writes=("patch", "delete", "binding:create", "status:patch"), change="count", errors="invalid_pods"),
+         writes=("patch", "delete", "binding:create", "status:patch"), change="count", errors="invalid_pods",
+         skim="spec", renew=lambda held, raw: held.renewed(raw)),
     Kind("Namespace", "", "v1", "namespaces", False, _from_raw(Namespace), "namespace",  # labels, for namespaceSelector
          "namespaces", shape="labels", optional=False, list_call="CoreV1Api.list_namespace"),
     Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False, _from_raw(PriorityClass),

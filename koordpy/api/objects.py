@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -469,20 +469,6 @@ class Pod(Record, NamespacedKey):
                                           seconds=_seconds(r.integer(tm.get("tolerationSeconds"),
                                                                      f"spec.tolerations[{i}].tolerationSeconds",
                                                                      bits=64))))
-        owners = tuple(
-            {str(k): str(v) for k, v in r.mapping(o, f"metadata.ownerReferences[{i}]").items()
-             if isinstance(v, str | bool)}
-            for i, o in enumerate(r.seq(meta.get("ownerReferences"), "metadata.ownerReferences"))
-        )
-        unschedulable_message = ""
-        preempted = False
-        for i, cond in enumerate(r.seq(status.get("conditions"), "status.conditions")):
-            c = r.mapping(cond, f"status.conditions[{i}]")
-            if c.get("type") == "PodScheduled" and str(c.get("status")) == "False":
-                unschedulable_message = r.string(c.get("message"), f"status.conditions[{i}].message")
-            elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
-                    and c.get("reason") in (PREEMPTION_REASON, STALE_EVICTION_REASON):
-                preempted = True  # deleted by the scheduler's decision: its room is coming free
         grace = r.integer(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", bits=64,
                           minimum=0)
         gates = tuple(
@@ -493,8 +479,6 @@ class Pod(Record, NamespacedKey):
         if claims and MIRROR_POD in r.mapping(meta.get("annotations"), "metadata.annotations"):
             raise r.fail("spec.resourceClaims", "static pods do not support resource claims")
         _container_claims(r, spec, claims)
-        statuses = claim_statuses(r, status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", claims)
-        extended = r.mapping(status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus")
         group = r.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
@@ -509,14 +493,9 @@ class Pod(Record, NamespacedKey):
             labels=_SHARED_LABELS.map(r.str_map(meta.get("labels"), "metadata.labels")),
             annotations=_SHARED_ANNOTATIONS.map(r.str_map(meta.get("annotations"), "metadata.annotations")),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-            start_time=r.timestamp(status.get("startTime"), "status.startTime"),
-            deleting=meta.get("deletionTimestamp") is not None,
             scheduler_name=sys.intern(r.string(spec.get("schedulerName"), "spec.schedulerName")
                                       or "default-scheduler"),
             node_name=sys.intern(r.string(spec.get("nodeName"), "spec.nodeName")),
-            nominated_node_name=sys.intern(r.string(status.get("nominatedNodeName"), "status.nominatedNodeName")),
-            phase=sys.intern(r.string(status.get("phase"), "status.phase") or "Pending"),
-            reason=sys.intern(r.string(status.get("reason"), "status.reason")),
             priority=r.integer(spec.get("priority"), "spec.priority"),
             priority_class_name=sys.intern(r.string(spec.get("priorityClassName"), "spec.priorityClassName")),
             preemption_policy=policy,
@@ -524,16 +503,10 @@ class Pod(Record, NamespacedKey):
             node_selector=_SHARED_LABELS.map(r.str_map(spec.get("nodeSelector"), "spec.nodeSelector")),
             affinity_terms=_SHARED_TERMS.get(tuple(terms)),
             tolerations=_SHARED_TOLERATIONS.get(tuple(tolerations)),
-            owner_references=_SHARED_OWNERS.get(owners, tuple(tuple(o.items()) for o in owners)),
-            unschedulable_message=unschedulable_message,
-            preempted=preempted,
             grace_period=30.0 if grace is None else float(grace),
             scheduling_gates=gates,
             # A gang's pods made from one template name the same claims: one tuple for all of them.
             claims=_SHARED_CLAIMS.get(claims) if claims else (),
-            claim_statuses=statuses or _NO_STATUSES,
-            extended_claim=r.string(extended.get("resourceClaimName"),
-                                    "status.extendedResourceClaimStatus.resourceClaimName"),
             extended_requests=_extended_requests(r, spec) if any(map(_maybe_dra, requests)) else (),
             required_features=_required_features(r, spec),
             # A group given by a field other than podGroupName (the API's union may grow) is still a
@@ -543,7 +516,55 @@ class Pod(Record, NamespacedKey):
             scheduling_group_other=bool(group) and not group.get("podGroupName"),
             **_pod_rules(r, spec, meta),
             volumes=pod_volumes(r, str(meta.get("name") or ""), spec),
+            **_pod_live(r, meta, status, claims),
         )
+
+    def renewed(self, raw: dict[str, Any]) -> Pod | None:
+        """This pod as ``raw`` has it now, ``raw`` being a later version of the very object this one
+        was read from with its spec left out (the pod watch cuts out a spec it has read before):
+        what metadata and status say read again (``_pod_live``), what the spec says kept. None when
+        more than those changed (its name, uid, labels or annotations: the rules between pods and
+        the checks read them with the spec), and the whole object must be read."""
+        r, meta, (status,) = read_object(raw, "Pod", "status")
+        if (meta.get("name") != self.name or (meta.get("namespace") or "default") != self.namespace
+                or (meta.get("uid") or "") != self.uid or (meta.get("labels") or {}) != self.labels
+                or (meta.get("annotations") or {}) != self.annotations):
+            return None
+        return replace(self, **_pod_live(r, meta, status, self.claims))
+
+
+def _pod_live(r: Reader, meta: dict[str, Any], status: dict[str, Any], claims: tuple[PodClaim, ...]) -> dict[str, Any]:
+    """What a pod's metadata (but its name, uid, labels and annotations) and status say: the fields
+    that change while its spec does not (``Pod.renewed``)."""
+    owners = tuple(
+        {str(k): str(v) for k, v in r.mapping(o, f"metadata.ownerReferences[{i}]").items()
+         if isinstance(v, str | bool)}
+        for i, o in enumerate(r.seq(meta.get("ownerReferences"), "metadata.ownerReferences"))
+    )
+    unschedulable_message = ""
+    preempted = False
+    for i, cond in enumerate(r.seq(status.get("conditions"), "status.conditions")):
+        c = r.mapping(cond, f"status.conditions[{i}]")
+        if c.get("type") == "PodScheduled" and str(c.get("status")) == "False":
+            unschedulable_message = r.string(c.get("message"), f"status.conditions[{i}].message")
+        elif c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True" \
+                and c.get("reason") in (PREEMPTION_REASON, STALE_EVICTION_REASON):
+            preempted = True  # deleted by the scheduler's decision: its room is coming free
+    statuses = claim_statuses(r, status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", claims)
+    extended = r.mapping(status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus")
+    return {
+        "start_time": r.timestamp(status.get("startTime"), "status.startTime"),
+        "deleting": meta.get("deletionTimestamp") is not None,
+        "nominated_node_name": sys.intern(r.string(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+        "phase": sys.intern(r.string(status.get("phase"), "status.phase") or "Pending"),
+        "reason": sys.intern(r.string(status.get("reason"), "status.reason")),
+        "owner_references": _SHARED_OWNERS.get(owners, tuple(tuple(o.items()) for o in owners)),
+        "unschedulable_message": unschedulable_message,
+        "preempted": preempted,
+        "claim_statuses": statuses or _NO_STATUSES,
+        "extended_claim": r.string(extended.get("resourceClaimName"),
+                                   "status.extendedResourceClaimStatus.resourceClaimName"),
+    }
 
 
 def _interned_map(values: dict[str, str]) -> dict[str, str]:

@@ -141,6 +141,9 @@ class Cache(Stores):
     # Unbound pods with spec.schedulingGates -> their schedulerName: the metrics' gated queue.
     gated: dict[str, str] = field(default_factory=dict)
     versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    # A skimmed kind's objects (``Kind.skim``): cache name -> key -> the hash of the section's bytes
+    # the held object was read with, so that a later event with the same bytes needs no more read.
+    signs: dict[str, dict[str, int]] = field(default_factory=dict)
     # (cache name, key) -> the API group of the resource that filed it: a LIST drops only its own.
     listed_by: dict[tuple[str, str], str] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -176,20 +179,46 @@ class Cache(Stores):
     # created claim's key, "" while unknown; when that was learnt, monotonic).
     _creating: dict[str, tuple[str, float]] = field(default_factory=dict)
 
-    def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
+    def observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any], sign: int | None = None) -> None:
         """One watch event (type ADDED, MODIFIED, DELETED, or None for a listed object) of ``kind``
-        (the registry's entry, or the name the cache files it under).
+        (the registry's entry, or the name the cache files it under). ``sign``: the hash of the bytes
+        of its skimmed section (``Kind.skim``) as the watch line had them, kept for ``observe_skimmed``.
 
         Never raises: a watch handler that raised would leave the object unknown to the cache
         (kopf logs and drops the event; the pod watch would relist forever)."""
         try:
-            self._observe(kind, event_type, raw)
+            self._observe(kind, event_type, raw, sign=sign)
         except Exception:
             name = _kind(kind)[1]
             log.exception("cannot process a watch event", kind=name, event_type=event_type,
                           object=object_ref(raw, name) if isinstance(raw, dict) else repr(raw)[:200])
 
-    def _observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any]) -> None:
+    def observe_skimmed(self, kind: Kind, event_type: str | None, raw: dict[str, Any], sign: int) -> bool:
+        """A watch event of a skimmed kind whose object came without its ``Kind.skim`` section,
+        ``sign`` the hash of that section's bytes: filed from the object held when it was read from
+        the same bytes and ``Kind.renew`` brings it up to date (a deletion needs no section at all).
+        False when the whole object must be read and filed instead (``observe``)."""
+        try:
+            if event_type == "DELETED":
+                self._observe(kind, event_type, raw)
+                return True
+            name = kind.label
+            key = kind.key(raw)
+            if kind.renew is None or self.signs.get(name, {}).get(key) != sign:
+                return False
+            held = self.stores[kind.store].get(kind.store_key(key))
+            obj = None if held is None else kind.renew(held, raw)
+            if obj is None:
+                return False
+            self._observe(kind, event_type, raw, obj=obj, sign=sign)
+            return True
+        except Exception:
+            # Whatever the shortcut trips on, reading the whole object says it properly.
+            log.debug("skimmed event not filed, reading it whole", kind=kind.label, exc_info=True)
+            return False
+
+    def _observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any], *,
+                 obj: object | None = None, sign: int | None = None) -> None:
         found, name = _kind(kind)
         key = _key(found, raw)
         rv = _rv(raw)
@@ -207,7 +236,15 @@ class Cache(Stores):
             self._remove(found, name, key)
             self.versions.pop(at, None)
             self.listed_by.pop(at, None)
-        elif not self._store(found, name, key, raw):
+            self.changed.set()
+            return
+        if found is not None and found.skim:
+            signs = self.signs.setdefault(name, {})
+            if sign is None:
+                signs.pop(key, None)
+            else:
+                signs[key] = sign
+        if not self._store(found, name, key, raw, obj):
             return  # a heartbeat: nothing scheduling reads changed, and no cycle is owed
         self.changed.set()
 
@@ -245,9 +282,9 @@ class Cache(Stores):
             self.changed.set()
         return len(stale)
 
-    def _store(self, kind: Kind | None, name: str, key: str, raw: dict[str, Any]) -> bool:
-        """Files the object where the registry says; False when it is an object of a KEPT_IF_EQUAL
-        store equal to the one held, which is then kept as it was, object and all."""
+    def _store(self, kind: Kind | None, name: str, key: str, raw: dict[str, Any], parsed: object | None = None) -> bool:
+        """Files the object where the registry says (``parsed``: as read already); False when it is an
+        object of a KEPT_IF_EQUAL store equal to the one held, which is then kept as it was, object and all."""
         was_invalid = self.invalid.pop((name, key), None) is not None
         if kind is None:
             return True
@@ -256,7 +293,7 @@ class Cache(Stores):
             self._groups_version += 1
         try:
             kind.check_only(raw, name)  # reported, as `koordpy simulate` refuses it, and never used
-            obj = kind.parse(raw)
+            obj = kind.parse(raw) if parsed is None else parsed
             store = self.stores[kind.store]
             at = kind.store_key(key)
             if kind.store in KEPT_IF_EQUAL and not was_invalid and store.get(at) == obj:
@@ -284,6 +321,8 @@ class Cache(Stores):
         self.invalid.pop((name, key), None)
         if kind is None:
             return
+        if kind.skim:
+            self.signs.get(name, {}).pop(key, None)
         if kind.gang:
             self._groups_changed.add(key)
             self._groups_version += 1

@@ -9,8 +9,9 @@ kopf's handling of those events was a sixth of the scheduler's CPU on 3,000 smal
 keeps what only it does: noticing a kind installed after the start (its CRDs' watch), for the
 kinds not served then (``main.build_registry``).
 
-Belongs here: one kind's watch loop (``watch_kind``) and the splitting of a watch stream into
-events (``lines``). The WATCH call itself is ``client.watch_stream``; filing an object is the cache's.
+Belongs here: one kind's watch loop (``watch_kind``), the splitting of a watch stream into
+events (``lines``) and the cutting of a section koordpy has read before out of an event (``skim``).
+The WATCH call itself is ``client.watch_stream``; filing an object is the cache's.
 
 A watch resumes from the last resourceVersion it saw (bookmarks included); when the API
 server says that version is gone (410), or the connection fails, it lists again and
@@ -72,6 +73,23 @@ async def relist(api: ApiClient, cache: Cache, kind: Kind) -> str:
     return str(version) if version else ""
 
 
+def skim(line: bytes, section: str) -> tuple[int, int] | None:
+    """Where a watch event's top-level ``section`` (the pod's ``spec``) sits in ``line``: the slice
+    from the comma before its key through its closing brace, which cut out leaves the event valid
+    JSON without it; None when it cannot be told for sure (then the whole line is read).
+
+    The API server writes an object's fields in its type's order, the status last. The first
+    ``,"spec":{`` is the object's own: no metadata field holds an object under that key, and strings
+    escape their quotes. The last ``},"status":{`` is where the spec ends, since no field of a pod's
+    status is named status (its conditions' status is a string). Bytes so cut are the whole spec,
+    so equal bytes are an equal spec."""
+    start = line.find(b',"' + section.encode() + b'":{')
+    if start < 0:
+        return None
+    end = line.rfind(b'},"status":{')
+    return (start, end + 1) if end > start else None
+
+
 async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> None:
     """Runs forever; ``version`` is the resourceVersion of the list the cache was filled from
     ("": list first)."""
@@ -90,7 +108,13 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
             try:
                 async for line in lines(resp):
                     read = True
-                    event = loads(line)
+                    cut = skim(line, kind.skim) if kind.skim else None
+                    try:
+                        event = loads(line if cut is None else line[:cut[0]] + line[cut[1]:])
+                    except ValueError:
+                        if cut is None:
+                            raise
+                        cut, event = None, loads(line)
                     type_ = event.get("type")
                     obj = event.get("object") or {}
                     if type_ == "ERROR":
@@ -103,8 +127,17 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
                         version = ""
                         break
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if type_ != "BOOKMARK":
+                    if type_ == "BOOKMARK":
+                        continue
+                    if cut is None:
                         cache.observe(kind, type_, obj)
+                        continue
+                    section = line[cut[0]:cut[1]]
+                    sign = hash(section)
+                    if not cache.observe_skimmed(kind, type_, obj, sign):
+                        # Read whole after all: only the section is left to decode.
+                        obj[kind.skim] = loads(b"{" + section[1:] + b"}")[kind.skim]
+                        cache.observe(kind, type_, obj, sign)
             finally:
                 resp.release()
             if read:

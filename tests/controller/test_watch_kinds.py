@@ -39,8 +39,10 @@ class FakeApi:
     again when they run out): a LIST is (status, items, version); a WATCH (status, events)."""
 
     def __init__(self, path: str, lists: list[tuple[int, list[dict[str, Any]], int]],
-                 watches: list[tuple[int, list[dict[str, Any]]]]) -> None:
+                 watches: list[tuple[int, list[dict[str, Any]]]], compact: bool = False) -> None:
         self.path, self.lists, self.watches = path, lists, watches
+        # Written as the API server writes them (no spaces), else as json.dumps does by default.
+        self.separators = (",", ":") if compact else None
         self.calls: list[str] = []  # "list" or "watch@<resourceVersion>"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -52,7 +54,7 @@ class FakeApi:
             resp = web.StreamResponse()
             await resp.prepare(request)
             for event in events:  # several events in one chunk, and one split over two
-                data = json.dumps(event).encode() + b"\n"
+                data = json.dumps(event, separators=self.separators).encode() + b"\n"
                 await resp.write(data[:7])
                 await resp.write(data[7:])
             await asyncio.sleep(0.05)
