@@ -583,6 +583,7 @@ _SHARED_TERMS = Shared[tuple[NodeSelectorTerm, ...]]()
 _SHARED_CLAIMS = Shared[tuple[PodClaim, ...]]()
 _NO_STATUSES: dict[str, str] = {}  # the claim statuses of every pod without any (nobody writes to it)
 _SHARED_OWNERS = Shared[tuple[dict[str, str], ...]]()
+_SHARED_RULES = Shared[tuple[Any, ...]]()
 
 
 # The node features kube-scheduler v1.37 infers a pod needs, each from what in its spec uses it
@@ -641,7 +642,9 @@ def _pod_rules(r: Reader, spec: dict[str, Any], meta: dict[str, Any]) -> dict[st
         spread.append(_spread(r, c, f"spec.topologySpreadConstraints[{i}]", labels))
     out["spread"] = tuple(spread)
     out["host_ports"] = _host_ports(r, spec)
-    return out
+    # A gang's pods state the same rules: one tuple of each for all of them, so that what tells
+    # kinds of pods apart by their rules (``PodRules.interplay``) compares them by identity.
+    return {k: _SHARED_RULES.get(v) if v else v for k, v in out.items()}
 
 
 def _selector(r: Reader, raw: Any, field: str) -> PodSelector:

@@ -465,13 +465,16 @@ class PodRules:
                 or not any(p.has_pod_rules for p in pods):  # the first asks no property of most pods
             return Interplay()
         read: set[str] = set()
-        for p in {(q.pod_affinity, q.pod_anti_affinity, q.spread): q for q in pods}.values():
+        # Kinds keyed by the rules' identity: a gang's pods share one tuple of each (parsing keeps
+        # them once), and equal rules held apart only make two kinds that answer alike.
+        for p in {(id(q.pod_affinity), id(q.pod_anti_affinity), id(q.spread)): q for q in pods}.values():
             for t in (*p.pod_affinity, *p.pod_anti_affinity):
                 read |= t.selector.keys
             for c in p.spread:
                 read |= c.selector.keys
         kinds = list({(p.namespace, tuple(sorted((k, v) for k, v in p.labels.items() if k in read)),
-                       p.pod_affinity, p.pod_anti_affinity, p.spread, p.host_ports): p for p in pods}.values())
+                       id(p.pod_affinity), id(p.pod_anti_affinity), id(p.spread), id(p.host_ports)): p
+                      for p in pods}.values())
         pres = self.presence
         every_pair_per_node = True
         any_pair = False
