@@ -144,7 +144,9 @@ def test_renewed_is_what_reading_the_whole_pod_gives(status: dict[str, Any], del
         later["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
                                                  "uid": "j-1", "controller": True}]
     obj, _ = _skimmed("MODIFIED", later)
-    assert Pod.from_raw(first).renewed(obj) == Pod.from_raw(later)
+    got, want = Pod.from_raw(first).renewed(obj), Pod.from_raw(later)
+    assert got == want and got is not None
+    assert got.key == want.key and repr(got) == repr(want)  # every slot set, the derived key too
 
 
 async def test_the_pod_watch_reads_a_spec_once() -> None:
