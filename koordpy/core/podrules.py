@@ -481,30 +481,44 @@ class PodRules:
         sequential = False
         keys: set[str] = set()
         ports = False
+        # Per pair that repels on a node: the nodes where it does (a shared host port: all of them;
+        # else those carrying one of the keys its anti-affinity names).
+        repels: list[npt.NDArray[np.bool_]] = []
         for i, a in enumerate(kinds):
             for b in kinds[i:]:
                 node_level = False
+                pair_keys: set[str] = set()
+                pair_ports = False
                 for x, y in ((a, b), (b, a)):
                     for t in x.pod_anti_affinity:
                         if pres.term_matches(t, y):
                             node_level = True
-                            keys.add(t.topology_key)
+                            pair_keys.add(t.topology_key)
                             sequential = sequential or not pres.domains(t.topology_key)[2]
                     sequential = sequential or any(pres.term_matches(t, y) for t in x.pod_affinity)
                     sequential = sequential or any(
                         c.hard and x.namespace == y.namespace and c.selector.matches(y.labels) for c in x.spread)
                     if any(hp.conflicts(hq) for hp in x.host_ports for hq in y.host_ports):
-                        node_level = ports = True
+                        node_level = pair_ports = True
                 any_pair = any_pair or node_level
                 every_pair_per_node = every_pair_per_node and node_level
+                keys |= pair_keys
+                ports = ports or pair_ports
+                if node_level:
+                    on = np.ones(pres.n, dtype=np.bool_)
+                    if not pair_ports:
+                        on[:] = False
+                        for key in pair_keys:
+                            on |= pres.domains(key)[0] >= 0
+                    repels.append(on)
         cap_on = None
         if any_pair and every_pair_per_node:
-            # Where a pair conflicts: everywhere for a shared port, else on nodes with one of the keys.
-            cap_on = np.ones(pres.n, dtype=np.bool_)
-            if not ports:
-                cap_on[:] = False
-                for key in keys:
-                    cap_on |= pres.domains(key)[0] >= 0
+            # A cap of one is exact where every pair repels; where only some do, the members must be
+            # placed one by one (two that do not repel there may share the node, two that do may not).
+            every = np.logical_and.reduce(repels)
+            some = np.logical_or.reduce(repels)
+            cap_on = every
+            sequential = sequential or bool(np.any(some & ~every))
         return Interplay(cap_on=cap_on, sequential=sequential or (any_pair and not every_pair_per_node),
                          cap_ports=ports, cap_keys=tuple(sorted(keys)))
 

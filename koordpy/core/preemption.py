@@ -31,7 +31,6 @@ from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
 from koordpy.core.placement import Placer
-from koordpy.core.podrules import Match
 from koordpy.core.requirement import Requirement, SearchScope
 from koordpy.core.runtime import ANN_MIN_RUNTIME, Runtime, lone_runtime
 from koordpy.core.snapshot import Snapshot
@@ -117,15 +116,16 @@ class _Room:
 
 class _Gauge:
     """A refine's bound by resources alone: per node of the candidate, how many of the job's pods
-    its room takes with the victims still evicted gone (``_loose``'s count, which never
-    underestimates), and their sum. A victim whose return would bring the sum under the job's size
-    cannot return: no placement fits where resources alone do not, and the rules between pods only
-    take room away while the victim stays, unless it is a pod the job's required affinity or hard
-    spread counts (``helps``), which the gauge never turns away. So it skips only placements
-    certain to fail, and the refine ends as it would have."""
+    its room takes with the victims still evicted gone (``_loose``'s count over its nodes and its
+    smallest request, which never underestimates), capped where every pair of the job's pods repels
+    (``_cap``: exact, ``PodRules.interplay``) and by the job's size, and their sum. A victim whose
+    return would bring the sum under the job's size cannot return: no placement fits where
+    resources alone do not, whatever the rules between pods (they only take options away, a pod
+    the job's affinity wants included: it adds a match, never room). So the gauge skips only
+    placements certain to fail, and the refine ends as it would have."""
 
     def __init__(self, room: _Room, only: npt.NDArray[np.bool_], v_node: npt.NDArray[np.int64],
-                 v_req: npt.NDArray[np.int64], helps: npt.NDArray[np.bool_]) -> None:
+                 v_req: npt.NDArray[np.int64]) -> None:
         self.reclaim = room.free.copy()
         np.add.at(self.reclaim, v_node, v_req)
         self.ok = room.feasible & only
@@ -133,7 +133,7 @@ class _Gauge:
         self.limit = np.minimum(room.cap, room.desired)
         self.slots = np.minimum(node_offerslots(self.reclaim, room.vec, self.ok), self.limit)
         self.total = int(self.slots.sum())
-        self.room, self.v_node, self.v_req, self.helps = room, v_node, v_req, helps
+        self.room, self.v_node, self.v_req = room, v_node, v_req
 
     def _slots(self, n: int, free: npt.NDArray[np.int64]) -> int:
         if not self.ok[n]:
@@ -144,8 +144,6 @@ class _Gauge:
 
     def may_return(self, v: int) -> bool:
         """Whether the job could still fit by resources with victim ``v`` back."""
-        if self.helps[v]:
-            return True
         n = int(self.v_node[v])
         after = self._slots(n, self.reclaim[n] - self.v_req[v])
         return self.total - int(self.slots[n]) + after >= self.room.desired
@@ -472,7 +470,6 @@ class Preemptor:
         wanted = self._wanted(pods, rows)
         # The refine's bound by resources (the device column left out: devices only take room away).
         gauging = _Room(cluster.free(), vec_own, feasible, cap, desired) if inexact else None
-        helps = self._helps(pods, rows, wanted) if inexact else np.zeros(0, dtype=np.bool_)
         best: tuple[tuple[int, ...], Plan] | None = None
         compared = 0
         for i in ranking.tolist():
@@ -492,8 +489,7 @@ class Preemptor:
                 if plan is None:
                     continue
                 if inexact:
-                    gauge = None if gauging is None else _Gauge(gauging, only, v_node[attempt], v_req_own[attempt],
-                                                             helps[attempt])
+                    gauge = None if gauging is None else _Gauge(gauging, only, v_node[attempt], v_req_own[attempt])
                     plan = self._refine(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan,
                                         gauge)
                 plan = self._as_units(job, pods, req, place, stmt, rows[attempt], v_held[attempt], only, plan)
@@ -845,66 +841,6 @@ class Preemptor:
                 if gauge is not None:
                     gauge.returned(v)
         return plan
-
-    def _helps(self, pods: list[Pod], rows: npt.NDArray[np.int64],
-               wanted: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_]:
-        """Per victim row, whether its presence could let the job in where its absence does not: a
-        pod some required affinity term of the job matches (``wanted``) unless pods that stay
-        already satisfy those terms wherever it runs (``_redundant``), or one a hard spread
-        constraint of the job counts (by labels alone, whatever its namespace: counting more is safe)."""
-        out = np.zeros(len(rows), dtype=np.bool_)
-        if wanted is not None and bool(np.any(wanted)):
-            out = wanted & ~self._redundant(pods, rows, wanted)
-        selectors = {c.selector for p in pods for c in p.spread if c.hard}
-        if selectors:
-            objects, keys = self.cluster.objects, self.cluster.index.keys
-            for i, r in enumerate(rows.tolist()):
-                o = objects.get(keys[r])
-                if o is None or any(s.matches(o.labels) for s in selectors):
-                    out[i] = True
-        return out
-
-    def _redundant(self, pods: list[Pod], rows: npt.NDArray[np.int64],
-                   wanted: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-        """Per victim row, whether the job's required affinity is as well met without it: for each
-        kind of pod in the job, each of its terms finds in the victim's domain of that term a pod
-        that no preemption here removes (running, not a victim of ``rows``, counted as the affinity
-        filter counts: matching all the kind's terms, a nominated pod not yet there). Such a victim
-        adds a match only where one stays, so its return lets no node in (kube-scheduler's affinity
-        filter, ``PodRules._affinity``: the anchor pod of each node in GangPreemptionAffinity)."""
-        presence = self.placer.filters.rules.presence
-        idx, objects = self.cluster.index, self.cluster.objects
-        out = np.ones(len(rows), dtype=np.bool_)
-        asked = np.flatnonzero(wanted).tolist()
-        for terms in {p.pod_affinity for p in pods if p.pod_affinity}:
-            named = [n for n in (presence.namespaces_of(t) for t in terms) if n is not None]
-            match = Match(frozenset.intersection(*named) if named else None, tuple(t.selector for t in terms))
-            staying = presence.tracker(match).copy()
-            held = presence.held_counts(match)
-            if held is not None:
-                staying -= held
-            for r in rows[~idx.held[rows]].tolist():
-                victim = objects.get(idx.keys[r])
-                if victim is not None and match(victim):
-                    staying[idx.node[r]] -= 1
-            per_term = []
-            for t in terms:
-                dom, ndom, _ = presence.domains(t.topology_key)
-                has = dom >= 0
-                per_term.append((dom, np.bincount(dom[has], weights=staying[has], minlength=ndom)))
-            for i in asked:
-                if not out[i]:
-                    continue
-                victim = objects.get(idx.keys[rows[i]])
-                if victim is None:
-                    out[i] = False
-                    continue
-                if not any(presence.term_matches(t, victim) for t in terms):
-                    continue
-                node = int(idx.node[rows[i]])
-                # On a node without the term's label the victim is counted in no domain of it.
-                out[i] = all(dom[node] < 0 or counts[dom[node]] > 0 for dom, counts in per_term)
-        return out
 
     def _spare_units(self, sel: npt.NDArray[np.bool_]) -> None:
         """A unit (disruptionMode all) is a victim only whole: none of its members is one when any of

@@ -334,3 +334,25 @@ def test_a_gangs_pods_share_their_rules_and_interplay_compares_them_by_identity(
     again = rules.interplay(apart)
     assert (again.sequential, again.cap_ports, again.cap_keys) == (shared.sequential, shared.cap_ports, shared.cap_keys)
     assert again.cap_on is not None and shared.cap_on is not None and (again.cap_on == shared.cap_on).all()
+
+
+def test_two_members_that_do_not_repel_on_a_node_may_share_it() -> None:
+    # (From a review.) a1 and a2 repel each other on ka and b1 on kb; b1 repels b on ka. Node n has
+    # kb only, so a1 and a2 may share it; m has both. interplay capped every node carrying any pair's
+    # key at one member and placed the gang by that cap alone: it waited, "at most one member per node".
+    from tests.builders import node, podgroup, priority_class
+
+    def anti(*terms: tuple[str, str]) -> dict[str, Any]:
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"role": role}}, "topologyKey": key} for role, key in terms]}}
+
+    b = pod("b1", cpu="2", group="g", index=0, priority_class="high", labels={"role": "b"})
+    b["spec"]["affinity"] = anti(("b", "ka"))
+    members = [b]
+    for i in (1, 2):
+        a = pod(f"a{i}", cpu="2", group="g", index=i, priority_class="high", labels={"role": "a"})
+        a["spec"]["affinity"] = anti(("a", "ka"), ("b", "kb"))
+        members.append(a)
+    out = run(node("n", cpu="4", labels={"kb": "n"}), node("m", cpu="4", labels={"ka": "m", "kb": "m"}),
+              priority_class("high", 1000), podgroup("g", 3), *members)
+    assert out.bound == {"default/a1": "n", "default/a2": "n", "default/b1": "m"}
