@@ -198,24 +198,28 @@ class Cache(Stores):
         ``sign`` the hash of that section's bytes: filed from the object held when it was read from
         the same bytes and ``Kind.renew`` brings it up to date (a deletion needs no section at all).
         False when the whole object must be read and filed instead (``observe``)."""
-        try:
-            if event_type == "DELETED":
-                self._observe(kind, event_type, raw)
-                return True
-            name = kind.label
-            key = kind.key(raw)
-            if kind.renew is None or self.signs.get(name, {}).get(key) != sign:
-                return False
-            held = self.stores[kind.store].get(kind.store_key(key))
-            obj = None if held is None else kind.renew(held, raw)
-            if obj is None:
-                return False
-            self._observe(kind, event_type, raw, obj=obj, sign=sign)
+        if event_type == "DELETED":
+            self.observe(kind, event_type, raw)
             return True
+        key = kind.key(raw)
+        if kind.renew is None or self.signs.get(kind.label, {}).get(key) != sign:
+            return False
+        held = self.stores[kind.store].get(kind.store_key(key))
+        try:
+            obj = None if held is None else kind.renew(held, raw)
         except Exception:
-            # Whatever the shortcut trips on, reading the whole object says it properly.
+            # Whatever the shortcut trips on (a status that does not parse), reading the whole
+            # object says it properly.
             log.debug("skimmed event not filed, reading it whole", kind=kind.label, exc_info=True)
             return False
+        if obj is None:
+            return False
+        try:
+            self._observe(kind, event_type, raw, obj=obj, sign=sign)
+        except Exception:  # as ``observe``: logged, never raised into the watch
+            log.exception("cannot process a watch event", kind=kind.label, event_type=event_type,
+                          object=object_ref(raw, kind.label))
+        return True
 
     def _observe(self, kind: str | Kind, event_type: str | None, raw: dict[str, Any], *,
                  obj: object | None = None, sign: int | None = None) -> None:

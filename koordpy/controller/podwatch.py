@@ -134,10 +134,16 @@ async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> 
                         continue
                     section = line[cut[0]:cut[1]]
                     sign = hash(section)
-                    if not cache.observe_skimmed(kind, type_, obj, sign):
-                        # Read whole after all: only the section is left to decode.
-                        obj[kind.skim] = loads(b"{" + section[1:] + b"}")[kind.skim]
+                    if "metadata" in obj and cache.observe_skimmed(kind, type_, obj, sign):
+                        continue
+                    # Read whole after all: only the section is left to decode, unless what was cut is
+                    # not the section alone (an object written in another order), then the line.
+                    part = loads(b"{" + section[1:] + b"}")
+                    if "metadata" in obj and list(part) == [kind.skim]:
+                        obj[kind.skim] = part[kind.skim]
                         cache.observe(kind, type_, obj, sign)
+                    else:
+                        cache.observe(kind, type_, loads(line).get("object") or {})
             finally:
                 resp.release()
             if read:

@@ -171,3 +171,17 @@ async def test_the_pod_watch_reads_a_spec_once() -> None:
                             and cache.pods["default/p"].phase == "Succeeded")
     assert parsed == ["10"]  # the MODIFIED event was filed from the pod held
     assert cache.pods["default/p"] == real(later)
+
+
+async def test_an_object_written_in_another_order_is_read_whole() -> None:
+    # Not what an API server writes, but the cut must never file half a pod: with the spec before the
+    # metadata, what skim cuts out is both, and the line is read whole.
+    first = rv(running(), 10)
+    reordered = {"kind": "Pod", "apiVersion": "v1", "spec": first["spec"], "metadata": first["metadata"],
+                 "status": first["status"]}
+    fake = FakeApi("/api/v1/pods", lists=[(200, [], 1)], compact=True,
+                   watches=[(200, [{"type": "ADDED", "object": reordered}]), (200, [])])
+    cache = Cache()
+    async with served(fake) as api:
+        await run_watch(api, cache, POD, "5", lambda: "default/p" in cache.pods)
+    assert cache.pods["default/p"] == Pod.from_raw(first) and not cache.invalid
