@@ -115,6 +115,30 @@ def _kind(kind: str | Kind) -> tuple[Kind | None, str]:
     return by_name(kind), kind
 
 
+class Changes(asyncio.Event):
+    """That the cache changed since the loop last looked, and whether any change was more than a
+    bound pod's (``urgent``). A bound pod's status, condition or deletion (a victim's, kwok's or the
+    kubelet's updates, one to three events a pod) only wakes a job parked for that room, which may
+    wait for the calm batch (``SchedulerLoop`` after a cycle that decided nothing): a cycle per batch
+    of 1,000 victims' events rather than per few. Anything else (a pending pod, a node, a gang, the
+    shell's own assumptions) is urgent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urgent = asyncio.Event()
+
+    def set(self) -> None:
+        super().set()
+        self.urgent.set()
+
+    def set_calm(self) -> None:
+        super().set()
+
+    def clear(self) -> None:
+        super().clear()
+        self.urgent.clear()
+
+
 def _key(kind: Kind | None, raw: dict[str, Any]) -> str:
     if kind is not None:
         return kind.key(raw)
@@ -146,7 +170,7 @@ class Cache(Stores):
     signs: dict[str, dict[str, int]] = field(default_factory=dict)
     # (cache name, key) -> the API group of the resource that filed it: a LIST drops only its own.
     listed_by: dict[tuple[str, str], str] = field(default_factory=dict)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: Changes = field(default_factory=lambda: Changes())
     # Pending pods the last snapshot left out for their annotations: key -> error.
     rejected: dict[str, str] = field(default_factory=dict)
     # The dialects' checks of pending pods' declarations, and what they answered while it holds.
@@ -237,10 +261,11 @@ class Cache(Stores):
         if found is not None:
             self.listed_by[at] = found.group
         if event_type == "DELETED":
+            calm = self._bound(found, key)
             self._remove(found, name, key)
             self.versions.pop(at, None)
             self.listed_by.pop(at, None)
-            self.changed.set()
+            self.changed.set_calm() if calm else self.changed.set()
             return
         if found is not None and found.skim:
             signs = self.signs.setdefault(name, {})
@@ -250,7 +275,15 @@ class Cache(Stores):
                 signs[key] = sign
         if not self._store(found, name, key, raw, obj):
             return  # a heartbeat: nothing scheduling reads changed, and no cycle is owed
-        self.changed.set()
+        self.changed.set_calm() if self._bound(found, key) else self.changed.set()
+
+    def _bound(self, kind: Kind | None, key: str) -> bool:
+        """Whether ``key`` is a pod held bound to a node: what changes of it do (its status, its
+        deletion, a victim's condition) may wait for the loop's calm batch (``Changes``)."""
+        if kind is None or kind.store != "pods":
+            return False
+        pod = self.stores["pods"].get(key)
+        return pod is not None and bool(pod.node_name)
 
     def reconcile(self, kind: str | Kind, items: list[dict[str, Any]], list_version: int) -> int:
         """A full LIST of ``kind`` at ``list_version``: stores every item and drops what the
