@@ -13,13 +13,9 @@ from koordpy.controller.cache import Cache
 from koordpy.controller.loop import SchedulerLoop
 from koordpy.controller.writer import ApiWriter
 from tests.builders import node, pod
+from tests.controller.test_watch_kinds import rv as _rv
 
 NAMES = frozenset({"koordpy"})
-
-
-def _rv(raw: dict[str, Any], rv: int) -> dict[str, Any]:
-    raw["metadata"]["resourceVersion"] = str(rv)
-    return raw
 
 
 def test_only_a_bound_pods_changes_are_calm() -> None:
