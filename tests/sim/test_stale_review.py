@@ -97,15 +97,22 @@ def test_a_gang_whose_replacement_the_round_left_for_the_next_cycle_is_not_evict
     assert after.bound == {"default/job-2b": "n3"} and not after.evicted
 
 
-def test_a_replacement_that_fits_in_the_grace_end_cycle_binds_and_nothing_is_evicted() -> None:
-    # The grace has run out, and in the same cycle the replacement of job-2 fits n2: it binds (the
-    # jobs go before the stale phase) and the gang, whole, is neither evicted nor stale any more.
+def _past_grace(replacement_cpu: str) -> tuple[World, SchedulerState, float]:
+    """A gang of three that ran whole, stale for two minutes (its grace run out): job-2 failed on
+    n2 (OutOfcpu) and its replacement job-2b asks ``replacement_cpu``."""
     t0 = DEFAULT_EPOCH + 100
     group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
     w = world(*NODES, group, running("job-0", "n0"), running("job-1", "n1"), out_of_cpu("job-2", "n2"),
-              pod("job-2b", cpu="4", group="job"))
+              pod("job-2b", cpu=replacement_cpu, group="job"))
     state = SchedulerState()
     state.satisfied.add("default/job")
+    return w, state, t0
+
+
+def test_a_replacement_that_fits_in_the_grace_end_cycle_binds_and_nothing_is_evicted() -> None:
+    # The grace has run out, and in the same cycle the replacement of job-2 fits n2: it binds (the
+    # jobs go before the stale phase) and the gang, whole, is neither evicted nor stale any more.
+    w, state, t0 = _past_grace("4")
     result = schedule(w.snapshot(NAMES), state, t0)
     assert result.bound == {"default/job-2b": "n2"} and not result.evicted
     w.apply(result)
@@ -116,12 +123,7 @@ def test_a_replacement_that_fits_in_the_grace_end_cycle_binds_and_nothing_is_evi
 def test_a_gang_whose_replacements_fit_nowhere_is_evicted_after_its_grace() -> None:
     # The replacement asks for more than any node has (ReplacementsDoNotFit): no nomination holds the
     # gang, so once its grace has run it is evicted whole.
-    t0 = DEFAULT_EPOCH + 100
-    group = podgroup("job", 3, annotations={"koordpy.io/stale-since": rfc3339(t0 - 120)})
-    w = world(*NODES, group, running("job-0", "n0"), running("job-1", "n1"), out_of_cpu("job-2", "n2"),
-              pod("job-2b", cpu="5", group="job"))
-    state = SchedulerState()
-    state.satisfied.add("default/job")
+    w, state, t0 = _past_grace("5")
     result = schedule(w.snapshot(NAMES), state, t0)
     assert not result.bound
     assert {d.pod for d in result.evicted} == {"default/job-0", "default/job-1"}
