@@ -232,13 +232,17 @@ def test_an_eviction_skips_members_already_terminating_and_their_room_waits_unti
     assert result.bound["default/big"] in {"n0", "n1", "n3"}
 
 
+def _whole() -> World:
+    """A gang of three running whole, one member a node."""
+    return world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
+
+
 def test_a_gang_on_a_node_whose_object_does_not_parse_is_not_lost_nor_evicted() -> None:
     # The live cache files a Node that does not parse (a field koordpy cannot read) under its invalid
     # objects, not its nodes. The node is there and its pods run: they still count, so the gang is
     # neither stale nor evicted (nor would it take replacements for members still running).
     t0 = DEFAULT_EPOCH + 100
-    w = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
-    snap = w.snapshot(NAMES)
+    snap = _whole().snapshot(NAMES)
     snap.nodes = [n for n in snap.nodes if n.name != "n1"]
     snap.invalid_nodes = {"n1": "Node n1: status.allocatable.cpu: not a quantity: 'bogus'"}
     snap.stale_grace = 0
@@ -252,7 +256,7 @@ def test_a_node_deleted_while_its_object_did_not_parse_takes_its_members_then() 
     # The same node n1 read, then unreadable (its members still count), then deleted: only then are
     # they lost, though the snapshot's nodes did not change between the last two cycles.
     t0 = DEFAULT_EPOCH + 100
-    w = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
+    w = _whole()
     state = SchedulerState()
 
     def cycle(now: float, unread: dict[str, str] | None) -> Any:
@@ -276,8 +280,7 @@ def test_a_gang_is_not_evicted_while_a_bound_pod_of_its_namespace_cannot_be_read
     # snapshot's pods): its gang looks two short of three, but job-2 may run fine. Reported stale,
     # it is not evicted while a pod of its namespace cannot be read.
     t0 = DEFAULT_EPOCH + 100
-    w = world(*NODES, podgroup("job", 3), running("job-0", "n0"), running("job-1", "n1"), running("job-2", "n2"))
-    snap = w.snapshot(NAMES)
+    snap = _whole().snapshot(NAMES)
     snap.pods = [p for p in snap.pods if p.name != "job-2"]
     snap.invalid_pods = {"default/job-2": "Pod default/job-2: status.phase: cannot be read"}
     snap.stale_grace = 0
