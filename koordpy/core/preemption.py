@@ -134,12 +134,13 @@ class _Gauge:
         self.slots = np.minimum(node_offerslots(self.reclaim, room.vec, self.ok), self.limit)
         self.total = int(self.slots.sum())
         self.room, self.v_node, self.v_req = room, v_node, v_req
+        self.asked = room.vec > 0  # the resources the job asks for: the only ones that bound its count
+        self.per = room.vec[self.asked]
 
     def _slots(self, n: int, free: npt.NDArray[np.int64]) -> int:
         if not self.ok[n]:
             return 0
-        asked = self.room.vec > 0
-        fit = int((np.maximum(free[asked], 0) // self.room.vec[asked]).min()) if bool(asked.any()) else UNBOUNDED
+        fit = int((np.maximum(free[self.asked], 0) // self.per).min()) if len(self.per) else UNBOUNDED
         return min(fit, int(self.limit[n]))
 
     def may_return(self, v: int) -> bool:
