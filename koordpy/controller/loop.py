@@ -59,9 +59,10 @@ FULL_CYCLE_SECONDS = 1800.0
 # After cycles, once the loop has been idle for a flush period, malloc's free pages are handed back
 # (``memory.trim_memory``, 2-11 ms at 5,000 nodes and 16,000 pods), at most once in TRIM_SECONDS.
 TRIM_SECONDS = 10.0
-# How long the changes of bound pods alone (``cache.Changes``) wait, after a cycle that decided
-# nothing, to be taken in one cycle: a victim's room, or a deleted pod's, comes to a parked job at most
-# this much later, and 1,000 victims' ~2,500 events cost tens of cycles rather than hundreds.
+# After a cycle that decided nothing, the next one that only the changes of pods with a node
+# (``cache.Changes``: calm) bring starts no sooner than this after it ended: a stream of them, 1,000
+# victims' ~2,500 events, costs tens of cycles rather than hundreds, while a lone change after a quiet
+# spell, and anything urgent or due, goes at once.
 CALM_BATCH = 0.1
 
 
@@ -121,6 +122,7 @@ class SchedulerLoop:
         self._problems_told: dict[tuple[str, str], str] = {}
         self._last_cycle = 0.0
         self._idle = False  # the last cycle decided nothing (``Changes``: calm changes are batched)
+        self._ended = -math.inf  # time.monotonic() when the last cycle ended
         self._retry_at = 0.0
         self._full_at = time.time() + FULL_CYCLE_SECONDS  # the first cycle builds the view anyway
         self._untrimmed = False  # cycles ran since malloc's free pages were last handed back
@@ -149,12 +151,17 @@ class SchedulerLoop:
                     await self.cache.changed.wait()
             due = deadline is not None and time.time() >= deadline
             if self.cache.changed.is_set() and not due and self._idle and not self.cache.changed.urgent.is_set():
-                # The last cycle decided nothing and only bound pods changed since: their changes may
-                # only wake a parked job, so they are taken in one batch (up to CALM_BATCH seconds,
-                # less if something urgent comes meanwhile).
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(CALM_BATCH):
-                        await self.cache.changed.urgent.wait()
+                # The last cycle decided nothing and only pods with a node changed since: what they
+                # bring (room for a parked job, mostly) is taken in one batch, in a cycle no sooner
+                # than CALM_BATCH after the last one ended, nor later than the deadline, and at once
+                # when something urgent comes meanwhile.
+                hold = self._ended + CALM_BATCH - time.monotonic()
+                if deadline is not None:
+                    hold = min(hold, deadline - time.time())
+                if hold > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(hold):
+                            await self.cache.changed.urgent.wait()
             if self.cache.changed.is_set() or due:
                 self.cache.changed.clear()
                 # Let a burst of watch events (a gang's pods) land; under a flood, leave the event
@@ -180,6 +187,7 @@ class SchedulerLoop:
                 log.debug("cycle", seconds=round(took, 6), core_cpu=round(self._core_cpu, 6), cycle=self.cycles,
                           **self._told)
                 self._last_cycle = min(took, 0.5)
+                self._ended = time.monotonic()
                 self._untrimmed = True
             elif self._untrimmed and time.monotonic() - self._trimmed_at >= TRIM_SECONDS:
                 self.trim()  # idle: nothing changed for a flush period
