@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +67,11 @@ class _Run:
         return time.monotonic()
 
 
-@contextmanager
-def _loop(monkeypatch: pytest.MonkeyPatch, calm_batch: float, bound: int = 1) -> Iterator[_Run]:
+@asynccontextmanager
+async def _loop(monkeypatch: pytest.MonkeyPatch, calm_batch: float, bound: int = 1,
+                before: Callable[[_Run], None] | None = None) -> AsyncIterator[_Run]:
+    """The loop running; unless ``before`` set something up first, its first cycle has run and
+    decided nothing."""
     monkeypatch.setattr(loop_module, "CALM_BATCH", calm_batch)
     cache = Cache()
     cache.observe("Node", None, _rv(node("n0", cpu="8"), 1))
@@ -88,7 +91,18 @@ def _loop(monkeypatch: pytest.MonkeyPatch, calm_batch: float, bound: int = 1) ->
 
     loop.cycle = counted  # type: ignore[method-assign]
     loop._bind = bind  # type: ignore[method-assign]
-    yield run
+    if before is not None:
+        before(run)
+    task = asyncio.ensure_future(loop.run())
+    try:
+        if before is None:
+            await _until(lambda: bool(run.cycles))
+            await asyncio.sleep(0.05)
+            assert len(run.cycles) == 1 and loop._idle  # the pods added: one cycle, nothing to decide
+        yield run
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def _until(check: Callable[[], bool], seconds: float = 3.0) -> None:
@@ -97,89 +111,62 @@ async def _until(check: Callable[[], bool], seconds: float = 3.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _running(run: _Run) -> asyncio.Task[None]:
-    task = asyncio.ensure_future(run.loop.run())
-    await _until(lambda: bool(run.cycles))
-    await asyncio.sleep(0.05)
-    assert len(run.cycles) == 1 and run.loop._idle  # the pods added: one cycle, nothing to decide
-    return task
-
-
-async def _stop(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-
-
 async def test_after_an_idle_cycle_bound_pods_changes_make_one_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _loop(monkeypatch, 1.0, bound=5) as run:
-        task = await _running(run)
-        try:
-            for i, p in enumerate(run.bound):  # five bound pods' deletions, 20 ms apart
-                run.cache.observe("Pod", "DELETED", _rv(copy.deepcopy(p), 20 + i))
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(1.5)
-            assert len(run.cycles) == 2, run.cycles  # one cycle for the five
-            run.cache.observe("Pod", "ADDED", _rv(pod("p", cpu="1"), 40))  # urgent: not held for the batch
-            added = time.monotonic()
-            await _until(lambda: bool(run.sent))
-            assert len(run.cycles) == 3 and run.sent == ["default/p"]
-            assert run.cycles[2] - added < 0.5  # its cycle started at once, not after CALM_BATCH
-        finally:
-            await _stop(task)
+    async with _loop(monkeypatch, 1.0, bound=5) as run:
+        for i, p in enumerate(run.bound):  # five bound pods' deletions, 20 ms apart
+            run.cache.observe("Pod", "DELETED", _rv(copy.deepcopy(p), 20 + i))
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(1.5)
+        assert len(run.cycles) == 2, run.cycles  # one cycle for the five
+        run.cache.observe("Pod", "ADDED", _rv(pod("p", cpu="1"), 40))  # urgent: not held for the batch
+        added = time.monotonic()
+        await _until(lambda: bool(run.sent))
+        assert len(run.cycles) == 3 and run.sent == ["default/p"]
+        assert run.cycles[2] - added < 0.5  # its cycle started at once, not after CALM_BATCH
 
 
 async def test_a_lone_change_after_a_quiet_spell_goes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _loop(monkeypatch, 0.5) as run:
-        task = await _running(run)
-        try:
-            await asyncio.sleep(0.6)  # quiet for longer than CALM_BATCH since the last cycle
-            seen = run.calm()
-            await _until(lambda: len(run.cycles) > 1)
-            assert len(run.cycles) == 2 and run.cycles[1] - seen < 0.2, run.cycles[-1] - seen
-            seen = run.calm()  # right after an idle cycle: this one waits for the batch
-            await asyncio.sleep(0.25)
-            assert len(run.cycles) == 2
-            await _until(lambda: len(run.cycles) > 2)
-            assert run.cycles[2] - run.cycles[1] >= 0.45, run.cycles
-        finally:
-            await _stop(task)
+    async with _loop(monkeypatch, 0.5) as run:
+        await asyncio.sleep(0.6)  # quiet for longer than CALM_BATCH since the last cycle
+        seen = run.calm()
+        await _until(lambda: len(run.cycles) > 1)
+        assert len(run.cycles) == 2 and run.cycles[1] - seen < 0.2, run.cycles[-1] - seen
+        run.calm()  # right after an idle cycle: this one waits for the batch
+        await asyncio.sleep(0.25)
+        assert len(run.cycles) == 2
+        await _until(lambda: len(run.cycles) > 2)
+        assert run.cycles[2] - run.cycles[1] >= 0.45, run.cycles
 
 
 async def test_an_urgent_change_ends_a_calm_wait_under_way(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _loop(monkeypatch, 1.0) as run:
-        task = await _running(run)
-        try:
-            run.calm()  # the loop waits for the batch
-            await asyncio.sleep(0.1)
-            assert len(run.cycles) == 1
-            run.cache.observe("Pod", "ADDED", _rv(pod("p", cpu="1"), 40))  # urgent, during the wait
-            added = time.monotonic()
-            await _until(lambda: len(run.cycles) > 1)
-            assert len(run.cycles) == 2 and run.cycles[1] - added < 0.4, run.cycles[-1] - added
-        finally:
-            await _stop(task)
+    async with _loop(monkeypatch, 1.0) as run:
+        run.calm()  # the loop waits for the batch
+        await asyncio.sleep(0.1)
+        assert len(run.cycles) == 1
+        run.cache.observe("Pod", "ADDED", _rv(pod("p", cpu="1"), 40))  # urgent, during the wait
+        added = time.monotonic()
+        await _until(lambda: len(run.cycles) > 1)
+        assert len(run.cycles) == 2 and run.cycles[1] - added < 0.4, run.cycles[-1] - added
 
 
 async def test_after_a_cycle_that_decided_something_calm_changes_go_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    with _loop(monkeypatch, 1.0) as run:
+    def pending(run: _Run) -> None:
         run.cache.observe("Pod", "ADDED", _rv(pod("p", cpu="1"), 40))
-        task = asyncio.ensure_future(run.loop.run())
-        try:
-            await _until(lambda: bool(run.sent))
-            await asyncio.sleep(0.05)
-            assert run.sent == ["default/p"] and len(run.cycles) == 1 and not run.loop._idle
-            changed = run.calm()  # calm, but the last cycle decided something
-            await _until(lambda: len(run.cycles) > 1)
-            assert len(run.cycles) == 2 and run.cycles[1] - changed < 0.4, run.cycles[-1] - changed
-        finally:
-            await _stop(task)
+
+    async with _loop(monkeypatch, 1.0, before=pending) as run:
+        await _until(lambda: bool(run.sent))
+        await asyncio.sleep(0.05)
+        assert run.sent == ["default/p"] and len(run.cycles) == 1 and not run.loop._idle
+        changed = run.calm()  # calm, but the last cycle decided something
+        await _until(lambda: len(run.cycles) > 1)
+        assert len(run.cycles) == 2 and run.cycles[1] - changed < 0.4, run.cycles[-1] - changed
 
 
 async def test_a_deadline_inside_the_calm_wait_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _loop(monkeypatch, 1.0) as run:
-        due: list[float] = []
+    due: list[float] = []
 
+    def stub(run: _Run) -> None:
         async def cycle() -> float | None:  # the core stubbed: an idle cycle that owes one at +0.3 s
             run.cycles.append(time.monotonic())
             run.loop._idle = True
@@ -189,10 +176,10 @@ async def test_a_deadline_inside_the_calm_wait_is_kept(monkeypatch: pytest.Monke
             return None
 
         run.loop.cycle = cycle  # type: ignore[method-assign]
-        task = await _running(run)
-        try:
-            run.calm()  # calm, 0.25 s before the deadline: the batch would end 0.95 s after it
-            await _until(lambda: len(run.cycles) > 1)
-            assert len(run.cycles) == 2 and run.cycles[1] - due[0] < 0.2, run.cycles[-1] - due[0]
-        finally:
-            await _stop(task)
+
+    async with _loop(monkeypatch, 1.0, before=stub) as run:
+        await _until(lambda: bool(run.cycles))
+        await asyncio.sleep(0.05)
+        run.calm()  # calm, 0.25 s before the deadline: the batch would end 0.95 s after it
+        await _until(lambda: len(run.cycles) > 1)
+        assert len(run.cycles) == 2 and run.cycles[1] - due[0] < 0.2, run.cycles[-1] - due[0]
