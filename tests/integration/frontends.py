@@ -44,7 +44,8 @@ NAMESPACE_LABEL = "koordpy-test/frontends"
 # from this fixed folder, whether or not metrics are served (cmd/kueue/main.go).
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset")
-# The names of the webhook configurations registered here (deleted again by ``stop``).
+# The names of the webhook configurations registered here, and their label, by which ``stop``
+# deletes them again.
 WEBHOOKS = {"kueue": "koordpy-frontends-kueue", "jobset": "koordpy-frontends-jobset"}
 MANAGED_BY = "koordpy-tests"
 # The resources whose webhooks are kept: Kueue's own kinds, and the kinds of the integrations on.
@@ -202,12 +203,20 @@ def _tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else "(no log)"
 
 
-def _alive(pid: int) -> bool:
+# The controllers this process started, by state folder and name: waited for when stopped, so none
+# is left a zombie that still looks alive.
+_children: dict[tuple[Path, str], subprocess.Popen[bytes]] = {}
+
+
+def _alive(pid: int, name: str) -> bool:
+    """Whether ``pid`` runs the ``name`` binary still (a pid file of an earlier run may name a pid
+    the system has given to another process since)."""
     try:
-        os.kill(pid, 0)
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return True
+    return Path(argv0.decode(errors="replace")).name == name and state != "Z"
 
 
 def _pid(cp_dir: Path, name: str) -> int | None:
@@ -216,15 +225,32 @@ def _pid(cp_dir: Path, name: str) -> int | None:
 
 
 def _stop_processes(cp_dir: Path) -> None:
+    """Stops both at once (each takes a few seconds to shut its servers down)."""
+    waits: list[tuple[int, str, subprocess.Popen[bytes] | None]] = []
     for name in NAMES:
+        child = _children.pop((cp_dir, name), None)
+        if child is not None:
+            child.terminate()
+            waits.append((child.pid, name, child))
+            continue
         pid = _pid(cp_dir, name)
-        if pid is not None and _alive(pid):
+        if pid is not None and _alive(pid, name):  # started by another process (a killed session, by hand)
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+            waits.append((pid, name, None))
+    deadline = time.monotonic() + 15
+    for pid, name, proc in waits:
+        if proc is not None:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            continue
+        while _alive(pid, name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid, name):
+            os.kill(pid, signal.SIGKILL)
+    for name in NAMES:
         (cp_dir / f"{name}.pid").unlink(missing_ok=True)
 
 
@@ -237,9 +263,10 @@ def _ready(port: int) -> bool:
 
 
 def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
-    log = open(cp.dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child process owns it
     env = {**os.environ, "KUBECONFIG": cp.kubeconfig}
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    with open(cp.dir / "logs" / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    _children[(cp.dir, name)] = proc
     (cp.dir / f"{name}.pid").write_text(str(proc.pid))
 
 
@@ -290,7 +317,7 @@ def start(cp: ControlPlane) -> Frontends:
         missing = []
         for name, port in (("kueue", ports["kueue_health"]), ("jobset", ports["jobset_health"])):
             pid = _pid(cp.dir, name)
-            if pid is None or not _alive(pid):
+            if pid is None or not _alive(pid, name):
                 raise FrontendsError(f"{name} exited at its start; see {cp.dir}/logs/{name}.log\n{fronts.logs()}")
             if not _ready(port):
                 missing.append(f"{name}'s readiness probe (127.0.0.1:{port}/readyz)")
@@ -351,18 +378,15 @@ def stop(cp: ControlPlane) -> None:
     """Unregisters the webhooks (so nothing is refused once they are gone) and stops both controllers.
     Their CRDs stay (a Kueue Topology keeps its CRD); the objects are the tests' to delete while the
     controllers run (Kueue's finalizers)."""
-    kube = Kube(cp)
-    for name in WEBHOOKS.values():
-        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-            kind_short = "mutating" if kind.startswith("mutating") else "validating"
-            kube.kubectl("delete", kind, f"{name}-{kind_short}", "--ignore-not-found", check=False)
+    Kube(cp).kubectl("delete", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-l",
+                     f"app.kubernetes.io/managed-by={MANAGED_BY}", "--ignore-not-found", check=False)
     _stop_processes(cp.dir)
 
 
 def clear_stale(cp: ControlPlane) -> None:
     """Unregisters the webhooks of a session that ended without ``stop`` (killed), on a control plane
     reused between runs: with their controllers gone they would refuse what they are asked about."""
-    if any(_alive(pid) for name in NAMES if (pid := _pid(cp.dir, name)) is not None):
+    if any(_alive(pid, name) for name in NAMES if (pid := _pid(cp.dir, name)) is not None):
         return
     kube = Kube(cp)
     if kube.kubectl("get", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-o", "name",

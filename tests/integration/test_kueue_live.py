@@ -181,11 +181,11 @@ def test_a_jobset_of_two_replicated_jobs_is_bound(frontends: Frontends, kube: Ku
                     "metadata": {"name": "train", "namespace": NS},
                     "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": template}]}})
 
-        def all_bound() -> dict[str, str] | None:
+        def all_bound() -> dict[str, str | None] | None:
             pods = {n: p for n, p in kube.pods(NS).items()
                     if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == "train"}
-            return when(len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods.values()),
-                        {n: p["spec"]["nodeName"] for n, p in pods.items()})
+            where = {n: p["spec"].get("nodeName") for n, p in pods.items()}
+            return when(len(where) == 4 and all(where.values()), where)
 
         bound = wait_for(all_bound, "the JobSet's 4 pods bound", timeout=TIMEOUT)
         assert set(bound.values()) == {"n0"}
