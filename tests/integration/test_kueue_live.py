@@ -41,7 +41,7 @@ def queues(gpus: int) -> list[Obj]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {NAMESPACE_LABEL: "true"}}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpus"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "shared"},
-         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+         "spec": {"cohortName": "pool", "namespaceSelector": {}, "resourceGroups": [{
              "coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": "gpus", "resources": quota}]}]}},
         *({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": q, "namespace": NS},
            "spec": {"clusterQueue": "shared"}} for q in ("team-a", "team-b")),
@@ -124,6 +124,9 @@ def test_jobs_are_admitted_up_to_the_quota_and_each_admitted_job_is_bound_as_one
         kube.apply(queues(8), held([node(f"g{i}", cpu="16", memory="64Gi", extra={GPU: "4"}) for i in range(4)]))
         wait_for(lambda: condition(kube.get("clusterqueues.kueue.x-k8s.io", "shared", None), "Active")
                  .get("status") == "True", "the ClusterQueue active")
+        # Stored as v1beta2, read as v1beta1: only Kueue's conversion webhook turns cohortName into cohort.
+        old = kube.get("clusterqueues.v1beta1.kueue.x-k8s.io", "shared", None)
+        assert old["spec"].get("cohort") == "pool", old["spec"]
         jobs = {"a1": "team-a", "b1": "team-b", "a2": "team-a", "b2": "team-b"}
         for name, queue in jobs.items():
             kube.apply(gang_job(name, queue, pods=2, gpus=2))
