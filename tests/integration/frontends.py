@@ -318,6 +318,7 @@ def start(cp: ControlPlane) -> Frontends:
         for name, port in (("kueue", ports["kueue_health"]), ("jobset", ports["jobset_health"])):
             pid = _pid(cp.dir, name)
             if pid is None or not _alive(pid, name):
+                stop(cp)
                 raise FrontendsError(f"{name} exited at its start; see {cp.dir}/logs/{name}.log\n{fronts.logs()}")
             if not _ready(port):
                 missing.append(f"{name}'s readiness probe (127.0.0.1:{port}/readyz)")
@@ -330,9 +331,8 @@ def start(cp: ControlPlane) -> Frontends:
 
     kube.apply(webhooks(kueue_src / "config" / "components" / "webhook" / "manifests.yaml", "kueue", kueue_url, ca,
                         keep_all=False))
-    jobset_hooks = webhooks(jobset_src / "config" / "components" / "webhook" / "manifests.yaml", "jobset",
-                            jobset_url, ca, keep_all=True)
-    kube.apply(jobset_hooks)
+    kube.apply(webhooks(jobset_src / "config" / "components" / "webhook" / "manifests.yaml", "jobset", jobset_url,
+                        ca, keep_all=True))
     _probe_webhooks(kube, deadline, fronts)
     return fronts
 
