@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Stops the control plane that up.sh started in DIR and removes its etcd data.
+# Stops the control plane that up.sh started in DIR and removes its etcd data; Kueue and JobSet too,
+# had tests/integration/frontends.py started them there and not stopped them.
 set -uo pipefail
 dir=${1:-${KOORDPY_CONTROLPLANE:-/tmp/koordpy-controlplane}}
-for name in kwok controller-manager apiserver etcd; do
+for name in kueue jobset kwok controller-manager apiserver etcd; do
   pidfile="$dir/$name.pid"
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")

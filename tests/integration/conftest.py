@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.frontends import KUEUE_OBJECTS, Frontends, FrontendsError, clear_stale
+from tests.integration.frontends import start as start_frontends
+from tests.integration.frontends import stop as stop_frontends
 from tests.integration.kube import (
     ROOT,
     ControlPlane,
@@ -20,20 +23,12 @@ from tests.integration.kube import (
     Scheduler,
     UnderTest,
     check_invariants,
+    read_env,
     start_kube_scheduler,
 )
 
 UP = ROOT / "e2e" / "controlplane" / "up.sh"
 DOWN = ROOT / "e2e" / "controlplane" / "down.sh"
-
-
-def _read_env(path: Path) -> dict[str, str]:
-    env = {}
-    for line in path.read_text().splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            env[k] = v
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +39,42 @@ def controlplane() -> Iterator[ControlPlane]:
     run = subprocess.run([str(UP), str(state)], capture_output=True, text=True, timeout=3600, check=False)
     if run.returncode != 0:
         pytest.fail(f"the local control plane did not start:\n{run.stderr[-4000:]}", pytrace=False)
-    cp = ControlPlane(dir=state, env=_read_env(state / "env"))
+    cp = ControlPlane(dir=state, env=read_env(state / "env"))
     kube = Kube(cp)
-    kube.kubectl("apply", "-f", str(ROOT / "crds"))
+    files = [arg for f in own_crds(kube) for arg in ("-f", str(f))]
+    kube.kubectl("apply", *files)
     kube.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    clear_stale(cp)
     yield cp
     if not reuse:
         subprocess.run([str(DOWN), str(state)], capture_output=True, timeout=120, check=False)
+
+
+def own_crds(kube: Kube) -> list[Path]:
+    """koordpy's CRDs (crds/), less its copy of Kueue's Topology CRD once Kueue's own is installed
+    (by the ``frontends`` fixture of an earlier run, on a reused control plane): the real one
+    stores v1beta2, which the copy does not list, so the API server would refuse the copy; and
+    the real one serves the v1beta1 koordpy reads."""
+    crds = sorted((ROOT / "crds").glob("*.yaml"))
+    served = kube.kubectl("get", "crd", "topologies.kueue.x-k8s.io", "-o", "jsonpath={.spec.versions[*].name}",
+                          check=False).split()
+    return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or "v1beta2" not in served]
+
+
+@pytest.fixture(scope="session")
+def frontends(controlplane: ControlPlane) -> Iterator[Frontends]:
+    """Kueue v0.19.2 and JobSet v0.12.0 (``tests/integration/frontends.py``), started once for the
+    session by the first test that asks, stopped at its end (also with a reused control plane: their
+    webhooks must not outlive them). Kueue's objects are deleted while it runs, as its finalizers
+    need it."""
+    try:
+        fronts = start_frontends(controlplane)
+    except FrontendsError as exc:
+        pytest.fail(f"Kueue and JobSet did not start: {exc}", pytrace=False)
+    yield fronts
+    kube = Kube(controlplane)
+    kube.kubectl("delete", KUEUE_OBJECTS, "--all", "--all-namespaces", "--timeout=60s", check=False)
+    stop_frontends(controlplane)
 
 
 @pytest.fixture

@@ -56,6 +56,16 @@ class ControlPlane:
         return self.env["KUBECTL"]
 
 
+def read_env(path: Path) -> dict[str, str]:
+    """DIR/env as up.sh writes it (NAME=value lines)."""
+    env = {}
+    for line in path.read_text().splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
 class Kube:
     def __init__(self, cp: ControlPlane) -> None:
         self.cp = cp
