@@ -25,6 +25,10 @@ KAI_PODGROUP_GROUP = "scheduling.run.ai"
 TOPOLOGY_API_VERSIONS = (f"{KUEUE_GROUP}/v1alpha1", f"{KUEUE_GROUP}/v1beta1", f"{KAI_GROUP}/v1alpha1")
 HOSTNAME = "kubernetes.io/hostname"
 MAX_LEVELS = 16
+# What Kueue writes on every pod of a workload it admitted: the pod set's name (a label), and the
+# Workload's name (an annotation, written when topology-aware scheduling is on, its default).
+LABEL_PODSET = f"{KUEUE_GROUP}/podset"
+ANN_WORKLOAD = f"{KUEUE_GROUP}/workload"
 ANN_TOPOLOGY = "kai.scheduler/topology"
 ANN_REQUIRED = "kai.scheduler/topology-required-placement"
 ANN_PREFERRED = "kai.scheduler/topology-preferred-placement"

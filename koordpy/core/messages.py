@@ -23,6 +23,7 @@ from koordpy.api.dra import RESERVED_FOR_MAX
 from koordpy.api.quantity import format_quantity
 from koordpy.api.raw import rfc3339
 from koordpy.core.verdicts import (
+    AdmittedElsewhere,
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
@@ -480,7 +481,7 @@ def _ran_of(ran: float, minimum: float) -> str:
 
 
 def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting | PreemptionDelayed
-                | MinRuntimeProtected) -> str:
+                | MinRuntimeProtected | AdmittedElsewhere) -> str:
     match r:
         case NotEligible(why="never"):
             return NOT_ELIGIBLE_NEVER
@@ -505,6 +506,11 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting | Preem
             more = f" (and {r.others} more job(s))" if r.others else ""
             return (f"preemption: victim {r.victim} is protected by its minimum runtime{more}: runs for "
                     f"{_ran_of(r.ran, r.minimum)}; preemption is tried again when that has passed.")
+        case AdmittedElsewhere():
+            more = f" (and {r.others} more pod(s))" if r.others else ""
+            what = f" ({r.what})" if r.what else ""
+            return (f"preemption: victim {r.victim}{more} is not preempted: {r.by} admitted it{what}; {r.by}'s own "
+                    "preemption decides; the job waits for room.")
         case _:
             assert_never(r)
 
@@ -672,7 +678,7 @@ def render(reason: Reason) -> str:
             return (f'gang "{reason.gang}" lost members and cannot take the {reason.missing} replacement(s) it '
                     f'needs together {where}: "{render(reason.inner)}"{said}')
         case (NotEligible() | NotHelpful() | RoomTakenBack() | Preempting() | PreemptionDelayed()
-              | MinRuntimeProtected()):
+              | MinRuntimeProtected() | AdmittedElsewhere()):
             return _preemption(reason)
         case PreemptedBy():
             return (f"koordpy: preempting to accommodate higher priority pods, preemptor: "

@@ -3,7 +3,8 @@
 Belongs here: whether a job that cannot be placed may preempt (its policy, victims of an earlier
 preemption still terminating on its nominated nodes, a failure that removing pods cannot
 resolve), the dry run that removes every lower-priority pod (but those their job's minimum runtime
-protects, and no more of a protected elastic gang than it holds above its minimum, ``_Shield``),
+protects, and no more of a protected elastic gang than it holds above its minimum, ``_Shield``;
+and those a controller in front of koordpy admitted, whose own preemption decides, ``_admitted_rows``),
 the candidates (the domains of the job's hard scope, each node for a lone pod, else the cluster),
 the reprieve of victims (with the rules between pods that keep a pod off one node), units of
 victims evicted whole, which victims a PodDisruptionBudget would see evicted beyond its budget (put
@@ -27,6 +28,7 @@ import numpy.typing as npt
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster
+from koordpy.core.dialects.base import Admitted
 from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
@@ -38,6 +40,7 @@ from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import (
+    AdmittedElsewhere,
     Failure,
     MinRuntimeProtected,
     NotEligible,
@@ -292,6 +295,10 @@ class Preemptor:
     problems: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     _shield: _Shield | None = field(default=None, init=False)
     _unshielded: bool = field(default=False, init=False)  # a dry run as if no job were protected
+    # The pods a controller in front of koordpy admitted, by key (None: not asked yet), and a dry run
+    # as if none were.
+    _admitted: dict[str, Admitted] | None = field(default=None, init=False)
+    _unadmitted: bool = field(default=False, init=False)
     _may_protect: bool | None = field(default=None, init=False)  # whether anything sets a minimum runtime
     _prio_of: dict[str, int] | None = field(default=None, init=False)
     _units_seen: bool | None = field(default=None, init=False)
@@ -381,10 +388,13 @@ class Preemptor:
         asked = (job, pods, req, failure, place)
         if shield is not None:
             sel &= ~shield.hard_of(len(sel))  # a minimum runtime not passed: no victim
+        admitted = self._admitted_rows(len(sel))
+        if admitted is not None:
+            sel &= ~admitted  # admitted in front of koordpy (Kueue): that controller's preemption decides
         self._spare_units(sel)
         rows = np.flatnonzero(sel)
         if not len(rows):
-            return self._protected(eligible, shield, asked) or Plan("none", "")
+            return self._protected(eligible, shield, admitted, asked) or Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
         kinds = self.placer.kinds(pods)
         vec, feasible = self._loose(kinds, tree)
@@ -409,7 +419,7 @@ class Preemptor:
         if not any(bool(np.any(f)) for f in fits):
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return self._protected(eligible, shield, asked) or Plan(
+            return self._protected(eligible, shield, admitted, asked) or Plan(
                 "none", render(NotHelpful(desired, most[0], most[1])))
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_req_own = v_req[:, :len(vec_own)]  # without the device column
@@ -509,7 +519,7 @@ class Preemptor:
             if compared == MAX_COMPARED:
                 break
         if best is None:
-            return self._protected(eligible, shield, asked) or Plan("none", render(NotHelpful(desired)))
+            return self._protected(eligible, shield, admitted, asked) or Plan("none", render(NotHelpful(desired)))
         plan = best[1]
         plan.message = self._message(plan, job)
         return plan
@@ -587,29 +597,62 @@ class Preemptor:
         return self._shield if jobs else None
 
     def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None,
+                   admitted: npt.NDArray[np.bool_] | None,
                    asked: tuple[Job, list[Pod], Requirement | None, Failure, Place]) -> Plan | None:
-        """The plan of a job that found no room because victims it could take are protected by their
-        minimum runtime: it says so and tries again when the first protection ends (None: none is).
-        When even they would not make room (the dry run again, with no protection: only here, where
-        preemption failed beside protected pods), the plan is that dry run's: it says why, and no
-        protection's end brings the job back."""
-        if shield is None:
+        """The plan of a job that found no room because victims it could take are spared: protected by
+        their minimum runtime (it says so and tries again when the first protection ends), or admitted
+        by a controller in front of koordpy (``_admitted_rows``: it says so and waits for room). None:
+        none is. When even they would not make room (the dry run again without what spares them: only
+        here, where preemption failed beside spared pods), the plan is that dry run's: it says why,
+        and no protection's end brings the job back. A minimum runtime is lifted first: a job that
+        would fit once it passes waits for it; one that needs admitted pods too says that."""
+        if shield is not None and len(rows := np.flatnonzero(eligible & shield.any(len(eligible)))):
+            self._unshielded = True
+            try:
+                bare = self.plan(*asked)  # its own answer names admitted pods it would need
+            finally:
+                self._unshielded = False
+            if bare.outcome == "none":
+                return bare
+            first = int(rows[np.argmin(shield.until[rows])])
+            name, start, minimum = shield.jobs[int(shield.who[first])]
+            others = len(np.unique(shield.who[rows])) - 1
+            return Plan("none", render(MinRuntimeProtected(name, self.now - start, minimum, others)),
+                        wake_at=float(shield.until[first]))
+        if admitted is None or not bool(np.any(eligible & admitted)):
             return None
-        rows = np.flatnonzero(eligible & shield.any(len(eligible)))
-        if not len(rows):
-            return None
-        self._unshielded = True
+        self._unadmitted = True
         try:
             bare = self.plan(*asked)
         finally:
-            self._unshielded = False
+            self._unadmitted = False
         if bare.outcome == "none":
             return bare
-        first = int(rows[np.argmin(shield.until[rows])])
-        name, start, minimum = shield.jobs[int(shield.who[first])]
-        others = len(np.unique(shield.who[rows])) - 1
-        return Plan("none", render(MinRuntimeProtected(name, self.now - start, minimum, others)),
-                    wake_at=float(shield.until[first]))
+        spared = self._admitted or {}
+        taken = [k for k in bare.victims if k in spared]
+        if not taken:  # a plan of other victims after all (the search is bounded): it stands
+            return bare
+        said = spared[taken[0]]
+        return Plan("none", render(AdmittedElsewhere(taken[0], said.by, said.what, len(taken) - 1)))
+
+    def _admitted_rows(self, n: int) -> npt.NDArray[np.bool_] | None:
+        """Per index row (of ``n``), whether a controller in front of koordpy admitted the running pod
+        (``dialects.admitted_by``, Kueue): no victim of koordpy's, as that controller holds its quota
+        and preempts by its own rules (evicted by koordpy, its job would come back into the same
+        admission, the deletion counted as a failure of the job). None: no pod is (most clusters,
+        asked once per preemptor)."""
+        if self._unadmitted:
+            return None
+        if self._admitted is None:
+            self._admitted = dialects.admitted(self.cluster.objects.values())
+        if not self._admitted:
+            return None
+        idx = self.cluster.index
+        out = np.zeros(n, dtype=np.bool_)
+        out[[r for k in self._admitted if (r := idx.row.get(k)) is not None and r < n]] = True
+        # A pending one's nomination is koordpy's own promise, taken back as any other's: no eviction.
+        out &= ~idx.held[:n]
+        return out
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:

@@ -565,6 +565,19 @@ class MinRuntimeProtected:
 
 
 @dataclass(frozen=True)
+class AdmittedElsewhere:
+    """Lower-priority pods that could make room were admitted by a controller in front of koordpy
+    (``by``, Kueue), whose own preemption decides about them: ``victim`` is one of them, of its
+    object ``what`` ("" when the pod does not name it); ``others`` more pods too. Only a change in
+    the cluster (that controller's preemption, pods leaving) can make room."""
+
+    victim: str
+    by: str
+    what: str = ""
+    others: int = 0
+
+
+@dataclass(frozen=True)
 class Preempting:
     victims: tuple[str, ...]
     jobs: int
@@ -607,7 +620,7 @@ Reason: TypeAlias = (
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | ReplacementsDoNotFit
     | NotEligible | NotHelpful | RoomTakenBack | Preempting
-    | PreemptionDelayed | MinRuntimeProtected | PreemptedBy
+    | PreemptionDelayed | MinRuntimeProtected | AdmittedElsewhere | PreemptedBy
     | Assigned | BoundWithoutOwner
 )
 

@@ -29,6 +29,7 @@ from koordpy.core.messages import (
 )
 from koordpy.core.state import SchedulerState
 from koordpy.core.verdicts import (
+    AdmittedElsewhere,
     Assigned,
     BeyondMinimum,
     BoundWithoutOwner,
@@ -338,6 +339,12 @@ TABLE: list[tuple[Reason, str]] = [
     (MinRuntimeProtected("default/v", 30.0, 90.0, others=2),
      "preemption: victim default/v is protected by its minimum runtime (and 2 more job(s)): runs for 30 s of its 90; "
      "preemption is tried again when that has passed."),
+    (AdmittedElsewhere("default/v", "Kueue", "workload default/job-v-1a2b3"),
+     "preemption: victim default/v is not preempted: Kueue admitted it (workload default/job-v-1a2b3); Kueue's own "
+     "preemption decides; the job waits for room."),
+    (AdmittedElsewhere("default/v", "Kueue", "", others=3),
+     "preemption: victim default/v (and 3 more pod(s)) is not preempted: Kueue admitted it; Kueue's own preemption "
+     "decides; the job waits for room."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),

@@ -8,8 +8,8 @@ PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's pla
 
 This module is the registries and the dispatch over them: ``DIALECTS`` (the one line a dialect is
 added by; the order is the precedence when two declare the same gang), and per capability the
-dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION`` and its ``DECLARING``, ``EXPLAINS``, ``TOPOLOGIES``,
-``MANIFESTS``), each asked only through its own registry; the gang resolution that asks each in
+dialects that have it (``GANGS``, ``STATUSES``, ``ADMISSION`` and its ``DECLARING``, ``ADMITTERS``, ``EXPLAINS``,
+``TOPOLOGIES``, ``MANIFESTS``), each asked only through its own registry; the gang resolution that asks each in
 turn, the topology keys one dialect may find written in another's object (a PodGroup of one API
 carrying Volcano's or KAI's annotations), and ``Trees``, the cluster's trees by ``TreeKey``, each
 built by its dialect the first time a cycle asks for it (each dialect caches its trees while their
@@ -33,6 +33,8 @@ from koordpy.core.decisions import Decision, GangStatus, ObjectStatus
 from koordpy.core.dialects import kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import (
     Admission,
+    Admitted,
+    Admitters,
     Dialect,
     Explains,
     Gangs,
@@ -70,6 +72,8 @@ STALENESS: tuple[Staleness, ...]
 ADMISSION: tuple[Admission, ...]
 # Those that check pending pods' own declarations before the core sees them (``koordpy.core.declarations``).
 DECLARING: tuple[Admission, ...]
+# The controllers in front of koordpy that admit jobs (Kueue): the pods they admitted.
+ADMITTERS: tuple[Admitters, ...]
 EXPLAINS: tuple[Explains, ...]
 TOPOLOGIES: tuple[Topologies, ...]
 MANIFESTS: tuple[Manifests, ...]
@@ -100,14 +104,15 @@ REFUSED_FIELDS: dict[str, str] = {}
 def _index(dialects: tuple[Dialect, ...]) -> None:
     """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
     module that took one by name sees the change)."""
-    global DIALECTS, GANGS, STATUSES, STALENESS, ADMISSION, DECLARING, EXPLAINS, TOPOLOGIES, MANIFESTS, RUNTIMES, \
-        _EVENT_ORDER
+    global DIALECTS, GANGS, STATUSES, STALENESS, ADMISSION, DECLARING, ADMITTERS, EXPLAINS, TOPOLOGIES, MANIFESTS, \
+        RUNTIMES, _EVENT_ORDER
     DIALECTS = dialects
     GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
     STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
     STALENESS = tuple(d for d in dialects if isinstance(d, Staleness))
     ADMISSION = tuple(d for d in dialects if isinstance(d, Admission))
     DECLARING = tuple(d for d in ADMISSION if d.checks_declarations)
+    ADMITTERS = tuple(d for d in dialects if isinstance(d, Admitters))
     EXPLAINS = tuple(d for d in dialects if isinstance(d, Explains))
     TOPOLOGIES = tuple(d for d in dialects if isinstance(d, Topologies))
     MANIFESTS = tuple(d for d in dialects if isinstance(d, Manifests))
@@ -461,6 +466,26 @@ def shown_groups(snapshot: Snapshot) -> tuple[dict[str, dict[str, Any]], dict[st
 def shown_empty() -> dict[str, Any]:
     """What ``koordpy simulate`` reports of the topology objects a dialect has none of, by JSON key."""
     return {k: v for d in STATUSES for k, v in d.shown_empty.items()}
+
+
+# -- admitted in front of koordpy ------------------------------------------------------------------
+
+
+def admitted_by(pod: Pod) -> Admitted | None:
+    """Who admitted ``pod`` before koordpy places it (Kueue), when a dialect's controller did: its
+    preemption and its recovery are that controller's; None for most pods."""
+    for dialect in ADMITTERS:
+        found = dialect.admitted_by(pod)
+        if found is not None:
+            return found
+    return None
+
+
+def admitted(pods: Iterable[Pod]) -> dict[str, Admitted]:
+    """Those of ``pods`` a controller in front of koordpy admitted, by pod key (``admitted_by``)."""
+    if not ADMITTERS:
+        return {}
+    return {p.key: found for p in pods if (found := admitted_by(p)) is not None}
 
 
 # -- pods refused ----------------------------------------------------------------------------------

@@ -9,12 +9,13 @@ per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Runt
 minimum runtime, last start and preemption delay), ``Statuses`` (what a
 gang's objects are told: their status, Events), ``Staleness`` (where a stale gang's clock and grace
 are kept), ``Admission`` (pods it refuses, and the check of
-a pending pod's own declaration the shells make before the core sees it), ``Explains``
-(what ``koordpy explain`` says of its objects), ``Topologies`` (its trees) and ``Manifests``
-(``koordpy topology generate``). The registries (``koordpy.core.dialects``) list, per capability,
-the dialects that have it; the rest of the core reaches a dialect only through them, an ``Ask``
-(``koordpy.core.model``) or a ``GangStatus`` (``koordpy.core.decisions``), never by testing which
-one it is.
+a pending pod's own declaration the shells make before the core sees it), ``Admitters`` (the
+pods a controller in front of koordpy admitted, whose preemption and recovery are that
+controller's), ``Explains`` (what ``koordpy explain`` says of its objects), ``Topologies`` (its
+trees) and ``Manifests`` (``koordpy topology generate``). The registries
+(``koordpy.core.dialects``) list, per capability, the dialects that have it; the rest of the
+core reaches a dialect only through them, an ``Ask`` (``koordpy.core.model``) or a
+``GangStatus`` (``koordpy.core.decisions``), never by testing which one it is.
 
 Belongs here: the protocols, and per capability a base class (``GangsBase``...) with the neutral
 answer to its optional questions (no parent group, no refusal, no status...), which a dialect
@@ -336,6 +337,30 @@ class Admission(Dialect, Protocol):
         up front and the live scheduler reports on the pod), or None. ``accepted``: a pod with the
         same ``declared_words`` was accepted against the same object already; only what is the pod's own
         is left to check."""
+        ...
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Who admitted a pod before koordpy places it, as messages name them: the controller
+    (``by``), the object it admitted the pod's job as (``what``, "" when the pod does not say), and
+    how that controller recovers a job that breaks (``recovers``)."""
+
+    by: str
+    what: str
+    recovers: str
+
+
+@runtime_checkable
+class Admitters(Dialect, Protocol):
+    """A controller in front of koordpy that admits jobs (their quota, their queue, their own
+    preemption) before koordpy places their pods: the pods it admitted are not koordpy's preemption
+    victims, and a broken gang of them is its to recover (``koordpy.core.preemption``,
+    ``koordpy.core.stale``)."""
+
+    def admitted_by(self, pod: Pod) -> Admitted | None:
+        """Who admitted ``pod``, from what it carries; None: no controller of this dialect did.
+        Asked of every pod preemption may take: cheap."""
         ...
 
 

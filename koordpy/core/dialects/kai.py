@@ -2,7 +2,8 @@
 top-level owner's pods, one tree per Topology object (Kueue's or KAI's kind: KAI's constraints
 name them, and koordpy reads no constraint of Kueue's own), and a job's required / preferred
 levels (KAI's placement annotations or a PodGroup's ``topologyConstraint``) turned into a
-``Requirement``.
+``Requirement``. Kueue in front of koordpy: the pods it admitted (``Admitters``), whose
+preemption and recovery are Kueue's (docs/design.md, "Behind Kueue").
 
 A Topology lists node labels top level first; a node's domains are the values of those labels,
 and a node missing one of them, ``kubernetes.io/hostname`` included, is outside that topology (it
@@ -19,12 +20,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.kinds import Kind, Role, by_id
-from koordpy.api.kueue import ANN_PREFERRED, ANN_REQUIRED, ANN_TOPOLOGY, KUEUE_GROUP, KaiPodGroup, KaiQueue, Topology
+from koordpy.api.kueue import (
+    ANN_PREFERRED,
+    ANN_REQUIRED,
+    ANN_TOPOLOGY,
+    ANN_WORKLOAD,
+    KUEUE_GROUP,
+    LABEL_PODSET,
+    KaiPodGroup,
+    KaiQueue,
+    Topology,
+)
 from koordpy.api.objects import Node, Pod
 from koordpy.api.owners import Owner
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.raw import subdomain_problem
 from koordpy.core.dialects.base import (
+    Admitted,
     ExplainsBase,
     GangsBase,
     ManifestsBase,
@@ -341,6 +353,16 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, To
         if pg is not None and pg.staleness_grace is not None:
             return pg.staleness_grace
         return super().stale_grace(key, members, snapshot)
+
+    def admitted_by(self, pod: Pod) -> Admitted | None:
+        """Kueue writes both keys on every pod of a workload it admitted (its pod set's label always,
+        the Workload's name when topology-aware scheduling is on): either says Kueue holds the job's
+        quota, preempts it by its own rules and requeues it when it breaks (waitForPodsReady)."""
+        workload = pod.annotations.get(ANN_WORKLOAD)
+        if not workload and LABEL_PODSET not in pod.labels:
+            return None
+        return Admitted("Kueue", f"workload {pod.namespace}/{workload}" if workload else "",
+                        "its waitForPodsReady requeues it")
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in snapshot.kai_podgroups:

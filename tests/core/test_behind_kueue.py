@@ -1,0 +1,108 @@
+"""Issue 34, item 2's decision: behind Kueue, koordpy's preemption never takes a pod Kueue admitted
+(its label ``kueue.x-k8s.io/podset`` or its annotation ``kueue.x-k8s.io/workload``): Kueue holds
+that job's quota and preempts by its own rules. A job that could only fit by evicting such pods
+waits and says so; a pod Kueue admitted may still preempt pods Kueue did not admit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koordpy.core import dialects
+from koordpy.core.messages import render
+from koordpy.core.verdicts import AdmittedElsewhere
+from koordpy.sim.simulator import World
+from tests.builders import node, pod
+from tests.core.test_runtime import CLASSES, cycle, pending, running, victims, world
+
+PODSET = "kueue.x-k8s.io/podset"
+WORKLOAD = "kueue.x-k8s.io/workload"
+
+
+def admitted(raw: dict[str, Any], workload: str | None = "job-v-1a2b3", podset: bool = True) -> dict[str, Any]:
+    """``raw`` as Kueue leaves a pod of a workload it admitted."""
+    if podset:
+        raw["metadata"]["labels"][PODSET] = "main"
+    if workload is not None:
+        raw["metadata"]["annotations"][WORKLOAD] = workload
+    return raw
+
+
+def test_the_kueue_dialect_says_who_admitted_a_pod_from_either_key() -> None:
+    both = World.from_objects([("t", admitted(pod("a")))]).snapshot(frozenset({"koordpy"})).pods[0]
+    label = World.from_objects([("t", admitted(pod("b"), workload=None))]).snapshot(frozenset({"koordpy"})).pods[0]
+    note = World.from_objects([("t", admitted(pod("c"), podset=False))]).snapshot(frozenset({"koordpy"})).pods[0]
+    plain = World.from_objects([("t", pod("d"))]).snapshot(frozenset({"koordpy"})).pods[0]
+    found = dialects.admitted_by(both)
+    assert found is not None and (found.by, found.what) == ("Kueue", "workload default/job-v-1a2b3")
+    label_only = dialects.admitted_by(label)
+    assert label_only is not None and label_only.what == ""
+    assert dialects.admitted_by(note) is not None
+    assert dialects.admitted_by(plain) is None
+
+
+def test_an_admitted_victim_is_spared_and_an_equal_pod_kueue_did_not_admit_is_taken() -> None:
+    # Two equal low-priority pods, each filling a node; the preemptor needs one node.
+    w = world(CLASSES, node("n1"), node("n2"), admitted(running("kueued", "n1", started=0)),
+              running("plain", "n2", started=0), pending("p"))
+    assert victims(cycle(w, 5)) == ["default/plain"]
+
+
+def test_the_same_pods_without_kueue_keys_are_both_candidates() -> None:
+    # The control: without Kueue's keys, the name order picks n1's pod (the first candidate).
+    w = world(CLASSES, node("n1"), node("n2"), running("kueued", "n1", started=0),
+              running("plain", "n2", started=0), pending("p"))
+    assert victims(cycle(w, 5)) == ["default/kueued"]
+
+
+def test_a_job_that_only_fits_by_evicting_admitted_pods_waits_and_says_why() -> None:
+    w = world(CLASSES, node("n1"), admitted(running("kueued", "n1", started=0)), pending("p"))
+    out = cycle(w, 5)
+    assert victims(out) == []
+    assert ("victim default/kueued is not preempted: Kueue admitted it (workload default/job-v-1a2b3); Kueue's own "
+            "preemption decides; the job waits for room.") in out.waiting["default/p"]
+    assert out.next_deadline is None  # only a change in the cluster helps
+
+
+def test_a_job_needing_admitted_and_plain_pods_names_the_admitted_ones_and_takes_none() -> None:
+    # The preemptor needs two nodes; one holds a pod Kueue admitted.
+    w = world(CLASSES, node("n1"), node("n2"), admitted(running("kueued", "n1", started=0)),
+              running("plain", "n2", started=0),
+              pending("p-0", annotations={"pod-group-name": "p"}), pending("p-1", annotations={"pod-group-name": "p"}),
+              {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+               "metadata": {"name": "p", "namespace": "default"}, "spec": {"minMember": 2}})
+    out = cycle(w, 5)
+    assert victims(out) == []
+    assert "victim default/kueued is not preempted: Kueue admitted it" in out.waiting["default/p-0"]
+
+
+def test_a_pod_kueue_admitted_still_preempts_pods_it_did_not() -> None:
+    w = world(CLASSES, node("n1"), running("plain", "n1", started=0), admitted(pending("p"), workload="job-p-9z"))
+    assert victims(cycle(w, 5)) == ["default/plain"]
+
+
+def test_a_minimum_runtime_is_named_first_when_it_alone_keeps_the_room() -> None:
+    # n1's pod is protected by its minimum runtime, n2's admitted by Kueue: once the minimum runtime
+    # passes the job fits on n1, so it waits for that and says so.
+    w = world(CLASSES, node("n1"), node("n2"),
+              running("young", "n1", started=2, annotations={"koordpy.io/min-runtime": "10m"}),
+              admitted(running("kueued", "n2", started=0)), pending("p"))
+    out = cycle(w, 5)
+    assert victims(out) == []
+    assert "victim default/young is protected by its minimum runtime" in out.waiting["default/p"]
+    assert out.next_deadline is not None
+
+
+def test_a_pod_both_protected_and_admitted_is_named_as_admitted() -> None:
+    # Its minimum runtime passing would not let the job preempt it: Kueue's keys are what stops it.
+    w = world(CLASSES, node("n1"),
+              admitted(running("kueued", "n1", started=2, annotations={"koordpy.io/min-runtime": "10m"})),
+              pending("p"))
+    out = cycle(w, 5)
+    assert victims(out) == []
+    assert "victim default/kueued is not preempted: Kueue admitted it" in out.waiting["default/p"]
+
+
+def test_the_words() -> None:
+    assert render(AdmittedElsewhere("default/v", "Kueue", "", 2)) == (
+        "preemption: victim default/v (and 2 more pod(s)) is not preempted: Kueue admitted it; Kueue's own "
+        "preemption decides; the job waits for room.")
