@@ -116,6 +116,12 @@ class Settings(_Strict):
     # sets no grace of its own; negative: stale gangs are only reported. 60 is KAI-Scheduler's default.
     stale_gang_grace_period_seconds: float = Field(60.0, alias="staleGangGracePeriodSeconds",
                                                    allow_inf_nan=False)
+    # The same for a gang a controller in front of koordpy admitted (Kueue: a member carries its
+    # kueue.x-k8s.io/podset label or workload annotation). That controller recovers it (Kueue's
+    # waitForPodsReady requeues it, its quota freed), so by default koordpy only reports it; a
+    # cluster that turned waitForPodsReady off sets a grace here (60, say).
+    admitted_stale_gang_grace_period_seconds: float = Field(-1.0, alias="admittedStaleGangGracePeriodSeconds",
+                                                            allow_inf_nan=False)
     logging: Logging = Field(default_factory=lambda: Logging.model_validate({}))
     leader_election: LeaderElection = Field(default_factory=lambda: LeaderElection.model_validate({}),
                                             alias="leaderElection")

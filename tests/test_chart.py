@@ -266,6 +266,22 @@ def test_pods_delete_stays_with_preemption_off_while_stale_gangs_are_evicted() -
     assert ("", "pods", "delete") not in never
 
 
+def test_pods_delete_stays_while_gangs_kueue_admitted_are_evicted() -> None:
+    # admittedStaleGangGracePeriodSeconds (-1 by default: Kueue recovers them) set to evict them too.
+    kueued = grants(one(objects("config.preemption=false", "config.staleGangGracePeriodSeconds=-1",
+                                "config.admittedStaleGangGracePeriodSeconds=60"), "ClusterRole")["rules"])
+    assert ("", "pods", "delete") in kueued
+
+
+def test_the_configmap_carries_the_grace_for_gangs_kueue_admitted() -> None:
+    config = yaml.safe_load(one(objects(), "ConfigMap")["data"]["config.yaml"])
+    assert config["admittedStaleGangGracePeriodSeconds"] == -1
+    assert parse(config).admitted_stale_gang_grace_period_seconds == -1
+    set_ = yaml.safe_load(one(objects("config.admittedStaleGangGracePeriodSeconds=60"), "ConfigMap")["data"]
+                          ["config.yaml"])
+    assert parse(set_).admitted_stale_gang_grace_period_seconds == 60
+
+
 def test_lease_role_only_with_leader_election() -> None:
     docs = objects("config.leaderElection.leaseName=sched")
     role = one(docs, "Role")

@@ -93,8 +93,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for line in world.absent_group_kinds():
         print(f"koordpy simulate: warning: {line}", file=sys.stderr)
     names = frozenset(args.scheduler_name or ["koordpy"])
-    grace = args.stale_gang_grace_period
-    extra = {} if grace is None else {"stale_grace": grace}
+    graces = {"stale_grace": args.stale_gang_grace_period,
+              "admitted_stale_grace": args.admitted_stale_gang_grace_period}
+    extra = {k: v for k, v in graces.items() if v is not None}
     result = simulate(world, names, default_min_runtime=args.default_preempt_min_runtime,
                       default_preemption_delay=args.default_preemption_delay, **extra)
     for status in result.statuses:  # the live scheduler tells these in the object's condition and Events
@@ -166,6 +167,9 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--stale-gang-grace-period", type=float, metavar="SECONDS",
                      help="how long a gang may run below its minimum before the rest of it is evicted, where "
                           "the job sets none (staleGangGracePeriodSeconds; default 60; negative: only reported)")
+    sim.add_argument("--admitted-stale-gang-grace-period", type=float, metavar="SECONDS",
+                     help="the same for a gang a controller in front of koordpy admitted, which recovers it "
+                          "itself (admittedStaleGangGracePeriodSeconds; default -1: only reported)")
     sim.set_defaults(func=cmd_simulate, prog=PROG)
 
 

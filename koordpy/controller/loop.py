@@ -43,7 +43,7 @@ from koordpy.core.decisions import (
 )
 from koordpy.core.dialects import invalid_reason, object_statuses, status_said
 from koordpy.core.naming import natural_key
-from koordpy.core.snapshot import STALE_GRACE, Snapshot
+from koordpy.core.snapshot import ADMITTED_STALE_GRACE, STALE_GRACE, Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.devices.gangsearch import GANG_BUDGET
 
@@ -92,7 +92,8 @@ class SchedulerLoop:
                  debounce: float = 0.02, flush_every: float = 0.5, metrics: Metrics | None = None,
                  preemption: bool = True, pods_per_cycle: int = 0,
                  gang_search_seconds: float = GANG_BUDGET, default_min_runtime: float = 0.0,
-                 default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE) -> None:
+                 default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE,
+                 admitted_stale_grace: float = ADMITTED_STALE_GRACE) -> None:
         self.cache = cache
         self.metrics = metrics
         self.preemption = preemption
@@ -101,6 +102,7 @@ class SchedulerLoop:
         # defaultPreemptMinRuntimeSeconds, defaultPreemptionDelaySeconds
         self.default_min_runtime, self.default_preemption_delay = default_min_runtime, default_preemption_delay
         self.stale_grace = stale_grace  # staleGangGracePeriodSeconds
+        self.admitted_stale_grace = admitted_stale_grace  # admittedStaleGangGracePeriodSeconds
         # What the last cycle decided, for its log line: pods it left for the next (podsPerCycle),
         # conditions PodScheduled=False and nominations it wrote (benchmarks time answers by them).
         self._told: dict[str, int] = {}
@@ -242,6 +244,7 @@ class SchedulerLoop:
         snap.default_min_runtime = self.default_min_runtime
         snap.default_preemption_delay = self.default_preemption_delay
         snap.stale_grace = self.stale_grace
+        snap.admitted_stale_grace = self.admitted_stale_grace
         # Before the core runs, so that bad objects are reported even if the core then fails.
         self._report_invalid()
         result, core_cpu = await asyncio.to_thread(_schedule_timed, snap, self.state, time.time())

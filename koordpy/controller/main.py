@@ -329,7 +329,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
                          gang_search_seconds=settings.device_gang_search_seconds,
                          default_min_runtime=settings.default_min_runtime,
                          default_preemption_delay=settings.default_preemption_delay,
-                         stale_grace=settings.stale_gang_grace_period_seconds)
+                         stale_grace=settings.stale_gang_grace_period_seconds,
+                         admitted_stale_grace=settings.admitted_stale_gang_grace_period_seconds)
     settings_ = kopf.OperatorSettings()
     settings_.posting.enabled = False
     settings_.persistence.diffbase_storage = _NoDiffBase()

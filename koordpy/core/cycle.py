@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -916,12 +916,14 @@ class Cycle:
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)
             self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))
-        grace = dialects.stale_grace(key, gang.pods, snapshot)
-        grace = snapshot.stale_grace if grace is None else grace
+        by = dialects.first_admitted(gang.pods)
+        grace = stale.grace(dialects.stale_grace(key, gang.pods, snapshot), by is not None, snapshot)
         ends = stale.due(since, grace)
         if had is None and kept is None:  # it became stale now: told once
-            self._tell_gang(gang, EventReason.GANG_STALE, GangStale(key, since, reading.live, reading.minimum,
-                                                                     ends, reading.parts))
+            said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts)
+            if by is not None:
+                said = replace(said, by=by.by, what=by.what, recovers=by.recovers)
+            self._tell_gang(gang, EventReason.GANG_STALE, said)
         if ends is None:
             return
         if now < ends:

@@ -566,7 +566,11 @@ def render(reason: Reason) -> str:
         case GangTimeoutEvent():
             return f"gang did not reach its minimum within {reason.limit:g}s"
         case GangStale():
-            if reason.ends is None:
+            if reason.ends is None and reason.by:
+                what = f" ({reason.what})" if reason.what else ""
+                then = (f"{reason.by} admitted it{what} and recovers it ({reason.recovers}): koordpy reports it "
+                        "only, never evicts it")
+            elif reason.ends is None:
                 then = "its grace is negative: reported only, never evicted"
             elif reason.held:
                 then = ("its grace ended; its eviction waits while its pending members bind or hold the room "

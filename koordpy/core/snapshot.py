@@ -38,6 +38,9 @@ class PodChanges:
 
 # KAI-Scheduler's default staleness grace period (its ``globalDefaultStalenessGracePeriod``).
 STALE_GRACE = 60.0
+# ``admittedStaleGangGracePeriodSeconds``: a gang a controller in front of koordpy admitted (Kueue)
+# is that controller's to recover (its waitForPodsReady): koordpy only reports it.
+ADMITTED_STALE_GRACE = -1.0
 
 
 @dataclass
@@ -77,6 +80,10 @@ class Snapshot:
     # before the rest of it is evicted, where the job sets no grace of its own (negative: never,
     # only reported; ``koordpy.core.stale``).
     stale_grace: float = STALE_GRACE
+    # The operator's ``admittedStaleGangGracePeriodSeconds``: the same for a gang a controller in
+    # front of koordpy admitted any member of (``koordpy.core.dialects.admitted_by``, Kueue), which
+    # recovers it itself; negative (the default): only reported.
+    admitted_stale_grace: float = ADMITTED_STALE_GRACE
     changes: PodChanges | None = None
     # Namespace name -> its labels, for inter-pod affinity's namespaceSelector. A namespace not
     # listed has no labels as far as the core knows.

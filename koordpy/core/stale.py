@@ -9,13 +9,15 @@ meet their own minimum. Members placed this cycle count; pending replacements do
 bind; a member being deleted does not count (it will not come back) and is not evicted again. A
 gang whose members are all gone or terminating has nothing left to evict: not stale.
 
-After its grace (the job's own setting, else ``Snapshot.stale_grace``) every live bound member not
-already terminating is evicted, so the job's controller starts it again whole; a negative grace
-only reports. A gang whose pending members hold nominations (a preemption made room for them and
-the victims still terminate) is not evicted until they bind or lose them.
+After its grace (``grace``: the job's own setting, else ``Snapshot.admitted_stale_grace`` for a
+gang a controller in front of koordpy admitted, Kueue, which recovers it itself, else
+``Snapshot.stale_grace``) every live bound member not already terminating is evicted, so the job's
+controller starts it again whole; a negative grace only reports. A gang whose pending members
+hold nominations (a preemption made room for them and the victims still terminate) is not evicted
+until they bind or lose them.
 
-Belongs here: that rule as pure functions (``health``) and the grace's end (``due``). Does not
-belong here: which bound members still count (``koordpy.core.liveness``, recorded on each gang by
+Belongs here: that rule as pure functions (``health``), the grace (``grace``) and its end
+(``due``). Does not belong here: which bound members still count (``koordpy.core.liveness``, recorded on each gang by
 the view, ``Gang.lost``, which also rebuilds the gangs whose members count differently when nodes
 change or a toleration ends), where stale-since is kept (per dialect, ``Staleness.stale_since`` /
 ``stale_marks``), the decisions the cycle makes from a reading and which gangs it reads
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 
 from koordpy.api.objects import Pod
 from koordpy.core.model import Gang
+from koordpy.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,16 @@ def health(gang: Gang, bound_now: Mapping[str, str], succeeded: bool | None = No
     evictable = tuple(p.key for p in (*arriving, *(p for p in gang.pods if p.node_name and not p.deleting))) \
         if stale else ()
     return Health(count, minimum, stale, evictable, parts, len(arriving))
+
+
+def grace(own: float | None, admitted: bool, snapshot: Snapshot) -> float:
+    """A stale gang's grace: the job's ``own`` when it sets one; else, for a gang a controller in front
+    of koordpy ``admitted`` (Kueue: it holds the job's quota and requeues a broken one itself, and an
+    eviction of koordpy's would bring the pods back into the same admission, counted as failures of
+    the job), ``admittedStaleGangGracePeriodSeconds``; else ``staleGangGracePeriodSeconds``."""
+    if own is not None:
+        return own
+    return snapshot.admitted_stale_grace if admitted else snapshot.stale_grace
 
 
 def due(since: float, grace: float) -> float | None:

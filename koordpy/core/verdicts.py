@@ -148,7 +148,9 @@ class GangStale:
     still run against its minimum (for a gang of parts, the parts that meet theirs of those needed),
     and when the rest of it is evicted (None: never, its grace is negative). ``held``: its grace ran
     out, but its pending members hold nominations (room a preemption is making for them) or bound
-    just now, so the eviction waits for them."""
+    just now, so the eviction waits for them. ``by``: the controller in front of koordpy that
+    admitted it (Kueue), its object (``what``) and how it recovers the gang (``recovers``), said when
+    koordpy only reports it; "" when none did."""
 
     gang: str
     since: float
@@ -157,6 +159,9 @@ class GangStale:
     ends: float | None
     parts: tuple[int, int] | None = None
     held: bool = False
+    by: str = ""
+    what: str = ""
+    recovers: str = ""
 
 
 @dataclass(frozen=True)

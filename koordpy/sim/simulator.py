@@ -72,7 +72,7 @@ from koordpy.core.decisions import (
 from koordpy.core.declarations import Declarations
 from koordpy.core.dialects import GroupRow, build_gang, object_statuses, shown_empty, shown_groups
 from koordpy.core.messages import absent_gang_kind
-from koordpy.core.snapshot import STALE_GRACE, Snapshot
+from koordpy.core.snapshot import ADMITTED_STALE_GRACE, STALE_GRACE, Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.sim.claims import make_claims
 from koordpy.sim.errors import InputError as InputError  # re-exported: callers knew it here
@@ -624,13 +624,15 @@ class SimulationResult:
 
 def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy"}),
              incremental: bool = True, default_min_runtime: float = 0.0,
-             default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE) -> SimulationResult:
+             default_preemption_delay: float = 0.0, stale_grace: float = STALE_GRACE,
+             admitted_stale_grace: float = ADMITTED_STALE_GRACE) -> SimulationResult:
     """Cycles until nothing changes; when only gang waits remain, the clock jumps to the next expiry.
 
     ``incremental=False`` drops the core's standing view before every cycle, so each one is
     computed from the whole snapshot: the reference the incremental view is tested against. The
     defaults are the settings' ``defaultPreemptMinRuntimeSeconds``, ``defaultPreemptionDelaySeconds``
-    and ``staleGangGracePeriodSeconds`` (``stale_grace``)."""
+    ``staleGangGracePeriodSeconds`` (``stale_grace``) and ``admittedStaleGangGracePeriodSeconds``
+    (``admitted_stale_grace``)."""
     state = SchedulerState()
     bound: dict[str, str] = {}
     events: list[Event] = []
@@ -643,7 +645,7 @@ def simulate(world: World, scheduler_names: frozenset[str] = frozenset({"koordpy
             state.view = None
         snap = world.snapshot(scheduler_names)
         snap.default_min_runtime, snap.default_preemption_delay = default_min_runtime, default_preemption_delay
-        snap.stale_grace = stale_grace
+        snap.stale_grace, snap.admitted_stale_grace = stale_grace, admitted_stale_grace
         result = schedule(snap, state, world.now)
         events.extend(d for d in result.decisions if isinstance(d, Event))
         applied = world.apply(result)

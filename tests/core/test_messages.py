@@ -138,6 +138,11 @@ TABLE: list[tuple[Reason, str]] = [
     (GangStale("default/a", 1_800_000_000.0, 3, 8, 1_800_000_060.0, held=True),
      "gang default/a is stale since 2027-01-15T08:00:00Z: 3 members running, minimum 8; its grace ended; its "
      "eviction waits while its pending members bind or hold the room a preemption is making for them"),
+    (GangStale("default/a", 1_800_000_000.0, 3, 8, None, by="Kueue", what="workload default/job-a-1a2b3",
+               recovers="its waitForPodsReady requeues it"),
+     "gang default/a is stale since 2027-01-15T08:00:00Z: 3 members running, minimum 8; Kueue admitted it (workload "
+     "default/job-a-1a2b3) and recovers it (its waitForPodsReady requeues it): koordpy reports it only, never "
+     "evicts it"),
     (StaleEvicted("default/a", 3, 8, 60.0),
      "gang default/a ran below its minimum (3 members running, minimum 8) for its grace of 60s: evicted so that "
      "its controller starts it again whole"),

@@ -27,7 +27,7 @@ from tests.builders import node
 VIEW = Path(view_module.__file__)
 # Snapshot fields no kind fills: settings and what the shell says changed.
 NOT_KINDS = {"scheduler_names", "preemption", "pods_per_cycle", "gang_search_seconds", "default_min_runtime",
-             "default_preemption_delay", "stale_grace", "changes"}
+             "default_preemption_delay", "stale_grace", "admitted_stale_grace", "changes"}
 
 
 def _fields(kind: kinds.Kind) -> set[str]:

@@ -80,6 +80,7 @@ deviceGangSearchSeconds: {{ $c.deviceGangSearchSeconds }}
 defaultPreemptMinRuntimeSeconds: {{ $c.defaultPreemptMinRuntimeSeconds }}
 defaultPreemptionDelaySeconds: {{ $c.defaultPreemptionDelaySeconds }}
 staleGangGracePeriodSeconds: {{ $c.staleGangGracePeriodSeconds }}
+admittedStaleGangGracePeriodSeconds: {{ $c.admittedStaleGangGracePeriodSeconds }}
 topologySources: {{ toJson $c.topologySources }}
 logging:
   level: {{ $c.logging.level | quote }}
