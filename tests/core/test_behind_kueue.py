@@ -5,7 +5,11 @@ waits and says so; a pod Kueue admitted may still preempt pods Kueue did not adm
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from koordpy.core import dialects
 from koordpy.core.messages import render
@@ -106,3 +110,18 @@ def test_the_words() -> None:
     assert render(AdmittedElsewhere("default/v", "Kueue", "", 2)) == (
         "preemption: victim default/v (and 2 more pod(s)) is not preempted: Kueue admitted it; Kueue's own "
         "preemption decides; the job waits for room.")
+
+
+def test_explain_says_the_victim_kueue_admitted_is_not_preempted(tmp_path: Path, capsys: Any) -> None:
+    from koordpy.cli.main import main
+
+    path = tmp_path / "world.yaml"
+    path.write_text(yaml.safe_dump_all([*CLASSES, node("n1"), admitted(running("kueued", "n1", started=0)),
+                                        pending("p")]))
+    assert main(["explain", "pod", "default/p", "-f", str(path), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    said = ("victim default/kueued is not preempted: Kueue admitted it (workload default/job-v-1a2b3); Kueue's own "
+            "preemption decides; the job waits for room.")
+    assert out["preemption"]["outcome"] == "none" and out["preemption"]["wouldEvict"] == []
+    assert out["preemption"]["message"] == said
+    assert f"preemption cannot help: {said}" in out["changes"]
