@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.frontends import KUEUE_OBJECTS, Frontends, FrontendsError, clear_stale
+from tests.integration.frontends import KUEUE_OBJECTS, Frontends, FrontendsError, clear_stale, remove_crds
 from tests.integration.frontends import start as start_frontends
 from tests.integration.frontends import stop as stop_frontends
 from tests.integration.kube import (
@@ -61,12 +61,12 @@ def own_crds(kube: Kube) -> list[Path]:
     return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or "v1beta2" not in served]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def frontends(controlplane: ControlPlane) -> Iterator[Frontends]:
-    """Kueue v0.19.2 and JobSet v0.12.0 (``tests/integration/frontends.py``), started once for the
-    session by the first test that asks, stopped at its end (also with a reused control plane: their
-    webhooks must not outlive them). Kueue's objects are deleted while it runs, as its finalizers
-    need it."""
+    """Kueue v0.19.2 and JobSet v0.12.0 (``tests/integration/frontends.py``), started for a module of
+    tests that ask, and removed at its end with their CRDs (also with a reused control plane: their
+    webhooks must not outlive them, and the tests after find the control plane as it was). Kueue's
+    objects are deleted while it runs, as its finalizers need it."""
     try:
         fronts = start_frontends(controlplane)
     except FrontendsError as exc:
@@ -75,6 +75,7 @@ def frontends(controlplane: ControlPlane) -> Iterator[Frontends]:
     kube = Kube(controlplane)
     kube.kubectl("delete", KUEUE_OBJECTS, "--all", "--all-namespaces", "--timeout=60s", check=False)
     stop_frontends(controlplane)
+    remove_crds(controlplane, ROOT / "crds" / "kueue.x-k8s.io_topologies.yaml")
 
 
 @pytest.fixture

@@ -224,6 +224,20 @@ def _pid(cp_dir: Path, name: str) -> int | None:
     return int(f.read_text()) if f.exists() else None
 
 
+def _ended(cp_dir: Path, name: str) -> str | None:
+    """How the controller ``name`` started for ``cp_dir`` by this process ended ("exit status 1",
+    "signal 9"), or None while it runs. Its own child is asked directly (its exit status is the clue
+    when its log is empty); one only named by a pid file, by /proc."""
+    child = _children.get((cp_dir, name))
+    if child is not None:
+        code = child.poll()
+        if code is None:
+            return None
+        return f"signal {-code}" if code < 0 else f"exit status {code}"
+    pid = _pid(cp_dir, name)
+    return None if pid is not None and _alive(pid, name) else "not running"
+
+
 def _stop_processes(cp_dir: Path) -> None:
     """Stops both at once (each takes a few seconds to shut its servers down)."""
     waits: list[tuple[int, str, subprocess.Popen[bytes] | None]] = []
@@ -288,7 +302,10 @@ def start(cp: ControlPlane) -> Frontends:
     kueue_url = f"https://127.0.0.1:{ports['kueue_webhook']}"
     jobset_url = f"https://127.0.0.1:{ports['jobset_webhook']}"
 
-    kube.apply(kueue_crds(kueue_src, kueue_url + "/convert", ca), jobset_crds(jobset_src))
+    crds = [*kueue_crds(kueue_src, kueue_url + "/convert", ca), *jobset_crds(jobset_src)]
+    for crd in crds:  # told apart from the control plane's own, to be removed again (``remove_crds``)
+        crd["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = MANAGED_BY
+    kube.apply(*crds)
     kube.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
 
@@ -316,10 +333,11 @@ def start(cp: ControlPlane) -> Frontends:
     while time.monotonic() < deadline:
         missing = []
         for name, port in (("kueue", ports["kueue_health"]), ("jobset", ports["jobset_health"])):
-            pid = _pid(cp.dir, name)
-            if pid is None or not _alive(pid, name):
+            ended = _ended(cp.dir, name)
+            if ended is not None:
                 stop(cp)
-                raise FrontendsError(f"{name} exited at its start; see {cp.dir}/logs/{name}.log\n{fronts.logs()}")
+                raise FrontendsError(f"{name} exited at its start ({ended}); see {cp.dir}/logs/{name}.log\n"
+                                     f"{fronts.logs()}")
             if not _ready(port):
                 missing.append(f"{name}'s readiness probe (127.0.0.1:{port}/readyz)")
         if not missing:
@@ -381,6 +399,18 @@ def stop(cp: ControlPlane) -> None:
     Kube(cp).kubectl("delete", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-l",
                      f"app.kubernetes.io/managed-by={MANAGED_BY}", "--ignore-not-found", check=False)
     _stop_processes(cp.dir)
+
+
+def remove_crds(cp: ControlPlane, own: Path) -> None:
+    """Deletes Kueue's and JobSet's CRDs (their objects gone already: Kueue's finalizers need Kueue)
+    and applies ``own`` again, koordpy's copy of Kueue's Topology CRD, which Kueue's replaced: the
+    tests after these find the control plane as the session fixture made it (no JobSet kind served,
+    Topology v1alpha1 served)."""
+    kube = Kube(cp)
+    kube.kubectl("delete", "crd", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "--ignore-not-found",
+                 "--timeout=120s")
+    kube.kubectl("apply", "-f", str(own))
+    kube.kubectl("wait", "--for=condition=Established", "crd", "topologies.kueue.x-k8s.io", "--timeout=60s")
 
 
 def clear_stale(cp: ControlPlane) -> None:
