@@ -674,3 +674,25 @@ async def test_a_bind_refused_deletes_the_extended_resources_claim_we_created() 
     assert ("delete_claim", "default/p-extended-resources-x7k2q", "uid-made") in api.calls
     assert "default/p-extended-resources-x7k2q" not in api.claims
     assert "default/p-extended-resources-" not in cache.stores[CLAIMS] and "default/p" not in cache.assumed
+
+
+@pytest.mark.parametrize("change", ["failed", "deleting"])
+async def test_a_pod_that_ended_since_it_was_placed_is_not_bound(change: str) -> None:
+    # Kueue marks a pending pod Failed when the node it assigned fails, and a suspended Job's pods are
+    # deleted: the binding subresource checks no phase, so the bind must not go out.
+    cache, writer = Cache(), FakeWriter()
+    cache.observe("Node", "ADDED", node("a"))
+    placed = pod("p", cpu="1")
+    cache.observe("Pod", "ADDED", placed)
+    binder = Binder(cache, writer)  # type: ignore[arg-type]
+    d = Bind("default/p", "a")
+    binder.reserve(d)
+    ended = {**placed, "metadata": {**placed["metadata"], "resourceVersion": "9"}}
+    if change == "failed":
+        ended["status"] = {"phase": "Failed", "reason": "UnschedulableOnAssignedNode"}
+    else:
+        ended["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z"
+    cache.observe("Pod", "MODIFIED", ended)
+    await binder.run(d, "uid-p")
+    assert [c[0] for c in writer.calls] == []
+    assert "default/p" not in cache.assumed and "default/p" not in writer.conditions
