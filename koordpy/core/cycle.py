@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -916,13 +916,10 @@ class Cycle:
         self.state.mark_stale(key, since)
         if had is None or changed:  # written once, and again when the gang changed (a member replaced)
             self.result.decide(*dialects.stale_marks(key, gang.pods, since, snapshot, self.statuses))
-        by = dialects.first_admitted(gang.pods)
-        grace = stale.grace(dialects.stale_grace(key, gang.pods, snapshot), by is not None, snapshot)
+        grace, by = stale.grace(gang, snapshot)
         ends = stale.due(since, grace)
         if had is None and kept is None:  # it became stale now: told once
-            said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts)
-            if by is not None:
-                said = replace(said, by=by.by, what=by.what, recovers=by.recovers)
+            said = stale.told(GangStale(key, since, reading.live, reading.minimum, ends, reading.parts), by)
             self._tell_gang(gang, EventReason.GANG_STALE, said)
         if ends is None:
             return

@@ -674,14 +674,12 @@ class _Explainer:
         key, snapshot = gang.key, self.snapshot
         since = stale.since_when(self.state.stale_since.get(key), dialects.stale_since(key, gang.pods, snapshot),
                                  self.state.stale_cleared.get(key), self.now)
-        by = dialects.first_admitted(gang.pods)
-        ends = stale.due(since, stale.grace(dialects.stale_grace(key, gang.pods, snapshot), by is not None, snapshot))
+        grace, by = stale.grace(gang, snapshot)
+        ends = stale.due(since, grace)
         held = ends is not None and ends <= self.now and (
             reading.arriving > 0 or any(p.nominated_node_name for p in gang.pods if not p.node_name))
         said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held)
-        if by is not None:
-            said = replace(said, by=by.by, what=by.what, recovers=by.recovers)
-        return (("stale", render(said)),)
+        return (("stale", render(stale.told(said, by))),)
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:
         if pod.phase in ("Succeeded", "Failed"):

@@ -27,11 +27,14 @@ change or a toleration ends), where stale-since is kept (per dialect, ``Stalenes
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from koordpy.api.objects import Pod
+from koordpy.core import dialects
+from koordpy.core.dialects.base import Admitted
 from koordpy.core.model import Gang
 from koordpy.core.snapshot import Snapshot
+from koordpy.core.verdicts import GangStale
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +86,22 @@ def health(gang: Gang, bound_now: Mapping[str, str], succeeded: bool | None = No
     return Health(count, minimum, stale, evictable, parts, len(arriving))
 
 
-def grace(own: float | None, admitted: bool, snapshot: Snapshot) -> float:
-    """A stale gang's grace: the job's ``own`` when it sets one; else, for a gang a controller in front
-    of koordpy ``admitted`` (Kueue: it holds the job's quota and requeues a broken one itself, and an
-    eviction of koordpy's would bring the pods back into the same admission, counted as failures of
-    the job), ``admittedStaleGangGracePeriodSeconds``; else ``staleGangGracePeriodSeconds``."""
+def grace(gang: Gang, snapshot: Snapshot) -> tuple[float, Admitted | None]:
+    """A stale gang's grace, and who admitted it in front of koordpy (None: nobody): the job's own
+    grace when it sets one; else, for a gang a controller in front of koordpy admitted a member of
+    (Kueue: it holds the job's quota and requeues a broken one itself, and an eviction of koordpy's
+    would bring the pods back into the same admission, counted as failures of the job),
+    ``admittedStaleGangGracePeriodSeconds``; else ``staleGangGracePeriodSeconds``."""
+    by = dialects.first_admitted(gang.pods)
+    own = dialects.stale_grace(gang.key, gang.pods, snapshot)
     if own is not None:
-        return own
-    return snapshot.admitted_stale_grace if admitted else snapshot.stale_grace
+        return own, by
+    return (snapshot.stale_grace if by is None else snapshot.admitted_stale_grace), by
+
+
+def told(said: GangStale, by: Admitted | None) -> GangStale:
+    """``said`` naming the controller that admitted the gang (it recovers it), when one did."""
+    return said if by is None else replace(said, by=by.by, what=by.what, recovers=by.recovers)
 
 
 def due(since: float, grace: float) -> float | None:
