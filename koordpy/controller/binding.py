@@ -136,14 +136,13 @@ class BindingCycle:
         d = self.decision
         writer, metrics = self.binder.writer, self.binder.metrics
         failed = False
-        now = self.binder.cache.pods.get(d.pod)
-        if now is not None and (now.terminal or now.deleting):
+        pod = self.binder.cache.pods.get(d.pod)
+        if pod is not None and (pod.terminal or pod.deleting):
             # It ended or is being deleted since it was placed (Kueue marks a pending pod Failed when
             # its assigned node fails; its Job deletes every pod when suspended): the binding
             # subresource would accept a Failed pod all the same, and a kubelet would never run it.
             log.info("bind dropped: the pod ended or is being deleted since it was placed", pod=d.pod,
-                     node=d.node, phase=now.phase, deleting=now.deleting)
-            self._bind_failed = False
+                     node=d.node, phase=pod.phase, deleting=pod.deleting)
             return False
         try:
             bound = await writer.bind(d.pod, uid, d.node)

@@ -649,7 +649,7 @@ class Preemptor:
             return None
         idx = self.cluster.index
         out = np.zeros(n, dtype=np.bool_)
-        out[[r for k in self._admitted if (r := idx.row.get(k)) is not None and r < n]] = True
+        out[[r for k in self._admitted if (r := idx.row.get(k)) is not None]] = True
         # A pending one's nomination is koordpy's own promise, taken back as any other's: no eviction.
         out &= ~idx.held[:n]
         return out

@@ -484,11 +484,7 @@ def admitted_by(pod: Pod) -> Admitted | None:
 def first_admitted(pods: Iterable[Pod]) -> Admitted | None:
     """Who admitted the first of ``pods`` a controller in front of koordpy admitted (a gang's: any
     member admitted makes the gang that controller's to recover); None: none."""
-    for p in pods if ADMITTERS else ():
-        found = admitted_by(p)
-        if found is not None:
-            return found
-    return None
+    return next(filter(None, map(admitted_by, pods)), None)
 
 
 def admitted(pods: Iterable[Pod]) -> dict[str, Admitted]:
