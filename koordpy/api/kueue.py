@@ -29,6 +29,13 @@ MAX_LEVELS = 16
 # Workload's name (an annotation, written when topology-aware scheduling is on, its default).
 LABEL_PODSET = f"{KUEUE_GROUP}/podset"
 ANN_WORKLOAD = f"{KUEUE_GROUP}/workload"
+# Kueue's topology-aware scheduling: a pod set asks for it with one of these annotations on its
+# template (Kueue adds the unconstrained one itself when a TAS flavor admits a pod set that asked for
+# none), so every pod of a TAS workload carries one. Its pods are made behind ``TOPOLOGY_GATE``, which
+# Kueue removes once it has written its assigned domain's level labels into their nodeSelector.
+TAS_ANNOTATIONS = tuple(f"{KUEUE_GROUP}/podset-{what}-topology"
+                        for what in ("required", "preferred", "unconstrained", "slice-required"))
+TOPOLOGY_GATE = f"{KUEUE_GROUP}/topology"
 ANN_TOPOLOGY = "kai.scheduler/topology"
 ANN_REQUIRED = "kai.scheduler/topology-required-placement"
 ANN_PREFERRED = "kai.scheduler/topology-preferred-placement"

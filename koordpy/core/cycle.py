@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,7 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.statement import Statement
 from koordpy.core.txn import Txn
 from koordpy.core.verdicts import (
+    AssignmentUnmet,
     BeyondMinimum,
     Code,
     Failure,
@@ -83,6 +84,16 @@ from koordpy.core.verdicts import (
     condition_reason,
 )
 from koordpy.core.view import View
+
+
+def assignment_named(failure: Failure) -> Failure:
+    """``failure``, naming the topology assignment of the controller in front of koordpy that admitted
+    its pod (Kueue's, written into the pod's nodeSelector), when there is one: the pod waits for room
+    in that domain or for the controller to assign another, and its users read Kueue's terms."""
+    said = dialects.admitted_by(failure.pod)
+    if said is None or not said.assigned or isinstance(failure.why, AssignmentUnmet):
+        return failure
+    return replace(failure, why=AssignmentUnmet(failure.why, said.by, said.assigned, said.what, said.recovers))
 
 
 class Cycle:
@@ -393,7 +404,7 @@ class Cycle:
     def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
         """What preemption planned, carried out; True when the job is to be placed again at once
         (only lower-priority nominations stood in the way: their room is taken back)."""
-        self.diagnoses[job.id] = (failure, plan)
+        self.diagnoses[job.id] = (assignment_named(failure) if failure else None, plan)
         if plan is None:
             return False
         if plan.outcome == "nominated" and not plan.victims:
@@ -562,6 +573,7 @@ class Cycle:
         and keep trying. A member passed over (``skipped``) says why it fitted nowhere; in
         kube-scheduler's group cycle (``gangrule.skips``) every member says the failure itself, as
         kube-scheduler words each pod's, with no GangGroup of Koordinator's around it."""
+        failure = assignment_named(failure)
         bound, cond = sum(1 for p in job.pods if p.key in self.bound), condition_reason(failure.why)
         said = post_filter_said(self.released.get(job.id, ""), said)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
@@ -572,7 +584,7 @@ class Cycle:
             if pod.key == failure.pod.key:
                 self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
-                why = skipped[pod.key].why
+                why = assignment_named(skipped[pod.key]).why
                 self._say(pod, render(WithPreemption(why, said)) if said else render(why), condition_reason(why))
             else:
                 self._say(pod, others, cond)
@@ -614,6 +626,7 @@ class Cycle:
         """The member that failed carries the reason (and what preemption did), as does each member
         passed over (``skipped``); the others quote it in the GangGroup's words, or, in kube-scheduler's
         group cycle (``gangrule.skips``), in kube-scheduler's ("pod group ... is unschedulable")."""
+        failure = assignment_named(failure) if failure else None
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
         said = post_filter_said(self.released.get(job.id, ""), plan.message if plan is not None else "")
         cond = condition_reason(failure.why) if failure else "Unschedulable"
@@ -629,7 +642,7 @@ class Cycle:
             if failure and pod.key == failure.pod.key:
                 self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
-                why = skipped[pod.key].why
+                why = assignment_named(skipped[pod.key]).why
                 self._say(pod, render(WithPreemption(why, said)), condition_reason(why))
             else:
                 self._say(pod, others, cond)

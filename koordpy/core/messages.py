@@ -25,6 +25,7 @@ from koordpy.api.raw import rfc3339
 from koordpy.core.verdicts import (
     AdmittedElsewhere,
     Assigned,
+    AssignmentUnmet,
     BeyondMinimum,
     BoundWithoutOwner,
     Closest,
@@ -641,6 +642,12 @@ def render(reason: Reason) -> str:
             return f"{render(reason.inner).rstrip('.')}; at most one member per node, as {why}."
         case WithNotes():
             return f"{render(reason.inner).rstrip('.')}; {'; '.join(reason.notes)}."
+        case AssignmentUnmet():
+            what = f" for {reason.what}" if reason.what else ""
+            labels = ", ".join(f"{k}={v}" for k, v in reason.assigned)
+            then = f"; {reason.recovers}" if reason.recovers else ""
+            return (f"{render(reason.inner).rstrip('.')}; {reason.by}'s topology assignment{what} ({labels}) "
+                    f"cannot be met: koordpy places the pod nowhere else{then}.")
         case NoCandidate():
             return _no_candidate(reason)
         case NoHyperNode() | KindsNoHyperNode() | SubGroupsNoHyperNode() | SubGroupLeft():  # Volcano's terms

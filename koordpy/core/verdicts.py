@@ -583,6 +583,20 @@ class AdmittedElsewhere:
 
 
 @dataclass(frozen=True)
+class AssignmentUnmet:
+    """``inner`` for a pod a controller in front of koordpy (``by``, Kueue) admitted and assigned to
+    a topology domain, by the node labels ``assigned`` (its nodeSelector): the domain cannot take the
+    job, and koordpy places it nowhere else. ``what``: the object admitted ("" when the pod does not
+    name it); ``recovers``: how that controller ends the wait (Kueue's waitForPodsReady)."""
+
+    inner: Reason
+    by: str
+    assigned: tuple[tuple[str, str], ...]
+    what: str = ""
+    recovers: str = ""
+
+
+@dataclass(frozen=True)
 class Preempting:
     victims: tuple[str, ...]
     jobs: int
@@ -625,7 +639,7 @@ Reason: TypeAlias = (
     | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | ReplacementsDoNotFit
     | NotEligible | NotHelpful | RoomTakenBack | Preempting
-    | PreemptionDelayed | MinRuntimeProtected | AdmittedElsewhere | PreemptedBy
+    | PreemptionDelayed | MinRuntimeProtected | AdmittedElsewhere | AssignmentUnmet | PreemptedBy
     | Assigned | BoundWithoutOwner
 )
 
@@ -680,6 +694,8 @@ def condition_reason(reason: Reason) -> str:
     """The reason of the ``PodScheduled=False`` condition a refused pod gets: ``SchedulerError`` for a
     group kube-scheduler's own validation refuses (its pods' schedulerNames, priorities or preemption
     policies do not match), as it writes it; ``Unschedulable`` for everything else."""
+    while isinstance(reason, AssignmentUnmet):
+        reason = reason.inner
     inner = reason.inner if isinstance(reason, Refused) else reason
     if isinstance(inner, GroupSchedulers | GroupPriority | GroupPreemptionPolicy) or filter_error(reason):
         return "SchedulerError"
@@ -688,7 +704,7 @@ def condition_reason(reason: Reason) -> str:
 
 def filter_error(reason: Reason) -> FilterError | None:
     """The filter's error status a node count carries, under the reasons that wrap one."""
-    while isinstance(reason, Refused | Inside | OnePerNode | WithNotes):
+    while isinstance(reason, Refused | Inside | OnePerNode | WithNotes | AssignmentUnmet):
         reason = reason.inner
     if isinstance(reason, NodesFiltered):
         return next((r for r, _ in reason.counts if isinstance(r, FilterError)), None)

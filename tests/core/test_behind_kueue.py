@@ -125,3 +125,68 @@ def test_explain_says_the_victim_kueue_admitted_is_not_preempted(tmp_path: Path,
     assert out["preemption"]["outcome"] == "none" and out["preemption"]["wouldEvict"] == []
     assert out["preemption"]["message"] == said
     assert f"preemption cannot help: {said}" in out["changes"]
+
+
+# -- Kueue's topology assignment (TAS), kept and named -------------------------------------------------
+
+RACK = "example.com/rack"
+REQUIRED_RACK = {"kueue.x-k8s.io/podset-required-topology": RACK}
+
+
+def racks() -> list[dict[str, Any]]:
+    """n1 in rack r1, full (a pod Kueue did not admit, of equal priority: no preemption); n2 in r2, empty."""
+    full = running("other", "n1", started=0)
+    full["spec"]["priorityClassName"] = "high"
+    return [node("n1", labels={RACK: "r1"}), node("n2", labels={RACK: "r2"}), full]
+
+
+def ungated(raw: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """``raw`` as Kueue's topology ungater leaves a pod it assigned to rack r1: its pod set's TAS
+    annotation, the domain's level label in its nodeSelector, the gate gone."""
+    raw["metadata"]["annotations"].update(annotations)
+    raw["spec"]["nodeSelector"] = {RACK: "r1"}
+    return raw
+
+
+def test_a_kueue_topology_assignment_that_cannot_be_met_is_named_and_nothing_else_is_tried() -> None:
+    w = world(CLASSES, *racks(), admitted(ungated(pending("p"), **REQUIRED_RACK)))
+    out = cycle(w, 5)
+    assert not [d for d in out.decisions if type(d).__name__ == "Bind"]  # never r2's empty node
+    said = out.waiting["default/p"]
+    assert ("Kueue's topology assignment for workload default/job-v-1a2b3 (example.com/rack=r1) cannot be met: "
+            "koordpy places the pod nowhere else; its waitForPodsReady requeues it.") in said, said
+    assert said.startswith("0/2 nodes are available"), said  # kube-scheduler's count comes first
+
+
+def test_every_tas_annotation_kueue_writes_marks_an_assignment() -> None:
+    for what in ("preferred", "unconstrained", "slice-required"):
+        w = world(CLASSES, *racks(), admitted(ungated(pending("p"), **{f"kueue.x-k8s.io/podset-{what}-topology": "x"})))
+        assert "Kueue's topology assignment" in cycle(w, 5).waiting["default/p"], what
+
+
+def test_without_kueue_tas_the_same_selector_is_the_pods_own_and_not_credited_to_kueue() -> None:
+    # Controls: admitted without TAS (its selector is its own, or the flavor's), and TAS-annotated
+    # but not admitted (Kueue has assigned nothing yet): the plain filter message.
+    for raw in (admitted(ungated(pending("p"))), ungated(pending("p"), **REQUIRED_RACK)):
+        said = cycle(world(CLASSES, *racks(), raw), 5).waiting["default/p"]
+        assert "topology assignment" not in said and said.startswith("0/2 nodes are available"), said
+
+
+def test_a_gang_kueue_assigned_names_the_assignment_on_every_member() -> None:
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    members = [admitted(ungated(pending(f"g-{i}", cpu="4", annotations={"pod-group-name": "g"}), **REQUIRED_RACK))
+               for i in range(2)]
+    out = cycle(world(CLASSES, *racks(), group, *members), 5)
+    for i in range(2):
+        assert "Kueue's topology assignment for workload default/job-v-1a2b3 (example.com/rack=r1) cannot be met" \
+            in out.waiting[f"default/g-{i}"], out.waiting
+
+
+def test_explain_names_the_assignment_too(tmp_path: Path, capsys: Any) -> None:
+    from koordpy.cli.main import main
+
+    path = tmp_path / "world.yaml"
+    path.write_text(yaml.safe_dump_all([*CLASSES, *racks(), admitted(ungated(pending("p"), **REQUIRED_RACK))]))
+    assert main(["explain", "pod", "default/p", "-f", str(path)]) == 0
+    assert "Kueue's topology assignment for workload default/job-v-1a2b3" in capsys.readouterr().out

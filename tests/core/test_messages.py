@@ -31,6 +31,7 @@ from koordpy.core.state import SchedulerState
 from koordpy.core.verdicts import (
     AdmittedElsewhere,
     Assigned,
+    AssignmentUnmet,
     BeyondMinimum,
     BoundWithoutOwner,
     Code,
@@ -350,6 +351,15 @@ TABLE: list[tuple[Reason, str]] = [
     (AdmittedElsewhere("default/v", "Kueue", "", others=3),
      "preemption: victim default/v (and 3 more pod(s)) is not preempted: Kueue admitted it; Kueue's own preemption "
      "decides; the job waits for room."),
+    (AssignmentUnmet(NodesFiltered(2, (("Insufficient cpu", 1),
+                                       ("node(s) didn't match Pod's node affinity/selector", 1))),
+                     "Kueue", (("example.com/rack", "r1"),), "workload default/job-v-1a2b3",
+                     "its waitForPodsReady requeues it"),
+     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector; Kueue's "
+     "topology assignment for workload default/job-v-1a2b3 (example.com/rack=r1) cannot be met: koordpy places the "
+     "pod nowhere else; its waitForPodsReady requeues it."),
+    (AssignmentUnmet(Text("no room."), "Kueue", (("a", "1"), ("b", "2"))),
+     "no room; Kueue's topology assignment (a=1, b=2) cannot be met: koordpy places the pod nowhere else."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),

@@ -344,11 +344,14 @@ class Admission(Dialect, Protocol):
 class Admitted:
     """Who admitted a pod before koordpy places it, as messages name them: the controller
     (``by``), the object it admitted the pod's job as (``what``, "" when the pod does not say), and
-    how that controller recovers a job that breaks (``recovers``)."""
+    how that controller recovers a job that breaks (``recovers``), and the node labels it assigned the
+    pod to (``assigned``: Kueue's topology assignment, written into the pod's nodeSelector; empty:
+    none), which koordpy keeps to and names when they cannot be met."""
 
     by: str
     what: str
     recovers: str
+    assigned: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable

@@ -27,6 +27,8 @@ from koordpy.api.kueue import (
     ANN_WORKLOAD,
     KUEUE_GROUP,
     LABEL_PODSET,
+    TAS_ANNOTATIONS,
+    TOPOLOGY_GATE,
     KaiPodGroup,
     KaiQueue,
     Topology,
@@ -361,8 +363,14 @@ class Kai(GangsBase, RuntimesBase, StatusesBase, StalenessBase, ExplainsBase, To
         workload = pod.annotations.get(ANN_WORKLOAD)
         if not workload and LABEL_PODSET not in pod.labels:
             return None
+        # A TAS pod Kueue has ungated carries its assigned domain in its nodeSelector, with the
+        # flavor's node labels: which keys are the Topology's levels only the flavor says, and
+        # koordpy reads no ResourceFlavor, so the whole selector is named.
+        assigned: tuple[tuple[str, str], ...] = ()
+        if TOPOLOGY_GATE not in pod.scheduling_gates and any(a in pod.annotations for a in TAS_ANNOTATIONS):
+            assigned = tuple(sorted(pod.node_selector.items()))
         return Admitted("Kueue", f"workload {pod.namespace}/{workload}" if workload else "",
-                        "its waitForPodsReady requeues it")
+                        "its waitForPodsReady requeues it", assigned)
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if key in snapshot.kai_podgroups:
