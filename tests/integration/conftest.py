@@ -62,13 +62,14 @@ def own_crds(kube: Kube) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def frontends(controlplane: ControlPlane) -> Iterator[Frontends]:
+def frontends(controlplane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Frontends]:
     """Kueue v0.19.2 and JobSet v0.12.0 (``tests/integration/frontends.py``), started for a module of
     tests that ask, and removed at its end with their CRDs (also with a reused control plane: their
     webhooks must not outlive them, and the tests after find the control plane as it was). Kueue's
-    objects are deleted while it runs, as its finalizers need it."""
+    objects are deleted while it runs, as its finalizers need it. A module's ``KUEUE_CONFIG`` (top-level
+    fields of Kueue's Configuration) is set over the fixture's own."""
     try:
-        fronts = start_frontends(controlplane)
+        fronts = start_frontends(controlplane, getattr(request.module, "KUEUE_CONFIG", None))
     except FrontendsError as exc:
         pytest.fail(f"Kueue and JobSet did not start: {exc}", pytrace=False)
     yield fronts

@@ -284,10 +284,11 @@ def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
     (cp.dir / f"{name}.pid").write_text(str(proc.pid))
 
 
-def start(cp: ControlPlane) -> Frontends:
+def start(cp: ControlPlane, kueue_config: dict[str, Any] | None = None) -> Frontends:
     """Builds (once) and starts Kueue and JobSet for ``cp``, with their CRDs and webhooks; returns once
     both answer their readiness probes and their webhooks answer the API server, or raises
-    ``FrontendsError`` saying what was missing."""
+    ``FrontendsError`` saying what was missing. ``kueue_config``: top-level fields of Kueue's
+    Configuration set over the ones here (``waitForPodsReady``, ``fairSharing``: a test module's)."""
     kube = Kube(cp)
     bindir = build()
     kueue_src, jobset_src = module_dir("sigs.k8s.io/kueue"), module_dir("sigs.k8s.io/jobset")
@@ -315,7 +316,8 @@ def start(cp: ControlPlane) -> Frontends:
         "metrics": {"bindAddress": f"127.0.0.1:{ports['kueue_metrics']}"},
         "webhook": {"host": "127.0.0.1", "port": ports["kueue_webhook"], "certDir": str(pki)},
         "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
-        "manageJobsWithoutQueueName": False, "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)}}))
+        "manageJobsWithoutQueueName": False, "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+        **(kueue_config or {})}))
     (state / "jobset.yaml").write_text(yaml.safe_dump({
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['jobset_health']}"},

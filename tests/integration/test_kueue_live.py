@@ -22,8 +22,11 @@ from typing import Any
 from tests.builders import node
 from tests.integration.frontends import KUEUE_OBJECTS, NAMESPACE_LABEL, Frontends
 from tests.integration.kube import Kube, Scheduler, settle, wait_for, when
-from tests.integration.test_preemption import held
+from tests.integration.test_preemption import CLASSES, held, nominations
 
+# Kueue's Configuration for this module (the fixture sets it over its own): fair sharing on, with its
+# default preemption strategies; the other tests here use one ClusterQueue, on which it changes nothing.
+KUEUE_CONFIG = {"fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 NS = "kueue-live"
 GPU = "nvidia.com/gpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -74,11 +77,34 @@ def condition(obj: Obj, kind: str) -> Obj:
 
 
 def admitted(kube: Kube) -> set[str]:
-    return {job for job, w in kueue_workloads(kube).items() if condition(w, "Admitted").get("status") == "True"}
+    """The Jobs there whose Workload Kueue admitted: a deleted Job's Workload may outlive it a moment
+    with its Admitted condition (Kueue's finalizer), its quota released already."""
+    jobs = {j["metadata"]["name"] for j in kube.get("jobs.batch", namespace=NS)["items"]
+            if not j["metadata"].get("deletionTimestamp")}
+    return {job for job, w in kueue_workloads(kube).items()
+            if condition(w, "Admitted").get("status") == "True" and not w["metadata"].get("deletionTimestamp")
+            and job in jobs}
 
 
 def job_pods(kube: Kube, job: str) -> dict[str, Obj]:
     return {n: p for n, p in kube.pods(NS).items() if p["metadata"].get("labels", {}).get("job-name") == job}
+
+
+def pod_states(kube: Kube) -> dict[str, str]:
+    """What each pod of the namespace shows: its node, or why it waits; whether it is being deleted."""
+    return {n: (p["spec"].get("nodeName") or condition(p, "PodScheduled").get("message", "pending"))
+            + (" (deleting)" if p["metadata"].get("deletionTimestamp") else "")
+            for n, p in kube.pods(NS).items()}
+
+
+def bound_pods(kube: Kube, job: str, pods: int) -> dict[str, Obj]:
+    """The Job's ``pods`` pods once all are bound; a timeout names every pod's state."""
+    try:
+        return wait_for(lambda: when(len(job_pods(kube, job)) == pods
+                                     and all(p["spec"].get("nodeName") for p in job_pods(kube, job).values()),
+                                     job_pods(kube, job)), f"all {pods} pods of {job} bound", timeout=TIMEOUT)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; pods now: {json.dumps(pod_states(kube), indent=1)}") from None
 
 
 def bindings(log: Path) -> list[Obj]:
@@ -90,9 +116,7 @@ def bindings(log: Path) -> list[Obj]:
 def assert_bound_as_one_gang(kube: Kube, scheduler: Scheduler, job: str, pods: int) -> None:
     """All ``pods`` of the Job bound, each naming the Job's gang PodGroup; koordpy placed them in one
     decision for that PodGroup, and the PodGroup says it was scheduled."""
-    members = wait_for(lambda: when(len(job_pods(kube, job)) == pods
-                                    and all(p["spec"].get("nodeName") for p in job_pods(kube, job).values()),
-                                    job_pods(kube, job)), f"all {pods} pods of {job} bound", timeout=TIMEOUT)
+    members = bound_pods(kube, job, pods)
     groups = {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in members.values()}
     assert len(groups) == 1 and None not in groups, groups
     [group] = groups
@@ -194,5 +218,258 @@ def test_a_jobset_of_two_replicated_jobs_is_bound(frontends: Frontends, kube: Ku
         assert set(bound.values()) == {"n0"}
         jobs = {j["metadata"]["name"] for j in kube.get("jobs.batch", namespace=NS)["items"]}
         assert jobs == {"train-workers-0", "train-workers-1"}
+    finally:
+        cleanup(kube)
+
+
+# -- Kueue's topology-aware scheduling (TAS) ---------------------------------------------------------
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+POOL = "koordpy-test/pool"  # the TAS ResourceFlavor's node label
+TOPOLOGIES = "topologies.kueue.x-k8s.io"
+
+
+def tas_queues(gpus: int) -> list[Obj]:
+    """A Kueue Topology of blocks and racks (v1beta2, the version Kueue v0.19.2 stores), a TAS
+    ResourceFlavor over the nodes labelled ``POOL=tas``, a ClusterQueue of ``gpus`` GPUs on it and one
+    LocalQueue."""
+    quota = [{"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "1Ti"},
+             {"name": GPU, "nominalQuota": str(gpus)}]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {NAMESPACE_LABEL: "true"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "racks"},
+         "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "tas"},
+         "spec": {"nodeLabels": {POOL: "tas"}, "topologyName": "racks"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "tas"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+             "coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": "tas", "resources": quota}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "tas", "namespace": NS},
+         "spec": {"clusterQueue": "tas"}},
+    ]
+
+
+def rack_nodes(blocks: int = 2, racks: int = 2, per_rack: int = 2, gpus: int = 4) -> list[Obj]:
+    """``t-b<B>-r<R>-<N>``: Ready nodes with no kubelet (a bound pod stays bound, and Kueue's TAS counts
+    only Ready nodes), labelled with their block and rack (rack values unique across blocks)."""
+    return [node(f"t-b{b}-r{r}-{n}", cpu="32", memory="128Gi", extra={GPU: str(gpus)},
+                 labels={POOL: "tas", BLOCK: f"b{b}", RACK: f"b{b}-r{r}"})
+            for b in range(blocks) for r in range(racks) for n in range(per_rack)]
+
+
+def rack_of(name: str) -> str:
+    return name.rsplit("-", 1)[0].removeprefix("t-")
+
+
+def outsider(name: str, on: str, gpus: int, labels: dict[str, str] | None = None) -> Obj:
+    """A pod Kueue did not admit, already on node ``on`` (as if another scheduler had put it there):
+    Kueue's TAS counts it against the node (its non-TAS usage) and koordpy does too."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
+            "spec": {"nodeName": on, "terminationGracePeriodSeconds": 0, "containers": [{
+                "name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "1", GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}
+
+
+def tas_job(name: str, pods: int, gpus: int, level: str, how: str = "required",
+            spec: Obj | None = None) -> Obj:
+    """``gang_job`` in the TAS queue, asking Kueue for a ``how`` (required / preferred) topology at
+    ``level`` on its pod template, as Kueue's users write it."""
+    job = gang_job(name, "tas", pods, gpus)
+    template = job["spec"]["template"]
+    template["metadata"] = {"annotations": {f"kueue.x-k8s.io/podset-{how}-topology": level}}
+    template["spec"].update(spec or {})
+    return job
+
+
+def assert_inside_assignment(kube: Kube, job: str, pods: int) -> dict[str, str]:
+    """Every pod of the Job bound on a node its ``nodeSelector`` matches, the selector naming the rack
+    Kueue's topology assignment gave it (the ungater writes the assigned domain's level labels there
+    when it removes the ``kueue.x-k8s.io/topology`` gate); returns pod -> node."""
+    members = bound_pods(kube, job, pods)
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes", namespace=None)["items"]}
+    where = {}
+    for name, p in members.items():
+        selector = p["spec"].get("nodeSelector") or {}
+        assert RACK in selector and BLOCK in selector, (name, selector)  # Kueue's assignment, on the pod
+        assert not any(g.get("name") == "kueue.x-k8s.io/topology" for g in p["spec"].get("schedulingGates") or [])
+        labels = nodes[p["spec"]["nodeName"]]
+        assert all(labels.get(k) == v for k, v in selector.items()), (name, selector, p["spec"]["nodeName"])
+        where[name] = p["spec"]["nodeName"]
+    levels = [psa.get("topologyAssignment", {}).get("levels") for psa in
+              kueue_workloads(kube)[job]["status"]["admission"]["podSetAssignments"]]
+    assert levels == [[BLOCK, RACK]], levels
+    return where
+
+
+def test_kueue_topology_assignments_are_kept_required_and_preferred(
+        frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
+    """Kueue's TAS over 2 blocks x 2 racks x 2 nodes of 4 GPUs. Rack b0-r0 has 2 GPUs taken by a pod
+    Kueue did not admit. A Job requiring a rack for 4 pods x 2 GPUs fits only a free rack: Kueue
+    assigns one, and koordpy binds the 4 pods whole inside it. A Job preferring a rack for 6 pods x 2
+    GPUs fits no rack: Kueue assigns racks of one block, pod counts per rack; koordpy binds each pod
+    inside its own rack, so all inside that block."""
+    try:
+        kube.apply(tas_queues(64), rack_nodes(), outsider("other", "t-b0-r0-0", gpus=2))
+        wait_for(lambda: condition(kube.get("clusterqueues.kueue.x-k8s.io", "tas", None), "Active")
+                 .get("status") == "True", "the TAS ClusterQueue active")
+        settle(lambda: None, 2.0)  # Kueue's TAS cache takes in the outsider's usage (no status shows it)
+
+        kube.apply(tas_job("rack", pods=4, gpus=2, level=RACK))
+        placed = assert_inside_assignment(kube, "rack", 4)
+        assert len({rack_of(n) for n in placed.values()}) == 1, placed
+        assert rack_of(next(iter(placed.values()))) != "b0-r0", placed  # 6 GPUs free there, not 8
+        assert_bound_as_one_gang(kube, scheduler, "rack", pods=4)
+
+        kube.apply(tas_job("spread", pods=6, gpus=2, level=RACK, how="preferred"))
+        spread = assert_inside_assignment(kube, "spread", 6)
+        assert len({rack_of(n) for n in spread.values()}) > 1, spread  # 12 GPUs: no rack has them
+        assert len({rack_of(n).split("-")[0] for n in spread.values()}) == 1, spread  # one block has
+        assert_bound_as_one_gang(kube, scheduler, "spread", pods=6)
+    finally:
+        cleanup(kube)
+
+
+def test_a_kueue_assignment_koordpy_cannot_meet_is_said_and_holds_nothing(
+        frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
+    """Kueue's TAS does not weigh inter-pod anti-affinity; koordpy does. Every rack but b1-r1 is full
+    (pods Kueue did not admit); b1-r1's first node runs a pod the Job's members repel. Kueue assigns
+    the Job (4 pods x 2 GPUs, a rack required) to b1-r1, the only rack with 8 GPUs free; koordpy
+    cannot place it there (only the second node is left: 4 GPUs of 8), binds none of it, and says so
+    naming Kueue's assignment, as pods that wait for Kueue to recover the workload."""
+    try:
+        full = [outsider(f"full-{n}", n, gpus=4) for b in range(2) for r in range(2) for n in
+                (f"t-b{b}-r{r}-0", f"t-b{b}-r{r}-1") if (b, r) != (1, 1)]
+        kube.apply(tas_queues(64), rack_nodes(), *full, outsider("repelled", "t-b1-r1-0", gpus=0,
+                                                                   labels={"app": "repelled"}))
+        wait_for(lambda: condition(kube.get("clusterqueues.kueue.x-k8s.io", "tas", None), "Active")
+                 .get("status") == "True", "the TAS ClusterQueue active")
+        settle(lambda: None, 2.0)
+        anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "repelled"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+        kube.apply(tas_job("repels", pods=4, gpus=2, level=RACK, spec=anti))
+
+        def told() -> dict[str, str] | None:
+            pods = job_pods(kube, "repels")
+            said = {n: condition(p, "PodScheduled").get("message", "") for n, p in pods.items()}
+            return when(len(pods) == 4 and all("Kueue" in m for m in said.values()), said)
+
+        said = wait_for(told, "the Job's 4 pods told why Kueue's assignment cannot be met", timeout=TIMEOUT)
+        assert condition(kueue_workloads(kube)["repels"], "Admitted").get("status") == "True"
+        for message in said.values():
+            assert f"{RACK}=b1-r1" in message, message  # the domain Kueue assigned, by its label
+            assert "cannot be met" in message, message
+        assert all(not p["spec"].get("nodeName") for p in settle(lambda: job_pods(kube, "repels"), 3.0).values())
+    finally:
+        cleanup(kube)
+
+
+# -- fair sharing, and Kueue's preemption beside koordpy's nominations --------------------------------
+
+
+def cohort_queues() -> list[Obj]:
+    """Two ClusterQueues of 8 GPUs in one cohort, each with a LocalQueue of its name: team-a may borrow
+    team-b's unused quota; team-b reclaims it by Kueue's preemption (fair sharing decides whom)."""
+    def cq(name: str) -> Obj:
+        quota = [{"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"},
+                 {"name": GPU, "nominalQuota": "8"}]
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                "spec": {"cohortName": "pool", "namespaceSelector": {},
+                         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                         "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU],
+                                             "flavors": [{"name": "gpus", "resources": quota}]}]}}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {NAMESPACE_LABEL: "true"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpus"}},
+        cq("team-a"), cq("team-b"),
+        *({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": q, "namespace": NS},
+           "spec": {"clusterQueue": q}} for q in ("team-a", "team-b")),
+    ]
+
+
+def gpu_pod(name: str, gpus: int, priority_class: str, on: str | None = None) -> Obj:
+    """A pod Kueue does not manage (no queue), of ``gpus`` GPUs, already on ``on`` or for koordpy."""
+    spec: Obj = {"priorityClassName": priority_class, "terminationGracePeriodSeconds": 30, "containers": [{
+        "name": "main", "image": "busybox",
+        "resources": {"requests": {"cpu": "1", GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}
+    spec.update({"nodeName": on} if on else {"schedulerName": "koordpy"})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def terminating(kube: Kube) -> dict[str, str]:
+    """Pods being deleted that still hold their node (no kubelet here finishes a deletion)."""
+    return {n: p["spec"]["nodeName"] for n, p in kube.pods(NS).items()
+            if p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName")}
+
+
+def force_gone(kube: Kube, *names: str) -> None:
+    """Finishes the deletion of pods a kubelet would have stopped."""
+    kube.kubectl("delete", "pod", *names, "-n", NS, "--grace-period=0", "--force", "--wait=true", check=False)
+
+
+def test_kueue_reclaims_quota_while_koordpy_holds_a_nomination_and_nothing_is_double_booked(
+        frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
+    """Five nodes of 4 GPUs, no kubelet (a deleted pod stays terminating until the test finishes it).
+    Team A runs two Jobs of 2 pods x 4 GPUs (8 of its own quota, 8 borrowed from team B) on g0-g3; g4
+    runs a low-priority pod Kueue does not manage. An urgent pod (not Kueue's) preempts it: koordpy
+    nominates g4 for it while the victim terminates. Team B then submits a Job of 2 x 4 GPUs: Kueue's
+    fair sharing reclaims B's quota by evicting one of A's Jobs, whose pods start terminating, and
+    admits B's Job at once. B's gang binds nothing while A's pods still hold their nodes and never
+    takes g4's nominated room; once A's evicted pods are gone it binds whole where they were; once the
+    low pod is gone the urgent one binds on g4. No nomination outlives its pod's binding, no node is
+    over its GPUs, no gang is partial (the ``kube`` fixture checks the last two after the test too)."""
+    try:
+        gpus = {GPU: "4"}
+        kube.apply(CLASSES, cohort_queues(), held([node(f"g{i}", cpu="16", memory="64Gi", extra=gpus)
+                                                   for i in range(5)]))
+        for name in ("team-a", "team-b"):
+            wait_for(lambda n=name: condition(kube.get("clusterqueues.kueue.x-k8s.io", n, None), "Active")
+                     .get("status") == "True", f"ClusterQueue {name} active")
+        kube.apply(gpu_pod("low", 4, "low", on="g4"))
+        for job in ("a1", "a2"):
+            spec = gang_job(job, "team-a", pods=2, gpus=4)
+            spec["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+            kube.apply(spec)
+        for job in ("a1", "a2"):
+            assert_bound_as_one_gang(kube, scheduler, job, pods=2)
+        a_nodes = {p["spec"]["nodeName"] for j in ("a1", "a2") for p in job_pods(kube, j).values()}
+        assert a_nodes == {"g0", "g1", "g2", "g3"}, a_nodes
+
+        kube.apply(gpu_pod("urgent", 4, "high"))
+        wait_for(lambda: when(nominations(kube, NS).get("urgent") == "g4" and "low" in terminating(kube), True),
+                 "urgent nominated to g4 while low terminates", timeout=TIMEOUT)
+
+        spec = gang_job("b1", "team-b", pods=2, gpus=4)
+        spec["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+        kube.apply(spec)
+        evicted = wait_for(lambda: when(any(condition(w, "Evicted").get("status") == "True"
+                                            for w in kueue_workloads(kube).values()),
+                                        [j for j, w in kueue_workloads(kube).items()
+                                         if condition(w, "Evicted").get("status") == "True"]),
+                           "Kueue evicting one of team A's Jobs", timeout=TIMEOUT)
+        assert len(evicted) == 1 and evicted[0] in ("a1", "a2"), evicted
+        [gone] = evicted
+        freed = {p["spec"]["nodeName"] for p in job_pods(kube, gone).values()}
+        wait_for(lambda: when(len(job_pods(kube, "b1")) == 2, True), "team B's Job admitted and its pods made",
+                 timeout=TIMEOUT)
+        # While the evicted pods terminate on their nodes and low on g4, B's gang binds nothing.
+        held_pods = settle(lambda: job_pods(kube, "b1"), 3.0)
+        assert all(not p["spec"].get("nodeName") for p in held_pods.values()), held_pods
+        assert set(terminating(kube).values()) >= freed | {"g4"}, terminating(kube)
+        assert nominations(kube, NS).get("urgent") == "g4"
+        assert not {n for n, where in nominations(kube, NS).items() if where == "g4"} - {"urgent"}
+
+        # The evicted pods' room, then low's: the urgent pod, of higher priority, may take whichever
+        # comes first (kube-scheduler's nominated pods may bind elsewhere too); B's gang the rest, whole.
+        force_gone(kube, *(n for n in job_pods(kube, gone)))
+        force_gone(kube, "low")
+        assert_bound_as_one_gang(kube, scheduler, "b1", pods=2)
+        urgent = wait_for(lambda: kube.pods(NS).get("urgent", {}).get("spec", {}).get("nodeName"), "urgent bound",
+                          timeout=TIMEOUT)
+        b_nodes = {p["spec"]["nodeName"] for p in job_pods(kube, "b1").values()}
+        assert b_nodes | {urgent} == freed | {"g4"} and urgent not in b_nodes, (b_nodes, urgent, freed)
+        # No nomination outlives its pod's binding: nothing is left pending, so none holds room.
+        pending = settle(lambda: {n: s for n, s in pod_states(kube).items() if s not in {f"g{i}" for i in range(5)}},
+                         2.0)
+        assert pending == {}, pending
     finally:
         cleanup(kube)
