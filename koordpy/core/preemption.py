@@ -28,7 +28,6 @@ import numpy.typing as npt
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects.base import Admitted
 from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
@@ -295,9 +294,7 @@ class Preemptor:
     problems: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     _shield: _Shield | None = field(default=None, init=False)
     _unshielded: bool = field(default=False, init=False)  # a dry run as if no job were protected
-    # The pods a controller in front of koordpy admitted, by key (None: not asked yet), and a dry run
-    # as if none were.
-    _admitted: dict[str, Admitted] | None = field(default=None, init=False)
+    # A dry run as if no pod were admitted by a controller in front of koordpy (``_admitted_rows``).
     _unadmitted: bool = field(default=False, init=False)
     _may_protect: bool | None = field(default=None, init=False)  # whether anything sets a minimum runtime
     _prio_of: dict[str, int] | None = field(default=None, init=False)
@@ -628,31 +625,27 @@ class Preemptor:
             self._unadmitted = False
         if bare.outcome == "none":
             return bare
-        spared = self._admitted or {}
-        taken = [k for k in bare.victims if k in spared]
+        row = self.cluster.index.row
+        taken = [k for k in bare.victims if bool(admitted[row[k]])]
         if not taken:  # a plan of other victims after all (the search is bounded): it stands
             return bare
-        said = spared[taken[0]]
+        # Who admitted it, asked of the one victim the message names only (the index keeps whether).
+        said = dialects.admitted_by(self.cluster.objects[taken[0]])
+        assert said is not None, "the index says admitted what its pod object does not"
         return Plan("none", render(AdmittedElsewhere(taken[0], said.by, said.what, len(taken) - 1)))
 
     def _admitted_rows(self, n: int) -> npt.NDArray[np.bool_] | None:
         """Per index row (of ``n``), whether a controller in front of koordpy admitted the running pod
-        (``dialects.admitted_by``, Kueue): no victim of koordpy's, as that controller holds its quota
-        and preempts by its own rules (evicted by koordpy, its job would come back into the same
-        admission, the deletion counted as a failure of the job). None: no pod is (most clusters,
-        asked once per preemptor)."""
+        (the index's column, ``PodMeta.admitted``, from ``dialects.admitted_by`` as the pod last
+        changed; Kueue): no victim of koordpy's, as that controller holds its quota and preempts by
+        its own rules (evicted by koordpy, its job would come back into the same admission, the
+        deletion counted as a failure of the job). None: no pod is (most clusters)."""
         if self._unadmitted:
             return None
-        if self._admitted is None:
-            self._admitted = dialects.admitted(self.cluster.objects.values())
-        if not self._admitted:
-            return None
         idx = self.cluster.index
-        out = np.zeros(n, dtype=np.bool_)
-        out[[r for k in self._admitted if (r := idx.row.get(k)) is not None]] = True
         # A pending one's nomination is koordpy's own promise, taken back as any other's: no eviction.
-        out &= ~idx.held[:n]
-        return out
+        out = idx.admitted[:n] & idx.live[:n] & ~idx.held[:n]
+        return out if bool(out.any()) else None
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:

@@ -9,14 +9,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
+from koordpy.api import Node, Pod
 from koordpy.core import dialects
+from koordpy.core.cluster import Cluster
+from koordpy.core.cycle import schedule
 from koordpy.core.messages import render
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.verdicts import AdmittedElsewhere
 from koordpy.sim.simulator import World
 from tests.builders import node, pod
-from tests.core.test_runtime import CLASSES, cycle, pending, running, victims, world
+from tests.core.test_runtime import CLASSES, cycle, pending, running, seconds, victims, world
 
 PODSET = "kueue.x-k8s.io/podset"
 WORKLOAD = "kueue.x-k8s.io/workload"
@@ -125,6 +131,36 @@ def test_explain_says_the_victim_kueue_admitted_is_not_preempted(tmp_path: Path,
     assert out["preemption"]["outcome"] == "none" and out["preemption"]["wouldEvict"] == []
     assert out["preemption"]["message"] == said
     assert f"preemption cannot help: {said}" in out["changes"]
+
+
+def test_a_pod_admitted_between_two_cycles_of_the_standing_view_stops_being_a_victim() -> None:
+    # Whether a pod was admitted is kept with its other preemption facts (``PodMeta.admitted``): the
+    # standing view's cluster must make them again when Kueue writes its keys on a pod it counts.
+    w = world(CLASSES, node("n1"), node("n2"), running("kueued", "n1", started=0), running("plain", "n2", started=0))
+    state = SchedulerState()
+    assert victims(schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(4))) == []
+    cluster = state.standing_view().cluster
+    assert cluster is not None and not cluster.index.admitted[cluster.index.row["default/kueued"]]
+    was = w.pods["default/kueued"]
+    w.pods[was.key] = was.model_copy(update={"labels": {**was.labels, PODSET: "main"},
+                                             "annotations": {**was.annotations, WORKLOAD: "job-v-1a2b3"}})
+    w.pods["default/p"] = world(CLASSES, pending("p")).pods["default/p"]
+    out = schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(5))
+    assert state.standing_view().cluster is cluster  # counted again pod by pod, not made afresh
+    # Not admitted, the name order would take n1's pod (test_the_same_pods_without_kueue_keys_...).
+    assert victims(out) == ["default/plain"]
+
+
+def test_pods_alike_but_for_kueues_keys_are_told_apart_when_counted_in_bulk() -> None:
+    # ``Cluster.adopt_many`` hands one member's PodMeta to the next one alike (a gang's members):
+    # whether Kueue admitted it is part of what makes them alike.
+    plain, kueued = Pod.from_raw(pod("a", "1")), Pod.from_raw(admitted(pod("b", "1")))
+    cluster = Cluster(Snapshot(nodes=[Node.from_raw(node("n1", cpu="64"))], pods=[]))
+    keys = [plain.key, kueued.key]
+    cluster.recount_many(keys, {plain.key: plain, kueued.key: kueued}, {})  # new pending pods: only noted
+    cluster.adopt_many(keys, np.zeros(2, dtype=np.int64), cluster.request_vector(plain))
+    idx = cluster.index
+    assert [bool(idx.admitted[idx.row[k]]) for k in keys] == [False, True]
 
 
 # -- Kueue's topology assignment (TAS), kept and named -------------------------------------------------
