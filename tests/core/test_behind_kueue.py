@@ -16,7 +16,9 @@ from koordpy.api import Node, Pod
 from koordpy.core import dialects
 from koordpy.core.cluster import Cluster
 from koordpy.core.cycle import schedule
+from koordpy.core.decisions import CycleResult
 from koordpy.core.messages import render
+from koordpy.core.preemption import Plan, Preemptor
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.state import SchedulerState
 from koordpy.core.verdicts import AdmittedElsewhere
@@ -161,6 +163,59 @@ def test_pods_alike_but_for_kueues_keys_are_told_apart_when_counted_in_bulk() ->
     cluster.adopt_many(keys, np.zeros(2, dtype=np.int64), cluster.request_vector(plain))
     idx = cluster.index
     assert [bool(idx.admitted[idx.row[k]]) for k in keys] == [False, True]
+
+
+def _anchored(kueued_on: str) -> World:
+    """A gang gathered on a spine (MustGather) whose running member keeps it in spine-a; spine-a's other
+    node is held by a pod of its own priority (no victim), spine-b holds a low-priority pod Kueue did
+    not admit and, unless ``kueued_on`` names spine-a's node, one it admitted."""
+    from tests.builders import SPINE_BLOCK_CNT, podgroup, priority_class, spine_block_nodes
+    from tests.core.test_preemption import MUST_SPINE
+    from tests.core.test_preemption import running as placed
+
+    layout = {"spine-a": {"blk-a": [0, 1]}, "spine-b": {"blk-b": [2, 3, 4]}}
+    return world(spine_block_nodes(layout), SPINE_BLOCK_CNT, priority_class("high", 1000), priority_class("low", 10),
+                 podgroup("train", 2, gather=MUST_SPINE),
+                 pod("train-0", group="train", index=0, node_name="node-0", priority_class="high"),
+                 pod("train-1", group="train", index=1, priority_class="high"),
+                 placed("keep", "node-1" if kueued_on != "node-1" else "node-4", prio="high"),
+                 admitted(placed("kueued", kueued_on)), placed("plain", "node-3"))
+
+
+def _runs_without_the_mask(w: World, monkeypatch: Any) -> tuple[list[bool], CycleResult]:
+    """The cycle's result, and per dry run whether it was the one without the admitted mask."""
+    runs: list[bool] = []
+    real = Preemptor.plan
+
+    def plan(self: Preemptor, *args: Any) -> Plan:
+        runs.append(self._unadmitted)
+        return real(self, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(Preemptor, "plan", plan)
+        out = cycle(w, 5)
+    return runs, out
+
+
+def test_the_dry_run_without_the_admitted_mask_runs_only_where_an_admitted_pod_takes_part(monkeypatch: Any) -> None:
+    # The pod Kueue admitted is outside the gang's only candidate (spine-a): the dry run without the
+    # mask would have one victim more where no plan takes any, and is not run.
+    runs, out = _runs_without_the_mask(_anchored("node-2"), monkeypatch)
+    assert runs == [False]
+    said = out.waiting["default/train-1"]
+    assert "preemption: not helpful" in said and "Kueue" not in said
+    # The same answer as that dry run gives when it is run (every node taken to take part).
+    monkeypatch.setattr(Preemptor, "_reach", lambda self, *a: np.ones(len(self.cluster.nodes), dtype=np.bool_))
+    runs, ran = _runs_without_the_mask(_anchored("node-2"), monkeypatch)
+    assert runs == [False, True]
+    assert (ran.waiting, ran.decisions) == (out.waiting, out.decisions)
+
+
+def test_the_dry_run_without_the_admitted_mask_runs_where_an_admitted_pod_is_in_the_candidate(
+        monkeypatch: Any) -> None:
+    runs, out = _runs_without_the_mask(_anchored("node-1"), monkeypatch)
+    assert runs == [False, True]
+    assert "victim default/kueued is not preempted: Kueue admitted it" in out.waiting["default/train-1"]
 
 
 # -- Kueue's topology assignment (TAS), kept and named -------------------------------------------------
