@@ -108,11 +108,16 @@ class BindingCycle:
         (perf_counter), the start of the pod's attempt for the metrics. A step that fails, or the
         bind, undoes every step in reverse (each was reserved; those that never ran have only their
         assumptions to take back), and the pod goes back to the queue after its backoff, with kube-
-        scheduler's message when a pre-bind step failed."""
+        scheduler's message when a pre-bind step failed. A pod that ended or began to be deleted since
+        it was placed (``_ended``) is dropped before the first step as before the bind: no claim is
+        reserved for it, no volume bound to its node, and what was assumed is undone."""
         if not self.reserved:
             self.reserve()
         d = self.decision
         self.uid = uid
+        if self.steps and self._ended("pre-bind"):
+            await self._unreserve(self.steps)
+            return
         for step in self.steps:
             try:
                 await step.pre_bind(self)
@@ -132,17 +137,25 @@ class BindingCycle:
             if self._bind_failed:
                 self.binder.failed(d.pod, uid)
 
+    def _ended(self, before: str) -> bool:
+        """Whether the pod ended or is being deleted since it was placed, as the cache has it now
+        (Kueue marks a pending pod Failed when its assigned node fails; its Job deletes every pod when
+        suspended): then nothing more is written for it (said in the log, ``before`` which write).
+        The binding subresource would accept a Failed pod all the same, and a kubelet would never
+        run it; a claim's status would be reserved for it, a volume bound to its node."""
+        d = self.decision
+        pod = self.binder.cache.pods.get(d.pod)
+        if pod is None or not (pod.terminal or pod.deleting):
+            return False
+        log.info("bind dropped: the pod ended or is being deleted since it was placed", pod=d.pod, node=d.node,
+                 phase=pod.phase, deleting=pod.deleting, before=before)
+        return True
+
     async def _bind(self, uid: str, started: float | None) -> bool:
         d = self.decision
         writer, metrics = self.binder.writer, self.binder.metrics
         failed = False
-        pod = self.binder.cache.pods.get(d.pod)
-        if pod is not None and (pod.terminal or pod.deleting):
-            # It ended or is being deleted since it was placed (Kueue marks a pending pod Failed when
-            # its assigned node fails; its Job deletes every pod when suspended): the binding
-            # subresource would accept a Failed pod all the same, and a kubelet would never run it.
-            log.info("bind dropped: the pod ended or is being deleted since it was placed", pod=d.pod,
-                     node=d.node, phase=pod.phase, deleting=pod.deleting)
+        if self._ended("bind"):  # again: the pre-bind steps may have waited long
             return False
         try:
             bound = await writer.bind(d.pod, uid, d.node)

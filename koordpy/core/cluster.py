@@ -20,6 +20,7 @@ import numpy.typing as npt
 from koordpy.api.disruption import STORE as DISRUPTION_BUDGETS
 from koordpy.api.disruption import PodDisruptionBudget
 from koordpy.api.objects import LABEL_DISABLE_PREEMPTIBLE, PODS, Pod, PriorityClass
+from koordpy.core import dialects
 from koordpy.core.dialects import DEFAULT_TREE, Trees
 from koordpy.core.extended import backing
 from koordpy.core.naming import natural_key
@@ -46,8 +47,9 @@ def effective_priority(pod: Pod, classes: dict[str, PriorityClass]) -> int:
 class PodIndex:
     """Every counted pod as a row of arrays: its node, request and priority, and whether it is
     held (a pending pod counted where it is nominated or reserved), protected from preemption
-    (labelled so, or already terminating) or terminating because of preemption, and the
-    PodDisruptionBudget that covers it (``Budgets``; -1 none). Preemption reads it whole with numpy
+    (labelled so, or already terminating), terminating because of preemption or admitted by a
+    controller in front of koordpy (``PodMeta.admitted``), and the PodDisruptionBudget that covers
+    it (``Budgets``; -1 none). Preemption reads it whole with numpy
     instead of walking pod objects. Rows of pods that are gone are reused."""
 
     def __init__(self, resources: int) -> None:
@@ -61,6 +63,7 @@ class PodIndex:
         self.held = np.zeros(0, dtype=np.bool_)
         self.protected = np.zeros(0, dtype=np.bool_)
         self.doomed = np.zeros(0, dtype=np.bool_)
+        self.admitted = np.zeros(0, dtype=np.bool_)
         self.pdb = np.zeros(0, dtype=np.int64)
 
     def _grow(self) -> None:
@@ -70,7 +73,7 @@ class PodIndex:
         self.req = np.concatenate([self.req, np.zeros((extra, self.req.shape[1]), dtype=np.int64)])
         self.prio = np.concatenate([self.prio, np.zeros(extra, dtype=np.int64)])
         self.pdb = np.concatenate([self.pdb, np.full(extra, -1, dtype=np.int64)])
-        for name in ("live", "held", "protected", "doomed"):
+        for name in ("live", "held", "protected", "doomed", "admitted"):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, dtype=np.bool_)]))
         self._spare.extend(range(n - 1, len(self.keys) - 1, -1))
         self.keys.extend([""] * extra)
@@ -87,6 +90,7 @@ class PodIndex:
 
     def describe(self, i: int, meta: PodMeta) -> None:
         self.prio[i], self.protected[i], self.doomed[i] = meta.priority, meta.protected, meta.doomed
+        self.admitted[i] = meta.admitted
 
     def put_many(self, keys: list[str], nodes: npt.NDArray[np.int64], req: npt.NDArray[np.int64], held: bool,
                  metas: list[PodMeta], pdbs: list[int] | None = None) -> None:
@@ -111,6 +115,7 @@ class PodIndex:
         self.prio[rows] = [m.priority for m in metas]
         self.protected[rows] = [m.protected for m in metas]
         self.doomed[rows] = [m.doomed for m in metas]
+        self.admitted[rows] = [m.admitted for m in metas]
 
     def drop(self, key: str) -> None:
         i = self.row.pop(key, None)
@@ -136,15 +141,19 @@ class PodMeta:
     pending: bool  # not bound: counted only where it is nominated or reserved
     protected: bool  # never a victim: labelled so, or terminating already
     doomed: bool  # terminating because a scheduler preempted it
+    # A controller in front of koordpy admitted it (``dialects.admitted_by``, Kueue): that controller's
+    # preemption, not koordpy's, may take it. Read off the pod's labels and annotations, so kept here,
+    # made again whenever the pod object changes, rather than asked of every pod by each preemption.
+    admitted: bool
 
 
-_METAS: dict[tuple[int, bool, bool, bool], PodMeta] = {}
+_METAS: dict[tuple[int, bool, bool, bool, bool], PodMeta] = {}
 
 
-def meta_of(priority: int, pending: bool, protected: bool, doomed: bool) -> PodMeta:
+def meta_of(priority: int, pending: bool, protected: bool, doomed: bool, admitted: bool) -> PodMeta:
     """The one ``PodMeta`` of these values: they are immutable and few, so pods share them (a gang
     of thousands makes none)."""
-    key = (priority, pending, protected, doomed)
+    key = (priority, pending, protected, doomed, admitted)
     found = _METAS.get(key)
     if found is None:
         if len(_METAS) >= 4096:  # priorities are few; a bound all the same
@@ -156,7 +165,7 @@ def meta_of(priority: int, pending: bool, protected: bool, doomed: bool) -> PodM
 def pod_meta(pod: Pod, classes: dict[str, PriorityClass]) -> PodMeta:
     return meta_of(effective_priority(pod, classes), not pod.node_name,
                    pod.deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
-                   pod.deleting and pod.preempted)
+                   pod.deleting and pod.preempted, dialects.admitted_by(pod) is not None)
 
 
 class Budgets:
@@ -296,16 +305,19 @@ class Cluster:
             self.budgets.settle(self.index)
         self.trees = Trees(snapshot, self.nodes)
 
-    def _meta(self, pod: Pod) -> PodMeta:
-        """``pod_meta`` with the default priority found once (a pod of a gang of thousands asks it)."""
+    def _meta(self, pod: Pod, admitted: bool | None = None) -> PodMeta:
+        """``pod_meta`` with the default priority found once (a pod of a gang of thousands asks it);
+        ``admitted``: ``dialects.admitted_by`` already asked of it."""
         if pod.priority is not None:
             priority = pod.priority
         else:
             found = self.classes.get(pod.priority_class_name) if pod.priority_class_name else None
             priority = found.value if found is not None else self._default_priority
         deleting = pod.deleting
+        if admitted is None:
+            admitted = dialects.admitted_by(pod) is not None
         return meta_of(priority, not pod.node_name, deleting or pod.labels.get(LABEL_DISABLE_PREEMPTIBLE) == "true",
-                       deleting and pod.preempted)
+                       deleting and pod.preempted, admitted)
 
     @property
     def tree(self) -> TopologyTree:
@@ -427,7 +439,7 @@ class Cluster:
         self.moves += len(keys)
         counted.update(zip(keys, [(n, request) for n in nodes.tolist()], strict=True))
         was_held = self._held_flags(keys)
-        default = PodMeta(0, False, False, False)
+        default = PodMeta(0, False, False, False, False)
         pdbs = [self.budgets.of(self.objects.get(k)) for k in keys] if self.budgets.items else None
         index.put_many(keys, nodes, request, False, [m or default for m in self._metas_for(keys)], pdbs)
         if self.txn is not None:
@@ -454,11 +466,12 @@ class Cluster:
             pod = objects.get(key)
             if pod is None:
                 continue
+            admitted = dialects.admitted_by(pod) is not None
             alike = (pod.priority, pod.priority_class_name, pod.node_name == "", pod.deleting, pod.preempted,
-                     pod.labels.get(LABEL_DISABLE_PREEMPTIBLE))
+                     pod.labels.get(LABEL_DISABLE_PREEMPTIBLE), admitted)
             meta = made.get(alike)
             if meta is None:
-                meta = made[alike] = self._meta(pod)
+                meta = made[alike] = self._meta(pod, admitted)
             found[j] = metas[key] = meta
         return found
 
@@ -468,7 +481,7 @@ class Cluster:
             self.index.drop(key)
         else:
             self.counted[key] = entry
-            meta = self._meta_for(key) or PodMeta(0, held, False, False)
+            meta = self._meta_for(key) or PodMeta(0, held, False, False, False)
             self.index.put(key, entry[0], entry[1], held, meta,
                            self.budgets.of(self.objects.get(key)) if self.budgets.items else -1)
 
@@ -509,7 +522,8 @@ class Cluster:
     def bound(self, key: str) -> None:
         """The pod was bound this cycle: until the next snapshot says so, it runs where it is counted."""
         meta = self._meta_for(key)
-        self._describe(key, None if meta is None else meta_of(meta.priority, False, meta.protected, meta.doomed),
+        self._describe(key, None if meta is None else meta_of(meta.priority, False, meta.protected, meta.doomed,
+                                                                   meta.admitted),
                        held=False)
 
     def bound_many(self, keys: list[str]) -> None:
@@ -528,7 +542,7 @@ class Cluster:
                 continue
             now = made.get(id(m))
             if now is None:
-                now = made[id(m)] = meta_of(m.priority, False, m.protected, m.doomed)
+                now = made[id(m)] = meta_of(m.priority, False, m.protected, m.doomed, m.admitted)
             metas[k] = now
             if i is not None:
                 rows.append(i)
@@ -545,7 +559,7 @@ class Cluster:
         budget (a PodDisruptionBudget's) has one disruption fewer for them, as its status will say."""
         meta = self._meta_for(key)
         if meta is not None:
-            self._describe(key, meta_of(meta.priority, meta.pending, True, True), held=None)
+            self._describe(key, meta_of(meta.priority, meta.pending, True, True, meta.admitted), held=None)
         row = self.index.row.get(key)
         if self.budgets and row is not None:
             budgets = self.budgets

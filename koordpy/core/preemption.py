@@ -28,7 +28,6 @@ import numpy.typing as npt
 from koordpy.api.objects import Pod, PriorityClass
 from koordpy.core import dialects, gangrule
 from koordpy.core.cluster import Cluster
-from koordpy.core.dialects.base import Admitted
 from koordpy.core.gang import GangGroupId, Job
 from koordpy.core.messages import render
 from koordpy.core.model import Gang
@@ -295,9 +294,7 @@ class Preemptor:
     problems: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     _shield: _Shield | None = field(default=None, init=False)
     _unshielded: bool = field(default=False, init=False)  # a dry run as if no job were protected
-    # The pods a controller in front of koordpy admitted, by key (None: not asked yet), and a dry run
-    # as if none were.
-    _admitted: dict[str, Admitted] | None = field(default=None, init=False)
+    # A dry run as if no pod were admitted by a controller in front of koordpy (``_admitted_rows``).
     _unadmitted: bool = field(default=False, init=False)
     _may_protect: bool | None = field(default=None, init=False)  # whether anything sets a minimum runtime
     _prio_of: dict[str, int] | None = field(default=None, init=False)
@@ -394,7 +391,7 @@ class Preemptor:
         self._spare_units(sel)
         rows = np.flatnonzero(sel)
         if not len(rows):
-            return self._protected(eligible, shield, admitted, asked) or Plan("none", "")
+            return self._protected(eligible, sel, shield, admitted, None, asked) or Plan("none", "")
         tree = cluster.trees[req.tree] if req is not None else cluster.tree
         kinds = self.placer.kinds(pods)
         vec, feasible = self._loose(kinds, tree)
@@ -416,10 +413,11 @@ class Preemptor:
         desired = len(pods)
         ranks = self._candidate_sets(tree, req, slots, len(pods) == 1)
         fits = self._fits(kinds, desired, tree, reclaim, cap, ranks, shared is not None)
+        reach = None if any(map(self.placer.uses_devices, pods)) else self._reach(ranks, tree, req)
         if not any(bool(np.any(f)) for f in fits):
             most = max(((int(t), n) for c in ranks for t, n in zip(c.totals.tolist(), c.names, strict=True)),
                        default=(0, "the cluster"))
-            return self._protected(eligible, shield, admitted, asked) or Plan(
+            return self._protected(eligible, sel, shield, admitted, reach, asked) or Plan(
                 "none", render(NotHelpful(desired, most[0], most[1])))
         rows, v_node, v_req = rows[order], v_node[order], v_req[order]
         v_req_own = v_req[:, :len(vec_own)]  # without the device column
@@ -519,7 +517,8 @@ class Preemptor:
             if compared == MAX_COMPARED:
                 break
         if best is None:
-            return self._protected(eligible, shield, admitted, asked) or Plan("none", render(NotHelpful(desired)))
+            return self._protected(eligible, sel, shield, admitted, reach, asked) or Plan(
+                "none", render(NotHelpful(desired)))
         plan = best[1]
         plan.message = self._message(plan, job)
         return plan
@@ -596,8 +595,8 @@ class Preemptor:
         # None when no job is protected now (the usual case): the plans then do no work for it.
         return self._shield if jobs else None
 
-    def _protected(self, eligible: npt.NDArray[np.bool_], shield: _Shield | None,
-                   admitted: npt.NDArray[np.bool_] | None,
+    def _protected(self, eligible: npt.NDArray[np.bool_], sel: npt.NDArray[np.bool_], shield: _Shield | None,
+                   admitted: npt.NDArray[np.bool_] | None, reach: npt.NDArray[np.bool_] | None,
                    asked: tuple[Job, list[Pod], Requirement | None, Failure, Place]) -> Plan | None:
         """The plan of a job that found no room because victims it could take are spared: protected by
         their minimum runtime (it says so and tries again when the first protection ends), or admitted
@@ -605,7 +604,11 @@ class Preemptor:
         none is. When even they would not make room (the dry run again without what spares them: only
         here, where preemption failed beside spared pods), the plan is that dry run's: it says why,
         and no protection's end brings the job back. A minimum runtime is lifted first: a job that
-        would fit once it passes waits for it; one that needs admitted pods too says that."""
+        would fit once it passes waits for it; one that needs admitted pods too says that.
+
+        ``sel``: the victims the dry run had; ``reach``: per node, whether a victim there takes part in
+        it (``_reach``; None: anywhere). The dry run without the admitted mask is run only when it
+        would have a victim more where one takes part: else it is this one again, to the same end."""
         if shield is not None and len(rows := np.flatnonzero(eligible & shield.any(len(eligible)))):
             self._unshielded = True
             try:
@@ -619,7 +622,7 @@ class Preemptor:
             others = len(np.unique(shield.who[rows])) - 1
             return Plan("none", render(MinRuntimeProtected(name, self.now - start, minimum, others)),
                         wake_at=float(shield.until[first]))
-        if admitted is None or not bool(np.any(eligible & admitted)):
+        if admitted is None or not self._admitted_would_take(eligible, sel, reach):
             return None
         self._unadmitted = True
         try:
@@ -628,31 +631,52 @@ class Preemptor:
             self._unadmitted = False
         if bare.outcome == "none":
             return bare
-        spared = self._admitted or {}
-        taken = [k for k in bare.victims if k in spared]
+        row = self.cluster.index.row
+        taken = [k for k in bare.victims if bool(admitted[row[k]])]
         if not taken:  # a plan of other victims after all (the search is bounded): it stands
             return bare
-        said = spared[taken[0]]
+        # Who admitted it, asked of the one victim the message names only (the index keeps whether).
+        said = dialects.admitted_by(self.cluster.objects[taken[0]])
+        assert said is not None, "the index says admitted what its pod object does not"
         return Plan("none", render(AdmittedElsewhere(taken[0], said.by, said.what, len(taken) - 1)))
+
+    def _admitted_would_take(self, eligible: npt.NDArray[np.bool_], sel: npt.NDArray[np.bool_],
+                             reach: npt.NDArray[np.bool_] | None) -> bool:
+        """Whether the dry run without the admitted mask could have a victim that the one that had
+        ``sel`` did not, where victims take part in it (``reach``): an admitted pod, or a member of a
+        unit one spared (``_spare_units``; a unit spared for another reason counts too, so never a
+        victim fewer than that run has). Asked once no eligible pod is protected by a minimum runtime
+        (``_protected`` lifts that first). The first run cannot tell by itself: the masked pods never
+        enter its reprieve, and only placements with them gone say whether they make room."""
+        more = eligible & ~sel
+        if reach is not None:
+            more[more] = reach[self.cluster.index.node[more]]
+        return bool(more.any())
+
+    def _reach(self, ranks: list[_Candidates], tree: TopologyTree, req: Requirement | None) -> npt.NDArray[np.bool_]:
+        """Per node, whether a victim there takes part in a dry run whose candidates are ``ranks``, for
+        a job without devices (``_device_room`` counts victims on every node the job may use, and its
+        budget is one of time): one on a node of no candidate is never evicted by a plan, nor counted
+        in a candidate's room (``reprieve`` passes it by, an attempt is one candidate's, a unit's
+        members elsewhere go with one inside), so the dry run ends as it would without it. A node
+        the tree leaves out counts (the root as a candidate totals it)."""
+        out = tree.outside.copy() if req is not None else np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+        for cands in ranks:
+            out |= cands.of_node >= 0
+        return out
 
     def _admitted_rows(self, n: int) -> npt.NDArray[np.bool_] | None:
         """Per index row (of ``n``), whether a controller in front of koordpy admitted the running pod
-        (``dialects.admitted_by``, Kueue): no victim of koordpy's, as that controller holds its quota
-        and preempts by its own rules (evicted by koordpy, its job would come back into the same
-        admission, the deletion counted as a failure of the job). None: no pod is (most clusters,
-        asked once per preemptor)."""
+        (the index's column, ``PodMeta.admitted``, from ``dialects.admitted_by`` as the pod last
+        changed; Kueue): no victim of koordpy's, as that controller holds its quota and preempts by
+        its own rules (evicted by koordpy, its job would come back into the same admission, the
+        deletion counted as a failure of the job). None: no pod is (most clusters)."""
         if self._unadmitted:
             return None
-        if self._admitted is None:
-            self._admitted = dialects.admitted(self.cluster.objects.values())
-        if not self._admitted:
-            return None
         idx = self.cluster.index
-        out = np.zeros(n, dtype=np.bool_)
-        out[[r for k in self._admitted if (r := idx.row.get(k)) is not None]] = True
         # A pending one's nomination is koordpy's own promise, taken back as any other's: no eviction.
-        out &= ~idx.held[:n]
-        return out
+        out = idx.admitted[:n] & idx.live[:n] & ~idx.held[:n]
+        return out if bool(out.any()) else None
 
     def _wanted(self, pods: list[Pod], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """Per victim row, whether some required affinity term of the job's pods matches it (None:

@@ -87,15 +87,18 @@ def health(gang: Gang, bound_now: Mapping[str, str], succeeded: bool | None = No
 
 
 def grace(gang: Gang, snapshot: Snapshot) -> tuple[float, Admitted | None]:
-    """A stale gang's grace, and who admitted it in front of koordpy (None: nobody): the job's own
-    grace when it sets one; else, for a gang a controller in front of koordpy admitted a member of
-    (Kueue: it holds the job's quota and requeues a broken one itself, and an eviction of koordpy's
-    would bring the pods back into the same admission, counted as failures of the job),
-    ``admittedStaleGangGracePeriodSeconds``; else ``staleGangGracePeriodSeconds``."""
-    by = dialects.first_admitted(gang.pods)
+    """A stale gang's grace, and who admitted it in front of koordpy when that decided the grace
+    (None: the job's own grace did, or nobody admitted it): the job's own grace when it sets one;
+    else, for a gang a controller in front of koordpy admitted a member of (Kueue: it holds the
+    job's quota and requeues a broken one itself, and an eviction of koordpy's would bring the pods
+    back into the same admission, counted as failures of the job),
+    ``admittedStaleGangGracePeriodSeconds``; else ``staleGangGracePeriodSeconds``. Messages credit
+    only the controller returned (``told``): a job whose own negative grace keeps its gang is not
+    said to be recovered by that controller."""
     own = dialects.stale_grace(gang.key, gang.pods, snapshot)
     if own is not None:
-        return own, by
+        return own, None
+    by = dialects.first_admitted(gang.pods)
     return (snapshot.stale_grace if by is None else snapshot.admitted_stale_grace), by
 
 

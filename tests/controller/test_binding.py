@@ -676,6 +676,16 @@ async def test_a_bind_refused_deletes_the_extended_resources_claim_we_created() 
     assert "default/p-extended-resources-" not in cache.stores[CLAIMS] and "default/p" not in cache.assumed
 
 
+def _end(cache: Cache, placed: dict[str, Any], change: str) -> None:
+    """The watch brings pod ``placed`` Failed (``change`` "failed") or being deleted ("deleting")."""
+    ended = {**placed, "metadata": {**placed["metadata"], "resourceVersion": "9"}}
+    if change == "failed":
+        ended["status"] = {"phase": "Failed", "reason": "UnschedulableOnAssignedNode"}
+    else:
+        ended["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z"
+    cache.observe("Pod", "MODIFIED", ended)
+
+
 @pytest.mark.parametrize("change", ["failed", "deleting"])
 async def test_a_pod_that_ended_since_it_was_placed_is_not_bound(change: str) -> None:
     # Kueue marks a pending pod Failed when the node it assigned fails, and a suspended Job's pods are
@@ -687,12 +697,42 @@ async def test_a_pod_that_ended_since_it_was_placed_is_not_bound(change: str) ->
     binder = Binder(cache, writer)  # type: ignore[arg-type]
     d = Bind("default/p", "a")
     binder.reserve(d)
-    ended = {**placed, "metadata": {**placed["metadata"], "resourceVersion": "9"}}
-    if change == "failed":
-        ended["status"] = {"phase": "Failed", "reason": "UnschedulableOnAssignedNode"}
-    else:
-        ended["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z"
-    cache.observe("Pod", "MODIFIED", ended)
+    _end(cache, placed, change)
     await binder.run(d, "uid-p")
     assert [c[0] for c in writer.calls] == []
     assert "default/p" not in cache.assumed and "default/p" not in writer.conditions
+
+
+@pytest.mark.parametrize("change", ["failed", "deleting"])
+async def test_no_claim_is_reserved_for_a_pod_that_ended_since_it_was_placed(change: str) -> None:
+    # The same pod with a claim to allocate: its pre-bind steps would reserve the claim for a pod no
+    # kubelet will run (and protect it with a finalizer) before the bind is dropped.
+    cache = _claims_cache()
+    api = FakeClaims(cache)
+    api.put(ResourceClaim("default", "c1", uid="uid-c1"))
+    binder, d = _reserved(cache, api, _write("c1", _allocation()))
+    assert _shown(cache, "default/c1").allocation is not None  # assumed at once
+    _end(cache, pod("p"), change)
+    await binder.run(d, POD_UID)
+    assert api.calls == [] and api.patches == []
+    claim, _ = api.claims["default/c1"]
+    assert claim.allocation is None and claim.reserved_for == () and claim.finalizers == ()
+    shown = _shown(cache, "default/c1")
+    assert shown.allocation is None and shown.reserved_for == ()  # the assumption undone
+    assert "default/p" not in cache.assumed and "default/p" not in api.conditions
+
+
+@pytest.mark.parametrize("change", ["failed", "deleting"])
+async def test_no_volume_is_bound_for_a_pod_that_ended_since_it_was_placed(change: str) -> None:
+    from tests.core.test_volumes import using
+
+    cache, writer = one_pv_cache("p", "data"), FakeWriter()
+    binder = Binder(cache, writer)  # type: ignore[arg-type]
+    d = Bind("default/p", "a", VolumeBinding("a", static=(("default/data", "only"),)))
+    binder.reserve(d)
+    assert cache.storage.volumes["only"].claim_ref is not None  # assumed at once
+    _end(cache, using("p", "data"), change)
+    await binder.run(d, "uid-p")
+    assert writer.calls == []
+    assert cache.storage.volumes["only"].claim_ref is None and "default/p" not in cache.assumed
+    assert "default/p" not in writer.conditions

@@ -9,14 +9,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
+from koordpy.api import Node, Pod
 from koordpy.core import dialects
+from koordpy.core.cluster import Cluster
+from koordpy.core.cycle import schedule
+from koordpy.core.decisions import CycleResult
 from koordpy.core.messages import render
+from koordpy.core.preemption import Plan, Preemptor
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.state import SchedulerState
 from koordpy.core.verdicts import AdmittedElsewhere
 from koordpy.sim.simulator import World
 from tests.builders import node, pod
-from tests.core.test_runtime import CLASSES, cycle, pending, running, victims, world
+from tests.core.test_runtime import CLASSES, cycle, pending, running, seconds, victims, world
 
 PODSET = "kueue.x-k8s.io/podset"
 WORKLOAD = "kueue.x-k8s.io/workload"
@@ -125,6 +133,89 @@ def test_explain_says_the_victim_kueue_admitted_is_not_preempted(tmp_path: Path,
     assert out["preemption"]["outcome"] == "none" and out["preemption"]["wouldEvict"] == []
     assert out["preemption"]["message"] == said
     assert f"preemption cannot help: {said}" in out["changes"]
+
+
+def test_a_pod_admitted_between_two_cycles_of_the_standing_view_stops_being_a_victim() -> None:
+    # Whether a pod was admitted is kept with its other preemption facts (``PodMeta.admitted``): the
+    # standing view's cluster must make them again when Kueue writes its keys on a pod it counts.
+    w = world(CLASSES, node("n1"), node("n2"), running("kueued", "n1", started=0), running("plain", "n2", started=0))
+    state = SchedulerState()
+    assert victims(schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(4))) == []
+    cluster = state.standing_view().cluster
+    assert cluster is not None and not cluster.index.admitted[cluster.index.row["default/kueued"]]
+    was = w.pods["default/kueued"]
+    w.pods[was.key] = was.model_copy(update={"labels": {**was.labels, PODSET: "main"},
+                                             "annotations": {**was.annotations, WORKLOAD: "job-v-1a2b3"}})
+    w.pods["default/p"] = world(CLASSES, pending("p")).pods["default/p"]
+    out = schedule(w.snapshot(frozenset({"koordpy"})), state, seconds(5))
+    assert state.standing_view().cluster is cluster  # counted again pod by pod, not made afresh
+    # Not admitted, the name order would take n1's pod (test_the_same_pods_without_kueue_keys_...).
+    assert victims(out) == ["default/plain"]
+
+
+def test_pods_alike_but_for_kueues_keys_are_told_apart_when_counted_in_bulk() -> None:
+    # ``Cluster.adopt_many`` hands one member's PodMeta to the next one alike (a gang's members):
+    # whether Kueue admitted it is part of what makes them alike.
+    plain, kueued = Pod.from_raw(pod("a", "1")), Pod.from_raw(admitted(pod("b", "1")))
+    cluster = Cluster(Snapshot(nodes=[Node.from_raw(node("n1", cpu="64"))], pods=[]))
+    keys = [plain.key, kueued.key]
+    cluster.recount_many(keys, {plain.key: plain, kueued.key: kueued}, {})  # new pending pods: only noted
+    cluster.adopt_many(keys, np.zeros(2, dtype=np.int64), cluster.request_vector(plain))
+    idx = cluster.index
+    assert [bool(idx.admitted[idx.row[k]]) for k in keys] == [False, True]
+
+
+def _anchored(kueued_on: str) -> World:
+    """A gang gathered on a spine (MustGather) whose running member keeps it in spine-a; spine-a's other
+    node is held by a pod of its own priority (no victim), spine-b holds a low-priority pod Kueue did
+    not admit and, unless ``kueued_on`` names spine-a's node, one it admitted."""
+    from tests.builders import SPINE_BLOCK_CNT, podgroup, priority_class, spine_block_nodes
+    from tests.core.test_preemption import MUST_SPINE
+    from tests.core.test_preemption import running as placed
+
+    layout = {"spine-a": {"blk-a": [0, 1]}, "spine-b": {"blk-b": [2, 3, 4]}}
+    return world(spine_block_nodes(layout), SPINE_BLOCK_CNT, priority_class("high", 1000), priority_class("low", 10),
+                 podgroup("train", 2, gather=MUST_SPINE),
+                 pod("train-0", group="train", index=0, node_name="node-0", priority_class="high"),
+                 pod("train-1", group="train", index=1, priority_class="high"),
+                 placed("keep", "node-1" if kueued_on != "node-1" else "node-4", prio="high"),
+                 admitted(placed("kueued", kueued_on)), placed("plain", "node-3"))
+
+
+def _runs_without_the_mask(w: World, monkeypatch: Any) -> tuple[list[bool], CycleResult]:
+    """The cycle's result, and per dry run whether it was the one without the admitted mask."""
+    runs: list[bool] = []
+    real = Preemptor.plan
+
+    def plan(self: Preemptor, *args: Any) -> Plan:
+        runs.append(self._unadmitted)
+        return real(self, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(Preemptor, "plan", plan)
+        out = cycle(w, 5)
+    return runs, out
+
+
+def test_the_dry_run_without_the_admitted_mask_runs_only_where_an_admitted_pod_takes_part(monkeypatch: Any) -> None:
+    # The pod Kueue admitted is outside the gang's only candidate (spine-a): the dry run without the
+    # mask would have one victim more where no plan takes any, and is not run.
+    runs, out = _runs_without_the_mask(_anchored("node-2"), monkeypatch)
+    assert runs == [False]
+    said = out.waiting["default/train-1"]
+    assert "preemption: not helpful" in said and "Kueue" not in said
+    # The same answer as that dry run gives when it is run (every node taken to take part).
+    monkeypatch.setattr(Preemptor, "_reach", lambda self, *a: np.ones(len(self.cluster.nodes), dtype=np.bool_))
+    runs, ran = _runs_without_the_mask(_anchored("node-2"), monkeypatch)
+    assert runs == [False, True]
+    assert (ran.waiting, ran.decisions) == (out.waiting, out.decisions)
+
+
+def test_the_dry_run_without_the_admitted_mask_runs_where_an_admitted_pod_is_in_the_candidate(
+        monkeypatch: Any) -> None:
+    runs, out = _runs_without_the_mask(_anchored("node-1"), monkeypatch)
+    assert runs == [False, True]
+    assert "victim default/kueued is not preempted: Kueue admitted it" in out.waiting["default/train-1"]
 
 
 # -- Kueue's topology assignment (TAS), kept and named -------------------------------------------------

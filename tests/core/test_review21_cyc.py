@@ -12,8 +12,9 @@ moves without trackers are held here to two rules under random sequences of a jo
   ``Cluster.adopt``, ``Cluster.bound``) after every move, and their undo does too.
 
 Pods of every kind take part: running, nominated (held), new pending ones the cluster only noted,
-pods with anti-affinity or host ports (the tracked presence path) and plain ones, with trackers
-made before the moves or between them.
+pods with anti-affinity or host ports (the tracked presence path) and plain ones, some admitted by a
+controller in front of koordpy (``PodMeta.admitted``), with trackers made before the moves or
+between them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def _pod(i: int, kind: str, cpu: str) -> Pod:
         raw["spec"]["nodeName"] = f"n{i % NODES}"
     if i % 3 == 0:
         raw["spec"]["priority"] = 100 + i
+    if i % 4 == 1:  # admitted in front of koordpy (Kueue's key): alike its neighbours in all but that
+        raw["metadata"]["labels"]["kueue.x-k8s.io/podset"] = "main"
     return Pod.from_raw(raw)
 
 
@@ -69,7 +72,7 @@ def _state(cluster: Cluster) -> tuple[object, ...]:
     """Everything a later job or a what-if reads of the cluster, keyed by pod (not by row number)."""
     idx = cluster.index
     rows = {k: (int(idx.node[i]), idx.req[i].tolist(), bool(idx.live[i]), bool(idx.held[i]), int(idx.prio[i]),
-                bool(idx.protected[i]), bool(idx.doomed[i])) for k, i in idx.row.items()}
+                bool(idx.protected[i]), bool(idx.doomed[i]), bool(idx.admitted[i])) for k, i in idx.row.items()}
     live = int(np.count_nonzero(idx.live))
     presence = cluster.presence
     metas = {k: cluster._meta_for(k) for k in sorted({*cluster.objects, *cluster.meta})}

@@ -100,3 +100,26 @@ def test_simulate_takes_the_grace_for_admitted_gangs_from_its_flag(tmp_path: Pat
     assert json.loads(capsys.readouterr().out)["evicted"] == {}
     assert main(["simulate", "-f", str(path), "-o", "json", "--admitted-stale-gang-grace-period", "10"]) == 0
     assert set(json.loads(capsys.readouterr().out)["evicted"]) == EVICTED
+
+
+OWN_NEGATIVE = {"koordpy.io/staleness-grace-period": "-1s"}
+
+
+def test_a_gang_kueue_admitted_that_sets_its_own_negative_grace_is_not_said_to_be_kueues_to_recover() -> None:
+    # Its own grace decided (reported only), not the setting for admitted gangs: Kueue is not credited.
+    w = World.from_objects([("test", o) for o in gang(kueue=True, annotations=OWN_NEGATIVE)])
+    start = w.now
+    result = simulate(w, admitted_stale_grace=30)  # were the setting's grace used, it would evict
+    assert result.evicted == {}
+    assert told(result, "GangStale") == [
+        f"gang default/job is stale since {rfc3339(start)}: 2 members running, minimum 3; its grace is negative: "
+        "reported only, never evicted"]
+
+
+def test_explain_does_not_credit_kueue_with_a_gang_whose_own_grace_decided() -> None:
+    w = World.from_objects([("test", o) for o in gang(kueue=True, annotations=OWN_NEGATIVE)])
+    found = explain_podgroup(w.snapshot(frozenset({"koordpy"})), SchedulerState(), w.now, "default/job")
+    assert found is not None
+    [facts] = found.gangs
+    assert dict(facts.details)["stale"].endswith(": 2 members running, minimum 3; its grace is negative: "
+                                                 "reported only, never evicted")

@@ -487,13 +487,6 @@ def first_admitted(pods: Iterable[Pod]) -> Admitted | None:
     return next(filter(None, map(admitted_by, pods)), None)
 
 
-def admitted(pods: Iterable[Pod]) -> dict[str, Admitted]:
-    """Those of ``pods`` a controller in front of koordpy admitted, by pod key (``admitted_by``)."""
-    if not ADMITTERS:
-        return {}
-    return {p.key: found for p in pods if (found := admitted_by(p)) is not None}
-
-
 # -- pods refused ----------------------------------------------------------------------------------
 
 

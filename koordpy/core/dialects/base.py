@@ -363,7 +363,8 @@ class Admitters(Dialect, Protocol):
 
     def admitted_by(self, pod: Pod) -> Admitted | None:
         """Who admitted ``pod``, from what it carries; None: no controller of this dialect did.
-        Asked of every pod preemption may take: cheap."""
+        Asked of each pod the cluster counts whenever its object changes (kept as
+        ``PodMeta.admitted``), and again of a victim a message names: cheap."""
         ...
 
 
