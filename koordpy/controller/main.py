@@ -262,7 +262,7 @@ def kopf_kinds(kinds: list[tuple[Kind, str, str, str]], served: Iterable[str]) -
 
 
 def watch_tasks(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]], versions: dict[str, int],
-                using: dict[str, Kind]) -> set[asyncio.Future[None]]:
+                using: dict[str, Kind]) -> set[asyncio.Task[None]]:
     """A watch of each kind ``sync`` found served (``versions``, by ``Kind.id``), from its list's
     resourceVersion, at the version that answered it (``using``, which the watch keeps up to date)."""
     return {asyncio.ensure_future(watch_kind(api, cache, using[kind.id], str(versions[kind.id] or ""), using))
