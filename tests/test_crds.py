@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from koordpy.api.kinds import KINDS
+from koordpy.api.kinds import KINDS, alternatives, by_id
 
 CRDS = sorted((Path(__file__).resolve().parent.parent / "crds").glob("*.yaml"))
 
@@ -84,6 +84,20 @@ def test_every_crd_is_a_registered_kind_of_the_same_scope(path: Path) -> None:
         kind = matching[0]
         assert kind.plural == spec["names"]["plural"]
         assert kind.namespaced == (spec["scope"] == "Namespaced")
+
+
+@pytest.mark.parametrize("path", CRDS, ids=lambda p: p.name)
+def test_every_crd_serves_each_version_the_registry_reads_and_stores_the_preferred(path: Path) -> None:
+    # koordpy lists a kind at the first version served, the preferred first (kinds.alternatives):
+    # where its own copy is the CRD installed, that one is served and stored; the others are
+    # served for manifests written at them, and as koordpy ships no conversion webhook, the
+    # versions share one schema (conversion None).
+    spec = load(path)["spec"]
+    preferred = by_id(f"{spec['names']['plural']}.{spec['group']}")
+    assert {v["name"] for v in spec["versions"]} == {k.version for k in alternatives(preferred)}
+    assert [v["name"] for v in spec["versions"] if v["storage"]] == [preferred.version]
+    assert spec.get("conversion", {"strategy": "None"})["strategy"] == "None"
+    assert len({yaml.safe_dump(v["schema"]) for v in spec["versions"]}) == 1
 
 
 def test_hypernode_crd_carries_the_webhook_rules() -> None:

@@ -205,6 +205,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True, _from_raw(VolcanoPodGroup),
          "volcano-podgroup", "volcano_podgroups", name="VolcanoPodGroup", writes=("status:patch", "patch"),
          change="gangs", errors=_GANG_ERRORS),
+    # Kueue's Topology at each version a Kueue has served it, newest first: the alternatives the shells
+    # list in turn (``alternatives``). The schema is the same at all three (conversion None).
+    Kind("Topology", "kueue.x-k8s.io", "v1beta2", "topologies", False, _topology("kueue.x-k8s.io/v1beta2"),
+         "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("Topology", "kueue.x-k8s.io", "v1beta1", "topologies", False, _topology("kueue.x-k8s.io/v1beta1"),
          "topology", "topologies", errors="invalid_topologies", source="kueue"),
     Kind("Topology", "kueue.x-k8s.io", "v1alpha1", "topologies", False, _topology("kueue.x-k8s.io/v1alpha1"),
@@ -290,6 +294,7 @@ _PASSIVE: frozenset[tuple[str, str]] = frozenset({("scheduling.k8s.io/v1beta1", 
 _BY_API: dict[tuple[str, str], Kind] = {}
 _BY_ID: dict[str, Kind] = {}
 _BY_NAME: dict[str, Kind] = {}
+_ALTERNATIVES: dict[str, tuple[Kind, ...]] = {}
 
 
 def _index(kinds: tuple[Kind, ...]) -> None:
@@ -299,8 +304,10 @@ def _index(kinds: tuple[Kind, ...]) -> None:
     _BY_API.clear()
     _BY_API.update({(k.api_version, k.kind): k for k in kinds})
     _BY_ID.clear()
-    for k in kinds:  # Kueue serves its Topology at two versions; the first listed (the newer) is watched
+    _ALTERNATIVES.clear()
+    for k in kinds:  # entries of one resource are its versions, the preferred (first listed) the one named
         _BY_ID.setdefault(k.id, k)
+        _ALTERNATIVES[k.id] = (*_ALTERNATIVES.get(k.id, ()), k)
     _BY_NAME.clear()
     for k in _BY_ID.values():  # the Topology kinds share one name (and one store, keyed by name)
         _BY_NAME.setdefault(k.label, k)
@@ -357,8 +364,16 @@ def by_name(name: str) -> Kind | None:
 
 
 def watched() -> tuple[Kind, ...]:
-    """One entry per resource (a kind served at two versions is listed and watched once)."""
+    """One entry per resource, its preferred version (a kind served at several is listed and watched
+    once, at the version ``alternatives`` finds served)."""
     return tuple(_BY_ID.values())
+
+
+def alternatives(kind: Kind) -> tuple[Kind, ...]:
+    """The versions to list ``kind``'s resource at, in turn until the cluster serves one: ``kind``
+    itself (the version in use), then the registry's other entries of the resource in the order
+    listed, newest first. One entry for a resource registered at one version."""
+    return (kind, *(k for k in _ALTERNATIVES.get(kind.id, ()) if k is not kind))
 
 
 def object_key(kind: Kind, raw: dict[str, Any]) -> str:

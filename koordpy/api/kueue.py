@@ -1,4 +1,4 @@
-"""Kueue's Topology (``kueue.x-k8s.io`` v1alpha1 and v1beta1), its KAI-Scheduler twin
+"""Kueue's Topology (``kueue.x-k8s.io`` v1beta2, v1beta1 and v1alpha1, one schema), its KAI-Scheduler twin
 (``kai.scheduler/v1alpha1``), KAI's PodGroup (``scheduling.run.ai/v2alpha2``) and the KAI
 topology annotations.
 
@@ -22,7 +22,8 @@ from koordpy.api.selectors import qualified_name_problem
 KUEUE_GROUP = "kueue.x-k8s.io"
 KAI_GROUP = "kai.scheduler"
 KAI_PODGROUP_GROUP = "scheduling.run.ai"
-TOPOLOGY_API_VERSIONS = (f"{KUEUE_GROUP}/v1alpha1", f"{KUEUE_GROUP}/v1beta1", f"{KAI_GROUP}/v1alpha1")
+TOPOLOGY_API_VERSIONS = (f"{KUEUE_GROUP}/v1alpha1", f"{KUEUE_GROUP}/v1beta1", f"{KUEUE_GROUP}/v1beta2",
+                         f"{KAI_GROUP}/v1alpha1")
 HOSTNAME = "kubernetes.io/hostname"
 MAX_LEVELS = 16
 # What Kueue writes on every pod of a workload it admitted: the pod set's name (a label), and the

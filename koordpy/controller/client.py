@@ -1,18 +1,19 @@
 """The API client and its LIST calls: what every other controller module talks to the API server through.
 
 Belongs here: the client factory (``api_client``), one LIST in pages (``list_pages``, ``list_objects``),
-one WATCH's stream (``watch_stream``),
-the call each kind of the registry is listed with (``Kind.list_call``), and telling a kind the
-cluster does not serve (``not_served``). Not here: what is done with the objects (the cache,
-``listing``), reading watches (``podwatch``, kopf) and writes (``writer``, ``transport``).
+one WATCH's stream (``watch_stream``), the call each kind of the registry is listed with
+(``Kind.list_call``), telling a kind the cluster does not serve (``not_served``) and the version of
+a kind registered at several that it serves (``first_served``). Not here: what is done with the
+objects (the cache, ``listing``), reading watches (``podwatch``, kopf) and writes (``writer``,
+``transport``).
 """
 
 from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -21,7 +22,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, Custo
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
-from koordpy.api.kinds import optional, watched
+from koordpy.api.kinds import Kind, alternatives, optional, watched
 from koordpy.controller.wire import Wire, loads
 
 # Objects a LIST page asks for. A LIST of every pod at once held all of them as JSON and as
@@ -110,6 +111,24 @@ def not_served(exc: ApiException, group: str, plural: str, refused: bool = True)
     """Whether a LIST failed because the cluster does not serve an optional kind (``Kind.optional``):
     404, a CRD not installed or an API not enabled, or with ``refused`` 403, RBAC that does not grant it."""
     return exc.status in ((403, 404) if refused else (404,)) and optional(group, plural)
+
+
+T = TypeVar("T")
+
+
+async def first_served(kind: Kind, call: Callable[[Kind], Awaitable[T]]) -> tuple[Kind, T]:
+    """``call`` (a LIST) at the first of ``alternatives(kind)`` the cluster serves, with that entry.
+    A 404 moves on to the next: a CRD that serves other versions of the resource, or none. A 403 is
+    raised at once, as RBAC grants a resource at all its versions alike; so is any other failure, and
+    the last alternative's 404 (the resource is not served at all)."""
+    tried = alternatives(kind)
+    for alt in tried[:-1]:
+        try:
+            return alt, await call(alt)
+        except ApiException as exc:
+            if not not_served(exc, alt.group, alt.plural, refused=False):
+                raise
+    return tried[-1], await call(tried[-1])
 
 
 def _list_call(api: ApiClient, group: str, plural: str) -> Any:

@@ -11,7 +11,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import Kind, watched
 from koordpy.controller.cache import Cache
-from koordpy.controller.client import api_client, list_objects, list_pages, not_served
+from koordpy.controller.client import api_client, first_served, list_objects, list_pages, not_served
 
 
 async def list_into(cache: Cache, kind: str | Kind, api: ApiClient, group: str, version: str,
@@ -30,21 +30,22 @@ async def list_into(cache: Cache, kind: str | Kind, api: ApiClient, group: str, 
 async def list_everything(kubeconfig: str | None) -> list[tuple[str, dict[str, Any]]]:
     """One LIST of every kind koordpy reads, for a one-off look (``koordpy topology show``): each
     item as ``(source, raw object)`` with its apiVersion and kind filled in (a list's items omit
-    them), the form ``koordpy.sim.simulator.World.from_objects`` takes. A kind whose CRD is not
-    installed is skipped."""
+    them), the form ``koordpy.sim.simulator.World.from_objects`` takes. A kind is listed at the first
+    of its versions the cluster serves (``first_served``); one whose CRD is not installed is skipped."""
     api = await api_client(kubeconfig, qps_unlimited=False)
     out: list[tuple[str, dict[str, Any]]] = []
     try:
         for kind in watched():
-            try:
-                items, _ = await list_objects(api, kind.group, kind.version, kind.plural)
+            try:  # at the first of its versions served, the one its items are stamped with
+                found, (items, _) = await first_served(
+                    kind, lambda k: list_objects(api, k.group, k.version, k.plural))
             except ApiException as exc:
                 if not_served(exc, kind.group, kind.plural, refused=False):
                     continue
                 raise
             for raw in items:
-                out.append((f"{kind.id} {kind.key(raw)}",
-                            {**raw, "apiVersion": kind.api_version, "kind": kind.kind}))
+                out.append((f"{found.id} {found.key(raw)}",
+                            {**raw, "apiVersion": found.api_version, "kind": found.kind}))
     finally:
         await api.close()
     return out

@@ -30,7 +30,7 @@ from koordpy.api.kinds import Kind, kind_for, new_stores, snapshot_fields, watch
 from koordpy.controller import memory
 from koordpy.controller.cache import Cache
 from koordpy.controller.client import api_client as api_client  # re-exported: callers knew it here
-from koordpy.controller.client import not_served
+from koordpy.controller.client import first_served, not_served
 from koordpy.controller.leader import LeaderElector
 from koordpy.controller.listing import list_into
 from koordpy.controller.loop import SchedulerLoop
@@ -114,28 +114,39 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
 
 
 async def sync(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]] | None = None,
-               unserved: set[str] | None = None) -> dict[str, int]:
+               unserved: set[str] | None = None, using: dict[str, Kind] | None = None) -> dict[str, int]:
     """LISTs everything into the cache, retrying until the API server answers, and returns the
     list resourceVersion of each kind served (by ``Kind.id``). Done once before the first cycle
     (scheduling on half a view would overcommit) and then every RESYNC_SECONDS as a safety net for
     deletions no watch event reported. ``unserved``: the kinds said not to be served already (kept
-    up to date here), so that a kind whose CRD is not installed is said once, not at every resync."""
+    up to date here), so that a kind whose CRD is not installed is said once, not at every resync.
+    ``using``: the version of each kind served (``Kind.id`` -> the registry's entry that answered,
+    kept up to date here and by the watches): a kind is listed at it, else, not served there, at
+    its other versions newest first (``kinds.alternatives``), and the one that answers is the one
+    watched; a kind not served at all is looked for at its preferred version first again."""
     said = set() if unserved is None else unserved
+    chosen = {} if using is None else using
     delay = 0.5
     while True:
         versions: dict[str, int] = {}
         try:
-            for kind, group, version, plural in resources() if kinds is None else kinds:
+            for kind, *_ in resources() if kinds is None else kinds:
                 try:
-                    list_version, dropped = await list_into(cache, kind, api, group, version, plural)
+                    found, (list_version, dropped) = await first_served(
+                        chosen.get(kind.id, kind), lambda k: list_into(cache, k, api, k.group, k.version, k.plural))
                 except ApiException as exc:
-                    if not_served(exc, group, plural):
+                    if not_served(exc, kind.group, kind.plural):
+                        chosen.pop(kind.id, None)
                         if kind.id not in said:
                             log.warning("kind not served or not readable (CRD not installed?); its objects are "
                                         "ignored", kind=kind.label)
                             said.add(kind.id)
                         continue
                     raise
+                if chosen.get(kind.id, kind) is not found:  # said once, when the version found changes
+                    log.info("kind served at another version, reading that one", kind=kind.label,
+                             version=found.api_version)
+                chosen[kind.id] = found
                 said.discard(kind.id)  # served (again): should it go, that is said again
                 versions[kind.id] = list_version
                 if dropped:
@@ -161,11 +172,11 @@ def settle_memory(full: bool = False) -> None:
 
 
 async def resync_forever(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]],
-                         unserved: set[str] | None = None) -> None:
+                         unserved: set[str] | None = None, using: dict[str, Kind] | None = None) -> None:
     resyncs = 0
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
-        await sync(api, cache, kinds, unserved)
+        await sync(api, cache, kinds, unserved, using)
         resyncs += 1
         settle_memory(full=resyncs % 12 == 0)  # hourly, a full collection
         memory.trim_memory()  # the LIST's pages, decoded and dropped: a loop never idle trims here
@@ -210,7 +221,13 @@ def build_registry(cache: Cache, kubeconfig: str | None,
                    kinds: list[tuple[Kind, str, str, str]] | None = None) -> kopf.OperatorRegistry:
     """kopf's handlers: one per kind of ``kinds`` (``resources()`` if None). ``koordpy run`` gives it
     the kinds not served at the start (``kopf_kinds``), whose CRDs kopf watches to notice one
-    installed later; every kind served is watched by ``podwatch``."""
+    installed later; every kind served is watched by ``podwatch``. Each at the version its entry
+    names, the preferred one: kopf watches a resource only at the version its handler names, so a
+    CRD installed later is noticed when it serves that version (a Kueue of today serves Topology at
+    v1beta2); one serving older versions only is read by each resync (``sync`` finds the version)
+    and not watched until a restart. One handler per version would watch a CRD serving several
+    twice over, the streams' events racing in the cache (a deletion undone by the other's late
+    update)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -242,6 +259,14 @@ def kopf_kinds(kinds: list[tuple[Kind, str, str, str]], served: Iterable[str]) -
     handling of each event cost more than the cache's filing of it."""
     have = set(served)
     return [entry for entry in kinds if entry[0].id not in have]
+
+
+def watch_tasks(api: ApiClient, cache: Cache, kinds: list[tuple[Kind, str, str, str]], versions: dict[str, int],
+                using: dict[str, Kind]) -> set[asyncio.Task[None]]:
+    """A watch of each kind ``sync`` found served (``versions``, by ``Kind.id``), from its list's
+    resourceVersion, at the version that answered it (``using``, which the watch keeps up to date)."""
+    return {asyncio.ensure_future(watch_kind(api, cache, using[kind.id], str(versions[kind.id] or ""), using))
+            for kind, *_ in kinds if kind.id in versions}
 
 
 def warm_up() -> None:
@@ -310,7 +335,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     api = await api_client(kubeconfig)
     cache = Cache()
     unserved: set[str] = set()
-    versions = await sync(api, cache, kinds, unserved)
+    using: dict[str, Kind] = {}  # the version each kind served is read at, shared with its watch
+    versions = await sync(api, cache, kinds, unserved, using)
     settle_memory()
     memory.trim_memory()
     synced = True
@@ -343,9 +369,8 @@ async def run_async(kubeconfig: str | None, settings: Settings) -> None:
     ready_flag = asyncio.Event()
     operator = asyncio.ensure_future(kopf.operator(registry=registry, settings=settings_, clusterwide=True,
                                                    standalone=True, stop_flag=stop_flag, ready_flag=ready_flag))
-    resync = asyncio.ensure_future(resync_forever(api, cache, kinds, unserved))
-    watches = {asyncio.ensure_future(watch_kind(api, cache, kind, str(versions[kind.id] or "")))
-               for kind, *_ in kinds if kind.id in versions}
+    resync = asyncio.ensure_future(resync_forever(api, cache, kinds, unserved, using))
+    watches = watch_tasks(api, cache, kinds, versions, using)
     scheduling = asyncio.ensure_future(_lead(elector, loop, metrics))
     stopping = asyncio.Event()
     signalled = asyncio.ensure_future(stopping.wait())

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import watched
 from koordpy.controller.cache import Cache
-from koordpy.controller.client import api_client, list_objects, not_served
+from koordpy.controller.client import api_client, first_served, list_objects, not_served
 from koordpy.core.snapshot import Snapshot
 
 
@@ -28,8 +28,9 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
     cache = Cache()
     try:
         for kind in watched():
-            try:
-                items, version = await list_objects(api, kind.group, kind.version, kind.plural)
+            try:  # at the first of its versions served (``first_served``), as ``koordpy run`` reads it
+                found, (items, version) = await first_served(
+                    kind, lambda k: list_objects(api, k.group, k.version, k.plural))
             except ApiException as exc:
                 if not_served(exc, kind.group, kind.plural):
                     if exc.status != 404:  # served but not readable: objects of it may exist
@@ -37,7 +38,7 @@ async def _read(kubeconfig: str | None, names: frozenset[str],
                                      "out")
                     continue
                 raise
-            cache.reconcile(kind, items, version)
+            cache.reconcile(found, items, version)
     finally:
         await api.close()
     invalid = {o.key: o.error for o in cache.invalid_objects(names) if o.kind == "Pod"}

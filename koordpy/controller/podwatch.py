@@ -19,7 +19,8 @@ reconciles the cache with the list: at once after a 410, after a growing pause (
 RETRY_MAX) after a failure, an ERROR event of another code included. A stream that ends before
 any event is resumed after such a pause too. A kind that stops being served (its CRD deleted) is
 looked for again after NOT_SERVED_FIRST seconds, then twice as long each time up to
-NOT_SERVED_RETRY seconds, said once in the log.
+NOT_SERVED_RETRY seconds, said once in the log; each look lists it at the version in use, then at
+its others (``kinds.alternatives``), and the watch goes on at the one that answered.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.kinds import Kind, by_id
 from koordpy.controller.cache import Cache
-from koordpy.controller.client import not_served, watch_stream
+from koordpy.controller.client import first_served, not_served, watch_stream
 from koordpy.controller.listing import list_into
 from koordpy.controller.wire import loads
 
@@ -68,9 +69,12 @@ async def lines(resp: Any) -> AsyncIterator[bytes]:
         yield buffer
 
 
-async def relist(api: ApiClient, cache: Cache, kind: Kind) -> str:
-    version, _ = await list_into(cache, kind, api, kind.group, kind.version, kind.plural)
-    return str(version) if version else ""
+async def relist(api: ApiClient, cache: Cache, kind: Kind) -> tuple[Kind, str]:
+    """A LIST into the cache at ``kind``'s version or, not served, at the first of its others served
+    (``first_served``): the registry's entry that answered, and the list's resourceVersion."""
+    found, (version, _) = await first_served(
+        kind, lambda k: list_into(cache, k, api, k.group, k.version, k.plural))
+    return found, str(version) if version else ""
 
 
 def skim(line: bytes, section: str) -> tuple[int, int] | None:
@@ -90,16 +94,25 @@ def skim(line: bytes, section: str) -> tuple[int, int] | None:
     return (start, end + 1) if end > start else None
 
 
-async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str) -> None:
+async def watch_kind(api: ApiClient, cache: Cache, kind: Kind, version: str,
+                     using: dict[str, Kind] | None = None) -> None:
     """Runs forever; ``version`` is the resourceVersion of the list the cache was filled from
-    ("": list first)."""
+    ("": list first). ``using``: the version of each kind in use, shared with the resync (``Kind.id``
+    -> the registry's entry); each LIST starts at it, and one that finds the kind served at another
+    version only (its CRD upgraded) goes on watching that one and says so there."""
     delay = 0.5
     gone = False  # said once that the kind is not served any more
     away = NOT_SERVED_FIRST  # the next pause before looking for it again
     while True:
         try:
             if not version:
-                version = await relist(api, cache, kind)
+                found, version = await relist(api, cache, kind if using is None else using.get(kind.id, kind))
+                if found is not kind:
+                    log.info("kind served at another version, watching that one", kind=kind.label,
+                             version=found.api_version)
+                    kind = found
+                if using is not None:
+                    using[kind.id] = kind
             if gone:
                 log.info("kind served again, watching it", kind=kind.label)
                 gone = False

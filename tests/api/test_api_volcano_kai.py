@@ -329,7 +329,8 @@ def topology(*levels: str, api: str = "kueue.x-k8s.io/v1beta1", name: str = "net
 RACKS = ("example.com/block", "example.com/rack", "kubernetes.io/hostname")
 
 
-@pytest.mark.parametrize("api", ["kueue.x-k8s.io/v1alpha1", "kueue.x-k8s.io/v1beta1", "kai.scheduler/v1alpha1"])
+@pytest.mark.parametrize("api", ["kueue.x-k8s.io/v1alpha1", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2",
+                                 "kai.scheduler/v1alpha1"])
 def test_topologies_of_every_api_parse(api: str) -> None:
     topo = Topology.from_raw(topology(*RACKS, api=api))
     assert topo.api_version == api and topo.levels == RACKS and topo.name == "network"

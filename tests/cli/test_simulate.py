@@ -317,3 +317,22 @@ def test_pods_naming_a_kind_of_podgroup_the_input_lacks_entirely_are_warned_of(t
     quiet = koordpy("simulate", "-f", write(tmp_path, "quiet.yaml", node("n0"), podgroup("other", 1), *named,
                                             annotated))
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
+def test_a_kueue_topology_at_v1beta2_places_a_kai_job(tmp_path: Path) -> None:
+    # Kueue v0.19 stores its Topology at v1beta2 (a `kubectl get topologies -o yaml` dump gives that
+    # version): read as the older versions are, it holds the Job's two pods to one rack.
+    racks = [node(f"n{i}", cpu="2", labels={"example.com/rack": "ab"[i // 2]}) for i in range(4)]
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "racks"},
+                "spec": {"levels": [{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "train", "namespace": "default",
+                        "annotations": {"kai.scheduler/topology": "racks",
+                                        "kai.scheduler/topology-required-placement": "example.com/rack"}},
+           "spec": {"parallelism": 2, "template": {"spec": {
+               "schedulerName": "koordpy", "restartPolicy": "Never",
+               "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}]}}}}
+    run = koordpy("simulate", "-f", write(tmp_path, "in.yaml", *racks, topology, job), "-o", "json")
+    assert run.returncode == 0, run.stderr
+    bound = json.loads(run.stdout)["bound"]
+    assert len(bound) == 2 and len({int(n[1:]) // 2 for n in bound.values()}) == 1, bound

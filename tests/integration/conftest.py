@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.frontends import KUEUE_OBJECTS, Frontends, FrontendsError, clear_stale, remove_crds
+from tests.integration.frontends import (
+    KUEUE_OBJECTS,
+    MANAGED_BY,
+    Frontends,
+    FrontendsError,
+    clear_stale,
+    remove_crds,
+)
 from tests.integration.frontends import start as start_frontends
 from tests.integration.frontends import stop as stop_frontends
 from tests.integration.kube import (
@@ -52,13 +59,13 @@ def controlplane() -> Iterator[ControlPlane]:
 
 def own_crds(kube: Kube) -> list[Path]:
     """koordpy's CRDs (crds/), less its copy of Kueue's Topology CRD once Kueue's own is installed
-    (by the ``frontends`` fixture of an earlier run, on a reused control plane): the real one
-    stores v1beta2, which the copy does not list, so the API server would refuse the copy; and
-    the real one serves the v1beta1 koordpy reads."""
+    (by the ``frontends`` fixture of an earlier run, on a reused control plane, told by the label
+    that fixture gives it): the copy would replace Kueue's schema with koordpy's under a running
+    Kueue; and the real one serves the v1beta2 koordpy reads."""
     crds = sorted((ROOT / "crds").glob("*.yaml"))
-    served = kube.kubectl("get", "crd", "topologies.kueue.x-k8s.io", "-o", "jsonpath={.spec.versions[*].name}",
-                          check=False).split()
-    return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or "v1beta2" not in served]
+    owner = kube.kubectl("get", "crd", "topologies.kueue.x-k8s.io", "-o",
+                         r"jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}", check=False).strip()
+    return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or owner != MANAGED_BY]
 
 
 @pytest.fixture(scope="module")

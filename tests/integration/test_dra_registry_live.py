@@ -63,7 +63,7 @@ def test_the_dra_kinds_are_listed_watched_and_fill_the_snapshot(controlplane: Co
         watches: list[asyncio.Task[None]] = []
         try:
             for kind in DRA:  # listed first, as the shell does at the start: all served, nothing there
-                version = await relist(api, cache, kind)
+                _, version = await relist(api, cache, kind)
                 assert version, kind.label
                 watches.append(asyncio.create_task(watch_kind(api, cache, kind, version)))
             await asyncio.to_thread(kube.apply, objects(), member())
