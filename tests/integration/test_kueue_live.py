@@ -421,9 +421,10 @@ def test_kueue_reclaims_quota_while_koordpy_holds_a_nomination_and_nothing_is_do
         gpus = {GPU: "4"}
         kube.apply(CLASSES, cohort_queues(), held([node(f"g{i}", cpu="16", memory="64Gi", extra=gpus)
                                                    for i in range(5)]))
-        for name in ("team-a", "team-b"):
-            wait_for(lambda n=name: condition(kube.get("clusterqueues.kueue.x-k8s.io", n, None), "Active")
-                     .get("status") == "True", f"ClusterQueue {name} active")
+        def active(name: str) -> bool:
+            return condition(kube.get("clusterqueues.kueue.x-k8s.io", name, None), "Active").get("status") == "True"
+
+        wait_for(lambda: active("team-a") and active("team-b"), "both ClusterQueues active")
         kube.apply(gpu_pod("low", 4, "low", on="g4"))
         for job in ("a1", "a2"):
             spec = gang_job(job, "team-a", pods=2, gpus=4)
