@@ -322,3 +322,16 @@ def test_chart_crds_are_the_repository_crds() -> None:
     assert sorted(chart) == sorted(top), "charts/koordpy/crds/ must hold exactly the files of crds/"
     differ = [name for name in top if top[name] != chart[name]]
     assert differ == [], f"copy crds/{differ[0]} to charts/koordpy/crds/ (they differ)"
+
+
+def test_the_kueue_guides_values_render_the_defaults_they_state() -> None:
+    """``examples/kueue/values.yaml`` (docs/behind-kueue.md's ``helm install -f``) renders, and states
+    the chart's defaults: the guide says so, and a default that moved would make it wrong."""
+    values = ROOT / "examples" / "kueue" / "values.yaml"
+    run = subprocess.run([helm(), "template", "koordpy", str(CHART), "--namespace", NAMESPACE, "-f", str(values)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    guided = config_of([d for d in yaml.safe_load_all(run.stdout) if d])
+    assert guided == config_of(objects())
+    stated = yaml.safe_load(values.read_text())["config"]
+    assert stated == {k: guided[k] for k in stated}, (stated, guided)

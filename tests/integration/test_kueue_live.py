@@ -19,14 +19,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.builders import node
 from tests.integration.frontends import KUEUE_OBJECTS, NAMESPACE_LABEL, Frontends
-from tests.integration.kube import Kube, Scheduler, settle, wait_for, when
+from tests.integration.kube import ROOT, Kube, Scheduler, settle, wait_for, when
 from tests.integration.test_preemption import CLASSES, held, nominations
 
-# Kueue's Configuration for this module (the fixture sets it over its own): fair sharing on, with its
-# default preemption strategies; the other tests here use one ClusterQueue, on which it changes nothing.
-KUEUE_CONFIG = {"fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+GUIDE = ROOT / "examples" / "kueue"  # docs/behind-kueue.md's files
+# Kueue's Configuration for this module (the fixture sets it over its own): the guide's
+# (``examples/kueue/kueue-config.yaml``: fair sharing, and waitForPodsReady with a 10-minute timeout,
+# which no test here reaches).
+KUEUE_CONFIG = {k: v for k, v in yaml.safe_load((GUIDE / "kueue-config.yaml").read_text()).items()
+                if k not in ("apiVersion", "kind")}
 NS = "kueue-live"
 GPU = "nvidia.com/gpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -86,25 +91,27 @@ def admitted(kube: Kube) -> set[str]:
             and job in jobs}
 
 
-def job_pods(kube: Kube, job: str) -> dict[str, Obj]:
-    return {n: p for n, p in kube.pods(NS).items() if p["metadata"].get("labels", {}).get("job-name") == job}
+def job_pods(kube: Kube, job: str, namespace: str = NS) -> dict[str, Obj]:
+    return {n: p for n, p in kube.pods(namespace).items() if p["metadata"].get("labels", {}).get("job-name") == job}
 
 
-def pod_states(kube: Kube) -> dict[str, str]:
+def pod_states(kube: Kube, namespace: str = NS) -> dict[str, str]:
     """What each pod of the namespace shows: its node, or why it waits; whether it is being deleted."""
     return {n: (p["spec"].get("nodeName") or condition(p, "PodScheduled").get("message", "pending"))
             + (" (deleting)" if p["metadata"].get("deletionTimestamp") else "")
-            for n, p in kube.pods(NS).items()}
+            for n, p in kube.pods(namespace).items()}
 
 
-def bound_pods(kube: Kube, job: str, pods: int) -> dict[str, Obj]:
+def bound_pods(kube: Kube, job: str, pods: int, namespace: str = NS) -> dict[str, Obj]:
     """The Job's ``pods`` pods once all are bound; a timeout names every pod's state."""
+    def members() -> dict[str, Obj]:
+        return job_pods(kube, job, namespace)
     try:
-        return wait_for(lambda: when(len(job_pods(kube, job)) == pods
-                                     and all(p["spec"].get("nodeName") for p in job_pods(kube, job).values()),
-                                     job_pods(kube, job)), f"all {pods} pods of {job} bound", timeout=TIMEOUT)
+        return wait_for(lambda: when(len(members()) == pods and all(p["spec"].get("nodeName")
+                                                                   for p in members().values()), members()),
+                        f"all {pods} pods of {job} bound", timeout=TIMEOUT)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; pods now: {json.dumps(pod_states(kube), indent=1)}") from None
+        raise AssertionError(f"{exc}; pods now: {json.dumps(pod_states(kube, namespace), indent=1)}") from None
 
 
 def bindings(log: Path) -> list[Obj]:
@@ -474,3 +481,43 @@ def test_kueue_reclaims_quota_while_koordpy_holds_a_nomination_and_nothing_is_do
         assert pending == {}, pending
     finally:
         cleanup(kube)
+
+
+# -- the guide (docs/behind-kueue.md), as written ---------------------------------------------------
+
+
+def test_the_guides_manifests_work_as_written(frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
+    """``kubectl apply -f examples/kueue/queues.yaml`` and ``-f examples/kueue/job.yaml`` on GPU nodes
+    labelled as the guide says (2 blocks x 2 racks x 2 nodes of 4 GPUs): Kueue admits the Job in
+    team-a's queue and assigns it a rack; koordpy binds both pods whole inside it, each on the node its
+    nodeSelector names. The namespaces are made first with the label that lets this control plane's
+    webhooks see them (a real Kueue's see every namespace)."""
+    teams = ("team-a", "team-b")
+    try:
+        nodes = [node(f"gpu-b{b}-r{r}-{n}", cpu="32", memory="128Gi", extra={GPU: "4"},
+                      labels={"nvidia.com/gpu.present": "true", "cloud.provider.com/topology-block": f"b{b}",
+                              "cloud.provider.com/topology-rack": f"b{b}-r{r}"})
+                 for b in range(2) for r in range(2) for n in range(2)]
+        kube.apply(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t, "labels": {
+            NAMESPACE_LABEL: "true"}}} for t in teams), nodes)
+        kube.kubectl("apply", "-f", str(GUIDE / "queues.yaml"))
+        wait_for(lambda: all(condition(kube.get("clusterqueues.kueue.x-k8s.io", t, None), "Active")
+                             .get("status") == "True" for t in teams), "the guide's ClusterQueues active")
+        kube.kubectl("apply", "-f", str(GUIDE / "job.yaml"))
+        members = bound_pods(kube, "train", 2, namespace="team-a")
+        labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes", namespace=None)["items"]}
+        racks = set()
+        for p in members.values():
+            selector = p["spec"]["nodeSelector"]
+            on = labels[p["spec"]["nodeName"]]
+            assert selector.get("kubernetes.io/hostname") == p["spec"]["nodeName"], selector  # Kueue's node
+            assert all(on.get(k) == v for k, v in selector.items()), (selector, on)
+            racks.add(on["cloud.provider.com/topology-rack"])
+        assert len(racks) == 1, racks
+        workload = next(iter(kube.get(KUEUE_WORKLOADS, namespace="team-a")["items"]))
+        assert condition(workload, "Admitted").get("status") == "True"
+    finally:
+        kube.kubectl("delete", "jobs.batch", "--all", "-n", "team-a", "--cascade=foreground", "--timeout=60s",
+                     check=False)
+        cleanup(kube)
+        kube.kubectl("delete", "namespace", *teams, "--ignore-not-found", "--timeout=60s", check=False)
