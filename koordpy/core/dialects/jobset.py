@@ -40,6 +40,7 @@ from koordpy.api.owners import (
 from koordpy.api.podgroup import GangConfig
 from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
+from koordpy.core.naming import natural_key
 from koordpy.core.owners import chain
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
@@ -104,12 +105,6 @@ def _jobset_ref(pod: Pod, owners: dict[str, Owner]) -> tuple[str, Owner | None] 
     return ref.name, owner
 
 
-def _size(owner: Owner | None, replicated_job: str, members: int) -> int:
-    """The pods one Job of ``replicated_job`` runs at once (the members it has, when the JobSet is not known)."""
-    found = _replicated(owner).get(replicated_job)
-    return found.pods if found is not None else members
-
-
 def _replicated(owner: Owner | None) -> dict[str, ReplicatedJob]:
     return {j.name: j for j in owner.replicated_jobs} if owner is not None else {}
 
@@ -134,7 +129,7 @@ class ExclusiveAsk:
             if exclusive_key(p) == self.label:
                 jobs.setdefault(job_name(p), []).append(p)
         subgroups = []
-        for name, members in sorted(jobs.items()):
+        for name, members in sorted(jobs.items(), key=lambda kv: natural_key(kv[0])):
             live = [p for p in members if p.node_name and p.key not in gang.lost]
             anchor = _domain(tree, trees, live)
             keys = {m.key for m in members}
@@ -186,7 +181,7 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
             if exclusive_key(p) == label:
                 by_job.setdefault(job_name(p), set()).add(p.key)
         expected = sum(j.replicas for j in jobs if j.exclusive == label) if jobs else len(by_job)
-        gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in sorted(by_job.items())))
+        gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
         gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
     return gang
 
