@@ -104,7 +104,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("koordpy/cli/explain.py", 'raise UsageError(f"{kind!r}: expected pod or podgroup before {key}")'): _EXPLAIN,
     ("koordpy/cli/explain.py",
      'raise UsageError(f"expected [pod|podgroup] [NAMESPACE/]NAME, got {\' \'.join(words)!r}")'): _EXPLAIN,
-    ("koordpy/cli/explain.py", 'if kind == "podgroup" and len(parts) == 3 and all(parts):'): _EXPLAIN,
+    ("koordpy/cli/explain.py", 'if kind == "podgroup" and len(parts) >= 3 and all(parts):'): _EXPLAIN,
     ("koordpy/cli/explain.py",
      'shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"'): _EXPLAIN,
     ("koordpy/cli/explain.py", 'w(f"Topology    {t.source}: required {\'; \'.join(t.required) or \'-\'}; "'):

@@ -2,7 +2,9 @@
 the owner references that chain them, read only so a pod's top-level owner can be found.
 
 KAI groups pods with no explicit gang by their top-level owner and reads topology
-annotations from it; the replica count of that owner is the group's natural minimum.
+annotations from it; the replica count of that owner is the group's natural minimum. A JobSet's
+pods that no other gang declaration claims are one gang of their own (``koordpy.core.dialects.jobset``),
+which reads the JobSet's replicated Jobs (``ReplicatedJob``) and its startup order as well.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ if TYPE_CHECKING:
     from koordpy.api.objects import Pod
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# JobSet's exclusive placement: the node label whose domains each of its Jobs takes alone (on the
+# JobSet, or on a replicatedJob's Job template, which wins); the JobSet controller copies it to the
+# Jobs and their pods. With the node-selector strategy beside it, the Jobs are held to nodes the user
+# labelled per Job instead, and JobSet's pod webhook does nothing.
+ANN_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+ANN_NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 _REPLICAS_KINDS = {("apps/v1", "ReplicaSet"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")}
 
 
@@ -78,6 +86,18 @@ def controller_ref(refs: tuple[OwnerRef, ...]) -> OwnerRef | None:
     return next((ref for ref in refs if ref.controller), None)
 
 
+class ReplicatedJob(_Model):
+    """One of a JobSet's ``spec.replicatedJobs``: how many Jobs it makes and what each runs."""
+
+    name: str
+    replicas: int  # Jobs made from its template
+    pods: int  # pods each of them runs at once: its parallelism, never more than its completions
+    # The node label of its exclusive placement (its template's annotation, else the JobSet's), "" for
+    # none or for the node-selector strategy (then its pods are all created at once, like any Job's).
+    exclusive: str = ""
+    depends_on: tuple[str, ...] = ()  # replicatedJobs it is created only after (dependsOn)
+
+
 class Owner(_Model):
     api_version: str
     kind: str
@@ -88,6 +108,10 @@ class Owner(_Model):
     owner_refs: tuple[OwnerRef, ...] = ()
     replicas: int | None = None  # how many pods it runs at once, for the kinds that say so
     creation: float | None = None
+    # A JobSet's replicated Jobs, and whether it starts them in order (startupPolicy InOrder: the
+    # next one's Jobs are made only once the previous one's are ready).
+    replicated_jobs: tuple[ReplicatedJob, ...] = ()
+    in_order: bool = False
 
     @property
     def key(self) -> str:
@@ -105,16 +129,23 @@ class Owner(_Model):
             raise r.fail("kind", "is required")
         meta = r.mapping(raw.get("metadata"), "metadata")
         spec = r.mapping(raw.get("spec"), "spec")
+        annotations = r.str_map(meta.get("annotations"), "metadata.annotations")
+        jobset = (api, kind_text) == (JOBSET_API_VERSION, "JobSet")
+        jobs = _replicated_jobs(r, spec, annotations) if jobset else ()
+        startup = r.mapping(spec.get("startupPolicy"), "spec.startupPolicy") if jobset else {}
         return cls(
             api_version=api,
             kind=kind_text,
             namespace=r.namespace(meta.get("namespace")),
             name=r.name(meta.get("name")),
             uid=r.string(meta.get("uid"), "metadata.uid"),
-            annotations=r.str_map(meta.get("annotations"), "metadata.annotations"),
+            annotations=annotations,
             owner_refs=owner_refs_from_meta(r, meta),
-            replicas=_replicas(r, api, kind_text, spec),
+            # A JobSet runs its Jobs' pods at once (one that starts them in order, in turn).
+            replicas=sum(j.replicas * j.pods for j in jobs) if jobset else _replicas(r, api, kind_text, spec),
             creation=r.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            replicated_jobs=jobs,
+            in_order=r.string(startup.get("startupPolicyOrder"), "spec.startupPolicy.startupPolicyOrder") == "InOrder",
         )
 
 
@@ -125,23 +156,45 @@ def _count(r: Reader, value: Any, field: str) -> int:
     return n
 
 
+def _job_pods(r: Reader, spec: dict[str, Any], field: str) -> int:
+    """How many pods a Job of ``spec`` runs at once: its parallelism, never more than it still has to
+    complete (a Job never runs more)."""
+    parallel = _count(r, spec.get("parallelism"), f"{field}.parallelism")
+    if spec.get("completions") is None:
+        return parallel
+    return min(parallel, _count(r, spec.get("completions"), f"{field}.completions"))
+
+
 def _replicas(r: Reader, api: str, kind: str, spec: dict[str, Any]) -> int | None:
     if (api, kind) == ("batch/v1", "Job"):
-        # A Job never runs more pods at once than it still has to complete.
-        parallel = _count(r, spec.get("parallelism"), "spec.parallelism")
-        if spec.get("completions") is None:
-            return parallel
-        return min(parallel, _count(r, spec.get("completions"), "spec.completions"))
+        return _job_pods(r, spec, "spec")
     if (api, kind) in _REPLICAS_KINDS:
         return _count(r, spec.get("replicas"), "spec.replicas")
-    if (api, kind) == (JOBSET_API_VERSION, "JobSet"):
-        total = 0
-        for i, item in enumerate(r.seq(spec.get("replicatedJobs"), "spec.replicatedJobs")):
-            f = f"spec.replicatedJobs[{i}]"
-            job = r.mapping(item, f)
-            template = r.mapping(job.get("template"), f"{f}.template")
-            job_spec = r.mapping(template.get("spec"), f"{f}.template.spec")
-            total += (_count(r, job.get("replicas"), f"{f}.replicas")
-                      * _count(r, job_spec.get("parallelism"), f"{f}.template.spec.parallelism"))
-        return total
     return None
+
+
+def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str]) -> tuple[ReplicatedJob, ...]:
+    """A JobSet's ``spec.replicatedJobs``, each with the exclusive placement its Jobs get as the JobSet
+    controller copies it (the template's annotation over the JobSet's)."""
+    out = []
+    for i, item in enumerate(r.seq(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+        f = f"spec.replicatedJobs[{i}]"
+        job = r.mapping(item, f)
+        template = r.mapping(job.get("template"), f"{f}.template")
+        own = r.str_map(r.mapping(template.get("metadata"), f"{f}.template.metadata").get("annotations"),
+                        f"{f}.template.metadata.annotations")
+        # The JobSet controller copies the JobSet's pair, then the template's over it, each only with
+        # an exclusive key beside it.
+        exclusive, strategy = "", False
+        for said in (annotations, own):
+            if ANN_EXCLUSIVE in said:
+                exclusive = said[ANN_EXCLUSIVE]
+                strategy = strategy or ANN_NODE_SELECTOR_STRATEGY in said
+        after = tuple(r.string(r.mapping(d, f"{f}.dependsOn[{k}]").get("name"), f"{f}.dependsOn[{k}].name")
+                      for k, d in enumerate(r.seq(job.get("dependsOn"), f"{f}.dependsOn")))
+        out.append(ReplicatedJob(
+            name=r.string(job.get("name"), f"{f}.name") or str(i),
+            replicas=_count(r, job.get("replicas"), f"{f}.replicas"),
+            pods=_job_pods(r, r.mapping(template.get("spec"), f"{f}.template.spec"), f"{f}.template.spec"),
+            exclusive="" if strategy else exclusive, depends_on=after))
+    return tuple(out)

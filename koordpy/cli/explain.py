@@ -49,8 +49,9 @@ def parse_target(words: list[str]) -> tuple[str, str]:
         return kind, key
     parts = key.split("/")
     # A podgroup may also be named as messages name an implicit group: NAMESPACE/KIND/NAME
-    # (the pods of Job t in default are the group default/Job/t).
-    if kind == "podgroup" and len(parts) == 3 and all(parts):
+    # (the pods of Job t in default are the group default/Job/t), with what follows it in such a
+    # key (a JobSet's restart attempt: default/JobSet/t/attempt-1).
+    if kind == "podgroup" and len(parts) >= 3 and all(parts):
         return kind, key
     if len(parts) != 2 or not all(parts):
         shape = "NAMESPACE/NAME or NAMESPACE/KIND/NAME" if kind == "podgroup" else "NAMESPACE/NAME"

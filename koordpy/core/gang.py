@@ -97,24 +97,27 @@ class Job:
 def gangs_named(keys: Iterable[str], target: str) -> list[str]:
     """The gang keys a user may mean by ``target``: the key itself when it is one; else, for
     ``namespace/name``, the implicit groups of that name (``namespace/Kind/name``, as messages call
-    an owner's or a lone pod's group), and for ``namespace/kind/name`` the group whose kind matches
-    regardless of case (``job`` for ``Job``, as kubectl takes it). More than one means ambiguous."""
+    an owner's or a lone pod's group, and those a dialect qualifies further, as a JobSet's restart
+    attempt ``namespace/JobSet/name/attempt-N``), and for ``namespace/kind/name`` the group whose kind
+    matches regardless of case (``job`` for ``Job``, as kubectl takes it). More than one means
+    ambiguous."""
     keys = list(keys)
     if target in keys:
         return [target]
     parts = target.split("/")
     if len(parts) == 2:
         ns, name = parts
-        return sorted(k for k in keys if k.count("/") == 2 and k.startswith(f"{ns}/") and k.endswith(f"/{name}"))
+        return sorted(k for k in keys if (named := _kind_folded(k)) is not None and named[::2] == (ns, name))
     if len(parts) == 3:
         want = (parts[0], parts[1].lower(), parts[2])
-        return sorted(k for k in keys if k.count("/") == 2 and _kind_folded(k) == want)
+        return sorted(k for k in keys if _kind_folded(k) == want)
     return []
 
 
-def _kind_folded(key: str) -> tuple[str, str, str]:
-    ns, kind, name = key.split("/")
-    return ns, kind.lower(), name
+def _kind_folded(key: str) -> tuple[str, str, str] | None:
+    """``namespace, kind, name`` of an implicit group's key (its kind folded), None for another key."""
+    parts = key.split("/")
+    return (parts[0], parts[1].lower(), parts[2]) if len(parts) >= 3 else None
 
 
 def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:

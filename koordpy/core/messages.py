@@ -56,6 +56,7 @@ from koordpy.core.verdicts import (
     NoCandidate,
     NodesFiltered,
     NoDomainAtLevel,
+    NoExclusiveDomain,
     NoHyperNode,
     NotEligible,
     NotHelpful,
@@ -657,6 +658,17 @@ def render(reason: Reason) -> str:
             return (f"0/{reason.total} nodes are available: no domain of Topology {reason.root_layer} at or above "
                     f"{reason.preferred} within {reason.within} can take all {reason.desired} pods; "
                     f"offerslots at {reason.within}: {shown}.")
+        case NoExclusiveDomain():  # JobSet's exclusive placement
+            if reason.within:
+                room = dict(reason.offers).get(reason.within, 0)
+                return (f"0/{reason.total} nodes are available: Job {reason.job} runs in {reason.label}="
+                        f"{reason.within}, which has room for {room} of its {reason.pods} pending pod(s) "
+                        "(JobSet exclusive placement: a Job's pods share its leader's domain).")
+            shown = ", ".join(f"{name} {n}" for name, n in reason.offers) or "none"
+            taken = f"; held by its JobSet's other Jobs: {', '.join(reason.taken)}" if reason.taken else ""
+            return (f"0/{reason.total} nodes are available: Job {reason.job} needs a domain of {reason.label} "
+                    f"of its own with room for all its {reason.pods} pods (JobSet exclusive placement); room "
+                    f"for them: {shown}{taken}.")
         case VolumesTogether():
             return (f"0/{reason.total} nodes are available: {reason.why} (with the other "
                     "members of its job placed together).")

@@ -24,8 +24,11 @@ from koordpy.core.tree import TopologyTree, TreeKey
 #   (also KAI's required level alone);
 # - "tiers": Volcano's gradients, the lowest rank that fits, binpack by utilisation within it;
 # - "levels": KAI's preferred level, the smallest fitting domain at that level inside the
-#   required scope, climbing one level at a time.
-Style = Literal["gather", "tiers", "levels"]
+#   required scope, climbing one level at a time;
+# - "exclusive": JobSet's exclusive placement, each sub-group (a Job) alone in a domain of its scope
+#   that has room for ``min_pods`` of its pods (all the Job runs, though only its leader may exist
+#   yet), or inside the domain its running pods keep it in (``SubGroup.anchor``).
+Style = Literal["gather", "tiers", "levels", "exclusive"]
 
 # How the "gather" and "levels" styles tell equally tight domains apart (same depth, same offerslot):
 # - "chain": the smaller ancestor offerslot, layer by layer from the parent up, then the name

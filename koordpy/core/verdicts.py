@@ -442,6 +442,20 @@ class NoDomainAtLevel:
 
 
 @dataclass(frozen=True)
+class NoExclusiveDomain:
+    """JobSet's exclusive placement: no domain of its label takes one Job alone with room for all the
+    pods it runs, or the domain its running pods keep it in has no room for the ones pending."""
+
+    total: int
+    job: str  # the Job's name
+    pods: int  # the pods it needs room for
+    label: str  # the node label of the exclusive placement
+    offers: tuple[tuple[str, int], ...] = ()  # domains it may take, each with the room for its pods
+    taken: tuple[str, ...] = ()  # domains the JobSet's other Jobs hold
+    within: str = ""  # the domain its running pods keep it in ("" when none runs)
+
+
+@dataclass(frozen=True)
 class VolumesTogether:
     """The members' volumes pass one by one but not placed together (``why``: the volume rules')."""
 
@@ -636,7 +650,8 @@ Reason: TypeAlias = (
     | CompositeMissing | CompositeShort | GroupNameShared
     | JobFailed | NodesFiltered | Inside
     | OnePerNode | WithNotes | NoCandidate | NoHyperNode | SubGroupLeft | KindsNoHyperNode
-    | SubGroupsNoHyperNode | NoDomainAtLevel | VolumesTogether | DevicesTogether | PreBindConflict | WithPreemption
+    | SubGroupsNoHyperNode | NoDomainAtLevel | NoExclusiveDomain | VolumesTogether | DevicesTogether
+    | PreBindConflict | WithPreemption
     | MemberRejected | GroupUnschedulable | BeyondMinimum | ReplacementsDoNotFit
     | NotEligible | NotHelpful | RoomTakenBack | Preempting
     | PreemptionDelayed | MinRuntimeProtected | AdmittedElsewhere | AssignmentUnmet | PreemptedBy

@@ -21,7 +21,7 @@ from koordpy.api.kueue import (
     kai_constraint_from_annotations,
 )
 from koordpy.api.objects import Namespace
-from koordpy.api.owners import Owner, OwnerRef, controller_ref, pod_owner_refs
+from koordpy.api.owners import Owner, OwnerRef, ReplicatedJob, controller_ref, pod_owner_refs
 from koordpy.api.raw import Reader
 from koordpy.api.selectors import LabelSelector
 from koordpy.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -461,6 +461,38 @@ def test_jobset_replicas_sum_its_replicated_jobs() -> None:
         {"name": "workers", "replicas": 3, "template": {"spec": {"parallelism": 4}}},
     ])
     assert Owner.from_raw(raw).replicas == 1 + 3 * 4
+
+
+def test_a_jobsets_jobs_never_count_more_pods_than_they_complete() -> None:
+    raw = owner("jobset.x-k8s.io/v1alpha2", "JobSet", replicatedJobs=[
+        {"name": "ps", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 3}}}])
+    assert Owner.from_raw(raw).replicas == 2 * 3
+
+
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+
+
+def test_a_jobset_says_its_replicated_jobs_their_exclusive_placement_and_start_order() -> None:
+    # As the JobSet controller copies them to each Job: the JobSet's exclusive key, a template's over
+    # it, and none for the node-selector strategy (the nodes labelled per Job hold the pods instead).
+    raw = owner("jobset.x-k8s.io/v1alpha2", "JobSet", startupPolicy={"startupPolicyOrder": "InOrder"}, replicatedJobs=[
+        {"name": "driver", "template": {"spec": {}}},
+        {"name": "workers", "replicas": 3, "dependsOn": [{"name": "driver", "status": "Ready"}],
+         "template": {"metadata": {"annotations": {EXCLUSIVE: "zone"}}, "spec": {"parallelism": 4}}},
+        {"name": "pinned", "template": {"metadata": {"annotations": {EXCLUSIVE: "rack", STRATEGY: "true"}},
+                                        "spec": {}}},
+    ])
+    raw["metadata"]["annotations"] = {EXCLUSIVE: "rack"}
+    found = Owner.from_raw(raw)
+    assert found.in_order
+    assert found.replicated_jobs == (
+        ReplicatedJob(name="driver", replicas=1, pods=1, exclusive="rack"),
+        ReplicatedJob(name="workers", replicas=3, pods=4, exclusive="zone", depends_on=("driver",)),
+        ReplicatedJob(name="pinned", replicas=1, pods=1))
+    plain = Owner.from_raw(owner("jobset.x-k8s.io/v1alpha2", "JobSet", replicatedJobs=[{"template": {}}]))
+    assert not plain.in_order and plain.replicated_jobs == (ReplicatedJob(name="0", replicas=1, pods=1),)
+    assert Owner.from_raw(owner("batch/v1", "Job")).replicated_jobs == ()
 
 
 def test_other_owners_have_no_replica_count() -> None:

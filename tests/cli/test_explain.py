@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
+from koordpy.cli.explain import parse_target
 from koordpy.cli.manifests import load_documents
 from koordpy.core.explain import AmbiguousGang, explain_pod, explain_podgroup
 from koordpy.core.gang import GangGroupId
@@ -212,6 +213,13 @@ def test_a_pod_is_not_named_with_a_kind() -> None:
     run = koordpy("podgroup", "default/Job/", "-f", KAI_RACK)
     assert run.returncode == 2
     assert "expected NAMESPACE/NAME or NAMESPACE/KIND/NAME" in run.stderr
+
+
+def test_a_podgroup_may_be_named_by_a_key_of_more_parts() -> None:
+    # A JobSet's gang names its restart attempt after the JobSet: default/JobSet/train/attempt-1.
+    assert parse_target(["podgroup", "default/JobSet/train/attempt-1"]) == ("podgroup",
+                                                                          "default/JobSet/train/attempt-1")
+    assert parse_target(["podgroup", "default/Job/tune"]) == ("podgroup", "default/Job/tune")
 
 
 def test_a_pod_that_fits_now_is_schedulable() -> None:

@@ -28,7 +28,7 @@ def nodes() -> list[Node]:
 def test_each_format_is_one_dialects_and_the_cli_offers_exactly_those() -> None:
     formats = {d.name: d.manifest_format for d in MANIFESTS}
     assert formats == {"koordinator": "cnt", "volcano": "hypernode", "kai": "topology"}
-    assert [d.name for d in DIALECTS if d not in MANIFESTS] == ["upstream"]
+    assert [d.name for d in DIALECTS if d not in MANIFESTS] == ["upstream", "jobset"]
     # The CLI's parser is built before the core loads: its literals are held to the registry here,
     # the order (the help's) and the default (the first) with them.
     assert cli_topology.FORMATS == dialects.manifest_formats() == ("hypernode", "cnt", "topology")

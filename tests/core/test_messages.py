@@ -61,6 +61,7 @@ from koordpy.core.verdicts import (
     NoCandidate,
     NodesFiltered,
     NoDomainAtLevel,
+    NoExclusiveDomain,
     NoHyperNode,
     NotEligible,
     NotHelpful,
@@ -287,6 +288,15 @@ TABLE: list[tuple[Reason, str]] = [
     (NoDomainAtLevel(8, "cluster", "rack", "block", 5, (("b0", 4), ("the cluster", 0))),
      "0/8 nodes are available: no domain of Topology cluster at or above rack within block can take all 5 pods; "
      "offerslots at block: b0 4, the cluster 0."),
+    (NoExclusiveDomain(6, "t-w-1", 4, "rack", (("a", 1), ("c", 3)), ("b",)),
+     "0/6 nodes are available: Job t-w-1 needs a domain of rack of its own with room for all its 4 pods (JobSet "
+     "exclusive placement); room for them: a 1, c 3; held by its JobSet's other Jobs: b."),
+    (NoExclusiveDomain(6, "t-w-1", 4, "rack"),
+     "0/6 nodes are available: Job t-w-1 needs a domain of rack of its own with room for all its 4 pods (JobSet "
+     "exclusive placement); room for them: none."),
+    (NoExclusiveDomain(6, "t-w-0", 3, "rack", (("b", 1),), (), "b"),
+     "0/6 nodes are available: Job t-w-0 runs in rack=b, which has room for 1 of its 3 pending pod(s) (JobSet "
+     "exclusive placement: a Job's pods share its leader's domain)."),
     # -- the GangGroup's words for its members, preemption -----------------------------------------
     (WithPreemption(INSUFFICIENT, ""), SAID),
     (WithPreemption(INSUFFICIENT, "preemption: not helpful: no candidate takes all 4 pods once its lower-priority "

@@ -203,9 +203,9 @@ def test_jobs_are_admitted_up_to_the_quota_and_each_admitted_job_is_bound_as_one
 
 def test_a_jobset_of_two_replicated_jobs_is_bound(frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
     """JobSet smoke case: JobSet's controller makes two Jobs of 2 pods each (its webhooks on the way),
-    and koordpy binds all four pods. Not a gang yet: a child Job has a controller (the JobSet), so the
-    Job controller makes it no PodGroup, and koordpy reads a JobSet as one group only for pods that ask
-    for a topology (issue 34, item 3)."""
+    and koordpy binds all four pods. A child Job has a controller (the JobSet), so the Job controller
+    makes it no PodGroup; the JobSet dialect makes the four pods one gang (issue 34, item 3: asserted,
+    with the exclusive placement and a restart, in test_jobset_live.py)."""
     try:
         kube.apply(queues(8)[0], held([node("n0", cpu="8")]))
         template = {"spec": {"parallelism": 2, "completions": 2, "template": {"spec": {

@@ -4,7 +4,8 @@ Each module here is one dialect behind the capability protocols of ``base``: ``k
 (scheduler-plugins PodGroups, gang annotations, the ClusterNetworkTopology and gather specs),
 ``volcano`` (its PodGroups, HyperNodes, network topology modes and sub-groups), ``kai`` (its
 PodGroups, owners' implicit groups, Kueue and KAI Topology objects and KAI's placement keys) and
-``upstream`` (Kubernetes' own Workload PodGroup). Dialects do not import each other.
+``upstream`` (Kubernetes' own Workload PodGroup) and ``jobset`` (a JobSet's pods no other dialect
+claims, and JobSet's exclusive placement). Dialects do not import each other.
 
 This module is the registries and the dispatch over them: ``DIALECTS`` (the one line a dialect is
 added by; the order is the precedence when two declare the same gang), and per capability the
@@ -30,7 +31,7 @@ from koordpy.api.kinds import roles as kind_roles
 from koordpy.api.objects import Node, Pod
 from koordpy.api.volcano import network_topology_from_annotations
 from koordpy.core.decisions import Decision, GangStatus, ObjectStatus
-from koordpy.core.dialects import kai, koordinator, upstream, volcano
+from koordpy.core.dialects import jobset, kai, koordinator, upstream, volcano
 from koordpy.core.dialects.base import (
     Admission,
     Admitted,
@@ -135,7 +136,9 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
         table.update(entries)
 
 
-_index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT))
+# JobSet's last: a JobSet's pods are its gang only when no other declaration claims them (a PodGroup,
+# a pod's schedulingGroup, gang annotations, a KAI topology on the pods or the JobSet).
+_index((koordinator.DIALECT, volcano.DIALECT, kai.DIALECT, upstream.DIALECT, jobset.DIALECT))
 
 
 def register(dialect: Dialect) -> Callable[[], None]:

@@ -221,8 +221,9 @@ def owner_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
 
 
 def _implicit(key: str) -> bool:
-    """``namespace/Kind/name``: the implicit group of one owner's pods (or of a lone pod)."""
-    return key.count("/") > 1
+    """``namespace/Kind/name``: the implicit group of one owner's pods (or of a lone pod). Exactly that
+    shape: other dialects' keys of more parts (a JobSet's restart attempt) are theirs."""
+    return key.count("/") == 2
 
 
 # -- manifests ----------------------------------------------------------------------------------

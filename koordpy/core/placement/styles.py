@@ -1,5 +1,5 @@
-"""Which style places a job's pods together: its ``Requirement``'s style (tiers for sub-groups),
-the search scope computed once for it, the notes a failure carries.
+"""Which style places a job's pods together: its ``Requirement``'s style (tiers for sub-groups, save
+JobSet's exclusive style), the search scope computed once for it, the notes a failure carries.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import replace
 from koordpy.api.objects import Pod
 from koordpy.core.placement.base import PLAIN, Options
 from koordpy.core.placement.binpack import Binpack
+from koordpy.core.placement.exclusive import Exclusive
 from koordpy.core.placement.gather import Gather
 from koordpy.core.placement.levels import Levels
 from koordpy.core.placement.tiers import Tiers
@@ -22,7 +23,7 @@ from koordpy.core.verdicts import (
 )
 
 
-class Styles(Gather, Levels, Tiers, Binpack):
+class Styles(Gather, Levels, Tiers, Exclusive, Binpack):
     def place(self, pods: list[Pod], req: Requirement, stmt: Statement) -> Failure | None:
         """``_place`` outside a job's placement (no options)."""
         return self._place(pods, req, stmt, PLAIN)
@@ -33,7 +34,9 @@ class Styles(Gather, Levels, Tiers, Binpack):
             return Failure(pods[0], Text(req.failure), code=Code.UNRESOLVABLE)
         tree = self.cluster.trees[req.tree]
         search = SearchScope.of(req, tree)
-        if req.subgroups or req.style == "tiers":
+        if req.style == "exclusive":
+            failure = self.exclusive(pods, req, stmt, opts)
+        elif req.subgroups or req.style == "tiers":
             failure = self.tiers(pods, req, search, stmt, opts)
         elif req.style == "levels":
             failure = self.levels(pods, req, search, stmt, opts)

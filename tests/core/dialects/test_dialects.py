@@ -66,7 +66,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 def test_dialects_are_independent_of_each_other_and_listed_in_one_registry() -> None:
     modules = {p.stem for p in (CORE / "dialects").glob("*.py")} - {"__init__", "base"}
-    assert modules == {"koordinator", "volcano", "kai", "upstream"}
+    assert modules == {"koordinator", "volcano", "kai", "upstream", "jobset"}
     for name in modules:
         imported = {m for m, _ in _imports(CORE / "dialects" / f"{name}.py")}
         others = {f"koordpy.core.dialects.{o}" for o in modules - {name}} | {"koordpy.core.dialects"}

@@ -367,7 +367,7 @@ def test_a_dialect_whose_roles_no_kind_has_is_refused() -> None:
 def test_without_the_fixture_the_kind_is_unknown() -> None:
     assert NAME not in dialects.BY_NAME and kinds.kind_for(f"{GROUP}/v1", "ToyGang") is None
     assert not kinds.passive(f"{GROUP}/v1", "ToyJob") and "toy-gang" not in kinds.roles()
-    assert [d.name for d in dialects.DIALECTS] == ["koordinator", "volcano", "kai", "upstream"]
+    assert [d.name for d in dialects.DIALECTS] == ["koordinator", "volcano", "kai", "upstream", "jobset"]
     assert json.dumps(dialects.TOPOLOGY_SOURCES) == json.dumps(
         {"koordinator": "ClusterNetworkTopology", "volcano": "HyperNode", "kueue": "Kueue and KAI Topology"})
 

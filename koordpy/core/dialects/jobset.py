@@ -1,0 +1,243 @@
+"""JobSet's dialect (``jobset.x-k8s.io``): the pods of one JobSet that no other gang declaration
+claims are one gang, and JobSet's exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology``)
+is a ``Requirement`` of the "exclusive" style over the tree of that node label.
+
+A JobSet has no gang object: its Jobs' pods say which JobSet they run for (their owner chain, Pod ->
+Job -> JobSet) and which restart attempt (``jobset.sigs.k8s.io/restart-attempt``), so the gang's key
+is ``namespace/JobSet/name/attempt-N``: a restart (the JobSet controller deletes every Job and makes
+them again with the attempt one higher) is a new gang, and nothing the scheduler remembers of the
+old attempt's gang (its stale clock, that it met its minimum) touches the new one. A JobSet that
+makes a replicatedJob's Jobs only once others are ready (``startupPolicy: InOrder``, ``dependsOn``)
+is a gang per replicatedJob (``.../attempt-N/<replicatedJob>``): waiting for all of it at once
+would wait forever.
+
+The minimum is what the JobSet runs at once: each replicatedJob's Jobs times the pods each runs
+(its parallelism, never more than its completions); for a replicatedJob placed exclusively, one pod
+per Job, its leader (completion index 0): JobSet's pod webhook refuses a Job's other pods until
+that one is bound (and then pins them to its domain), so a gang waiting for them would never bind.
+Such a gang is a gang of parts (``Gang.parts``): every Job must have a member placed, so the leaders
+bind together, each where its whole Job fits (docs/design.md, "JobSet").
+
+Does not belong here: the owner chain (``koordpy.core.owners``), parsing the JobSet
+(``koordpy.api.owners``), the search of the exclusive style (``koordpy.core.placement.exclusive``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from koordpy.api.kinds import Role
+from koordpy.api.objects import Pod
+from koordpy.api.owners import (
+    ANN_EXCLUSIVE,
+    ANN_NODE_SELECTOR_STRATEGY,
+    JOBSET_API_VERSION,
+    Owner,
+    ReplicatedJob,
+)
+from koordpy.api.podgroup import GangConfig
+from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
+from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
+from koordpy.core.naming import natural_key
+from koordpy.core.owners import chain
+from koordpy.core.requirement import Requirement, SubGroup
+from koordpy.core.snapshot import Snapshot
+from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
+
+NAME = "jobset"
+KIND = "JobSet"
+GROUP = JOBSET_API_VERSION.rpartition("/")[0]
+# What the JobSet controller writes on every pod of its Jobs (and JobSet's pod webhook reads).
+LABEL_JOBSET = "jobset.sigs.k8s.io/jobset-name"
+LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+LABEL_RESTART = "jobset.sigs.k8s.io/restart-attempt"
+
+_KEY = re.compile(r"[^/]+/JobSet/[^/]+/attempt-[0-9]+(?:/[^/]+)?")
+# The rank of the domains of an exclusive key in its tree (nodes are 0, the cluster 2).
+DOMAIN_RANK = 1
+
+
+def gang_key(namespace: str, jobset: str, attempt: str, replicated_job: str | None = None) -> str:
+    """The gang of a JobSet's restart attempt (of one of its replicatedJobs, for a JobSet that starts
+    them in turn)."""
+    key = f"{namespace}/{KIND}/{jobset}/attempt-{attempt}"
+    return f"{key}/{replicated_job}" if replicated_job else key
+
+
+def tree_key(label: str) -> TreeKey:
+    """The tree of the domains of the node label ``label`` (a JobSet's exclusive key)."""
+    return TreeKey(NAME, label, f"exclusive/{label}")
+
+
+def staged(owner: Owner) -> bool:
+    """Whether the JobSet makes some replicatedJob's Jobs only once others are ready."""
+    return owner.in_order or any(j.depends_on for j in owner.replicated_jobs)
+
+
+def exclusive_key(pod: Pod) -> str:
+    """The node label whose domains the pod's Job takes alone, as the JobSet controller wrote it on
+    the pod; "" for none, and for the node-selector strategy (its pods are created at once, held to
+    the nodes labelled for their Job by their own nodeSelector)."""
+    if ANN_NODE_SELECTOR_STRATEGY in pod.annotations:
+        return ""
+    return pod.annotations.get(ANN_EXCLUSIVE, "")
+
+
+def job_name(pod: Pod) -> str:
+    """The name of the pod's Job, as the JobSet controller names it (``<jobset>-<replicatedJob>-<index>``)."""
+    labels = pod.labels
+    return f"{labels.get(LABEL_JOBSET, '')}-{labels.get(LABEL_REPLICATED_JOB, '')}-{labels.get(LABEL_JOB_INDEX, '')}"
+
+
+def _attempt(pod: Pod) -> str:
+    said = pod.labels.get(LABEL_RESTART, "0")
+    return said if said.isdigit() else "0"
+
+
+def _jobset_ref(pod: Pod, owners: dict[str, Owner]) -> tuple[str, Owner | None] | None:
+    """The name of the JobSet at the top of the pod's owner chain, and that JobSet when it is known."""
+    ref, owner = chain(pod, owners)
+    if ref is None or ref.kind != KIND or ref.api_version.rpartition("/")[0] != GROUP:
+        return None
+    return ref.name, owner
+
+
+def _replicated(owner: Owner | None) -> dict[str, ReplicatedJob]:
+    return {j.name: j for j in owner.replicated_jobs} if owner is not None else {}
+
+
+@dataclass(frozen=True)
+class ExclusiveAsk:
+    """JobSet's exclusive placement over the node label ``label``: each Job in a domain of its own where
+    all its pods fit (``sizes``: the pods one Job of each replicatedJob runs at once)."""
+
+    label: str
+    sizes: tuple[tuple[str, int], ...]
+    # A Job's pods created after its leader bound must still go where it runs (JobSet's webhook pins
+    # them there; a pod recreated later is held there too).
+    keeps_gang = True
+
+    def requirement(self, gang: Gang, pods: list[Pod], trees: TreeSource, snapshot: Snapshot) -> Asked | None:
+        key = tree_key(self.label)
+        tree = trees[key]
+        sizes = dict(self.sizes)
+        jobs: dict[str, list[Pod]] = {}
+        for p in gang.pods:
+            if exclusive_key(p) == self.label:
+                jobs.setdefault(job_name(p), []).append(p)
+        subgroups = []
+        for name, members in sorted(jobs.items(), key=lambda kv: natural_key(kv[0])):
+            live = [p for p in members if p.node_name and p.key not in gang.lost]
+            anchor = _domain(tree, trees, live)
+            keys = {m.key for m in members}
+            pending = tuple(p.key for p in pods if p.key in keys)
+            # A Job with pods running grows where they run; one with none needs room for all it runs.
+            need = len(pending) if anchor is not None else max(
+                sizes.get(members[0].labels.get(LABEL_REPLICATED_JOB, ""), len(members)), len(pending))
+            subgroups.append(SubGroup(name, pending, need, DOMAIN_RANK, policy=self.label, bound=len(live),
+                                      anchor=anchor))
+        return Asked(Requirement(key, "exclusive", subgroups=tuple(subgroups), labels=((DOMAIN_RANK, self.label),)),
+                     "topology: the Job's running pods span {where}")
+
+    def tree_key(self, snapshot: Snapshot) -> TreeKey | None:
+        return tree_key(self.label)
+
+    def facts(self) -> TopologyFacts:
+        return TopologyFacts(NAME, (f"each Job alone in a domain of {self.label} where all its pods fit",), ())
+
+
+def _domain(tree: TopologyTree, trees: TreeSource, live: list[Pod]) -> int | None:
+    """The domain of the exclusive key the Job's running pods are in (the first one's: JobSet pins
+    them to its leader's), None when none runs on a node the tree holds."""
+    for p in live:
+        n = trees.node_index.get(p.node_name or "")
+        if n is not None and not tree.outside[n]:
+            return tree.ancestor_at_most(int(tree.node_domain[n]), DOMAIN_RANK)
+    return None
+
+
+def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
+    """The gang of one attempt of a JobSet (or of one replicatedJob of it) with its live members."""
+    first = earliest(pods)
+    found = _jobset_ref(first, snapshot.owners)
+    owner = found[1] if found is not None else None
+    replicated_job = key.split("/")[4] if key.count("/") == 4 else None
+    jobs = [j for j in _replicated(owner).values() if replicated_job is None or j.name == replicated_job]
+    # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
+    # is bound). A JobSet koordpy has not seen: every pod it has now.
+    minimum = sum(j.replicas if j.exclusive else j.replicas * j.pods for j in jobs) if jobs else len(pods)
+    config = GangConfig(key=key, min_member=max(1, minimum), total_number=max(1, minimum), from_crd=True)
+    gang = Gang(key, config, pods, creation_time(owner.creation if owner is not None else first.creation))
+    labels = sorted({k for p in pods if (k := exclusive_key(p))})
+    if labels:
+        # One label is honoured (the first): two replicatedJobs exclusive over different labels are
+        # rare, and the other Jobs still follow the affinities JobSet's webhook gives their leaders.
+        label = labels[0]
+        by_job: dict[str, set[str]] = {}
+        for p in pods:
+            if exclusive_key(p) == label:
+                by_job.setdefault(job_name(p), set()).add(p.key)
+        expected = sum(j.replicas for j in jobs if j.exclusive == label) if jobs else len(by_job)
+        gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
+        gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
+    return gang
+
+
+def _attempt_of(key: str) -> str:
+    return key.split("/")[3].removeprefix("attempt-")
+
+
+class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
+    """No object of its own declares a gang (the JobSet is an owner every dialect may read), no status is
+    written (Events go to the gang's first pod), and its trees are those of the exclusive keys its pods
+    name, built when a requirement asks for one (no topology object defines them: none is shown)."""
+
+    name = NAME
+    roles: tuple[Role, ...] = ("owner",)
+
+    def member(self, pod: Pod, owners: dict[str, Owner] | None) -> str | None:
+        # The label first: most pods are no JobSet's, and the owner chain is walked only for those that say so.
+        if owners is None or LABEL_JOBSET not in pod.labels:
+            return None
+        found = _jobset_ref(pod, owners)
+        if found is None:
+            return None
+        name, owner = found
+        part = pod.labels.get(LABEL_REPLICATED_JOB) if owner is not None and staged(owner) else None
+        return gang_key(pod.namespace, name, _attempt(pod), part)
+
+    def declared(self, snapshot: Snapshot) -> Iterable[str]:
+        return ()
+
+    def declares(self, key: str, snapshot: Snapshot) -> bool:
+        return _KEY.fullmatch(key) is not None
+
+    def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
+        return jobset_gang(key, pods, snapshot) if pods else None
+
+    def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
+        if not self.declares(key, snapshot):
+            return None
+        parts = key.split("/")
+        whose = f"replicatedJob {parts[4]} of JobSet {parts[2]}" if len(parts) == 5 else f"JobSet {parts[2]}"
+        return f"the pods of {whose} (restart attempt {_attempt_of(key)})"
+
+    def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
+        # A JobSet names no minimum: it is what its Jobs run at once (their leaders, placed exclusively).
+        return None if minimum is None else GroupTerms("", f"minimum {minimum} (what its Jobs run at once)", minimum)
+
+    def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
+        return iter(())
+
+    def tree(self, key: TreeKey, trees: TreeSource) -> TopologyTree | None:
+        if key.dialect != NAME:
+            return None
+        # A node without the label is outside the tree: JobSet's affinities need it on the node.
+        return label_levels_tree((key.name,), trees.nodes, "cluster")
+
+
+DIALECT = JobSetDialect()
+

@@ -1,0 +1,338 @@
+"""Issue 34, item 3: a JobSet's pods are one gang by their owner chain (Pod -> Job -> JobSet), of what
+the JobSet runs at once; one that starts its replicatedJobs in turn is a gang per replicatedJob; a
+restart is a new gang; and JobSet's exclusive placement puts each Job's leader, together with the
+other leaders, alone in a domain where its whole Job fits, the Job's other pods then joining it.
+
+The worlds are written as JobSet v0.12.0 leaves them: its controller's labels and annotations on the
+Jobs' pods (``pkg/controllers``), its pod webhook's affinities on a leader placed exclusively and
+the nodeSelector on a follower, which the webhook admits only once the leader is bound
+(``pkg/webhooks/pod_webhook.go``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koordpy.core.gang import gangs_named, resolve_gangs
+from koordpy.sim.simulator import SimulationResult, World, simulate
+from tests.builders import node, pod
+
+RACK = "example.com/rack"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+PRIORITY = "jobset.sigs.k8s.io/priority"
+Obj = dict[str, Any]
+
+
+def jobset(name: str, replicated: list[tuple[str, int, int]], *, exclusive: str | None = None,
+           in_order: bool = False, completions: dict[str, int] | None = None,
+           depends: dict[str, str] | None = None) -> Obj:
+    """A JobSet of ``(replicatedJob, Jobs, parallelism)``; ``completions`` where they differ from the
+    parallelism; ``depends``: replicatedJob -> the one it is created after."""
+    done = completions or {}
+    rjobs = []
+    for rjob, replicas, parallel in replicated:
+        item: Obj = {"name": rjob, "replicas": replicas, "template": {"spec": {
+            "parallelism": parallel, "completions": done.get(rjob, parallel), "completionMode": "Indexed",
+            "template": {"spec": {"containers": []}}}}}
+        if depends and rjob in depends:
+            item["dependsOn"] = [{"name": depends[rjob], "status": "Ready"}]
+        rjobs.append(item)
+    spec: Obj = {"replicatedJobs": rjobs}
+    if in_order:
+        spec["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    meta: Obj = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if exclusive:
+        meta["annotations"] = {EXCLUSIVE: exclusive}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta, "spec": spec}
+
+
+def job(js: str, rjob: str, index: int, parallel: int, attempt: int = 0) -> Obj:
+    """One of the JobSet's Jobs as its controller makes it (started: the simulator makes no pods for it)."""
+    name = f"{js}-{rjob}-{index}"
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}-{attempt}", "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": js, "uid": f"uid-{js}",
+                 "controller": True}]},
+            "spec": {"parallelism": parallel, "completions": parallel, "completionMode": "Indexed",
+                     "template": {"spec": {"containers": []}}},
+            "status": {"startTime": "2026-01-01T00:00:00Z"}}
+
+
+def member(js: str, rjob: str, index: int, completion: int, *, attempt: int = 0, cpu: str = "2",
+           exclusive: str | None = None, node_name: str | None = None, selector: dict[str, str] | None = None,
+           webhook: bool = True) -> Obj:
+    """The pod of completion index ``completion`` of the JobSet's Job ``rjob``-``index``, with JobSet's
+    labels; placed exclusively, the leader carries the affinities JobSet's webhook gives it
+    (``webhook``), and ``selector`` is the nodeSelector the webhook gives a follower."""
+    job_name = f"{js}-{rjob}-{index}"
+    key = f"hash-{job_name}-{attempt}"  # JobSet hashes namespace/name: one value per Job
+    labels = {"jobset.sigs.k8s.io/jobset-name": js, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+              "jobset.sigs.k8s.io/job-index": str(index), JOB_KEY: key,
+              "jobset.sigs.k8s.io/restart-attempt": str(attempt), PRIORITY: "0"}
+    annotations = {"batch.kubernetes.io/job-completion-index": str(completion)}
+    extra: Obj = {}
+    if exclusive:
+        annotations[EXCLUSIVE] = exclusive
+        if completion == 0 and webhook:
+            extra["affinity"] = {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [key]}]},
+                    "topologyKey": exclusive, "namespaceSelector": {}}]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchExpressions": [
+                        {"key": JOB_KEY, "operator": "Exists"},
+                        {"key": JOB_KEY, "operator": "NotIn", "values": [key]},
+                        {"key": PRIORITY, "operator": "In", "values": ["0"]}]},
+                    "topologyKey": exclusive, "namespaceSelector": {}}]}}
+    if selector:
+        extra["nodeSelector"] = selector
+    raw = pod(f"{job_name}-{completion}-a{attempt}", cpu=cpu, labels=labels, annotations=annotations,
+              node_name=node_name, **extra)
+    raw["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                           "uid": f"uid-{job_name}-{attempt}", "controller": True}]
+    return raw
+
+
+def run(*objects: Obj | list[Obj], stale_grace: float = -1) -> SimulationResult:
+    flat: list[Obj] = []
+    for o in objects:
+        flat.extend(o if isinstance(o, list) else [o])
+    out = simulate(World.from_objects([("test", o) for o in flat]), stale_grace=stale_grace)
+    full = simulate(World.from_objects([("test", o) for o in flat]), incremental=False, stale_grace=stale_grace)
+    assert (out.bound, out.pending) == (full.bound, full.pending)
+    return out
+
+
+def members_of(objects: list[Obj]) -> dict[str, str]:
+    """Each pod of ``objects`` -> the gang the core puts it in."""
+    world = World.from_objects([("test", o) for o in objects])
+    return resolve_gangs(world.snapshot(frozenset({"koordpy"})))[1]
+
+
+def rack_of(name: str) -> str:
+    return name.split("-")[0]
+
+
+# -- one gang per JobSet -------------------------------------------------------------------------
+
+
+def train(*, completions: dict[str, int] | None = None) -> list[Obj]:
+    """JobSet train: replicatedJob workers (2 Jobs of 2 pods) and ps (1 Job, parallelism 3, 2 completions:
+    it never runs more than 2 pods), 6 pods of 2 CPUs in all, and its Jobs."""
+    return [jobset("train", [("workers", 2, 2), ("ps", 1, 3)], completions=completions or {"ps": 2}),
+            job("train", "workers", 0, 2), job("train", "workers", 1, 2), job("train", "ps", 0, 2)]
+
+
+def train_pods(skip: int = 0) -> list[Obj]:
+    pods = [member("train", "workers", j, c) for j in range(2) for c in range(2)]
+    pods += [member("train", "ps", 0, c) for c in range(2)]
+    return pods[:len(pods) - skip]
+
+
+def test_a_jobsets_pods_are_one_gang_of_all_it_runs_at_once() -> None:
+    # Room for 5 of its 6 pods: none binds (pod by pod, 5 would); the gang is named by its JobSet.
+    out = run(node("n0", cpu="8"), node("n1", cpu="2"), train(), train_pods())
+    assert out.bound == {}
+    said = out.pending["default/train-workers-0-0-a0"]
+    assert said.startswith('GangGroup "default/JobSet/train/attempt-0" gets rejected'), said
+    assert set(members_of([node("n0"), *train(), *train_pods()]).values()) == {"default/JobSet/train/attempt-0"}
+
+
+def test_with_room_for_all_the_jobsets_pods_bind_together() -> None:
+    # The minimum caps a Job at its completions (ps: parallelism 3, 2 completions): 6 pods, all there.
+    out = run(node("n0", cpu="8"), node("n1", cpu="4"), train(), train_pods())
+    assert len(out.bound) == 6
+
+
+def test_the_gang_waits_for_the_pods_the_jobset_runs_not_those_there_now() -> None:
+    # One pod not created yet: the 5 there do not bind, though they fit.
+    out = run(node("n0", cpu="16"), train(), train_pods(skip=1))
+    assert out.bound == {}
+    assert "5" in out.pending["default/train-workers-0-0-a0"]
+
+
+def test_a_kai_topology_on_the_jobset_keeps_its_pods_in_kais_gang() -> None:
+    # Another declaration first (the dialects' order): KAI's group of the top-level owner.
+    js = jobset("k", [("w", 1, 2)])
+    js["metadata"]["annotations"] = {"kai.scheduler/topology": "network"}
+    gangs = members_of([node("n0"), js, job("k", "w", 0, 2), member("k", "w", 0, 0), member("k", "w", 0, 1)])
+    assert set(gangs.values()) == {"default/JobSet/k"}
+
+
+@pytest.mark.parametrize("staging", ["InOrder", "dependsOn"])
+def test_a_jobset_that_starts_its_replicated_jobs_in_turn_is_a_gang_per_replicated_job(staging: str) -> None:
+    # Its workers are made only once the driver is ready: the driver binds alone, as its own gang.
+    js = jobset("io", [("driver", 1, 1), ("workers", 2, 2)], in_order=staging == "InOrder",
+                depends={"workers": "driver"} if staging == "dependsOn" else None)
+    out = run(node("n0", cpu="8"), js, job("io", "driver", 0, 1), member("io", "driver", 0, 0))
+    assert out.bound == {"default/io-driver-0-0-a0": "n0"}
+    later = [js, job("io", "driver", 0, 1), job("io", "workers", 0, 2), job("io", "workers", 1, 2),
+             member("io", "driver", 0, 0, node_name="n0"),
+             *(member("io", "workers", j, c) for j in range(2) for c in range(2))]
+    assert set(members_of([node("n0"), *later]).values()) == {"default/JobSet/io/attempt-0/driver",
+                                                              "default/JobSet/io/attempt-0/workers"}
+    # The workers' gang is both their Jobs: room for 3 of their 4 pods binds none.
+    out = run(node("n0", cpu="8"), later)
+    assert not any("workers" in p for p in out.bound)
+
+
+def test_a_restart_is_a_new_gang_of_the_new_pods() -> None:
+    # Restart attempt 1's pods arrive while attempt 0's still run (their deletion not seen yet), with
+    # room for 2 of the 4 new ones: the new attempt binds none, not 2 beside the old attempt's as
+    # members beyond a minimum those already meet. (Written without uids, as by hand: each pod finds
+    # its Job by name, and the Jobs of those names are attempt 1's now.)
+    old = [member("train", "workers", j, c, node_name="n0") for j in range(2) for c in range(2)]
+    new = [member("train", "workers", j, c, attempt=1) for j in range(2) for c in range(2)]
+    js = jobset("train", [("workers", 2, 2)])
+    jobs = [job("train", "workers", j, 2, attempt=1) for j in range(2)]
+    for o in [*old, *new, *jobs]:
+        o["metadata"].pop("uid", None)
+        o["metadata"]["ownerReferences"][0].pop("uid")
+    del js["metadata"]["uid"]
+    gangs = members_of([node("n0"), js, *jobs, *old, *new])
+    assert {gangs[f"default/{p['metadata']['name']}"] for p in new} == {"default/JobSet/train/attempt-1"}
+    assert {gangs[f"default/{p['metadata']['name']}"] for p in old} == {"default/JobSet/train/attempt-0"}
+    out = run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old, new)
+    assert out.bound == {}
+    assert 'GangGroup "default/JobSet/train/attempt-1"' in out.pending[f"default/{new[0]['metadata']['name']}"]
+    assert out.evicted == {}  # the old attempt is whole: not stale
+
+
+def test_explain_finds_a_jobsets_gang_by_the_jobsets_name() -> None:
+    keys = ["default/JobSet/train/attempt-0", "default/JobSet/train/attempt-1", "default/Job/other"]
+    assert gangs_named(keys, "default/train") == keys[:2]
+    assert gangs_named(keys, "default/jobset/train") == keys[:2]
+    assert gangs_named(keys, "default/JobSet/train/attempt-1") == keys[1:2]
+    assert gangs_named(keys, "default/other") == ["default/Job/other"]
+
+
+# -- exclusive placement ------------------------------------------------------------------------
+
+
+def racks() -> list[Obj]:
+    """Rack a: room for one 2-CPU pod (first by name, and the tightest); b: 2 nodes, room for 4; c: room for 4."""
+    return [node("a-0", cpu="2", labels={RACK: "a"}), node("b-0", cpu="4", labels={RACK: "b"}),
+            node("b-1", cpu="4", labels={RACK: "b"}), node("c-0", cpu="8", labels={RACK: "c"})]
+
+
+def exclusive_set(jobs: int = 2, size: int = 4) -> list[Obj]:
+    return [jobset("t", [("w", jobs, size)], exclusive=RACK), *(job("t", "w", j, size) for j in range(jobs))]
+
+
+def leaders(jobs: int = 2, **kw: Any) -> list[Obj]:
+    return [member("t", "w", j, 0, exclusive=RACK, **kw) for j in range(jobs)]
+
+
+def test_the_leaders_bind_together_each_alone_in_a_rack_where_its_whole_job_fits() -> None:
+    # Only the leaders exist (JobSet's webhook refuses the others until they bind). Rack a has room for
+    # a leader, not for its Job of 4: it is not used.
+    out = run(racks(), exclusive_set(), leaders())
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}
+    # The webhook then admits the followers, pinned to their leader's rack: they join it.
+    bound = [member("t", "w", j, 0, exclusive=RACK, node_name=out.bound[f"default/t-w-{j}-0-a0"]) for j in range(2)]
+    followers = [member("t", "w", j, c, exclusive=RACK, selector={RACK: rack_of(out.bound[f"default/t-w-{j}-0-a0"])})
+                 for j in range(2) for c in range(1, 4)]
+    later = run(racks(), exclusive_set(), bound, followers)
+    assert len(later.bound) == 6
+    assert {p: rack_of(n) for p, n in later.bound.items()} == {
+        f"default/t-w-{j}-{c}-a0": "bc"[j] for j in range(2) for c in range(1, 4)}
+
+
+def test_without_a_rack_of_its_own_for_every_job_no_leader_binds() -> None:
+    # Racks a (room for 1) and b (room for 4): the second Job has nowhere to go whole, so neither leader
+    # binds, and each says so.
+    out = run(racks()[:3], exclusive_set(), leaders())
+    assert out.bound == {}
+    said = out.pending["default/t-w-1-0-a0"]
+    assert said == ("0/3 nodes are available: Job t-w-1 needs a domain of example.com/rack of its own with room "
+                    "for all its 4 pods (JobSet exclusive placement); room for them: a 1; held by its JobSet's "
+                    "other Jobs: b.")
+
+
+@pytest.mark.parametrize(("priority", "racks_used"), [("0", None), ("100", ["b", "c"])])
+def test_a_rack_running_another_jobsets_job_of_the_same_priority_is_not_taken(priority: str,
+                                                                             racks_used: list[str] | None) -> None:
+    # Rack c runs a Job of a JobSet in another namespace. At the same priority, its leader's
+    # anti-affinity and our leaders' own (any namespace: namespaceSelector {}) keep our Jobs out of c,
+    # and with a too small, the second Job has no rack: neither leader binds. At another priority
+    # (JobSet's webhook labels the pods with theirs) c is ours to take.
+    nodes = [*racks()[:3], node("c-0", cpu="8", labels={RACK: "c"}), node("c-1", cpu="8", labels={RACK: "c"})]
+    other = [jobset("o", [("w", 1, 1)], exclusive=RACK), job("o", "w", 0, 1),
+             member("o", "w", 0, 0, exclusive=RACK, node_name="c-0")]
+    for o in other:
+        o["metadata"]["namespace"] = "elsewhere"
+    held = other[2]
+    held["metadata"]["labels"][PRIORITY] = priority
+    held["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "labelSelector"]["matchExpressions"][2]["values"] = [priority]
+    out = run(nodes, exclusive_set(), leaders(), other)
+    if racks_used is None:
+        assert out.bound == {}
+    else:
+        assert sorted(rack_of(n) for p, n in out.bound.items() if p.startswith("default/")) == racks_used
+
+
+def test_two_jobs_never_share_a_rack_though_it_has_room_for_both() -> None:
+    # Rack b has room for both Jobs of 4, rack a for one pod: the second Job has no rack of its own, so
+    # neither leader binds. The leaders carry no affinities (a world written by hand, or leaders made
+    # before the webhook ran): the dialect's rule alone keeps the Jobs apart.
+    roomy = [node("a-0", cpu="2", labels={RACK: "a"}), node("b-0", cpu="8", labels={RACK: "b"}),
+             node("b-1", cpu="8", labels={RACK: "b"})]
+    out = run(roomy, exclusive_set(), leaders(webhook=False))
+    assert out.bound == {}
+
+
+def test_followers_join_their_leaders_rack_though_binpacking_would_put_them_elsewhere() -> None:
+    # The leaders run in b and c; the followers carry no nodeSelector (made without the webhook). Rack d
+    # is the most allocated, where binpacking alone would put them.
+    busy = [node("d-0", cpu="8", labels={RACK: "d"}), pod("busy", cpu="6", node_name="d-0")]
+    bound = [member("t", "w", j, 0, exclusive=RACK, node_name=n) for j, n in enumerate(["b-0", "c-0"])]
+    followers = [member("t", "w", j, c, exclusive=RACK) for j in range(2) for c in range(1, 4)]
+    out = run(racks(), busy, exclusive_set(), bound, followers)
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {
+        f"default/t-w-{j}-{c}-a0": "bc"[j] for j in range(2) for c in range(1, 4)}
+
+
+def test_followers_wait_whole_when_their_leaders_rack_lacks_room() -> None:
+    bound = [member("t", "w", 0, 0, exclusive=RACK, node_name="b-0")]
+    followers = [member("t", "w", 0, c, exclusive=RACK) for c in range(1, 4)]
+    crowded = [pod("other", cpu="6", node_name="b-1")]
+    out = run(racks(), crowded, exclusive_set(jobs=1), bound, followers)
+    assert out.bound == {}
+    assert out.pending["default/t-w-0-1-a0"] == (
+        "0/4 nodes are available: Job t-w-0 runs in example.com/rack=b, which has room for 1 of its 3 pending "
+        "pod(s) (JobSet exclusive placement: a Job's pods share its leader's domain).")
+
+
+def test_a_restarted_jobset_places_its_new_leaders_with_the_same_rules() -> None:
+    # Attempt 0 failed (its Job 0's leader Failed on b-0; the rest of it is gone): attempt 1's leaders
+    # take b and c again, never a, never both in one rack.
+    failed = member("t", "w", 0, 0, exclusive=RACK, node_name="b-0")
+    failed["status"] = {"phase": "Failed"}
+    new = [member("t", "w", j, 0, exclusive=RACK, attempt=1) for j in range(2)]
+    jobs = [job("t", "w", j, 4, attempt=1) for j in range(2)]
+    out = run(racks(), jobset("t", [("w", 2, 4)], exclusive=RACK), jobs, failed, new)
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a1": "b", "default/t-w-1-0-a1": "c"}
+
+
+def test_with_every_pod_there_a_job_that_fits_whole_does_not_bind_without_the_others() -> None:
+    # A world written without the webhook: both Jobs' pods exist at once. Only rack b takes a Job of 4:
+    # the first Job fitting whole does not bind alone, as its leader would not (every Job needs one).
+    pods = [member("t", "w", j, c, exclusive=RACK, webhook=False) for j in range(2) for c in range(4)]
+    out = run(racks()[:3], exclusive_set(), pods)
+    assert out.bound == {}
+
+
+def test_the_jobsets_other_jobs_go_outside_the_racks_its_exclusive_jobs_take() -> None:
+    # Only replicatedJob w is exclusive (its template says so); ps's 2 pods are made at once with w's
+    # leader, and go to rack c, not beside the leader in b where binpacking would put them (the
+    # leader carries no affinities here: the dialect's rule alone keeps them out).
+    js = jobset("m", [("w", 1, 4), ("ps", 1, 2)])
+    js["spec"]["replicatedJobs"][0]["template"]["metadata"] = {"annotations": {EXCLUSIVE: RACK}}
+    pods = [member("m", "w", 0, 0, exclusive=RACK, webhook=False), member("m", "ps", 0, 0), member("m", "ps", 0, 1)]
+    out = run(racks()[1:], js, job("m", "w", 0, 4), job("m", "ps", 0, 2), pods)
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {
+        "default/m-w-0-0-a0": "b", "default/m-ps-0-0-a0": "c", "default/m-ps-0-1-a0": "c"}
