@@ -18,10 +18,10 @@ import pytest
 
 from tests.integration.kube import ROOT, Kube, Scheduler, settle, wait_for, when
 
-# The guides of the controllers users run in front of koordpy (docs/behind-kueue.md): their objects
+# The guides of the controllers users run in front of koordpy (docs/behind-kueue.md, docs/jobset.md): their objects
 # mean nothing without that controller, so they are not simulated here but applied live with it
 # running, as the guide says (tests/integration/test_kueue_live.py).
-FRONTED = {"kueue": "test_kueue_live.py"}
+FRONTED = {"jobset": "test_jobset_live.py", "kueue": "test_kueue_live.py"}
 EXAMPLES = sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir() and p.name not in FRONTED)
 
 

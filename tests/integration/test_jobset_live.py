@@ -20,7 +20,7 @@ from typing import Any
 
 from tests.builders import node
 from tests.integration.frontends import NAMESPACE_LABEL, Frontends
-from tests.integration.kube import Kube, Scheduler, wait_for, when
+from tests.integration.kube import ROOT, Kube, Scheduler, wait_for, when
 from tests.integration.test_kueue_live import bindings
 
 NS = "jobset-live"
@@ -153,3 +153,35 @@ def test_a_failed_job_restarts_the_jobset_and_the_new_pods_are_placed_by_the_sam
         assert decided[0] == 2 and sum(decided) == 6, decided
     finally:
         cleanup(kube)
+
+
+def test_the_guides_jobset_works_as_written(frontends: Frontends, kube: Kube, scheduler: Scheduler) -> None:
+    """``kubectl apply -f examples/jobset/jobset.yaml`` (docs/jobset.md) on GPU racks labelled as the
+    guide says: r0 one node of 4 GPUs (a leader's room, not a Job's), r1 two nodes of 4, r2 one node of
+    8. Each of the two Jobs lands whole in a rack of its own, r1 and r2. The namespace is made first with
+    the label that lets this control plane's webhooks see it (a real JobSet's see every namespace)."""
+    key = "cloud.provider.com/topology-rack"
+    try:
+        gpu = {"nvidia.com/gpu": "4"}
+        kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "training", "labels": {NAMESPACE_LABEL: "true"}}},
+                   [node("r0-0", cpu="8", labels={key: "r0"}, extra=gpu), node("r1-0", cpu="8", labels={key: "r1"},
+                                                                                extra=gpu),
+                    node("r1-1", cpu="8", labels={key: "r1"}, extra=gpu),
+                    node("r2-0", cpu="8", labels={key: "r2"}, extra={"nvidia.com/gpu": "8"})])
+        kube.kubectl("apply", "-f", str(ROOT / "examples" / "jobset" / "jobset.yaml"))
+
+        def done() -> dict[str, Obj] | None:
+            pods = {n: p for n, p in kube.pods("training").items()
+                    if p["metadata"].get("labels", {}).get(JOBSET_NAME) == "llm"}
+            return when(len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods.values()), pods)
+
+        pods = wait_for(done, "the guide's JobSet's 4 pods bound", timeout=TIMEOUT)
+        where: dict[str, set[str]] = {}
+        for p in pods.values():
+            where.setdefault(p["metadata"]["labels"][JOB_INDEX], set()).add(p["spec"]["nodeName"].split("-")[0])
+        assert sorted(r for racks in where.values() for r in racks) == ["r1", "r2"], where
+    finally:
+        kube.kubectl("delete", f"{JOBSETS},jobs.batch", "--all", "-n", "training", "--cascade=foreground",
+                     "--timeout=60s", check=False)
+        kube.kubectl("delete", "namespace", "training", "--ignore-not-found", "--timeout=60s", check=False)
