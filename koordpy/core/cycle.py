@@ -86,12 +86,15 @@ from koordpy.core.verdicts import (
 from koordpy.core.view import View
 
 
-def assignment_named(failure: Failure) -> Failure:
+def assignment_named(failure: Failure, plan: Plan | None = None) -> Failure:
     """``failure``, naming the topology assignment of the controller in front of koordpy that admitted
     its pod (Kueue's, written into the pod's nodeSelector), when there is one: the pod waits for room
-    in that domain or for the controller to assign another, and its users read Kueue's terms."""
+    in that domain or for the controller to assign another, and its users read Kueue's terms. Not
+    while ``plan`` makes room (victims evicted or terminating for it: the assignment will be met)."""
     said = dialects.admitted_by(failure.pod)
     if said is None or not said.assigned or isinstance(failure.why, AssignmentUnmet):
+        return failure
+    if plan is not None and plan.outcome != "none":
         return failure
     return replace(failure, why=AssignmentUnmet(failure.why, said.by, said.assigned, said.what, said.recovers))
 
@@ -356,7 +359,7 @@ class Cycle:
             if plan is not None and plan.outcome == "nominated":
                 self._reject(job, failure, plan, skipped)
             else:
-                self._leftovers(job, failure, plan.message if plan is not None else "", skipped)
+                self._leftovers(job, failure, plan.message if plan is not None else "", skipped, plan)
             return None
         if failure:  # members beyond the minimum that did not fit keep trying on their own
             self._leftovers(job, failure, skipped=skipped)
@@ -404,7 +407,7 @@ class Cycle:
     def _follow(self, job: Job, failure: Failure | None, plan: Plan | None) -> bool:
         """What preemption planned, carried out; True when the job is to be placed again at once
         (only lower-priority nominations stood in the way: their room is taken back)."""
-        self.diagnoses[job.id] = (assignment_named(failure) if failure else None, plan)
+        self.diagnoses[job.id] = (assignment_named(failure, plan) if failure else None, plan)
         if plan is None:
             return False
         if plan.outcome == "nominated" and not plan.victims:
@@ -567,13 +570,13 @@ class Cycle:
         return rest, next((f for k, f in skipped.items() if k in keys), failure)
 
     def _leftovers(self, job: Job, failure: Failure, said: str = "",
-                   skipped: dict[str, Failure] | None = None) -> None:
+                   skipped: dict[str, Failure] | None = None, plan: Plan | None = None) -> None:
         """After a GangGroup met its minimums, the members that did not fit say so (with what
         preemption did for them, ``said``); they are no longer held to the gang (once satisfied)
         and keep trying. A member passed over (``skipped``) says why it fitted nowhere; in
         kube-scheduler's group cycle (``gangrule.skips``) every member says the failure itself, as
         kube-scheduler words each pod's, with no GangGroup of Koordinator's around it."""
-        failure = assignment_named(failure)
+        failure = assignment_named(failure, plan)
         bound, cond = sum(1 for p in job.pods if p.key in self.bound), condition_reason(failure.why)
         said = post_filter_said(self.released.get(job.id, ""), said)
         own = render(WithPreemption(failure.why, said)) if said else render(failure.why)
@@ -584,7 +587,7 @@ class Cycle:
             if pod.key == failure.pod.key:
                 self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
-                why = assignment_named(skipped[pod.key]).why
+                why = assignment_named(skipped[pod.key], plan).why
                 self._say(pod, render(WithPreemption(why, said)) if said else render(why), condition_reason(why))
             else:
                 self._say(pod, others, cond)
@@ -607,7 +610,7 @@ class Cycle:
             tree = self.cluster.trees[req.tree]
             domain = tree.label(req.anchor) if req.tree.labelled else tree.name(req.anchor)
         said = post_filter_said(self.released.get(job.id, ""), plan.message if plan is not None else "")
-        return ReplacementsDoNotFit(gang.key, domain, missing, failure.why, said)
+        return ReplacementsDoNotFit(gang.key, domain, missing, assignment_named(failure).why, said)
 
     def _replacements_rejected(self, job: Job, short: ReplacementsDoNotFit, failure: Failure) -> None:
         """Every pending member of the job says why the replacements cannot be taken, and a Warning
@@ -626,7 +629,7 @@ class Cycle:
         """The member that failed carries the reason (and what preemption did), as does each member
         passed over (``skipped``); the others quote it in the GangGroup's words, or, in kube-scheduler's
         group cycle (``gangrule.skips``), in kube-scheduler's ("pod group ... is unschedulable")."""
-        failure = assignment_named(failure) if failure else None
+        failure = assignment_named(failure, plan) if failure else None
         already = sum(1 for p in job.pods if p.key in self.state.reserved)
         said = post_filter_said(self.released.get(job.id, ""), plan.message if plan is not None else "")
         cond = condition_reason(failure.why) if failure else "Unschedulable"
@@ -642,7 +645,7 @@ class Cycle:
             if failure and pod.key == failure.pod.key:
                 self._say(pod, own, cond)
             elif skipped and pod.key in skipped:
-                why = assignment_named(skipped[pod.key]).why
+                why = assignment_named(skipped[pod.key], plan).why
                 self._say(pod, render(WithPreemption(why, said)), condition_reason(why))
             else:
                 self._say(pod, others, cond)

@@ -646,9 +646,9 @@ def render(reason: Reason) -> str:
         case AssignmentUnmet():
             what = f" for {reason.what}" if reason.what else ""
             labels = ", ".join(f"{k}={v}" for k, v in reason.assigned)
-            then = f"; {reason.recovers}" if reason.recovers else ""
-            return (f"{render(reason.inner).rstrip('.')}; {reason.by}'s topology assignment{what} ({labels}) "
-                    f"cannot be met: koordpy places the pod nowhere else{then}.")
+            then = f"; {reason.recovers} if this lasts" if reason.recovers else ""
+            return (f"{render(reason.inner).rstrip('.')}; {reason.by}'s topology assignment{what} (nodeSelector "
+                    f"{labels}) cannot take the job now: koordpy places the pod nowhere else{then}.")
         case NoCandidate():
             return _no_candidate(reason)
         case NoHyperNode() | KindsNoHyperNode() | SubGroupsNoHyperNode() | SubGroupLeft():  # Volcano's terms

@@ -366,10 +366,11 @@ TABLE: list[tuple[Reason, str]] = [
                      "Kueue", (("example.com/rack", "r1"),), "workload default/job-v-1a2b3",
                      "its waitForPodsReady requeues it"),
      "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector; Kueue's "
-     "topology assignment for workload default/job-v-1a2b3 (example.com/rack=r1) cannot be met: koordpy places the "
-     "pod nowhere else; its waitForPodsReady requeues it."),
+     "topology assignment for workload default/job-v-1a2b3 (nodeSelector example.com/rack=r1) cannot take the job "
+     "now: koordpy places the pod nowhere else; its waitForPodsReady requeues it if this lasts."),
     (AssignmentUnmet(Text("no room."), "Kueue", (("a", "1"), ("b", "2"))),
-     "no room; Kueue's topology assignment (a=1, b=2) cannot be met: koordpy places the pod nowhere else."),
+     "no room; Kueue's topology assignment (nodeSelector a=1, b=2) cannot take the job now: koordpy places the pod "
+     "nowhere else."),
     (PreemptedBy(("default/a", "default/b"), "default/a-0"),
      "koordpy: preempting to accommodate higher priority pods, preemptor: default/a,default/b, triggerpod: "
      "default/a-0"),

@@ -346,7 +346,7 @@ class Admitted:
     (``by``), the object it admitted the pod's job as (``what``, "" when the pod does not say), and
     how that controller recovers a job that breaks (``recovers``), and the node labels it assigned the
     pod to (``assigned``: Kueue's topology assignment, written into the pod's nodeSelector; empty:
-    none), which koordpy keeps to and names when they cannot be met."""
+    none), which koordpy keeps to and names when they cannot take the job."""
 
     by: str
     what: str
