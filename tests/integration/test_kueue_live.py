@@ -23,7 +23,7 @@ import yaml
 
 from tests.builders import node
 from tests.integration.frontends import KUEUE_OBJECTS, NAMESPACE_LABEL, Frontends
-from tests.integration.kube import ROOT, Kube, Scheduler, settle, wait_for, when
+from tests.integration.kube import ROOT, Kube, Scheduler, check_invariants, settle, wait_for, when
 from tests.integration.test_preemption import CLASSES, held, nominations
 
 GUIDE = ROOT / "examples" / "kueue"  # docs/behind-kueue.md's files
@@ -316,10 +316,13 @@ def test_kueue_topology_assignments_are_kept_required_and_preferred(
     GPUs fits no rack: Kueue assigns racks of one block, pod counts per rack; koordpy binds each pod
     inside its own rack, so all inside that block."""
     try:
-        kube.apply(tas_queues(64), rack_nodes(), outsider("other", "t-b0-r0-0", gpus=2))
+        # The outsider first, the queues after: Kueue's TAS cache counts it (no status shows when) before
+        # any Job asks, with the queues' start and a settle on top.
+        kube.apply(tas_queues(64)[0], rack_nodes(), outsider("other", "t-b0-r0-0", gpus=2))
+        kube.apply(tas_queues(64)[1:])
         wait_for(lambda: condition(kube.get("clusterqueues.kueue.x-k8s.io", "tas", None), "Active")
                  .get("status") == "True", "the TAS ClusterQueue active")
-        settle(lambda: None, 2.0)  # Kueue's TAS cache takes in the outsider's usage (no status shows it)
+        settle(lambda: None, 3.0)
 
         kube.apply(tas_job("rack", pods=4, gpus=2, level=RACK))
         placed = assert_inside_assignment(kube, "rack", 4)
@@ -346,11 +349,12 @@ def test_a_kueue_assignment_koordpy_cannot_meet_is_said_and_holds_nothing(
     try:
         full = [outsider(f"full-{n}", n, gpus=4) for b in range(2) for r in range(2) for n in
                 (f"t-b{b}-r{r}-0", f"t-b{b}-r{r}-1") if (b, r) != (1, 1)]
-        kube.apply(tas_queues(64), rack_nodes(), *full, outsider("repelled", "t-b1-r1-0", gpus=0,
-                                                                   labels={"app": "repelled"}))
+        kube.apply(tas_queues(64)[0], rack_nodes(), *full, outsider("repelled", "t-b1-r1-0", gpus=0,
+                                                                      labels={"app": "repelled"}))
+        kube.apply(tas_queues(64)[1:])
         wait_for(lambda: condition(kube.get("clusterqueues.kueue.x-k8s.io", "tas", None), "Active")
                  .get("status") == "True", "the TAS ClusterQueue active")
-        settle(lambda: None, 2.0)
+        settle(lambda: None, 3.0)  # Kueue's TAS cache counts the outsiders (see above)
         anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {"app": "repelled"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
         kube.apply(tas_job("repels", pods=4, gpus=2, level=RACK, spec=anti))
@@ -360,11 +364,11 @@ def test_a_kueue_assignment_koordpy_cannot_meet_is_said_and_holds_nothing(
             said = {n: condition(p, "PodScheduled").get("message", "") for n, p in pods.items()}
             return when(len(pods) == 4 and all("Kueue" in m for m in said.values()), said)
 
-        said = wait_for(told, "the Job's 4 pods told why Kueue's assignment cannot be met", timeout=TIMEOUT)
+        said = wait_for(told, "the Job's 4 pods told why Kueue's assignment cannot take it", timeout=TIMEOUT)
         assert condition(kueue_workloads(kube)["repels"], "Admitted").get("status") == "True"
         for message in said.values():
             assert f"{RACK}=b1-r1" in message, message  # the domain Kueue assigned, by its label
-            assert "cannot be met" in message, message
+            assert "Kueue's topology assignment" in message and "cannot take the job now" in message, message
         assert all(not p["spec"].get("nodeName") for p in settle(lambda: job_pods(kube, "repels"), 3.0).values())
     finally:
         cleanup(kube)
@@ -459,7 +463,10 @@ def test_kueue_reclaims_quota_while_koordpy_holds_a_nomination_and_nothing_is_do
         freed = {p["spec"]["nodeName"] for p in job_pods(kube, gone).values()}
         wait_for(lambda: when(len(job_pods(kube, "b1")) == 2, True), "team B's Job admitted and its pods made",
                  timeout=TIMEOUT)
-        # While the evicted pods terminate on their nodes and low on g4, B's gang binds nothing.
+        # While the evicted pods terminate on their nodes and low on g4, B's gang binds nothing: koordpy
+        # has looked at it (each pod says why it waits), and a few seconds on it still waits.
+        wait_for(lambda: all(condition(p, "PodScheduled").get("status") == "False"
+                             for p in job_pods(kube, "b1").values()), "koordpy's answer on B's pods", timeout=TIMEOUT)
         held_pods = settle(lambda: job_pods(kube, "b1"), 3.0)
         assert all(not p["spec"].get("nodeName") for p in held_pods.values()), held_pods
         assert set(terminating(kube).values()) >= freed | {"g4"}, terminating(kube)
@@ -469,6 +476,10 @@ def test_kueue_reclaims_quota_while_koordpy_holds_a_nomination_and_nothing_is_do
         # The evicted pods' room, then low's: the urgent pod, of higher priority, may take whichever
         # comes first (kube-scheduler's nominated pods may bind elsewhere too); B's gang the rest, whole.
         force_gone(kube, *(n for n in job_pods(kube, gone)))
+        # With low still terminating on g4, nothing is put there yet (g4 has no room until it goes).
+        assert not any(p["spec"].get("nodeName") == "g4" for n, p in settle(lambda: kube.pods(NS), 3.0).items()
+                       if n != "low"), pod_states(kube)
+        assert check_invariants(kube) == []
         force_gone(kube, "low")
         assert_bound_as_one_gang(kube, scheduler, "b1", pods=2)
         urgent = wait_for(lambda: kube.pods(NS).get("urgent", {}).get("spec", {}).get("nodeName"), "urgent bound",
@@ -503,19 +514,26 @@ def test_the_guides_manifests_work_as_written(frontends: Frontends, kube: Kube, 
         kube.kubectl("apply", "-f", str(GUIDE / "queues.yaml"))
         wait_for(lambda: all(condition(kube.get("clusterqueues.kueue.x-k8s.io", t, None), "Active")
                              .get("status") == "True" for t in teams), "the guide's ClusterQueues active")
-        kube.kubectl("apply", "-f", str(GUIDE / "job.yaml"))
-        members = bound_pods(kube, "train", 2, namespace="team-a")
         labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes", namespace=None)["items"]}
-        racks = set()
-        for p in members.values():
-            selector = p["spec"]["nodeSelector"]
-            on = labels[p["spec"]["nodeName"]]
-            assert selector.get("kubernetes.io/hostname") == p["spec"]["nodeName"], selector  # Kueue's node
-            assert all(on.get(k) == v for k, v in selector.items()), (selector, on)
-            racks.add(on["cloud.provider.com/topology-rack"])
-        assert len(racks) == 1, racks
-        workload = next(iter(kube.get(KUEUE_WORKLOADS, namespace="team-a")["items"]))
-        assert condition(workload, "Admitted").get("status") == "True"
+        for job, name in (("job.yaml", "train"), ("job-podgroup.yaml", "train-pg")):
+            kube.kubectl("apply", "-f", str(GUIDE / job))
+            members = bound_pods(kube, name, 2, namespace="team-a")
+            racks = set()
+            for p in members.values():
+                selector = p["spec"]["nodeSelector"]
+                on = labels[p["spec"]["nodeName"]]
+                # Kueue's rack (the Topology's lowest level), and koordpy's node inside it.
+                assert "cloud.provider.com/topology-rack" in selector and "kubernetes.io/hostname" not in selector
+                assert all(on.get(k) == v for k, v in selector.items()), (selector, on)
+                racks.add(on["cloud.provider.com/topology-rack"])
+            assert len(racks) == 1, (job, racks)
+            # One binding decision for the gang: the PodGroup the Job controller made, or the guide's own.
+            [group] = {(p["spec"].get("schedulingGroup") or {}).get("podGroupName")
+                       or p["metadata"]["labels"].get("pod-group.scheduling.sigs.k8s.io") for p in members.values()}
+            decided = [b["pods"] for b in bindings(scheduler.log) if b.get("job") == f"team-a/{group}"]
+            assert group and decided == [2], (job, group, decided)
+        workloads = kube.get(KUEUE_WORKLOADS, namespace="team-a")["items"]
+        assert len(workloads) == 2 and all(condition(w, "Admitted").get("status") == "True" for w in workloads)
     finally:
         kube.kubectl("delete", "jobs.batch", "--all", "-n", "team-a", "--cascade=foreground", "--timeout=60s",
                      check=False)

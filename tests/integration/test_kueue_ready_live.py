@@ -46,6 +46,10 @@ def test_a_gang_koordpy_cannot_place_whole_is_requeued_by_kueue_and_holds_nothin
         wait_for(lambda: when(condition(kueue_workloads(kube).get("big", {}), "Admitted").get("status") == "True",
                               True), "Kueue admits the Job (its quota holds it)", timeout=TIMEOUT)
         pods = wait_for(lambda: when(len(job_pods(kube, "big")) == 4, job_pods(kube, "big")), "the Job's 4 pods")
+        # koordpy has looked at them (each says why it waits) before Kueue's 8 s run out.
+        wait_for(lambda: len(job_pods(kube, "big")) == 4 and all(
+            condition(p, "PodScheduled").get("status") == "False" for p in job_pods(kube, "big").values()),
+            "koordpy's answer on the Job's pods", timeout=8.0)
         # koordpy places none: the gang is not whole; and it nominates nothing (nothing to preempt).
         for p in settle(lambda: job_pods(kube, "big"), 3.0).values():
             assert not p["spec"].get("nodeName") and not (p.get("status") or {}).get("nominatedNodeName"), p
