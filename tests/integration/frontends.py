@@ -409,8 +409,20 @@ def remove_crds(cp: ControlPlane, own: Path) -> None:
     tests after these find the control plane as the session fixture made it (no JobSet kind served,
     Topology v1alpha1 served)."""
     kube = Kube(cp)
-    kube.kubectl("delete", "crd", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "--ignore-not-found",
-                 "--timeout=120s")
+    selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    # Objects left with a finalizer only the stopped controllers remove (a test that failed before its
+    # cleanup, a Workload whose Job went while Kueue was stopping) would hold their CRD's deletion
+    # forever: nobody else will act on them now, so their finalizers go first.
+    crds = json.loads(kube.kubectl("get", "customresourcedefinitions", "-l", selector, "-o", "json"))["items"]
+    for crd in crds:
+        resource = f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
+        for obj in kube.everywhere(resource):
+            if obj["metadata"].get("finalizers"):
+                meta = obj["metadata"]
+                where = ["-n", meta["namespace"]] if meta.get("namespace") else []
+                kube.kubectl("patch", resource, meta["name"], *where, "--type=merge",
+                             "-p", '{"metadata": {"finalizers": null}}', check=False)
+    kube.kubectl("delete", "crd", "-l", selector, "--ignore-not-found", "--timeout=120s")
     kube.kubectl("apply", "-f", str(own))
     kube.kubectl("wait", "--for=condition=Established", "crd", "topologies.kueue.x-k8s.io", "--timeout=60s")
 
