@@ -92,10 +92,20 @@ class ReplicatedJob(_Model):
     name: str
     replicas: int  # Jobs made from its template
     pods: int  # pods each of them runs at once: its parallelism, never more than its completions
+    # Its completions (None: not set, as a work-queue Job, which ends once a pod succeeded and the
+    # others finished): what a Job of it has left to run is read against them (``left``).
+    completions: int | None = None
     # The node label of its exclusive placement (its template's annotation, else the JobSet's), "" for
     # none or for the node-selector strategy (then its pods are all created at once, like any Job's).
     exclusive: str = ""
     depends_on: tuple[str, ...] = ()  # replicatedJobs it is created only after (dependsOn)
+
+    def left(self, done: int) -> int:
+        """The pods one of its Jobs still runs at once once ``done`` of its completions succeeded:
+        its parallelism, never more than the completions it still lacks (the Job controller makes
+        no pod beyond them); without completions, what it ran less those that succeeded."""
+        total = self.pods if self.completions is None else self.completions
+        return min(self.pods, max(0, total - done))
 
 
 class Owner(_Model):
@@ -192,9 +202,12 @@ def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str
                 strategy = strategy or ANN_NODE_SELECTOR_STRATEGY in said
         after = tuple(r.string(r.mapping(d, f"{f}.dependsOn[{k}]").get("name"), f"{f}.dependsOn[{k}].name")
                       for k, d in enumerate(r.seq(job.get("dependsOn"), f"{f}.dependsOn")))
+        job_spec = r.mapping(template.get("spec"), f"{f}.template.spec")
+        completions = job_spec.get("completions")
         out.append(ReplicatedJob(
             name=r.string(job.get("name"), f"{f}.name") or str(i),
             replicas=_count(r, job.get("replicas"), f"{f}.replicas"),
-            pods=_job_pods(r, r.mapping(template.get("spec"), f"{f}.template.spec"), f"{f}.template.spec"),
+            pods=_job_pods(r, job_spec, f"{f}.template.spec"),
+            completions=None if completions is None else _count(r, completions, f"{f}.template.spec.completions"),
             exclusive="" if strategy else exclusive, depends_on=after))
     return tuple(out)

@@ -479,7 +479,7 @@ def test_a_jobset_says_its_replicated_jobs_their_exclusive_placement_and_start_o
     raw = owner("jobset.x-k8s.io/v1alpha2", "JobSet", startupPolicy={"startupPolicyOrder": "InOrder"}, replicatedJobs=[
         {"name": "driver", "template": {"spec": {}}},
         {"name": "workers", "replicas": 3, "dependsOn": [{"name": "driver", "status": "Ready"}],
-         "template": {"metadata": {"annotations": {EXCLUSIVE: "zone"}}, "spec": {"parallelism": 4}}},
+         "template": {"metadata": {"annotations": {EXCLUSIVE: "zone"}}, "spec": {"parallelism": 4, "completions": 6}}},
         {"name": "pinned", "template": {"metadata": {"annotations": {EXCLUSIVE: "rack", STRATEGY: "true"}},
                                         "spec": {}}},
     ])
@@ -488,7 +488,7 @@ def test_a_jobset_says_its_replicated_jobs_their_exclusive_placement_and_start_o
     assert found.in_order
     assert found.replicated_jobs == (
         ReplicatedJob(name="driver", replicas=1, pods=1, exclusive="rack"),
-        ReplicatedJob(name="workers", replicas=3, pods=4, exclusive="zone", depends_on=("driver",)),
+        ReplicatedJob(name="workers", replicas=3, pods=4, completions=6, exclusive="zone", depends_on=("driver",)),
         ReplicatedJob(name="pinned", replicas=1, pods=1))
     plain = Owner.from_raw(owner("jobset.x-k8s.io/v1alpha2", "JobSet", replicatedJobs=[{"template": {}}]))
     assert not plain.in_order and plain.replicated_jobs == (ReplicatedJob(name="0", replicas=1, pods=1),)

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from koordpy.core.cycle import schedule
 from koordpy.core.gang import gangs_named, resolve_gangs
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
 from tests.builders import node, pod
 
@@ -207,6 +209,66 @@ def test_explain_finds_a_jobsets_gang_by_the_jobsets_name() -> None:
     assert gangs_named(keys, "default/jobset/train") == keys[:2]
     assert gangs_named(keys, "default/JobSet/train/attempt-1") == keys[1:2]
     assert gangs_named(keys, "default/other") == ["default/Job/other"]
+
+
+# -- pods that finished -------------------------------------------------------------------------
+
+
+def finished(raw: Obj, phase: str = "Succeeded") -> Obj:
+    raw["status"] = {"phase": phase}
+    return raw
+
+
+def test_a_retry_binds_though_a_sibling_succeeded() -> None:
+    # One Job of 4 (parallelism = completions = 4): index 0 Succeeded, 1 and 2 run, 3 failed and its
+    # retry is pending. The Job runs 3 pods at once now, all there with the retry: it binds (the
+    # minimum read from the spec alone, 4, waited for a pod that never comes).
+    js = [jobset("s", [("w", 1, 4)]), job("s", "w", 0, 4)]
+    ps = [member("s", "w", 0, c, node_name="n0") for c in range(3)]
+    finished(ps[0])
+    gone = finished(member("s", "w", 0, 3, node_name="n0"), "Failed")
+    retry = member("s", "w", 0, 3)
+    retry["metadata"]["name"] += "-retry"
+    out = run(node("n0", cpu="16"), js, ps, gone, retry, stale_grace=0)
+    assert out.bound == {"default/s-w-0-3-a0-retry": "n0"}, out.pending
+    assert out.evicted == {}
+
+
+def test_the_minimum_is_what_a_job_still_runs_at_once_never_less() -> None:
+    # Parallelism 2 of 4 completions: 1 succeeded, 3 to go, so the Job still runs 2 at once. Its 2 new
+    # pods (nothing running) with room for 1: neither binds; with room for both, both do.
+    js = [jobset("q", [("w", 1, 2)], completions={"w": 4}), job("q", "w", 0, 2)]
+    done = finished(member("q", "w", 0, 0, node_name="n0"))
+    new = [member("q", "w", 0, c) for c in (1, 2)]
+    assert run(node("n0", cpu="2"), js, done, new).bound == {}
+    assert len(run(node("n0", cpu="4"), js, done, new).bound) == 2
+
+
+def test_a_scheduler_that_bound_the_jobset_places_a_retry_once_a_job_completed() -> None:
+    # The scheduler bound all 8 pods of 2 Jobs itself (it remembers the gang met its minimum); Job 0
+    # then completed and a pod of Job 1 failed: its retry binds, in the scheduler's next cycles.
+    state = SchedulerState()
+    base = [node("n0", cpu="8"), node("n1", cpu="8"), jobset("t", [("w", 2, 4)]),
+            *(job("t", "w", j, 4) for j in range(2))]
+
+    def cycles(objs: list[Obj]) -> dict[str, str]:
+        world = World.from_objects([("t", o) for o in objs])
+        binds: dict[str, str] = {}
+        for _ in range(3):
+            result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
+            world.apply(result)
+            binds.update({d.pod: d.node for d in result.binds})
+        return binds
+
+    first = cycles([*base, *(member("t", "w", j, c) for j in range(2) for c in range(4))])
+    assert len(first) == 8
+    later = [member("t", "w", j, c, node_name=first[f"default/t-w-{j}-{c}-a0"]) for j in range(2) for c in range(4)]
+    for p in later[:4]:
+        finished(p)
+    finished(later[7], "Failed")
+    retry = member("t", "w", 1, 3)
+    retry["metadata"]["name"] += "-retry"
+    assert set(cycles([*base, *later, retry])) == {"default/t-w-1-3-a0-retry"}
 
 
 # -- exclusive placement ------------------------------------------------------------------------

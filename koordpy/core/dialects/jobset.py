@@ -25,7 +25,7 @@ Does not belong here: the owner chain (``koordpy.core.owners``), parsing the Job
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.kinds import Role
@@ -38,6 +38,7 @@ from koordpy.api.owners import (
     ReplicatedJob,
 )
 from koordpy.api.podgroup import GangConfig
+from koordpy.api.workload import JOB_COMPLETION_INDEX
 from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
@@ -159,16 +160,35 @@ def _domain(tree: TopologyTree, trees: TreeSource, live: list[Pod]) -> int | Non
     return None
 
 
-def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
-    """The gang of one attempt of a JobSet (or of one replicatedJob of it) with its live members."""
+def _completed(finished: Iterable[Pod]) -> dict[str, int]:
+    """Per Job (its name), the completions its pods that Succeeded made: one per completion index (a
+    pod of an index that succeeded twice completes it once)."""
+    seen: dict[str, set[str]] = {}
+    for p in finished:
+        if p.phase == "Succeeded":
+            seen.setdefault(job_name(p), set()).add(p.annotations.get(JOB_COMPLETION_INDEX, p.key))
+    return {name: len(indexes) for name, indexes in seen.items()}
+
+
+def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterable[Pod] = ()) -> Gang:
+    """The gang of one attempt of a JobSet (or of one replicatedJob of it) with its live members, its
+    minimum what its Jobs still have to run (``finished``: its pods that finished)."""
     first = earliest(pods)
     found = _jobset_ref(first, snapshot.owners)
     owner = found[1] if found is not None else None
     replicated_job = key.split("/")[4] if key.count("/") == 4 else None
     jobs = [j for j in _replicated(owner).values() if replicated_job is None or j.name == replicated_job]
+    # What each Job runs at once, less what it completed: a Job whose pods succeeded in part runs only
+    # the rest (a retry of a failed one among them), one that completed runs nothing. A JobSet's
+    # minimum is not its spec's once pods finished, or a retry would wait for pods that never come.
+    done = _completed(finished)
+    name = key.split("/")[2]
+    left = {(j.name, f"{name}-{j.name}-{i}"): j.left(done.get(f"{name}-{j.name}-{i}", 0))
+            for j in jobs for i in range(j.replicas)}
+    exclusive = {j.name for j in jobs if j.exclusive}
     # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
     # is bound). A JobSet koordpy has not seen: every pod it has now.
-    minimum = sum(j.replicas if j.exclusive else j.replicas * j.pods for j in jobs) if jobs else len(pods)
+    minimum = sum(min(n, 1) if rjob in exclusive else n for (rjob, _), n in left.items()) if jobs else len(pods)
     config = GangConfig(key=key, min_member=max(1, minimum), total_number=max(1, minimum), from_crd=True)
     gang = Gang(key, config, pods, creation_time(owner.creation if owner is not None else first.creation))
     labels = sorted({k for p in pods if (k := exclusive_key(p))})
@@ -217,6 +237,9 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
 
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return jobset_gang(key, pods, snapshot) if pods else None
+
+    def finishing_gang(self, key: str, pods: list[Pod], finished: Sequence[Pod], snapshot: Snapshot) -> Gang | None:
+        return jobset_gang(key, pods, snapshot, finished) if pods else None
 
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if not self.declares(key, snapshot):
