@@ -398,3 +398,21 @@ def test_the_jobsets_other_jobs_go_outside_the_racks_its_exclusive_jobs_take() -
     out = run(racks()[1:], js, job("m", "w", 0, 4), job("m", "ps", 0, 2), pods)
     assert {p: rack_of(n) for p, n in out.bound.items()} == {
         "default/m-w-0-0-a0": "b", "default/m-ps-0-0-a0": "c", "default/m-ps-0-1-a0": "c"}
+
+
+def test_after_a_restart_of_the_scheduler_a_retry_binds_though_another_job_completed() -> None:
+    # Job 0 completed (its 4 pods Succeeded in rack b); Job 1 runs 3 pods in c and a failed one's retry
+    # is pending, pinned to c by the webhook. A scheduler that never saw the gang meet its minimum
+    # places it: Job 0, with nothing to run, is no part the gang waits for.
+    done = [finished(member("t", "w", 0, c, exclusive=RACK, node_name="b-0")) for c in range(4)]
+    running = [member("t", "w", 1, c, exclusive=RACK, node_name="c-0") for c in range(3)]
+    retry = member("t", "w", 1, 3, exclusive=RACK, selector={RACK: "c"})
+    out = run(racks(), exclusive_set(), done, running, retry)
+    assert out.bound == {"default/t-w-1-3-a0": "c-0"}, out.pending
+
+
+def test_an_exclusive_replicated_job_with_parallelism_0_has_no_leader_to_wait_for() -> None:
+    # Replicated job "paused" runs no pod (parallelism 0): its Job never makes a leader, so w's binds.
+    js = jobset("z", [("w", 1, 4), ("paused", 1, 0)], exclusive=RACK)
+    out = run(racks(), js, job("z", "w", 0, 4), member("z", "w", 0, 0, exclusive=RACK))
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/z-w-0-0-a0": "b"}, out.pending

@@ -185,6 +185,7 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
     name = key.split("/")[2]
     left = {(j.name, f"{name}-{j.name}-{i}"): j.left(done.get(f"{name}-{j.name}-{i}", 0))
             for j in jobs for i in range(j.replicas)}
+    by_rjob = {j.name: j for j in jobs}
     exclusive = {j.name for j in jobs if j.exclusive}
     # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
     # is bound). A JobSet koordpy has not seen: every pod it has now.
@@ -200,7 +201,11 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         for p in pods:
             if exclusive_key(p) == label:
                 by_job.setdefault(job_name(p), set()).add(p.key)
-        expected = sum(j.replicas for j in jobs if j.exclusive == label) if jobs else len(by_job)
+        # Every Job with pods still to run needs its part: a completed Job has no pod to place, and
+        # counting it would hold the others forever (a restarted scheduler has no memory that the
+        # gang met its minimum once to let them through).
+        expected = sum(1 for (rjob, _), n in left.items() if n and rjob in exclusive
+                       and by_rjob[rjob].exclusive == label) if jobs else len(by_job)
         gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
         gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
     return gang
