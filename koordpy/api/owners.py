@@ -184,8 +184,9 @@ def _replicas(r: Reader, api: str, kind: str, spec: dict[str, Any]) -> int | Non
 
 
 def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str]) -> tuple[ReplicatedJob, ...]:
-    """A JobSet's ``spec.replicatedJobs``, each with the exclusive placement its Jobs get as the JobSet
-    controller copies it (the template's annotation over the JobSet's)."""
+    """A JobSet's ``spec.replicatedJobs``, each with the exclusive placement its pods get as the JobSet
+    controller writes it on them (the Job template's annotation over the JobSet's, over the pod
+    template's own)."""
     out = []
     for i, item in enumerate(r.seq(spec.get("replicatedJobs"), "spec.replicatedJobs")):
         f = f"spec.replicatedJobs[{i}]"
@@ -193,16 +194,20 @@ def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str
         template = r.mapping(job.get("template"), f"{f}.template")
         own = r.str_map(r.mapping(template.get("metadata"), f"{f}.template.metadata").get("annotations"),
                         f"{f}.template.metadata.annotations")
-        # The JobSet controller copies the JobSet's pair, then the template's over it, each only with
-        # an exclusive key beside it.
-        exclusive, strategy = "", False
+        job_spec = r.mapping(template.get("spec"), f"{f}.template.spec")
+        pod_meta = r.mapping(r.mapping(job_spec.get("template"), f"{f}.template.spec.template").get("metadata"),
+                             f"{f}.template.spec.template.metadata")
+        pods_own = r.str_map(pod_meta.get("annotations"), f"{f}.template.spec.template.metadata.annotations")
+        # The pods start with their template's annotations (JobSet's pod webhook acts on them, wherever
+        # they came from); the JobSet controller copies the JobSet's pair over them, then the Job
+        # template's, each only with an exclusive key beside it, and removes none.
+        exclusive, strategy = pods_own.get(ANN_EXCLUSIVE, ""), ANN_NODE_SELECTOR_STRATEGY in pods_own
         for said in (annotations, own):
             if ANN_EXCLUSIVE in said:
                 exclusive = said[ANN_EXCLUSIVE]
                 strategy = strategy or ANN_NODE_SELECTOR_STRATEGY in said
         after = tuple(r.string(r.mapping(d, f"{f}.dependsOn[{k}]").get("name"), f"{f}.dependsOn[{k}].name")
                       for k, d in enumerate(r.seq(job.get("dependsOn"), f"{f}.dependsOn")))
-        job_spec = r.mapping(template.get("spec"), f"{f}.template.spec")
         completions = job_spec.get("completions")
         out.append(ReplicatedJob(
             name=r.string(job.get("name"), f"{f}.name") or str(i),

@@ -284,8 +284,8 @@ def exclusive_set(jobs: int = 2, size: int = 4) -> list[Obj]:
     return [jobset("t", [("w", jobs, size)], exclusive=RACK), *(job("t", "w", j, size) for j in range(jobs))]
 
 
-def leaders(jobs: int = 2, **kw: Any) -> list[Obj]:
-    return [member("t", "w", j, 0, exclusive=RACK, **kw) for j in range(jobs)]
+def leaders(jobs: int = 2, js: str = "t", **kw: Any) -> list[Obj]:
+    return [member(js, "w", j, 0, exclusive=RACK, **kw) for j in range(jobs)]
 
 
 def test_the_leaders_bind_together_each_alone_in_a_rack_where_its_whole_job_fits() -> None:
@@ -416,3 +416,25 @@ def test_an_exclusive_replicated_job_with_parallelism_0_has_no_leader_to_wait_fo
     js = jobset("z", [("w", 1, 4), ("paused", 1, 0)], exclusive=RACK)
     out = run(racks(), js, job("z", "w", 0, 4), member("z", "w", 0, 0, exclusive=RACK))
     assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/z-w-0-0-a0": "b"}, out.pending
+
+
+def test_an_exclusive_key_on_the_pod_template_is_the_jobs_as_the_webhook_reads_it() -> None:
+    # The key is on the Job template's pod template only: the pods carry it, JobSet's webhook acts on it
+    # (it refuses the followers until their leader binds), so the minimum is the leaders too.
+    js = jobset("p", [("w", 2, 4)])
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {"annotations": {EXCLUSIVE: RACK}}
+    out = run(racks(), js, *(job("p", "w", j, 4) for j in range(2)), leaders(js="p"))
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/p-w-0-0-a0": "b", "default/p-w-1-0-a0": "c"}
+
+
+def test_the_pods_say_whether_their_job_is_exclusive_not_the_jobset_alone() -> None:
+    # The JobSet was annotated after its Jobs were made (the pods carry no key: every pod is created at
+    # once, no webhook holds them): a gang of all 8, not of 2 leaders. Room for 5: none binds.
+    js = jobset("t", [("w", 2, 4)], exclusive=RACK)
+    pods = [member("t", "w", j, c) for j in range(2) for c in range(4)]
+    out = run(node("n0", cpu="10"), js, *(job("t", "w", j, 4) for j in range(2)), pods)
+    assert out.bound == {}, out.bound
+    # And the other way: the pods carry it (a webhook of the cluster's added it), the JobSet does not:
+    # its leaders are the minimum, and bind.
+    out = run(racks(), exclusive_set()[1:], jobset("t", [("w", 2, 4)]), leaders())
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}

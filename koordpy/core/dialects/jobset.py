@@ -185,8 +185,15 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
     name = key.split("/")[2]
     left = {(j.name, f"{name}-{j.name}-{i}"): j.left(done.get(f"{name}-{j.name}-{i}", 0))
             for j in jobs for i in range(j.replicas)}
-    by_rjob = {j.name: j for j in jobs}
-    exclusive = {j.name for j in jobs if j.exclusive}
+    # Which replicatedJobs are placed exclusively, and over which label, is what their pods say (JobSet's
+    # webhook acts on the pods' annotation, and so does the placement, ``ExclusiveAsk``), else, before
+    # any pod of one exists, what the JobSet controller will write on them (``ReplicatedJob.exclusive``).
+    said: dict[str, str] = {}
+    for p in (*pods, *finished):
+        rjob = p.labels.get(LABEL_REPLICATED_JOB, "")
+        said[rjob] = said.get(rjob, "") or exclusive_key(p)
+    label_of = {j.name: said.get(j.name, j.exclusive) for j in jobs}
+    exclusive = {name for name, label in label_of.items() if label}
     # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
     # is bound). A JobSet koordpy has not seen: every pod it has now.
     minimum = sum(min(n, 1) if rjob in exclusive else n for (rjob, _), n in left.items()) if jobs else len(pods)
@@ -204,8 +211,7 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         # Every Job with pods still to run needs its part: a completed Job has no pod to place, and
         # counting it would hold the others forever (a restarted scheduler has no memory that the
         # gang met its minimum once to let them through).
-        expected = sum(1 for (rjob, _), n in left.items() if n and rjob in exclusive
-                       and by_rjob[rjob].exclusive == label) if jobs else len(by_job)
+        expected = sum(1 for (rjob, _), n in left.items() if n and label_of[rjob] == label) if jobs else len(by_job)
         gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
         gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
     return gang
