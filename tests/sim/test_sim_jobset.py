@@ -438,3 +438,10 @@ def test_the_pods_say_whether_their_job_is_exclusive_not_the_jobset_alone() -> N
     # its leaders are the minimum, and bind.
     out = run(racks(), exclusive_set()[1:], jobset("t", [("w", 2, 4)]), leaders())
     assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}
+
+
+def test_with_the_jobset_not_seen_yet_its_jobs_say_how_much_room_a_leader_needs() -> None:
+    # The JobSet is not in the cache (yet), its Jobs are (parallelism 4): a leader still goes only where
+    # its whole Job fits, never to rack a, which has room for it alone.
+    out = run(racks(), exclusive_set()[1:], leaders())
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}

@@ -42,7 +42,7 @@ from koordpy.api.workload import JOB_COMPLETION_INDEX
 from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
-from koordpy.core.owners import chain
+from koordpy.core.owners import chain, parent
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
@@ -113,7 +113,8 @@ def _replicated(owner: Owner | None) -> dict[str, ReplicatedJob]:
 @dataclass(frozen=True)
 class ExclusiveAsk:
     """JobSet's exclusive placement over the node label ``label``: each Job in a domain of its own where
-    all its pods fit (``sizes``: the pods one Job of each replicatedJob runs at once)."""
+    all its pods fit (``sizes``: the pods each Job, by name, still runs at once; a Job not named, of a
+    JobSet whose Jobs are not known, needs room for the pods it has)."""
 
     label: str
     sizes: tuple[tuple[str, int], ...]
@@ -136,8 +137,7 @@ class ExclusiveAsk:
             keys = {m.key for m in members}
             pending = tuple(p.key for p in pods if p.key in keys)
             # A Job with pods running grows where they run; one with none needs room for all it runs.
-            need = len(pending) if anchor is not None else max(
-                sizes.get(members[0].labels.get(LABEL_REPLICATED_JOB, ""), len(members)), len(pending))
+            need = len(pending) if anchor is not None else max(sizes.get(name, len(members)), len(pending))
             subgroups.append(SubGroup(name, pending, need, DOMAIN_RANK, policy=self.label, bound=len(live),
                                       anchor=anchor))
         return Asked(Requirement(key, "exclusive", subgroups=tuple(subgroups), labels=((DOMAIN_RANK, self.label),)),
@@ -213,7 +213,17 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         # gang met its minimum once to let them through).
         expected = sum(1 for (rjob, _), n in left.items() if n and label_of[rjob] == label) if jobs else len(by_job)
         gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
-        gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
+        if jobs:
+            sizes = {job: n for (_, job), n in left.items()}
+        else:
+            # A JobSet not in the cache (yet): each Job's own object says what it runs (its parallelism,
+            # never more than its completions), so that a leader still goes where its whole Job fits.
+            sizes = {}
+            for p in pods:
+                job = parent(p, snapshot.owners)
+                if job is not None and job.replicas is not None:
+                    sizes.setdefault(job_name(p), job.replicas)
+        gang.asks = (ExclusiveAsk(label, tuple(sorted(sizes.items()))),)
     return gang
 
 
