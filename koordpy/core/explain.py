@@ -674,7 +674,8 @@ class _Explainer:
         ends = stale.due(since, grace)
         held = ends is not None and ends <= self.now and (
             reading.arriving > 0 or any(p.nominated_node_name for p in gang.pods if not p.node_name))
-        said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held)
+        said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held,
+                         declared_by=dialects.declared_by(key, self.snapshot))
         return (("stale", render(stale.told(said, by))),)
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from koordpy.core.cycle import schedule
+from koordpy.core.explain import explain_podgroup
 from koordpy.core.gang import gangs_named, resolve_gangs
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
@@ -153,7 +154,10 @@ def test_the_gang_waits_for_the_pods_the_jobset_runs_not_those_there_now() -> No
     # One pod not created yet: the 5 there do not bind, though they fit.
     out = run(node("n0", cpu="16"), train(), train_pods(skip=1))
     assert out.bound == {}
-    assert "5" in out.pending["default/train-workers-0-0-a0"]
+    # Said in the JobSet's terms, not Koordinator's ("gang child pod not collect enough").
+    assert out.pending["default/train-workers-0-0-a0"] == (
+        "waiting for the pods of JobSet train (restart attempt 0) to exist: 5 created, minimum 6, what its Jobs "
+        "still run at once")
 
 
 def test_a_kai_topology_on_the_jobset_keeps_its_pods_in_kais_gang() -> None:
@@ -197,10 +201,12 @@ def test_a_restart_is_a_new_gang_of_the_new_pods() -> None:
     gangs = members_of([node("n0"), js, *jobs, *old, *new])
     assert {gangs[f"default/{p['metadata']['name']}"] for p in new} == {"default/JobSet/train/attempt-1"}
     assert {gangs[f"default/{p['metadata']['name']}"] for p in old} == {"default/JobSet/train/attempt-0"}
-    out = run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old, new)
+    # A grace of 0: a stale old attempt would be evicted in this very run (with 3 of its 4 pods it is).
+    out = run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old, new, stale_grace=0)
     assert out.bound == {}
     assert 'GangGroup "default/JobSet/train/attempt-1"' in out.pending[f"default/{new[0]['metadata']['name']}"]
     assert out.evicted == {}  # the old attempt is whole: not stale
+    assert run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old[:3], new, stale_grace=0).evicted
 
 
 def test_explain_finds_a_jobsets_gang_by_the_jobsets_name() -> None:
@@ -445,3 +451,41 @@ def test_with_the_jobset_not_seen_yet_its_jobs_say_how_much_room_a_leader_needs(
     # its whole Job fits, never to rack a, which has room for it alone.
     out = run(racks(), exclusive_set()[1:], leaders())
     assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}
+
+
+# -- what a JobSet's gang is told ------------------------------------------------------------------
+
+
+def explained(*objects: Obj | list[Obj], key: str = "default/t", stale_grace: float = -1) -> dict[str, Any]:
+    flat: list[Obj] = []
+    for o in objects:
+        flat.extend(o if isinstance(o, list) else [o])
+    world = World.from_objects([("test", o) for o in flat])
+    snapshot = world.snapshot(frozenset({"koordpy"}))
+    snapshot.stale_grace = stale_grace
+    exp = explain_podgroup(snapshot, SchedulerState(), world.now, key)
+    assert exp is not None
+    facts = exp.to_json()
+    return {"minimum": facts["job"]["gangs"][0]["declaredMinimum"], "details": dict(exp.gangs[0].details)}
+
+
+def test_a_leader_waiting_for_the_other_jobs_leaders_is_told_what_the_minimum_counts() -> None:
+    # One leader of 2 exists: the minimum counts leaders, not what the Jobs run at once, and says so.
+    out = run(racks(), exclusive_set(), leaders(jobs=1))
+    assert out.pending["default/t-w-0-0-a0"] == (
+        "waiting for the pods of JobSet t (restart attempt 0) to exist: 1 created, minimum 2, what its Jobs need "
+        "first (a Job placed exclusively counts its leader alone: JobSet's webhook makes its other pods only once "
+        "the leader is bound)")
+    assert explained(racks(), exclusive_set(), leaders(jobs=1))["minimum"] == (
+        "minimum 2, what its Jobs need first (a Job placed exclusively counts its leader alone: JobSet's webhook "
+        "makes its other pods only once the leader is bound)")
+    assert explained(node("n0", cpu="16"), train(), train_pods(), key="default/train")["minimum"] == (
+        "minimum 6, what its Jobs still run at once")
+
+
+def test_a_stale_exclusive_jobset_is_told_in_jobs() -> None:
+    # Job 0 runs in b; Job 1 has no pod left (its leader failed, not yet made again): 1 of the 2 Jobs.
+    running = [member("t", "w", 0, c, exclusive=RACK, node_name="b-0") for c in range(2)]
+    gone = finished(member("t", "w", 1, 0, exclusive=RACK, node_name="c-0"), "Failed")
+    said = explained(racks(), exclusive_set(), running, gone, stale_grace=60)["details"]["stale"]
+    assert "2 members running, minimum 2, 1 of the 2 Jobs it needs with a pod running;" in said, said

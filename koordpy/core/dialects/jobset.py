@@ -40,6 +40,7 @@ from koordpy.api.owners import (
 from koordpy.api.podgroup import GangConfig
 from koordpy.api.workload import JOB_COMPLETION_INDEX
 from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
+from koordpy.core.messages import JOBSET_PODS, jobset_minimum
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
 from koordpy.core.owners import chain, parent
@@ -266,12 +267,20 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
         if not self.declares(key, snapshot):
             return None
         parts = key.split("/")
-        whose = f"replicatedJob {parts[4]} of JobSet {parts[2]}" if len(parts) == 5 else f"JobSet {parts[2]}"
-        return f"the pods of {whose} (restart attempt {_attempt_of(key)})"
+        # Its messages know a JobSet's gang by these words' beginning (``messages.JOBSET_PODS``).
+        part = f", replicatedJob {parts[4]}" if len(parts) == 5 else ""
+        return f"{JOBSET_PODS}{parts[2]}{part} (restart attempt {_attempt_of(key)})"
 
     def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
-        # A JobSet names no minimum: it is what its Jobs run at once (their leaders, placed exclusively).
-        return None if minimum is None else GroupTerms("", f"minimum {minimum} (what its Jobs run at once)", minimum)
+        # A JobSet names no minimum: it is what its Jobs still run at once, or, with a Job placed
+        # exclusively (its pods say so), what they need first (such a Job's leader). Asked by explain
+        # only: its pods are looked for among all.
+        if minimum is None:
+            return None
+        owners = snapshot.owners
+        leaders = any(exclusive_key(p) for p in snapshot.pods
+                      if not p.terminal and LABEL_JOBSET in p.labels and self.member(p, owners) == key)
+        return GroupTerms("", f"minimum {jobset_minimum(minimum, leaders)}", minimum)
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         return iter(())
