@@ -20,7 +20,7 @@ from koordpy.core.explain import explain_podgroup
 from koordpy.core.gang import gangs_named, resolve_gangs
 from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
-from tests.builders import node, pod
+from tests.builders import node, pod, priority_class
 
 RACK = "example.com/rack"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -488,4 +488,49 @@ def test_a_stale_exclusive_jobset_is_told_in_jobs() -> None:
     running = [member("t", "w", 0, c, exclusive=RACK, node_name="b-0") for c in range(2)]
     gone = finished(member("t", "w", 1, 0, exclusive=RACK, node_name="c-0"), "Failed")
     said = explained(racks(), exclusive_set(), running, gone, stale_grace=60)["details"]["stale"]
-    assert "2 members running, minimum 2, 1 of the 2 Jobs it needs with a pod running;" in said, said
+    # Job 0's follower ran: its whole Job counts (4), Job 1 its leader (1).
+    assert "2 members running, minimum 5, 1 of the 2 Jobs it needs with a pod running;" in said, said
+
+
+# -- an exclusive JobSet once its Jobs ran whole ---------------------------------------------------
+
+
+def test_an_exclusive_jobset_that_lost_followers_it_cannot_replace_is_stale() -> None:
+    # Job 0 runs whole in b; Job 1 ran in c and lost 2 followers, whose replacements (pinned to c by the
+    # webhook) find no room there: another scheduler's pod took it. Once a Job's followers ran, its
+    # whole Job counts: the JobSet runs 6 of its 8 and is evicted as stale (its leaders alone, 2,
+    # would have kept it running 6 of 8 forever).
+    nodes = [node("b-0", cpu="8", labels={RACK: "b"}), node("c-0", cpu="8", labels={RACK: "c"})]
+    ran = [member("t", "w", 0, c, exclusive=RACK, node_name="b-0") for c in range(4)]
+    ran += [member("t", "w", 1, c, exclusive=RACK, node_name="c-0") for c in range(2)]
+    again = [member("t", "w", 1, c, exclusive=RACK, selector={RACK: "c"}) for c in range(2, 4)]
+    intruder = pod("intruder", cpu="4", node_name="c-0", scheduler="other")
+    out = run(nodes, exclusive_set(), ran, again, intruder, stale_grace=0)
+    assert out.bound == {}
+    assert sorted(out.evicted) == sorted(f"default/{p['metadata']['name']}" for p in ran)
+
+
+def test_leaders_bound_before_their_followers_exist_are_not_stale() -> None:
+    # The webhook makes the followers only once their leader is bound (the Job controller retries, with
+    # back-off): until one of them ran, a Job counts its leader alone, so no grace, however short, ends
+    # the JobSet in that wait.
+    bound = [member("t", "w", j, 0, exclusive=RACK, node_name=n) for j, n in enumerate(["b-0", "c-0"])]
+    out = run(racks(), exclusive_set(), bound, stale_grace=0)
+    assert out.evicted == {}
+
+
+def test_preemption_prices_a_follower_of_an_exclusive_jobset_that_ran_as_its_whole_gang() -> None:
+    # x (8 pods, 2 Jobs in racks b and c) and y (2 pods) run at the same low priority; a high pod needs
+    # 2 CPUs. Evicting one of x's followers breaks x below its minimum (8, its Jobs ran whole): y, the
+    # cheaper gang, is the victim. (With leaders alone counted, x's followers looked like members
+    # beyond its minimum, free to take.)
+    nodes = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in "bc" for i in range(2)] + [node("z-0", cpu="4")]
+    xs = [jobset("x", [("w", 2, 4)], exclusive=RACK), *(job("x", "w", j, 4) for j in range(2))]
+    xp = [member("x", "w", j, c, exclusive=RACK, node_name=f"{'bc'[j]}-{c // 2}") for j in range(2) for c in range(4)]
+    ys = [jobset("y", [("w", 1, 2)]), job("y", "w", 0, 2)]
+    yp = [member("y", "w", 0, c, node_name="z-0") for c in range(2)]
+    for p in (*xp, *yp):
+        p["spec"]["priorityClassName"] = "low"
+    classes = [priority_class("low", 1000), priority_class("high", 2000)]
+    out = run(classes, nodes, xs, xp, ys, yp, pod("high", cpu="2", priority_class="high"))
+    assert out.preempted and all(v.startswith("default/y-") for v in out.preempted), out.preempted

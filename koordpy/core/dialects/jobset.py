@@ -161,6 +161,11 @@ def _domain(tree: TopologyTree, trees: TreeSource, live: list[Pod]) -> int | Non
     return None
 
 
+def _leader(pod: Pod) -> bool:
+    """Whether the pod is its Job's leader, as JobSet's pod webhook tells it: completion index 0."""
+    return pod.annotations.get(JOB_COMPLETION_INDEX) == "0"
+
+
 def _completed(finished: Iterable[Pod]) -> dict[str, int]:
     """Per Job (its name), the completions its pods that Succeeded made: one per completion index (a
     pod of an index that succeeded twice completes it once)."""
@@ -195,9 +200,14 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         said[rjob] = said.get(rjob, "") or exclusive_key(p)
     label_of = {j.name: said.get(j.name, j.exclusive) for j in jobs}
     exclusive = {name for name, label in label_of.items() if label}
-    # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
-    # is bound). A JobSet koordpy has not seen: every pod it has now.
-    minimum = sum(min(n, 1) if rjob in exclusive else n for (rjob, _), n in left.items()) if jobs else len(pods)
+    # The pods its Jobs run at once; one leader for a Job placed exclusively until its other pods ran
+    # (its others come once it is bound: waiting for them would never bind it), the whole Job once one
+    # of them was bound or finished, so that a Job that lost pods it cannot replace falls below the
+    # minimum (stale) and its members are priced as the gang's in preemption. A JobSet koordpy has not
+    # seen: every pod it has now.
+    ran = {job_name(p) for p in (*(p for p in pods if p.node_name), *finished) if not _leader(p)}
+    minimum = sum(min(n, 1) if rjob in exclusive and job not in ran else n
+                  for (rjob, job), n in left.items()) if jobs else len(pods)
     config = GangConfig(key=key, min_member=max(1, minimum), total_number=max(1, minimum), from_crd=True)
     gang = Gang(key, config, pods, creation_time(owner.creation if owner is not None else first.creation))
     labels = sorted({k for p in pods if (k := exclusive_key(p))})
