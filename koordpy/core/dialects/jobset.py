@@ -128,15 +128,21 @@ class ExclusiveAsk:
         tree = trees[key]
         sizes = dict(self.sizes)
         jobs: dict[str, list[Pod]] = {}
+        job_of: dict[str, str] = {}
         for p in gang.pods:
             if exclusive_key(p) == self.label:
-                jobs.setdefault(job_name(p), []).append(p)
+                name = job_of[p.key] = job_name(p)
+                jobs.setdefault(name, []).append(p)
+        # The pods to place by Job, in one pass (not one pass over them per Job: a JobSet may have hundreds).
+        placing: dict[str, list[str]] = {}
+        for p in pods:
+            if (job := job_of.get(p.key)) is not None:
+                placing.setdefault(job, []).append(p.key)
         subgroups = []
         for name, members in sorted(jobs.items(), key=lambda kv: natural_key(kv[0])):
             live = [p for p in members if p.node_name and p.key not in gang.lost]
             anchor = _domain(tree, trees, live)
-            keys = {m.key for m in members}
-            pending = tuple(p.key for p in pods if p.key in keys)
+            pending = tuple(placing.get(name, ()))
             # A Job with pods running grows where they run; one with none needs room for all it runs.
             need = len(pending) if anchor is not None else max(sizes.get(name, len(members)), len(pending))
             subgroups.append(SubGroup(name, pending, need, DOMAIN_RANK, policy=self.label, bound=len(live),
