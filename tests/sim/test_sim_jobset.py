@@ -185,6 +185,24 @@ def test_a_jobset_that_starts_its_replicated_jobs_in_turn_is_a_gang_per_replicat
     assert not any("workers" in p for p in out.bound)
 
 
+def test_replicated_jobs_made_at_once_with_the_first_are_its_gang() -> None:
+    # With dependsOn, the JobSet makes every replicatedJob that depends on none at once with the first:
+    # driver and ps are one gang (room for the driver and 1 of ps's 2 pods binds none), workers (made
+    # once the driver is ready) another.
+    js = jobset("io", [("driver", 1, 1), ("ps", 1, 2), ("workers", 2, 2)], depends={"workers": "driver"})
+    objs = [js, job("io", "driver", 0, 1), job("io", "ps", 0, 2)]
+    pods = [member("io", "driver", 0, 0), member("io", "ps", 0, 0), member("io", "ps", 0, 1)]
+    assert set(members_of([node("n0"), *objs, *pods]).values()) == {"default/JobSet/io/attempt-0/driver"}
+    out = run(node("n0", cpu="4"), objs, pods)
+    assert out.bound == {}
+    assert 'GangGroup "default/JobSet/io/attempt-0/driver"' in out.pending["default/io-driver-0-0-a0"]
+    assert len(run(node("n0", cpu="6"), objs, pods).bound) == 3
+    # Its words name both; one pod short, it waits for them.
+    short = run(node("n0", cpu="6"), objs, pods[:2]).pending["default/io-driver-0-0-a0"]
+    assert short.startswith("waiting for the pods of JobSet io, replicatedJobs driver, ps (restart attempt 0) to "
+                            "exist: 2 created, minimum 3"), short
+
+
 def test_a_restart_is_a_new_gang_of_the_new_pods() -> None:
     # Restart attempt 1's pods arrive while attempt 0's still run (their deletion not seen yet), with
     # room for 2 of the 4 new ones: the new attempt binds none, not 2 beside the old attempt's as

@@ -79,6 +79,17 @@ def staged(owner: Owner) -> bool:
     return owner.in_order or any(j.depends_on for j in owner.replicated_jobs)
 
 
+def stage(owner: Owner, replicated_job: str) -> str:
+    """The replicatedJob whose gang ``replicated_job``'s pods are in, for a JobSet that starts them in
+    turn: with ``startupPolicy: InOrder`` each its own; with ``dependsOn``, one that depends on another
+    its own, and those that depend on none, which the JobSet makes at once with its first, the first's."""
+    if owner.in_order:
+        return replicated_job
+    first = next((j.name for j in owner.replicated_jobs if not j.depends_on), None)
+    said = next((j for j in owner.replicated_jobs if j.name == replicated_job), None)
+    return first if first is not None and said is not None and not said.depends_on else replicated_job
+
+
 def exclusive_key(pod: Pod) -> str:
     """The node label whose domains the pod's Job takes alone, as the JobSet controller wrote it on
     the pod; "" for none, and for the node-selector strategy (its pods are created at once, held to
@@ -189,7 +200,8 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
     found = _jobset_ref(first, snapshot.owners)
     owner = found[1] if found is not None else None
     replicated_job = key.split("/")[4] if key.count("/") == 4 else None
-    jobs = [j for j in _replicated(owner).values() if replicated_job is None or j.name == replicated_job]
+    jobs = [j for j in _replicated(owner).values()
+            if replicated_job is None or owner is None or stage(owner, j.name) == replicated_job]
     # What each Job runs at once, less what it completed: a Job whose pods succeeded in part runs only
     # the rest (a retry of a failed one among them), one that completed runs nothing. A JobSet's
     # minimum is not its spec's once pods finished, or a retry would wait for pods that never come.
@@ -264,7 +276,7 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
         if found is None:
             return None
         name, owner = found
-        part = pod.labels.get(LABEL_REPLICATED_JOB) if owner is not None and staged(owner) else None
+        part = stage(owner, pod.labels.get(LABEL_REPLICATED_JOB, "")) if owner is not None and staged(owner) else None
         return gang_key(pod.namespace, name, _attempt(pod), part)
 
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
@@ -283,8 +295,15 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
         if not self.declares(key, snapshot):
             return None
         parts = key.split("/")
+        part = ""
+        if len(parts) == 5:
+            # The replicatedJobs made at once with the one the key names are in its gang too (asked for
+            # a message or explain only: the JobSet is looked for among the owners).
+            owner = next((o for o in snapshot.owners.values() if (o.api_version, o.kind, o.namespace, o.name)
+                          == (JOBSET_API_VERSION, KIND, parts[0], parts[2])), None)
+            names = [j.name for j in owner.replicated_jobs if stage(owner, j.name) == parts[4]] if owner else []
+            part = f", replicatedJobs {', '.join(names)}" if len(names) > 1 else f", replicatedJob {parts[4]}"
         # Its messages know a JobSet's gang by these words' beginning (``messages.JOBSET_PODS``).
-        part = f", replicatedJob {parts[4]}" if len(parts) == 5 else ""
         return f"{JOBSET_PODS}{parts[2]}{part} (restart attempt {_attempt_of(key)})"
 
     def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
