@@ -8,14 +8,15 @@ is ``namespace/JobSet/name/attempt-N``: a restart (the JobSet controller deletes
 them again with the attempt one higher) is a new gang, and nothing the scheduler remembers of the
 old attempt's gang (its stale clock, that it met its minimum) touches the new one. A JobSet that
 makes a replicatedJob's Jobs only once others are ready (``startupPolicy: InOrder``, ``dependsOn``)
-is a gang per replicatedJob (``.../attempt-N/<replicatedJob>``): waiting for all of it at once
-would wait forever.
+is a gang per stage, the replicatedJobs it makes at once (``.../attempt-N/<replicatedJob>``,
+``stage``): waiting for all of it at once would wait forever.
 
-The minimum is what the JobSet runs at once: each replicatedJob's Jobs times the pods each runs
-(its parallelism, never more than its completions); for a replicatedJob placed exclusively, one pod
-per Job, its leader (completion index 0): JobSet's pod webhook refuses a Job's other pods until
-that one is bound (and then pins them to its domain), so a gang waiting for them would never bind.
-Such a gang is a gang of parts (``Gang.parts``): every Job must have a member placed, so the leaders
+The minimum is what the JobSet's Jobs still run at once: per Job its parallelism, never more than
+the completions it still lacks (its pods that finished are handed in: the dialect is ``Finishing``);
+for a Job placed exclusively (its pods' annotation says so), one pod, its leader (completion index 0),
+until one of its other pods ran: JobSet's pod webhook refuses a Job's other pods until the leader is
+bound (and then pins them to its domain), so a gang waiting for them would never bind. Such a gang is
+a gang of parts (``Gang.parts``): every Job with pods to run must have a member placed, so the leaders
 bind together, each where its whole Job fits (docs/design.md, "JobSet").
 
 Does not belong here: the owner chain (``koordpy.core.owners``), parsing the JobSet
@@ -217,7 +218,7 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         rjob = p.labels.get(LABEL_REPLICATED_JOB, "")
         said[rjob] = said.get(rjob, "") or exclusive_key(p)
     label_of = {j.name: said.get(j.name, j.exclusive) for j in jobs}
-    exclusive = {name for name, label in label_of.items() if label}
+    exclusive = {rjob for rjob, label in label_of.items() if label}
     # The pods its Jobs run at once; one leader for a Job placed exclusively until its other pods ran
     # (its others come once it is bound: waiting for them would never bind it), the whole Job once one
     # of them was bound or finished, so that a Job that lost pods it cannot replace falls below the
