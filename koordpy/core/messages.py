@@ -97,9 +97,10 @@ SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.sched
 # kube-scheduler's terms.
 WORKLOAD_PODGROUP = "PodGroup scheduling.k8s.io"
 COMPOSITE_PODGROUP = "CompositePodGroup scheduling.k8s.io"
-# How what declares a JobSet's gang begins (the JobSet dialect's ``declared_by``): its messages speak
-# of the JobSet's Jobs.
-JOBSET_PODS = "the pods of JobSet "
+# How what declares a JobSet's gang begins (the JobSet dialect's ``declared_by``, "JobSet NAME's pods
+# ..."): its messages speak of the JobSet's Jobs. No other dialect's words begin so (KAI's group of a
+# JobSet's pods is "the pods of JobSet NAME", and keeps Koordinator's words).
+JOBSET_PODS = "JobSet "
 
 
 def jobset_minimum(minimum: int, leaders: bool) -> str:

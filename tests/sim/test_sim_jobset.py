@@ -156,7 +156,7 @@ def test_the_gang_waits_for_the_pods_the_jobset_runs_not_those_there_now() -> No
     assert out.bound == {}
     # Said in the JobSet's terms, not Koordinator's ("gang child pod not collect enough").
     assert out.pending["default/train-workers-0-0-a0"] == (
-        "waiting for the pods of JobSet train (restart attempt 0) to exist: 5 created, minimum 6, what its Jobs "
+        "waiting for JobSet train's pods (restart attempt 0) to exist: 5 created, minimum 6, what its Jobs "
         "still run at once")
 
 
@@ -166,6 +166,9 @@ def test_a_kai_topology_on_the_jobset_keeps_its_pods_in_kais_gang() -> None:
     js["metadata"]["annotations"] = {"kai.scheduler/topology": "network"}
     gangs = members_of([node("n0"), js, job("k", "w", 0, 2), member("k", "w", 0, 0), member("k", "w", 0, 1)])
     assert set(gangs.values()) == {"default/JobSet/k"}
+    # And its words are KAI's gang's (Koordinator's), not a JobSet gang's.
+    out = run(node("n0"), js, job("k", "w", 0, 2), member("k", "w", 0, 0))
+    assert out.pending["default/k-w-0-0-a0"].startswith("gang child pod not collect enough, gangName: default/JobSet/k")
 
 
 @pytest.mark.parametrize("staging", ["InOrder", "dependsOn"])
@@ -199,7 +202,7 @@ def test_replicated_jobs_made_at_once_with_the_first_are_its_gang() -> None:
     assert len(run(node("n0", cpu="6"), objs, pods).bound) == 3
     # Its words name both; one pod short, it waits for them.
     short = run(node("n0", cpu="6"), objs, pods[:2]).pending["default/io-driver-0-0-a0"]
-    assert short.startswith("waiting for the pods of JobSet io, replicatedJobs driver, ps (restart attempt 0) to "
+    assert short.startswith("waiting for JobSet io's pods of replicatedJobs driver, ps (restart attempt 0) to "
                             "exist: 2 created, minimum 3"), short
 
 
@@ -491,7 +494,7 @@ def test_a_leader_waiting_for_the_other_jobs_leaders_is_told_what_the_minimum_co
     # One leader of 2 exists: the minimum counts leaders, not what the Jobs run at once, and says so.
     out = run(racks(), exclusive_set(), leaders(jobs=1))
     assert out.pending["default/t-w-0-0-a0"] == (
-        "waiting for the pods of JobSet t (restart attempt 0) to exist: 1 created, minimum 2, what its Jobs need "
+        "waiting for JobSet t's pods (restart attempt 0) to exist: 1 created, minimum 2, what its Jobs need "
         "first (a Job placed exclusively counts its leader alone: JobSet's webhook makes its other pods only once "
         "the leader is bound)")
     assert explained(racks(), exclusive_set(), leaders(jobs=1))["minimum"] == (

@@ -303,9 +303,9 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
             owner = next((o for o in snapshot.owners.values() if (o.api_version, o.kind, o.namespace, o.name)
                           == (JOBSET_API_VERSION, KIND, parts[0], parts[2])), None)
             names = [j.name for j in owner.replicated_jobs if stage(owner, j.name) == parts[4]] if owner else []
-            part = f", replicatedJobs {', '.join(names)}" if len(names) > 1 else f", replicatedJob {parts[4]}"
+            part = f" of replicatedJobs {', '.join(names)}" if len(names) > 1 else f" of replicatedJob {parts[4]}"
         # Its messages know a JobSet's gang by these words' beginning (``messages.JOBSET_PODS``).
-        return f"{JOBSET_PODS}{parts[2]}{part} (restart attempt {_attempt_of(key)})"
+        return f"{JOBSET_PODS}{parts[2]}'s pods{part} (restart attempt {_attempt_of(key)})"
 
     def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
         # A JobSet names no minimum: it is what its Jobs still run at once, or, with a Job placed
