@@ -92,10 +92,20 @@ class ReplicatedJob(_Model):
     name: str
     replicas: int  # Jobs made from its template
     pods: int  # pods each of them runs at once: its parallelism, never more than its completions
+    # Its completions (None: not set, as a work-queue Job, which ends once a pod succeeded and the
+    # others finished): what a Job of it has left to run is read against them (``left``).
+    completions: int | None = None
     # The node label of its exclusive placement (its template's annotation, else the JobSet's), "" for
     # none or for the node-selector strategy (then its pods are all created at once, like any Job's).
     exclusive: str = ""
     depends_on: tuple[str, ...] = ()  # replicatedJobs it is created only after (dependsOn)
+
+    def left(self, done: int) -> int:
+        """The pods one of its Jobs still runs at once once ``done`` of its completions succeeded:
+        its parallelism, never more than the completions it still lacks (the Job controller makes
+        no pod beyond them); without completions, what it ran less those that succeeded."""
+        total = self.pods if self.completions is None else self.completions
+        return min(self.pods, max(0, total - done))
 
 
 class Owner(_Model):
@@ -174,8 +184,9 @@ def _replicas(r: Reader, api: str, kind: str, spec: dict[str, Any]) -> int | Non
 
 
 def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str]) -> tuple[ReplicatedJob, ...]:
-    """A JobSet's ``spec.replicatedJobs``, each with the exclusive placement its Jobs get as the JobSet
-    controller copies it (the template's annotation over the JobSet's)."""
+    """A JobSet's ``spec.replicatedJobs``, each with the exclusive placement its pods get as the JobSet
+    controller writes it on them (the Job template's annotation over the JobSet's, over the pod
+    template's own)."""
     out = []
     for i, item in enumerate(r.seq(spec.get("replicatedJobs"), "spec.replicatedJobs")):
         f = f"spec.replicatedJobs[{i}]"
@@ -183,18 +194,25 @@ def _replicated_jobs(r: Reader, spec: dict[str, Any], annotations: dict[str, str
         template = r.mapping(job.get("template"), f"{f}.template")
         own = r.str_map(r.mapping(template.get("metadata"), f"{f}.template.metadata").get("annotations"),
                         f"{f}.template.metadata.annotations")
-        # The JobSet controller copies the JobSet's pair, then the template's over it, each only with
-        # an exclusive key beside it.
-        exclusive, strategy = "", False
+        job_spec = r.mapping(template.get("spec"), f"{f}.template.spec")
+        pod_meta = r.mapping(r.mapping(job_spec.get("template"), f"{f}.template.spec.template").get("metadata"),
+                             f"{f}.template.spec.template.metadata")
+        pods_own = r.str_map(pod_meta.get("annotations"), f"{f}.template.spec.template.metadata.annotations")
+        # The pods start with their template's annotations (JobSet's pod webhook acts on them, wherever
+        # they came from); the JobSet controller copies the JobSet's pair over them, then the Job
+        # template's, each only with an exclusive key beside it, and removes none.
+        exclusive, strategy = pods_own.get(ANN_EXCLUSIVE, ""), ANN_NODE_SELECTOR_STRATEGY in pods_own
         for said in (annotations, own):
             if ANN_EXCLUSIVE in said:
                 exclusive = said[ANN_EXCLUSIVE]
                 strategy = strategy or ANN_NODE_SELECTOR_STRATEGY in said
         after = tuple(r.string(r.mapping(d, f"{f}.dependsOn[{k}]").get("name"), f"{f}.dependsOn[{k}].name")
                       for k, d in enumerate(r.seq(job.get("dependsOn"), f"{f}.dependsOn")))
+        completions = job_spec.get("completions")
         out.append(ReplicatedJob(
             name=r.string(job.get("name"), f"{f}.name") or str(i),
             replicas=_count(r, job.get("replicas"), f"{f}.replicas"),
-            pods=_job_pods(r, r.mapping(template.get("spec"), f"{f}.template.spec"), f"{f}.template.spec"),
+            pods=_job_pods(r, job_spec, f"{f}.template.spec"),
+            completions=None if completions is None else _count(r, completions, f"{f}.template.spec.completions"),
             exclusive="" if strategy else exclusive, depends_on=after))
     return tuple(out)

@@ -701,7 +701,8 @@ class Cycle:
             assert cfg is not None
             if gangrule.too_few(gang):
                 return Verdict(Code.WAIT, TooFewMembers(gang.key, len(gang.pods) - len(gang.lost), cfg.min_member,
-                                                        dialects.declared_by(gang.key, self.snapshot)), "changed")
+                                                        dialects.declared_by(gang.key, self.snapshot),
+                                                        gang.parts is not None), "changed")
             gated = sum(1 for p in gang.pods if p.scheduling_gates and self.snapshot.gated(p))
             if gangrule.gated_short(gang, gated):
                 # Removing a gate changes the pod, which wakes the job.
@@ -935,7 +936,8 @@ class Cycle:
         grace, by = stale.grace(gang, snapshot)
         ends = stale.due(since, grace)
         if had is None and kept is None:  # it became stale now: told once
-            said = stale.told(GangStale(key, since, reading.live, reading.minimum, ends, reading.parts), by)
+            said = stale.told(GangStale(key, since, reading.live, reading.minimum, ends, reading.parts,
+                                        declared_by=dialects.declared_by(key, snapshot)), by)
             self._tell_gang(gang, EventReason.GANG_STALE, said)
         if ends is None:
             return
@@ -952,7 +954,8 @@ class Cycle:
         held = self.cluster.is_held  # nominated this very cycle: the pod object does not say it yet
         if reading.arriving or any(p.nominated_node_name or held(p.key) for p in gang.pods if not p.node_name):
             return  # replacements bind or hold room being made for them: woken by their change
-        evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts)
+        evicted = StaleEvicted(key, reading.live, reading.minimum, grace, reading.parts,
+                               dialects.declared_by(key, snapshot))
         message = render(evicted)
         self.result.decide(*(Evict(pod, message, key) for pod in reading.evictable))
         self._tell_gang(gang, EventReason.STALE_GANG_EVICTED, evicted)

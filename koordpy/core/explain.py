@@ -24,7 +24,7 @@ from koordpy.core import dialects, gangrule, stale
 from koordpy.core.cluster import Cluster, effective_priority
 from koordpy.core.cycle import DryRun, dry_run
 from koordpy.core.decisions import Bind
-from koordpy.core.gang import GangGroupId, gangs_named, group_of, resolve_gangs
+from koordpy.core.gang import GangGroupId, finished_pods, gangs_named, group_of, resolve_gangs
 from koordpy.core.liveness import loss
 from koordpy.core.messages import lacked as messages_lacked
 from koordpy.core.messages import render
@@ -264,11 +264,7 @@ class _Explainer:
         self.groups = group_of(self.gangs)
         # The pods that have finished, by the gang they were part of: no longer its members, but
         # what a finished job, or a gang short of pods that finished, is told by.
-        self.finished: dict[str, list[Pod]] = {}
-        for p in snapshot.pods:
-            was = dialects.gang_of(p, snapshot) if p.terminal else None
-            if was is not None:
-                self.finished.setdefault(was, []).append(p)
+        self.finished = finished_pods(snapshot)
         self._cluster: Cluster | None = None
         self._empty: DryRun | None = None
 
@@ -678,7 +674,8 @@ class _Explainer:
         ends = stale.due(since, grace)
         held = ends is not None and ends <= self.now and (
             reading.arriving > 0 or any(p.nominated_node_name for p in gang.pods if not p.node_name))
-        said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held)
+        said = GangStale(key, since, reading.live, reading.minimum, ends, reading.parts, held,
+                         declared_by=dialects.declared_by(key, self.snapshot))
         return (("stale", render(stale.told(said, by))),)
 
     def _pod_facts(self, pod: Pod, gangs: list[Gang]) -> PodFacts:

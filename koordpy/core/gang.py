@@ -17,7 +17,7 @@ from functools import cached_property
 
 from koordpy.api.objects import Pod
 from koordpy.core.cluster import effective_priority
-from koordpy.core.dialects import build_gang, declared_keys, gang_member
+from koordpy.core.dialects import build_gang, declared_keys, gang_member, gang_of
 from koordpy.core.members import topology_indexes
 from koordpy.core.model import Gang, creation_time
 from koordpy.core.snapshot import Snapshot
@@ -120,6 +120,17 @@ def _kind_folded(key: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1].lower(), parts[2]) if len(parts) >= 3 else None
 
 
+def finished_pods(snapshot: Snapshot) -> dict[str, list[Pod]]:
+    """The pods that finished (Succeeded, Failed), by the gang they were in: no longer its members,
+    but what its minimum (a JobSet's) and its status count."""
+    finished: dict[str, list[Pod]] = {}
+    for pod in snapshot.pods:
+        was = gang_of(pod, snapshot) if pod.terminal else None
+        if was is not None:
+            finished.setdefault(was, []).append(pod)
+    return finished
+
+
 def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
     """Every gang the pods and PodGroups declare, and each member pod's gang key."""
     member_of: dict[str, str] = {}
@@ -129,10 +140,11 @@ def resolve_gangs(snapshot: Snapshot) -> tuple[dict[str, Gang], dict[str, str]]:
         if key is not None:
             member_of[pod.key] = key
             members.setdefault(key, []).append(pod)
+    finished = finished_pods(snapshot)
     gangs: dict[str, Gang] = {}
     for key in [*declared_keys(snapshot), *members]:
         if key not in gangs:
-            gang = build_gang(key, members.get(key, []), snapshot)
+            gang = build_gang(key, members.get(key, []), snapshot, finished.get(key, ()))
             if gang is not None:
                 gangs[key] = gang
     return gangs, member_of

@@ -97,6 +97,19 @@ SCHEDULING_GROUP = "koordpy does not schedule this Workload PodGroup (spec.sched
 # kube-scheduler's terms.
 WORKLOAD_PODGROUP = "PodGroup scheduling.k8s.io"
 COMPOSITE_PODGROUP = "CompositePodGroup scheduling.k8s.io"
+# How what declares a JobSet's gang begins (the JobSet dialect's ``declared_by``, "JobSet NAME's pods
+# ..."): its messages speak of the JobSet's Jobs. No other dialect's words begin so (KAI's group of a
+# JobSet's pods is "the pods of JobSet NAME", and keeps Koordinator's words).
+JOBSET_PODS = "JobSet "
+
+
+def jobset_minimum(minimum: int, leaders: bool) -> str:
+    """A JobSet gang's minimum as its messages and ``koordpy explain`` state it: what its Jobs still run
+    at once, or (``leaders``: some Job placed exclusively, which counts its leader alone) need first."""
+    if leaders:
+        return (f"{minimum}, what its Jobs need first (a Job placed exclusively counts its leader alone: "
+                "JobSet's webhook makes its other pods only once the leader is bound)")
+    return f"{minimum}, what its Jobs still run at once"
 
 # -- kube-scheduler v1.37's per-node filter reasons, counted in "0/N nodes are available" -------------
 
@@ -520,7 +533,10 @@ def _preemption(r: NotEligible | NotHelpful | RoomTakenBack | Preempting | Preem
 def _running(reason: GangStale | StaleEvicted) -> str:
     """How many of a stale gang's members still run, against its minimum."""
     said = f"{reason.live} member{'' if reason.live == 1 else 's'} running, minimum {reason.minimum}"
-    if reason.parts is not None:
+    if reason.parts is not None and reason.declared_by.startswith(JOBSET_PODS):
+        met, need = reason.parts
+        said += f", {met} of the {need} Jobs it needs with a pod running"
+    elif reason.parts is not None:
         met, need = reason.parts
         said += f", {met} of the {need} parts it needs at their own minimum"
     return said
@@ -544,6 +560,9 @@ def render(reason: Reason) -> str:
         case TooFewMembers() if reason.declared_by == COMPOSITE_PODGROUP:  # its children's minimums, summed
             return (f"waiting for the pods of CompositePodGroup {reason.gang} to exist: {reason.have} created, "
                     f"and its minGroupCount child PodGroups need at least {reason.need} (each its own minCount)")
+        case TooFewMembers() if reason.declared_by.startswith(JOBSET_PODS):  # its Jobs'
+            return (f"waiting for {reason.declared_by} to exist: {reason.have} created, minimum "
+                    f"{jobset_minimum(reason.need, reason.parts)}")
         case TooFewMembers():  # Koordinator's words
             return (f"gang child pod not collect enough, gangName: {reason.gang}, podNum: {reason.have}, "
                     f"minMember: {reason.need}")

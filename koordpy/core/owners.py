@@ -22,6 +22,15 @@ def _lookup(owners: dict[str, Owner], ref: OwnerRef, namespace: str) -> Owner | 
     return found if found is not None else owners.get(f"{ref.kind}/{namespace}/{ref.name}")
 
 
+def parent(pod: Pod, owners: dict[str, Owner]) -> Owner | None:
+    """The pod's own controller (a JobSet's pod: its Job) when the cache holds it."""
+    try:
+        ref = controller_ref(pod_owner_refs(pod))
+    except ParseError:
+        return None
+    return _lookup(owners, ref, pod.namespace) if ref is not None else None
+
+
 def chain(pod: Pod, owners: dict[str, Owner]) -> tuple[OwnerRef | None, Owner | None]:
     """The pod's top-level controller reference and, when the cache holds it, that owner. Owner
     references the pod cannot state properly make it a pod of its own (its parse reports them)."""

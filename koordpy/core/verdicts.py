@@ -95,8 +95,12 @@ class TooFewMembers:
     have: int
     need: int
     # What declares the gang (``dialects.declared_by``): a Workload PodGroup's gang is told in
-    # kube-scheduler's terms (minCount), every other in Koordinator's. Wording, not the verdict: not compared.
+    # kube-scheduler's terms (minCount), a JobSet's in its Jobs', every other in Koordinator's. Wording,
+    # not the verdict: not compared.
     declared_by: str = field(default="", compare=False)
+    # Whether it is a gang of parts (``Gang.parts``): a JobSet's minimum then counts a leader per Job
+    # placed exclusively, which its words say. Wording: not compared.
+    parts: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,8 @@ class GangStale:
     by: str = ""
     what: str = ""
     recovers: str = ""
+    # What declares the gang (``dialects.declared_by``): a JobSet's parts are its Jobs. Wording: not compared.
+    declared_by: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,7 @@ class StaleEvicted:
     minimum: int
     grace: float
     parts: tuple[int, int] | None = None
+    declared_by: str = field(default="", compare=False)  # as ``GangStale``'s
 
 
 @dataclass(frozen=True)

@@ -483,13 +483,13 @@ class View:
             if members is not None and not members:
                 del self.members[key]
                 members = None
-            gang = build_gang(key, list(members.values()) if members else [], snapshot)
+            done = self.finished.get(key)
+            gang = build_gang(key, list(members.values()) if members else [], snapshot, done.values() if done else ())
             if gang is None:
                 self.gangs_gone |= self.gangs.pop(key, None) is not None
                 self.loss_due.pop(key, None)
             else:
                 gang.lost = self._losses(gang, now)
-                gang.succeeded = sum(1 for p in self.finished.get(key, {}).values() if p.phase == "Succeeded")
                 self.gangs[key] = gang
         self.dirty = set(touched)
         if self.gangs_gone:

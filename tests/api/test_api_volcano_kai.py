@@ -479,7 +479,7 @@ def test_a_jobset_says_its_replicated_jobs_their_exclusive_placement_and_start_o
     raw = owner("jobset.x-k8s.io/v1alpha2", "JobSet", startupPolicy={"startupPolicyOrder": "InOrder"}, replicatedJobs=[
         {"name": "driver", "template": {"spec": {}}},
         {"name": "workers", "replicas": 3, "dependsOn": [{"name": "driver", "status": "Ready"}],
-         "template": {"metadata": {"annotations": {EXCLUSIVE: "zone"}}, "spec": {"parallelism": 4}}},
+         "template": {"metadata": {"annotations": {EXCLUSIVE: "zone"}}, "spec": {"parallelism": 4, "completions": 6}}},
         {"name": "pinned", "template": {"metadata": {"annotations": {EXCLUSIVE: "rack", STRATEGY: "true"}},
                                         "spec": {}}},
     ])
@@ -488,11 +488,28 @@ def test_a_jobset_says_its_replicated_jobs_their_exclusive_placement_and_start_o
     assert found.in_order
     assert found.replicated_jobs == (
         ReplicatedJob(name="driver", replicas=1, pods=1, exclusive="rack"),
-        ReplicatedJob(name="workers", replicas=3, pods=4, exclusive="zone", depends_on=("driver",)),
+        ReplicatedJob(name="workers", replicas=3, pods=4, completions=6, exclusive="zone", depends_on=("driver",)),
         ReplicatedJob(name="pinned", replicas=1, pods=1))
     plain = Owner.from_raw(owner("jobset.x-k8s.io/v1alpha2", "JobSet", replicatedJobs=[{"template": {}}]))
     assert not plain.in_order and plain.replicated_jobs == (ReplicatedJob(name="0", replicas=1, pods=1),)
     assert Owner.from_raw(owner("batch/v1", "Job")).replicated_jobs == ()
+
+
+def test_a_pod_templates_exclusive_key_is_its_jobs_under_the_jobsets_and_the_job_templates() -> None:
+    # The JobSet controller keeps the pod template's annotations and copies the JobSet's pair, then
+    # the Job template's, over them: the pods (and JobSet's webhook) see the last.
+    def rjob(name: str, job_ann: dict[str, str], pod_ann: dict[str, str]) -> dict[str, object]:
+        return {"name": name, "template": {"metadata": {"annotations": job_ann},
+                                           "spec": {"template": {"metadata": {"annotations": pod_ann}}}}}
+
+    raw = owner("jobset.x-k8s.io/v1alpha2", "JobSet", replicatedJobs=[
+        rjob("pod", {}, {EXCLUSIVE: "rack"}), rjob("job", {EXCLUSIVE: "zone"}, {EXCLUSIVE: "rack"}),
+        rjob("strategy", {EXCLUSIVE: "zone"}, {STRATEGY: "true"})])
+    assert [(j.name, j.exclusive) for j in Owner.from_raw(raw).replicated_jobs] == [
+        ("pod", "rack"), ("job", "zone"), ("strategy", "")]
+    raw["metadata"]["annotations"] = {EXCLUSIVE: "block"}
+    assert [(j.name, j.exclusive) for j in Owner.from_raw(raw).replicated_jobs] == [
+        ("pod", "block"), ("job", "zone"), ("strategy", "")]
 
 
 def test_other_owners_have_no_replica_count() -> None:

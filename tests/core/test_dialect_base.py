@@ -22,7 +22,7 @@ CAPABILITIES = [(b.Gangs, dialects.GANGS, b.GangsBase), (b.Runtimes, dialects.RU
                 (b.Staleness, dialects.STALENESS, b.StalenessBase),
                 (b.Admission, dialects.ADMISSION, b.AdmissionBase), (b.Explains, dialects.EXPLAINS, b.ExplainsBase),
                 (b.Topologies, dialects.TOPOLOGIES, b.TopologiesBase),
-                (b.Manifests, dialects.MANIFESTS, b.ManifestsBase)]
+                (b.Manifests, dialects.MANIFESTS, b.ManifestsBase), (b.Finishing, dialects.FINISHING, None)]
 
 
 def _members(cls: type) -> set[str]:

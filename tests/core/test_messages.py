@@ -137,6 +137,13 @@ TABLE: list[tuple[Reason, str]] = [
     (GangStale("default/a", 1_800_000_000.0, 1, 4, None, (1, 2)),
      "gang default/a is stale since 2027-01-15T08:00:00Z: 1 member running, minimum 4, 1 of the 2 parts it needs "
      "at their own minimum; its grace is negative: reported only, never evicted"),
+    (GangStale("default/JobSet/t/attempt-0", 1_800_000_000.0, 4, 2, None, (1, 2),
+               declared_by="JobSet t's pods (restart attempt 0)"),
+     "gang default/JobSet/t/attempt-0 is stale since 2027-01-15T08:00:00Z: 4 members running, minimum 2, 1 of the "
+     "2 Jobs it needs with a pod running; its grace is negative: reported only, never evicted"),
+    (StaleEvicted("default/JobSet/t/attempt-0", 4, 2, 60.0, (1, 2), "JobSet t's pods (restart attempt 0)"),
+     "gang default/JobSet/t/attempt-0 ran below its minimum (4 members running, minimum 2, 1 of the 2 Jobs it "
+     "needs with a pod running) for its grace of 60s: evicted so that its controller starts it again whole"),
     (GangStale("default/a", 1_800_000_000.0, 3, 8, 1_800_000_060.0, held=True),
      "gang default/a is stale since 2027-01-15T08:00:00Z: 3 members running, minimum 8; its grace ended; its "
      "eviction waits while its pending members bind or hold the room a preemption is making for them"),
@@ -319,6 +326,14 @@ TABLE: list[tuple[Reason, str]] = [
     (TooFewMembers("default/c", 4, 5, "CompositePodGroup scheduling.k8s.io"),
      "waiting for the pods of CompositePodGroup default/c to exist: 4 created, and its minGroupCount child "
      "PodGroups need at least 5 (each its own minCount)"),
+    (TooFewMembers("default/JobSet/t/attempt-0", 5, 6, "JobSet t's pods (restart attempt 0)"),
+     "waiting for JobSet t's pods (restart attempt 0) to exist: 5 created, minimum 6, what its Jobs still run "
+     "at once"),
+    (TooFewMembers("default/JobSet/t/attempt-0/w", 1, 2, "JobSet t's pods of replicatedJob w (restart attempt 0)",
+                   parts=True),
+     "waiting for JobSet t's pods of replicatedJob w (restart attempt 0) to exist: 1 created, minimum 2, what "
+     "its Jobs need first (a Job placed exclusively counts its leader alone: JobSet's webhook makes its other pods "
+     "only once the leader is bound)"),
     (BeyondMinimum("default/a", 3, 5, INSUFFICIENT),
      f'GangGroup "default/a" reached its minimum with 3 of 5 pending members bound; the rest wait: "{SAID}"'),
     (ReplacementsDoNotFit("default/a", "rack-1", 2, INSUFFICIENT),

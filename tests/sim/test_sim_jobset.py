@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from koordpy.core.cycle import schedule
+from koordpy.core.explain import explain_podgroup
 from koordpy.core.gang import gangs_named, resolve_gangs
+from koordpy.core.state import SchedulerState
 from koordpy.sim.simulator import SimulationResult, World, simulate
-from tests.builders import node, pod
+from tests.builders import node, pod, priority_class
 
 RACK = "example.com/rack"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -151,7 +154,10 @@ def test_the_gang_waits_for_the_pods_the_jobset_runs_not_those_there_now() -> No
     # One pod not created yet: the 5 there do not bind, though they fit.
     out = run(node("n0", cpu="16"), train(), train_pods(skip=1))
     assert out.bound == {}
-    assert "5" in out.pending["default/train-workers-0-0-a0"]
+    # Said in the JobSet's terms, not Koordinator's ("gang child pod not collect enough").
+    assert out.pending["default/train-workers-0-0-a0"] == (
+        "waiting for JobSet train's pods (restart attempt 0) to exist: 5 created, minimum 6, what its Jobs "
+        "still run at once")
 
 
 def test_a_kai_topology_on_the_jobset_keeps_its_pods_in_kais_gang() -> None:
@@ -160,6 +166,9 @@ def test_a_kai_topology_on_the_jobset_keeps_its_pods_in_kais_gang() -> None:
     js["metadata"]["annotations"] = {"kai.scheduler/topology": "network"}
     gangs = members_of([node("n0"), js, job("k", "w", 0, 2), member("k", "w", 0, 0), member("k", "w", 0, 1)])
     assert set(gangs.values()) == {"default/JobSet/k"}
+    # And its words are KAI's gang's (Koordinator's), not a JobSet gang's.
+    out = run(node("n0"), js, job("k", "w", 0, 2), member("k", "w", 0, 0))
+    assert out.pending["default/k-w-0-0-a0"].startswith("gang child pod not collect enough, gangName: default/JobSet/k")
 
 
 @pytest.mark.parametrize("staging", ["InOrder", "dependsOn"])
@@ -179,6 +188,24 @@ def test_a_jobset_that_starts_its_replicated_jobs_in_turn_is_a_gang_per_replicat
     assert not any("workers" in p for p in out.bound)
 
 
+def test_replicated_jobs_made_at_once_with_the_first_are_its_gang() -> None:
+    # With dependsOn, the JobSet makes every replicatedJob that depends on none at once with the first:
+    # driver and ps are one gang (room for the driver and 1 of ps's 2 pods binds none), workers (made
+    # once the driver is ready) another.
+    js = jobset("io", [("driver", 1, 1), ("ps", 1, 2), ("workers", 2, 2)], depends={"workers": "driver"})
+    objs = [js, job("io", "driver", 0, 1), job("io", "ps", 0, 2)]
+    pods = [member("io", "driver", 0, 0), member("io", "ps", 0, 0), member("io", "ps", 0, 1)]
+    assert set(members_of([node("n0"), *objs, *pods]).values()) == {"default/JobSet/io/attempt-0/driver"}
+    out = run(node("n0", cpu="4"), objs, pods)
+    assert out.bound == {}
+    assert 'GangGroup "default/JobSet/io/attempt-0/driver"' in out.pending["default/io-driver-0-0-a0"]
+    assert len(run(node("n0", cpu="6"), objs, pods).bound) == 3
+    # Its words name both; one pod short, it waits for them.
+    short = run(node("n0", cpu="6"), objs, pods[:2]).pending["default/io-driver-0-0-a0"]
+    assert short.startswith("waiting for JobSet io's pods of replicatedJobs driver, ps (restart attempt 0) to "
+                            "exist: 2 created, minimum 3"), short
+
+
 def test_a_restart_is_a_new_gang_of_the_new_pods() -> None:
     # Restart attempt 1's pods arrive while attempt 0's still run (their deletion not seen yet), with
     # room for 2 of the 4 new ones: the new attempt binds none, not 2 beside the old attempt's as
@@ -195,10 +222,12 @@ def test_a_restart_is_a_new_gang_of_the_new_pods() -> None:
     gangs = members_of([node("n0"), js, *jobs, *old, *new])
     assert {gangs[f"default/{p['metadata']['name']}"] for p in new} == {"default/JobSet/train/attempt-1"}
     assert {gangs[f"default/{p['metadata']['name']}"] for p in old} == {"default/JobSet/train/attempt-0"}
-    out = run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old, new)
+    # A grace of 0: a stale old attempt would be evicted in this very run (with 3 of its 4 pods it is).
+    out = run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old, new, stale_grace=0)
     assert out.bound == {}
     assert 'GangGroup "default/JobSet/train/attempt-1"' in out.pending[f"default/{new[0]['metadata']['name']}"]
     assert out.evicted == {}  # the old attempt is whole: not stale
+    assert run(node("n0", cpu="8"), node("n1", cpu="4"), js, jobs, old[:3], new, stale_grace=0).evicted
 
 
 def test_explain_finds_a_jobsets_gang_by_the_jobsets_name() -> None:
@@ -207,6 +236,66 @@ def test_explain_finds_a_jobsets_gang_by_the_jobsets_name() -> None:
     assert gangs_named(keys, "default/jobset/train") == keys[:2]
     assert gangs_named(keys, "default/JobSet/train/attempt-1") == keys[1:2]
     assert gangs_named(keys, "default/other") == ["default/Job/other"]
+
+
+# -- pods that finished -------------------------------------------------------------------------
+
+
+def finished(raw: Obj, phase: str = "Succeeded") -> Obj:
+    raw["status"] = {"phase": phase}
+    return raw
+
+
+def test_a_retry_binds_though_a_sibling_succeeded() -> None:
+    # One Job of 4 (parallelism = completions = 4): index 0 Succeeded, 1 and 2 run, 3 failed and its
+    # retry is pending. The Job runs 3 pods at once now, all there with the retry: it binds (the
+    # minimum read from the spec alone, 4, waited for a pod that never comes).
+    js = [jobset("s", [("w", 1, 4)]), job("s", "w", 0, 4)]
+    ps = [member("s", "w", 0, c, node_name="n0") for c in range(3)]
+    finished(ps[0])
+    gone = finished(member("s", "w", 0, 3, node_name="n0"), "Failed")
+    retry = member("s", "w", 0, 3)
+    retry["metadata"]["name"] += "-retry"
+    out = run(node("n0", cpu="16"), js, ps, gone, retry, stale_grace=0)
+    assert out.bound == {"default/s-w-0-3-a0-retry": "n0"}, out.pending
+    assert out.evicted == {}
+
+
+def test_the_minimum_is_what_a_job_still_runs_at_once_never_less() -> None:
+    # Parallelism 2 of 4 completions: 1 succeeded, 3 to go, so the Job still runs 2 at once. Its 2 new
+    # pods (nothing running) with room for 1: neither binds; with room for both, both do.
+    js = [jobset("q", [("w", 1, 2)], completions={"w": 4}), job("q", "w", 0, 2)]
+    done = finished(member("q", "w", 0, 0, node_name="n0"))
+    new = [member("q", "w", 0, c) for c in (1, 2)]
+    assert run(node("n0", cpu="2"), js, done, new).bound == {}
+    assert len(run(node("n0", cpu="4"), js, done, new).bound) == 2
+
+
+def test_a_scheduler_that_bound_the_jobset_places_a_retry_once_a_job_completed() -> None:
+    # The scheduler bound all 8 pods of 2 Jobs itself (it remembers the gang met its minimum); Job 0
+    # then completed and a pod of Job 1 failed: its retry binds, in the scheduler's next cycles.
+    state = SchedulerState()
+    base = [node("n0", cpu="8"), node("n1", cpu="8"), jobset("t", [("w", 2, 4)]),
+            *(job("t", "w", j, 4) for j in range(2))]
+
+    def cycles(objs: list[Obj]) -> dict[str, str]:
+        world = World.from_objects([("t", o) for o in objs])
+        binds: dict[str, str] = {}
+        for _ in range(3):
+            result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
+            world.apply(result)
+            binds.update({d.pod: d.node for d in result.binds})
+        return binds
+
+    first = cycles([*base, *(member("t", "w", j, c) for j in range(2) for c in range(4))])
+    assert len(first) == 8
+    later = [member("t", "w", j, c, node_name=first[f"default/t-w-{j}-{c}-a0"]) for j in range(2) for c in range(4)]
+    for p in later[:4]:
+        finished(p)
+    finished(later[7], "Failed")
+    retry = member("t", "w", 1, 3)
+    retry["metadata"]["name"] += "-retry"
+    assert set(cycles([*base, *later, retry])) == {"default/t-w-1-3-a0-retry"}
 
 
 # -- exclusive placement ------------------------------------------------------------------------
@@ -222,8 +311,8 @@ def exclusive_set(jobs: int = 2, size: int = 4) -> list[Obj]:
     return [jobset("t", [("w", jobs, size)], exclusive=RACK), *(job("t", "w", j, size) for j in range(jobs))]
 
 
-def leaders(jobs: int = 2, **kw: Any) -> list[Obj]:
-    return [member("t", "w", j, 0, exclusive=RACK, **kw) for j in range(jobs)]
+def leaders(jobs: int = 2, js: str = "t", **kw: Any) -> list[Obj]:
+    return [member(js, "w", j, 0, exclusive=RACK, **kw) for j in range(jobs)]
 
 
 def test_the_leaders_bind_together_each_alone_in_a_rack_where_its_whole_job_fits() -> None:
@@ -336,3 +425,133 @@ def test_the_jobsets_other_jobs_go_outside_the_racks_its_exclusive_jobs_take() -
     out = run(racks()[1:], js, job("m", "w", 0, 4), job("m", "ps", 0, 2), pods)
     assert {p: rack_of(n) for p, n in out.bound.items()} == {
         "default/m-w-0-0-a0": "b", "default/m-ps-0-0-a0": "c", "default/m-ps-0-1-a0": "c"}
+
+
+def test_after_a_restart_of_the_scheduler_a_retry_binds_though_another_job_completed() -> None:
+    # Job 0 completed (its 4 pods Succeeded in rack b); Job 1 runs 3 pods in c and a failed one's retry
+    # is pending, pinned to c by the webhook. A scheduler that never saw the gang meet its minimum
+    # places it: Job 0, with nothing to run, is no part the gang waits for.
+    done = [finished(member("t", "w", 0, c, exclusive=RACK, node_name="b-0")) for c in range(4)]
+    running = [member("t", "w", 1, c, exclusive=RACK, node_name="c-0") for c in range(3)]
+    retry = member("t", "w", 1, 3, exclusive=RACK, selector={RACK: "c"})
+    out = run(racks(), exclusive_set(), done, running, retry)
+    assert out.bound == {"default/t-w-1-3-a0": "c-0"}, out.pending
+
+
+def test_an_exclusive_replicated_job_with_parallelism_0_has_no_leader_to_wait_for() -> None:
+    # Replicated job "paused" runs no pod (parallelism 0): its Job never makes a leader, so w's binds.
+    js = jobset("z", [("w", 1, 4), ("paused", 1, 0)], exclusive=RACK)
+    out = run(racks(), js, job("z", "w", 0, 4), member("z", "w", 0, 0, exclusive=RACK))
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/z-w-0-0-a0": "b"}, out.pending
+
+
+def test_an_exclusive_key_on_the_pod_template_is_the_jobs_as_the_webhook_reads_it() -> None:
+    # The key is on the Job template's pod template only: the pods carry it, JobSet's webhook acts on it
+    # (it refuses the followers until their leader binds), so the minimum is the leaders too.
+    js = jobset("p", [("w", 2, 4)])
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {"annotations": {EXCLUSIVE: RACK}}
+    out = run(racks(), js, *(job("p", "w", j, 4) for j in range(2)), leaders(js="p"))
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/p-w-0-0-a0": "b", "default/p-w-1-0-a0": "c"}
+
+
+def test_the_pods_say_whether_their_job_is_exclusive_not_the_jobset_alone() -> None:
+    # The JobSet was annotated after its Jobs were made (the pods carry no key: every pod is created at
+    # once, no webhook holds them): a gang of all 8, not of 2 leaders. Room for 5: none binds.
+    js = jobset("t", [("w", 2, 4)], exclusive=RACK)
+    pods = [member("t", "w", j, c) for j in range(2) for c in range(4)]
+    out = run(node("n0", cpu="10"), js, *(job("t", "w", j, 4) for j in range(2)), pods)
+    assert out.bound == {}, out.bound
+    # And the other way: the pods carry it (a webhook of the cluster's added it), the JobSet does not:
+    # its leaders are the minimum, and bind.
+    out = run(racks(), exclusive_set()[1:], jobset("t", [("w", 2, 4)]), leaders())
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}
+
+
+def test_with_the_jobset_not_seen_yet_its_jobs_say_how_much_room_a_leader_needs() -> None:
+    # The JobSet is not in the cache (yet), its Jobs are (parallelism 4): a leader still goes only where
+    # its whole Job fits, never to rack a, which has room for it alone.
+    out = run(racks(), exclusive_set()[1:], leaders())
+    assert {p: rack_of(n) for p, n in out.bound.items()} == {"default/t-w-0-0-a0": "b", "default/t-w-1-0-a0": "c"}
+
+
+# -- what a JobSet's gang is told ------------------------------------------------------------------
+
+
+def explained(*objects: Obj | list[Obj], key: str = "default/t", stale_grace: float = -1) -> dict[str, Any]:
+    flat: list[Obj] = []
+    for o in objects:
+        flat.extend(o if isinstance(o, list) else [o])
+    world = World.from_objects([("test", o) for o in flat])
+    snapshot = world.snapshot(frozenset({"koordpy"}))
+    snapshot.stale_grace = stale_grace
+    exp = explain_podgroup(snapshot, SchedulerState(), world.now, key)
+    assert exp is not None
+    facts = exp.to_json()
+    return {"minimum": facts["job"]["gangs"][0]["declaredMinimum"], "details": dict(exp.gangs[0].details)}
+
+
+def test_a_leader_waiting_for_the_other_jobs_leaders_is_told_what_the_minimum_counts() -> None:
+    # One leader of 2 exists: the minimum counts leaders, not what the Jobs run at once, and says so.
+    out = run(racks(), exclusive_set(), leaders(jobs=1))
+    assert out.pending["default/t-w-0-0-a0"] == (
+        "waiting for JobSet t's pods (restart attempt 0) to exist: 1 created, minimum 2, what its Jobs need "
+        "first (a Job placed exclusively counts its leader alone: JobSet's webhook makes its other pods only once "
+        "the leader is bound)")
+    assert explained(racks(), exclusive_set(), leaders(jobs=1))["minimum"] == (
+        "minimum 2, what its Jobs need first (a Job placed exclusively counts its leader alone: JobSet's webhook "
+        "makes its other pods only once the leader is bound)")
+    assert explained(node("n0", cpu="16"), train(), train_pods(), key="default/train")["minimum"] == (
+        "minimum 6, what its Jobs still run at once")
+
+
+def test_a_stale_exclusive_jobset_is_told_in_jobs() -> None:
+    # Job 0 runs in b; Job 1 has no pod left (its leader failed, not yet made again): 1 of the 2 Jobs.
+    running = [member("t", "w", 0, c, exclusive=RACK, node_name="b-0") for c in range(2)]
+    gone = finished(member("t", "w", 1, 0, exclusive=RACK, node_name="c-0"), "Failed")
+    said = explained(racks(), exclusive_set(), running, gone, stale_grace=60)["details"]["stale"]
+    # Job 0's follower ran: its whole Job counts (4), Job 1 its leader (1).
+    assert "2 members running, minimum 5, 1 of the 2 Jobs it needs with a pod running;" in said, said
+
+
+# -- an exclusive JobSet once its Jobs ran whole ---------------------------------------------------
+
+
+def test_an_exclusive_jobset_that_lost_followers_it_cannot_replace_is_stale() -> None:
+    # Job 0 runs whole in b; Job 1 ran in c and lost 2 followers, whose replacements (pinned to c by the
+    # webhook) find no room there: another scheduler's pod took it. Once a Job's followers ran, its
+    # whole Job counts: the JobSet runs 6 of its 8 and is evicted as stale (its leaders alone, 2,
+    # would have kept it running 6 of 8 forever).
+    nodes = [node("b-0", cpu="8", labels={RACK: "b"}), node("c-0", cpu="8", labels={RACK: "c"})]
+    ran = [member("t", "w", 0, c, exclusive=RACK, node_name="b-0") for c in range(4)]
+    ran += [member("t", "w", 1, c, exclusive=RACK, node_name="c-0") for c in range(2)]
+    again = [member("t", "w", 1, c, exclusive=RACK, selector={RACK: "c"}) for c in range(2, 4)]
+    intruder = pod("intruder", cpu="4", node_name="c-0", scheduler="other")
+    out = run(nodes, exclusive_set(), ran, again, intruder, stale_grace=0)
+    assert out.bound == {}
+    assert sorted(out.evicted) == sorted(f"default/{p['metadata']['name']}" for p in ran)
+
+
+def test_leaders_bound_before_their_followers_exist_are_not_stale() -> None:
+    # The webhook makes the followers only once their leader is bound (the Job controller retries, with
+    # back-off): until one of them ran, a Job counts its leader alone, so no grace, however short, ends
+    # the JobSet in that wait.
+    bound = [member("t", "w", j, 0, exclusive=RACK, node_name=n) for j, n in enumerate(["b-0", "c-0"])]
+    out = run(racks(), exclusive_set(), bound, stale_grace=0)
+    assert out.evicted == {}
+
+
+def test_preemption_prices_a_follower_of_an_exclusive_jobset_that_ran_as_its_whole_gang() -> None:
+    # x (8 pods, 2 Jobs in racks b and c) and y (2 pods) run at the same low priority; a high pod needs
+    # 2 CPUs. Evicting one of x's followers breaks x below its minimum (8, its Jobs ran whole): y, the
+    # cheaper gang, is the victim. (With leaders alone counted, x's followers looked like members
+    # beyond its minimum, free to take.)
+    nodes = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in "bc" for i in range(2)] + [node("z-0", cpu="4")]
+    xs = [jobset("x", [("w", 2, 4)], exclusive=RACK), *(job("x", "w", j, 4) for j in range(2))]
+    xp = [member("x", "w", j, c, exclusive=RACK, node_name=f"{'bc'[j]}-{c // 2}") for j in range(2) for c in range(4)]
+    ys = [jobset("y", [("w", 1, 2)]), job("y", "w", 0, 2)]
+    yp = [member("y", "w", 0, c, node_name="z-0") for c in range(2)]
+    for p in (*xp, *yp):
+        p["spec"]["priorityClassName"] = "low"
+    classes = [priority_class("low", 1000), priority_class("high", 2000)]
+    out = run(classes, nodes, xs, xp, ys, yp, pod("high", cpu="2", priority_class="high"))
+    assert out.preempted and all(v.startswith("default/y-") for v in out.preempted), out.preempted

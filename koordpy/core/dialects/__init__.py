@@ -20,7 +20,7 @@ inputs stay the same). Does not belong here: choosing domains or nodes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
@@ -38,6 +38,7 @@ from koordpy.core.dialects.base import (
     Admitters,
     Dialect,
     Explains,
+    Finishing,
     Gangs,
     GroupTerms,
     Manifests,
@@ -80,6 +81,8 @@ TOPOLOGIES: tuple[Topologies, ...]
 MANIFESTS: tuple[Manifests, ...]
 RUNTIMES: tuple[Runtimes, ...]
 _RUNTIMES_BY_NAME: dict[str, Runtimes] = {}
+FINISHING: tuple[Finishing, ...]
+_FINISHING_BY_NAME: dict[str, Finishing] = {}
 # What a gang of a dialect without ``Runtimes`` is asked instead: koordpy's annotations.
 _NEUTRAL_RUNTIMES = RuntimesBase()
 # The tree a job without a topology request is placed in: the ClusterNetworkTopology's (the
@@ -106,7 +109,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
     """Every registry from the dialects: the tuples rebound, the tables filled again in place (a
     module that took one by name sees the change)."""
     global DIALECTS, GANGS, STATUSES, STALENESS, ADMISSION, DECLARING, ADMITTERS, EXPLAINS, TOPOLOGIES, MANIFESTS, \
-        RUNTIMES, _EVENT_ORDER
+        RUNTIMES, FINISHING, _EVENT_ORDER
     DIALECTS = dialects
     GANGS = tuple(d for d in dialects if isinstance(d, Gangs))
     STATUSES = tuple(d for d in dialects if isinstance(d, Statuses))
@@ -118,6 +121,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
     TOPOLOGIES = tuple(d for d in dialects if isinstance(d, Topologies))
     MANIFESTS = tuple(d for d in dialects if isinstance(d, Manifests))
     RUNTIMES = tuple(d for d in dialects if isinstance(d, Runtimes))
+    FINISHING = tuple(d for d in dialects if isinstance(d, Finishing))
     _EVENT_ORDER = (volcano.DIALECT, *(d for d in STATUSES if d is not volcano.DIALECT))
     tables: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
         (BY_NAME, {d.name: d for d in dialects}),
@@ -129,6 +133,7 @@ def _index(dialects: tuple[Dialect, ...]) -> None:
         (_TOPOLOGIES_BY_NAME, {d.name: d for d in TOPOLOGIES}),
         (_ADMISSION_BY_NAME, {d.name: d for d in ADMISSION}),
         (_RUNTIMES_BY_NAME, {d.name: d for d in RUNTIMES}),
+        (_FINISHING_BY_NAME, {d.name: d for d in FINISHING}),
         (REFUSED_FIELDS, {f: words for d in ADMISSION for f, words in d.refused_fields.items()}),
     ]
     for table, entries in tables:
@@ -249,16 +254,25 @@ def declaring(key: str, snapshot: Snapshot) -> Gangs | None:
     return next((d for d in GANGS if d.declares(key, snapshot)), None)
 
 
-def build_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
-    """One gang from what declares it and its live member pods; None when nothing declares it any
-    more. A PodGroup that failed to parse makes a gang that carries the error."""
+def build_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Collection[Pod] = ()) -> Gang | None:
+    """One gang from what declares it, its live member pods and those that were members and finished
+    (``finished``: how many Succeeded is ``Gang.succeeded``); None when nothing declares it any more.
+    A PodGroup that failed to parse makes a gang that carries the error."""
     invalid = snapshot.invalid_podgroups.get(key)
     if invalid is not None:
         return Gang(key, None, pods, 0.0, f"PodGroup {key} is invalid: {invalid}")
     # Else the dialect whose pods name the key (a group they name that does not exist yet), and
     # for pods no dialect claims that way, gang annotations.
     dialect = declaring(key, snapshot) or _naming(key, pods, snapshot) or ANNOTATION_GANGS
-    gang = dialect.gang(key, pods, snapshot)
+    done = list(finished)
+    # Only a dialect whose minimum is what its job still has to run is told what finished.
+    finishing = _capable(dialect, _FINISHING_BY_NAME) if done else None
+    if finishing is None:
+        gang = dialect.gang(key, pods, snapshot)
+    else:
+        gang = finishing.finishing_gang(key, pods, done, snapshot)
+    if gang is not None:
+        gang.succeeded = sum(1 for p in done if p.phase == "Succeeded")
     written = dialect.written_asks(gang, snapshot) if gang is not None else None
     if gang is not None and written is not None:
         _written_ask(gang, *written, pods, snapshot)

@@ -5,7 +5,8 @@ PodGroup and ClusterNetworkTopology, Volcano's PodGroup and HyperNodes, KAI's Po
 objects and placement annotations, Kubernetes' own Workload PodGroup). Each module of
 ``koordpy.core.dialects`` defines one dialect object; ``Dialect`` is what every one has (its name
 and kinds), and each capability is a small protocol of its own, as kube-scheduler has one interface
-per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Runtimes`` (a gang's
+per extension point: ``Gangs`` (which pods form a gang and what it asks), ``Finishing`` (a gang's minimum lowered by
+its pods that finished), ``Runtimes`` (a gang's
 minimum runtime, last start and preemption delay), ``Statuses`` (what a
 gang's objects are told: their status, Events), ``Staleness`` (where a stale gang's clock and grace
 are kept), ``Admission`` (pods it refuses, and the check of
@@ -167,6 +168,18 @@ class Gangs(Dialect, Protocol):
         """The groups of this dialect that a member's ResourceClaims may be reserved for instead of
         the member (a Workload PodGroup with ``spec.resourceClaims``), by namespace/name: what the
         device rules bind a member's identical entry to."""
+        ...
+
+
+@runtime_checkable
+class Finishing(Dialect, Protocol):
+    """A dialect whose gang's minimum is what its job still has to run (a JobSet's: a Job whose pods
+    succeeded in part runs only the rest). Without it, a gang's minimum is its object's whatever
+    finished, as a PodGroup states it (the gang rule counts ``Gang.succeeded``)."""
+
+    def finishing_gang(self, key: str, pods: list[Pod], finished: Sequence[Pod], snapshot: Snapshot) -> Gang | None:
+        """``Gangs.gang`` given also the pods that were its members and finished (Succeeded, Failed;
+        never none: a gang none of whose pods finished is asked ``gang``)."""
         ...
 
 

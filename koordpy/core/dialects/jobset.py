@@ -8,14 +8,15 @@ is ``namespace/JobSet/name/attempt-N``: a restart (the JobSet controller deletes
 them again with the attempt one higher) is a new gang, and nothing the scheduler remembers of the
 old attempt's gang (its stale clock, that it met its minimum) touches the new one. A JobSet that
 makes a replicatedJob's Jobs only once others are ready (``startupPolicy: InOrder``, ``dependsOn``)
-is a gang per replicatedJob (``.../attempt-N/<replicatedJob>``): waiting for all of it at once
-would wait forever.
+is a gang per stage, the replicatedJobs it makes at once (``.../attempt-N/<replicatedJob>``,
+``stage``): waiting for all of it at once would wait forever.
 
-The minimum is what the JobSet runs at once: each replicatedJob's Jobs times the pods each runs
-(its parallelism, never more than its completions); for a replicatedJob placed exclusively, one pod
-per Job, its leader (completion index 0): JobSet's pod webhook refuses a Job's other pods until
-that one is bound (and then pins them to its domain), so a gang waiting for them would never bind.
-Such a gang is a gang of parts (``Gang.parts``): every Job must have a member placed, so the leaders
+The minimum is what the JobSet's Jobs still run at once: per Job its parallelism, never more than
+the completions it still lacks (its pods that finished are handed in: the dialect is ``Finishing``);
+for a Job placed exclusively (its pods' annotation says so), one pod, its leader (completion index 0),
+until one of its other pods ran: JobSet's pod webhook refuses a Job's other pods until the leader is
+bound (and then pins them to its domain), so a gang waiting for them would never bind. Such a gang is
+a gang of parts (``Gang.parts``): every Job with pods to run must have a member placed, so the leaders
 bind together, each where its whole Job fits (docs/design.md, "JobSet").
 
 Does not belong here: the owner chain (``koordpy.core.owners``), parsing the JobSet
@@ -25,7 +26,7 @@ Does not belong here: the owner chain (``koordpy.core.owners``), parsing the Job
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from koordpy.api.kinds import Role
@@ -38,10 +39,12 @@ from koordpy.api.owners import (
     ReplicatedJob,
 )
 from koordpy.api.podgroup import GangConfig
+from koordpy.api.workload import JOB_COMPLETION_INDEX
 from koordpy.core.dialects.base import ExplainsBase, GangsBase, GroupTerms, TopologiesBase
+from koordpy.core.messages import JOBSET_PODS, jobset_minimum
 from koordpy.core.model import Asked, Gang, TopologyFacts, TreeSource, creation_time, earliest
 from koordpy.core.naming import natural_key
-from koordpy.core.owners import chain
+from koordpy.core.owners import chain, parent
 from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.snapshot import Snapshot
 from koordpy.core.tree import TopologyTree, TreeKey, label_levels_tree
@@ -75,6 +78,17 @@ def tree_key(label: str) -> TreeKey:
 def staged(owner: Owner) -> bool:
     """Whether the JobSet makes some replicatedJob's Jobs only once others are ready."""
     return owner.in_order or any(j.depends_on for j in owner.replicated_jobs)
+
+
+def stage(owner: Owner, replicated_job: str) -> str:
+    """The replicatedJob whose gang ``replicated_job``'s pods are in, for a JobSet that starts them in
+    turn: with ``startupPolicy: InOrder`` each its own; with ``dependsOn``, one that depends on another
+    its own, and those that depend on none, which the JobSet makes at once with its first, the first's."""
+    if owner.in_order:
+        return replicated_job
+    first = next((j.name for j in owner.replicated_jobs if not j.depends_on), None)
+    said = next((j for j in owner.replicated_jobs if j.name == replicated_job), None)
+    return first if first is not None and said is not None and not said.depends_on else replicated_job
 
 
 def exclusive_key(pod: Pod) -> str:
@@ -112,7 +126,8 @@ def _replicated(owner: Owner | None) -> dict[str, ReplicatedJob]:
 @dataclass(frozen=True)
 class ExclusiveAsk:
     """JobSet's exclusive placement over the node label ``label``: each Job in a domain of its own where
-    all its pods fit (``sizes``: the pods one Job of each replicatedJob runs at once)."""
+    all its pods fit (``sizes``: the pods each Job, by name, still runs at once; a Job not named, of a
+    JobSet whose Jobs are not known, needs room for the pods it has)."""
 
     label: str
     sizes: tuple[tuple[str, int], ...]
@@ -125,18 +140,23 @@ class ExclusiveAsk:
         tree = trees[key]
         sizes = dict(self.sizes)
         jobs: dict[str, list[Pod]] = {}
+        job_of: dict[str, str] = {}
         for p in gang.pods:
             if exclusive_key(p) == self.label:
-                jobs.setdefault(job_name(p), []).append(p)
+                name = job_of[p.key] = job_name(p)
+                jobs.setdefault(name, []).append(p)
+        # The pods to place by Job, in one pass (not one pass over them per Job: a JobSet may have hundreds).
+        placing: dict[str, list[str]] = {}
+        for p in pods:
+            if (job := job_of.get(p.key)) is not None:
+                placing.setdefault(job, []).append(p.key)
         subgroups = []
         for name, members in sorted(jobs.items(), key=lambda kv: natural_key(kv[0])):
             live = [p for p in members if p.node_name and p.key not in gang.lost]
             anchor = _domain(tree, trees, live)
-            keys = {m.key for m in members}
-            pending = tuple(p.key for p in pods if p.key in keys)
+            pending = tuple(placing.get(name, ()))
             # A Job with pods running grows where they run; one with none needs room for all it runs.
-            need = len(pending) if anchor is not None else max(
-                sizes.get(members[0].labels.get(LABEL_REPLICATED_JOB, ""), len(members)), len(pending))
+            need = len(pending) if anchor is not None else max(sizes.get(name, len(members)), len(pending))
             subgroups.append(SubGroup(name, pending, need, DOMAIN_RANK, policy=self.label, bound=len(live),
                                       anchor=anchor))
         return Asked(Requirement(key, "exclusive", subgroups=tuple(subgroups), labels=((DOMAIN_RANK, self.label),)),
@@ -159,16 +179,54 @@ def _domain(tree: TopologyTree, trees: TreeSource, live: list[Pod]) -> int | Non
     return None
 
 
-def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
-    """The gang of one attempt of a JobSet (or of one replicatedJob of it) with its live members."""
+def _leader(pod: Pod) -> bool:
+    """Whether the pod is its Job's leader, as JobSet's pod webhook tells it: completion index 0."""
+    return pod.annotations.get(JOB_COMPLETION_INDEX) == "0"
+
+
+def _completed(finished: Iterable[Pod]) -> dict[str, int]:
+    """Per Job (its name), the completions its pods that Succeeded made: one per completion index (a
+    pod of an index that succeeded twice completes it once)."""
+    seen: dict[str, set[str]] = {}
+    for p in finished:
+        if p.phase == "Succeeded":
+            seen.setdefault(job_name(p), set()).add(p.annotations.get(JOB_COMPLETION_INDEX, p.key))
+    return {name: len(indexes) for name, indexes in seen.items()}
+
+
+def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterable[Pod] = ()) -> Gang:
+    """The gang of one attempt of a JobSet (or of one replicatedJob of it) with its live members, its
+    minimum what its Jobs still have to run (``finished``: its pods that finished)."""
     first = earliest(pods)
     found = _jobset_ref(first, snapshot.owners)
     owner = found[1] if found is not None else None
     replicated_job = key.split("/")[4] if key.count("/") == 4 else None
-    jobs = [j for j in _replicated(owner).values() if replicated_job is None or j.name == replicated_job]
-    # The pods its Jobs run at once; one leader for a Job placed exclusively (its others come once it
-    # is bound). A JobSet koordpy has not seen: every pod it has now.
-    minimum = sum(j.replicas if j.exclusive else j.replicas * j.pods for j in jobs) if jobs else len(pods)
+    jobs = [j for j in _replicated(owner).values()
+            if replicated_job is None or owner is None or stage(owner, j.name) == replicated_job]
+    # What each Job runs at once, less what it completed: a Job whose pods succeeded in part runs only
+    # the rest (a retry of a failed one among them), one that completed runs nothing. A JobSet's
+    # minimum is not its spec's once pods finished, or a retry would wait for pods that never come.
+    done = _completed(finished)
+    name = key.split("/")[2]
+    left = {(j.name, f"{name}-{j.name}-{i}"): j.left(done.get(f"{name}-{j.name}-{i}", 0))
+            for j in jobs for i in range(j.replicas)}
+    # Which replicatedJobs are placed exclusively, and over which label, is what their pods say (JobSet's
+    # webhook acts on the pods' annotation, and so does the placement, ``ExclusiveAsk``), else, before
+    # any pod of one exists, what the JobSet controller will write on them (``ReplicatedJob.exclusive``).
+    said: dict[str, str] = {}
+    for p in (*pods, *finished):
+        rjob = p.labels.get(LABEL_REPLICATED_JOB, "")
+        said[rjob] = said.get(rjob, "") or exclusive_key(p)
+    label_of = {j.name: said.get(j.name, j.exclusive) for j in jobs}
+    exclusive = {rjob for rjob, label in label_of.items() if label}
+    # The pods its Jobs run at once; one leader for a Job placed exclusively until its other pods ran
+    # (its others come once it is bound: waiting for them would never bind it), the whole Job once one
+    # of them was bound or finished, so that a Job that lost pods it cannot replace falls below the
+    # minimum (stale) and its members are priced as the gang's in preemption. A JobSet koordpy has not
+    # seen: every pod it has now.
+    ran = {job_name(p) for p in (*(p for p in pods if p.node_name), *finished) if not _leader(p)}
+    minimum = sum(min(n, 1) if rjob in exclusive and job not in ran else n
+                  for (rjob, job), n in left.items()) if jobs else len(pods)
     config = GangConfig(key=key, min_member=max(1, minimum), total_number=max(1, minimum), from_crd=True)
     gang = Gang(key, config, pods, creation_time(owner.creation if owner is not None else first.creation))
     labels = sorted({k for p in pods if (k := exclusive_key(p))})
@@ -180,9 +238,22 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot) -> Gang:
         for p in pods:
             if exclusive_key(p) == label:
                 by_job.setdefault(job_name(p), set()).add(p.key)
-        expected = sum(j.replicas for j in jobs if j.exclusive == label) if jobs else len(by_job)
+        # Every Job with pods still to run needs its part: a completed Job has no pod to place, and
+        # counting it would hold the others forever (a restarted scheduler has no memory that the
+        # gang met its minimum once to let them through).
+        expected = sum(1 for (rjob, _), n in left.items() if n and label_of[rjob] == label) if jobs else len(by_job)
         gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
-        gang.asks = (ExclusiveAsk(label, tuple((j.name, j.pods) for j in jobs)),)
+        if jobs:
+            sizes = {job: n for (_, job), n in left.items()}
+        else:
+            # A JobSet not in the cache (yet): each Job's own object says what it runs (its parallelism,
+            # never more than its completions), so that a leader still goes where its whole Job fits.
+            sizes = {}
+            for p in pods:
+                job = parent(p, snapshot.owners)
+                if job is not None and job.replicas is not None:
+                    sizes.setdefault(job_name(p), job.replicas)
+        gang.asks = (ExclusiveAsk(label, tuple(sorted(sizes.items()))),)
     return gang
 
 
@@ -206,7 +277,7 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
         if found is None:
             return None
         name, owner = found
-        part = pod.labels.get(LABEL_REPLICATED_JOB) if owner is not None and staged(owner) else None
+        part = stage(owner, pod.labels.get(LABEL_REPLICATED_JOB, "")) if owner is not None and staged(owner) else None
         return gang_key(pod.namespace, name, _attempt(pod), part)
 
     def declared(self, snapshot: Snapshot) -> Iterable[str]:
@@ -218,16 +289,34 @@ class JobSetDialect(GangsBase, ExplainsBase, TopologiesBase):
     def gang(self, key: str, pods: list[Pod], snapshot: Snapshot) -> Gang | None:
         return jobset_gang(key, pods, snapshot) if pods else None
 
+    def finishing_gang(self, key: str, pods: list[Pod], finished: Sequence[Pod], snapshot: Snapshot) -> Gang | None:
+        return jobset_gang(key, pods, snapshot, finished) if pods else None
+
     def declared_by(self, key: str, snapshot: Snapshot) -> str | None:
         if not self.declares(key, snapshot):
             return None
         parts = key.split("/")
-        whose = f"replicatedJob {parts[4]} of JobSet {parts[2]}" if len(parts) == 5 else f"JobSet {parts[2]}"
-        return f"the pods of {whose} (restart attempt {_attempt_of(key)})"
+        part = ""
+        if len(parts) == 5:
+            # The replicatedJobs made at once with the one the key names are in its gang too (asked for
+            # a message or explain only: the JobSet is looked for among the owners).
+            owner = next((o for o in snapshot.owners.values() if (o.api_version, o.kind, o.namespace, o.name)
+                          == (JOBSET_API_VERSION, KIND, parts[0], parts[2])), None)
+            names = [j.name for j in owner.replicated_jobs if stage(owner, j.name) == parts[4]] if owner else []
+            part = f" of replicatedJobs {', '.join(names)}" if len(names) > 1 else f" of replicatedJob {parts[4]}"
+        # Its messages know a JobSet's gang by these words' beginning (``messages.JOBSET_PODS``).
+        return f"{JOBSET_PODS}{parts[2]}'s pods{part} (restart attempt {_attempt_of(key)})"
 
     def group_terms(self, key: str, minimum: int | None, snapshot: Snapshot) -> GroupTerms | None:
-        # A JobSet names no minimum: it is what its Jobs run at once (their leaders, placed exclusively).
-        return None if minimum is None else GroupTerms("", f"minimum {minimum} (what its Jobs run at once)", minimum)
+        # A JobSet names no minimum: it is what its Jobs still run at once, or, with a Job placed
+        # exclusively (its pods say so), what they need first (such a Job's leader). Asked by explain
+        # only: its pods are looked for among all.
+        if minimum is None:
+            return None
+        owners = snapshot.owners
+        leaders = any(exclusive_key(p) for p in snapshot.pods
+                      if not p.terminal and LABEL_JOBSET in p.labels and self.member(p, owners) == key)
+        return GroupTerms("", f"minimum {jobset_minimum(minimum, leaders)}", minimum)
 
     def tree_keys(self, snapshot: Snapshot) -> Iterator[TreeKey]:
         return iter(())
