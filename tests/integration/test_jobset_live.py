@@ -182,6 +182,9 @@ def test_the_guides_jobset_works_as_written(frontends: Frontends, kube: Kube, sc
             where.setdefault(p["metadata"]["labels"][JOB_INDEX], set()).add(p["spec"]["nodeName"].split("-")[0])
         assert sorted(r for racks in where.values() for r in racks) == ["r1", "r2"], where
     finally:
-        kube.kubectl("delete", f"{JOBSETS},jobs.batch", "--all", "-n", "training", "--cascade=foreground",
-                     "--timeout=60s", check=False)
+        # The guide's pods keep the default 30 s grace, and no kubelet here ends a deletion: the JobSet's
+        # foreground deletion and the namespace's would wait on them for good, so they are forced.
+        kube.kubectl("delete", JOBSETS, "--all", "-n", "training", "--wait=false", check=False)
+        kube.kubectl("delete", "jobs.batch", "--all", "-n", "training", "--wait=false", check=False)
+        kube.kubectl("delete", "pods", "--all", "-n", "training", "--grace-period=0", "--force", check=False)
         kube.kubectl("delete", "namespace", "training", "--ignore-not-found", "--timeout=60s", check=False)
