@@ -24,7 +24,7 @@ from koordpy.core.requirement import Requirement, SubGroup
 from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
 from koordpy.core.verdicts import Failure, NoExclusiveDomain, resolvable
-from koordpy.kernels import achievable, allocate, choose_candidate, node_offerslots, subtree_sums
+from koordpy.kernels import choose_candidate, node_offerslots, subtree_sums
 
 
 class Exclusive(Binpack, Search):
@@ -80,14 +80,8 @@ class Exclusive(Binpack, Search):
         chosen = int(choose_candidate(sums, tree.depth, allowed & (sums >= need), need, tree.parent, order, chain))
         if chosen < 0:
             return self._no_exclusive_domain(g, members, tree, req, taken, allowed, sums, need)
-        sets = achievable(slots, tree.node_domain, tree.end, ones, need)
-        alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, need)
-        nodes = tree.subtree_nodes(chosen)
         # Room for all ``need`` pods is found; the ones pending now take the first of it.
-        targets = np.repeat(nodes, alloc[tree.node_domain[nodes]])
-        for shape, positions in shapes.values():
-            idx = np.array(positions, dtype=np.int64)
-            stmt.assume_many([members[i].key for i in positions], targets[idx], shape)
+        self._assume_in(stmt, tree, chosen, need, slots, sums, ones, [m.key for m in members], shapes)
         taken.add(chosen)
         return None
 

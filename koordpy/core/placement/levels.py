@@ -20,8 +20,6 @@ from koordpy.core.verdicts import (
     NoDomainAtLevel,
 )
 from koordpy.kernels import (
-    achievable,
-    allocate,
     choose_candidate,
     node_offerslots,
     subtree_sums,
@@ -65,11 +63,5 @@ class Levels(Explain, Search):
                                                     names.get(scope, "the cluster"), desired, shown),
                            domains=shown, desired=desired,
                            closest=self._closest(pods, tree, sums, listed, lambda d: tree.name(d) or "the cluster"))
-        sets = achievable(slots, tree.node_domain, tree.end, ones, desired)
-        alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, desired)
-        nodes = tree.subtree_nodes(chosen)
-        targets = np.repeat(nodes, alloc[tree.node_domain[nodes]])
-        for shape, members in shapes.values():
-            idx = np.array(members, dtype=np.int64)
-            stmt.assume_many([pods[i].key for i in members], targets[idx], shape)
+        self._assume_in(stmt, tree, chosen, desired, slots, sums, ones, [p.key for p in pods], shapes)
         return None

@@ -1,5 +1,6 @@
 """Where a style's search looks and how it breaks ties: near the job's running members first
-(``_rings``, ``_near_peers``), the podCountMultiple per domain, the dialect's tie rule. How far the
+(``_rings``, ``_near_peers``), the podCountMultiple per domain, the dialect's tie rule; and, once it
+has chosen a domain, how its pods are spread over that domain's nodes (``_assume_in``). How far the
 search may reach (hard or soft, the anchor) is the job's ``SearchScope``
 (``koordpy.core.requirement``), not here.
 """
@@ -12,12 +13,29 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.core.requirement import Requirement
+from koordpy.core.statement import Statement
 from koordpy.core.tree import TopologyTree
+from koordpy.kernels import achievable, allocate
 
 MAX_LISTED_DOMAINS = 16
 
 
 class Search:
+    @staticmethod
+    def _assume_in(stmt: Statement, tree: TopologyTree, chosen: int, count: int, slots: npt.NDArray[np.int64],
+                   sums: npt.NDArray[np.int64], ones: npt.NDArray[np.int64], keys: list[str],
+                   shapes: dict[bytes, tuple[npt.NDArray[np.int64], list[int]]]) -> None:
+        """Room for ``count`` pods over the nodes of domain ``chosen`` (the allocation kernel's spread),
+        the pods of ``keys`` assumed on the first of it, shape by shape (``shapes``: the request vector
+        and the positions in ``keys`` of the pods of that shape)."""
+        sets = achievable(slots, tree.node_domain, tree.end, ones, count)
+        alloc = allocate(sums, tree.end, tree.name_rank, *sets, chosen, count)
+        nodes = tree.subtree_nodes(chosen)
+        targets = np.repeat(nodes, alloc[tree.node_domain[nodes]])
+        for shape, positions in shapes.values():
+            idx = np.array(positions, dtype=np.int64)
+            stmt.assume_many([keys[i] for i in positions], targets[idx], shape)
+
     @staticmethod
     def _multiples(tree: TopologyTree, req: Requirement) -> npt.NDArray[np.int64]:
         """Per domain, the podCountMultiple its layer asks (1 where none)."""
