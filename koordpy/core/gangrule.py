@@ -43,13 +43,14 @@ def done(gang: Gang, satisfied: AbstractSet[str]) -> bool:
 
 
 def short(gang: Gang) -> bool:
-    """Whether the gang's live bound members (``Gang.live``) and those that Succeeded are fewer than
-    its minimum: members were lost (a failed node, an eviction, a failure) and the ones missing must
-    be placed together again, all or none of them, whatever its match policy and whether it was
-    satisfied once (a gang that lost two nodes gets both replacements in one cycle, inside the
-    domain of the members left, or waits for both). Members beyond the minimum stay free."""
+    """Whether the gang's live bound members (``Gang.live``) and those that Succeeded (unless its
+    minimum left them out, ``Gang.finished_out``) are fewer than its minimum: members were lost (a
+    failed node, an eviction, a failure) and the ones missing must be placed together again, all or
+    none of them, whatever its match policy and whether it was satisfied once (a gang that lost two
+    nodes gets both replacements in one cycle, inside the domain of the members left, or waits for
+    both). Members beyond the minimum stay free."""
     cfg = gang.config
-    return cfg is not None and len(gang.live()) + gang.succeeded < cfg.min_member
+    return cfg is not None and len(gang.live()) + (0 if gang.finished_out else gang.succeeded) < cfg.min_member
 
 
 def replacing(gang: Gang, satisfied: AbstractSet[str]) -> bool:

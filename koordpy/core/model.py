@@ -136,6 +136,9 @@ class Gang:
     # minimum places its missing members together again (``gangrule.short``).
     lost: frozenset[str] = frozenset()
     succeeded: int = 0
+    # Whether the minimum is what the job still has to run (a ``Finishing`` dialect's, which left its
+    # Succeeded members out already): then they are not counted again beside the live ones.
+    finished_out: bool = False
 
     def unit(self, key: str) -> str | None:
         """The unit member ``key`` is evicted with, as a key (the gang's own when it is whole), or

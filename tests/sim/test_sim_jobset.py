@@ -555,3 +555,127 @@ def test_preemption_prices_a_follower_of_an_exclusive_jobset_that_ran_as_its_who
     classes = [priority_class("low", 1000), priority_class("high", 2000)]
     out = run(classes, nodes, xs, xp, ys, yp, pod("high", cpu="2", priority_class="high"))
     assert out.preempted and all(v.startswith("default/y-") for v in out.preempted), out.preempted
+
+
+# -- a second review of the fixes (issue 34): leaders made again, work queues, replacements -----------
+
+
+def _finished(raw: dict[str, Any], phase: str = "Succeeded") -> dict[str, Any]:
+    raw["status"] = {"phase": phase}
+    return raw
+
+
+def _retry_of(raw: dict[str, Any], n: int = 1) -> dict[str, Any]:
+    raw["metadata"]["name"] += f"-retry{n}"
+    return raw
+
+
+def _work_queue(js: dict[str, Any], rjob: str) -> dict[str, Any]:
+    """replicatedJob ``rjob`` made a work-queue Job: completions unset, NonIndexed."""
+    for item in js["spec"]["replicatedJobs"]:
+        if item["name"] == rjob:
+            spec = item["template"]["spec"]
+            del spec["completions"]
+            spec.pop("completionMode", None)
+    return js
+
+
+def _non_indexed(raw: dict[str, Any]) -> dict[str, Any]:
+    raw["metadata"]["annotations"].pop("batch.kubernetes.io/job-completion-index", None)
+    return raw
+
+
+def _cycles(state: SchedulerState, objs: list[dict[str, Any]]) -> dict[str, str]:
+    world = World.from_objects([("t", o) for o in objs])
+    binds: dict[str, str] = {}
+    for _ in range(3):
+        result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
+        world.apply(result)
+        binds.update({d.pod: d.node for d in result.binds})
+    return binds
+
+
+def test_h2_a_job_that_failed_whole_gets_its_new_leader_bound() -> None:
+    # Job 0 runs whole in b. Job 1 ran whole in c; all 4 of its pods then Failed (the pod objects stay:
+    # the Job controller keeps them) and the Job controller, within backoffLimit, made them again: the
+    # webhook admitted the new leader and refuses the followers until it is bound. The minimum counts Job
+    # 1 as its leader alone (finished pods count nothing), so the new leader binds, in b again.
+    ran = [member("t", "w", 0, c, exclusive=RACK, node_name="c-0") for c in range(4)]
+    failed = [_finished(member("t", "w", 1, c, exclusive=RACK, node_name="b-0"), "Failed") for c in range(4)]
+    new_leader = _retry_of(member("t", "w", 1, 0, exclusive=RACK))
+    out = run(racks(), exclusive_set(), ran, failed, new_leader)
+    assert out.bound == {"default/t-w-1-0-a0-retry1": out.bound.get("default/t-w-1-0-a0-retry1", "?")}, out.pending
+    assert rack_of(out.bound["default/t-w-1-0-a0-retry1"]) == "b"
+
+
+def test_h2_a_job_that_lost_its_leader_and_a_follower_gets_its_new_leader_bound() -> None:
+    # Job 1 in b: leader and follower 1 Failed, followers 2 and 3 still run. The Job controller makes
+    # index 0 and 1 again; JobSet's webhook drops terminal leaders and refuses follower 1 until the new
+    # leader is scheduled: Job 1 counts its new leader and the two followers bound, so the leader binds.
+    ran = [member("t", "w", 0, c, exclusive=RACK, node_name="c-0") for c in range(4)]
+    ran += [member("t", "w", 1, c, exclusive=RACK, node_name="b-0") for c in (2, 3)]
+    failed = [_finished(member("t", "w", 1, c, exclusive=RACK, node_name="b-0"), "Failed") for c in (0, 1)]
+    new_leader = _retry_of(member("t", "w", 1, 0, exclusive=RACK))
+    out = run(racks(), exclusive_set(), ran, failed, new_leader)
+    assert list(out.bound) == ["default/t-w-1-0-a0-retry1"], out.pending
+
+
+def test_h2_the_healthy_job_is_not_evicted_while_the_failed_job_is_made_again() -> None:
+    # Same world, grace 0 (the default is 60 s): the healthy Job 0 is not evicted as stale while Job 1's
+    # new leader waits to bind.
+    ran = [member("t", "w", 0, c, exclusive=RACK, node_name="c-0") for c in range(4)]
+    failed = [_finished(member("t", "w", 1, c, exclusive=RACK, node_name="b-0"), "Failed") for c in range(4)]
+    new_leader = _retry_of(member("t", "w", 1, 0, exclusive=RACK))
+    out = run(racks(), exclusive_set(), ran, failed, new_leader, stale_grace=0)
+    assert out.evicted == {}, out.evicted
+
+
+def test_work_queue_job_that_lost_a_pod_after_a_success_does_not_block_a_siblings_retry() -> None:
+    # Work-queue Job wq (completions unset, parallelism 3): a pod Succeeded, then another Failed; the Job
+    # controller makes none again once one succeeded, 1 runs. Job w (2/2): index 1 failed, its retry is
+    # pending. wq asks no more than the pod it has (not parallelism less successes, 2): the retry binds.
+    js = _work_queue(jobset("q", [("wq", 1, 3), ("w", 1, 2)]), "wq")
+    wq = [_non_indexed(member("q", "wq", 0, c, node_name="n0")) for c in range(3)]
+    _finished(wq[0])
+    _finished(wq[1], "Failed")
+    w = [member("q", "w", 0, 0, node_name="n0"), _finished(member("q", "w", 0, 1, node_name="n0"), "Failed"),
+         _retry_of(member("q", "w", 0, 1))]
+    out = run(node("n0", cpu="16"), js, job("q", "wq", 0, 3), job("q", "w", 0, 2), wq, w)
+    assert out.bound == {"default/q-w-0-1-a0-retry1": "n0"}, out.pending
+
+
+def test_replacements_after_a_job_completed_are_still_placed_all_or_none() -> None:
+    # The scheduler bound a JobSet of a (1 Job 2/2) and b (1 Job 4/4) itself (satisfied). a completes
+    # (2 Succeeded), then 2 of b's pods fail; both retries are pending and there is room for one.
+    # Minimum 4 (a: 0, b: 4), whose minimum left a's Succeeded pods out already: the gang is short (2 of
+    # 4 live), so both retries go together or not at all: with room for one, none binds.
+    state = SchedulerState()
+    js = [jobset("t", [("a", 1, 2), ("b", 1, 4)]), job("t", "a", 0, 2), job("t", "b", 0, 4)]
+
+
+    nodes = [node("n0", cpu="12")]
+    first = _cycles(state, [*nodes, *js, *(member("t", "a", 0, c) for c in range(2)),
+                    *(member("t", "b", 0, c) for c in range(4))])
+    assert len(first) == 6
+    later = [_finished(member("t", "a", 0, c, node_name="n0")) for c in range(2)]
+    later += [member("t", "b", 0, c, node_name="n0") for c in range(2)]
+    later += [_finished(member("t", "b", 0, c, node_name="n0"), "Failed") for c in (2, 3)]
+    retries = [_retry_of(member("t", "b", 0, c)) for c in (2, 3)]
+    hog = pod("hog", cpu="6", node_name="n0", scheduler="other")  # 12 - 2*2 running - 6: room for one retry
+    assert _cycles(state, [*nodes, *js, *later, *retries, hog]) == {}
+
+
+def test_replacements_after_a_job_completed_bind_together_with_room_for_both() -> None:
+    state = SchedulerState()
+    js = [jobset("t", [("a", 1, 2), ("b", 1, 4)]), job("t", "a", 0, 2), job("t", "b", 0, 4)]
+
+
+    nodes = [node("n0", cpu="12")]
+    assert len(_cycles(state, [*nodes, *js, *(member("t", "a", 0, c) for c in range(2)),
+                       *(member("t", "b", 0, c) for c in range(4))])) == 6
+    later = [_finished(member("t", "a", 0, c, node_name="n0")) for c in range(2)]
+    later += [member("t", "b", 0, c, node_name="n0") for c in range(2)]
+    later += [_finished(member("t", "b", 0, c, node_name="n0"), "Failed") for c in (2, 3)]
+    retries = [_retry_of(member("t", "b", 0, c)) for c in (2, 3)]
+    hog = pod("hog", cpu="4", node_name="n0", scheduler="other")
+    assert len(_cycles(state, [*nodes, *js, *later, *retries, hog])) == 2

@@ -271,6 +271,8 @@ def build_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Collecti
         gang = dialect.gang(key, pods, snapshot)
     else:
         gang = finishing.finishing_gang(key, pods, done, snapshot)
+        if gang is not None:
+            gang.finished_out = True
     if gang is not None:
         gang.succeeded = sum(1 for p in done if p.phase == "Succeeded")
     written = dialect.written_asks(gang, snapshot) if gang is not None else None

@@ -26,6 +26,7 @@ Does not belong here: the owner chain (``koordpy.core.owners``), parsing the Job
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -210,6 +211,15 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
     name = key.split("/")[2]
     left = {(j.name, f"{name}-{j.name}-{i}"): j.left(done.get(f"{name}-{j.name}-{i}", 0))
             for j in jobs for i in range(j.replicas)}
+    # A Job without completions (a work queue) makes no pod once one of its pods succeeded: it asks no
+    # more than the pods it has, or a sibling's retry would wait for pods that never come. (The
+    # whole-Job room of an exclusive Job is still its size, ``whole``.)
+    whole = dict(left)
+    open_ended = {j.name for j in jobs if j.completions is None}
+    succeeded = {job_name(p) for p in finished if p.phase == "Succeeded"}
+    existing = Counter(job_name(p) for p in pods)
+    left = {(rjob, job): min(n, existing[job]) if rjob in open_ended and job in succeeded else n
+            for (rjob, job), n in left.items()}
     # Which replicatedJobs are placed exclusively, and over which label, is what their pods say (JobSet's
     # webhook acts on the pods' annotation, and so does the placement, ``ExclusiveAsk``), else, before
     # any pod of one exists, what the JobSet controller will write on them (``ReplicatedJob.exclusive``).
@@ -219,14 +229,22 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         said[rjob] = said.get(rjob, "") or exclusive_key(p)
     label_of = {j.name: said.get(j.name, j.exclusive) for j in jobs}
     exclusive = {rjob for rjob, label in label_of.items() if label}
-    # The pods its Jobs run at once; one leader for a Job placed exclusively until its other pods ran
-    # (its others come once it is bound: waiting for them would never bind it), the whole Job once one
-    # of them was bound or finished, so that a Job that lost pods it cannot replace falls below the
-    # minimum (stale) and its members are priced as the gang's in preemption. A JobSet koordpy has not
-    # seen: every pod it has now.
-    ran = {job_name(p) for p in (*(p for p in pods if p.node_name), *finished) if not _leader(p)}
-    minimum = sum(min(n, 1) if rjob in exclusive and job not in ran else n
-                  for (rjob, job), n in left.items()) if jobs else len(pods)
+    # The pods its Jobs run at once. A Job placed exclusively: the whole Job while its leader and some of
+    # its other pods are live and bound (JobSet's webhook makes the others only for a live, bound
+    # leader: a Job that lost pods then falls below the minimum, stale, and its members are priced as
+    # the gang's in preemption); else its leader and the other pods bound now (a new leader, after the
+    # old one failed, is placed before any other pod of its Job can be made again: counting those
+    # would never bind it; finished pods count nothing). A JobSet koordpy has not seen: every pod it
+    # has now.
+    leading = {job_name(p) for p in pods if p.node_name and _leader(p)}
+    following = Counter(job_name(p) for p in pods if p.node_name and not _leader(p))
+
+    def runs(rjob: str, job: str, n: int) -> int:
+        if rjob not in exclusive or (job in leading and following[job]):
+            return n
+        return min(n, 1 + following[job])
+
+    minimum = sum(runs(rjob, job, n) for (rjob, job), n in left.items()) if jobs else len(pods)
     config = GangConfig(key=key, min_member=max(1, minimum), total_number=max(1, minimum), from_crd=True)
     gang = Gang(key, config, pods, creation_time(owner.creation if owner is not None else first.creation))
     labels = sorted({k for p in pods if (k := exclusive_key(p))})
@@ -244,7 +262,7 @@ def jobset_gang(key: str, pods: list[Pod], snapshot: Snapshot, finished: Iterabl
         expected = sum(1 for (rjob, _), n in left.items() if n and label_of[rjob] == label) if jobs else len(by_job)
         gang.parts = (expected, tuple((frozenset(keys), 1) for _, keys in by_job.items()))
         if jobs:
-            sizes = {job: n for (_, job), n in left.items()}
+            sizes = {job: n for (_, job), n in whole.items()}
         else:
             # A JobSet not in the cache (yet): each Job's own object says what it runs (its parallelism,
             # never more than its completions), so that a leader still goes where its whole Job fits.
