@@ -271,6 +271,17 @@ def test_the_minimum_is_what_a_job_still_runs_at_once_never_less() -> None:
     assert len(run(node("n0", cpu="4"), js, done, new).bound) == 2
 
 
+def _cycles(state: SchedulerState, objs: list[dict[str, Any]]) -> dict[str, str]:
+    """Three cycles over ``objs`` with one scheduler's memory, as the simulator applies them: the binds."""
+    world = World.from_objects([("t", o) for o in objs])
+    binds: dict[str, str] = {}
+    for _ in range(3):
+        result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
+        world.apply(result)
+        binds.update({d.pod: d.node for d in result.binds})
+    return binds
+
+
 def test_a_scheduler_that_bound_the_jobset_places_a_retry_once_a_job_completed() -> None:
     # The scheduler bound all 8 pods of 2 Jobs itself (it remembers the gang met its minimum); Job 0
     # then completed and a pod of Job 1 failed: its retry binds, in the scheduler's next cycles.
@@ -278,16 +289,7 @@ def test_a_scheduler_that_bound_the_jobset_places_a_retry_once_a_job_completed()
     base = [node("n0", cpu="8"), node("n1", cpu="8"), jobset("t", [("w", 2, 4)]),
             *(job("t", "w", j, 4) for j in range(2))]
 
-    def cycles(objs: list[Obj]) -> dict[str, str]:
-        world = World.from_objects([("t", o) for o in objs])
-        binds: dict[str, str] = {}
-        for _ in range(3):
-            result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
-            world.apply(result)
-            binds.update({d.pod: d.node for d in result.binds})
-        return binds
-
-    first = cycles([*base, *(member("t", "w", j, c) for j in range(2) for c in range(4))])
+    first = _cycles(state, [*base, *(member("t", "w", j, c) for j in range(2) for c in range(4))])
     assert len(first) == 8
     later = [member("t", "w", j, c, node_name=first[f"default/t-w-{j}-{c}-a0"]) for j in range(2) for c in range(4)]
     for p in later[:4]:
@@ -295,7 +297,7 @@ def test_a_scheduler_that_bound_the_jobset_places_a_retry_once_a_job_completed()
     finished(later[7], "Failed")
     retry = member("t", "w", 1, 3)
     retry["metadata"]["name"] += "-retry"
-    assert set(cycles([*base, *later, retry])) == {"default/t-w-1-3-a0-retry"}
+    assert set(_cycles(state, [*base, *later, retry])) == {"default/t-w-1-3-a0-retry"}
 
 
 # -- exclusive placement ------------------------------------------------------------------------
@@ -583,16 +585,6 @@ def _work_queue(js: dict[str, Any], rjob: str) -> dict[str, Any]:
 def _non_indexed(raw: dict[str, Any]) -> dict[str, Any]:
     raw["metadata"]["annotations"].pop("batch.kubernetes.io/job-completion-index", None)
     return raw
-
-
-def _cycles(state: SchedulerState, objs: list[dict[str, Any]]) -> dict[str, str]:
-    world = World.from_objects([("t", o) for o in objs])
-    binds: dict[str, str] = {}
-    for _ in range(3):
-        result = schedule(world.snapshot(frozenset({"koordpy"})), state, world.now)
-        world.apply(result)
-        binds.update({d.pod: d.node for d in result.binds})
-    return binds
 
 
 def test_h2_a_job_that_failed_whole_gets_its_new_leader_bound() -> None:
