@@ -84,7 +84,7 @@ from benchmarks.live_harness import (
 from koordpy.controller.main import api_client
 from koordpy.controller.writer import Gone
 from tests.integration.checker import Obj, labels_of, name_of
-from tests.integration.frontends import KUEUE_OBJECTS, MANAGED_BY, NAMESPACE_LABEL, FrontendsError, remove_crds
+from tests.integration.frontends import KUEUE_OBJECTS, NAMESPACE_LABEL, FrontendsError, own_crds, remove_crds
 from tests.integration.frontends import start as start_frontends
 from tests.integration.frontends import stop as stop_frontends
 from tests.integration.kube import ControlPlane, Kube, read_env
@@ -509,16 +509,14 @@ class KueueBench(LiveBench):
 
 
 def control_plane(state: Path) -> tuple[dict[str, str], ControlPlane]:
-    """``live_harness.control_plane``, but koordpy's copy of Kueue's Topology CRD is left out once
-    Kueue's own is installed (a killed run of this benchmark on a reused control plane leaves it): the
-    copy would be applied over Kueue's schema, as the integration tests' ``own_crds`` avoids too."""
+    """``live_harness.control_plane``, but koordpy's CRDs as ``frontends.own_crds`` picks them: its copy
+    of Kueue's Topology CRD is left out once Kueue's own is installed (a killed run of this benchmark
+    on a reused control plane leaves it), which it would be applied over."""
     t0 = time.perf_counter()
     run([str(ROOT / "e2e/controlplane/up.sh"), str(state)], timeout=1800)
     env = read_env(state / "env")
     cp = ControlPlane(dir=state, env=env)
-    owner = Kube(cp).kubectl("get", "crd", "topologies.kueue.x-k8s.io", "--ignore-not-found", "-o",
-                             r"jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}", check=False).strip()
-    files = [f for f in sorted((ROOT / "crds").glob("*.yaml")) if f != OWN_TOPOLOGY_CRD or owner != MANAGED_BY]
+    files = own_crds(Kube(cp))
     run([env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], "apply", *(a for f in files for a in ("-f", str(f)))],
         timeout=120)
     say(f"control plane {state} up in {time.perf_counter() - t0:.1f} s")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from koordpy.controller.client import first_served, list_objects
 from koordpy.controller.listing import list_everything
 from koordpy.controller.main import build_registry, kopf_kinds, resources, sync, watch_tasks
 from tests.controller.served import api_for
+from tests.controller.test_watch_kinds import until
 
 TOPOLOGY = by_id("topologies.kueue.x-k8s.io")
 GROUP = "kueue.x-k8s.io"
@@ -87,14 +88,6 @@ class Cluster:
 async def serving(cluster: Cluster) -> AsyncIterator[ApiClient]:
     async with api_for(cluster.app()) as api:
         yield api
-
-
-async def until(what: Callable[[], bool], seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if what():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("not reached in time")
 
 
 def kueue_kinds() -> list[tuple[Kind, str, str, str]]:

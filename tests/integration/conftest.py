@@ -15,10 +15,10 @@ import pytest
 
 from tests.integration.frontends import (
     KUEUE_OBJECTS,
-    MANAGED_BY,
     Frontends,
     FrontendsError,
     clear_stale,
+    own_crds,
     remove_crds,
 )
 from tests.integration.frontends import start as start_frontends
@@ -55,17 +55,6 @@ def controlplane() -> Iterator[ControlPlane]:
     yield cp
     if not reuse:
         subprocess.run([str(DOWN), str(state)], capture_output=True, timeout=120, check=False)
-
-
-def own_crds(kube: Kube) -> list[Path]:
-    """koordpy's CRDs (crds/), less its copy of Kueue's Topology CRD once Kueue's own is installed
-    (by the ``frontends`` fixture of an earlier run, on a reused control plane, told by the label
-    that fixture gives it): the copy would replace Kueue's schema with koordpy's under a running
-    Kueue; and the real one serves the v1beta2 koordpy reads."""
-    crds = sorted((ROOT / "crds").glob("*.yaml"))
-    owner = kube.kubectl("get", "crd", "topologies.kueue.x-k8s.io", "-o",
-                         r"jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}", check=False).strip()
-    return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or owner != MANAGED_BY]
 
 
 @pytest.fixture(scope="module")

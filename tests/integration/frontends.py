@@ -403,6 +403,17 @@ def stop(cp: ControlPlane) -> None:
     _stop_processes(cp.dir)
 
 
+def own_crds(kube: Kube) -> list[Path]:
+    """koordpy's CRDs (crds/), less its copy of Kueue's Topology CRD once Kueue's own is installed
+    (by ``start`` in an earlier run, on a reused control plane, told by the label ``start`` gives
+    it): the copy would replace Kueue's schema with koordpy's under a running
+    Kueue; and the real one serves the v1beta2 koordpy reads."""
+    crds = sorted((ROOT / "crds").glob("*.yaml"))
+    owner = kube.kubectl("get", "crd", "topologies.kueue.x-k8s.io", "-o",
+                         r"jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}", check=False).strip()
+    return [f for f in crds if f.name != "kueue.x-k8s.io_topologies.yaml" or owner != MANAGED_BY]
+
+
 def remove_crds(cp: ControlPlane, own: Path) -> None:
     """Deletes Kueue's and JobSet's CRDs (their objects gone already: Kueue's finalizers need Kueue)
     and applies ``own`` again, koordpy's copy of Kueue's Topology CRD, which Kueue's replaced: the
